@@ -1,0 +1,46 @@
+"""rocketstore: RocketMQ's message store as an embedded, durable Python queue.
+
+>>> import tempfile
+>>> from rocketstore import MessageStore, StoreConfig, PutStatus
+>>> with MessageStore(StoreConfig(store_path=tempfile.mkdtemp())) as store:
+...     r = store.put("orders", b"hello", tags="paid")
+...     r.status is PutStatus.PUT_OK, store.look_message_by_offset(r.wrote_offset).body
+(True, b'hello')
+"""
+
+from __future__ import annotations
+
+from rocketstore._native import __version__
+from rocketstore.config import BrokerRole, FlushDiskType, StoreConfig
+from rocketstore.errors import (
+    ConfigMismatchError,
+    CorruptedError,
+    PoisonedError,
+    ReadOnlyStoreError,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+)
+from rocketstore.message import GetStatus, Message, MessageExt, PutResult, PutStatus
+from rocketstore.store import MessageStore, RecoveryReport
+
+__all__ = [
+    "BrokerRole",
+    "ConfigMismatchError",
+    "CorruptedError",
+    "FlushDiskType",
+    "GetStatus",
+    "Message",
+    "MessageExt",
+    "MessageStore",
+    "PoisonedError",
+    "PutResult",
+    "PutStatus",
+    "ReadOnlyStoreError",
+    "RecoveryReport",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreError",
+    "StoreLockedError",
+    "__version__",
+]

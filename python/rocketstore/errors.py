@@ -1,0 +1,46 @@
+"""The exception hierarchy. Every engine error surfaces as one of these.
+
+``StoreError`` is the root. I/O failures from the operating system are raised
+as :class:`OSError` (with ``errno`` set, so ``FileNotFoundError`` and friends
+work); bad arguments as :class:`ValueError` / :class:`TypeError`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StoreError",
+    "CorruptedError",
+    "ConfigMismatchError",
+    "StoreLockedError",
+    "StoreClosedError",
+    "ReadOnlyStoreError",
+    "PoisonedError",
+]
+
+
+class StoreError(Exception):
+    """Base class of rocketstore's own errors."""
+
+
+class CorruptedError(StoreError):
+    """Bytes on disk do not form a valid structure (the message names file and offset)."""
+
+
+class ConfigMismatchError(StoreError, ValueError):
+    """The files on disk disagree with the configuration or with each other."""
+
+
+class StoreLockedError(StoreError):
+    """Another writer, in this or another process, holds the store's lock."""
+
+
+class StoreClosedError(StoreError):
+    """The store is not started, or was shut down."""
+
+
+class ReadOnlyStoreError(StoreError):
+    """A write was attempted on a store opened with ``read_only=True``."""
+
+
+class PoisonedError(StoreError):
+    """A write or flush failed; the store refuses writes until reopened."""

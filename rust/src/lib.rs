@@ -1,0 +1,19 @@
+//! rocketstore's engine: RocketMQ's message store (CommitLog, ConsumeQueue,
+//! IndexFile, flush and recovery), byte-compatible with a RocketMQ 4.9.8
+//! broker's store directory.
+//!
+//! The engine has no Python dependency; the `python` feature adds the PyO3
+//! bindings in [`python`]. Modules map one-to-one to on-disk structures.
+
+pub mod commitlog;
+pub mod error;
+pub mod lock;
+pub mod mapped_file;
+pub mod mapped_file_queue;
+pub mod message;
+pub mod store;
+
+#[cfg(feature = "python")]
+pub mod python;
+
+pub use error::{Result, StoreError};

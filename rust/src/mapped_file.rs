@@ -1,0 +1,426 @@
+//! One memory-mapped segment file (CommitLog or ConsumeQueue).
+//!
+//! ```text
+//!  0                      flushed      wrote                      file_size
+//!  |=========== on disk ====|~~ dirty ~~|....... zeros .............|
+//! ```
+//! A file is created at its full size with its space reserved
+//! (`posix_fallocate`), so a full disk fails the creation instead of raising
+//! SIGBUS on a later write; an existing file is mapped only after its length
+//! has been checked. One writer appends (serialised by an internal mutex);
+//! readers see only bytes below the write position, published with
+//! release/acquire ordering. All `unsafe` code of the crate lives here.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+use parking_lot::Mutex;
+
+use crate::error::{Result, StoreError};
+
+/// Operating-system page size used for flush accounting (RocketMQ's OS_PAGE_SIZE).
+pub const OS_PAGE_SIZE: usize = 4096;
+
+/// Formats a file start offset as its 20-digit file name.
+pub fn file_name(offset: u64) -> String {
+    format!("{offset:020}")
+}
+
+/// A mapped segment file.
+pub struct MappedFile {
+    path: PathBuf,
+    file_from_offset: u64,
+    file_size: usize,
+    file: File,
+    map: MmapRaw,
+    writable: bool,
+    wrote: AtomicUsize,
+    committed: AtomicUsize,
+    flushed: AtomicUsize,
+    /// Store timestamp of the last message appended (CommitLog only).
+    store_timestamp: AtomicI64,
+    available: AtomicBool,
+    write_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for MappedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedFile")
+            .field("path", &self.path)
+            .field("from", &self.file_from_offset)
+            .field("size", &self.file_size)
+            .field("wrote", &self.wrote_position())
+            .finish()
+    }
+}
+
+/// Reserves `len` bytes for `file`: `posix_fallocate`, or `set_len` where the
+/// file system cannot reserve space.
+fn reserve(file: &File, len: usize, path: &Path) -> Result<()> {
+    // SAFETY: plain syscall on a valid descriptor we own.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+    match rc {
+        0 => Ok(()),
+        libc::EOPNOTSUPP | libc::EINVAL => {
+            log::warn!(
+                "{}: file system cannot reserve space; falling back to a sparse file",
+                path.display()
+            );
+            file.set_len(len as u64)
+                .map_err(|e| StoreError::io(format!("set length of {}", path.display()), e))
+        }
+        errno => Err(StoreError::io(
+            format!("reserve {len} bytes for {}", path.display()),
+            std::io::Error::from_raw_os_error(errno),
+        )),
+    }
+}
+
+impl MappedFile {
+    /// Creates `path` at full size, reserved and zero-filled, and maps it.
+    /// Fails if the file already exists.
+    pub fn create(path: &Path, file_from_offset: u64, file_size: usize) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
+        if let Err(e) = reserve(&file, file_size, path) {
+            drop(file);
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+        Self::map(path, file, file_from_offset, file_size, true)
+    }
+
+    /// Opens an existing file; its length must equal `file_size` exactly.
+    pub fn open(path: &Path, file_from_offset: u64, file_size: usize, writable: bool) -> Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?
+            .len();
+        if len != file_size as u64 {
+            return Err(StoreError::Mismatch(format!(
+                "{} is {len} bytes, expected {file_size}; refusing to map it",
+                path.display()
+            )));
+        }
+        Self::map(path, file, file_from_offset, file_size, writable)
+    }
+
+    /// Extends a short file (a crash while it was being created) to full size
+    /// with zeros, reserving the space.
+    pub fn extend_short_file(path: &Path, file_size: usize) -> Result<()> {
+        let file = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+        reserve(&file, file_size, path)?;
+        file.set_len(file_size as u64)
+            .map_err(|e| StoreError::io(format!("extend {}", path.display()), e))?;
+        file.sync_all()
+            .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))
+    }
+
+    fn map(path: &Path, file: File, from: u64, size: usize, writable: bool) -> Result<Self> {
+        let map = if writable {
+            MmapOptions::new().len(size).map_raw(&file)
+        } else {
+            MmapOptions::new().len(size).map_raw_read_only(&file)
+        }
+        .map_err(|e| StoreError::io(format!("mmap {}", path.display()), e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file_from_offset: from,
+            file_size: size,
+            file,
+            map,
+            writable,
+            wrote: AtomicUsize::new(0),
+            committed: AtomicUsize::new(0),
+            flushed: AtomicUsize::new(0),
+            store_timestamp: AtomicI64::new(0),
+            available: AtomicBool::new(true),
+            write_lock: Mutex::new(()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Absolute offset of the file's first byte (its name).
+    pub fn file_from_offset(&self) -> u64 {
+        self.file_from_offset
+    }
+
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+
+    pub fn wrote_position(&self) -> usize {
+        self.wrote.load(Ordering::Acquire)
+    }
+
+    pub fn committed_position(&self) -> usize {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    pub fn flushed_position(&self) -> usize {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    /// Bytes readers may see (no transient buffer: the write position).
+    pub fn read_position(&self) -> usize {
+        self.wrote_position()
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.wrote_position() >= self.file_size
+    }
+
+    pub fn is_available(&self) -> bool {
+        self.available.load(Ordering::Acquire)
+    }
+
+    pub fn store_timestamp(&self) -> i64 {
+        self.store_timestamp.load(Ordering::Acquire)
+    }
+
+    pub fn set_store_timestamp(&self, ts: i64) {
+        self.store_timestamp.store(ts, Ordering::Release);
+    }
+
+    /// Sets every position (after recovery or when loading a full file).
+    pub fn set_positions(&self, pos: usize) {
+        let pos = pos.min(self.file_size);
+        self.wrote.store(pos, Ordering::Release);
+        self.committed.store(pos, Ordering::Release);
+        self.flushed.store(pos, Ordering::Release);
+    }
+
+    /// Appends at the write position: `f` gets the writable tail of the file
+    /// (`file_size - wrote` bytes) and returns how many bytes it wrote, which
+    /// then become visible to readers. Returns `f`'s result.
+    pub fn append<R>(&self, f: impl FnOnce(&mut [u8], usize) -> (usize, R)) -> Result<R> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let _g = self.write_lock.lock();
+        let wrote = self.wrote.load(Ordering::Relaxed);
+        let tail_len = self.file_size - wrote;
+        // SAFETY: the mapping is `file_size` bytes long and writable. Bytes at or
+        // above `wrote` are never handed to readers, and `write_lock` makes this
+        // the only writer, so no other reference to this range exists.
+        let tail = unsafe {
+            std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(wrote), tail_len)
+        };
+        let (n, r) = f(tail, wrote);
+        assert!(n <= tail_len, "append wrote past the end of the file");
+        self.wrote.store(wrote + n, Ordering::Release);
+        Ok(r)
+    }
+
+    /// Writes `data` at `pos` (no position change); used to zero a truncated
+    /// tail and to fill pre-blank units. `pos` must be ≥ the write position.
+    pub fn write_at(&self, pos: usize, data: &[u8]) -> Result<()> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let _g = self.write_lock.lock();
+        if pos < self.wrote.load(Ordering::Relaxed) || pos + data.len() > self.file_size {
+            return Err(StoreError::InvalidArgument(format!(
+                "write of {} bytes at {pos} outside the writable tail of {}",
+                data.len(),
+                self.path.display()
+            )));
+        }
+        // SAFETY: in bounds (checked) and above the write position, so no
+        // reader sees these bytes; `write_lock` excludes other writers.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(pos), data.len())
+        };
+        Ok(())
+    }
+
+    /// Fills `[from, to)` with zeros; both must be ≥ the write position.
+    pub fn zero_range(&self, from: usize, to: usize) -> Result<()> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let _g = self.write_lock.lock();
+        let to = to.min(self.file_size);
+        if from < self.wrote.load(Ordering::Relaxed) || from > to {
+            return Err(StoreError::InvalidArgument(format!(
+                "cannot zero {from}..{to} of {}",
+                self.path.display()
+            )));
+        }
+        // SAFETY: in bounds and above the write position (checked above).
+        unsafe { std::ptr::write_bytes(self.map.as_mut_ptr().add(from), 0, to - from) };
+        Ok(())
+    }
+
+    /// The whole mapped file, ignoring positions. For recovery scans and
+    /// read-only stores, which validate every record they read.
+    pub fn raw(&self) -> &[u8] {
+        // SAFETY: the mapping lives as long as `self`; bytes above the write
+        // position may change under a concurrent writer, and every reader of
+        // `raw` validates what it reads (magic, sizes, CRC) instead of trusting it.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.file_size) }
+    }
+
+    /// Readable bytes `[pos, read_position)`.
+    pub fn readable_from(&self, pos: usize) -> Option<&[u8]> {
+        let end = self.read_position();
+        if pos > end {
+            return None;
+        }
+        Some(&self.raw()[pos..end])
+    }
+
+    /// Readable bytes `[pos, pos+len)`, if all of them are below the read position.
+    pub fn read(&self, pos: usize, len: usize) -> Option<&[u8]> {
+        let end = pos.checked_add(len)?;
+        if end > self.read_position() {
+            return None;
+        }
+        Some(&self.raw()[pos..end])
+    }
+
+    /// Flushes dirty pages if at least `least_pages` are dirty (0: any), or the
+    /// file is full. Returns the flushed position.
+    pub fn flush(&self, least_pages: usize) -> Result<usize> {
+        let read = self.read_position();
+        let flushed = self.flushed_position();
+        let able = if self.is_full() {
+            flushed < read
+        } else if least_pages > 0 {
+            read / OS_PAGE_SIZE - flushed / OS_PAGE_SIZE >= least_pages
+        } else {
+            read > flushed
+        };
+        if able && self.writable {
+            let start = flushed - flushed % OS_PAGE_SIZE;
+            self.map
+                .flush_range(start, read - start)
+                .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
+            self.flushed.fetch_max(read, Ordering::AcqRel);
+        }
+        Ok(self.flushed_position())
+    }
+
+    /// Forces the whole file (data and metadata) to disk.
+    pub fn sync_all(&self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        self.map
+            .flush()
+            .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
+        self.file
+            .sync_all()
+            .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))
+    }
+
+    /// Advises the kernel that the file will be needed (`MADV_WILLNEED`).
+    pub fn advise_willneed(&self) {
+        let _ = self.map.advise(memmap2::Advice::WillNeed);
+    }
+
+    /// Touches every page so later appends do not fault (warm-up).
+    pub fn pretouch(&self) -> Result<()> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let _g = self.write_lock.lock();
+        let wrote = self.wrote.load(Ordering::Relaxed);
+        let mut p = wrote.next_multiple_of(OS_PAGE_SIZE);
+        while p < self.file_size {
+            // SAFETY: in bounds, above the write position, under the write lock;
+            // the page already holds zero, so storing zero changes no content.
+            unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(p), 0) };
+            p += OS_PAGE_SIZE;
+        }
+        Ok(())
+    }
+
+    /// Marks the file unavailable and unlinks it. The mapping itself is
+    /// released when the last reference (`Arc`) is dropped, so readers that
+    /// still hold the file keep valid memory.
+    pub fn destroy(&self) -> Result<()> {
+        self.available.store(false, Ordering::Release);
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(format!("delete {}", self.path.display()), e)),
+        }
+    }
+
+    /// The file's modification time in ms since the epoch.
+    pub fn last_modified_ms(&self) -> i64 {
+        std::fs::metadata(&self.path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_append_read_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(file_name(0));
+        let mf = MappedFile::create(&p, 0, 4096).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 4096);
+        let at = mf
+            .append(|tail, at| {
+                tail[..5].copy_from_slice(b"hello");
+                (5, at)
+            })
+            .unwrap();
+        assert_eq!(at, 0);
+        assert_eq!(mf.read(0, 5), Some(&b"hello"[..]));
+        assert_eq!(mf.read(0, 6), None);
+        assert_eq!(mf.flush(1).unwrap(), 0, "less than one page dirty");
+        assert_eq!(mf.flush(0).unwrap(), 5);
+        assert!(MappedFile::create(&p, 0, 4096).is_err(), "create_new");
+    }
+
+    #[test]
+    fn open_refuses_wrong_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(file_name(0));
+        std::fs::write(&p, vec![0u8; 100]).unwrap();
+        let e = MappedFile::open(&p, 0, 4096, true).unwrap_err();
+        assert!(e.to_string().contains("expected 4096"), "{e}");
+    }
+
+    #[test]
+    fn write_below_position_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mf = MappedFile::create(&dir.path().join("f"), 0, 128).unwrap();
+        mf.append(|t, _| {
+            t[0] = 1;
+            (1, ())
+        })
+        .unwrap();
+        assert!(mf.write_at(0, b"x").is_err());
+        assert!(mf.write_at(127, b"xy").is_err());
+        mf.write_at(1, b"x").unwrap();
+    }
+}

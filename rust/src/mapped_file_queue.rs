@@ -1,0 +1,451 @@
+//! An ordered run of equally sized mapped files named by their start offset.
+//!
+//! ```text
+//!  dir/00000000000000000000  dir/00000000000001048576  dir/00000000000002097152
+//!      [0, size)                 [size, 2*size)            [2*size, 3*size)  <- last (written)
+//! ```
+//! The first file may start at any multiple of the file size (older files
+//! expired). Names are 20-digit zero-padded decimal offsets, and consecutive
+//! files must be exactly one file size apart.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{Result, StoreError};
+use crate::mapped_file::{file_name, MappedFile};
+
+/// What loading a directory found.
+#[derive(Debug, Clone, Default)]
+pub struct LoadInfo {
+    /// A newest file shorter than the file size was extended with zeros.
+    pub extended_short_file: Option<PathBuf>,
+    /// A newest file shorter than the file size was skipped (read-only open).
+    pub skipped_short_file: Option<PathBuf>,
+}
+
+/// The file size found in `dir`, if it holds any segment file. Only the
+/// newest file may be shorter than the others; all others must agree.
+pub fn detect_file_size(dir: &Path) -> Result<Option<usize>> {
+    let names = list_segment_files(dir)?;
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let mut sizes = Vec::with_capacity(names.len());
+    for (_, p) in &names {
+        let len = std::fs::metadata(p)
+            .map_err(|e| StoreError::io(format!("stat {}", p.display()), e))?
+            .len();
+        sizes.push((len as usize, p.clone()));
+    }
+    let considered = if sizes.len() > 1 {
+        &sizes[..sizes.len() - 1]
+    } else {
+        &sizes[..]
+    };
+    let size = considered[0].0;
+    if let Some((other, p)) = considered.iter().find(|(s, _)| *s != size) {
+        return Err(StoreError::Mismatch(format!(
+            "files in {} have different sizes ({} is {other} bytes, {} is {size})",
+            dir.display(),
+            p.display(),
+            considered[0].1.display()
+        )));
+    }
+    if size == 0 {
+        return Err(StoreError::Mismatch(format!(
+            "{} is empty; cannot infer the file size",
+            considered[0].1.display()
+        )));
+    }
+    if sizes.len() > 1 && sizes[sizes.len() - 1].0 > size {
+        let p = &sizes[sizes.len() - 1].1;
+        return Err(StoreError::Mismatch(format!(
+            "{} is larger than the other files of {} ({size} bytes)",
+            p.display(),
+            dir.display()
+        )));
+    }
+    Ok(Some(size))
+}
+
+/// Segment files of `dir` (20-digit names) sorted by offset.
+pub fn list_segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io(format!("list {}", dir.display()), e)),
+    };
+    let mut out = Vec::new();
+    for ent in rd {
+        let ent = ent.map_err(|e| StoreError::io(format!("list {}", dir.display()), e))?;
+        let name = ent.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(off) = name.parse::<u64>() {
+                out.push((off, ent.path()));
+            }
+        }
+    }
+    out.sort_by_key(|(o, _)| *o);
+    Ok(out)
+}
+
+/// A queue of mapped files.
+#[derive(Debug)]
+pub struct MappedFileQueue {
+    dir: PathBuf,
+    file_size: usize,
+    writable: bool,
+    files: RwLock<Vec<Arc<MappedFile>>>,
+    flushed_where: AtomicU64,
+    committed_where: AtomicU64,
+    flush_lock: Mutex<()>,
+}
+
+impl MappedFileQueue {
+    /// An empty queue over `dir` (created lazily by the first file).
+    pub fn new(dir: PathBuf, file_size: usize, writable: bool) -> Self {
+        Self {
+            dir,
+            file_size,
+            writable,
+            files: RwLock::new(Vec::new()),
+            flushed_where: AtomicU64::new(0),
+            committed_where: AtomicU64::new(0),
+            flush_lock: Mutex::new(()),
+        }
+    }
+
+    /// Loads every segment of `dir`. Every file must be `file_size` bytes,
+    /// except that a shorter newest file is extended (writable) or skipped
+    /// (read-only). Loaded files are marked fully written; recovery sets the
+    /// real positions.
+    pub fn load(dir: PathBuf, file_size: usize, writable: bool) -> Result<(Self, LoadInfo)> {
+        let q = Self::new(dir, file_size, writable);
+        let mut info = LoadInfo::default();
+        let names = list_segment_files(&q.dir)?;
+        let mut files = Vec::with_capacity(names.len());
+        let n = names.len();
+        for (i, (off, path)) in names.into_iter().enumerate() {
+            if off % file_size as u64 != 0 {
+                return Err(StoreError::Mismatch(format!(
+                    "{} does not start at a multiple of the file size {file_size}",
+                    path.display()
+                )));
+            }
+            if let Some(prev) = files.last() {
+                let prev: &Arc<MappedFile> = prev;
+                if prev.file_from_offset() + file_size as u64 != off {
+                    return Err(StoreError::Mismatch(format!(
+                        "gap in {}: {} does not follow {}",
+                        q.dir.display(),
+                        path.display(),
+                        prev.path().display()
+                    )));
+                }
+            }
+            let len = std::fs::metadata(&path)
+                .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?
+                .len() as usize;
+            if len < file_size && i + 1 == n {
+                if writable {
+                    MappedFile::extend_short_file(&path, file_size)?;
+                    info.extended_short_file = Some(path.clone());
+                } else {
+                    info.skipped_short_file = Some(path);
+                    continue;
+                }
+            } else if len != file_size {
+                return Err(StoreError::corrupted(
+                    &path,
+                    0,
+                    format!("file is {len} bytes, the configured size is {file_size}"),
+                ));
+            }
+            let mf = MappedFile::open(&path, off, file_size, writable)?;
+            mf.set_positions(file_size);
+            files.push(Arc::new(mf));
+        }
+        *q.files.write() = files;
+        Ok((q, info))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// A snapshot of the files.
+    pub fn files(&self) -> Vec<Arc<MappedFile>> {
+        self.files.read().clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.read().is_empty()
+    }
+
+    pub fn first_file(&self) -> Option<Arc<MappedFile>> {
+        self.files.read().first().cloned()
+    }
+
+    pub fn last_file(&self) -> Option<Arc<MappedFile>> {
+        self.files.read().last().cloned()
+    }
+
+    /// Creates the file starting at `offset` (a multiple of the file size) and
+    /// appends it to the queue.
+    pub fn create_file(&self, offset: u64) -> Result<Arc<MappedFile>> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        debug_assert_eq!(offset % self.file_size as u64, 0);
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| StoreError::io(format!("create {}", self.dir.display()), e))?;
+        let path = self.dir.join(file_name(offset));
+        let mf = Arc::new(MappedFile::create(&path, offset, self.file_size)?);
+        let mut files = self.files.write();
+        if let Some(last) = files.last() {
+            if last.file_from_offset() + self.file_size as u64 != offset {
+                drop(files);
+                let _ = mf.destroy();
+                return Err(StoreError::InvalidArgument(format!(
+                    "new file at {offset} does not follow the last file"
+                )));
+            }
+        }
+        files.push(mf.clone());
+        Ok(mf)
+    }
+
+    /// The last file if it has room; else a new file following it (or, for an
+    /// empty queue, the file containing `start_offset`).
+    pub fn last_file_or_create(&self, start_offset: u64) -> Result<Arc<MappedFile>> {
+        let next = match self.last_file() {
+            Some(f) if !f.is_full() => return Ok(f),
+            Some(f) => f.file_from_offset() + self.file_size as u64,
+            None => start_offset - start_offset % self.file_size as u64,
+        };
+        self.create_file(next)
+    }
+
+    /// The file holding `offset`, or the first file if none does and
+    /// `return_first` is set.
+    pub fn find_by_offset(&self, offset: u64, return_first: bool) -> Option<Arc<MappedFile>> {
+        let files = self.files.read();
+        let first = files.first()?;
+        let last = files.last()?;
+        if offset >= first.file_from_offset()
+            && offset < last.file_from_offset() + self.file_size as u64
+        {
+            let idx = ((offset - first.file_from_offset()) / self.file_size as u64) as usize;
+            if let Some(f) = files.get(idx) {
+                if offset >= f.file_from_offset()
+                    && offset < f.file_from_offset() + self.file_size as u64
+                {
+                    return Some(f.clone());
+                }
+            }
+            if let Some(f) = files.iter().find(|f| {
+                offset >= f.file_from_offset()
+                    && offset < f.file_from_offset() + self.file_size as u64
+            }) {
+                return Some(f.clone());
+            }
+        }
+        if return_first {
+            Some(first.clone())
+        } else {
+            None
+        }
+    }
+
+    /// The first file modified at or after `ts` (ms), else the last file.
+    pub fn find_by_time(&self, ts: i64) -> Option<Arc<MappedFile>> {
+        let files = self.files();
+        files
+            .iter()
+            .find(|f| f.last_modified_ms() >= ts)
+            .or(files.last())
+            .cloned()
+    }
+
+    /// Offset of the first byte held (first file's start), `None` if empty.
+    pub fn min_offset(&self) -> Option<u64> {
+        self.first_file().map(|f| f.file_from_offset())
+    }
+
+    /// End of readable data: last file's start + read position (0 if empty).
+    pub fn max_offset(&self) -> u64 {
+        self.last_file()
+            .map(|f| f.file_from_offset() + f.read_position() as u64)
+            .unwrap_or(0)
+    }
+
+    pub fn flushed_where(&self) -> u64 {
+        self.flushed_where.load(Ordering::Acquire)
+    }
+
+    pub fn committed_where(&self) -> u64 {
+        self.committed_where.load(Ordering::Acquire)
+    }
+
+    /// Sets flushed/committed offsets (recovery).
+    pub fn set_flushed_where(&self, off: u64) {
+        self.flushed_where.store(off, Ordering::Release);
+        self.committed_where.store(off, Ordering::Release);
+    }
+
+    /// Flushes the file holding the flushed offset (one file per call, as
+    /// RocketMQ does). Returns true when nothing new was flushed.
+    pub fn flush(&self, least_pages: usize) -> Result<bool> {
+        let _g = self.flush_lock.lock();
+        let old = self.flushed_where();
+        let Some(f) = self.find_by_offset(old, old == 0) else {
+            return Ok(true);
+        };
+        let pos = f.flush(least_pages)?;
+        let where_ = f.file_from_offset() + pos as u64;
+        if where_ > old {
+            self.flushed_where.store(where_, Ordering::Release);
+            self.committed_where.fetch_max(where_, Ordering::AcqRel);
+        }
+        Ok(where_ == old)
+    }
+
+    /// Flushes every file from the flushed offset to the end of written data.
+    /// Returns the new flushed offset.
+    pub fn flush_all(&self) -> Result<u64> {
+        let _g = self.flush_lock.lock();
+        let mut where_ = self.flushed_where();
+        for f in self.files() {
+            let end = f.file_from_offset() + self.file_size as u64;
+            if end <= where_ && where_ != 0 {
+                continue;
+            }
+            let pos = f.flush(0)?;
+            where_ = where_.max(f.file_from_offset() + pos as u64);
+        }
+        self.flushed_where.fetch_max(where_, Ordering::AcqRel);
+        self.committed_where.fetch_max(where_, Ordering::AcqRel);
+        Ok(self.flushed_where())
+    }
+
+    /// Cuts the queue at `offset`: the containing file keeps `offset % size`
+    /// bytes, its bytes up to `zero_to` (relative) are zeroed, and files
+    /// starting after `offset` are destroyed. Returns bytes discarded.
+    pub fn truncate_dirty(&self, offset: u64) -> Result<u64> {
+        let mut discarded = 0u64;
+        let mut keep = Vec::new();
+        let files = self.files();
+        for f in files {
+            let from = f.file_from_offset();
+            let end = from + self.file_size as u64;
+            if end <= offset {
+                keep.push(f);
+            } else if offset >= from {
+                let pos = (offset - from) as usize;
+                let old = f.wrote_position();
+                f.set_positions(pos);
+                if self.writable {
+                    f.zero_range(pos, self.file_size)?;
+                    f.sync_all()?;
+                }
+                discarded += old.saturating_sub(pos) as u64;
+                keep.push(f);
+            } else {
+                discarded += f.wrote_position() as u64;
+                if self.writable {
+                    f.destroy()?;
+                }
+            }
+        }
+        *self.files.write() = keep;
+        Ok(discarded)
+    }
+
+    /// Removes `files` from the head of the queue (they must be its first files).
+    pub fn remove_head(&self, count: usize) -> Vec<Arc<MappedFile>> {
+        let mut files = self.files.write();
+        let n = count.min(files.len());
+        files.drain(..n).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_roll_find() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::new(dir.path().join("cl"), 128, true);
+        let f = q.last_file_or_create(256).unwrap();
+        assert_eq!(f.file_from_offset(), 256);
+        f.append(|_, _| (128, ())).unwrap();
+        let g = q.last_file_or_create(0).unwrap();
+        assert_eq!(g.file_from_offset(), 384);
+        assert_eq!(q.find_by_offset(300, false).unwrap().file_from_offset(), 256);
+        assert_eq!(q.find_by_offset(400, false).unwrap().file_from_offset(), 384);
+        assert!(q.find_by_offset(100, false).is_none());
+        assert_eq!(q.find_by_offset(100, true).unwrap().file_from_offset(), 256);
+        assert!(q.find_by_offset(512, false).is_none());
+        assert_eq!(q.min_offset(), Some(256));
+        assert_eq!(q.max_offset(), 384);
+        drop(q);
+        assert_eq!(detect_file_size(&dir.path().join("cl")).unwrap(), Some(128));
+        let (q, _) = MappedFileQueue::load(dir.path().join("cl"), 128, true).unwrap();
+        assert_eq!(q.len(), 2);
+        assert!(MappedFileQueue::load(dir.path().join("cl"), 256, true).is_err());
+    }
+
+    #[test]
+    fn short_newest_file_is_extended_or_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("cl");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(file_name(0)), vec![0u8; 128]).unwrap();
+        std::fs::write(d.join(file_name(128)), vec![0u8; 10]).unwrap();
+        let (q, info) = MappedFileQueue::load(d.clone(), 128, false).unwrap();
+        assert_eq!(q.len(), 1);
+        assert!(info.skipped_short_file.is_some());
+        let (q, info) = MappedFileQueue::load(d.clone(), 128, true).unwrap();
+        assert_eq!(q.len(), 2);
+        assert!(info.extended_short_file.is_some());
+        assert_eq!(std::fs::metadata(d.join(file_name(128))).unwrap().len(), 128);
+    }
+
+    #[test]
+    fn short_middle_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("cl");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(file_name(0)), vec![0u8; 10]).unwrap();
+        std::fs::write(d.join(file_name(128)), vec![0u8; 128]).unwrap();
+        let e = MappedFileQueue::load(d, 128, true).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupted { .. }), "{e}");
+    }
+
+    #[test]
+    fn gap_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("cl");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(file_name(0)), vec![0u8; 128]).unwrap();
+        std::fs::write(d.join(file_name(256)), vec![0u8; 128]).unwrap();
+        assert!(MappedFileQueue::load(d, 128, true).is_err());
+    }
+}

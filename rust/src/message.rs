@@ -1,0 +1,630 @@
+//! CommitLog record codec (SPEC §1).
+//!
+//! ```text
+//!  off  size  field                     off  size  field
+//!    0    4   TOTALSIZE                  48  8|20  BORNHOST (ip + port int)
+//!    4    4   MAGICCODE  DAA320A7 (V1)    ..    8   STORETIMESTAMP
+//!    8    4   BODYCRC (crc32 & 0x7FFFFFFF) ..  8|20  STOREHOSTADDRESS
+//!   12    4   QUEUEID                     ..    4   RECONSUMETIMES
+//!   16    4   FLAG                        ..    8   PREPARED TX OFFSET
+//!   20    8   QUEUEOFFSET                 ..  4+n   BODYLEN + BODY
+//!   28    8   PHYSICALOFFSET              ..  1+t   TOPICLEN (V1; 2 bytes in V2) + TOPIC
+//!   36    4   SYSFLAG                     ..  2+p   PROPLEN + PROPERTIES
+//!   40    8   BORNTIMESTAMP
+//! ```
+//! All integers big-endian. We write V1 and read V1 and V2. A blank record
+//! (`[int size][int CBD43194]`) marks the unused tail of a full file.
+
+use std::borrow::Cow;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Magic of a V1 record (1-byte topic length).
+pub const MAGIC_V1: i32 = 0xDAA3_20A7_u32 as i32;
+/// Magic of a V2 record (2-byte topic length, RocketMQ 5.x).
+pub const MAGIC_V2: i32 = 0xDAA3_20AB_u32 as i32;
+/// Magic of the end-of-file blank.
+pub const BLANK_MAGIC: i32 = 0xCBD4_3194_u32 as i32;
+/// Bytes every full file keeps for the end-of-file blank header.
+pub const END_FILE_MIN_BLANK_LENGTH: usize = 8;
+/// Fixed record overhead with IPv4 born and store hosts.
+pub const FIXED_OVERHEAD_V4: usize = 91;
+/// Largest properties string in bytes (signed short length).
+pub const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
+/// Largest V1 topic in bytes (signed byte length).
+pub const MAX_TOPIC_LEN: usize = i8::MAX as usize;
+/// Separator between a property name and its value.
+pub const NAME_VALUE_SEPARATOR: u8 = 1;
+/// Separator between two properties.
+pub const PROPERTY_SEPARATOR: u8 = 2;
+/// Topic that delayed messages are parked in.
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+
+/// Field positions shared by every record.
+pub mod pos {
+    pub const TOTAL_SIZE: usize = 0;
+    pub const MAGIC: usize = 4;
+    pub const BODY_CRC: usize = 8;
+    pub const QUEUE_ID: usize = 12;
+    pub const FLAG: usize = 16;
+    pub const QUEUE_OFFSET: usize = 20;
+    pub const PHYSICAL_OFFSET: usize = 28;
+    pub const SYS_FLAG: usize = 36;
+    pub const BORN_TIMESTAMP: usize = 40;
+    pub const BORN_HOST: usize = 48;
+}
+
+/// `MessageSysFlag` bits (SPEC §1.6).
+pub mod sysflag {
+    pub const COMPRESSED: i32 = 0x1;
+    pub const MULTI_TAGS: i32 = 0x2;
+    pub const TRANSACTION_TYPE_MASK: i32 = 0xC;
+    pub const TRANSACTION_NOT: i32 = 0x0;
+    pub const TRANSACTION_PREPARED: i32 = 0x4;
+    pub const TRANSACTION_COMMIT: i32 = 0x8;
+    pub const TRANSACTION_ROLLBACK: i32 = 0xC;
+    pub const BORNHOST_V6: i32 = 0x10;
+    pub const STOREHOST_V6: i32 = 0x20;
+    pub const COMPRESSION_TYPE_MASK: i32 = 0x700;
+}
+
+/// Well-known property names used by the store.
+pub mod props {
+    pub const KEYS: &str = "KEYS";
+    pub const TAGS: &str = "TAGS";
+    pub const WAIT: &str = "WAIT";
+    pub const DELAY: &str = "DELAY";
+    pub const REAL_TOPIC: &str = "REAL_TOPIC";
+    pub const REAL_QID: &str = "REAL_QID";
+    pub const UNIQ_KEY: &str = "UNIQ_KEY";
+}
+
+/// Java's `String.hashCode` over UTF-16 code units.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
+}
+
+/// CQ tagsCode of a TAGS string: the Java hash sign-extended; 0 when absent.
+pub fn tags_code(tags: Option<&str>) -> i64 {
+    match tags {
+        Some(t) if !t.is_empty() => java_string_hash(t) as i64,
+        _ => 0,
+    }
+}
+
+/// `crc32(body) & 0x7FFFFFFF`, as RocketMQ's `UtilAll.crc32`.
+#[inline]
+pub fn body_crc(body: &[u8]) -> i32 {
+    (crc32fast::hash(body) & 0x7FFF_FFFF) as i32
+}
+
+/// True if `topic` is a legal topic name: 1..=127 bytes of `[%|a-zA-Z0-9_-]`.
+#[inline]
+pub fn is_valid_topic(topic: &str) -> bool {
+    !topic.is_empty()
+        && topic.len() <= MAX_TOPIC_LEN
+        && topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+}
+
+/// Length in bytes of one encoded host (`ip` + 4-byte port).
+#[inline]
+pub fn host_len(addr: &SocketAddr) -> usize {
+    match addr.ip() {
+        IpAddr::V4(_) => 8,
+        IpAddr::V6(_) => 20,
+    }
+}
+
+fn put_host(buf: &mut [u8], addr: &SocketAddr) -> usize {
+    match addr.ip() {
+        IpAddr::V4(ip) => {
+            buf[..4].copy_from_slice(&ip.octets());
+            buf[4..8].copy_from_slice(&(addr.port() as i32).to_be_bytes());
+            8
+        }
+        IpAddr::V6(ip) => {
+            buf[..16].copy_from_slice(&ip.octets());
+            buf[16..20].copy_from_slice(&(addr.port() as i32).to_be_bytes());
+            20
+        }
+    }
+}
+
+/// Total record length of a V1 record.
+#[inline]
+pub fn record_len(
+    body: usize,
+    topic: usize,
+    props: usize,
+    born: &SocketAddr,
+    store: &SocketAddr,
+) -> usize {
+    FIXED_OVERHEAD_V4 - 16 + host_len(born) + host_len(store) + body + topic + props
+}
+
+/// The offset message id: store ip ‖ port ‖ physical offset, upper-case hex.
+pub fn offset_msg_id(store_host: &SocketAddr, phy_offset: i64) -> String {
+    let mut raw = [0u8; 28];
+    let n = put_host(&mut raw, store_host);
+    raw[n..n + 8].copy_from_slice(&phy_offset.to_be_bytes());
+    to_hex_upper(&raw[..n + 8])
+}
+
+/// Upper-case hex of `bytes`.
+pub fn to_hex_upper(bytes: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(HEX[(b >> 4) as usize] as char);
+        s.push(HEX[(b & 0xF) as usize] as char);
+    }
+    s
+}
+
+/// Decodes an offset message id into `(store host, physical offset)`.
+pub fn decode_msg_id(id: &str) -> Option<(SocketAddr, i64)> {
+    if !id.is_ascii() || (id.len() != 32 && id.len() != 56) {
+        return None;
+    }
+    let mut raw = Vec::with_capacity(id.len() / 2);
+    for i in (0..id.len()).step_by(2) {
+        raw.push(u8::from_str_radix(&id[i..i + 2], 16).ok()?);
+    }
+    let (ip, rest): (IpAddr, &[u8]) = if raw.len() == 16 {
+        let o: [u8; 4] = raw[..4].try_into().ok()?;
+        (IpAddr::V4(Ipv4Addr::from(o)), &raw[4..])
+    } else {
+        let o: [u8; 16] = raw[..16].try_into().ok()?;
+        (IpAddr::V6(Ipv6Addr::from(o)), &raw[16..])
+    };
+    let port = i32::from_be_bytes(rest[..4].try_into().ok()?);
+    let off = i64::from_be_bytes(rest[4..12].try_into().ok()?);
+    Some((SocketAddr::new(ip, port as u16), off))
+}
+
+/// A message as the producer hands it to the store (before positions are known).
+#[derive(Debug, Clone)]
+pub struct MessageSpec<'a> {
+    pub topic: Cow<'a, str>,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub prepared_transaction_offset: i64,
+    pub body: Cow<'a, [u8]>,
+    /// Serialized properties (`k\x01v\x02k\x01v`), already validated.
+    pub properties: Cow<'a, [u8]>,
+}
+
+impl MessageSpec<'_> {
+    /// Transaction type bits of the sys flag.
+    #[inline]
+    pub fn transaction_type(&self) -> i32 {
+        self.sys_flag & sysflag::TRANSACTION_TYPE_MASK
+    }
+}
+
+/// Writes a V1 record for `m` into `dst[..len]` where `len` was computed by
+/// [`record_len`]. `sys_flag` must already carry the IPv6 bits.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn encode_v1(
+    dst: &mut [u8],
+    m: &MessageSpec<'_>,
+    sys_flag: i32,
+    crc: i32,
+    store_host: &SocketAddr,
+    queue_offset: i64,
+    phy_offset: i64,
+    store_timestamp: i64,
+) -> usize {
+    let body = &m.body[..];
+    let topic = m.topic.as_bytes();
+    let props = &m.properties[..];
+    let total = record_len(body.len(), topic.len(), props.len(), &m.born_host, store_host);
+    let d = &mut dst[..total];
+    d[0..4].copy_from_slice(&(total as i32).to_be_bytes());
+    d[4..8].copy_from_slice(&MAGIC_V1.to_be_bytes());
+    d[8..12].copy_from_slice(&crc.to_be_bytes());
+    d[12..16].copy_from_slice(&m.queue_id.to_be_bytes());
+    d[16..20].copy_from_slice(&m.flag.to_be_bytes());
+    d[20..28].copy_from_slice(&queue_offset.to_be_bytes());
+    d[28..36].copy_from_slice(&phy_offset.to_be_bytes());
+    d[36..40].copy_from_slice(&sys_flag.to_be_bytes());
+    d[40..48].copy_from_slice(&m.born_timestamp.to_be_bytes());
+    let mut p = 48 + put_host(&mut d[48..], &m.born_host);
+    d[p..p + 8].copy_from_slice(&store_timestamp.to_be_bytes());
+    p += 8;
+    p += put_host(&mut d[p..], store_host);
+    d[p..p + 4].copy_from_slice(&m.reconsume_times.to_be_bytes());
+    p += 4;
+    d[p..p + 8].copy_from_slice(&m.prepared_transaction_offset.to_be_bytes());
+    p += 8;
+    d[p..p + 4].copy_from_slice(&(body.len() as i32).to_be_bytes());
+    p += 4;
+    d[p..p + body.len()].copy_from_slice(body);
+    p += body.len();
+    d[p] = topic.len() as u8;
+    p += 1;
+    d[p..p + topic.len()].copy_from_slice(topic);
+    p += topic.len();
+    d[p..p + 2].copy_from_slice(&(props.len() as i16).to_be_bytes());
+    p += 2;
+    d[p..p + props.len()].copy_from_slice(props);
+    p += props.len();
+    debug_assert_eq!(p, total);
+    total
+}
+
+/// Writes the 8-byte end-of-file blank header; the file's remaining
+/// `max_blank` bytes are considered used.
+#[inline]
+pub fn encode_blank(dst: &mut [u8], max_blank: usize) {
+    dst[0..4].copy_from_slice(&(max_blank as i32).to_be_bytes());
+    dst[4..8].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
+}
+
+#[inline]
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+#[inline]
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    i64::from_be_bytes(a)
+}
+
+#[inline]
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// Reads a host (`ip` + port int) at `at`.
+fn read_host(b: &[u8], at: usize, v6: bool) -> SocketAddr {
+    if v6 {
+        let mut o = [0u8; 16];
+        o.copy_from_slice(&b[at..at + 16]);
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::from(o)), be_i32(b, at + 16) as u16)
+    } else {
+        let o = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::from(o)), be_i32(b, at + 4) as u16)
+    }
+}
+
+/// A validated record inside a buffer: fixed fields decoded, variable fields as ranges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordView {
+    pub total_size: usize,
+    pub magic: i32,
+    pub body_crc: i32,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub queue_offset: i64,
+    pub physical_offset: i64,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub store_timestamp: i64,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub prepared_transaction_offset: i64,
+    pub body: std::ops::Range<usize>,
+    pub topic: std::ops::Range<usize>,
+    pub properties: std::ops::Range<usize>,
+}
+
+/// What lies at a position of a CommitLog file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    /// A valid record.
+    Record(RecordView),
+    /// End-of-file blank: the rest of this file is unused.
+    Blank,
+    /// No record here: zeros, garbage or a torn record. `reason` says which.
+    End { reason: &'static str },
+}
+
+/// Parses the record at the start of `buf` (`buf` ends where readable data
+/// ends). A record is valid only if its magic is V1/V2, its total size equals
+/// the sum of its field lengths, it lies inside `buf`, and (with `check_crc`)
+/// the body CRC matches (SPEC "A record is valid").
+pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
+    if buf.len() < 8 {
+        return Parsed::End {
+            reason: "fewer than 8 bytes left",
+        };
+    }
+    let total = be_i32(buf, 0);
+    let magic = be_i32(buf, 4);
+    if magic == BLANK_MAGIC {
+        return Parsed::Blank;
+    }
+    if magic != MAGIC_V1 && magic != MAGIC_V2 {
+        return Parsed::End {
+            reason: "no record magic",
+        };
+    }
+    if total <= 0 || total as usize > buf.len() {
+        return Parsed::End {
+            reason: "record size outside the readable data",
+        };
+    }
+    let total = total as usize;
+    let b = &buf[..total];
+    if total < FIXED_OVERHEAD_V4 {
+        return Parsed::End {
+            reason: "record shorter than its fixed fields",
+        };
+    }
+    let sys_flag = be_i32(b, pos::SYS_FLAG);
+    let born_v6 = sys_flag & sysflag::BORNHOST_V6 != 0;
+    let store_v6 = sys_flag & sysflag::STOREHOST_V6 != 0;
+    let born_len = if born_v6 { 20 } else { 8 };
+    let store_len = if store_v6 { 20 } else { 8 };
+    let fixed = FIXED_OVERHEAD_V4 - 16 + born_len + store_len + usize::from(magic == MAGIC_V2);
+    if total < fixed {
+        return Parsed::End {
+            reason: "record shorter than its fixed fields",
+        };
+    }
+    let born_host = read_host(b, pos::BORN_HOST, born_v6);
+    let mut p = pos::BORN_HOST + born_len;
+    let store_timestamp = be_i64(b, p);
+    p += 8;
+    let store_host = read_host(b, p, store_v6);
+    p += store_len;
+    let reconsume_times = be_i32(b, p);
+    p += 4;
+    let prepared = be_i64(b, p);
+    p += 8;
+    let body_len = be_i32(b, p);
+    p += 4;
+    if body_len < 0 || p + body_len as usize + 3 > total {
+        return Parsed::End {
+            reason: "body length does not fit the record",
+        };
+    }
+    let body = p..p + body_len as usize;
+    p = body.end;
+    let topic_len = if magic == MAGIC_V1 {
+        let l = b[p] as i8;
+        p += 1;
+        l as i32
+    } else {
+        let l = be_i16(b, p);
+        p += 2;
+        l as i32
+    };
+    if topic_len < 0 || p + topic_len as usize + 2 > total {
+        return Parsed::End {
+            reason: "topic length does not fit the record",
+        };
+    }
+    let topic = p..p + topic_len as usize;
+    p = topic.end;
+    let props_len = be_i16(b, p);
+    p += 2;
+    if props_len < 0 || p + props_len as usize != total {
+        return Parsed::End {
+            reason: "record size differs from the sum of its fields",
+        };
+    }
+    let properties = p..total;
+    let crc = be_i32(b, pos::BODY_CRC);
+    if check_crc && body_crc(&b[body.clone()]) != crc {
+        return Parsed::End {
+            reason: "body CRC mismatch",
+        };
+    }
+    Parsed::Record(RecordView {
+        total_size: total,
+        magic,
+        body_crc: crc,
+        queue_id: be_i32(b, pos::QUEUE_ID),
+        flag: be_i32(b, pos::FLAG),
+        queue_offset: be_i64(b, pos::QUEUE_OFFSET),
+        physical_offset: be_i64(b, pos::PHYSICAL_OFFSET),
+        sys_flag,
+        born_timestamp: be_i64(b, pos::BORN_TIMESTAMP),
+        born_host,
+        store_timestamp,
+        store_host,
+        reconsume_times,
+        prepared_transaction_offset: prepared,
+        body,
+        topic,
+        properties,
+    })
+}
+
+/// Iterates `(name, value)` pairs of a serialized properties string, skipping
+/// malformed segments exactly as RocketMQ's parser does.
+pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    props.split(|&b| b == PROPERTY_SEPARATOR).filter_map(|seg| {
+        if seg.len() < 3 {
+            return None;
+        }
+        let i = seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
+        if i == 0 || i >= seg.len() - 1 {
+            return None;
+        }
+        Some((&seg[..i], &seg[i + 1..]))
+    })
+}
+
+/// The value of property `name`, if present.
+pub fn find_property<'p>(props: &'p [u8], name: &str) -> Option<&'p [u8]> {
+    iter_properties(props)
+        .find(|(k, _)| *k == name.as_bytes())
+        .map(|(_, v)| v)
+}
+
+/// Why a property could not be added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PropertyError {
+    /// Name or value empty, or containing a separator byte.
+    Illegal(String),
+}
+
+/// Builds a serialized properties string, validating names and values.
+#[derive(Debug, Default, Clone)]
+pub struct PropertiesBuilder {
+    buf: Vec<u8>,
+}
+
+impl PropertiesBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            buf: Vec::with_capacity(n),
+        }
+    }
+
+    /// Appends `name=value`; both must be non-empty and free of 0x01/0x02.
+    pub fn push(&mut self, name: &str, value: &str) -> Result<(), PropertyError> {
+        if name.is_empty() || value.is_empty() {
+            return Err(PropertyError::Illegal(format!(
+                "property {name:?} has an empty name or value"
+            )));
+        }
+        let bad = |s: &str| {
+            s.bytes()
+                .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+        };
+        if bad(name) || bad(value) {
+            return Err(PropertyError::Illegal(format!(
+                "property {name:?} contains a 0x01 or 0x02 byte"
+            )));
+        }
+        if !self.buf.is_empty() {
+            self.buf.push(PROPERTY_SEPARATOR);
+        }
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.push(NAME_VALUE_SEPARATOR);
+        self.buf.extend_from_slice(value.as_bytes());
+        Ok(())
+    }
+
+    /// Appends raw, already-validated serialized properties.
+    pub fn push_serialized(&mut self, raw: &[u8]) {
+        if raw.is_empty() {
+            return;
+        }
+        if !self.buf.is_empty() {
+            self.buf.push(PROPERTY_SEPARATOR);
+        }
+        self.buf.extend_from_slice(raw);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub fn finish(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+/// Parses a delay-level string such as `"1s 5s 10s 30s 1m 2h 1d"` into
+/// milliseconds per level (index 0 = level 1).
+pub fn parse_delay_levels(s: &str) -> Option<Vec<i64>> {
+    let mut out = Vec::new();
+    for tok in s.split_whitespace() {
+        let (num, unit) = tok.split_at(tok.len().checked_sub(1)?);
+        let n: i64 = num.parse().ok()?;
+        let mult = match unit {
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return None,
+        };
+        if n <= 0 {
+            return None;
+        }
+        out.push(n.checked_mul(mult)?);
+    }
+    if out.is_empty() {
+        None
+    } else {
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_hash_matches_known_values() {
+        assert_eq!(java_string_hash("TagA"), 2598919);
+        assert_eq!(java_string_hash("TAG1"), 2567159);
+        assert_eq!(java_string_hash("中文"), 646394);
+        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(tags_code(Some("polygenelubricants")), -2147483648i64);
+        // a character outside the BMP hashes as its two UTF-16 surrogates
+        assert_eq!(java_string_hash("😀"), 0xD83Di32 * 31 + 0xDE00);
+        assert_eq!(tags_code(None), 0);
+        assert_eq!(tags_code(Some("")), 0);
+        assert_eq!(java_string_hash("Aa"), java_string_hash("BB"));
+    }
+
+    #[test]
+    fn topic_validation() {
+        assert!(is_valid_topic("TopicTest"));
+        assert!(is_valid_topic("%RETRY%g-1|x_y"));
+        assert!(!is_valid_topic(""));
+        assert!(!is_valid_topic("../x"));
+        assert!(!is_valid_topic("a/b"));
+        assert!(!is_valid_topic("a b"));
+        assert!(is_valid_topic(&"a".repeat(127)));
+        assert!(!is_valid_topic(&"a".repeat(128)));
+    }
+
+    #[test]
+    fn msg_id_round_trip() {
+        let h: SocketAddr = "192.168.1.2:10911".parse().unwrap();
+        let id = offset_msg_id(&h, 1234);
+        assert_eq!(id, "C0A8010200002A9F00000000000004D2");
+        assert_eq!(decode_msg_id(&id), Some((h, 1234)));
+        let h6: SocketAddr = "[2001:db8::1]:10911".parse().unwrap();
+        let id6 = offset_msg_id(&h6, 99);
+        assert_eq!(id6.len(), 56);
+        assert_eq!(decode_msg_id(&id6), Some((h6, 99)));
+        assert_eq!(decode_msg_id("zz"), None);
+    }
+
+    #[test]
+    fn properties_parse_like_rocketmq() {
+        let raw = b"A\x011\x02\x02B\x01\x02\x01x\x02C\x01three";
+        let v: Vec<_> = iter_properties(raw).collect();
+        assert_eq!(v, vec![(&b"A"[..], &b"1"[..]), (&b"C"[..], &b"three"[..])]);
+        let mut b = PropertiesBuilder::new();
+        b.push("K", "v").unwrap();
+        b.push("L", "w w").unwrap();
+        assert_eq!(b.finish(), b"K\x01v\x02L\x01w w");
+        assert!(PropertiesBuilder::new().push("", "v").is_err());
+        assert!(PropertiesBuilder::new().push("k", "a\x02b").is_err());
+    }
+
+    #[test]
+    fn delay_levels() {
+        let v = parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")
+            .unwrap();
+        assert_eq!(v.len(), 18);
+        assert_eq!(v[0], 1000);
+        assert_eq!(v[17], 7_200_000);
+        assert_eq!(parse_delay_levels("1x"), None);
+        assert_eq!(parse_delay_levels(""), None);
+        assert_eq!(parse_delay_levels("0s"), None);
+    }
+}

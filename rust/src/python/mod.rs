@@ -1,0 +1,43 @@
+//! PyO3 bindings (`rocketstore._native`). Private: the public API is the
+//! Python package, which wraps these classes.
+
+pub mod errors;
+pub mod gil;
+pub mod store;
+pub mod types;
+
+use pyo3::prelude::*;
+
+use crate::message;
+
+/// Java `String.hashCode` of `s` (over UTF-16 code units).
+#[pyfunction]
+fn java_string_hash(s: &str) -> i32 {
+    message::java_string_hash(s)
+}
+
+/// Consume-queue tag code of a TAGS string (0 for None or empty).
+#[pyfunction]
+#[pyo3(signature = (tags))]
+fn tags_code(tags: Option<&str>) -> i64 {
+    message::tags_code(tags)
+}
+
+/// `crc32(data) & 0x7FFFFFFF`, the CommitLog body CRC.
+#[pyfunction]
+fn body_crc(data: &[u8]) -> i32 {
+    message::body_crc(data)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<store::PyStore>()?;
+    m.add_class::<types::PyMessage>()?;
+    m.add_class::<types::PyPutResult>()?;
+    m.add_class::<types::PyMessageExt>()?;
+    m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(tags_code, m)?)?;
+    m.add_function(wrap_pyfunction!(body_crc, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,510 @@
+//! Per-message Python types: `Message`, `PutResult`, `MessageExt`.
+//!
+//! They sit on the hot path, so they are frozen Rust classes: building one
+//! costs a fraction of a dataclass (STYLE §10).
+
+use std::borrow::Cow;
+use std::io::Read;
+use std::net::{IpAddr, SocketAddr};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use crate::commitlog::{PutOutcome, PutStatus};
+use crate::message::{
+    iter_properties, offset_msg_id, props, sysflag, tags_code, MessageSpec, PropertiesBuilder,
+    RecordView,
+};
+
+use super::gil::guarded;
+
+static PUT_STATUS: GILOnceCell<Vec<PyObject>> = GILOnceCell::new();
+
+fn enum_members(py: Python<'_>, name: &str, count: usize) -> PyResult<Vec<PyObject>> {
+    let cls = py.import("rocketstore.enums")?.getattr(name)?;
+    (0..count).map(|i| Ok(cls.call1((i,))?.unbind())).collect()
+}
+
+/// The Python `PutStatus` member for `s`.
+pub fn put_status_obj(py: Python<'_>, s: PutStatus) -> PyResult<PyObject> {
+    let v = PUT_STATUS.get_or_try_init(py, || enum_members(py, "PutStatus", 10))?;
+    Ok(v[s as usize].clone_ref(py))
+}
+
+/// Parses an `(ip, port)` tuple.
+pub fn parse_host(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<SocketAddr> {
+    let (ip, port): (String, i64) = obj.extract().map_err(|_| {
+        PyTypeError::new_err(format!("{what} must be an (ip: str, port: int) tuple"))
+    })?;
+    let ip: IpAddr = ip
+        .parse()
+        .map_err(|_| PyValueError::new_err(format!("{what}: {ip:?} is not an IP address")))?;
+    if !(0..=65535).contains(&port) {
+        return Err(PyValueError::new_err(format!("{what}: port {port} out of range")));
+    }
+    Ok(SocketAddr::new(ip, port as u16))
+}
+
+fn host_tuple<'py>(py: Python<'py>, a: &SocketAddr) -> PyResult<Bound<'py, PyTuple>> {
+    PyTuple::new(py, [a.ip().to_string().into_pyobject(py)?.into_any(), a.port().into_pyobject(py)?.into_any()])
+}
+
+/// Builds the serialized properties of a message. `Ok(Err(reason))` means the
+/// message is illegal (MESSAGE_ILLEGAL at put); `Err` is a Python error for a
+/// wrong argument type or a contradiction.
+pub fn build_properties(
+    tags: Option<&str>,
+    keys: Option<&Bound<'_, PyAny>>,
+    properties: Option<&Bound<'_, PyDict>>,
+    delay_level: i32,
+) -> PyResult<std::result::Result<Vec<u8>, String>> {
+    let mut b = PropertiesBuilder::with_capacity(32);
+    let mut illegal: Option<String> = None;
+    let mut note = |r: std::result::Result<(), crate::message::PropertyError>| {
+        if let Err(crate::message::PropertyError::Illegal(m)) = r {
+            illegal.get_or_insert(m);
+        }
+    };
+    if let Some(d) = properties {
+        for (k, v) in d.iter() {
+            let k: Bound<'_, PyString> = k
+                .downcast_into()
+                .map_err(|_| PyTypeError::new_err("property names must be str"))?;
+            let v: Bound<'_, PyString> = v
+                .downcast_into()
+                .map_err(|_| PyTypeError::new_err("property values must be str"))?;
+            let ks = k.to_cow()?;
+            if tags.is_some() && ks == props::TAGS {
+                return Err(PyValueError::new_err("give tags= or a TAGS property, not both"));
+            }
+            if keys.is_some() && ks == props::KEYS {
+                return Err(PyValueError::new_err("give keys= or a KEYS property, not both"));
+            }
+            if delay_level != 0 && ks == props::DELAY {
+                return Err(PyValueError::new_err(
+                    "give delay_level= or a DELAY property, not both",
+                ));
+            }
+            note(b.push(&ks, &v.to_cow()?));
+        }
+    }
+    if let Some(t) = tags {
+        note(b.push(props::TAGS, t));
+    }
+    if let Some(k) = keys {
+        let joined = if let Ok(s) = k.downcast::<PyString>() {
+            let s = s.to_cow()?;
+            if s.contains(' ') {
+                illegal.get_or_insert_with(|| format!("key {s:?} contains a space"));
+            }
+            s.into_owned()
+        } else {
+            let mut parts = Vec::new();
+            for item in k.try_iter().map_err(|_| {
+                PyTypeError::new_err("keys must be a str or an iterable of str")
+            })? {
+                let item = item?;
+                let s: Bound<'_, PyString> = item
+                    .downcast_into()
+                    .map_err(|_| PyTypeError::new_err("keys must be str"))?;
+                let s = s.to_cow()?.into_owned();
+                if s.contains(' ') {
+                    illegal.get_or_insert_with(|| format!("key {s:?} contains a space"));
+                }
+                if !s.is_empty() {
+                    parts.push(s);
+                }
+            }
+            parts.join(" ")
+        };
+        if !joined.is_empty() {
+            let r = b.push(props::KEYS, &joined);
+            if let Err(crate::message::PropertyError::Illegal(m)) = r {
+                illegal.get_or_insert(m);
+            }
+        }
+    }
+    if delay_level < 0 {
+        return Err(PyValueError::new_err("delay_level must be >= 0"));
+    }
+    if delay_level > 0 {
+        let r = b.push(props::DELAY, &delay_level.to_string());
+        if let Err(crate::message::PropertyError::Illegal(m)) = r {
+            illegal.get_or_insert(m);
+        }
+    }
+    Ok(match illegal {
+        Some(m) => Err(m),
+        None => Ok(b.finish()),
+    })
+}
+
+/// A message to put.
+#[pyclass(frozen, module = "rocketstore._native", name = "Message")]
+pub struct PyMessage {
+    pub topic: String,
+    pub body: Py<PyBytes>,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub born_timestamp: Option<i64>,
+    pub born_host: Option<SocketAddr>,
+    pub sys_flag: i32,
+    pub delay_level: i32,
+    /// Serialized properties, or why the message is illegal.
+    pub props: std::result::Result<Vec<u8>, String>,
+}
+
+impl PyMessage {
+    /// The spec to put, or the reason it is illegal.
+    pub fn spec<'a>(&'a self, py: Python<'a>, now: i64) -> std::result::Result<MessageSpec<'a>, ()> {
+        let props = self.props.as_ref().map_err(|_| ())?;
+        Ok(MessageSpec {
+            topic: Cow::Borrowed(&self.topic),
+            queue_id: self.queue_id,
+            flag: self.flag,
+            sys_flag: self.sys_flag,
+            born_timestamp: self.born_timestamp.unwrap_or(now),
+            born_host: self.born_host.unwrap_or(DEFAULT_BORN_HOST),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Borrowed(self.body.bind(py).as_bytes()),
+            properties: Cow::Borrowed(props),
+        })
+    }
+}
+
+/// Born host used when a message gives none.
+pub const DEFAULT_BORN_HOST: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1)), 0);
+
+fn props_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in iter_properties(raw) {
+        d.set_item(String::from_utf8_lossy(k), String::from_utf8_lossy(v))?;
+    }
+    Ok(d)
+}
+
+fn prop_value(raw: &[u8], name: &str) -> Option<String> {
+    crate::message::find_property(raw, name).map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+fn keys_list(raw: &[u8]) -> Vec<String> {
+    prop_value(raw, props::KEYS)
+        .map(|k| {
+            k.split(' ')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[pymethods]
+impl PyMessage {
+    #[new]
+    #[pyo3(signature = (topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        topic: String,
+        body: Bound<'_, PyAny>,
+        queue_id: i64,
+        tags: Option<String>,
+        keys: Option<Bound<'_, PyAny>>,
+        properties: Option<Bound<'_, PyDict>>,
+        delay_level: i32,
+        flag: i32,
+        born_timestamp: Option<i64>,
+        born_host: Option<Bound<'_, PyAny>>,
+        sys_flag: i32,
+    ) -> PyResult<Self> {
+        guarded(|| {
+            let body: Bound<'_, PyBytes> = body.downcast_into().map_err(|e| {
+                PyTypeError::new_err(format!(
+                    "body must be bytes, not {}",
+                    e.into_inner().get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                ))
+            })?;
+            let queue_id = check_queue_id(queue_id)?;
+            let born_host = born_host.map(|h| parse_host(&h, "born_host")).transpose()?;
+            let props = build_properties(tags.as_deref(), keys.as_ref(), properties.as_ref(), delay_level)?;
+            Ok(Self {
+                topic,
+                body: body.unbind(),
+                queue_id,
+                flag,
+                born_timestamp,
+                born_host,
+                sys_flag,
+                delay_level,
+                props,
+            })
+        })
+    }
+
+    #[getter]
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+    #[getter]
+    fn body(&self, py: Python<'_>) -> Py<PyBytes> {
+        self.body.clone_ref(py)
+    }
+    #[getter]
+    fn queue_id(&self) -> i32 {
+        self.queue_id
+    }
+    #[getter]
+    fn flag(&self) -> i32 {
+        self.flag
+    }
+    #[getter]
+    fn sys_flag(&self) -> i32 {
+        self.sys_flag
+    }
+    #[getter]
+    fn delay_level(&self) -> i32 {
+        self.delay_level
+    }
+    #[getter]
+    fn born_timestamp(&self) -> Option<i64> {
+        self.born_timestamp
+    }
+    #[getter]
+    fn born_host<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.born_host.as_ref().map(|h| host_tuple(py, h)).transpose()
+    }
+    #[getter]
+    fn tags(&self) -> Option<String> {
+        self.props.as_ref().ok().and_then(|p| prop_value(p, props::TAGS))
+    }
+    #[getter]
+    fn keys(&self) -> Vec<String> {
+        self.props.as_ref().map(|p| keys_list(p)).unwrap_or_default()
+    }
+    #[getter]
+    fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        props_dict(py, self.props.as_deref().unwrap_or(&[]))
+    }
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Message(topic={:?}, queue_id={}, body=<{} bytes>, tags={:?})",
+            self.topic,
+            self.queue_id,
+            self.body.bind(py).as_bytes().len(),
+            self.tags()
+        )
+    }
+}
+
+/// Validates a queue id argument.
+pub fn check_queue_id(q: i64) -> PyResult<i32> {
+    if q < 0 {
+        return Err(PyValueError::new_err(format!("queue_id must be >= 0, got {q}")));
+    }
+    i32::try_from(q).map_err(|_| PyValueError::new_err(format!("queue_id {q} is too large")))
+}
+
+/// The result of a put.
+#[pyclass(frozen, module = "rocketstore._native", name = "PutResult")]
+pub struct PyPutResult {
+    pub outcome: PutOutcome,
+    pub store_host: SocketAddr,
+}
+
+#[pymethods]
+impl PyPutResult {
+    /// `PutStatus` of the put.
+    #[getter]
+    fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
+        put_status_obj(py, self.outcome.status)
+    }
+    /// True when the message was stored (and, under SYNC_FLUSH, flushed).
+    #[getter]
+    fn ok(&self) -> bool {
+        self.outcome.status == PutStatus::PutOk
+    }
+    #[getter]
+    fn wrote_offset(&self) -> i64 {
+        self.outcome.wrote_offset
+    }
+    #[getter]
+    fn wrote_bytes(&self) -> i32 {
+        self.outcome.wrote_bytes
+    }
+    #[getter]
+    fn queue_offset(&self) -> i64 {
+        self.outcome.queue_offset
+    }
+    #[getter]
+    fn store_timestamp(&self) -> i64 {
+        self.outcome.store_timestamp
+    }
+    /// Offset message id (store host + port + physical offset), or None if rejected.
+    #[getter]
+    fn msg_id(&self) -> Option<String> {
+        (self.outcome.wrote_offset >= 0 && self.outcome.wrote_bytes > 0)
+            .then(|| offset_msg_id(&self.store_host, self.outcome.wrote_offset))
+    }
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let st = self.status(py)?;
+        Ok(format!(
+            "PutResult(status={}, wrote_offset={}, wrote_bytes={}, queue_offset={})",
+            st.bind(py).str()?,
+            self.outcome.wrote_offset,
+            self.outcome.wrote_bytes,
+            self.outcome.queue_offset
+        ))
+    }
+}
+
+/// A stored message as read back: decoded lazily from its record bytes.
+#[pyclass(frozen, module = "rocketstore._native", name = "MessageExt")]
+pub struct PyMessageExt {
+    pub raw: Vec<u8>,
+    pub view: RecordView,
+}
+
+impl PyMessageExt {
+    fn props_raw(&self) -> &[u8] {
+        &self.raw[self.view.properties.clone()]
+    }
+    fn stored(&self) -> &[u8] {
+        &self.raw[self.view.body.clone()]
+    }
+}
+
+/// Inflates a compressed body (zlib for type 0 and 3).
+fn decompress(sys_flag: i32, data: &[u8]) -> PyResult<Vec<u8>> {
+    let kind = (sys_flag & sysflag::COMPRESSION_TYPE_MASK) >> 8;
+    match kind {
+        0 | 3 => {
+            let mut out = Vec::with_capacity(data.len() * 4);
+            flate2::read::ZlibDecoder::new(data)
+                .read_to_end(&mut out)
+                .map_err(|e| PyValueError::new_err(format!("cannot inflate zlib body: {e}")))?;
+            Ok(out)
+        }
+        1 => Err(PyValueError::new_err("LZ4-compressed bodies are not supported by this build; use stored_body")),
+        2 => Err(PyValueError::new_err("ZSTD-compressed bodies are not supported by this build; use stored_body")),
+        k => Err(PyValueError::new_err(format!("unknown compression type {k}"))),
+    }
+}
+
+#[pymethods]
+impl PyMessageExt {
+    #[getter]
+    fn topic(&self) -> String {
+        String::from_utf8_lossy(&self.raw[self.view.topic.clone()]).into_owned()
+    }
+    #[getter]
+    fn queue_id(&self) -> i32 {
+        self.view.queue_id
+    }
+    #[getter]
+    fn queue_offset(&self) -> i64 {
+        self.view.queue_offset
+    }
+    #[getter]
+    fn commit_log_offset(&self) -> i64 {
+        self.view.physical_offset
+    }
+    #[getter]
+    fn store_size(&self) -> usize {
+        self.view.total_size
+    }
+    /// The body, decompressed when the record is compressed (sysFlag bit 0).
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        if self.view.sys_flag & sysflag::COMPRESSED != 0 {
+            let d = decompress(self.view.sys_flag, self.stored())?;
+            Ok(PyBytes::new(py, &d))
+        } else {
+            Ok(PyBytes::new(py, self.stored()))
+        }
+    }
+    /// The body bytes exactly as stored.
+    #[getter]
+    fn stored_body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.stored())
+    }
+    #[getter]
+    fn body_crc(&self) -> i32 {
+        self.view.body_crc
+    }
+    #[getter]
+    fn flag(&self) -> i32 {
+        self.view.flag
+    }
+    #[getter]
+    fn sys_flag(&self) -> i32 {
+        self.view.sys_flag
+    }
+    #[getter]
+    fn tags(&self) -> Option<String> {
+        prop_value(self.props_raw(), props::TAGS)
+    }
+    /// The consume-queue tag hash of this message (Java `String.hashCode`).
+    #[getter]
+    fn tags_code(&self) -> i64 {
+        tags_code(self.tags().as_deref())
+    }
+    #[getter]
+    fn keys(&self) -> Vec<String> {
+        keys_list(self.props_raw())
+    }
+    #[getter]
+    fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        props_dict(py, self.props_raw())
+    }
+    #[getter]
+    fn born_timestamp(&self) -> i64 {
+        self.view.born_timestamp
+    }
+    #[getter]
+    fn born_host<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        host_tuple(py, &self.view.born_host)
+    }
+    #[getter]
+    fn store_timestamp(&self) -> i64 {
+        self.view.store_timestamp
+    }
+    #[getter]
+    fn store_host<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        host_tuple(py, &self.view.store_host)
+    }
+    #[getter]
+    fn reconsume_times(&self) -> i32 {
+        self.view.reconsume_times
+    }
+    #[getter]
+    fn prepared_transaction_offset(&self) -> i64 {
+        self.view.prepared_transaction_offset
+    }
+    /// Offset message id, from the record's store host and physical offset.
+    #[getter]
+    fn msg_id(&self) -> String {
+        offset_msg_id(&self.view.store_host, self.view.physical_offset)
+    }
+    /// The whole record as stored in the CommitLog.
+    fn record_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.raw)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "MessageExt(topic={:?}, queue_id={}, queue_offset={}, commit_log_offset={}, body=<{} bytes>)",
+            self.topic(),
+            self.view.queue_id,
+            self.view.queue_offset,
+            self.view.physical_offset,
+            self.view.body.len()
+        )
+    }
+}
+
+/// A list of Python objects from Rust values.
+pub fn to_list<'py, T: IntoPyObject<'py>>(py: Python<'py>, items: Vec<T>) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, items)
+}
