@@ -23,7 +23,7 @@ use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::message::{
-    body_crc, encode_blank, encode_v1, find_property, is_valid_topic, parse_record, props,
+    self, body_crc, encode_blank, encode_v1, find_property, is_valid_topic, parse_record, props,
     record_len, sysflag, MessageSpec, Parsed, PropertiesBuilder, RecordView,
     END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, SCHEDULE_TOPIC,
 };
@@ -237,9 +237,22 @@ impl CommitLog {
                     .and_then(|s| s.trim().parse().ok())
                     .ok_or(PutStatus::MessageIllegal)?;
                 if level > 0 && !self.cfg.delay_levels.is_empty() {
+                    // Like RocketMQ's property map: the clamped level replaces DELAY,
+                    // and REAL_TOPIC/REAL_QID replace any earlier values (a message
+                    // delayed twice keeps only its latest origin).
                     let level = level.min(self.cfg.delay_levels.len() as i64);
                     let mut b = PropertiesBuilder::with_capacity(spec.properties.len() + 48);
-                    b.push_serialized(&spec.properties);
+                    for (k, v) in message::iter_properties(&spec.properties) {
+                        if k == props::REAL_TOPIC.as_bytes() || k == props::REAL_QID.as_bytes() {
+                            continue;
+                        }
+                        if k == props::DELAY.as_bytes() {
+                            b.push(props::DELAY, &level.to_string())
+                                .map_err(|_| PutStatus::MessageIllegal)?;
+                        } else {
+                            b.push_pair_raw(k, v);
+                        }
+                    }
                     let qid = spec.queue_id.to_string();
                     b.push(props::REAL_TOPIC, &spec.topic)
                         .map_err(|_| PutStatus::MessageIllegal)?;

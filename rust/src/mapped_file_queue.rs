@@ -54,6 +54,10 @@ pub fn detect_file_size(dir: &Path) -> Result<Option<usize>> {
             considered[0].1.display()
         )));
     }
+    if size == 0 && sizes.len() == 1 {
+        // A lone empty file: a crash right after creating it; the size is unknown.
+        return Ok(None);
+    }
     if size == 0 {
         return Err(StoreError::Mismatch(format!(
             "{} is empty; cannot infer the file size",

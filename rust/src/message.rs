@@ -525,6 +525,16 @@ impl PropertiesBuilder {
         self.buf.extend_from_slice(raw);
     }
 
+    /// Appends a pair taken from an already-parsed properties string.
+    pub fn push_pair_raw(&mut self, name: &[u8], value: &[u8]) {
+        if !self.buf.is_empty() {
+            self.buf.push(PROPERTY_SEPARATOR);
+        }
+        self.buf.extend_from_slice(name);
+        self.buf.push(NAME_VALUE_SEPARATOR);
+        self.buf.extend_from_slice(value);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }

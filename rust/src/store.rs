@@ -16,7 +16,7 @@ use crate::commitlog::{
 };
 use crate::error::{Result, StoreError};
 use crate::lock::StoreLock;
-use crate::mapped_file_queue::detect_file_size;
+use crate::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::message::{find_property, props, MessageSpec};
 
 /// Default CommitLog segment size for a new store (1 GiB).
@@ -72,9 +72,13 @@ impl Store {
         } else {
             Some(StoreLock::acquire(&opts.root.join("lock"), &opts.root)?)
         };
+        let files = list_segment_files(&opts.commit_log_dir)?;
         let on_disk = detect_file_size(&opts.commit_log_dir)?;
+        // A lone file shorter than the configured size is a crash while it was
+        // being created (the newest file may be short): recovery extends it.
+        let lone_short = |cfg: usize, disk: usize| files.len() == 1 && disk < cfg;
         let file_size = match (opts.commit_log_file_size, on_disk) {
-            (Some(cfg), Some(disk)) if cfg != disk => {
+            (Some(cfg), Some(disk)) if cfg != disk && !lone_short(cfg, disk) => {
                 return Err(StoreError::Mismatch(format!(
                     "mapped_file_size_commit_log is {cfg} but the CommitLog files in {} are {disk} bytes",
                     opts.commit_log_dir.display()
