@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from rocketstore.config import (
     BrokerRole,
     FlushDiskType,
@@ -503,7 +504,7 @@ def test_from_properties_value_out_of_range(tmp_path: Path) -> None:
         StoreConfig.from_properties({"mappedFileSizeCommitLog": "50"})
     conf = tmp_path / "broker.conf"
     conf.write_text("deleteWhen=25\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="broker.conf.*delete_when"):
+    with pytest.raises(ValueError, match=r"broker\.conf.*delete_when"):
         StoreConfig.from_properties(conf)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["PutStatus", "GetStatus"]
+__all__ = ["GetStatus", "PutStatus"]
 
 
 class PutStatus(enum.Enum):

@@ -8,13 +8,13 @@ work); bad arguments as :class:`ValueError` / :class:`TypeError`.
 from __future__ import annotations
 
 __all__ = [
-    "StoreError",
-    "CorruptedError",
     "ConfigMismatchError",
-    "StoreLockedError",
-    "StoreClosedError",
-    "ReadOnlyStoreError",
+    "CorruptedError",
     "PoisonedError",
+    "ReadOnlyStoreError",
+    "StoreClosedError",
+    "StoreError",
+    "StoreLockedError",
 ]
 
 

@@ -11,13 +11,13 @@
 //! logical offset). The store timestamp is taken under that lock.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
@@ -90,7 +90,7 @@ pub fn now_ms() -> i64 {
 /// `topic -> queue id -> next queue offset`.
 #[derive(Debug, Default, Clone)]
 pub struct QueueOffsetTable {
-    map: HashMap<String, HashMap<i32, i64>>,
+    map: FxHashMap<String, FxHashMap<i32, i64>>,
 }
 
 impl QueueOffsetTable {
@@ -103,17 +103,22 @@ impl QueueOffsetTable {
             .unwrap_or(0)
     }
 
+    /// The entry of `topic-queue_id`, created at 0.
+    #[inline]
+    pub fn slot(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
+        if !self.map.contains_key(topic) {
+            self.map.insert(topic.to_owned(), FxHashMap::default());
+        }
+        self.map
+            .get_mut(topic)
+            .expect("inserted above")
+            .entry(queue_id)
+            .or_insert(0)
+    }
+
     #[inline]
     pub fn set(&mut self, topic: &str, queue_id: i32, next: i64) {
-        match self.map.get_mut(topic) {
-            Some(q) => {
-                q.insert(queue_id, next);
-            }
-            None => {
-                self.map
-                    .insert(topic.to_owned(), HashMap::from([(queue_id, next)]));
-            }
-        }
+        *self.slot(topic, queue_id) = next;
     }
 
     /// Raises the entry to at least `next`.
@@ -141,6 +146,9 @@ impl QueueOffsetTable {
 
 struct PutState {
     table: QueueOffsetTable,
+    /// The file being appended to (saves a queue lookup per put). Only puts
+    /// add files, expiry never removes the last one, and truncation resets it.
+    current: Option<Arc<MappedFile>>,
 }
 
 /// A message ready to append: validated, delay-converted, CRC computed.
@@ -155,7 +163,7 @@ pub struct Prepared<'a> {
 /// The CommitLog.
 pub struct CommitLog {
     cfg: CommitLogConfig,
-    mfq: MappedFileQueue,
+    mfq: Arc<MappedFileQueue>,
     put: Mutex<PutState>,
 }
 
@@ -181,9 +189,10 @@ impl CommitLog {
         }
         Ok(Self {
             cfg,
-            mfq,
+            mfq: Arc::new(mfq),
             put: Mutex::new(PutState {
                 table: QueueOffsetTable::default(),
+                current: None,
             }),
         })
     }
@@ -194,6 +203,11 @@ impl CommitLog {
 
     pub fn queue(&self) -> &MappedFileQueue {
         &self.mfq
+    }
+
+    /// A shared handle on the file queue (for background threads).
+    pub fn queue_arc(&self) -> Arc<MappedFileQueue> {
+        self.mfq.clone()
     }
 
     pub fn file_size(&self) -> usize {
@@ -221,7 +235,10 @@ impl CommitLog {
     }
 
     /// Validates `spec` and converts delayed messages (SPEC §1.9, §1.10).
-    pub fn prepare<'a>(&self, spec: MessageSpec<'a>) -> std::result::Result<Prepared<'a>, PutStatus> {
+    pub fn prepare<'a>(
+        &self,
+        spec: MessageSpec<'a>,
+    ) -> std::result::Result<Prepared<'a>, PutStatus> {
         let mut spec = spec;
         if !is_valid_topic(&spec.topic) || spec.queue_id < 0 {
             return Err(PutStatus::MessageIllegal);
@@ -267,7 +284,9 @@ impl CommitLog {
         let props_len = spec.properties.len();
         if props_len > MAX_PROPERTIES_LEN {
             // RocketMQ checks the Java char count first (MESSAGE_ILLEGAL), then bytes.
-            let chars = String::from_utf8_lossy(&spec.properties).encode_utf16().count();
+            let chars = String::from_utf8_lossy(&spec.properties)
+                .encode_utf16()
+                .count();
             return Err(if chars > MAX_PROPERTIES_LEN {
                 PutStatus::MessageIllegal
             } else {
@@ -321,7 +340,7 @@ impl CommitLog {
     /// means "call [`CommitLog::put_prepared`] with the GIL released".
     pub fn try_put_prepared(&self, p: &Prepared<'_>) -> Option<Result<PutOutcome>> {
         let mut st = self.put.try_lock()?;
-        let last = self.mfq.last_file()?;
+        let last = st.current.as_ref()?;
         if last.wrote_position() + p.len + END_FILE_MIN_BLANK_LENGTH > last.file_size() {
             return None;
         }
@@ -330,7 +349,10 @@ impl CommitLog {
 
     /// Appends messages in order under one lock hold; a message that fails
     /// validation gets its status and is skipped.
-    pub fn put_batch<'a>(&self, specs: impl IntoIterator<Item = MessageSpec<'a>>) -> Result<Vec<PutOutcome>> {
+    pub fn put_batch<'a>(
+        &self,
+        specs: impl IntoIterator<Item = MessageSpec<'a>>,
+    ) -> Result<Vec<PutOutcome>> {
         let prepared: Vec<_> = specs.into_iter().map(|s| self.prepare(s)).collect();
         let mut out = Vec::with_capacity(prepared.len());
         let mut st = self.put.lock();
@@ -348,18 +370,25 @@ impl CommitLog {
         let spec = &p.spec;
         let tran = spec.transaction_type();
         let counted = tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT;
-        let queue_offset = if counted {
-            st.table.get(&spec.topic, spec.queue_id)
+        let mut slot = if counted {
+            Some(st.table.slot(&spec.topic, spec.queue_id))
         } else {
-            0
+            None
         };
+        let queue_offset = slot.as_deref().copied().unwrap_or(0);
         for _attempt in 0..2 {
-            let file = match self.mfq.last_file_or_create(0) {
-                Ok(f) => f,
-                Err(e) => {
-                    log::error!("cannot create CommitLog file: {e}");
-                    return Ok(PutOutcome::rejected(PutStatus::CreateMappedFileFailed));
-                }
+            let file = match &st.current {
+                Some(f) if !f.is_full() => f.clone(),
+                _ => match self.mfq.last_file_or_create(0) {
+                    Ok(f) => {
+                        st.current = Some(f.clone());
+                        f
+                    }
+                    Err(e) => {
+                        log::error!("cannot create CommitLog file: {e}");
+                        return Ok(PutOutcome::rejected(PutStatus::CreateMappedFileFailed));
+                    }
+                },
             };
             let from = file.file_from_offset() as i64;
             let appended = file.append(|tail, at| {
@@ -382,8 +411,8 @@ impl CommitLog {
             })?;
             if let Some(phy) = appended {
                 file.set_store_timestamp(ts);
-                if counted {
-                    st.table.set(&spec.topic, spec.queue_id, queue_offset + 1);
+                if let Some(slot) = slot.as_deref_mut() {
+                    *slot = queue_offset + 1;
                 }
                 return Ok(PutOutcome {
                     status: PutStatus::PutOk,
@@ -427,10 +456,7 @@ impl CommitLog {
         let files = self.mfq.files();
         let mut rep = ScanReport::default();
         let Some(first) = files.get(start_index) else {
-            rep.end_offset = files
-                .first()
-                .map(|f| f.file_from_offset())
-                .unwrap_or(0);
+            rep.end_offset = files.first().map(|f| f.file_from_offset()).unwrap_or(0);
             return rep;
         };
         rep.end_offset = first.file_from_offset();
@@ -462,10 +488,8 @@ impl CommitLog {
                     }
                     Parsed::End { reason } => {
                         if data[pos..].iter().take(8).any(|&b| b != 0) {
-                            rep.stop_reason = Some(format!(
-                                "{reason} at offset {}",
-                                from + pos as u64
-                            ));
+                            rep.stop_reason =
+                                Some(format!("{reason} at offset {}", from + pos as u64));
                         }
                         break;
                     }
@@ -489,6 +513,8 @@ impl CommitLog {
     /// Cuts everything after `offset` (zeroing the cut bytes) and sets the
     /// flushed offset to it. Returns bytes discarded.
     pub fn truncate_to(&self, offset: u64) -> Result<u64> {
+        let mut st = self.put.lock();
+        st.current = None;
         let n = self.mfq.truncate_dirty(offset)?;
         self.mfq.set_flushed_where(offset);
         Ok(n)
@@ -527,4 +553,3 @@ pub fn account_record(table: &mut QueueOffsetTable, v: &RecordView, rec: &[u8]) 
         table.raise(&topic, v.queue_id, v.queue_offset + 1);
     }
 }
-

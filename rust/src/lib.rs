@@ -5,6 +5,7 @@
 //! The engine has no Python dependency; the `python` feature adds the PyO3
 //! bindings in [`python`]. Modules map one-to-one to on-disk structures.
 
+pub mod allocate;
 pub mod commitlog;
 pub mod error;
 pub mod lock;

@@ -53,8 +53,11 @@ impl StoreLock {
                 _ => Err(StoreError::io(format!("lock {}", path.display()), err)),
             };
         }
-        // RocketMQ writes "lock" into the file; harmless and helps humans.
-        let _ = file.write_all(b"lock");
+        // RocketMQ writes "lock" into the file. We do it only for a new file,
+        // so that taking the lock of an existing store changes no byte.
+        if file.metadata().map(|m| m.len() == 0).unwrap_or(false) {
+            let _ = file.write_all(b"lock");
+        }
         Ok(Self {
             _file: file,
             path: path.to_path_buf(),

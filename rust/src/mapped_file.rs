@@ -98,7 +98,12 @@ impl MappedFile {
     }
 
     /// Opens an existing file; its length must equal `file_size` exactly.
-    pub fn open(path: &Path, file_from_offset: u64, file_size: usize, writable: bool) -> Result<Self> {
+    pub fn open(
+        path: &Path,
+        file_from_offset: u64,
+        file_size: usize,
+        writable: bool,
+    ) -> Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(writable)
@@ -221,9 +226,8 @@ impl MappedFile {
         // SAFETY: the mapping is `file_size` bytes long and writable. Bytes at or
         // above `wrote` are never handed to readers, and `write_lock` makes this
         // the only writer, so no other reference to this range exists.
-        let tail = unsafe {
-            std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(wrote), tail_len)
-        };
+        let tail =
+            unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(wrote), tail_len) };
         let (n, r) = f(tail, wrote);
         assert!(n <= tail_len, "append wrote past the end of the file");
         self.wrote.store(wrote + n, Ordering::Release);
@@ -335,6 +339,23 @@ impl MappedFile {
     /// Advises the kernel that the file will be needed (`MADV_WILLNEED`).
     pub fn advise_willneed(&self) {
         let _ = self.map.advise(memmap2::Advice::WillNeed);
+    }
+
+    /// Prefaults pages of `[from, to)` writable (`MADV_POPULATE_WRITE`)
+    /// without changing their contents, so appends there do not fault.
+    /// Returns false where the kernel cannot do it.
+    pub fn prefault(&self, from: usize, to: usize) -> bool {
+        if !self.writable {
+            return false;
+        }
+        let to = to.min(self.file_size);
+        let from = from - from % OS_PAGE_SIZE;
+        if from >= to {
+            return true;
+        }
+        self.map
+            .advise_range(memmap2::Advice::PopulateWrite, from, to - from)
+            .is_ok()
     }
 
     /// Touches every page so later appends do not fault (warm-up).

@@ -97,6 +97,28 @@ pub fn list_segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
+/// End of the non-zero data at or after `pos`: scans page by page and stops
+/// after 1 MiB of consecutive zero pages (appends are sequential, so data
+/// past a long zero run was never written). Returns `pos` when all is zero.
+pub fn dirty_extent(data: &[u8], pos: usize) -> usize {
+    const PAGE: usize = 4096;
+    const ZERO_RUN: usize = 256;
+    let mut end = pos;
+    let mut zeros = 0usize;
+    let mut p = pos;
+    while p < data.len() && zeros < ZERO_RUN {
+        let next = (p - p % PAGE + PAGE).min(data.len());
+        if data[p..next].iter().any(|&b| b != 0) {
+            end = next;
+            zeros = 0;
+        } else {
+            zeros += 1;
+        }
+        p = next;
+    }
+    end
+}
+
 /// A queue of mapped files.
 #[derive(Debug)]
 pub struct MappedFileQueue {
@@ -349,29 +371,30 @@ impl MappedFileQueue {
     }
 
     /// Cuts the queue at `offset`: the containing file keeps `offset % size`
-    /// bytes, its bytes up to `zero_to` (relative) are zeroed, and files
-    /// starting after `offset` are destroyed. Returns bytes discarded.
+    /// bytes and the dirty bytes after them are zeroed and synced (so a later
+    /// crash cannot resurrect stale records); files starting after `offset`
+    /// are destroyed. Returns the number of non-zero bytes discarded (up to
+    /// page granularity).
     pub fn truncate_dirty(&self, offset: u64) -> Result<u64> {
         let mut discarded = 0u64;
         let mut keep = Vec::new();
-        let files = self.files();
-        for f in files {
+        for f in self.files() {
             let from = f.file_from_offset();
             let end = from + self.file_size as u64;
             if end <= offset {
                 keep.push(f);
             } else if offset >= from {
                 let pos = (offset - from) as usize;
-                let old = f.wrote_position();
+                let dirty_end = dirty_extent(f.raw(), pos);
                 f.set_positions(pos);
-                if self.writable {
-                    f.zero_range(pos, self.file_size)?;
+                if self.writable && dirty_end > pos {
+                    f.zero_range(pos, dirty_end)?;
                     f.sync_all()?;
                 }
-                discarded += old.saturating_sub(pos) as u64;
+                discarded += (dirty_end - pos) as u64;
                 keep.push(f);
             } else {
-                discarded += f.wrote_position() as u64;
+                discarded += dirty_extent(f.raw(), 0) as u64;
                 if self.writable {
                     f.destroy()?;
                 }
@@ -386,6 +409,56 @@ impl MappedFileQueue {
         let mut files = self.files.write();
         let n = count.min(files.len());
         files.drain(..n).collect()
+    }
+
+    /// Removes the last file from the queue and, if the queue is writable,
+    /// destroys it (ConsumeQueue's `truncateDirtyLogicFiles` deletes whole
+    /// files from the tail). Returns the removed file.
+    pub fn delete_last_file(&self) -> Result<Option<Arc<MappedFile>>> {
+        let last = self.files.write().pop();
+        if let Some(f) = &last {
+            if self.writable {
+                f.destroy()?;
+            }
+        }
+        Ok(last)
+    }
+
+    /// Re-lists the directory and appends the files another process created
+    /// after the current last file (or, for an empty queue, from the first
+    /// file found): only consecutive files of exactly the file size are
+    /// taken, with positions 0; a file still being created (short) stops the
+    /// scan and is picked up by a later call. Returns how many were added.
+    pub fn adopt_new_files(&self) -> Result<usize> {
+        let size = self.file_size as u64;
+        let mut next = self.last_file().map(|f| f.file_from_offset() + size);
+        let mut added = 0;
+        for (off, path) in list_segment_files(&self.dir)? {
+            match next {
+                Some(n) if off < n => continue,
+                Some(n) if off != n => break,
+                None if off % size != 0 => break,
+                _ => {}
+            }
+            let len = match std::fs::metadata(&path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) => return Err(StoreError::io(format!("stat {}", path.display()), e)),
+            };
+            if len != size {
+                break;
+            }
+            let mf = Arc::new(MappedFile::open(&path, off, self.file_size, self.writable)?);
+            mf.set_positions(0);
+            let mut files = self.files.write();
+            match files.last() {
+                Some(l) if l.file_from_offset() + size != off => break,
+                _ => files.push(mf),
+            }
+            added += 1;
+            next = Some(off + size);
+        }
+        Ok(added)
     }
 }
 
@@ -402,8 +475,14 @@ mod tests {
         f.append(|_, _| (128, ())).unwrap();
         let g = q.last_file_or_create(0).unwrap();
         assert_eq!(g.file_from_offset(), 384);
-        assert_eq!(q.find_by_offset(300, false).unwrap().file_from_offset(), 256);
-        assert_eq!(q.find_by_offset(400, false).unwrap().file_from_offset(), 384);
+        assert_eq!(
+            q.find_by_offset(300, false).unwrap().file_from_offset(),
+            256
+        );
+        assert_eq!(
+            q.find_by_offset(400, false).unwrap().file_from_offset(),
+            384
+        );
         assert!(q.find_by_offset(100, false).is_none());
         assert_eq!(q.find_by_offset(100, true).unwrap().file_from_offset(), 256);
         assert!(q.find_by_offset(512, false).is_none());
@@ -429,7 +508,10 @@ mod tests {
         let (q, info) = MappedFileQueue::load(d.clone(), 128, true).unwrap();
         assert_eq!(q.len(), 2);
         assert!(info.extended_short_file.is_some());
-        assert_eq!(std::fs::metadata(d.join(file_name(128))).unwrap().len(), 128);
+        assert_eq!(
+            std::fs::metadata(d.join(file_name(128))).unwrap().len(),
+            128
+        );
     }
 
     #[test]

@@ -225,7 +225,13 @@ pub fn encode_v1(
     let body = &m.body[..];
     let topic = m.topic.as_bytes();
     let props = &m.properties[..];
-    let total = record_len(body.len(), topic.len(), props.len(), &m.born_host, store_host);
+    let total = record_len(
+        body.len(),
+        topic.len(),
+        props.len(),
+        &m.born_host,
+        store_host,
+    );
     let d = &mut dst[..total];
     d[0..4].copy_from_slice(&(total as i32).to_be_bytes());
     d[4..8].copy_from_slice(&MAGIC_V1.to_be_bytes());

@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::allocate::{Prefaulter, DEFAULT_WINDOW};
 use crate::commitlog::{
-    account_record, CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus,
-    QueueOffsetTable, ScanReport,
+    account_record, CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, QueueOffsetTable,
+    ScanReport,
 };
 use crate::error::{Result, StoreError};
 use crate::lock::StoreLock;
@@ -55,6 +56,7 @@ pub struct Store {
     commitlog: CommitLog,
     closed: AtomicBool,
     poisoned: Mutex<Option<String>>,
+    prefaulter: Mutex<Option<Prefaulter>>,
 }
 
 impl Store {
@@ -74,9 +76,9 @@ impl Store {
         };
         let files = list_segment_files(&opts.commit_log_dir)?;
         let on_disk = detect_file_size(&opts.commit_log_dir)?;
-        // A lone file shorter than the configured size is a crash while it was
-        // being created (the newest file may be short): recovery extends it.
-        let lone_short = |cfg: usize, disk: usize| files.len() == 1 && disk < cfg;
+        // A lone empty file is a crash while the first file was being created:
+        // loading extends it. Any other size that differs is refused.
+        let lone_short = |_cfg: usize, disk: usize| files.len() == 1 && disk == 0;
         let file_size = match (opts.commit_log_file_size, on_disk) {
             (Some(cfg), Some(disk)) if cfg != disk && !lone_short(cfg, disk) => {
                 return Err(StoreError::Mismatch(format!(
@@ -96,12 +98,20 @@ impl Store {
             delay_levels: opts.delay_levels.clone(),
         };
         let commitlog = CommitLog::load(cfg, !opts.read_only)?;
+        let prefaulter = if opts.read_only {
+            None
+        } else {
+            Prefaulter::start(commitlog.queue_arc(), DEFAULT_WINDOW)
+                .map_err(|e| StoreError::io("start the prefault thread", e))
+                .map(Some)?
+        };
         Ok(Self {
             opts,
             lock: Mutex::new(lock),
             commitlog,
             closed: AtomicBool::new(false),
             poisoned: Mutex::new(None),
+            prefaulter: Mutex::new(prefaulter),
         })
     }
 
@@ -175,7 +185,10 @@ impl Store {
     }
 
     /// Validates a message for this store; `Err(status)` means rejected.
-    pub fn prepare<'a>(&self, spec: MessageSpec<'a>) -> Result<std::result::Result<Prepared<'a>, PutStatus>> {
+    pub fn prepare<'a>(
+        &self,
+        spec: MessageSpec<'a>,
+    ) -> Result<std::result::Result<Prepared<'a>, PutStatus>> {
         if let Some(s) = self.check_writable()? {
             return Ok(Err(s));
         }
@@ -252,6 +265,9 @@ impl Store {
     pub fn shutdown(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
+        }
+        if let Some(mut p) = self.prefaulter.lock().take() {
+            p.stop();
         }
         let flushed = if !self.opts.read_only && self.poisoned.lock().is_none() {
             self.commitlog.flush_all().map(|_| ())

@@ -10,9 +10,8 @@ use crate::error::StoreError;
 static ERRORS_MODULE: GILOnceCell<Py<PyModule>> = GILOnceCell::new();
 
 fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
-    let m = ERRORS_MODULE.get_or_try_init(py, || {
-        py.import("rocketstore.errors").map(|m| m.unbind())
-    })?;
+    let m = ERRORS_MODULE
+        .get_or_try_init(py, || py.import("rocketstore.errors").map(|m| m.unbind()))?;
     Ok(m.bind(py).getattr(name)?.downcast_into::<PyType>()?)
 }
 

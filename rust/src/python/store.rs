@@ -128,29 +128,31 @@ impl PyStore {
     ) -> PyResult<PyPutResult> {
         guarded(|| {
             let queue_id = check_queue_id(queue_id)?;
-            let props = if tags.is_none() && keys.is_none() && properties.is_none() && delay_level == 0 {
-                Ok(Vec::new())
-            } else {
-                build_properties(tags, keys.as_ref(), properties.as_ref(), delay_level)?
-            };
+            let props =
+                if tags.is_none() && keys.is_none() && properties.is_none() && delay_level == 0 {
+                    Ok(Vec::new())
+                } else {
+                    build_properties(tags, keys.as_ref(), properties.as_ref(), delay_level)?
+                };
             let born_host = match born_host {
                 Some(h) => parse_host(&h, "born_host")?,
                 None => DEFAULT_BORN_HOST,
             };
             let Ok(props) = props else {
-                self.store.prepare(MessageSpec {
-                    topic: Cow::Borrowed(topic),
-                    queue_id,
-                    flag,
-                    sys_flag,
-                    born_timestamp: 0,
-                    born_host,
-                    reconsume_times: 0,
-                    prepared_transaction_offset: 0,
-                    body: Cow::Borrowed(b""),
-                    properties: Cow::Borrowed(b""),
-                })?
-                .ok(); // state errors (closed, read-only) take precedence
+                self.store
+                    .prepare(MessageSpec {
+                        topic: Cow::Borrowed(topic),
+                        queue_id,
+                        flag,
+                        sys_flag,
+                        born_timestamp: 0,
+                        born_host,
+                        reconsume_times: 0,
+                        prepared_transaction_offset: 0,
+                        body: Cow::Borrowed(b""),
+                        properties: Cow::Borrowed(b""),
+                    })?
+                    .ok(); // state errors (closed, read-only) take precedence
                 return Ok(self.result(PutOutcome::rejected(PutStatus::MessageIllegal)));
             };
             let spec = MessageSpec {
@@ -172,13 +174,13 @@ impl PyStore {
     /// Puts one `Message`.
     fn put_message(&self, py: Python<'_>, msg: &Bound<'_, PyAny>) -> PyResult<PyPutResult> {
         guarded(|| {
-            let m = msg.downcast::<PyMessage>().map_err(|_| {
-                PyTypeError::new_err("put_message takes a rocketstore.Message")
-            })?;
+            let m = msg
+                .downcast::<PyMessage>()
+                .map_err(|_| PyTypeError::new_err("put_message takes a rocketstore.Message"))?;
             let m = m.get();
             match m.spec(py, now_ms()) {
-                Ok(spec) => self.put_spec(py, spec),
-                Err(()) => {
+                Some(spec) => self.put_spec(py, spec),
+                None => {
                     self.store.check_open()?;
                     if self.store.is_read_only() {
                         return Err(crate::error::StoreError::ReadOnly.into());
@@ -190,10 +192,17 @@ impl PyStore {
     }
 
     /// Puts messages in order under one lock hold and one flush wait.
-    fn put_messages<'py>(&self, py: Python<'py>, msgs: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+    fn put_messages<'py>(
+        &self,
+        py: Python<'py>,
+        msgs: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
         guarded(|| {
             let mut held: Vec<Bound<'py, PyMessage>> = Vec::new();
-            for item in msgs.try_iter().map_err(|_| PyTypeError::new_err("put_messages takes a list of Message"))? {
+            for item in msgs
+                .try_iter()
+                .map_err(|_| PyTypeError::new_err("put_messages takes a list of Message"))?
+            {
                 let item = item?;
                 let m = item.downcast_into::<PyMessage>().map_err(|_| {
                     PyTypeError::new_err("put_messages takes a list of rocketstore.Message")
@@ -205,8 +214,8 @@ impl PyStore {
             let mut illegal = Vec::new();
             for (i, m) in held.iter().enumerate() {
                 match m.get().spec(py, now) {
-                    Ok(s) => specs.push(s),
-                    Err(()) => illegal.push(i),
+                    Some(s) => specs.push(s),
+                    None => illegal.push(i),
                 }
             }
             let store = &self.store;
@@ -228,7 +237,11 @@ impl PyStore {
     }
 
     /// The message whose record starts at `offset`, or None.
-    fn look_message_by_offset(&self, py: Python<'_>, offset: i64) -> PyResult<Option<PyMessageExt>> {
+    fn look_message_by_offset(
+        &self,
+        py: Python<'_>,
+        offset: i64,
+    ) -> PyResult<Option<PyMessageExt>> {
         guarded(|| {
             self.store.check_open()?;
             if offset < 0 {
@@ -273,7 +286,10 @@ impl PyStore {
 
     #[getter]
     fn flushed_offset(&self) -> PyResult<u64> {
-        guarded(|| Ok(self.store.commitlog().flushed_offset()))
+        guarded(|| {
+            self.store.check_open()?;
+            Ok(self.store.commitlog().flushed_offset())
+        })
     }
 
     /// The CommitLog segment size in use.
@@ -296,6 +312,7 @@ impl PyStore {
     /// `{(topic, queue_id): next_queue_offset}` as the put path sees it.
     fn queue_offset_table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
+            self.store.check_open()?;
             let d = PyDict::new(py);
             for (t, q, n) in self.store.commitlog().queue_offsets().entries() {
                 d.set_item((t, q), n)?;

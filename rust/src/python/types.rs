@@ -42,13 +42,21 @@ pub fn parse_host(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<SocketAddr> {
         .parse()
         .map_err(|_| PyValueError::new_err(format!("{what}: {ip:?} is not an IP address")))?;
     if !(0..=65535).contains(&port) {
-        return Err(PyValueError::new_err(format!("{what}: port {port} out of range")));
+        return Err(PyValueError::new_err(format!(
+            "{what}: port {port} out of range"
+        )));
     }
     Ok(SocketAddr::new(ip, port as u16))
 }
 
 fn host_tuple<'py>(py: Python<'py>, a: &SocketAddr) -> PyResult<Bound<'py, PyTuple>> {
-    PyTuple::new(py, [a.ip().to_string().into_pyobject(py)?.into_any(), a.port().into_pyobject(py)?.into_any()])
+    PyTuple::new(
+        py,
+        [
+            a.ip().to_string().into_pyobject(py)?.into_any(),
+            a.port().into_pyobject(py)?.into_any(),
+        ],
+    )
 }
 
 /// Builds the serialized properties of a message. `Ok(Err(reason))` means the
@@ -77,10 +85,14 @@ pub fn build_properties(
                 .map_err(|_| PyTypeError::new_err("property values must be str"))?;
             let ks = k.to_cow()?;
             if tags.is_some() && ks == props::TAGS {
-                return Err(PyValueError::new_err("give tags= or a TAGS property, not both"));
+                return Err(PyValueError::new_err(
+                    "give tags= or a TAGS property, not both",
+                ));
             }
             if keys.is_some() && ks == props::KEYS {
-                return Err(PyValueError::new_err("give keys= or a KEYS property, not both"));
+                return Err(PyValueError::new_err(
+                    "give keys= or a KEYS property, not both",
+                ));
             }
             if delay_level != 0 && ks == props::DELAY {
                 return Err(PyValueError::new_err(
@@ -102,9 +114,10 @@ pub fn build_properties(
             s.into_owned()
         } else {
             let mut parts = Vec::new();
-            for item in k.try_iter().map_err(|_| {
-                PyTypeError::new_err("keys must be a str or an iterable of str")
-            })? {
+            for item in k
+                .try_iter()
+                .map_err(|_| PyTypeError::new_err("keys must be a str or an iterable of str"))?
+            {
                 let item = item?;
                 let s: Bound<'_, PyString> = item
                     .downcast_into()
@@ -157,10 +170,10 @@ pub struct PyMessage {
 }
 
 impl PyMessage {
-    /// The spec to put, or the reason it is illegal.
-    pub fn spec<'a>(&'a self, py: Python<'a>, now: i64) -> std::result::Result<MessageSpec<'a>, ()> {
-        let props = self.props.as_ref().map_err(|_| ())?;
-        Ok(MessageSpec {
+    /// The spec to put, or `None` when the message is illegal (MESSAGE_ILLEGAL).
+    pub fn spec<'a>(&'a self, py: Python<'a>, now: i64) -> Option<MessageSpec<'a>> {
+        let props = self.props.as_ref().ok()?;
+        Some(MessageSpec {
             topic: Cow::Borrowed(&self.topic),
             queue_id: self.queue_id,
             flag: self.flag,
@@ -224,12 +237,26 @@ impl PyMessage {
             let body: Bound<'_, PyBytes> = body.downcast_into().map_err(|e| {
                 PyTypeError::new_err(format!(
                     "body must be bytes, not {}",
-                    e.into_inner().get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                    e.into_inner()
+                        .get_type()
+                        .name()
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
                 ))
             })?;
             let queue_id = check_queue_id(queue_id)?;
             let born_host = born_host.map(|h| parse_host(&h, "born_host")).transpose()?;
-            let props = build_properties(tags.as_deref(), keys.as_ref(), properties.as_ref(), delay_level)?;
+            let props =
+                if tags.is_none() && keys.is_none() && properties.is_none() && delay_level == 0 {
+                    Ok(Vec::new())
+                } else {
+                    build_properties(
+                        tags.as_deref(),
+                        keys.as_ref(),
+                        properties.as_ref(),
+                        delay_level,
+                    )?
+                };
             Ok(Self {
                 topic,
                 body: body.unbind(),
@@ -274,15 +301,24 @@ impl PyMessage {
     }
     #[getter]
     fn born_host<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        self.born_host.as_ref().map(|h| host_tuple(py, h)).transpose()
+        self.born_host
+            .as_ref()
+            .map(|h| host_tuple(py, h))
+            .transpose()
     }
     #[getter]
     fn tags(&self) -> Option<String> {
-        self.props.as_ref().ok().and_then(|p| prop_value(p, props::TAGS))
+        self.props
+            .as_ref()
+            .ok()
+            .and_then(|p| prop_value(p, props::TAGS))
     }
     #[getter]
     fn keys(&self) -> Vec<String> {
-        self.props.as_ref().map(|p| keys_list(p)).unwrap_or_default()
+        self.props
+            .as_ref()
+            .map(|p| keys_list(p))
+            .unwrap_or_default()
     }
     #[getter]
     fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -302,7 +338,9 @@ impl PyMessage {
 /// Validates a queue id argument.
 pub fn check_queue_id(q: i64) -> PyResult<i32> {
     if q < 0 {
-        return Err(PyValueError::new_err(format!("queue_id must be >= 0, got {q}")));
+        return Err(PyValueError::new_err(format!(
+            "queue_id must be >= 0, got {q}"
+        )));
     }
     i32::try_from(q).map_err(|_| PyValueError::new_err(format!("queue_id {q} is too large")))
 }
@@ -387,9 +425,15 @@ fn decompress(sys_flag: i32, data: &[u8]) -> PyResult<Vec<u8>> {
                 .map_err(|e| PyValueError::new_err(format!("cannot inflate zlib body: {e}")))?;
             Ok(out)
         }
-        1 => Err(PyValueError::new_err("LZ4-compressed bodies are not supported by this build; use stored_body")),
-        2 => Err(PyValueError::new_err("ZSTD-compressed bodies are not supported by this build; use stored_body")),
-        k => Err(PyValueError::new_err(format!("unknown compression type {k}"))),
+        1 => Err(PyValueError::new_err(
+            "LZ4-compressed bodies are not supported by this build; use stored_body",
+        )),
+        2 => Err(PyValueError::new_err(
+            "ZSTD-compressed bodies are not supported by this build; use stored_body",
+        )),
+        k => Err(PyValueError::new_err(format!(
+            "unknown compression type {k}"
+        ))),
     }
 }
 
@@ -505,6 +549,9 @@ impl PyMessageExt {
 }
 
 /// A list of Python objects from Rust values.
-pub fn to_list<'py, T: IntoPyObject<'py>>(py: Python<'py>, items: Vec<T>) -> PyResult<Bound<'py, PyList>> {
+pub fn to_list<'py, T: IntoPyObject<'py>>(
+    py: Python<'py>,
+    items: Vec<T>,
+) -> PyResult<Bound<'py, PyList>> {
     PyList::new(py, items)
 }

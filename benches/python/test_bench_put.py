@@ -1,0 +1,57 @@
+"""Put throughput from Python (ASYNC flush).
+
+Run: ``python -m pytest benches/python/test_bench_put.py --benchmark-enable``.
+Each round puts ``N`` messages; msg/s = N / median round time. Building the
+arguments (and Message objects) is inside the timed region.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocketstore import Message, MessageStore, PutStatus
+
+N = 10_000
+BATCH = 1_000
+BODY = b"x" * 100
+
+
+def _report(benchmark: Any, n: int) -> None:
+    median = benchmark.stats.stats.median
+    benchmark.extra_info["msgs_per_round"] = n
+    benchmark.extra_info["msg_per_s_median"] = round(n / median)
+
+
+def test_put_fast_path(benchmark: Any, async_store: MessageStore) -> None:
+    put = async_store.put
+
+    def run() -> None:
+        for _ in range(N):
+            put("bench", BODY)
+
+    benchmark(run)
+    _report(benchmark, N)
+    assert async_store.put("bench", BODY).status is PutStatus.PUT_OK
+
+
+def test_put_message(benchmark: Any, async_store: MessageStore) -> None:
+    put_message = async_store.put_message
+
+    def run() -> None:
+        for _ in range(N):
+            put_message(Message("bench", BODY))
+
+    benchmark(run)
+    _report(benchmark, N)
+
+
+def test_put_messages_batch_1000(benchmark: Any, async_store: MessageStore) -> None:
+    put_messages = async_store.put_messages
+    rounds = 10
+
+    def run() -> None:
+        for _ in range(rounds):
+            put_messages([Message("bench", BODY) for _ in range(BATCH)])
+
+    benchmark(run)
+    _report(benchmark, rounds * BATCH)

@@ -1,0 +1,95 @@
+"""Helpers shared by the ``tests/test_store_*.py`` modules."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import struct
+from pathlib import Path
+
+#: Fixed V1 record overhead with IPv4 born and store hosts (SPEC §1.1).
+RECORD_OVERHEAD_V4 = 91
+#: Extra bytes per IPv6 host (16-byte address instead of 4).
+IPV6_EXTRA = 12
+BLANK_MAGIC = 0xCBD43194
+
+
+def props_bytes(props: dict[str, str]) -> bytes:
+    """Serialized properties as RocketMQ writes them (``k\\x01v\\x02k\\x01v``)."""
+    return b"\x02".join(k.encode() + b"\x01" + v.encode() for k, v in props.items())
+
+
+def record_len(
+    topic: str,
+    body: bytes,
+    props: dict[str, str] | None = None,
+    *,
+    ipv6_hosts: int = 0,
+) -> int:
+    """Length of a V1 CommitLog record (SPEC §1.1)."""
+    return (
+        RECORD_OVERHEAD_V4
+        + IPV6_EXTRA * ipv6_hosts
+        + len(body)
+        + len(topic.encode())
+        + len(props_bytes(props or {}))
+    )
+
+
+def expected_msg_id(store_host: tuple[str, int], phy_offset: int) -> str:
+    """Offset message id: store ip ‖ port (int) ‖ offset (long), upper-case hex."""
+    ip = ipaddress.ip_address(store_host[0]).packed
+    return (ip + struct.pack(">iq", store_host[1], phy_offset)).hex().upper()
+
+
+def java_string_hash(s: str) -> int:
+    """Java ``String.hashCode`` over UTF-16 code units, as a signed 32-bit int."""
+    units = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def segment_path(store_path: str | os.PathLike[str], start: int) -> Path:
+    """Path of the CommitLog segment file starting at ``start``."""
+    return Path(store_path) / "commitlog" / f"{start:020d}"
+
+
+def commitlog_files(store_path: str | os.PathLike[str]) -> list[str]:
+    d = Path(store_path) / "commitlog"
+    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+
+
+def snapshot(root: str | os.PathLike[str], *, mtimes: bool = True) -> dict[str, tuple[object, ...]]:
+    """Every file and directory under ``root``: size, content hash and (optionally) mtime."""
+    out: dict[str, tuple[object, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            rel = os.path.relpath(os.path.join(dirpath, d), root)
+            out[rel + "/"] = ("dir",)
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            st = os.stat(p)
+            digest = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+            entry: tuple[object, ...] = (st.st_size, digest)
+            if mtimes:
+                entry += (st.st_mtime_ns,)
+            out[os.path.relpath(p, root)] = entry
+    return out
+
+
+def diff_snapshots(
+    before: dict[str, tuple[object, ...]], after: dict[str, tuple[object, ...]]
+) -> list[str]:
+    """Names of entries added, removed or changed."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def age_files(root: str | os.PathLike[str], when: int = 1_000_000_000) -> None:
+    """Sets every file's atime/mtime under ``root`` to ``when`` (seconds, long ago), so
+    any later write shows in a snapshot however coarse the file-system clock is."""
+    for dirpath, _, filenames in os.walk(root):
+        for f in filenames:
+            os.utime(os.path.join(dirpath, f), (when, when))
