@@ -134,7 +134,7 @@ def test_many_messages_reopen_with_size_from_disk(open_store: OpenStore, store_p
     assert store.min_phy_offset == 0
     rep = store.recovery_report
     assert rep is not None
-    assert rep.mode == "scan"
+    assert rep.mode == "normal"
     assert rep.records == len(written)
     assert rep.end_offset == max_before
     assert rep.files_scanned == len(files)

@@ -21,7 +21,14 @@ from rocketstore.errors import (
     StoreError,
     StoreLockedError,
 )
-from rocketstore.message import GetStatus, Message, MessageExt, PutResult, PutStatus
+from rocketstore.message import (
+    GetMessageResult,
+    GetStatus,
+    Message,
+    MessageExt,
+    PutResult,
+    PutStatus,
+)
 from rocketstore.store import MessageStore, RecoveryReport
 
 __all__ = [
@@ -29,6 +36,7 @@ __all__ = [
     "ConfigMismatchError",
     "CorruptedError",
     "FlushDiskType",
+    "GetMessageResult",
     "GetStatus",
     "Message",
     "MessageExt",

@@ -15,11 +15,16 @@ import os
 import weakref
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from rocketstore._native import Message, MessageExt, NativeStore, PutResult
+from rocketstore._native import GetMessageResult, Message, MessageExt, NativeStore, PutResult
 from rocketstore.config import FlushDiskType, StoreConfig
-from rocketstore.errors import StoreClosedError
+from rocketstore.config_files import ConsumerOffsets, TopicConfigs
+from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+from rocketstore.services.reput import ReputService
+
+if TYPE_CHECKING:
+    from rocketstore.consumer import Consumer
 
 __all__ = ["MessageStore", "RecoveryReport"]
 
@@ -31,13 +36,15 @@ class RecoveryReport:
     """What opening the store found and repaired.
 
     Attributes:
-        mode: how the CommitLog end was found (``"scan"``).
+        mode: ``"normal"`` (clean shutdown) or ``"abnormal"`` (crash).
         files_scanned: CommitLog files read.
         bytes_scanned: bytes of valid records read.
         records: valid records found.
         end_offset: physical offset just past the last valid record.
         bytes_truncated: bytes cut (and zeroed) after the valid end.
         stop_reason: why the scan stopped before the end of written data, if it did.
+        consume_queues: consume queues loaded.
+        redispatched_records: records dispatched to the queues and index during recovery.
     """
 
     mode: str
@@ -47,6 +54,8 @@ class RecoveryReport:
     end_offset: int
     bytes_truncated: int
     stop_reason: str | None
+    consume_queues: int = 0
+    redispatched_records: int = 0
 
 
 # Live stores, so a forked child can disarm the handles it inherited.
@@ -55,7 +64,14 @@ _LIVE: weakref.WeakSet[MessageStore] = weakref.WeakSet()
 # Methods bound straight to the native store once started: a put then costs
 # one native call, not a Python frame plus a native call (measured: the frame
 # roughly doubles the cost of a small put).
-_FAST_METHODS = ("put", "put_message", "put_messages", "look_message_by_offset")
+_FAST_METHODS = (
+    "put",
+    "put_message",
+    "put_messages",
+    "look_message_by_offset",
+    "get_max_offset_in_queue",
+    "get_min_offset_in_queue",
+)
 
 
 def _after_fork_in_child() -> None:
@@ -107,6 +123,9 @@ class MessageStore:
         self._config = _as_config(config)
         self._read_only = read_only
         self._native: NativeStore | None = None
+        self._reput: ReputService | None = None
+        self._offsets = ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME)
+        self._topic_configs = TopicConfigs(self._config.config_dir / "topics.json")
         self._recovery: RecoveryReport | None = None
         self._closed_reason = "store is not started; call start() or use `with`"
 
@@ -134,6 +153,16 @@ class MessageStore:
             cfg.message_delay_level,
             cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH,
             self._read_only,
+            consume_queue_file_size=cfg.mapped_file_size_consume_queue,
+            message_index_enable=cfg.message_index_enable,
+            max_hash_slot_num=cfg.max_hash_slot_num,
+            max_index_num=cfg.max_index_num,
+            max_msgs_num_batch=cfg.max_msgs_num_batch,
+            max_transfer_bytes_on_message_in_memory=cfg.max_transfer_bytes_on_message_in_memory,
+            max_transfer_count_on_message_in_memory=cfg.max_transfer_count_on_message_in_memory,
+            max_transfer_bytes_on_message_in_disk=cfg.max_transfer_bytes_on_message_in_disk,
+            max_transfer_count_on_message_in_disk=cfg.max_transfer_count_on_message_in_disk,
+            access_message_in_memory_max_ratio=cfg.access_message_in_memory_max_ratio,
         )
         try:
             report = RecoveryReport(**native.recover(cfg.check_crc_on_recover))
@@ -151,9 +180,17 @@ class MessageStore:
         else:
             log.info("opened %s: %d records, end %d", cfg.store_path, report.records,
                      report.end_offset)
-        self._config = cfg.replace(mapped_file_size_commit_log=native.commit_log_file_size)
+        self._config = cfg.replace(
+            mapped_file_size_commit_log=native.commit_log_file_size,
+            mapped_file_size_consume_queue=native.consume_queue_file_size,
+        )
         self._recovery = report
         self._native = native
+        self._reput = ReputService(native)
+        self._offsets = ConsumerOffsets.load(self._config.config_dir / "consumerOffset.json")
+        self._topic_configs = TopicConfigs.load(self._config.config_dir / "topics.json")
+        if not self._read_only:
+            self._reput.start()
         for name in _FAST_METHODS:
             self.__dict__[name] = getattr(native, name)
         _LIVE.add(self)
@@ -167,9 +204,28 @@ class MessageStore:
             self.__dict__[name] = _closed_method(why)
 
     def shutdown(self) -> None:
-        """Flush and close. Idempotent; later calls raise :class:`StoreClosedError`."""
-        if self._native is not None:
-            self._native.shutdown()
+        """Dispatch what is left, flush, persist offsets and close.
+
+        Idempotent; later calls raise :class:`StoreClosedError`.
+        """
+        n = self._native
+        if n is None or n.closed:
+            return
+        try:
+            if self._reput is not None:
+                self._reput.shutdown()
+            if not self._read_only:
+                self._persist_config()
+        finally:
+            n.shutdown()
+
+    def _persist_config(self) -> None:
+        n = self._n
+        for topic in n.topics():
+            for qid in n.queue_ids(topic):
+                self._topic_configs.ensure(topic, qid)
+        self._topic_configs.persist()
+        self._offsets.persist()
 
     def __enter__(self) -> MessageStore:
         return self.start()
@@ -199,6 +255,8 @@ class MessageStore:
         n = self._native
         if n is None:
             raise StoreClosedError(self._closed_reason)
+        if n.closed:
+            raise StoreClosedError("store is closed")
         return n
 
     # -- properties --------------------------------------------------------
@@ -290,7 +348,10 @@ class MessageStore:
 
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""
-        return self._n.flush()
+        off = self._n.flush()
+        if not self._read_only:
+            self._persist_config()
+        return off
 
     # -- reads -------------------------------------------------------------
 
@@ -305,3 +366,143 @@ class MessageStore:
     def queue_offset_table(self) -> dict[tuple[str, int], int]:
         """Next queue offset of every ``(topic, queue_id)`` written so far."""
         return self._n.queue_offset_table()
+
+    # -- consume queues ----------------------------------------------------
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int = 32,
+        tags: Sequence[str] | str | None = None,
+    ) -> GetMessageResult:
+        """Pull up to ``max_msg_nums`` messages of ``topic``/``queue_id`` from ``offset``.
+
+        ``tags`` filters exactly by tag (``None`` or ``["*"]``: every message; a
+        string is a RocketMQ expression ``"a || b"``). The result's
+        ``next_begin_offset`` is where the next pull starts. ``group`` names the
+        consumer group (kept for RocketMQ's signature; offsets are committed
+        with :meth:`commit_offset`).
+
+        Statuses: ``FOUND``, ``NO_MATCHED_MESSAGE`` (nothing passed the tag
+        filter), ``MESSAGE_WAS_REMOVING`` (the CommitLog file behind the units
+        expired), ``OFFSET_FOUND_NULL`` (no unit readable at ``offset``),
+        ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
+        ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
+        unknown queue reads as an empty one (and nothing is created on disk).
+        """
+        tag_list: list[str] | None
+        if tags is None:
+            tag_list = None
+        elif isinstance(tags, str):
+            tag_list = [t.strip() for t in tags.split("||")]
+        else:
+            tag_list = list(tags)
+        return self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """One past the last logical offset of the queue (0 when unknown)."""
+        return self._n.get_max_offset_in_queue(topic, queue_id)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The first logical offset of the queue (0 when unknown)."""
+        return self._n.get_min_offset_in_queue(topic, queue_id)
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        """CommitLog offset of the message at ``cq_offset`` (0 when none)."""
+        return self._n.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Logical offset of the message stored nearest to ``timestamp`` (ms)."""
+        return self._n.get_offset_in_queue_by_time(topic, queue_id, timestamp)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the queue's first message (-1 when none)."""
+        return self._n.get_earliest_message_time(topic, queue_id)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        """Store time of the message at ``cq_offset`` (-1 when none)."""
+        return self._n.get_message_store_timestamp(topic, queue_id, cq_offset)
+
+    def query_message(
+        self,
+        topic: str,
+        key: str,
+        max_num: int = 32,
+        begin_timestamp: int = 0,
+        end_timestamp: int | None = None,
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` whose UNIQ_KEY or KEYS contain ``key``, ascending by offset.
+
+        Only messages really carrying the key are returned (index hash
+        collisions are filtered out); at most ``min(max_num, max_msgs_num_batch)``.
+        """
+        return self._n.query_message(topic, key, max_num, begin_timestamp, end_timestamp)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        """Queue ids of ``topic`` that exist, sorted."""
+        return self._n.queue_ids(topic)
+
+    def topics(self) -> list[str]:
+        """Topics that have at least one consume queue, sorted."""
+        return self._n.topics()
+
+    def dispatch_behind_bytes(self) -> int:
+        """CommitLog bytes not yet in the consume queues and index."""
+        return self._n.dispatch_behind_bytes()
+
+    @property
+    def dispatch_seq(self) -> int:
+        """Changes whenever new messages become visible to readers."""
+        return self._n.dispatch_seq
+
+    def wait_for_dispatch(self, seq: int, timeout: float | None = None) -> int:
+        """Block until :attr:`dispatch_seq` differs from ``seq`` or ``timeout`` passes.
+
+        The writer's process is woken by the dispatcher; a read-only store
+        re-reads the queue ends every few milliseconds. Returns the new value.
+        """
+        return self._n.wait_for_dispatch(seq, timeout)
+
+    def refresh(self) -> bool:
+        """Read-only stores: pick up what the writer appended (True if anything new)."""
+        return self._n.refresh()
+
+    # -- consumer groups ---------------------------------------------------
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
+        """Record ``next_offset`` as the next message ``group`` reads from the queue.
+
+        Kept in memory and written to ``config/consumerOffset.json`` by
+        :meth:`persist_offsets`, :meth:`flush` and :meth:`shutdown`.
+        """
+        self._n  # noqa: B018 - raises StoreClosedError when closed
+        if self._read_only:
+            raise ReadOnlyStoreError("cannot commit offsets in a read-only store")
+        self._offsets.commit(group, topic, queue_id, next_offset)
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed next offset of ``group`` in the queue (-1 when unknown)."""
+        self._n  # noqa: B018 - raises StoreClosedError when closed
+        return self._offsets.query(group, topic, queue_id)
+
+    def persist_offsets(self) -> None:
+        """Write committed offsets to ``config/consumerOffset.json`` now."""
+        self._n  # noqa: B018
+        if not self._read_only:
+            self._offsets.persist()
+
+    def consumer(
+        self,
+        group: str,
+        topic: str,
+        *,
+        start: Literal["earliest", "latest"] = "earliest",
+        tags: Sequence[str] | None = None,
+    ) -> Consumer:
+        """A Kafka-style consumer of every queue of ``topic`` for ``group``."""
+        from rocketstore.consumer import Consumer
+
+        return Consumer(self, group, topic, start=start, tags=tags)

@@ -520,11 +520,79 @@ impl CommitLog {
         Ok(n)
     }
 
+    /// Bytes of `f` from `pos` that a reader may parse: below the write
+    /// position for the writer; for a read-only store (another process
+    /// writes) the whole mapped file, whose records are validated as parsed.
+    fn readable<'f>(&self, f: &'f MappedFile, pos: usize) -> Option<&'f [u8]> {
+        if self.mfq.is_writable() {
+            f.readable_from(pos)
+        } else {
+            f.raw().get(pos..)
+        }
+    }
+
+    /// The valid record at `phy` whose length must be `size` (a CQ unit).
+    pub fn read_record_sized(&self, phy: i64, size: i32) -> Option<(RecordView, Vec<u8>)> {
+        let (v, raw) = self.read_record(u64::try_from(phy).ok()?)?;
+        (v.total_size as i64 == size as i64).then_some((v, raw))
+    }
+
+    /// The store timestamp of the record at `phy`, if one is there.
+    pub fn store_timestamp_at(&self, phy: i64) -> Option<i64> {
+        let phy = u64::try_from(phy).ok()?;
+        let f = self.mfq.find_by_offset(phy, false)?;
+        let pos = (phy - f.file_from_offset()) as usize;
+        match parse_record(self.readable(&f, pos)?, false) {
+            Parsed::Record(v) => Some(v.store_timestamp),
+            _ => None,
+        }
+    }
+
+    /// Read-only stores: adopts CommitLog files another process created and
+    /// forgets files it deleted.
+    pub fn refresh(&self) -> Result<()> {
+        if self.mfq.is_writable() {
+            return Ok(());
+        }
+        let gone = self
+            .mfq
+            .files()
+            .iter()
+            .take_while(|f| !f.path().exists())
+            .count();
+        if gone > 0 {
+            self.mfq.remove_head(gone);
+        }
+        self.mfq.adopt_new_files()?;
+        // Advance the end over records that became valid since.
+        let files = self.mfq.files();
+        let start = files
+            .iter()
+            .position(|f| !f.is_full())
+            .unwrap_or(files.len());
+        for f in files.iter().skip(start) {
+            let data = f.raw();
+            let mut pos = f.wrote_position();
+            let full = loop {
+                match parse_record(&data[pos..], false) {
+                    Parsed::Record(v) => pos += v.total_size,
+                    Parsed::Blank => break true,
+                    Parsed::End { .. } => break false,
+                }
+            };
+            f.set_positions(if full { f.file_size() } else { pos });
+            if !full {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// The valid record at `phy`, with its bytes copied out.
     pub fn read_record(&self, phy: u64) -> Option<(RecordView, Vec<u8>)> {
         let f = self.mfq.find_by_offset(phy, false)?;
         let pos = (phy - f.file_from_offset()) as usize;
-        let data = f.readable_from(pos)?;
+        let data = self.readable(&f, pos)?;
         match parse_record(data, false) {
             Parsed::Record(v) => {
                 let bytes = data[..v.total_size].to_vec();

@@ -6,12 +6,18 @@
 //! bindings in [`python`]. Modules map one-to-one to on-disk structures.
 
 pub mod allocate;
+pub mod checkpoint;
 pub mod commitlog;
+pub mod consume_queue;
+pub mod cq_table;
+pub mod dispatch;
 pub mod error;
+pub mod index_file;
 pub mod lock;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message;
+pub mod reader;
 pub mod store;
 
 #[cfg(feature = "python")]

@@ -233,7 +233,8 @@ pub fn encode_v1(
         store_host,
     );
     let d = &mut dst[..total];
-    d[0..4].copy_from_slice(&(total as i32).to_be_bytes());
+    // TOTALSIZE is written last (below), after a release fence, so a reader
+    // in another process that sees a non-zero size sees the whole record.
     d[4..8].copy_from_slice(&MAGIC_V1.to_be_bytes());
     d[8..12].copy_from_slice(&crc.to_be_bytes());
     d[12..16].copy_from_slice(&m.queue_id.to_be_bytes());
@@ -263,6 +264,8 @@ pub fn encode_v1(
     d[p..p + props.len()].copy_from_slice(props);
     p += props.len();
     debug_assert_eq!(p, total);
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+    d[0..4].copy_from_slice(&(total as i32).to_be_bytes());
     total
 }
 

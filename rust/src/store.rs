@@ -1,24 +1,29 @@
 //! The store facade the bindings drive: the writer lock, the CommitLog, the
-//! running state (closed, read-only, poisoned) and the flush policy.
+//! consume queues, the index, the checkpoint, dispatch, and the running state
+//! (closed, read-only, poisoned).
 //!
-//! Services (recovery orchestration, dispatch, expiry) are driven from
-//! Python; this type offers them one engine call per step.
+//! Python orchestrates the services (recovery order, the reput service's
+//! start/stop, expiry); each call here is one engine step.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 
 use crate::allocate::{Prefaulter, DEFAULT_WINDOW};
-use crate::commitlog::{
-    account_record, CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, QueueOffsetTable,
-    ScanReport,
-};
+use crate::checkpoint::Checkpoint;
+use crate::commitlog::{CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, ScanReport};
+use crate::cq_table::ConsumeQueueTable;
+use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
+use crate::index_file::IndexStore;
 use crate::lock::StoreLock;
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
-use crate::message::{find_property, props, MessageSpec};
+use crate::message::{find_property, props, MessageSpec, RecordView};
+use crate::reader::{get_message, total_physical_memory, GetResult, TagFilter, TransferLimits};
 
 /// Default CommitLog segment size for a new store (1 GiB).
 pub const DEFAULT_COMMIT_LOG_FILE_SIZE: usize = 1 << 30;
@@ -30,11 +35,21 @@ pub struct StoreOptions {
     pub commit_log_dir: PathBuf,
     /// `None`: take the size from the files, or the default for a new store.
     pub commit_log_file_size: Option<usize>,
+    pub consume_queue_file_size: Option<usize>,
     pub max_message_size: usize,
     pub store_host: SocketAddr,
     pub delay_levels: Vec<i64>,
     pub sync_flush: bool,
     pub read_only: bool,
+    pub message_index_enable: bool,
+    pub max_hash_slot_num: usize,
+    pub max_index_num: usize,
+    pub max_msgs_num_batch: usize,
+    pub max_transfer_bytes_in_memory: usize,
+    pub max_transfer_count_in_memory: usize,
+    pub max_transfer_bytes_in_disk: usize,
+    pub max_transfer_count_in_disk: usize,
+    pub access_message_in_memory_max_ratio: u64,
 }
 
 /// What recovery found and did.
@@ -47,21 +62,56 @@ pub struct RecoveryReport {
     pub end_offset: u64,
     pub bytes_truncated: u64,
     pub stop_reason: Option<String>,
+    pub consume_queues: usize,
+    pub redispatched_records: u64,
 }
 
 /// An open store.
 pub struct Store {
     opts: StoreOptions,
     lock: Mutex<Option<StoreLock>>,
-    commitlog: CommitLog,
+    commitlog: Arc<CommitLog>,
+    cqs: Arc<ConsumeQueueTable>,
+    index: Option<Arc<IndexStore>>,
+    /// Why key queries are refused (index geometry mismatch, read-only).
+    index_error: Option<String>,
+    checkpoint: Arc<Checkpoint>,
+    dispatcher: Arc<Dispatcher>,
+    dispatch_thread: Mutex<Option<DispatchThread>>,
+    limits: TransferLimits,
     closed: AtomicBool,
-    poisoned: Mutex<Option<String>>,
+    poisoned: Arc<Mutex<Option<String>>>,
     prefaulter: Mutex<Option<Prefaulter>>,
+}
+
+fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
+    let files = list_segment_files(&opts.commit_log_dir)?;
+    let on_disk = detect_file_size(&opts.commit_log_dir)?;
+    // A lone empty file is a crash while the first file was being created:
+    // loading extends it. Any other size that differs is refused.
+    let lone_empty = files.len() == 1 && on_disk.is_none();
+    Ok(match (opts.commit_log_file_size, on_disk) {
+        (Some(cfg), Some(disk)) if cfg != disk => {
+            return Err(StoreError::Mismatch(format!(
+            "mapped_file_size_commit_log is {cfg} but the CommitLog files in {} are {disk} bytes",
+            opts.commit_log_dir.display()
+        )))
+        }
+        (Some(cfg), _) => cfg,
+        (None, Some(disk)) => disk,
+        (None, None) => {
+            if lone_empty {
+                log::warn!("the only CommitLog file is empty; assuming the default size");
+            }
+            DEFAULT_COMMIT_LOG_FILE_SIZE
+        }
+    })
 }
 
 impl Store {
     /// Takes the writer lock (unless read-only) before reading anything, then
-    /// loads the CommitLog files. Call [`Store::recover`] next.
+    /// loads the CommitLog, consume queues, checkpoint and index. Call
+    /// [`Store::recover`] next.
     pub fn open(opts: StoreOptions) -> Result<Self> {
         let lock = if opts.read_only {
             if !opts.root.is_dir() {
@@ -74,22 +124,13 @@ impl Store {
         } else {
             Some(StoreLock::acquire(&opts.root.join("lock"), &opts.root)?)
         };
-        let files = list_segment_files(&opts.commit_log_dir)?;
-        let on_disk = detect_file_size(&opts.commit_log_dir)?;
-        // A lone empty file is a crash while the first file was being created:
-        // loading extends it. Any other size that differs is refused.
-        let lone_short = |_cfg: usize, disk: usize| files.len() == 1 && disk == 0;
-        let file_size = match (opts.commit_log_file_size, on_disk) {
-            (Some(cfg), Some(disk)) if cfg != disk && !lone_short(cfg, disk) => {
-                return Err(StoreError::Mismatch(format!(
-                    "mapped_file_size_commit_log is {cfg} but the CommitLog files in {} are {disk} bytes",
-                    opts.commit_log_dir.display()
-                )))
-            }
-            (Some(cfg), _) => cfg,
-            (None, Some(disk)) => disk,
-            (None, None) => DEFAULT_COMMIT_LOG_FILE_SIZE,
-        };
+        let writable = !opts.read_only;
+        let file_size = resolve_commit_log_size(&opts)?;
+        let cqs = Arc::new(ConsumeQueueTable::load(
+            opts.root.join("consumequeue"),
+            opts.consume_queue_file_size,
+            writable,
+        )?);
         let cfg = CommitLogConfig {
             dir: opts.commit_log_dir.clone(),
             file_size,
@@ -97,20 +138,77 @@ impl Store {
             store_host: opts.store_host,
             delay_levels: opts.delay_levels.clone(),
         };
-        let commitlog = CommitLog::load(cfg, !opts.read_only)?;
-        let prefaulter = if opts.read_only {
-            None
+        let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
+        let checkpoint_path = opts.root.join("checkpoint");
+        let checkpoint = Arc::new(if writable {
+            Checkpoint::load_or_create(&checkpoint_path)?
         } else {
-            Prefaulter::start(commitlog.queue_arc(), DEFAULT_WINDOW)
-                .map_err(|e| StoreError::io("start the prefault thread", e))
-                .map(Some)?
+            Checkpoint::load_read_only(&checkpoint_path)?
+        });
+        let mut index_error = None;
+        let index = if opts.message_index_enable {
+            let dir = opts.root.join("index");
+            let idx = if writable {
+                // A writer must index every new message: a geometry mismatch is fatal.
+                Some(IndexStore::load(&dir, opts.max_hash_slot_num, opts.max_index_num, true, 0)?.0)
+            } else {
+                // A reader opens any store; only key queries need the geometry.
+                match IndexStore::load_read_only(&dir, opts.max_hash_slot_num, opts.max_index_num) {
+                    Ok(i) => Some(i),
+                    Err(StoreError::Mismatch(m)) => {
+                        index_error = Some(m);
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
+            };
+            idx.map(|idx| {
+                idx.set_max_msgs_num_batch(opts.max_msgs_num_batch);
+                if writable {
+                    idx.set_checkpoint(checkpoint.clone());
+                }
+                Arc::new(idx)
+            })
+        } else {
+            None
+        };
+
+        let dispatcher = Arc::new(Dispatcher::new(
+            commitlog.clone(),
+            cqs.clone(),
+            index.clone(),
+            Some(checkpoint.clone()),
+            opts.delay_levels.clone(),
+            0,
+        ));
+        let prefaulter = if writable {
+            Some(
+                Prefaulter::start(commitlog.queue_arc(), DEFAULT_WINDOW)
+                    .map_err(|e| StoreError::io("start the prefault thread", e))?,
+            )
+        } else {
+            None
+        };
+        let limits = TransferLimits {
+            max_bytes_in_memory: opts.max_transfer_bytes_in_memory,
+            max_count_in_memory: opts.max_transfer_count_in_memory,
+            max_bytes_in_disk: opts.max_transfer_bytes_in_disk,
+            max_count_in_disk: opts.max_transfer_count_in_disk,
+            memory_window: total_physical_memory() / 100 * opts.access_message_in_memory_max_ratio,
         };
         Ok(Self {
             opts,
             lock: Mutex::new(lock),
             commitlog,
+            cqs,
+            index,
+            index_error,
+            checkpoint,
+            dispatcher,
+            dispatch_thread: Mutex::new(None),
+            limits,
             closed: AtomicBool::new(false),
-            poisoned: Mutex::new(None),
+            poisoned: Arc::new(Mutex::new(None)),
             prefaulter: Mutex::new(prefaulter),
         })
     }
@@ -123,35 +221,84 @@ impl Store {
         &self.commitlog
     }
 
+    pub fn consume_queues(&self) -> &ConsumeQueueTable {
+        &self.cqs
+    }
+
+    pub fn index(&self) -> Option<&IndexStore> {
+        self.index.as_deref()
+    }
+
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
+    }
+
+    pub fn dispatcher(&self) -> &Dispatcher {
+        &self.dispatcher
+    }
+
     pub fn is_read_only(&self) -> bool {
         self.opts.read_only
     }
 
-    /// Finds the end of valid CommitLog data, cuts what lies after it (writer
-    /// only) and rebuilds the queue-offset table.
+    /// Recovers the consume queues and the CommitLog, cuts what lies past the
+    /// valid end (writer only), dispatches what the queues miss, and rebuilds
+    /// the queue-offset table from the queues.
     pub fn recover(&self, check_crc: bool) -> Result<RecoveryReport> {
-        let mut table = QueueOffsetTable::default();
-        let scan: ScanReport = self
-            .commitlog
-            .scan(0, check_crc, |_, v, rec| account_record(&mut table, v, rec));
-        let truncated = if self.opts.read_only {
-            0
-        } else {
-            self.commitlog.truncate_to(scan.end_offset)?
-        };
-        if self.opts.read_only {
-            self.set_read_only_end(scan.end_offset);
-        }
-        self.commitlog.set_queue_offsets(table);
-        Ok(RecoveryReport {
-            mode: "scan",
+        // Read-only: recovery only finds the ends (no byte is written).
+        let max_phy_cq = self.cqs.recover_all()?;
+        let scan: ScanReport = self.commitlog.scan(0, check_crc, |_, _, _| {});
+        let mut report = RecoveryReport {
+            mode: "normal",
             files_scanned: scan.files_scanned,
             bytes_scanned: scan.bytes_scanned,
             records: scan.records,
             end_offset: scan.end_offset,
-            bytes_truncated: truncated,
-            stop_reason: scan.stop_reason,
-        })
+            stop_reason: scan.stop_reason.clone(),
+            consume_queues: self.cqs.all().len(),
+            ..Default::default()
+        };
+        if self.opts.read_only {
+            self.set_read_only_end(scan.end_offset);
+            let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
+            self.commitlog.set_queue_offsets(table);
+            return Ok(report);
+        }
+        report.bytes_truncated = self.commitlog.truncate_to(scan.end_offset)?;
+        if self.commitlog.queue().is_empty() {
+            self.cqs.destroy_all()?;
+        } else if max_phy_cq >= scan.end_offset as i64 {
+            self.cqs
+                .truncate_dirty_logic_files(scan.end_offset as i64)?;
+        }
+        let max_phy_cq = self
+            .cqs
+            .all()
+            .iter()
+            .map(|q| q.max_physic_offset())
+            .max()
+            .unwrap_or(-1);
+        let reput_from = max_phy_cq.max(self.commitlog.min_offset()).max(0) as u64;
+        self.dispatcher.set_reput_from(reput_from);
+        let before = self.dispatcher.reput_from();
+        let mut redispatched = 0;
+        loop {
+            let st = self
+                .dispatcher
+                .dispatch_once(crate::dispatch::DEFAULT_STEP_BYTES)?;
+            redispatched += st.records;
+            if st.records == 0 {
+                break;
+            }
+        }
+        log::debug!(
+            "recovery dispatched {redispatched} records from {before} to {}",
+            self.dispatcher.reput_from()
+        );
+        report.redispatched_records = redispatched;
+        let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
+        self.commitlog.set_queue_offsets(table);
+        Ok(report)
     }
 
     fn set_read_only_end(&self, end: u64) {
@@ -159,6 +306,36 @@ impl Store {
             let from = f.file_from_offset();
             let pos = end.saturating_sub(from).min(f.file_size() as u64);
             f.set_positions(pos as usize);
+        }
+    }
+
+    /// Starts the dispatch thread (writer only).
+    pub fn start_dispatch(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Ok(());
+        }
+        let mut t = self.dispatch_thread.lock();
+        if t.is_none() {
+            let poisoned = self.poisoned.clone();
+            let thread = DispatchThread::start(
+                self.dispatcher.clone(),
+                Box::new(move |e| {
+                    log::error!("dispatch failed: {e}");
+                    poisoned.lock().get_or_insert_with(|| {
+                        format!("WRITE_LOGICS_QUEUE_ERROR: dispatch failed: {e}")
+                    });
+                }),
+            )
+            .map_err(|e| StoreError::io("start the dispatch thread", e))?;
+            *t = Some(thread);
+        }
+        Ok(())
+    }
+
+    /// Stops the dispatch thread (its current step completes).
+    pub fn stop_dispatch(&self) {
+        if let Some(mut t) = self.dispatch_thread.lock().take() {
+            t.stop();
         }
     }
 
@@ -185,6 +362,7 @@ impl Store {
     }
 
     /// Validates a message for this store; `Err(status)` means rejected.
+    #[allow(clippy::type_complexity)]
     pub fn prepare<'a>(
         &self,
         spec: MessageSpec<'a>,
@@ -201,12 +379,15 @@ impl Store {
         if self.opts.sync_flush {
             return None;
         }
-        self.commitlog.try_put_prepared(p)
+        let r = self.commitlog.try_put_prepared(p)?;
+        self.dispatcher.wakeup();
+        Some(r)
     }
 
     /// Appends and, under SYNC_FLUSH, waits until the record is on disk.
     pub fn put_prepared(&self, p: &Prepared<'_>) -> Result<PutOutcome> {
         let mut out = self.commitlog.put_prepared(p)?;
+        self.dispatcher.wakeup();
         if self.opts.sync_flush && out.status == PutStatus::PutOk && wants_wait(&p.spec) {
             out.status = self.flush_for_ack();
         }
@@ -214,12 +395,13 @@ impl Store {
     }
 
     /// Appends a batch under one lock hold, then one flush wait.
-    pub fn put_batch<'a>(&self, specs: Vec<MessageSpec<'a>>) -> Result<Vec<PutOutcome>> {
+    pub fn put_batch(&self, specs: Vec<MessageSpec<'_>>) -> Result<Vec<PutOutcome>> {
         if let Some(s) = self.check_writable()? {
             return Ok(specs.iter().map(|_| PutOutcome::rejected(s)).collect());
         }
         let any_wait = specs.iter().any(wants_wait);
         let mut out = self.commitlog.put_batch(specs)?;
+        self.dispatcher.wakeup();
         if self.opts.sync_flush && any_wait && out.iter().any(|o| o.status == PutStatus::PutOk) {
             let st = self.flush_for_ack();
             for o in out.iter_mut().filter(|o| o.status == PutStatus::PutOk) {
@@ -250,38 +432,192 @@ impl Store {
         self.poisoned.lock().clone()
     }
 
+    // -- reads ---------------------------------------------------------------
+
+    /// Pulls messages of a queue (SPEC §2.5).
+    pub fn get_message(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: usize,
+        tags: Option<&[String]>,
+    ) -> Result<GetResult> {
+        self.check_open()?;
+        let filter = tags.and_then(TagFilter::new);
+        let cq = self.cqs.get(topic, queue_id);
+        Ok(get_message(
+            &self.commitlog,
+            cq.as_ref(),
+            offset,
+            max_msgs,
+            filter.as_ref(),
+            &self.limits,
+        ))
+    }
+
+    /// Messages carrying `key` in `[begin, end]`, ascending by offset, hash
+    /// collisions filtered out (SPEC §3.3: up to three rounds).
+    pub fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<Vec<(RecordView, Vec<u8>)>> {
+        self.check_open()?;
+        if let Some(e) = &self.index_error {
+            return Err(StoreError::Mismatch(format!(
+                "key queries are refused: {e}"
+            )));
+        }
+        let Some(index) = &self.index else {
+            return Ok(Vec::new());
+        };
+        let mut out: Vec<(RecordView, Vec<u8>)> = Vec::new();
+        let mut end = end;
+        for _round in 0..3 {
+            let r = index.query(topic, key, max_num, begin, end);
+            let mut offsets = r.phy_offsets.clone();
+            offsets.sort_unstable();
+            offsets.dedup();
+            for off in offsets {
+                let Ok(off) = u64::try_from(off) else {
+                    continue;
+                };
+                if out.iter().any(|(v, _)| v.physical_offset == off as i64) {
+                    continue;
+                }
+                if let Some((v, raw)) = self.commitlog.read_record(off) {
+                    if carries_key(&v, &raw, topic, key) {
+                        out.push((v, raw));
+                    }
+                }
+            }
+            if !out.is_empty() || r.phy_offsets.is_empty() {
+                break;
+            }
+            // Everything found was a hash collision: look further back.
+            let Some(first_ts) = r
+                .phy_offsets
+                .iter()
+                .filter_map(|o| self.commitlog.store_timestamp_at(*o))
+                .min()
+            else {
+                break;
+            };
+            if first_ts <= begin || first_ts >= end {
+                break;
+            }
+            end = first_ts - 1;
+        }
+        out.sort_by_key(|(v, _)| v.physical_offset);
+        out.truncate(max_num);
+        Ok(out)
+    }
+
+    /// Read-only stores: follows the writer (new files, new records, new
+    /// queue units). Returns true when new messages became visible.
+    pub fn refresh(&self) -> Result<bool> {
+        self.check_open()?;
+        if !self.opts.read_only {
+            return Ok(false);
+        }
+        self.commitlog.refresh()?;
+        if let Some(i) = &self.index {
+            i.refresh()?;
+        }
+        let changed = self.cqs.refresh()?;
+        if changed {
+            self.dispatcher.bump_seq();
+        }
+        Ok(changed)
+    }
+
+    /// Waits (up to `timeout`) for the dispatch sequence to move past `seen`.
+    /// Read-only stores poll the files every few milliseconds instead.
+    pub fn wait_for_dispatch(&self, seen: u64, timeout: Duration) -> Result<u64> {
+        self.check_open()?;
+        if !self.opts.read_only {
+            return Ok(self.dispatcher.wait_for_seq(seen, timeout));
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            self.refresh()?;
+            let s = self.dispatcher.seq();
+            if s != seen || std::time::Instant::now() >= deadline {
+                return Ok(s);
+            }
+            std::thread::sleep(Duration::from_millis(5).min(deadline - std::time::Instant::now()));
+        }
+    }
+
     /// Forces everything written to disk; returns the flushed offset.
     pub fn flush(&self) -> Result<u64> {
         self.check_open()?;
         if self.opts.read_only {
             return Ok(self.commitlog.flushed_offset());
         }
-        self.commitlog.flush_all().inspect_err(|e| {
-            self.poison(format!("flush failed: {e}"));
-        })
+        // Dispatch what is pending first, so the queues and index are flushed too.
+        let r = self
+            .dispatcher
+            .drain()
+            .and_then(|_| self.commitlog.flush_all())
+            .and_then(|off| {
+                self.cqs.flush_all(0)?;
+                if let Some(i) = &self.index {
+                    i.flush()?;
+                }
+                self.checkpoint.flush()?;
+                Ok(off)
+            });
+        r.inspect_err(|e| self.poison(format!("flush failed: {e}")))
     }
 
-    /// Flushes and closes; later calls fail with [`StoreError::Closed`].
+    /// Stops dispatch (after dispatching what is left), flushes and closes;
+    /// later calls fail with [`StoreError::Closed`].
     pub fn shutdown(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        self.stop_dispatch();
         if let Some(mut p) = self.prefaulter.lock().take() {
             p.stop();
         }
-        let flushed = if !self.opts.read_only && self.poisoned.lock().is_none() {
-            self.commitlog.flush_all().map(|_| ())
-        } else {
-            Ok(())
-        };
+        let mut result = Ok(());
+        if !self.opts.read_only && self.poisoned.lock().is_none() {
+            result = self.dispatcher.drain().and_then(|_| {
+                self.commitlog.flush_all()?;
+                self.cqs.flush_all(0)?;
+                if let Some(i) = &self.index {
+                    i.flush()?;
+                }
+                self.checkpoint.flush()
+            });
+        }
         // Release the writer lock even when the final flush failed.
         self.lock.lock().take();
-        flushed
+        result
     }
 
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
+}
+
+/// True when the record is of `topic` and carries `key` (UNIQ_KEY or a KEYS token).
+fn carries_key(v: &RecordView, raw: &[u8], topic: &str, key: &str) -> bool {
+    if &raw[v.topic.clone()] != topic.as_bytes() {
+        return false;
+    }
+    let p = &raw[v.properties.clone()];
+    if find_property(p, props::UNIQ_KEY) == Some(key.as_bytes()) {
+        return true;
+    }
+    find_property(p, props::KEYS)
+        .map(|k| k.split(|&b| b == b' ').any(|t| t == key.as_bytes()))
+        .unwrap_or(false)
 }
 
 /// A message waits for the disk unless its `WAIT` property is `false`.

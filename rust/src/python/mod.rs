@@ -36,6 +36,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
     m.add_class::<types::PyMessageExt>()?;
+    m.add_class::<store::PyGetResult>()?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;

@@ -9,14 +9,18 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use std::time::{Duration, Instant};
+
 use crate::commitlog::{now_ms, PutOutcome, PutStatus};
-use crate::message::{decode_msg_id, parse_delay_levels, MessageSpec};
+use crate::consume_queue::ConsumeQueue;
+use crate::message::{decode_msg_id, is_valid_topic, parse_delay_levels, MessageSpec};
+use crate::reader::GetStatus;
 use crate::store::{Store, StoreOptions};
 
 use super::gil::{guarded, nogil};
 use super::types::{
-    build_properties, check_queue_id, parse_host, PyMessage, PyMessageExt, PyPutResult,
-    DEFAULT_BORN_HOST,
+    build_properties, check_queue_id, get_status_obj, parse_host, PyMessage, PyMessageExt,
+    PyPutResult, DEFAULT_BORN_HOST,
 };
 
 /// The engine store (private; use `rocketstore.MessageStore`).
@@ -49,11 +53,72 @@ impl PyStore {
     }
 }
 
+/// Longest uninterrupted wait before checking for Ctrl-C.
+const SIGNAL_SLICE: Duration = Duration::from_millis(100);
+
+/// Validates a topic and queue id given to a read.
+fn check_read_args(topic: &str, queue_id: i64) -> PyResult<i32> {
+    if !is_valid_topic(topic) {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "invalid topic name {topic:?} (1-127 characters of [%|a-zA-Z0-9_-])"
+        )));
+    }
+    check_queue_id(queue_id)
+}
+
+impl PyStore {
+    fn queue(&self, topic: &str, queue_id: i64) -> PyResult<Option<Arc<ConsumeQueue>>> {
+        let qid = check_read_args(topic, queue_id)?;
+        self.store.check_open()?;
+        Ok(self.store.consume_queues().get(topic, qid))
+    }
+}
+
+/// The result of `get_message`.
+#[pyclass(frozen, module = "rocketstore._native", name = "GetMessageResult")]
+pub struct PyGetResult {
+    status: GetStatus,
+    #[pyo3(get)]
+    next_begin_offset: i64,
+    #[pyo3(get)]
+    min_offset: i64,
+    #[pyo3(get)]
+    max_offset: i64,
+    messages: Py<PyList>,
+}
+
+#[pymethods]
+impl PyGetResult {
+    /// The `GetStatus` of the pull.
+    #[getter]
+    fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
+        get_status_obj(py, self.status)
+    }
+    /// The messages found (a list of MessageExt).
+    #[getter]
+    fn messages(&self, py: Python<'_>) -> Py<PyList> {
+        self.messages.clone_ref(py)
+    }
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.messages.bind(py).len()
+    }
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>)",
+            self.status(py)?.bind(py).str()?,
+            self.next_begin_offset,
+            self.min_offset,
+            self.max_offset,
+            self.messages.bind(py).len()
+        ))
+    }
+}
+
 #[pymethods]
 impl PyStore {
-    /// Takes the writer lock (unless `read_only`) and loads the CommitLog files.
+    /// Takes the writer lock (unless `read_only`) and loads the store's files.
     #[new]
-    #[pyo3(signature = (store_path, commit_log_dir, commit_log_file_size, max_message_size, store_host, message_delay_level, sync_flush, read_only))]
+    #[pyo3(signature = (store_path, commit_log_dir, commit_log_file_size, max_message_size, store_host, message_delay_level, sync_flush, read_only, *, consume_queue_file_size=None, message_index_enable=true, max_hash_slot_num=5_000_000, max_index_num=20_000_000, max_msgs_num_batch=64, max_transfer_bytes_on_message_in_memory=262_144, max_transfer_count_on_message_in_memory=32, max_transfer_bytes_on_message_in_disk=65_536, max_transfer_count_on_message_in_disk=8, access_message_in_memory_max_ratio=40))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -65,6 +130,16 @@ impl PyStore {
         message_delay_level: &str,
         sync_flush: bool,
         read_only: bool,
+        consume_queue_file_size: Option<usize>,
+        message_index_enable: bool,
+        max_hash_slot_num: usize,
+        max_index_num: usize,
+        max_msgs_num_batch: usize,
+        max_transfer_bytes_on_message_in_memory: usize,
+        max_transfer_count_on_message_in_memory: usize,
+        max_transfer_bytes_on_message_in_disk: usize,
+        max_transfer_count_on_message_in_disk: usize,
+        access_message_in_memory_max_ratio: u64,
     ) -> PyResult<Self> {
         guarded(|| {
             let store_host = parse_host(&store_host, "store_host")?;
@@ -77,11 +152,21 @@ impl PyStore {
                 root: store_path,
                 commit_log_dir,
                 commit_log_file_size,
+                consume_queue_file_size,
                 max_message_size,
                 store_host,
                 delay_levels,
                 sync_flush,
                 read_only,
+                message_index_enable,
+                max_hash_slot_num,
+                max_index_num,
+                max_msgs_num_batch,
+                max_transfer_bytes_in_memory: max_transfer_bytes_on_message_in_memory,
+                max_transfer_count_in_memory: max_transfer_count_on_message_in_memory,
+                max_transfer_bytes_in_disk: max_transfer_bytes_on_message_in_disk,
+                max_transfer_count_in_disk: max_transfer_count_on_message_in_disk,
+                access_message_in_memory_max_ratio,
             };
             let store = nogil(py, || Store::open(opts))?;
             Ok(Self {
@@ -104,6 +189,8 @@ impl PyStore {
             d.set_item("end_offset", r.end_offset)?;
             d.set_item("bytes_truncated", r.bytes_truncated)?;
             d.set_item("stop_reason", r.stop_reason)?;
+            d.set_item("consume_queues", r.consume_queues)?;
+            d.set_item("redispatched_records", r.redispatched_records)?;
             Ok(d)
         })
     }
@@ -319,6 +406,278 @@ impl PyStore {
             }
             Ok(d)
         })
+    }
+
+    /// Starts the dispatch (reput) thread.
+    fn start_dispatch(&self) -> PyResult<()> {
+        guarded(|| Ok(self.store.start_dispatch()?))
+    }
+
+    /// Stops the dispatch thread after its current step.
+    fn stop_dispatch(&self, py: Python<'_>) -> PyResult<()> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || {
+                store.stop_dispatch();
+                Ok(())
+            })
+        })
+    }
+
+    /// CommitLog bytes not yet in the consume queues and index.
+    fn dispatch_behind_bytes(&self) -> PyResult<u64> {
+        guarded(|| {
+            self.store.check_open()?;
+            Ok(self.store.dispatcher().behind_bytes())
+        })
+    }
+
+    /// Changes whenever new messages become visible to readers.
+    #[getter]
+    fn dispatch_seq(&self) -> u64 {
+        self.store.dispatcher().seq()
+    }
+
+    /// Why dispatch stopped, if it failed.
+    #[getter]
+    fn dispatch_failure(&self) -> Option<String> {
+        self.store.dispatcher().failure()
+    }
+
+    /// Blocks (GIL released; Ctrl-C works) until `dispatch_seq != seen` or
+    /// `timeout` seconds pass (`None`: forever). Returns the current sequence.
+    #[pyo3(signature = (seen, timeout=None))]
+    fn wait_for_dispatch(&self, py: Python<'_>, seen: u64, timeout: Option<f64>) -> PyResult<u64> {
+        guarded(|| {
+            let deadline = match timeout {
+                Some(t) if t.is_nan() || t < 0.0 => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(
+                        "timeout must be >= 0",
+                    ))
+                }
+                Some(t) => Some(Instant::now() + Duration::from_secs_f64(t.min(1e9))),
+                None => None,
+            };
+            loop {
+                let slice = match deadline {
+                    Some(d) => d
+                        .saturating_duration_since(Instant::now())
+                        .min(SIGNAL_SLICE),
+                    None => SIGNAL_SLICE,
+                };
+                let store = &self.store;
+                let s = nogil(py, || store.wait_for_dispatch(seen, slice))?;
+                if s != seen || deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(s);
+                }
+                py.check_signals()?;
+            }
+        })
+    }
+
+    /// Read-only stores: picks up what the writer appended. True if new
+    /// messages became visible.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || store.refresh())
+        })
+    }
+
+    /// Pulls up to `max_msg_nums` messages of a queue from `offset`.
+    #[pyo3(signature = (topic, queue_id, offset, max_msg_nums=32, tags=None))]
+    fn get_message(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i64,
+        offset: i64,
+        max_msg_nums: i64,
+        tags: Option<Vec<String>>,
+    ) -> PyResult<PyGetResult> {
+        guarded(|| {
+            let queue_id = check_read_args(topic, queue_id)?;
+            if max_msg_nums <= 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "max_msg_nums must be > 0, got {max_msg_nums}"
+                )));
+            }
+            let store = &self.store;
+            let r = nogil(py, || {
+                store.get_message(
+                    topic,
+                    queue_id,
+                    offset,
+                    max_msg_nums as usize,
+                    tags.as_deref(),
+                )
+            })?;
+            let list = PyList::empty(py);
+            for (view, raw) in r.messages {
+                list.append(Bound::new(py, PyMessageExt { raw, view })?)?;
+            }
+            Ok(PyGetResult {
+                status: r.status,
+                next_begin_offset: r.next_begin_offset,
+                min_offset: r.min_offset,
+                max_offset: r.max_offset,
+                messages: list.unbind(),
+            })
+        })
+    }
+
+    /// One past the last logical offset of a queue (0 if unknown).
+    fn get_max_offset_in_queue(&self, topic: &str, queue_id: i64) -> PyResult<i64> {
+        guarded(|| {
+            Ok(self
+                .queue(topic, queue_id)?
+                .map(|q| q.max_offset_in_queue())
+                .unwrap_or(0))
+        })
+    }
+
+    /// The first logical offset of a queue (0 if unknown).
+    fn get_min_offset_in_queue(&self, topic: &str, queue_id: i64) -> PyResult<i64> {
+        guarded(|| {
+            Ok(self
+                .queue(topic, queue_id)?
+                .map(|q| q.min_offset_in_queue())
+                .unwrap_or(0))
+        })
+    }
+
+    /// CommitLog offset of the message at `cq_offset` (0 if none).
+    fn get_commit_log_offset_in_queue(
+        &self,
+        topic: &str,
+        queue_id: i64,
+        cq_offset: i64,
+    ) -> PyResult<i64> {
+        guarded(|| {
+            Ok(self
+                .queue(topic, queue_id)?
+                .and_then(|q| q.unit_at(cq_offset))
+                .filter(|u| !u.is_pre_blank())
+                .map(|u| u.phy_offset)
+                .unwrap_or(0))
+        })
+    }
+
+    /// Logical offset of the message stored nearest to `timestamp` (ms).
+    fn get_offset_in_queue_by_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i64,
+        timestamp: i64,
+    ) -> PyResult<i64> {
+        guarded(|| {
+            let Some(q) = self.queue(topic, queue_id)? else {
+                return Ok(0);
+            };
+            let store = &self.store;
+            nogil(py, || {
+                let cl = store.commitlog();
+                Ok(
+                    q.offset_in_queue_by_time(timestamp, cl.min_offset(), |phy, _| {
+                        cl.store_timestamp_at(phy)
+                    }),
+                )
+            })
+        })
+    }
+
+    /// Store time of the first message of a queue (-1 if none).
+    fn get_earliest_message_time(&self, topic: &str, queue_id: i64) -> PyResult<i64> {
+        guarded(|| {
+            let Some(q) = self.queue(topic, queue_id)? else {
+                return Ok(-1);
+            };
+            Ok(q.unit_at(q.min_offset_in_queue())
+                .and_then(|u| self.store.commitlog().store_timestamp_at(u.phy_offset))
+                .unwrap_or(-1))
+        })
+    }
+
+    /// Store time of the message at `cq_offset` (-1 if none).
+    fn get_message_store_timestamp(
+        &self,
+        topic: &str,
+        queue_id: i64,
+        cq_offset: i64,
+    ) -> PyResult<i64> {
+        guarded(|| {
+            let Some(q) = self.queue(topic, queue_id)? else {
+                return Ok(-1);
+            };
+            Ok(q.unit_at(cq_offset)
+                .filter(|u| !u.is_pre_blank())
+                .and_then(|u| self.store.commitlog().store_timestamp_at(u.phy_offset))
+                .unwrap_or(-1))
+        })
+    }
+
+    /// Messages of `topic` carrying `key`, stored in `[begin, end]` (ms).
+    #[pyo3(signature = (topic, key, max_num=32, begin_timestamp=0, end_timestamp=None))]
+    fn query_message<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &str,
+        key: &str,
+        max_num: i64,
+        begin_timestamp: i64,
+        end_timestamp: Option<i64>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        guarded(|| {
+            check_read_args(topic, 0)?;
+            if max_num <= 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "max_num must be > 0",
+                ));
+            }
+            let end = end_timestamp.unwrap_or(i64::MAX);
+            let store = &self.store;
+            let found = nogil(py, || {
+                store.query_message(topic, key, max_num as usize, begin_timestamp, end)
+            })?;
+            let list = PyList::empty(py);
+            for (view, raw) in found {
+                list.append(Bound::new(py, PyMessageExt { raw, view })?)?;
+            }
+            Ok(list)
+        })
+    }
+
+    /// Queue ids of `topic` that exist, sorted.
+    fn queue_ids(&self, topic: &str) -> PyResult<Vec<i32>> {
+        guarded(|| {
+            self.store.check_open()?;
+            Ok(self.store.consume_queues().queue_ids(topic))
+        })
+    }
+
+    /// Topics that have at least one queue, sorted.
+    fn topics(&self) -> PyResult<Vec<String>> {
+        guarded(|| {
+            self.store.check_open()?;
+            Ok(self.store.consume_queues().topics())
+        })
+    }
+
+    /// The consume queue file size in use.
+    #[getter]
+    fn consume_queue_file_size(&self) -> usize {
+        self.store.consume_queues().file_size()
+    }
+
+    /// Checkpoint timestamps `(physic, logics, index)`.
+    fn checkpoint(&self) -> (i64, i64, i64) {
+        let c = self.store.checkpoint();
+        (
+            c.physic_msg_timestamp(),
+            c.logics_msg_timestamp(),
+            c.index_msg_timestamp(),
+        )
     }
 
     /// Forces everything written to disk; returns the flushed offset.

@@ -33,6 +33,14 @@ pub fn put_status_obj(py: Python<'_>, s: PutStatus) -> PyResult<PyObject> {
     Ok(v[s as usize].clone_ref(py))
 }
 
+static GET_STATUS: GILOnceCell<Vec<PyObject>> = GILOnceCell::new();
+
+/// The Python `GetStatus` member for `s`.
+pub fn get_status_obj(py: Python<'_>, s: crate::reader::GetStatus) -> PyResult<PyObject> {
+    let v = GET_STATUS.get_or_try_init(py, || enum_members(py, "GetStatus", 9))?;
+    Ok(v[s as usize].clone_ref(py))
+}
+
 /// Parses an `(ip, port)` tuple.
 pub fn parse_host(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<SocketAddr> {
     let (ip, port): (String, i64) = obj.extract().map_err(|_| {

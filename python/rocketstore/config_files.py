@@ -1,0 +1,810 @@
+r"""The broker's JSON config files (``<store>/config/*.json``), RocketMQ-compatible.
+
+RocketMQ persists its managers with fastjson 1.x ``JSON.toJSONString(obj,
+prettyFormat=true)`` (SPEC.md §5). That output is *almost* JSON: maps with
+integer keys are written with **unquoted** keys (``{0:12,1:5}``). This module
+writes the same shape and reads both that and standard JSON:
+
+* :func:`dumps_fastjson` / :func:`loads_fastjson`: the writer and the tolerant
+  reader.
+* :func:`atomic_write` / :func:`load_with_backup`: RocketMQ's ``.tmp`` /
+  ``.bak`` protocol (``MixAll.string2File``), made crash-safe with
+  ``os.replace`` and fsyncs.
+* :class:`ConsumerOffsets` (``consumerOffset.json``) and
+  :class:`TopicConfigs` (``topics.json``).
+
+The exact layout :func:`dumps_fastjson` produces (fastjson's ``PrettyFormat``,
+as seen in real broker dumps; each ``\t`` is one tab character)::
+
+    {
+    \t"offsetTable":{
+    \t\t"TopicTest@groupA":{0:12,1:5
+    \t\t}
+    \t}
+    }
+
+* An object opens with ``{``. Before each **string** key comes a newline and
+  one tab per nesting level (the key's depth); ``:`` follows the key with no
+  space, then the value.
+* An **integer** key (a Python ``int``) is written unquoted and *without* the
+  newline before it, so an int-keyed map stays on the line of its opening
+  brace: ``{0:12,1:5``. (fastjson's ``MapSerializer`` only breaks the line
+  before ``String`` keys.)
+* Entries are separated by ``,``. A non-empty object closes with a newline,
+  the tabs of its own depth and ``}``; an empty object is ``{}``.
+* Keys are sorted: integer keys numerically first, then string keys in Java
+  ``String.compareTo`` order (UTF-16 code units). fastjson sorts bean fields
+  this way; RocketMQ's maps are hash maps, so sorting them is our choice: it
+  makes files deterministic and diff-able.
+* A list is ``[``, each item on its own line one level deeper, then a newline,
+  the tabs of its depth and ``]``; an empty list is ``[]``.
+* Strings are JSON-escaped (non-ASCII kept as is), booleans ``true`` /
+  ``false``, ``None`` is ``null``, enums are written by name.
+* No trailing newline (fastjson writes none).
+
+>>> dumps_fastjson({"offsetTable": {"TopicTest@groupA": {1: 5, 0: 12}}}).split("\n")
+['{', '\t"offsetTable":{', '\t\t"TopicTest@groupA":{0:12,1:5', '\t\t}', '\t}', '}']
+>>> loads_fastjson('{"offsetTable":{"TopicTest@groupA":{0:12,"1":5}}}')
+{'offsetTable': {'TopicTest@groupA': {0: 12, '1': 5}}}
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import json
+import logging
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from rocketstore.errors import CorruptedError
+
+__all__ = [
+    "ConsumerOffsets",
+    "TopicConfigs",
+    "atomic_write",
+    "dumps_fastjson",
+    "load_with_backup",
+    "loads_fastjson",
+]
+
+log = logging.getLogger("rocketstore")
+
+_T = TypeVar("_T")
+
+StrPath = str | os.PathLike[str]
+
+
+# ---------------------------------------------------------------------------
+# Writer
+# ---------------------------------------------------------------------------
+
+
+def _java_order(key: str) -> bytes:
+    # Java's String.compareTo compares UTF-16 code units; big-endian UTF-16
+    # bytes compare the same way (surrogates sort below U+E000..U+FFFF).
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _write(value: object, depth: int, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, enum.Enum):
+        out.append(json.dumps(value.name))
+    elif isinstance(value, int):
+        out.append(str(value))
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"cannot write {value!r}: JSON has no NaN or infinity")
+        out.append(repr(value))
+    elif isinstance(value, str):
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif isinstance(value, Mapping):
+        _write_object(value, depth, out)
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            out.append("[]")
+            return
+        inner = "\n" + "\t" * (depth + 1)
+        out.append("[")
+        for i, item in enumerate(value):
+            if i:
+                out.append(",")
+            out.append(inner)
+            _write(item, depth + 1, out)
+        out.append("\n" + "\t" * depth + "]")
+    else:
+        raise TypeError(f"cannot write a {type(value).__name__} as fastjson")
+
+
+def _write_object(obj: Mapping[Any, Any], depth: int, out: list[str]) -> None:
+    if not obj:
+        out.append("{}")
+        return
+    int_keys: list[int] = []
+    str_keys: list[str] = []
+    for key in obj:
+        if _is_int(key):
+            int_keys.append(key)
+        elif isinstance(key, str):
+            str_keys.append(key)
+        else:
+            raise TypeError(f"map keys must be str or int, not {type(key).__name__}: {key!r}")
+    int_keys.sort()
+    str_keys.sort(key=_java_order)
+    inner = "\n" + "\t" * (depth + 1)
+    out.append("{")
+    first = True
+    for ikey in int_keys:
+        if not first:
+            out.append(",")
+        first = False
+        out.append(str(ikey))
+        out.append(":")
+        _write(obj[ikey], depth + 1, out)
+    for skey in str_keys:
+        if not first:
+            out.append(",")
+        first = False
+        out.append(inner)
+        out.append(json.dumps(skey, ensure_ascii=False))
+        out.append(":")
+        _write(obj[skey], depth + 1, out)
+    out.append("\n" + "\t" * depth + "}")
+
+
+def dumps_fastjson(obj: object) -> str:
+    """Serialize ``obj`` the way fastjson 1.x ``prettyFormat`` does.
+
+    ``obj`` is built from dicts (``str`` or ``int`` keys), lists/tuples,
+    strings, ints, finite floats, bools, ``None`` and enums. The layout is
+    described in the module docstring.
+
+    >>> dumps_fastjson({"b": True, "a": [1, "x"], "m": {}})
+    '{\\n\\t"a":[\\n\\t\\t1,\\n\\t\\t"x"\\n\\t],\\n\\t"b":true,\\n\\t"m":{}\\n}'
+
+    Raises:
+        TypeError: a value or key of an unsupported type.
+        ValueError: a NaN or infinite float.
+    """
+    out: list[str] = []
+    _write(obj, 0, out)
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------
+# Reader
+# ---------------------------------------------------------------------------
+
+_WS = re.compile(r"[ \t\n\r]*")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_INT_KEY = re.compile(r"-?[0-9]+")
+_LITERALS: dict[str, object] = {"true": True, "false": False, "null": None}
+
+
+class _Parser:
+    """Recursive-descent JSON parser that also accepts unquoted integer keys."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def fail(self, msg: str) -> json.JSONDecodeError:
+        return json.JSONDecodeError(msg, self.text, self.pos)
+
+    def ws(self) -> None:
+        m = _WS.match(self.text, self.pos)
+        assert m is not None  # the pattern matches the empty string
+        self.pos = m.end()
+
+    def document(self) -> Any:
+        self.ws()
+        value = self.value()
+        self.ws()
+        if self.pos != len(self.text):
+            raise self.fail("extra data after the JSON value")
+        return value
+
+    def value(self) -> Any:
+        text, pos = self.text, self.pos
+        if pos >= len(text):
+            raise self.fail("expecting a value")
+        c = text[pos]
+        if c == "{":
+            return self.obj()
+        if c == "[":
+            return self.array()
+        if c == '"':
+            return self.string()
+        for word, lit in _LITERALS.items():
+            if text.startswith(word, pos):
+                self.pos = pos + len(word)
+                return lit
+        m = _NUMBER.match(text, pos)
+        if m is None:
+            raise self.fail("expecting a value")
+        self.pos = m.end()
+        if m.group(1) is None and m.group(2) is None:
+            return int(m.group())
+        return float(m.group())
+
+    def string(self) -> str:
+        m = _STRING.match(self.text, self.pos)
+        if m is None:
+            raise self.fail("unterminated string")
+        try:
+            s = json.loads(m.group())
+        except json.JSONDecodeError as e:
+            raise json.JSONDecodeError(e.msg, self.text, self.pos + e.pos) from None
+        self.pos = m.end()
+        assert isinstance(s, str)
+        return s
+
+    def obj(self) -> dict[Any, Any]:
+        self.pos += 1  # '{'
+        result: dict[Any, Any] = {}
+        self.ws()
+        if self.text.startswith("}", self.pos):
+            self.pos += 1
+            return result
+        while True:
+            key: str | int
+            if self.text.startswith('"', self.pos):
+                key = self.string()
+            else:
+                m = _INT_KEY.match(self.text, self.pos)
+                if m is None:
+                    raise self.fail("expecting a quoted or integer key")
+                key = int(m.group())
+                self.pos = m.end()
+            self.ws()
+            if not self.text.startswith(":", self.pos):
+                raise self.fail("expecting ':' after a key")
+            self.pos += 1
+            self.ws()
+            result[key] = self.value()
+            self.ws()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+                self.ws()
+            elif self.text.startswith("}", self.pos):
+                self.pos += 1
+                return result
+            else:
+                raise self.fail("expecting ',' or '}'")
+
+    def array(self) -> list[Any]:
+        self.pos += 1  # '['
+        result: list[Any] = []
+        self.ws()
+        if self.text.startswith("]", self.pos):
+            self.pos += 1
+            return result
+        while True:
+            result.append(self.value())
+            self.ws()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+                self.ws()
+            elif self.text.startswith("]", self.pos):
+                self.pos += 1
+                return result
+            else:
+                raise self.fail("expecting ',' or ']'")
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_fastjson(text: str) -> Any:
+    """Parse standard JSON or fastjson output (unquoted integer map keys).
+
+    Unquoted integer keys become ``int``; quoted keys stay ``str`` (even
+    ``"1"``), so callers that expect an int-keyed map normalise them.
+    ``NaN``/``Infinity`` are refused, as in strict JSON.
+
+    >>> loads_fastjson('{0:12, "1":5, "s":{"x":[true,null,1.5]}}')
+    {0: 12, '1': 5, 's': {'x': [True, None, 1.5]}}
+
+    Raises:
+        json.JSONDecodeError: (a ``ValueError``) the text is neither; the
+            message gives the position.
+    """
+    try:  # the C parser handles the common, standard case fast
+        return json.loads(text, parse_constant=_no_constants)
+    except json.JSONDecodeError:
+        pass
+    try:
+        return _Parser(text).document()
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+
+
+# ---------------------------------------------------------------------------
+# Files: .tmp / .bak protocol
+# ---------------------------------------------------------------------------
+
+
+def _write_synced(path: str, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory handles
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: StrPath, text: str) -> None:
+    """Replace the file at ``path`` with ``text`` (UTF-8), crash-safely.
+
+    RocketMQ's protocol (``MixAll.string2File``), made atomic:
+
+    1. write ``path.tmp`` and fsync it;
+    2. copy the current content of ``path`` (if it exists and is non-empty)
+       to ``path.bak``, fsynced — an empty file is never copied, so it cannot
+       overwrite a good backup;
+    3. ``os.replace(path.tmp, path)`` (atomic) and fsync the directory.
+
+    After a crash at any point ``path`` holds either the old or the new text,
+    and ``path.bak`` the content before the last completed write. The parent
+    directory is created if missing. Not safe for concurrent writers of the
+    same ``path`` (they share ``path.tmp``); the classes here serialize their
+    own writes.
+    """
+    target = os.fspath(path)
+    directory = os.path.dirname(target) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp, bak = target + ".tmp", target + ".bak"
+    _write_synced(tmp, text.encode("utf-8"))
+    try:
+        with open(target, "rb") as f:
+            old = f.read()
+    except FileNotFoundError:
+        old = b""
+    if old:
+        _write_synced(bak, old)
+    os.replace(tmp, target)
+    _fsync_dir(directory)
+
+
+def _load_parsed(path: StrPath, parse: Callable[[str], _T]) -> tuple[str, _T] | None:
+    """The first of ``path``, ``path.bak`` that exists, is non-empty and parses."""
+    target = os.fspath(path)
+    problems: list[str] = []
+    for candidate in (target, target + ".bak"):
+        try:
+            with open(candidate, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue
+        if not data.strip():
+            continue
+        try:
+            text = data.decode("utf-8")
+            parsed = parse(text)
+        except ValueError as e:  # includes JSONDecodeError and UnicodeDecodeError
+            problems.append(f"{candidate}: {e}")
+            log.warning("cannot load %s: %s", candidate, e)
+            continue
+        if problems:
+            log.warning("loaded the backup %s instead of %s", candidate, target)
+        return text, parsed
+    if problems:
+        raise CorruptedError("no usable config file: " + "; ".join(problems))
+    return None
+
+
+def load_with_backup(
+    path: StrPath, parse: Callable[[str], object] = loads_fastjson
+) -> str | None:
+    """Text of ``path``, or of ``path.bak`` if ``path`` is missing, empty or unparseable.
+
+    ``parse`` decides what "parseable" means (it raises ``ValueError`` on bad
+    text); by default :func:`loads_fastjson`. Returns ``None`` when neither
+    file exists (or both are empty): a fresh store.
+
+    Raises:
+        CorruptedError: a file has content but neither file parses (RocketMQ
+            refuses to start the broker then; we name both files and why).
+    """
+    found = _load_parsed(path, parse)
+    return None if found is None else found[0]
+
+
+def _check_int(name: str, value: object, *, minimum: int | None = 0) -> int:
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    assert isinstance(value, int)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _check_name(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# consumerOffset.json
+# ---------------------------------------------------------------------------
+
+
+def _parse_offset_table(text: str) -> dict[str, dict[int, int]]:
+    doc = loads_fastjson(text)
+    if not isinstance(doc, dict):
+        raise ValueError("consumer offsets: the document is not a JSON object")
+    raw = doc.get("offsetTable")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError("consumer offsets: offsetTable is not an object")
+    table: dict[str, dict[int, int]] = {}
+    for key, queues in raw.items():
+        if not isinstance(key, str) or "@" not in key:
+            raise ValueError(f"consumer offsets: key {key!r} is not 'topic@group'")
+        if not isinstance(queues, dict):
+            raise ValueError(f"consumer offsets: {key!r} is not an object")
+        entry: dict[int, int] = {}
+        for qid, offset in queues.items():
+            if isinstance(qid, str):
+                try:
+                    qid = int(qid)
+                except ValueError:
+                    raise ValueError(
+                        f"consumer offsets: {key!r} has a non-integer queue id {qid!r}"
+                    ) from None
+            if not _is_int(offset):
+                raise ValueError(f"consumer offsets: {key!r}[{qid}] = {offset!r} is not an int")
+            entry[qid] = offset
+        table[key] = entry
+    return table
+
+
+class ConsumerOffsets:
+    """Committed consumer offsets: ``<store>/config/consumerOffset.json``.
+
+    The file is RocketMQ's ``ConsumerOffsetManager`` dump::
+
+        {"offsetTable":{"<topic>@<group>":{<queue id>:<next offset to consume>}}}
+
+    written with :func:`dumps_fastjson` (unquoted queue ids) and read with
+    quoted or unquoted queue ids. Other top-level keys (5.x ``dataVersion``)
+    are ignored on read and not written. All methods are thread-safe.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "config", "consumerOffset.json")
+    >>> offsets = ConsumerOffsets.load(path)          # no file yet: empty
+    >>> offsets.query("groupA", "TopicTest", 0)
+    -1
+    >>> offsets.commit("groupA", "TopicTest", 0, 12)
+    >>> offsets.persist(), offsets.persist()          # writes only when changed
+    (True, False)
+    >>> ConsumerOffsets.load(path).query("groupA", "TopicTest", 0)
+    12
+    """
+
+    FILE_NAME = "consumerOffset.json"
+
+    def __init__(
+        self, path: StrPath, table: Mapping[str, Mapping[int, int]] | None = None
+    ) -> None:
+        """An offset table bound to ``path`` (nothing is read; see :meth:`load`)."""
+        self._path = os.fspath(path)
+        self._table: dict[str, dict[int, int]] = {
+            k: dict(v) for k, v in (table or {}).items()
+        }
+        self._lock = threading.Lock()
+        self._persist_lock = threading.Lock()
+        self._version = 0  # bumped by every change
+        self._persisted_version = 0
+
+    @classmethod
+    def load(cls, path: StrPath) -> ConsumerOffsets:
+        """Read ``path`` (or its ``.bak``); empty when neither exists.
+
+        Raises:
+            CorruptedError: the file and its backup both have content and
+                neither is a valid offset table.
+        """
+        found = _load_parsed(path, _parse_offset_table)
+        return cls(path, None if found is None else found[1])
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def dirty(self) -> bool:
+        """True when a commit changed the table since the last :meth:`persist`."""
+        with self._lock:
+            return self._version != self._persisted_version
+
+    @staticmethod
+    def key(group: str, topic: str) -> str:
+        """RocketMQ's table key: ``topic + "@" + group``."""
+        return f"{topic}@{group}"
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record ``offset`` (the next offset to consume) for the group's queue.
+
+        Raises:
+            TypeError / ValueError: empty names, a topic containing ``@``,
+                a negative queue id or offset.
+        """
+        _check_name("group", group)
+        _check_name("topic", topic)
+        if "@" in topic:
+            raise ValueError(f"topic must not contain '@': {topic!r}")
+        _check_int("queue_id", queue_id)
+        _check_int("offset", offset)
+        key = self.key(group, topic)
+        with self._lock:
+            queues = self._table.setdefault(key, {})
+            if queues.get(queue_id) != offset:
+                queues[queue_id] = offset
+                self._version += 1
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed next offset, or ``-1`` when the group never committed one."""
+        with self._lock:
+            queues = self._table.get(self.key(group, topic))
+            if queues is None:
+                return -1
+            return queues.get(queue_id, -1)
+
+    def offsets(self, group: str, topic: str) -> dict[int, int]:
+        """Every committed ``queue_id -> next offset`` of the group on the topic."""
+        with self._lock:
+            return dict(self._table.get(self.key(group, topic), {}))
+
+    def table(self) -> dict[str, dict[int, int]]:
+        """A copy of the whole table, ``{"topic@group": {queue_id: offset}}``."""
+        with self._lock:
+            return {k: dict(v) for k, v in self._table.items()}
+
+    def to_json(self) -> str:
+        """The file content :meth:`persist` would write now."""
+        with self._lock:
+            return dumps_fastjson({"offsetTable": self._table})
+
+    def persist(self) -> bool:
+        """Write the file (see :func:`atomic_write`) if anything changed.
+
+        Returns True if it wrote. Commits may continue while the file is being
+        written; they are picked up by the next call.
+        """
+        with self._persist_lock:
+            with self._lock:
+                if self._version == self._persisted_version:
+                    return False
+                version = self._version
+                text = dumps_fastjson({"offsetTable": self._table})
+            atomic_write(self._path, text)
+            with self._lock:
+                self._persisted_version = version
+            return True
+
+    def __repr__(self) -> str:
+        with self._lock:
+            n = len(self._table)
+        return f"ConsumerOffsets({self._path!r}, {n} topic@group entries)"
+
+
+# ---------------------------------------------------------------------------
+# topics.json
+# ---------------------------------------------------------------------------
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _parse_topics(text: str) -> dict[str, Any]:
+    doc = loads_fastjson(text)
+    if not isinstance(doc, dict):
+        raise ValueError("topic configs: the document is not a JSON object")
+    table = doc.get("topicConfigTable")
+    if table is None:
+        table = doc["topicConfigTable"] = {}
+    if not isinstance(table, dict):
+        raise ValueError("topic configs: topicConfigTable is not an object")
+    for name, cfg in table.items():
+        if not isinstance(name, str) or not isinstance(cfg, dict):
+            raise ValueError(f"topic configs: entry {name!r} is not a topic config object")
+        for field in ("readQueueNums", "writeQueueNums", "perm"):
+            if field in cfg and not _is_int(cfg[field]):
+                raise ValueError(f"topic configs: {name}.{field} = {cfg[field]!r} is not an int")
+    dv = doc.get("dataVersion")
+    if dv is not None:
+        if not isinstance(dv, dict):
+            raise ValueError("topic configs: dataVersion is not an object")
+        for field in ("counter", "timestamp"):
+            if field in dv and not _is_int(dv[field]):
+                raise ValueError(f"topic configs: dataVersion.{field} is not an int")
+    return doc
+
+
+class TopicConfigs:
+    """Topics known to the store: ``<store>/config/topics.json``.
+
+    The file is RocketMQ's ``TopicConfigManager`` dump (SPEC.md §5)::
+
+        {"dataVersion":{"counter":N,"timestamp":ms},
+         "topicConfigTable":{"T":{"order":false,"perm":6,"readQueueNums":16,
+            "topicFilterType":"SINGLE_TAG","topicName":"T","topicSysFlag":0,
+            "writeQueueNums":16}}}
+
+    A file written by a broker round-trips: unknown top-level keys and unknown
+    per-topic fields (5.x ``attributes``, ``stateVersion``, ...) are kept.
+    All methods are thread-safe. ``clock`` returns epoch milliseconds (for
+    ``dataVersion.timestamp``; injectable for tests).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "topics.json")
+    >>> topics = TopicConfigs.load(path, clock=lambda: 1700000000000)
+    >>> topics.ensure("TopicTest", 3), topics.ensure("TopicTest", 3)
+    (True, False)
+    >>> topics.topics()["TopicTest"]["writeQueueNums"], topics.data_version
+    (16, {'counter': 1, 'timestamp': 1700000000000})
+    """
+
+    FILE_NAME = "topics.json"
+    DEFAULT_QUEUE_NUMS = 16
+    DEFAULT_PERM = 6  # PERM_READ | PERM_WRITE
+
+    def __init__(
+        self,
+        path: StrPath,
+        document: Mapping[str, Any] | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        """Topic configs bound to ``path`` (nothing is read; see :meth:`load`).
+
+        ``document`` is a parsed file (as :meth:`load` reads it); ``None``
+        starts empty with ``dataVersion`` counter 0 stamped now, as RocketMQ's
+        ``DataVersion`` constructor does.
+        """
+        self._path = os.fspath(path)
+        self._clock = clock or _now_ms
+        doc: dict[str, Any] = copy.deepcopy(dict(document)) if document is not None else {}
+        dv = doc.get("dataVersion")
+        if not isinstance(dv, dict):
+            dv = doc["dataVersion"] = {}
+        dv.setdefault("counter", 0)
+        dv.setdefault("timestamp", self._clock())
+        if not isinstance(doc.get("topicConfigTable"), dict):
+            doc["topicConfigTable"] = {}
+        self._doc = doc
+        self._lock = threading.Lock()
+        self._persist_lock = threading.Lock()
+        self._version = 0
+        self._persisted_version = 0
+
+    @classmethod
+    def load(cls, path: StrPath, *, clock: Callable[[], int] | None = None) -> TopicConfigs:
+        """Read ``path`` (or its ``.bak``); empty when neither exists.
+
+        Raises:
+            CorruptedError: the file and its backup both have content and
+                neither is a valid topic config document.
+        """
+        found = _load_parsed(path, _parse_topics)
+        return cls(path, None if found is None else found[1], clock=clock)
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def dirty(self) -> bool:
+        """True when :meth:`ensure` changed something since the last :meth:`persist`."""
+        with self._lock:
+            return self._version != self._persisted_version
+
+    @property
+    def data_version(self) -> dict[str, int]:
+        """A copy of ``dataVersion`` (``counter``, ``timestamp``, 5.x ``stateVersion``)."""
+        with self._lock:
+            return dict(self._doc["dataVersion"])
+
+    def ensure(self, topic: str, queue_id: int) -> bool:
+        """Register that the store holds ``topic`` queue ``queue_id``.
+
+        A new topic gets RocketMQ's defaults with ``readQueueNums`` /
+        ``writeQueueNums`` = ``max(16, queue_id + 1)``; a known topic whose
+        queue counts are too small for ``queue_id`` has them raised to
+        ``queue_id + 1``. Any change bumps ``dataVersion`` (counter + 1,
+        timestamp = now). Returns True if something changed.
+        """
+        _check_name("topic", topic)
+        _check_int("queue_id", queue_id)
+        need = queue_id + 1
+        with self._lock:
+            table: dict[str, Any] = self._doc["topicConfigTable"]
+            cfg = table.get(topic)
+            if cfg is None:
+                nums = max(self.DEFAULT_QUEUE_NUMS, need)
+                table[topic] = {
+                    "order": False,
+                    "perm": self.DEFAULT_PERM,
+                    "readQueueNums": nums,
+                    "topicFilterType": "SINGLE_TAG",
+                    "topicName": topic,
+                    "topicSysFlag": 0,
+                    "writeQueueNums": nums,
+                }
+            else:
+                changed = False
+                for field in ("readQueueNums", "writeQueueNums"):
+                    if cfg.get(field, 0) < need:
+                        cfg[field] = need
+                        changed = True
+                if not changed:
+                    return False
+            dv = self._doc["dataVersion"]
+            dv["counter"] = dv.get("counter", 0) + 1
+            dv["timestamp"] = self._clock()
+            self._version += 1
+            return True
+
+    def topics(self) -> dict[str, dict[str, Any]]:
+        """A deep copy of ``topicConfigTable``: ``{topic: {field: value}}``."""
+        with self._lock:
+            return copy.deepcopy(self._doc["topicConfigTable"])
+
+    def to_json(self) -> str:
+        """The file content :meth:`persist` would write now."""
+        with self._lock:
+            return dumps_fastjson(self._doc)
+
+    def persist(self) -> bool:
+        """Write the file (see :func:`atomic_write`) if anything changed; True if it wrote."""
+        with self._persist_lock:
+            with self._lock:
+                if self._version == self._persisted_version:
+                    return False
+                version = self._version
+                text = dumps_fastjson(self._doc)
+            atomic_write(self._path, text)
+            with self._lock:
+                self._persisted_version = version
+            return True
+
+    def __repr__(self) -> str:
+        with self._lock:
+            n = len(self._doc["topicConfigTable"])
+        return f"TopicConfigs({self._path!r}, {n} topics)"

@@ -1,0 +1,552 @@
+"""A Kafka-style consumer over one topic of a :class:`~rocketstore.MessageStore`.
+
+``store.consumer(group, topic)`` makes one. It owns every queue of the topic
+(there is no group rebalancing: a group's consumer reads all queues), keeps a
+*position* per queue — the next offset to read, as in Kafka — and stores it in
+the group's committed offsets (``consumerOffset.json``) when you call
+:meth:`Consumer.commit`.
+
+Example::
+
+    with MessageStore(cfg) as store, store.consumer("group-a", "orders") as consumer:
+        while running:
+            for msg in consumer.poll(timeout=1.0, max_messages=100):
+                handle(msg.queue_id, msg.queue_offset, msg.body)
+            consumer.commit()          # at-least-once: commit after handling
+
+    # or block forever, one message at a time (ends when the store shuts down):
+    for msg in store.consumer("group-b", "orders", tags=["paid"]):
+        handle(msg)
+
+Waiting never busy-polls: the consumer sleeps in the store's
+``wait_for_dispatch`` until the dispatcher makes new messages visible (a
+read-only store wakes it by re-reading queue ends; see API.md "Consumers").
+
+A consumer is not thread-safe: use it from one thread at a time (as Kafka's).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from rocketstore.enums import GetStatus
+from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+
+if TYPE_CHECKING:
+    from rocketstore._native import MessageExt
+
+__all__ = ["Consumer", "ConsumerStore", "GetResultLike", "StartPosition"]
+
+#: Where a queue without a committed offset starts (see :class:`Consumer`).
+StartPosition = Literal["earliest", "latest"]
+
+log = logging.getLogger("rocketstore")
+
+# Messages asked of one queue per turn (RocketMQ's default pull batch), so a
+# deep queue cannot fill a whole poll while others wait.
+_PULL_BATCH = 32
+# Turns over the queues within one fetch; bounds a fetch even if a (buggy)
+# store kept moving a position back and forth.
+_MAX_ROUNDS = 64
+# Messages buffered per fetch when iterating.
+_ITER_BATCH = 100
+
+# Statuses after which the position moves to next_begin_offset without any
+# message: the data there expired, was filtered out, or the offset was invalid.
+_CORRECTIONS = {
+    GetStatus.OFFSET_TOO_SMALL: "below the queue's min offset (expired)",
+    GetStatus.OFFSET_OVERFLOW_BADLY: "beyond the queue's max offset",
+    GetStatus.OFFSET_FOUND_NULL: "in no consume queue file",
+    GetStatus.MESSAGE_WAS_REMOVING: "in a CommitLog file being deleted",
+    GetStatus.NO_MESSAGE_IN_QUEUE: "in a queue that holds no message",
+}
+
+
+class GetResultLike(Protocol):
+    """What :meth:`ConsumerStore.get_message` returns (the store's GetResult)."""
+
+    @property
+    def status(self) -> GetStatus: ...
+    @property
+    def next_begin_offset(self) -> int: ...
+    @property
+    def min_offset(self) -> int: ...
+    @property
+    def max_offset(self) -> int: ...
+    @property
+    def messages(self) -> Sequence[MessageExt]: ...
+
+
+class ConsumerStore(Protocol):
+    """The part of :class:`~rocketstore.MessageStore` a :class:`Consumer` uses.
+
+    Every method may raise :class:`~rocketstore.StoreClosedError` once the
+    store is shut down; ``wait_for_dispatch`` must then return or raise
+    promptly.
+    """
+
+    @property
+    def read_only(self) -> bool: ...
+    @property
+    def dispatch_seq(self) -> int:
+        """Changes whenever new messages become visible."""
+        ...
+
+    def wait_for_dispatch(self, seq: int, timeout: float | None, /) -> int:
+        """Block (GIL released) until ``dispatch_seq != seq`` or timeout; the current seq."""
+        ...
+
+    def queue_ids(self, topic: str, /) -> list[int]: ...
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int = 32,
+        tags: list[str] | None = None,
+        /,
+    ) -> GetResultLike: ...
+    def get_min_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
+    def get_max_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, /) -> None: ...
+    def query_offset(self, group: str, topic: str, queue_id: int, /) -> int: ...
+
+
+def _check_offset(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+class Consumer:
+    """Reads every queue of ``topic`` for consumer group ``group``.
+
+    Made by ``store.consumer(group, topic, start="earliest", tags=None,
+    auto_commit=False)``; the arguments are the same here after ``store``.
+
+    Args:
+        store: the store to read (anything implementing :class:`ConsumerStore`).
+        group: the consumer group; its committed offsets are shared by every
+            consumer of the group on this store.
+        topic: the topic to read.
+        start: where a queue starts when the group has no committed offset for
+            it: ``"earliest"`` (the queue's min offset) or ``"latest"`` (its
+            max offset when the consumer is created, i.e. only messages
+            written from now on). Queues that appear *after* the consumer was
+            created always start at their min offset: all their messages are
+            newer than the consumer.
+        tags: deliver only messages whose tag is one of these (exact match;
+            ``None`` or ``["*"]`` = every message).
+        auto_commit: :meth:`close` (and leaving a ``with`` block) commits the
+            positions first. Off by default: close does **not** commit.
+
+    Positions are Kafka's: ``position(q)`` is the offset of the next message
+    :meth:`poll` will return from queue ``q``, and :meth:`commit` stores these
+    next offsets (RocketMQ's consumerOffset semantics too). A group with a
+    committed offset for a queue resumes there.
+
+    On a read-only store (``MessageStore(cfg, read_only=True)``) nothing is
+    written: :meth:`commit` keeps the positions in memory (see
+    :meth:`committed`), and they are lost with the consumer.
+
+    Example::
+
+        consumer = store.consumer("group-a", "orders")
+        batch = consumer.poll(timeout=1.0)          # [] after 1 s without data
+        consumer.position(0)                        # next offset of queue 0
+        consumer.seek(0, 10)                        # re-read queue 0 from 10
+        consumer.commit()                           # group-a resumes here next time
+        consumer.close()
+    """
+
+    def __init__(
+        self,
+        store: ConsumerStore,
+        group: str,
+        topic: str,
+        start: StartPosition = "earliest",
+        *,
+        tags: Iterable[str] | None = None,
+        auto_commit: bool = False,
+    ) -> None:
+        for name, value in (("group", group), ("topic", topic)):
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+            if not value:
+                raise ValueError(f"{name} must not be empty")
+        if start not in ("earliest", "latest"):
+            raise ValueError(f"start must be 'earliest' or 'latest', not {start!r}")
+        if isinstance(tags, str):
+            raise TypeError("tags must be a list of tags, not a str (use [tag])")
+        self._store = store
+        self._group = group
+        self._topic = topic
+        self._start = start
+        self._tags: list[str] | None = None if tags is None else list(tags)
+        self._auto_commit = auto_commit
+        self._closed = False
+        # Next offset to deliver, per queue; also the assignment's key set.
+        self._positions: dict[int, int] = {}
+        # Next offset to fetch; differs from _positions while messages of the
+        # queue sit in _buffer (fetched, not yet handed out by iteration).
+        self._fetch_pos: dict[int, int] = {}
+        self._buffer: collections.deque[tuple[int, MessageExt]] = collections.deque()
+        self._buffered: dict[int, int] = {}
+        # Committed offsets known here (all that a read-only store has).
+        self._committed: dict[int, int] = {}
+        self._assignment: list[int] = []
+        self._assign_seq: int | None = None
+        self._rr = 0
+        self._refresh(store.dispatch_seq, initial=True)
+
+    # -- properties -----------------------------------------------------------
+
+    @property
+    def group(self) -> str:
+        return self._group
+
+    @property
+    def topic(self) -> str:
+        return self._topic
+
+    @property
+    def tags(self) -> list[str] | None:
+        return None if self._tags is None else list(self._tags)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- assignment -------------------------------------------------------------
+
+    def _refresh(self, seq: int, *, initial: bool = False) -> None:
+        """Pick up queues of the topic that appeared (new queues need a message)."""
+        store, group, topic = self._store, self._group, self._topic
+        ids = store.queue_ids(topic)
+        self._assign_seq = seq
+        added = False
+        for q in ids:
+            if q in self._positions:
+                continue
+            committed = store.query_offset(group, topic, q)
+            if committed >= 0:
+                pos = committed
+                self._committed[q] = committed
+            elif initial and self._start == "latest":
+                pos = store.get_max_offset_in_queue(topic, q)
+            else:
+                pos = store.get_min_offset_in_queue(topic, q)
+            self._positions[q] = self._fetch_pos[q] = pos
+            added = True
+            if not initial:
+                log.debug("consumer %s: new queue %s/%d at offset %d", group, topic, q, pos)
+        if added:
+            self._assignment = sorted(self._positions)
+
+    def _maybe_refresh(self) -> None:
+        seq = self._store.dispatch_seq
+        if seq != self._assign_seq:
+            self._refresh(seq)
+
+    def assignment(self) -> list[int]:
+        """Queue ids this consumer reads (sorted); grows when queues appear."""
+        self._check_open()
+        self._maybe_refresh()
+        return list(self._assignment)
+
+    def _check_queue(self, queue_id: int) -> None:
+        if queue_id not in self._positions:
+            self._maybe_refresh()
+            if queue_id not in self._positions:
+                raise ValueError(
+                    f"queue {queue_id} of topic {self._topic!r} does not exist "
+                    f"(assignment: {self._assignment})"
+                )
+
+    # -- reading ----------------------------------------------------------------
+
+    def _fetch(self, budget: int) -> bool:
+        """Buffer up to ``budget`` messages, turn by turn over the queues.
+
+        Each round gives every queue still in play an equal share of what is
+        left of the budget (at most 32); a queue stays in play while it
+        yields messages or its position moves. Returns True if anything moved
+        (messages buffered or a position corrected), False when every queue
+        is caught up.
+        """
+        queues = self._assignment
+        n = len(queues)
+        if n == 0:
+            return False
+        start = self._rr % n
+        self._rr = start + 1
+        active = queues[start:] + queues[:start]
+        store, group, topic, tags = self._store, self._group, self._topic, self._tags
+        progressed = False
+        rounds = 0
+        while active and budget > 0 and rounds < _MAX_ROUNDS:
+            rounds += 1
+            share = min(_PULL_BATCH, -(-budget // len(active)))  # ceil
+            again: list[int] = []
+            for q in active:
+                if budget <= 0:
+                    break
+                pos = self._fetch_pos[q]
+                r = store.get_message(group, topic, q, pos, min(budget, share), tags)
+                msgs = r.messages
+                nxt = r.next_begin_offset
+                if msgs:
+                    buf = self._buffer
+                    for m in msgs:
+                        buf.append((q, m))
+                    self._buffered[q] = self._buffered.get(q, 0) + len(msgs)
+                    budget -= len(msgs)
+                elif nxt == pos:
+                    continue  # caught up (OFFSET_OVERFLOW_ONE) or nothing to do
+                else:
+                    why = _CORRECTIONS.get(r.status)
+                    if why is not None:
+                        log.info("consumer %s: %s/%d offset %d is %s; moving to %d",
+                                 group, topic, q, pos, why, nxt)
+                self._fetch_pos[q] = nxt
+                if not self._buffered.get(q):
+                    self._positions[q] = nxt
+                progressed = True
+                again.append(q)
+            active = again
+        return progressed
+
+    def _fill(self, timeout: float | None, budget: int) -> bool:
+        """Fetch until the buffer holds messages or ``timeout`` passes; True if it does."""
+        if self._buffer:
+            return True
+        store = self._store
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        # Read the seq *before* fetching: a message dispatched after the fetch
+        # then changes it, and the wait returns at once (no lost wakeup).
+        seq = store.dispatch_seq
+        while True:
+            if seq != self._assign_seq:
+                self._refresh(seq)
+            progressed = self._fetch(budget)
+            if self._buffer:
+                return True
+            while True:
+                remaining: float | None = None
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                if progressed:  # skipped filtered/expired entries: look again now
+                    seq = store.dispatch_seq
+                    break
+                new_seq = store.wait_for_dispatch(seq, remaining)
+                if new_seq != seq:  # something became visible: fetch again
+                    seq = new_seq
+                    break
+                # unchanged: the wait timed out (or woke early); nothing to fetch
+
+    def _deliver(self, limit: int) -> list[MessageExt]:
+        out: list[MessageExt] = []
+        buf, buffered, positions = self._buffer, self._buffered, self._positions
+        while buf and len(out) < limit:
+            q, m = buf.popleft()
+            out.append(m)
+            left = buffered[q] - 1
+            if left:
+                buffered[q] = left
+                positions[q] = m.queue_offset + 1
+            else:
+                del buffered[q]
+                positions[q] = self._fetch_pos[q]
+        return out
+
+    def poll(self, timeout: float | None = 1.0, max_messages: int = 100) -> list[MessageExt]:
+        """Up to ``max_messages`` messages, as soon as any is available.
+
+        Blocks (no busy polling) until a message is available or ``timeout``
+        seconds pass (``None`` = forever, ``0`` = don't wait), then returns
+        them — an empty list on timeout. Queues take turns: in each turn every
+        queue with data gets an equal share of ``max_messages`` (at most 32
+        per turn), and each poll starts its turns one queue further, so no
+        queue starves. Within a queue, messages come in offset order.
+
+        Positions move past the returned messages (and past entries skipped
+        by the tag filter, or expired: the consumer follows the store's
+        ``next_begin_offset`` on ``OFFSET_TOO_SMALL``, ``OFFSET_OVERFLOW_BADLY``,
+        ``NO_MATCHED_MESSAGE``, ``OFFSET_FOUND_NULL``, ``MESSAGE_WAS_REMOVING``).
+        Queues that appeared since the last call are read too.
+
+        Raises:
+            StoreClosedError: the store was shut down.
+            ValueError: the consumer is closed, or ``max_messages < 1``.
+        """
+        self._check_open()
+        if max_messages < 1:
+            raise ValueError(f"max_messages must be >= 1, got {max_messages}")
+        if self._fill(timeout, max_messages):
+            return self._deliver(max_messages)
+        return []
+
+    def __iter__(self) -> Iterator[MessageExt]:
+        """Yield messages one by one, forever, blocking while there are none.
+
+        Stops (without error) when the store shuts down or the consumer is
+        closed. Positions move one message at a time, so ``commit()`` inside
+        the loop commits exactly what the loop has seen.
+        """
+        return self
+
+    def __next__(self) -> MessageExt:
+        if not self._buffer:
+            if self._closed:
+                raise StopIteration
+            try:
+                self._fill(None, _ITER_BATCH)
+            except StoreClosedError:
+                raise StopIteration from None
+        return self._deliver(1)[0]
+
+    # -- positions ----------------------------------------------------------------
+
+    def position(self, queue_id: int) -> int:
+        """The offset of the next message :meth:`poll` returns from ``queue_id``.
+
+        Raises:
+            ValueError: the queue does not exist (yet).
+        """
+        self._check_open()
+        self._check_queue(queue_id)
+        return self._positions[queue_id]
+
+    def positions(self) -> dict[int, int]:
+        """``{queue_id: next offset}`` for every assigned queue."""
+        self._check_open()
+        self._maybe_refresh()
+        return dict(self._positions)
+
+    def seek(self, queue_id: int, offset: int) -> None:
+        """Make ``offset`` the next offset read from ``queue_id``.
+
+        An offset outside the queue is corrected by the next poll (to the min
+        offset if below it, to the end if beyond it). Messages of the queue
+        fetched but not yet returned are dropped.
+
+        Raises:
+            ValueError: the queue does not exist, or ``offset < 0``.
+        """
+        self._check_open()
+        _check_offset("offset", offset)
+        self._check_queue(queue_id)
+        if self._buffered.pop(queue_id, 0):
+            self._buffer = collections.deque(e for e in self._buffer if e[0] != queue_id)
+        self._positions[queue_id] = self._fetch_pos[queue_id] = offset
+
+    def _queues(self, queue_ids: Iterable[int] | None) -> list[int]:
+        if queue_ids is None:
+            self._maybe_refresh()
+            return list(self._assignment)
+        return list(queue_ids)
+
+    def seek_to_beginning(self, queue_ids: Iterable[int] | None = None) -> None:
+        """Seek the queues (default: all) to their min offset."""
+        self._check_open()
+        for q in self._queues(queue_ids):
+            self.seek(q, self._store.get_min_offset_in_queue(self._topic, q))
+
+    def seek_to_end(self, queue_ids: Iterable[int] | None = None) -> None:
+        """Seek the queues (default: all) to their max offset (only new messages)."""
+        self._check_open()
+        for q in self._queues(queue_ids):
+            self.seek(q, self._store.get_max_offset_in_queue(self._topic, q))
+
+    # -- committing -----------------------------------------------------------------
+
+    def commit(self, offsets: Mapping[int, int] | None = None) -> None:
+        """Store next offsets as the group's committed offsets.
+
+        ``offsets`` defaults to :meth:`positions`; pass ``{queue_id: offset}``
+        to commit other values. Goes through ``store.commit_offset`` (the
+        store persists ``consumerOffset.json`` on its own schedule and at
+        shutdown). On a read-only store the offsets are kept in this consumer
+        only.
+
+        Raises:
+            StoreClosedError: the store was shut down.
+            ValueError: the consumer is closed, or a negative offset/queue id.
+        """
+        self._check_open()
+        if offsets is None:
+            todo = dict(self._positions)
+        else:
+            todo = {
+                _check_offset("queue_id", q): _check_offset("offset", off)
+                for q, off in offsets.items()
+            }
+        store, group, topic = self._store, self._group, self._topic
+        writable = not store.read_only
+        for q in sorted(todo):
+            off = todo[q]
+            if writable:
+                try:
+                    store.commit_offset(group, topic, q, off)
+                except ReadOnlyStoreError:
+                    writable = False
+            self._committed[q] = off
+
+    def committed(self, queue_id: int) -> int:
+        """The group's committed next offset for ``queue_id``; -1 if none.
+
+        Read from the store (so it reflects other consumers of the group);
+        on a read-only store, what this consumer committed (or what the file
+        held when the queue was assigned).
+        """
+        self._check_open()
+        if self._store.read_only:
+            return self._committed.get(queue_id, -1)
+        return self._store.query_offset(self._group, self._topic, queue_id)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("the consumer is closed")
+
+    def close(self) -> None:
+        """Close the consumer; idempotent.
+
+        Commits first only if the consumer was made with ``auto_commit=True``;
+        otherwise uncommitted positions are dropped.
+        """
+        if self._closed:
+            return
+        try:
+            if self._auto_commit:
+                self.commit()
+        finally:
+            self._closed = True
+            self._buffer.clear()
+            self._buffered.clear()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self._assignment)} queues"
+        return f"Consumer(group={self._group!r}, topic={self._topic!r}, {state})"

@@ -1,0 +1,7 @@
+"""Store services: Python orchestration around engine steps and threads."""
+
+from __future__ import annotations
+
+from rocketstore.services.reput import ReputService
+
+__all__ = ["ReputService"]

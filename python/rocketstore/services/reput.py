@@ -1,0 +1,67 @@
+"""The reput (dispatch) service.
+
+Dispatch turns CommitLog records into ConsumeQueue units and index entries.
+Its loop runs in a Rust thread: a Python thread woken on every put would cap
+puts far below the engine's rate, and a Python thread waiting for the GIL
+behind a busy producer adds the interpreter's switch interval (~5 ms) to the
+time a message takes to become visible. This class orchestrates that thread:
+start and stop, the lag, failures, and the wake-ups consumers wait on.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rocketstore._native import NativeStore
+
+__all__ = ["ReputService"]
+
+log = logging.getLogger("rocketstore")
+
+
+class ReputService:
+    """Controls the engine's dispatch thread for one store.
+
+    The reput offset itself is set by recovery (the largest CommitLog offset
+    the consume queues already cover); recovery also dispatches whatever the
+    queues were missing before this service starts.
+    """
+
+    def __init__(self, native: NativeStore) -> None:
+        self._native = native
+        self._running = False
+
+    def start(self) -> None:
+        """Start dispatching new puts in the background."""
+        if not self._running:
+            self._native.start_dispatch()
+            self._running = True
+
+    def shutdown(self) -> None:
+        """Stop the thread; the step in progress completes first."""
+        if self._running:
+            self._native.stop_dispatch()
+            self._running = False
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def behind_bytes(self) -> int:
+        """CommitLog bytes not yet dispatched."""
+        return self._native.dispatch_behind_bytes()
+
+    @property
+    def failure(self) -> str | None:
+        """Why dispatch stopped, if it failed (the store is then not writeable)."""
+        return self._native.dispatch_failure
+
+    @property
+    def seq(self) -> int:
+        """Changes whenever new messages become visible."""
+        return self._native.dispatch_seq
+
+    def wait(self, seen: int, timeout: float | None) -> int:
+        """Block until :attr:`seq` differs from ``seen`` or ``timeout`` passes."""
+        return self._native.wait_for_dispatch(seen, timeout)

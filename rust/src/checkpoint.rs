@@ -1,0 +1,341 @@
+//! The store checkpoint file `checkpoint` (SPEC §4, RocketMQ's
+//! `StoreCheckpoint`).
+//!
+//! ```text
+//!  0                 8                 16                24          40        4096
+//!  +-----------------+-----------------+-----------------+-----------+---------+
+//!  | physicMsgTs i64 | logicsMsgTs i64 | indexMsgTs i64  | 5.x: 0, 0 |  zeros  |
+//!  +-----------------+-----------------+-----------------+-----------+---------+
+//!                                            5.x: masterFlushedOffset @24,
+//!                                                 confirmPhyOffset    @32
+//! ```
+//! All values big-endian, milliseconds since the epoch. RocketMQ 4.9.8 reads
+//! only the first 24 bytes, 5.x the first 40; we write the three timestamps
+//! and zeros for the two 5.x fields. The file is 4096 bytes; an existing file
+//! of 24..4096 bytes is accepted and extended with zeros, a shorter one is
+//! refused as corrupted.
+//!
+//! The checkpoint is written with `pwrite` + `fdatasync` rather than through a
+//! mapping: the bytes on disk are the same as RocketMQ's mmap writes.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::error::{Result, StoreError};
+
+/// Length of the checkpoint file (RocketMQ's OS_PAGE_SIZE).
+pub const CHECKPOINT_FILE_SIZE: usize = 4096;
+/// Bytes RocketMQ 4.9.8 reads: the three timestamps.
+pub const CHECKPOINT_MIN_LEN: usize = 24;
+/// Bytes we write: the three timestamps and the two 5.x fields (as zeros).
+pub const CHECKPOINT_WRITE_LEN: usize = 40;
+
+/// The values held by a checkpoint file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct CheckpointData {
+    /// Store time of the last CommitLog message known flushed.
+    pub physic_msg_timestamp: i64,
+    /// Store time of the last message dispatched to a ConsumeQueue.
+    pub logics_msg_timestamp: i64,
+    /// End time of the last full, flushed index file.
+    pub index_msg_timestamp: i64,
+}
+
+impl CheckpointData {
+    /// The first 40 bytes of the file: three timestamps, then zeros.
+    pub fn encode(&self) -> [u8; CHECKPOINT_WRITE_LEN] {
+        let mut b = [0u8; CHECKPOINT_WRITE_LEN];
+        b[0..8].copy_from_slice(&self.physic_msg_timestamp.to_be_bytes());
+        b[8..16].copy_from_slice(&self.logics_msg_timestamp.to_be_bytes());
+        b[16..24].copy_from_slice(&self.index_msg_timestamp.to_be_bytes());
+        b
+    }
+
+    /// The whole 4096-byte file.
+    pub fn encode_file(&self) -> Vec<u8> {
+        let mut v = vec![0u8; CHECKPOINT_FILE_SIZE];
+        v[..CHECKPOINT_WRITE_LEN].copy_from_slice(&self.encode());
+        v
+    }
+
+    /// RocketMQ's `getMinTimestamp`: `max(0, min(physic, logics) − 3000)`.
+    pub fn min_timestamp(&self) -> i64 {
+        self.physic_msg_timestamp
+            .min(self.logics_msg_timestamp)
+            .saturating_sub(3000)
+            .max(0)
+    }
+
+    /// RocketMQ's `getMinTimestampIndex`: `min(min_timestamp, index)`.
+    pub fn min_timestamp_index(&self) -> i64 {
+        self.min_timestamp().min(self.index_msg_timestamp)
+    }
+}
+
+fn be_i64(b: &[u8], at: usize) -> Option<i64> {
+    Some(i64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// The checkpoint of an open store.
+#[derive(Debug)]
+pub struct Checkpoint {
+    path: PathBuf,
+    /// `None` for a read-only open of a store that has no checkpoint yet.
+    file: Option<File>,
+    writable: bool,
+    physic: AtomicI64,
+    logics: AtomicI64,
+    index: AtomicI64,
+    flush_lock: Mutex<()>,
+}
+
+impl Checkpoint {
+    /// Decodes the first 24 bytes of a checkpoint file; `None` if shorter.
+    pub fn decode(buf: &[u8]) -> Option<CheckpointData> {
+        Some(CheckpointData {
+            physic_msg_timestamp: be_i64(buf, 0)?,
+            logics_msg_timestamp: be_i64(buf, 8)?,
+            index_msg_timestamp: be_i64(buf, 16)?,
+        })
+    }
+
+    /// Opens `path`, or creates it (4096 zero bytes, synced) if missing.
+    pub fn load_or_create(path: &Path) -> Result<Self> {
+        let existed = path.exists();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+        let data = if existed {
+            let data = read_prefix(&file, path)?;
+            let len = file_len(&file, path)?;
+            if len < CHECKPOINT_FILE_SIZE as u64 {
+                log::info!(
+                    "extending checkpoint {} from {len} to {CHECKPOINT_FILE_SIZE} bytes",
+                    path.display()
+                );
+                file.set_len(CHECKPOINT_FILE_SIZE as u64)
+                    .map_err(|e| StoreError::io(format!("extend {}", path.display()), e))?;
+                file.sync_all()
+                    .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
+            }
+            data
+        } else {
+            file.write_all_at(&CheckpointData::default().encode_file(), 0)
+                .map_err(|e| StoreError::io(format!("write {}", path.display()), e))?;
+            file.sync_all()
+                .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
+            sync_parent(path);
+            CheckpointData::default()
+        };
+        Ok(Self::with(path, Some(file), true, data))
+    }
+
+    /// Opens `path` read-only; a missing file reads as all zeros.
+    pub fn load_read_only(path: &Path) -> Result<Self> {
+        match File::open(path) {
+            Ok(file) => {
+                let data = read_prefix(&file, path)?;
+                Ok(Self::with(path, Some(file), false, data))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Ok(Self::with(path, None, false, CheckpointData::default()))
+            }
+            Err(e) => Err(StoreError::io(format!("open {}", path.display()), e)),
+        }
+    }
+
+    fn with(path: &Path, file: Option<File>, writable: bool, d: CheckpointData) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            file,
+            writable,
+            physic: AtomicI64::new(d.physic_msg_timestamp),
+            logics: AtomicI64::new(d.logics_msg_timestamp),
+            index: AtomicI64::new(d.index_msg_timestamp),
+            flush_lock: Mutex::new(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn physic_msg_timestamp(&self) -> i64 {
+        self.physic.load(Ordering::Acquire)
+    }
+
+    pub fn set_physic_msg_timestamp(&self, ts: i64) {
+        self.physic.store(ts, Ordering::Release);
+    }
+
+    pub fn logics_msg_timestamp(&self) -> i64 {
+        self.logics.load(Ordering::Acquire)
+    }
+
+    pub fn set_logics_msg_timestamp(&self, ts: i64) {
+        self.logics.store(ts, Ordering::Release);
+    }
+
+    pub fn index_msg_timestamp(&self) -> i64 {
+        self.index.load(Ordering::Acquire)
+    }
+
+    pub fn set_index_msg_timestamp(&self, ts: i64) {
+        self.index.store(ts, Ordering::Release);
+    }
+
+    /// The current values.
+    pub fn snapshot(&self) -> CheckpointData {
+        CheckpointData {
+            physic_msg_timestamp: self.physic_msg_timestamp(),
+            logics_msg_timestamp: self.logics_msg_timestamp(),
+            index_msg_timestamp: self.index_msg_timestamp(),
+        }
+    }
+
+    /// `max(0, min(physic, logics) − 3000)`.
+    pub fn min_timestamp(&self) -> i64 {
+        self.snapshot().min_timestamp()
+    }
+
+    /// `min(min_timestamp, index)`.
+    pub fn min_timestamp_index(&self) -> i64 {
+        self.snapshot().min_timestamp_index()
+    }
+
+    /// Writes every field and syncs the file.
+    pub fn flush(&self) -> Result<()> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let Some(file) = &self.file else {
+            return Err(StoreError::ReadOnly);
+        };
+        let _g = self.flush_lock.lock();
+        let bytes = self.snapshot().encode();
+        file.write_all_at(&bytes, 0)
+            .map_err(|e| StoreError::io(format!("write {}", self.path.display()), e))?;
+        file.sync_data()
+            .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))
+    }
+
+    /// Re-reads the file (read-only opens following a writer).
+    pub fn reload(&self) -> Result<CheckpointData> {
+        let Some(file) = &self.file else {
+            return Ok(self.snapshot());
+        };
+        let d = read_prefix(file, &self.path)?;
+        self.set_physic_msg_timestamp(d.physic_msg_timestamp);
+        self.set_logics_msg_timestamp(d.logics_msg_timestamp);
+        self.set_index_msg_timestamp(d.index_msg_timestamp);
+        Ok(d)
+    }
+}
+
+fn file_len(file: &File, path: &Path) -> Result<u64> {
+    Ok(file
+        .metadata()
+        .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?
+        .len())
+}
+
+/// Reads and decodes the first 24 bytes; a shorter file is corrupted.
+fn read_prefix(file: &File, path: &Path) -> Result<CheckpointData> {
+    let len = file_len(file, path)?;
+    if len < CHECKPOINT_MIN_LEN as u64 {
+        return Err(StoreError::corrupted(
+            path,
+            len,
+            format!("checkpoint file is {len} bytes, at least {CHECKPOINT_MIN_LEN} are required"),
+        ));
+    }
+    let mut buf = [0u8; CHECKPOINT_MIN_LEN];
+    file.read_exact_at(&mut buf, 0)
+        .map_err(|e| StoreError::io(format!("read {}", path.display()), e))?;
+    Checkpoint::decode(&buf)
+        .ok_or_else(|| StoreError::corrupted(path, 0, "checkpoint file too short"))
+}
+
+/// Best-effort fsync of `path`'s directory, so a new file's name is durable.
+fn sync_parent(path: &Path) {
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("checkpoint");
+        let c = Checkpoint::load_or_create(&p).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 4096);
+        assert_eq!(c.snapshot(), CheckpointData::default());
+        c.set_physic_msg_timestamp(1_700_000_000_123);
+        c.set_logics_msg_timestamp(1_700_000_000_100);
+        c.set_index_msg_timestamp(1_600_000_000_000);
+        c.flush().unwrap();
+        drop(c);
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(bytes.len(), 4096);
+        assert_eq!(&bytes[0..8], &1_700_000_000_123i64.to_be_bytes());
+        assert_eq!(&bytes[8..16], &1_700_000_000_100i64.to_be_bytes());
+        assert_eq!(&bytes[16..24], &1_600_000_000_000i64.to_be_bytes());
+        assert!(bytes[24..].iter().all(|&b| b == 0));
+        let c = Checkpoint::load_or_create(&p).unwrap();
+        assert_eq!(c.physic_msg_timestamp(), 1_700_000_000_123);
+        assert_eq!(c.min_timestamp(), 1_700_000_000_100 - 3000);
+        assert_eq!(c.min_timestamp_index(), 1_600_000_000_000);
+        let r = Checkpoint::load_read_only(&p).unwrap();
+        assert_eq!(r.snapshot(), c.snapshot());
+        assert!(r.flush().is_err());
+    }
+
+    #[test]
+    fn min_timestamp_rules() {
+        let d = CheckpointData {
+            physic_msg_timestamp: 2000,
+            logics_msg_timestamp: 5000,
+            index_msg_timestamp: 1,
+        };
+        assert_eq!(d.min_timestamp(), 0);
+        assert_eq!(d.min_timestamp_index(), 0);
+        let d = CheckpointData {
+            physic_msg_timestamp: i64::MIN,
+            logics_msg_timestamp: 0,
+            index_msg_timestamp: 0,
+        };
+        assert_eq!(d.min_timestamp(), 0);
+    }
+
+    #[test]
+    fn short_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("checkpoint");
+        std::fs::write(&p, [0u8; 23]).unwrap();
+        let e = Checkpoint::load_or_create(&p).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupted { .. }), "{e}");
+        assert!(e.to_string().contains("checkpoint"), "{e}");
+        let mut v = vec![0u8; 24];
+        v[0..8].copy_from_slice(&42i64.to_be_bytes());
+        std::fs::write(&p, &v).unwrap();
+        let c = Checkpoint::load_or_create(&p).unwrap();
+        assert_eq!(c.physic_msg_timestamp(), 42);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 4096);
+        let r = Checkpoint::load_read_only(&dir.path().join("missing")).unwrap();
+        assert_eq!(r.snapshot(), CheckpointData::default());
+    }
+}

@@ -1,0 +1,1093 @@
+//! ConsumeQueue: the per-queue index of one `consumequeue/<topic>/<queueId>/`
+//! directory (SPEC §2).
+//!
+//! ```text
+//!  unit (20 bytes, big-endian)            logical offset q lives at byte q*20
+//!  0               8        12               20
+//!  +---------------+--------+----------------+
+//!  | commitLogOff  |  size  |    tagsCode    |
+//!  |   i64         |  i32   |      i64       |
+//!  +---------------+--------+----------------+
+//!
+//!  file k = [k*fileSize, (k+1)*fileSize) of the logical byte space,
+//!  fileSize = units*20 (default 300000*20 = 6,000,000):
+//!
+//!  00000000000000000000: [pre-blank]..[pre-blank][unit N][unit N+1]...[zeros]
+//!                        (0,0x7FFFFFFF,0) x N      ^ min offset      ^ max offset
+//! ```
+//! Pre-blank units fill a queue whose first message has logical offset N > 0.
+//! They count as valid units for recovery, but never as messages: they are
+//! skipped for the min offset and for the max physical offset (SPEC "Our
+//! choices"). An all-zero unit marks the end of the data.
+//!
+//! Writers publish a unit's `size` field last (after a release fence), so a
+//! reader in another process (read-only open, [`ConsumeQueue::refresh`])
+//! that sees `size > 0` after an acquire fence also sees the rest of it.
+//! In-process readers only see bytes below the file's write position.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::error::{Result, StoreError};
+use crate::mapped_file::MappedFile;
+use crate::mapped_file_queue::MappedFileQueue;
+
+/// Size of one ConsumeQueue unit.
+pub const CQ_UNIT_SIZE: usize = 20;
+/// `size` field of a pre-blank unit (`Integer.MAX_VALUE`).
+pub const PRE_BLANK_SIZE: i32 = i32::MAX;
+/// RocketMQ's default ConsumeQueue file size (300000 units).
+pub const DEFAULT_CQ_FILE_SIZE: usize = 300_000 * CQ_UNIT_SIZE;
+
+/// Rounds a configured file size up to a multiple of 20 (RocketMQ's getter:
+/// `ceil(n / 20.0) * 20`; 128 → 140, 10 → 20).
+pub fn round_cq_file_size(n: usize) -> usize {
+    n.div_ceil(CQ_UNIT_SIZE) * CQ_UNIT_SIZE
+}
+
+/// One ConsumeQueue unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CqUnit {
+    pub phy_offset: i64,
+    pub size: i32,
+    pub tags_code: i64,
+}
+
+impl CqUnit {
+    /// The filler unit `(0, Integer.MAX_VALUE, 0)`.
+    pub const PRE_BLANK: CqUnit = CqUnit {
+        phy_offset: 0,
+        size: PRE_BLANK_SIZE,
+        tags_code: 0,
+    };
+
+    /// The 20 big-endian bytes of this unit.
+    pub fn encode(&self) -> [u8; CQ_UNIT_SIZE] {
+        let mut b = [0u8; CQ_UNIT_SIZE];
+        self.write_to(&mut b);
+        b
+    }
+
+    /// Decodes the first 20 bytes of `b`; `None` if `b` is shorter.
+    pub fn decode(b: &[u8]) -> Option<CqUnit> {
+        let b: &[u8; CQ_UNIT_SIZE] = b.get(..CQ_UNIT_SIZE)?.try_into().ok()?;
+        let mut phy = [0u8; 8];
+        phy.copy_from_slice(&b[0..8]);
+        let mut tags = [0u8; 8];
+        tags.copy_from_slice(&b[12..20]);
+        Some(CqUnit {
+            phy_offset: i64::from_be_bytes(phy),
+            size: i32::from_be_bytes([b[8], b[9], b[10], b[11]]),
+            tags_code: i64::from_be_bytes(tags),
+        })
+    }
+
+    /// Decodes a unit another process may be writing: reads `size` first,
+    /// then (after an acquire fence) the other fields. Pairs with
+    /// [`CqUnit::write_to`].
+    fn decode_published(b: &[u8]) -> Option<CqUnit> {
+        let size = i32::from_be_bytes(b.get(8..12)?.try_into().ok()?);
+        fence(Ordering::Acquire);
+        let mut u = CqUnit::decode(b)?;
+        u.size = size;
+        Some(u)
+    }
+
+    /// Writes the unit into `dst[..20]`, publishing `size` last.
+    fn write_to(&self, dst: &mut [u8]) {
+        dst[0..8].copy_from_slice(&self.phy_offset.to_be_bytes());
+        dst[12..20].copy_from_slice(&self.tags_code.to_be_bytes());
+        fence(Ordering::Release);
+        dst[8..12].copy_from_slice(&self.size.to_be_bytes());
+    }
+
+    /// True for the filler unit `(0, 0x7FFFFFFF, 0)`.
+    pub fn is_pre_blank(&self) -> bool {
+        *self == Self::PRE_BLANK
+    }
+
+    /// RocketMQ's recovery test: `offset >= 0 && size > 0` (pre-blank units
+    /// are valid; an all-zero unit is not).
+    pub fn is_valid(&self) -> bool {
+        self.phy_offset >= 0 && self.size > 0
+    }
+
+    /// `phy_offset + size`, the CommitLog offset just past the message.
+    pub fn end_phy_offset(&self) -> i64 {
+        self.phy_offset.saturating_add(self.size as i64)
+    }
+}
+
+/// Writer-side state, serialising puts, truncation and refreshes.
+#[derive(Debug, Default)]
+struct WriteState {
+    /// Start of the file this object created into an empty queue (RocketMQ's
+    /// `MappedFile.firstCreateInQueue`).
+    first_created_from: Option<u64>,
+}
+
+/// The ConsumeQueue of one topic and queue id.
+#[derive(Debug)]
+pub struct ConsumeQueue {
+    topic: String,
+    queue_id: i32,
+    file_size: usize,
+    mfq: MappedFileQueue,
+    /// CommitLog offset just past the last real unit; -1 when unknown.
+    max_physic_offset: AtomicI64,
+    /// Logical byte offset of the first message (`minLogicOffset`).
+    min_logic_offset: AtomicU64,
+    state: Mutex<WriteState>,
+}
+
+impl ConsumeQueue {
+    /// Loads `root/<topic>/<queue_id>/` (`root` is the store's
+    /// `consumequeue` directory). `file_size` is rounded up to a multiple of
+    /// 20. Files are marked full; call [`ConsumeQueue::recover`] next.
+    pub fn load(
+        root: &Path,
+        topic: &str,
+        queue_id: i32,
+        file_size: usize,
+        writable: bool,
+    ) -> Result<Self> {
+        if !is_valid_dir_topic(topic) {
+            return Err(StoreError::InvalidArgument(format!(
+                "illegal topic name {topic:?} for a ConsumeQueue directory"
+            )));
+        }
+        if queue_id < 0 {
+            return Err(StoreError::InvalidArgument(format!(
+                "negative queue id {queue_id}"
+            )));
+        }
+        let file_size = round_cq_file_size(file_size);
+        if file_size == 0 {
+            return Err(StoreError::InvalidArgument(
+                "ConsumeQueue file size is 0".into(),
+            ));
+        }
+        let dir = queue_dir(root, topic, queue_id);
+        let (mfq, info) = MappedFileQueue::load(dir, file_size, writable)?;
+        if let Some(p) = info.extended_short_file {
+            log::warn!(
+                "extended short ConsumeQueue file {} to full size",
+                p.display()
+            );
+        }
+        if let Some(p) = info.skipped_short_file {
+            log::info!(
+                "ignoring short ConsumeQueue file {} until it is full size",
+                p.display()
+            );
+        }
+        Ok(Self {
+            topic: topic.to_owned(),
+            queue_id,
+            file_size,
+            mfq,
+            max_physic_offset: AtomicI64::new(-1),
+            min_logic_offset: AtomicU64::new(0),
+            state: Mutex::new(WriteState::default()),
+        })
+    }
+
+    /// Opens a queue read-only and recovers its positions without writing;
+    /// [`ConsumeQueue::refresh`] then follows a writer in another process.
+    pub fn load_read_only(
+        root: &Path,
+        topic: &str,
+        queue_id: i32,
+        file_size: usize,
+    ) -> Result<Self> {
+        let cq = Self::load(root, topic, queue_id, file_size, false)?;
+        cq.recover()?;
+        Ok(cq)
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub fn queue_id(&self) -> i32 {
+        self.queue_id
+    }
+
+    /// File size in bytes (a multiple of 20).
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+
+    /// Units per file.
+    pub fn units_per_file(&self) -> usize {
+        self.file_size / CQ_UNIT_SIZE
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.mfq.dir()
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.mfq.is_writable()
+    }
+
+    /// The underlying file queue.
+    pub fn queue(&self) -> &MappedFileQueue {
+        &self.mfq
+    }
+
+    /// Recovers the queue (SPEC §8.1): scans from the third-last file, stops
+    /// at the first invalid unit (continuing into the next file only if the
+    /// whole file was valid), sets positions, zeroes and cuts what follows.
+    /// Returns the recovered end (`processOffset`, a logical byte offset).
+    pub fn recover(&self) -> Result<u64> {
+        let mut st = self.state.lock();
+        let files = self.mfq.files();
+        if files.is_empty() {
+            return Ok(0);
+        }
+        let mut index = files.len().saturating_sub(3);
+        let mut process = files[index].file_from_offset();
+        let mut max_phy: Option<i64> = None;
+        loop {
+            let (valid, last_real) = scan_valid(files[index].raw(), 0);
+            if let Some(end) = last_real {
+                max_phy = Some(end);
+            }
+            if valid == self.file_size && index + 1 < files.len() {
+                index += 1;
+                process = files[index].file_from_offset();
+                continue;
+            }
+            process += valid as u64;
+            break;
+        }
+        self.cut_at(&mut st, process)?;
+        self.mfq.set_flushed_where(process);
+        self.max_physic_offset
+            .store(max_phy.unwrap_or(-1), Ordering::Release);
+        drop(st);
+        self.correct_min_offset(0);
+        Ok(process)
+    }
+
+    /// Cuts the queue at logical byte offset `end`: the containing file keeps
+    /// `end % size` bytes, later files are destroyed, and the non-zero bytes
+    /// after `end` are zeroed and synced ([`MappedFileQueue::truncate_dirty`]
+    /// writes nothing when they are already zero, so a clean queue costs no
+    /// writes on every start; a read-only queue only sets positions).
+    fn cut_at(&self, st: &mut WriteState, end: u64) -> Result<()> {
+        if st.first_created_from.is_some_and(|from| from > end) {
+            st.first_created_from = None;
+        }
+        let discarded = self.mfq.truncate_dirty(end)?;
+        if discarded > 0 && self.mfq.is_writable() {
+            log::info!(
+                "{}-{}: cut the consume queue at {end}, zeroed {discarded} dirty bytes",
+                self.topic,
+                self.queue_id
+            );
+        }
+        Ok(())
+    }
+
+    /// Appends the unit for logical offset `cq_offset` (RocketMQ's
+    /// `putMessagePositionInfo`, SPEC §2.2). Returns `Ok(true)` when the unit
+    /// is in the queue (written now, or already built), `Ok(false)` when the
+    /// file had no room for it.
+    pub fn put(&self, phy_offset: i64, size: i32, tags_code: i64, cq_offset: i64) -> Result<bool> {
+        if !self.mfq.is_writable() {
+            return Err(StoreError::ReadOnly);
+        }
+        if phy_offset < 0 || size <= 0 || cq_offset < 0 {
+            return Err(StoreError::InvalidArgument(format!(
+                "bad ConsumeQueue unit (phy {phy_offset}, size {size}, queue offset {cq_offset})"
+            )));
+        }
+        let unit = CqUnit {
+            phy_offset,
+            size,
+            tags_code,
+        };
+        let mut st = self.state.lock();
+        if unit.end_phy_offset() <= self.max_physic_offset.load(Ordering::Acquire) {
+            log::warn!(
+                "{}-{}: maybe building the consume queue repeatedly (max physic offset {}, phy {phy_offset})",
+                self.topic,
+                self.queue_id,
+                self.max_physic_offset()
+            );
+            return Ok(true);
+        }
+        let expect = (cq_offset as u64)
+            .checked_mul(CQ_UNIT_SIZE as u64)
+            .ok_or_else(|| {
+                StoreError::InvalidArgument(format!("queue offset {cq_offset} too large"))
+            })?;
+        let was_empty = self.mfq.is_empty();
+        let file = self.mfq.last_file_or_create(expect)?;
+        if was_empty {
+            st.first_created_from = Some(file.file_from_offset());
+        }
+        let from = file.file_from_offset();
+        if st.first_created_from == Some(from) && cq_offset != 0 && file.wrote_position() == 0 {
+            self.min_logic_offset.store(expect, Ordering::Release);
+            self.mfq.set_flushed_where(expect);
+            if expect >= from && expect < from + self.file_size as u64 {
+                let until = (expect - from) as usize;
+                fill_pre_blank(&file, until)?;
+                log::info!(
+                    "{}-{}: filled {} pre-blank units in {}",
+                    self.topic,
+                    self.queue_id,
+                    until / CQ_UNIT_SIZE,
+                    file.path().display()
+                );
+            }
+        }
+        if cq_offset != 0 {
+            let current = from + file.wrote_position() as u64;
+            if expect < current {
+                log::warn!(
+                    "{}-{}: consume queue built repeatedly (expect {expect}, current {current})",
+                    self.topic,
+                    self.queue_id
+                );
+                return Ok(true);
+            }
+            if expect != current {
+                log::warn!(
+                    "{}-{}: consume queue gap: expected logical offset {expect}, current end {current}; appending at the end",
+                    self.topic,
+                    self.queue_id
+                );
+            }
+        }
+        let ok = file.append(|tail, _| {
+            if tail.len() < CQ_UNIT_SIZE {
+                return (0, false);
+            }
+            unit.write_to(&mut tail[..CQ_UNIT_SIZE]);
+            (CQ_UNIT_SIZE, true)
+        })?;
+        if ok {
+            self.max_physic_offset
+                .store(unit.end_phy_offset(), Ordering::Release);
+        }
+        Ok(ok)
+    }
+
+    /// `(last.from + last.wrote) / 20`: one past the last logical offset.
+    pub fn max_offset_in_queue(&self) -> i64 {
+        (self.mfq.max_offset() / CQ_UNIT_SIZE as u64) as i64
+    }
+
+    /// `minLogicOffset / 20`: the first message's logical offset.
+    pub fn min_offset_in_queue(&self) -> i64 {
+        (self.min_logic_offset() / CQ_UNIT_SIZE as u64) as i64
+    }
+
+    /// `minLogicOffset` in bytes.
+    pub fn min_logic_offset(&self) -> u64 {
+        self.min_logic_offset.load(Ordering::Acquire)
+    }
+
+    /// CommitLog offset just past the last real unit (never from a pre-blank
+    /// unit); -1 when the queue holds none.
+    pub fn max_physic_offset(&self) -> i64 {
+        self.max_physic_offset.load(Ordering::Acquire)
+    }
+
+    /// Number of messages: max − min.
+    pub fn message_total(&self) -> i64 {
+        self.max_offset_in_queue() - self.min_offset_in_queue()
+    }
+
+    /// Sets the min offset to the first real unit of the first file whose
+    /// CommitLog offset is ≥ `phy_min` (SPEC §2.4, skipping pre-blank
+    /// units). If the first file holds only pre-blank units, the min offset
+    /// is the end of them; if no unit qualifies it stays (but never below
+    /// the first file's start).
+    pub fn correct_min_offset(&self, phy_min: i64) {
+        let Some(first) = self.mfq.first_file() else {
+            return;
+        };
+        let from = first.file_from_offset();
+        let data = first.readable_from(0).unwrap_or(&[]);
+        let mut only_blank = true;
+        let mut units = 0usize;
+        for (i, chunk) in data.chunks_exact(CQ_UNIT_SIZE).enumerate() {
+            units = i + 1;
+            let Some(u) = CqUnit::decode(chunk) else {
+                break;
+            };
+            if u.is_pre_blank() {
+                continue;
+            }
+            only_blank = false;
+            if u.phy_offset >= phy_min {
+                let m = from + (i * CQ_UNIT_SIZE) as u64;
+                self.min_logic_offset.store(m, Ordering::Release);
+                return;
+            }
+        }
+        if only_blank && units > 0 {
+            let m = from + (units * CQ_UNIT_SIZE) as u64;
+            self.min_logic_offset.store(m, Ordering::Release);
+        } else {
+            self.min_logic_offset.fetch_max(from, Ordering::AcqRel);
+        }
+    }
+
+    /// Units from logical offset `start_index` to the end of readable data of
+    /// the file holding it (never crossing into the next file), at most
+    /// `max_units` (RocketMQ's `getIndexBuffer`). `None` when the offset is
+    /// below the min offset, not held by any file, or at/after the end of
+    /// that file's data.
+    pub fn units(&self, start_index: i64, max_units: usize) -> Option<Vec<CqUnit>> {
+        let off = u64::try_from(start_index)
+            .ok()?
+            .checked_mul(CQ_UNIT_SIZE as u64)?;
+        if off < self.min_logic_offset() {
+            return None;
+        }
+        let f = self.mfq.find_by_offset(off, false)?;
+        let pos = (off - f.file_from_offset()) as usize;
+        let data = f.readable_from(pos)?;
+        if data.len() < CQ_UNIT_SIZE {
+            return None;
+        }
+        Some(
+            data.chunks_exact(CQ_UNIT_SIZE)
+                .take(max_units)
+                .filter_map(CqUnit::decode)
+                .collect(),
+        )
+    }
+
+    /// The unit at logical offset `index`, if readable.
+    pub fn unit_at(&self, index: i64) -> Option<CqUnit> {
+        self.units(index, 1)?.into_iter().next()
+    }
+
+    /// First logical offset of the file after the one holding `index`.
+    pub fn roll_next_file(&self, index: i64) -> i64 {
+        let per = self.units_per_file() as i64;
+        index + per - index.rem_euclid(per)
+    }
+
+    /// CommitLog offset just past the last unit of the queue (RocketMQ's
+    /// `getLastOffset`), -1 when there is none or it is a pre-blank unit.
+    pub fn last_offset(&self) -> i64 {
+        let Some(last) = self.mfq.last_file() else {
+            return -1;
+        };
+        let wrote = last.read_position();
+        if wrote < CQ_UNIT_SIZE {
+            return -1;
+        }
+        match last
+            .read(wrote - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
+            .and_then(CqUnit::decode)
+        {
+            Some(u) if u.is_valid() && !u.is_pre_blank() => u.end_phy_offset(),
+            _ => -1,
+        }
+    }
+
+    /// The CommitLog offset of the last unit of a full file (`fileSize − 20`),
+    /// used by expiry; `None` if the file is not full or unreadable.
+    pub fn last_unit_phy_of_file(&self, file: &MappedFile) -> Option<i64> {
+        file.read(self.file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
+            .and_then(CqUnit::decode)
+            .map(|u| u.phy_offset)
+    }
+
+    /// Removes every unit at or after CommitLog offset `phy` (SPEC §8.4):
+    /// files whose first unit is ≥ `phy` are deleted from the tail; in the
+    /// remaining last file the positions stop after the last valid unit below
+    /// `phy`, and the bytes after it are zeroed. Pre-blank units are kept and
+    /// never become the max physical offset.
+    pub fn truncate_dirty_logic_files(&self, phy: i64) -> Result<()> {
+        let mut st = self.state.lock();
+        let mut max_phy = phy;
+        while let Some(last) = self.mfq.last_file() {
+            let data = last.raw();
+            let mut pos = 0usize;
+            let mut delete = false;
+            for (i, chunk) in data.chunks_exact(CQ_UNIT_SIZE).enumerate() {
+                let Some(u) = CqUnit::decode(chunk) else {
+                    break;
+                };
+                // RocketMQ keeps an invalid first unit (position 20); we stop
+                // at it like at any other invalid unit.
+                if !u.is_valid() {
+                    break;
+                }
+                if u.phy_offset >= phy {
+                    delete = i == 0;
+                    break;
+                }
+                pos = (i + 1) * CQ_UNIT_SIZE;
+                if !u.is_pre_blank() {
+                    max_phy = u.end_phy_offset();
+                }
+            }
+            if delete {
+                let from = last.file_from_offset();
+                self.mfq.delete_last_file()?;
+                if st.first_created_from == Some(from) {
+                    st.first_created_from = None;
+                }
+                continue;
+            }
+            let end = last.file_from_offset() + pos as u64;
+            self.cut_at(&mut st, end)?;
+            if self.mfq.flushed_where() > end {
+                self.mfq.set_flushed_where(end);
+            }
+            break;
+        }
+        if self.mfq.is_empty() {
+            self.mfq.set_flushed_where(0);
+        }
+        self.max_physic_offset.store(max_phy, Ordering::Release);
+        Ok(())
+    }
+
+    /// Flushes the file holding the flushed offset if at least `least_pages`
+    /// pages are dirty (0: any). Returns true when nothing new was flushed.
+    pub fn flush(&self, least_pages: usize) -> Result<bool> {
+        self.mfq.flush(least_pages)
+    }
+
+    /// Flushes everything written; returns the flushed offset.
+    pub fn flush_all(&self) -> Result<u64> {
+        self.mfq.flush_all()
+    }
+
+    /// Deletes every file and the queue directory (if empty afterwards).
+    pub fn destroy(&self) -> Result<()> {
+        if !self.mfq.is_writable() {
+            return Err(StoreError::ReadOnly);
+        }
+        let mut st = self.state.lock();
+        let files = self.mfq.remove_head(usize::MAX);
+        let mut first_err = None;
+        for f in files {
+            if let Err(e) = f.destroy() {
+                first_err.get_or_insert(e);
+            }
+        }
+        st.first_created_from = None;
+        self.max_physic_offset.store(-1, Ordering::Release);
+        self.min_logic_offset.store(0, Ordering::Release);
+        self.mfq.set_flushed_where(0);
+        let _ = std::fs::remove_dir(self.mfq.dir());
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Deletes leading files (never the last) whose last unit points below
+    /// `min_phy` (RocketMQ's `deleteExpiredFileByOffset(minPhy, 20)`, SPEC
+    /// §10), then corrects the min offset. Returns how many were deleted.
+    pub fn delete_expired_by_offset(&self, min_phy: i64) -> usize {
+        if !self.mfq.is_writable() {
+            return 0;
+        }
+        let count = {
+            let _st = self.state.lock();
+            let files = self.mfq.files();
+            let mut count = 0;
+            for f in files.iter().take(files.len().saturating_sub(1)) {
+                let destroy = match self.last_unit_phy_of_file(f) {
+                    Some(phy) => phy < min_phy,
+                    None if !f.is_available() => {
+                        log::warn!(
+                            "found a hanged consume queue file {}; deleting it",
+                            f.path().display()
+                        );
+                        true
+                    }
+                    None => false,
+                };
+                if !destroy {
+                    break;
+                }
+                if let Err(e) = f.destroy() {
+                    log::warn!("cannot delete expired consume queue file: {e}");
+                    break;
+                }
+                count += 1;
+            }
+            self.mfq.remove_head(count);
+            count
+        };
+        self.correct_min_offset(min_phy);
+        count
+    }
+
+    /// Follows a writer in another process (read-only queues): drops head
+    /// files the writer deleted, adopts files it created, and advances the
+    /// end over units that became visible (non-zero `size`). Returns the new
+    /// max offset in the queue. A writable queue only reports its max offset.
+    pub fn refresh(&self) -> Result<i64> {
+        if self.mfq.is_writable() {
+            return Ok(self.max_offset_in_queue());
+        }
+        let st = self.state.lock();
+        let was_empty = self.mfq.is_empty();
+        let gone = self
+            .mfq
+            .files()
+            .iter()
+            .take_while(|f| !f.path().exists())
+            .count();
+        if gone > 0 {
+            self.mfq.remove_head(gone);
+        }
+        loop {
+            let files = self.mfq.files();
+            let mut all_full = true;
+            for f in files.iter().skip_while(|f| f.is_full()) {
+                let pos = f.wrote_position();
+                let (valid, last_real) = scan_valid(f.raw(), pos);
+                if valid > pos {
+                    f.set_positions(valid);
+                }
+                if let Some(end) = last_real {
+                    self.max_physic_offset.fetch_max(end, Ordering::AcqRel);
+                }
+                if valid < self.file_size {
+                    all_full = false;
+                    break;
+                }
+            }
+            if !all_full || self.mfq.adopt_new_files()? == 0 {
+                break;
+            }
+        }
+        if let Some(first) = self.mfq.first_file() {
+            if was_empty || self.min_logic_offset() < first.file_from_offset() {
+                drop(st);
+                self.correct_min_offset(0);
+            }
+        }
+        Ok(self.max_offset_in_queue())
+    }
+
+    /// Logical offset of the message stored nearest to `timestamp` (RocketMQ
+    /// 4.9.8 `getOffsetInQueueByTime`, SPEC §2.4): picks the first file
+    /// modified at or after `timestamp` (else the last), binary-searches its
+    /// units, skipping those below `min_phy` (and pre-blank units), reading
+    /// each message's store time with `store_ts_of(phy, size)` (`None` ⇒ 0).
+    pub fn offset_in_queue_by_time(
+        &self,
+        timestamp: i64,
+        min_phy: i64,
+        mut store_ts_of: impl FnMut(i64, i32) -> Option<i64>,
+    ) -> i64 {
+        let Some(f) = self.mfq.find_by_time(timestamp) else {
+            return 0;
+        };
+        let from = f.file_from_offset() as i64;
+        let Some(data) = f.readable_from(0) else {
+            return 0;
+        };
+        if data.is_empty() {
+            return 0;
+        }
+        let unit = CQ_UNIT_SIZE as i64;
+        let min_logic = self.min_logic_offset() as i64;
+        let mut low = if min_logic > from {
+            min_logic - from
+        } else {
+            0
+        };
+        let mut high = data.len() as i64 - unit;
+        let (mut target, mut left, mut right) = (-1i64, -1i64, -1i64);
+        let (mut left_value, mut right_value) = (-1i64, -1i64);
+        while high >= low {
+            let mid = (low + high) / (2 * unit) * unit;
+            let Some(u) = data.get(mid as usize..).and_then(CqUnit::decode) else {
+                return 0;
+            };
+            if u.phy_offset < min_phy || u.is_pre_blank() {
+                low = mid + unit;
+                left = mid;
+                continue;
+            }
+            let Some(ts) = store_ts_of(u.phy_offset, u.size).filter(|t| *t >= 0) else {
+                return 0;
+            };
+            match ts.cmp(&timestamp) {
+                std::cmp::Ordering::Equal => {
+                    target = mid;
+                    break;
+                }
+                std::cmp::Ordering::Greater => {
+                    high = mid - unit;
+                    right = mid;
+                    right_value = ts;
+                }
+                std::cmp::Ordering::Less => {
+                    low = mid + unit;
+                    left = mid;
+                    left_value = ts;
+                }
+            }
+        }
+        let offset = if target != -1 {
+            target
+        } else if left_value == -1 {
+            right
+        } else if right_value == -1 {
+            left
+        } else if timestamp.abs_diff(left_value) > timestamp.abs_diff(right_value) {
+            right
+        } else {
+            left
+        };
+        (from + offset) / unit
+    }
+}
+
+/// A topic usable as a directory name: non-empty `[%|a-zA-Z0-9_-]+`. No
+/// length limit here, so a 5.x store's long (V2) topics still load.
+fn is_valid_dir_topic(topic: &str) -> bool {
+    !topic.is_empty()
+        && topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+}
+
+/// `root/<topic>/<queue_id>`.
+pub fn queue_dir(root: &Path, topic: &str, queue_id: i32) -> PathBuf {
+    root.join(topic).join(queue_id.to_string())
+}
+
+/// Scans units of `data` from byte `pos` (a multiple of 20) while they are
+/// valid. Returns the end of the valid run and the end CommitLog offset of
+/// its last real (non-pre-blank) unit.
+fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
+    let mut end = pos - pos % CQ_UNIT_SIZE;
+    let mut last_real = None;
+    for chunk in data[end.min(data.len())..].chunks_exact(CQ_UNIT_SIZE) {
+        match CqUnit::decode_published(chunk) {
+            Some(u) if u.is_valid() => {
+                end += CQ_UNIT_SIZE;
+                if !u.is_pre_blank() {
+                    last_real = Some(u.end_phy_offset());
+                }
+            }
+            _ => break,
+        }
+    }
+    (end, last_real)
+}
+
+/// Appends pre-blank units from the file's start up to byte `until`.
+fn fill_pre_blank(file: &MappedFile, until: usize) -> Result<()> {
+    let n = until / CQ_UNIT_SIZE * CQ_UNIT_SIZE;
+    let filled = file.append(|tail, _| {
+        if tail.len() < n {
+            return (0, false);
+        }
+        for chunk in tail[..n].chunks_exact_mut(CQ_UNIT_SIZE) {
+            CqUnit::PRE_BLANK.write_to(chunk);
+        }
+        (n, true)
+    })?;
+    if filled {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidArgument(format!(
+            "no room for {n} bytes of pre-blank units in {}",
+            file.path().display()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapped_file::file_name;
+
+    const FS: usize = 10 * CQ_UNIT_SIZE; // 10 units per file
+
+    fn open(root: &Path, writable: bool) -> ConsumeQueue {
+        let cq = ConsumeQueue::load(root, "T", 0, FS, writable).unwrap();
+        cq.recover().unwrap();
+        cq
+    }
+
+    #[test]
+    fn unit_codec_and_rounding() {
+        let u = CqUnit {
+            phy_offset: 1234,
+            size: 186,
+            tags_code: -5,
+        };
+        let b = u.encode();
+        assert_eq!(&b[0..8], &1234i64.to_be_bytes());
+        assert_eq!(&b[8..12], &186i32.to_be_bytes());
+        assert_eq!(CqUnit::decode(&b), Some(u));
+        assert_eq!(CqUnit::decode(&b[..19]), None);
+        assert!(CqUnit::PRE_BLANK.is_pre_blank());
+        assert!(CqUnit::PRE_BLANK.is_valid());
+        assert!(!CqUnit::decode(&[0u8; 20]).unwrap().is_valid());
+        assert_eq!(round_cq_file_size(128), 140);
+        assert_eq!(round_cq_file_size(10), 20);
+        assert_eq!(round_cq_file_size(6_000_000), 6_000_000);
+        assert!(ConsumeQueue::load(Path::new("/tmp"), "../x", 0, FS, false).is_err());
+    }
+
+    #[test]
+    fn put_read_and_roll() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = open(dir.path(), true);
+        assert_eq!(cq.max_offset_in_queue(), 0);
+        assert_eq!(cq.max_physic_offset(), -1);
+        for i in 0..25i64 {
+            assert!(cq.put(i * 100, 100, i, i).unwrap());
+        }
+        assert_eq!(cq.max_offset_in_queue(), 25);
+        assert_eq!(cq.min_offset_in_queue(), 0);
+        assert_eq!(cq.max_physic_offset(), 2500);
+        assert_eq!(cq.queue().len(), 3);
+        // Already built: skipped without writing.
+        assert!(cq.put(0, 100, 0, 0).unwrap());
+        assert_eq!(cq.max_offset_in_queue(), 25);
+        // Reads never cross a file.
+        let us = cq.units(7, 100).unwrap();
+        assert_eq!(us.len(), 3);
+        assert_eq!(us[0].phy_offset, 700);
+        assert_eq!(cq.units(8, 1).unwrap().len(), 1);
+        assert_eq!(cq.units(20, 100).unwrap().len(), 5);
+        assert!(cq.units(25, 1).is_none());
+        assert!(cq.units(-1, 1).is_none());
+        assert_eq!(cq.unit_at(13).unwrap().tags_code, 13);
+        assert_eq!(cq.roll_next_file(13), 20);
+        assert_eq!(cq.roll_next_file(20), 30);
+        assert_eq!(cq.last_offset(), 2500);
+        assert!(dir.path().join("T/0").join(file_name(400)).exists());
+    }
+
+    #[test]
+    fn built_repeatedly_and_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = open(dir.path(), true);
+        cq.put(0, 10, 0, 0).unwrap();
+        cq.put(10, 10, 0, 1).unwrap();
+        // expect < current: built repeatedly (a different phy, so the
+        // max-physic check does not catch it).
+        assert!(cq.put(100, 10, 0, 1).unwrap());
+        assert_eq!(cq.max_offset_in_queue(), 2);
+        // Gap: appended at the current end, as RocketMQ does.
+        assert!(cq.put(200, 10, 0, 5).unwrap());
+        assert_eq!(cq.max_offset_in_queue(), 3);
+        assert_eq!(cq.unit_at(2).unwrap().phy_offset, 200);
+    }
+
+    #[test]
+    fn pre_blank_fill_at_non_zero_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = open(dir.path(), true);
+        // First message of the queue has logical offset 13: file 10..20 is
+        // created and units 10..12 are pre-blank.
+        assert!(cq.put(5000, 100, 7, 13).unwrap());
+        assert_eq!(cq.queue().first_file().unwrap().file_from_offset(), 200);
+        assert_eq!(cq.min_offset_in_queue(), 13);
+        assert_eq!(cq.max_offset_in_queue(), 14);
+        assert_eq!(cq.max_physic_offset(), 5100, "pre-blank units never count");
+        assert!(cq.units(12, 1).is_none(), "below the min offset");
+        assert_eq!(cq.unit_at(13).unwrap().phy_offset, 5000);
+        let raw = cq.queue().first_file().unwrap().raw()[..60].to_vec();
+        for c in raw.chunks(20) {
+            assert!(CqUnit::decode(c).unwrap().is_pre_blank());
+        }
+        cq.put(5100, 100, 7, 14).unwrap();
+        drop(cq);
+
+        // After a restart the min offset is still the first real message.
+        let cq = open(dir.path(), true);
+        assert_eq!(cq.min_offset_in_queue(), 13);
+        assert_eq!(cq.max_offset_in_queue(), 15);
+        assert_eq!(cq.max_physic_offset(), 5200);
+        cq.correct_min_offset(0);
+        assert_eq!(cq.min_offset_in_queue(), 13);
+        cq.correct_min_offset(5100);
+        assert_eq!(cq.min_offset_in_queue(), 14);
+        // A pre-blank is not "already built" (0 + 0x7FFFFFFF).
+        assert!(cq.put(5200, 10, 0, 15).unwrap());
+        assert_eq!(cq.max_offset_in_queue(), 16);
+    }
+
+    #[test]
+    fn recover_truncates_torn_unit() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let cq = open(dir.path(), true);
+            for i in 0..14i64 {
+                cq.put(i * 10, 10, 0, i).unwrap();
+            }
+            cq.flush_all().unwrap();
+        }
+        // Tear unit 14 (phy written, size not yet) and leave garbage after it.
+        let p = dir.path().join("T/0").join(file_name(200));
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes[80..88].copy_from_slice(&140i64.to_be_bytes());
+        bytes[120..140].copy_from_slice(
+            &CqUnit {
+                phy_offset: 999,
+                size: 9,
+                tags_code: 0,
+            }
+            .encode(),
+        );
+        std::fs::write(&p, &bytes).unwrap();
+        let cq = ConsumeQueue::load(dir.path(), "T", 0, FS, true).unwrap();
+        assert_eq!(cq.recover().unwrap(), 280);
+        assert_eq!(cq.max_offset_in_queue(), 14);
+        assert_eq!(cq.max_physic_offset(), 140);
+        let bytes = std::fs::read(&p).unwrap();
+        assert!(bytes[80..].iter().all(|&b| b == 0), "cut bytes are zeroed");
+        // Writing continues at the recovered end.
+        cq.put(140, 10, 0, 14).unwrap();
+        assert_eq!(cq.unit_at(14).unwrap().phy_offset, 140);
+    }
+
+    #[test]
+    fn recover_drops_empty_trailing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let cq = open(dir.path(), true);
+            for i in 0..10i64 {
+                cq.put(i * 10, 10, 0, i).unwrap();
+            }
+            cq.queue().create_file(200).unwrap();
+            cq.queue().create_file(400).unwrap();
+        }
+        let cq = open(dir.path(), true);
+        assert_eq!(cq.max_offset_in_queue(), 10);
+        assert_eq!(
+            cq.queue().len(),
+            2,
+            "the file starting at the end stays, empty"
+        );
+        assert!(!dir.path().join("T/0").join(file_name(400)).exists());
+    }
+
+    #[test]
+    fn truncate_dirty_logic_files_cuts_and_deletes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = open(dir.path(), true);
+        for i in 0..25i64 {
+            cq.put(i * 10, 10, 0, i).unwrap();
+        }
+        // Cut at phy 125: units 0..12 (phy 0..120) stay.
+        cq.truncate_dirty_logic_files(125).unwrap();
+        assert_eq!(cq.max_offset_in_queue(), 13);
+        assert_eq!(cq.max_physic_offset(), 130);
+        assert_eq!(cq.queue().len(), 2);
+        assert!(!dir.path().join("T/0").join(file_name(400)).exists());
+        let p = dir.path().join("T/0").join(file_name(200));
+        assert!(std::fs::read(&p).unwrap()[60..].iter().all(|&b| b == 0));
+        // Cut at a file's first unit: the file goes.
+        cq.truncate_dirty_logic_files(100).unwrap();
+        assert_eq!(cq.max_offset_in_queue(), 10);
+        assert_eq!(cq.queue().len(), 1);
+        // Everything goes; the next put starts a fresh queue with pre-blanks.
+        cq.truncate_dirty_logic_files(0).unwrap();
+        assert!(cq.queue().is_empty());
+        assert_eq!(cq.max_physic_offset(), 0);
+        assert!(cq.put(50, 10, 0, 3).unwrap());
+        assert_eq!(cq.min_offset_in_queue(), 3);
+        assert_eq!(cq.max_offset_in_queue(), 4);
+    }
+
+    #[test]
+    fn truncate_keeps_pre_blanks_out_of_max_physic() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = open(dir.path(), true);
+        cq.put(1000, 10, 0, 4).unwrap();
+        cq.put(1010, 10, 0, 5).unwrap();
+        cq.truncate_dirty_logic_files(1000).unwrap();
+        assert_eq!(cq.max_offset_in_queue(), 4, "pre-blank units stay");
+        assert_eq!(cq.max_physic_offset(), 1000, "not 0 + 0x7FFFFFFF");
+        assert!(cq.put(1000, 10, 0, 4).unwrap());
+        assert_eq!(cq.unit_at(4).unwrap().phy_offset, 1000);
+    }
+
+    #[test]
+    fn expiry_by_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = open(dir.path(), true);
+        for i in 0..35i64 {
+            cq.put(i * 10, 10, 0, i).unwrap();
+        }
+        assert_eq!(cq.delete_expired_by_offset(100), 1);
+        assert_eq!(cq.min_offset_in_queue(), 10);
+        assert_eq!(
+            cq.delete_expired_by_offset(150),
+            0,
+            "file 1's last unit is 190"
+        );
+        assert_eq!(cq.min_offset_in_queue(), 15);
+        assert_eq!(
+            cq.delete_expired_by_offset(10_000),
+            2,
+            "never the last file"
+        );
+        assert_eq!(cq.queue().len(), 1);
+        assert_eq!(cq.min_offset_in_queue(), 30);
+        assert!(cq.units(29, 1).is_none());
+    }
+
+    #[test]
+    fn read_only_refresh_follows_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = open(dir.path(), true);
+        let r = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS).unwrap();
+        assert_eq!(r.refresh().unwrap(), 0);
+        w.put(900, 10, 0, 3).unwrap();
+        assert_eq!(r.refresh().unwrap(), 4);
+        assert_eq!(r.min_offset_in_queue(), 3);
+        assert_eq!(r.unit_at(3).unwrap().phy_offset, 900);
+        for i in 4..23i64 {
+            w.put(900 + i * 10, 10, 0, i).unwrap();
+        }
+        assert_eq!(r.refresh().unwrap(), 23);
+        assert_eq!(r.queue().len(), 3);
+        assert_eq!(r.max_physic_offset(), 900 + 22 * 10 + 10);
+        assert_eq!(r.unit_at(22).unwrap().phy_offset, 1120);
+        assert!(r.put(0, 1, 0, 0).is_err());
+        // The writer expires the first file; the reader drops it.
+        assert_eq!(w.delete_expired_by_offset(1000), 1);
+        r.refresh().unwrap();
+        assert_eq!(r.queue().len(), 2);
+        assert_eq!(r.min_offset_in_queue(), 10);
+    }
+
+    #[test]
+    fn offset_by_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = open(dir.path(), true);
+        for i in 0..8i64 {
+            cq.put(i * 10, 10, 0, i).unwrap();
+        }
+        // store time of phy p is 1000 + p (ms)
+        let ts = |phy: i64, _| Some(1000 + phy);
+        assert_eq!(cq.offset_in_queue_by_time(1030, 0, ts), 3);
+        assert_eq!(cq.offset_in_queue_by_time(1034, 0, ts), 3);
+        assert_eq!(cq.offset_in_queue_by_time(1036, 0, ts), 4);
+        assert_eq!(cq.offset_in_queue_by_time(1035, 0, ts), 3, "ties go left");
+        assert_eq!(cq.offset_in_queue_by_time(0, 0, ts), 0);
+        assert_eq!(cq.offset_in_queue_by_time(9999, 0, ts), 7);
+        assert_eq!(cq.offset_in_queue_by_time(1030, 0, |_, _| None), 0);
+    }
+}

@@ -1,0 +1,256 @@
+//! The `consumequeue/` directory: one [`ConsumeQueue`] per `topic/queueId`.
+//!
+//! ```text
+//!  consumequeue/<topic>/<queueId>/00000000000000000000 ...
+//! ```
+//! Queues are loaded at start (directories whose name is not an integer
+//! queue id are skipped, as RocketMQ does), created lazily by dispatch, and
+//! never created by a read: asking for an unknown queue returns `None`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
+
+use crate::commitlog::QueueOffsetTable;
+use crate::consume_queue::{round_cq_file_size, ConsumeQueue, DEFAULT_CQ_FILE_SIZE};
+use crate::error::{Result, StoreError};
+use crate::mapped_file_queue::detect_file_size;
+use crate::message::is_valid_topic;
+
+type Queues = FxHashMap<String, FxHashMap<i32, Arc<ConsumeQueue>>>;
+
+/// Every consume queue of a store.
+pub struct ConsumeQueueTable {
+    root: PathBuf,
+    file_size: usize,
+    writable: bool,
+    queues: RwLock<Queues>,
+}
+
+/// `(topic, queue id, dir)` of every queue directory under `root`.
+fn list_queue_dirs(root: &Path) -> Result<Vec<(String, i32, PathBuf)>> {
+    let mut out = Vec::new();
+    let topics = match std::fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(StoreError::io(format!("list {}", root.display()), e)),
+    };
+    for t in topics {
+        let t = t.map_err(|e| StoreError::io(format!("list {}", root.display()), e))?;
+        let Some(topic) = t.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if !t.path().is_dir()
+            || topic
+                .bytes()
+                .any(|b| !(b.is_ascii_alphanumeric() || b"%|_-".contains(&b)))
+        {
+            continue;
+        }
+        let qdirs = std::fs::read_dir(t.path())
+            .map_err(|e| StoreError::io(format!("list {}", t.path().display()), e))?;
+        for q in qdirs {
+            let q = q.map_err(|e| StoreError::io(format!("list {}", t.path().display()), e))?;
+            let Some(qid) = q.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            if qid >= 0 && q.path().is_dir() {
+                out.push((topic.clone(), qid, q.path()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+impl ConsumeQueueTable {
+    /// Loads every queue under `root`. The file size is `configured` (rounded
+    /// up to ×20) or, when `None`, taken from the files; all queues must agree.
+    pub fn load(root: PathBuf, configured: Option<usize>, writable: bool) -> Result<Self> {
+        let dirs = list_queue_dirs(&root)?;
+        let mut found: Option<(usize, PathBuf)> = None;
+        for (_, _, dir) in &dirs {
+            if let Some(size) = detect_file_size(dir)? {
+                match &found {
+                    Some((s, other)) if *s != size => {
+                        return Err(StoreError::Mismatch(format!(
+                        "consume queue files differ in size: {} has {size}-byte files, {} has {s}",
+                        dir.display(),
+                        other.display()
+                    )))
+                    }
+                    None => found = Some((size, dir.clone())),
+                    _ => {}
+                }
+            }
+        }
+        let file_size = match (configured.map(round_cq_file_size), found) {
+            (Some(cfg), Some((disk, dir))) if cfg != disk => {
+                return Err(StoreError::Mismatch(format!(
+                    "mapped_file_size_consume_queue is {cfg} but the files in {} are {disk} bytes",
+                    dir.display()
+                )))
+            }
+            (Some(cfg), _) => cfg,
+            (None, Some((disk, _))) => disk,
+            (None, None) => DEFAULT_CQ_FILE_SIZE,
+        };
+        let table = Self {
+            root,
+            file_size,
+            writable,
+            queues: RwLock::new(FxHashMap::default()),
+        };
+        {
+            let mut q = table.queues.write();
+            for (topic, qid, _) in dirs {
+                let cq = ConsumeQueue::load(&table.root, &topic, qid, file_size, writable)?;
+                q.entry(topic).or_default().insert(qid, Arc::new(cq));
+            }
+        }
+        Ok(table)
+    }
+
+    pub fn file_size(&self) -> usize {
+        self.file_size
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The queue of `topic/queue_id`, if it exists.
+    pub fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        self.queues.read().get(topic)?.get(&queue_id).cloned()
+    }
+
+    /// The queue of `topic/queue_id`, created (in memory; its first file is
+    /// created by the first unit) when missing. Writers only.
+    pub fn get_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
+        if let Some(q) = self.get(topic, queue_id) {
+            return Ok(q);
+        }
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        if queue_id < 0 || topic.is_empty() || topic.contains('/') {
+            return Err(StoreError::InvalidArgument(format!(
+                "no consume queue for {topic:?}/{queue_id}"
+            )));
+        }
+        let mut w = self.queues.write();
+        let entry = w.entry(topic.to_owned()).or_default();
+        if let Some(q) = entry.get(&queue_id) {
+            return Ok(q.clone());
+        }
+        let cq = Arc::new(ConsumeQueue::load(
+            &self.root,
+            topic,
+            queue_id,
+            self.file_size,
+            true,
+        )?);
+        entry.insert(queue_id, cq.clone());
+        Ok(cq)
+    }
+
+    /// Every queue, sorted by topic and id.
+    pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
+        let r = self.queues.read();
+        let mut v: Vec<_> = r.values().flat_map(|m| m.values().cloned()).collect();
+        v.sort_by(|a, b| (a.topic(), a.queue_id()).cmp(&(b.topic(), b.queue_id())));
+        v
+    }
+
+    /// Queue ids of `topic`, sorted.
+    pub fn queue_ids(&self, topic: &str) -> Vec<i32> {
+        let mut v: Vec<i32> = self
+            .queues
+            .read()
+            .get(topic)
+            .map(|m| m.keys().copied().collect())
+            .unwrap_or_default();
+        v.sort_unstable();
+        v
+    }
+
+    /// Topics with at least one queue, sorted.
+    pub fn topics(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.queues.read().keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Recovers every queue; returns the largest CommitLog end offset any
+    /// queue references (-1 when none).
+    pub fn recover_all(&self) -> Result<i64> {
+        let mut max = -1i64;
+        for q in self.all() {
+            q.recover()?;
+            max = max.max(q.max_physic_offset());
+        }
+        Ok(max)
+    }
+
+    /// Cuts every queue's units that point at or past `phy` (SPEC §8.4).
+    pub fn truncate_dirty_logic_files(&self, phy: i64) -> Result<()> {
+        for q in self.all() {
+            q.truncate_dirty_logic_files(phy)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every queue's files (no CommitLog left to point into).
+    pub fn destroy_all(&self) -> Result<()> {
+        for q in self.all() {
+            q.destroy()?;
+        }
+        self.queues.write().clear();
+        Ok(())
+    }
+
+    /// `topic -> queue -> next offset` from the queues' ends, with each
+    /// queue's min offset corrected to `commit_log_min` (SPEC §8.5).
+    pub fn queue_offset_table(&self, commit_log_min: i64) -> QueueOffsetTable {
+        let mut t = QueueOffsetTable::default();
+        for q in self.all() {
+            t.set(q.topic(), q.queue_id(), q.max_offset_in_queue());
+            q.correct_min_offset(commit_log_min);
+        }
+        t
+    }
+
+    /// Read-only stores: adopts queues another process created and advances
+    /// every queue's end. Returns true when anything changed.
+    pub fn refresh(&self) -> Result<bool> {
+        let mut changed = false;
+        for (topic, qid, _) in list_queue_dirs(&self.root)? {
+            if self.get(&topic, qid).is_none() && is_valid_topic(&topic) {
+                let cq = ConsumeQueue::load_read_only(&self.root, &topic, qid, self.file_size)?;
+                self.queues
+                    .write()
+                    .entry(topic)
+                    .or_default()
+                    .insert(qid, Arc::new(cq));
+                changed = true;
+            }
+        }
+        for q in self.all() {
+            let before = q.max_offset_in_queue();
+            if q.refresh()? != before {
+                changed = true;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Flushes every queue; returns false if any flush failed (logged).
+    pub fn flush_all(&self, least_pages: usize) -> Result<()> {
+        for q in self.all() {
+            q.flush(least_pages)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,369 @@
+//! Dispatch (RocketMQ's reput service): turns CommitLog records into
+//! ConsumeQueue units and index entries.
+//!
+//! ```text
+//!  CommitLog  ...[rec][rec][rec]|........        reput_from -> max_offset
+//!                 |    |    |
+//!                 v    v    v
+//!  consumequeue/<topic>/<qid>: (phy, size, tagsCode)   index/: topic#key -> phy
+//! ```
+//! [`Dispatcher::dispatch_once`] is one batch step. [`DispatchThread`] runs
+//! it in a loop: a Python thread woken per put would cap puts far below what
+//! the engine does and add the interpreter's switch interval to visibility
+//! latency. A put wakes the thread only when it is asleep (one atomic load
+//! otherwise). Consumers wait on [`Dispatcher::wait_for_seq`].
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::checkpoint::Checkpoint;
+use crate::commitlog::CommitLog;
+use crate::cq_table::ConsumeQueueTable;
+use crate::error::{Result, StoreError};
+use crate::index_file::IndexStore;
+use crate::message::{
+    find_property, parse_record, props, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
+};
+
+/// Bytes one dispatch step reads at most.
+pub const DEFAULT_STEP_BYTES: usize = 4 << 20;
+
+/// What one dispatch step did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DispatchStats {
+    pub records: u64,
+    pub bytes: u64,
+}
+
+/// The dispatch state shared by the thread, the put path and readers.
+pub struct Dispatcher {
+    commitlog: Arc<CommitLog>,
+    cqs: Arc<ConsumeQueueTable>,
+    index: Option<Arc<IndexStore>>,
+    checkpoint: Option<Arc<Checkpoint>>,
+    delay_levels: Vec<i64>,
+    reput_from: AtomicU64,
+    step: Mutex<()>,
+    // consumers waiting for new messages
+    seq: AtomicU64,
+    waiters: AtomicUsize,
+    seq_lock: Mutex<()>,
+    seq_cv: Condvar,
+    // the dispatch thread's sleep
+    sleeping: AtomicBool,
+    wake_lock: Mutex<()>,
+    wake_cv: Condvar,
+    failure: Mutex<Option<String>>,
+}
+
+/// The CQ tag code of a record: the TAGS hash, or for a delayed message
+/// parked in `SCHEDULE_TOPIC_XXXX` its delivery time (SPEC §1.9).
+pub fn record_tags_code(topic: &str, props_raw: &[u8], store_ts: i64, delay_levels: &[i64]) -> i64 {
+    if topic == SCHEDULE_TOPIC {
+        if let Some(level) = find_property(props_raw, props::DELAY)
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse::<i64>().ok())
+        {
+            let level = level.min(delay_levels.len() as i64);
+            if level > 0 {
+                let delay = delay_levels
+                    .get(level as usize - 1)
+                    .copied()
+                    .unwrap_or(1000);
+                return store_ts + delay;
+            }
+        }
+    }
+    let tags = find_property(props_raw, props::TAGS).and_then(|v| std::str::from_utf8(v).ok());
+    tags_code(tags)
+}
+
+impl Dispatcher {
+    pub fn new(
+        commitlog: Arc<CommitLog>,
+        cqs: Arc<ConsumeQueueTable>,
+        index: Option<Arc<IndexStore>>,
+        checkpoint: Option<Arc<Checkpoint>>,
+        delay_levels: Vec<i64>,
+        reput_from: u64,
+    ) -> Self {
+        Self {
+            commitlog,
+            cqs,
+            index,
+            checkpoint,
+            delay_levels,
+            reput_from: AtomicU64::new(reput_from),
+            step: Mutex::new(()),
+            seq: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
+            seq_lock: Mutex::new(()),
+            seq_cv: Condvar::new(),
+            sleeping: AtomicBool::new(false),
+            wake_lock: Mutex::new(()),
+            wake_cv: Condvar::new(),
+            failure: Mutex::new(None),
+        }
+    }
+
+    pub fn reput_from(&self) -> u64 {
+        self.reput_from.load(Ordering::Acquire)
+    }
+
+    /// Sets where dispatch continues (after recovery).
+    pub fn set_reput_from(&self, off: u64) {
+        let _g = self.step.lock();
+        self.reput_from.store(off, Ordering::Release);
+    }
+
+    /// CommitLog bytes not yet dispatched.
+    pub fn behind_bytes(&self) -> u64 {
+        self.commitlog
+            .max_offset()
+            .saturating_sub(self.reput_from())
+    }
+
+    /// Why dispatch stopped, if it failed.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().clone()
+    }
+
+    /// Dispatches one record (also used by abnormal recovery).
+    pub fn dispatch_record(
+        &self,
+        phy: u64,
+        v: &RecordView,
+        rec: &[u8],
+        build_cq: bool,
+        build_index: bool,
+    ) -> Result<()> {
+        let tran = v.sys_flag & sysflag::TRANSACTION_TYPE_MASK;
+        let topic = std::str::from_utf8(&rec[v.topic.clone()]).map_err(|_| {
+            StoreError::corrupted(self.commitlog.queue().dir(), phy, "topic is not UTF-8")
+        })?;
+        let props_raw = &rec[v.properties.clone()];
+        if build_cq && (tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT) {
+            let code = record_tags_code(topic, props_raw, v.store_timestamp, &self.delay_levels);
+            let cq = self.cqs.get_or_create(topic, v.queue_id)?;
+            cq.put(phy as i64, v.total_size as i32, code, v.queue_offset)?;
+            if let Some(c) = &self.checkpoint {
+                c.set_logics_msg_timestamp(v.store_timestamp);
+            }
+        }
+        if build_index {
+            if let Some(index) = &self.index {
+                let keys_raw = find_property(props_raw, props::KEYS)
+                    .and_then(|k| std::str::from_utf8(k).ok())
+                    .unwrap_or("");
+                let keys: Vec<&str> = keys_raw.split(' ').filter(|k| !k.is_empty()).collect();
+                let uniq = find_property(props_raw, props::UNIQ_KEY)
+                    .and_then(|k| std::str::from_utf8(k).ok());
+                if uniq.is_some() || !keys.is_empty() {
+                    index.build_index(topic, &keys, uniq, phy as i64, v.store_timestamp, tran)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Dispatches records from the reput offset, up to `max_bytes` of them.
+    pub fn dispatch_once(&self, max_bytes: usize) -> Result<DispatchStats> {
+        let _g = self.step.lock();
+        let mut stats = DispatchStats::default();
+        let mut from = self.reput_from.load(Ordering::Acquire);
+        loop {
+            let max = self.commitlog.max_offset();
+            if from >= max || stats.bytes as usize >= max_bytes {
+                break;
+            }
+            let min = self.commitlog.min_offset();
+            if min >= 0 && from < min as u64 {
+                // Those files expired before they were dispatched.
+                from = min as u64;
+                continue;
+            }
+            let Some(file) = self.commitlog.file_for(from) else {
+                break;
+            };
+            let pos = (from - file.file_from_offset()) as usize;
+            let Some(data) = file.readable_from(pos) else {
+                break;
+            };
+            let mut p = 0usize;
+            let mut roll = false;
+            while p < data.len() && (stats.bytes as usize) < max_bytes {
+                match parse_record(&data[p..], false) {
+                    Parsed::Record(v) => {
+                        let rec = &data[p..p + v.total_size];
+                        self.dispatch_record(from + p as u64, &v, rec, true, true)?;
+                        p += v.total_size;
+                        stats.records += 1;
+                        stats.bytes += v.total_size as u64;
+                    }
+                    Parsed::Blank => {
+                        roll = true;
+                        break;
+                    }
+                    Parsed::End { reason } => {
+                        let left = data.len() - p;
+                        let size = if left >= 8 {
+                            i32::from_be_bytes([data[p], data[p + 1], data[p + 2], data[p + 3]])
+                        } else {
+                            0
+                        };
+                        let skippable = size > 0 && (size as usize) <= left;
+                        log::error!(
+                            "dispatch: invalid record at {} ({reason}){}",
+                            from + p as u64,
+                            if skippable { "; skipping it" } else { "" }
+                        );
+                        if skippable {
+                            p += size as usize;
+                        } else {
+                            *self.failure.lock() = Some(format!(
+                                "invalid record at CommitLog offset {}: {reason}",
+                                from + p as u64
+                            ));
+                            self.reput_from.store(from + p as u64, Ordering::Release);
+                            return Err(StoreError::corrupted(
+                                file.path(),
+                                (pos + p) as u64,
+                                reason,
+                            ));
+                        }
+                    }
+                }
+            }
+            from = if roll {
+                self.commitlog.roll_next_file(from)
+            } else {
+                from + p as u64
+            };
+            self.reput_from.store(from, Ordering::Release);
+            if !roll && p == 0 {
+                break;
+            }
+        }
+        self.reput_from.store(from, Ordering::Release);
+        if stats.records > 0 {
+            self.bump_seq();
+        }
+        Ok(stats)
+    }
+
+    /// Announces that new messages are visible.
+    pub fn bump_seq(&self) {
+        self.seq.fetch_add(1, Ordering::AcqRel);
+        if self.waiters.load(Ordering::Acquire) > 0 {
+            let _g = self.seq_lock.lock();
+            self.seq_cv.notify_all();
+        }
+    }
+
+    /// Sequence number that changes whenever new messages become visible.
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Waits until the sequence differs from `seen` or `timeout` passes.
+    pub fn wait_for_seq(&self, seen: u64, timeout: Duration) -> u64 {
+        let deadline = Instant::now() + timeout;
+        self.waiters.fetch_add(1, Ordering::AcqRel);
+        let mut g = self.seq_lock.lock();
+        while self.seq() == seen {
+            if self.seq_cv.wait_until(&mut g, deadline).timed_out() {
+                break;
+            }
+        }
+        drop(g);
+        self.waiters.fetch_sub(1, Ordering::AcqRel);
+        self.seq()
+    }
+
+    /// Called after a put: wakes the dispatch thread if it sleeps.
+    #[inline]
+    pub fn wakeup(&self) {
+        if self.sleeping.load(Ordering::Relaxed) && self.sleeping.swap(false, Ordering::AcqRel) {
+            let _g = self.wake_lock.lock();
+            self.wake_cv.notify_one();
+        }
+    }
+
+    fn sleep_until_woken(&self, max: Duration) {
+        let mut g = self.wake_lock.lock();
+        self.sleeping.store(true, Ordering::Release);
+        if self.commitlog.max_offset() > self.reput_from() {
+            self.sleeping.store(false, Ordering::Release);
+            return;
+        }
+        self.wake_cv.wait_for(&mut g, max);
+        self.sleeping.store(false, Ordering::Release);
+    }
+
+    /// Dispatches until nothing is left (or a step fails).
+    pub fn drain(&self) -> Result<()> {
+        while self.dispatch_once(DEFAULT_STEP_BYTES)?.records > 0 {}
+        Ok(())
+    }
+}
+
+/// The dispatch loop thread.
+pub struct DispatchThread {
+    stop: Arc<AtomicBool>,
+    dispatcher: Arc<Dispatcher>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl DispatchThread {
+    /// Starts dispatching; `on_error` is called once when a step fails.
+    pub fn start(
+        dispatcher: Arc<Dispatcher>,
+        on_error: Box<dyn Fn(&StoreError) + Send>,
+    ) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, d) = (stop.clone(), dispatcher.clone());
+        let handle = std::thread::Builder::new()
+            .name("rocketstore-reput".into())
+            .spawn(move || {
+                let mut failed = false;
+                while !s.load(Ordering::Acquire) {
+                    match d.dispatch_once(DEFAULT_STEP_BYTES) {
+                        Ok(st) if st.records > 0 => continue,
+                        Ok(_) => d.sleep_until_woken(Duration::from_millis(1)),
+                        Err(e) => {
+                            if !failed {
+                                on_error(&e);
+                                failed = true;
+                            }
+                            d.sleep_until_woken(Duration::from_millis(100));
+                        }
+                    }
+                }
+            })?;
+        Ok(Self {
+            stop,
+            dispatcher,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops the loop and waits for it; the last step completes first.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.dispatcher.sleeping.store(true, Ordering::Release);
+        self.dispatcher.wakeup();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for DispatchThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
