@@ -501,8 +501,14 @@ class MessageStore:
         *,
         start: Literal["earliest", "latest"] = "earliest",
         tags: Sequence[str] | None = None,
+        auto_commit: bool = False,
     ) -> Consumer:
-        """A Kafka-style consumer of every queue of ``topic`` for ``group``."""
+        """A Kafka-style consumer of every queue of ``topic`` for ``group``.
+
+        A new group starts at each queue's min offset (``start="latest"``: at
+        the end); a group with committed offsets resumes there. ``close()``
+        commits only with ``auto_commit=True``.
+        """
         from rocketstore.consumer import Consumer
 
-        return Consumer(self, group, topic, start=start, tags=tags)
+        return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit)

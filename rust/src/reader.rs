@@ -177,7 +177,15 @@ pub fn get_message(
     if offset > max {
         return GetResult::empty(GetStatus::OffsetOverflowBadly, max, min, max);
     }
-    let Some(units) = cq.units(offset, MIN_SCAN_UNITS.max(max_msgs)) else {
+    // RocketMQ scans 16000 bytes of units per pull. Without a tag filter
+    // every readable unit is a message, so reading `max_msgs` units gives the
+    // same batch; only a filter needs the wider scan.
+    let scan_units = if filter.is_some() {
+        MIN_SCAN_UNITS.max(max_msgs)
+    } else {
+        max_msgs
+    };
+    let Some(units) = cq.units(offset, scan_units) else {
         return GetResult::empty(
             GetStatus::OffsetFoundNull,
             cq.roll_next_file(offset),

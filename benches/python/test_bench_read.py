@@ -1,0 +1,92 @@
+"""Read-side throughput and latency from Python.
+
+Run: ``python -m pytest benches/python/test_bench_read.py --benchmark-enable``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rocketstore import GetStatus, MessageStore, StoreConfig
+
+N = 64_000
+BODY = b"x" * 100
+
+
+@pytest.fixture(scope="module")
+def filled_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessageStore]:
+    from conftest import bench_base
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=bench_base()) as d:
+        cfg = StoreConfig(
+            store_path=d,
+            mapped_file_size_commit_log=256 << 20,
+            mapped_file_size_consume_queue=20 * 300_000,
+            max_hash_slot_num=500_000,
+            max_index_num=2_000_000,
+        )
+        with MessageStore(cfg) as store:
+            for i in range(N):
+                store.put("bench", BODY, 0, None, [f"key-{i}"])
+            store.flush()
+            yield store
+
+
+def test_get_message_batch32_touch_body(benchmark: Any, filled_store: MessageStore) -> None:
+    get = filled_store.get_message
+
+    def run() -> int:
+        off = 0
+        seen = 0
+        while off < N:
+            r = get("g", "bench", 0, off, 32)
+            for m in r.messages:
+                seen += len(m.body)
+            off = r.next_begin_offset
+        return seen
+
+    seen = benchmark(run)
+    assert seen == N * len(BODY)
+    benchmark.extra_info["msg_per_s_median"] = round(N / benchmark.stats.stats.median)
+
+
+def test_query_message_latency(benchmark: Any, filled_store: MessageStore) -> None:
+    q = filled_store.query_message
+    keys = [f"key-{i}" for i in range(0, N, 997)]
+    i = 0
+
+    def one() -> int:
+        nonlocal i
+        i += 1
+        return len(q("bench", keys[i % len(keys)], 32))
+
+    assert benchmark(one) == 1
+    benchmark.extra_info["p50_us"] = round(benchmark.stats.stats.median * 1e6, 2)
+
+
+def test_visibility_latency(benchmark: Any, filled_store: MessageStore) -> None:
+    """Put one message, then wait on dispatch until get_message returns it."""
+    store = filled_store
+    lat: list[float] = []
+
+    def one() -> None:
+        seq = store.dispatch_seq
+        t0 = time.perf_counter()
+        r = store.put("vis", BODY)
+        while True:
+            g = store.get_message("g", "vis", 0, r.queue_offset, 1)
+            if g.status is GetStatus.FOUND:
+                break
+            seq = store.wait_for_dispatch(seq, 1.0)
+        lat.append(time.perf_counter() - t0)
+
+    benchmark.pedantic(one, rounds=2000, iterations=1)
+    lat.sort()
+    benchmark.extra_info["p50_ms"] = round(lat[len(lat) // 2] * 1e3, 3)
+    benchmark.extra_info["p99_ms"] = round(lat[int(len(lat) * 0.99)] * 1e3, 3)

@@ -1,0 +1,47 @@
+"""Helpers shared by the ``tests/test_read_*.py`` modules (the store's read side)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from rocketstore import MessageStore
+
+#: Small segments: the default sizes reserve 1 GiB per CommitLog file.
+SMALL: dict[str, Any] = {
+    "mapped_file_size_commit_log": 64 * 1024,
+    "mapped_file_size_consume_queue": 20 * 200,  # 200 units per CQ file
+}
+#: Small segments plus a tiny index geometry (399 entries per index file).
+SMALL_INDEX: dict[str, Any] = {**SMALL, "max_hash_slot_num": 100, "max_index_num": 400}
+
+CQ_UNITS_PER_FILE = 200
+
+
+def wait_dispatched(store: MessageStore, timeout: float = 10.0) -> None:
+    """Block until every CommitLog byte is in the consume queues and index."""
+    deadline = time.monotonic() + timeout
+    while store.dispatch_behind_bytes() != 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"dispatch still {store.dispatch_behind_bytes()} bytes behind after {timeout} s"
+            )
+        time.sleep(0.002)
+
+
+def cq_dir(store_path: str | os.PathLike[str], topic: str, queue_id: int | None = None) -> Path:
+    p = Path(store_path) / "consumequeue" / topic
+    return p if queue_id is None else p / str(queue_id)
+
+
+def listing(root: str | os.PathLike[str]) -> set[str]:
+    """Every file and directory below ``root`` (relative paths; dirs end with ``/``)."""
+    out: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in dirnames:
+            out.add(os.path.relpath(os.path.join(dirpath, d), root) + "/")
+        for f in filenames:
+            out.add(os.path.relpath(os.path.join(dirpath, f), root))
+    return out

@@ -1,0 +1,333 @@
+"""``MessageStore.get_message``: the statuses of SPEC.md §2.5 and the transfer limits.
+
+Every store uses small segments (64 KiB CommitLog, 200-unit consume queues).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+from helpers.read_util import CQ_UNITS_PER_FILE, SMALL, cq_dir, listing, wait_dispatched
+
+from rocketstore import GetStatus, MessageStore, PutStatus
+
+OpenStore = Callable[..., MessageStore]
+
+
+def _fill(store: MessageStore, topic: str, queue_id: int, n: int, **kw: object) -> list:
+    results = [store.put(topic, f"{topic}-{queue_id}-{i}".encode(), queue_id, **kw) for i in range(n)]
+    assert all(r.status is PutStatus.PUT_OK for r in results)
+    wait_dispatched(store)
+    return results
+
+
+# -- NO_MESSAGE_IN_QUEUE ------------------------------------------------------------
+
+
+def test_unknown_queue_is_empty_and_creates_nothing(open_store: OpenStore, store_path: str) -> None:
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 3)
+    before = listing(store_path)
+
+    for topic, qid, offset in [("T", 3, 0), ("T", 3, 7), ("Nope", 0, 0), ("Nope", 5, 2)]:
+        r = store.get_message("g", topic, qid, offset, 32, None)
+        assert r.status is GetStatus.NO_MESSAGE_IN_QUEUE, (topic, qid, offset)
+        assert r.next_begin_offset == 0
+        assert r.messages == []
+        assert len(r) == 0
+        assert (r.min_offset, r.max_offset) == (0, 0)
+        # the other per-queue reads of an unknown queue create nothing either
+        assert store.get_max_offset_in_queue(topic, qid) == 0
+        assert store.get_min_offset_in_queue(topic, qid) == 0
+
+    assert not cq_dir(store_path, "T", 3).exists()
+    assert not cq_dir(store_path, "Nope").exists()
+    assert listing(store_path) == before
+    assert store.queue_ids("T") == [0]
+    assert "Nope" not in store.topics()
+
+
+def test_unknown_queue_in_read_only_store_creates_nothing(
+    open_store: OpenStore, store_path: str
+) -> None:
+    w = open_store(**SMALL)
+    _fill(w, "T", 0, 2)
+    w.shutdown()
+    before = listing(store_path)
+    ro = open_store(read_only=True, **SMALL)
+    r = ro.get_message("g", "T", 9, 0)
+    assert r.status is GetStatus.NO_MESSAGE_IN_QUEUE and r.next_begin_offset == 0
+    r = ro.get_message("g", "Other", 0, 0)
+    assert r.status is GetStatus.NO_MESSAGE_IN_QUEUE and r.next_begin_offset == 0
+    ro.shutdown()
+    assert listing(store_path) == before
+
+
+# -- OFFSET_TOO_SMALL -----------------------------------------------------------------
+
+
+def test_offset_too_small_after_first_cq_file_expired(
+    open_store: OpenStore, store_path: str
+) -> None:
+    """OFFSET_TOO_SMALL needs a queue whose min offset is > 0.
+
+    The public API cannot produce one yet without ``delete_expired_files`` (see
+    the next test), so this builds the state RocketMQ's CQ cleaner leaves
+    behind (SPEC §10 ``deleteExpiredFileByOffset``): the queue's first CQ file
+    is gone. On reopen the queue's min offset is the first unit of its first
+    remaining file (200), and reads below it are corrected to it.
+    """
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 450)
+    store.shutdown()
+    first = cq_dir(store_path, "T", 0) / f"{0:020d}"
+    assert first.exists()
+    os.remove(first)
+
+    for read_only in (False, True):
+        s = open_store(read_only=read_only, **SMALL)
+        assert s.get_min_offset_in_queue("T", 0) == CQ_UNITS_PER_FILE
+        assert s.get_max_offset_in_queue("T", 0) == 450
+        for offset in (0, 5, CQ_UNITS_PER_FILE - 1):
+            r = s.get_message("g", "T", 0, offset)
+            assert r.status is GetStatus.OFFSET_TOO_SMALL, offset
+            assert r.next_begin_offset == CQ_UNITS_PER_FILE
+            assert r.messages == []
+            assert (r.min_offset, r.max_offset) == (CQ_UNITS_PER_FILE, 450)
+        r = s.get_message("g", "T", 0, CQ_UNITS_PER_FILE, 3)
+        assert r.status is GetStatus.FOUND
+        assert [m.queue_offset for m in r.messages] == [200, 201, 202]
+        assert [m.body for m in r.messages] == [f"T-0-{i}".encode() for i in (200, 201, 202)]
+        s.shutdown()
+
+
+def test_offset_too_small_after_delete_expired_files(open_store: OpenStore) -> None:
+    if not hasattr(MessageStore, "delete_expired_files"):
+        pytest.skip("MessageStore.delete_expired_files is not implemented yet")
+    store = open_store(**SMALL)
+    results = _fill(store, "T", 0, 1200)  # ~ 120 KiB: 2+ CommitLog files
+    assert store.delete_expired_files(force=True) >= 1  # type: ignore[attr-defined]
+    cl_min = store.min_phy_offset
+    assert cl_min > 0
+    new_min = store.get_min_offset_in_queue("T", 0)
+    # the first unit whose message is still held
+    assert new_min == next(r.queue_offset for r in results if r.wrote_offset >= cl_min)
+    r = store.get_message("g", "T", 0, 0)
+    assert r.status is GetStatus.OFFSET_TOO_SMALL
+    assert r.next_begin_offset == new_min
+    r = store.get_message("g", "T", 0, new_min, 1)
+    assert r.status is GetStatus.FOUND and r.messages[0].queue_offset == new_min
+
+
+# -- OFFSET_OVERFLOW_ONE / OFFSET_OVERFLOW_BADLY --------------------------------------
+
+
+def test_offset_overflow(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+    _fill(store, "T", 1, 5)
+    r = store.get_message("g", "T", 1, 5)
+    assert r.status is GetStatus.OFFSET_OVERFLOW_ONE
+    assert r.next_begin_offset == 5
+    assert r.messages == []
+    assert (r.min_offset, r.max_offset) == (0, 5)
+    for offset in (6, 7, 1000, 2**40):
+        r = store.get_message("g", "T", 1, offset)
+        assert r.status is GetStatus.OFFSET_OVERFLOW_BADLY, offset
+        assert r.next_begin_offset == 5  # max (5.x / "Our choices")
+        assert r.messages == []
+
+
+# -- FOUND ------------------------------------------------------------------------------
+
+
+def test_found_next_begin_offset_is_offset_plus_scanned(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+    results = _fill(store, "T", 2, 50)
+    r = store.get_message("g", "T", 2, 10, 7)
+    assert r.status is GetStatus.FOUND
+    assert r.next_begin_offset == 17
+    assert [m.queue_offset for m in r.messages] == list(range(10, 17))
+    for m in r.messages:
+        put = results[m.queue_offset]
+        assert m.topic == "T" and m.queue_id == 2
+        assert m.body == f"T-2-{m.queue_offset}".encode()
+        assert m.commit_log_offset == put.wrote_offset
+        assert m.store_size == put.wrote_bytes
+        assert m.store_timestamp == put.store_timestamp
+        assert m.msg_id == put.msg_id
+    assert (r.min_offset, r.max_offset) == (0, 50)
+
+    r = store.get_message("g", "T", 2, 45, 32)
+    assert r.status is GetStatus.FOUND
+    assert [m.queue_offset for m in r.messages] == [45, 46, 47, 48, 49]
+    assert r.next_begin_offset == 50
+
+
+def test_found_stops_at_cq_file_end(open_store: OpenStore) -> None:
+    """A pull reads one CQ file's units only (``getIndexBuffer`` never crosses files)."""
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 250)
+    r = store.get_message("g", "T", 0, 190, 32)
+    assert r.status is GetStatus.FOUND
+    assert [m.queue_offset for m in r.messages] == list(range(190, 200))
+    assert r.next_begin_offset == 200
+    r = store.get_message("g", "T", 0, 200, 32)
+    assert [m.queue_offset for m in r.messages] == list(range(200, 232))
+    assert r.next_begin_offset == 232
+
+
+def test_max_msg_nums_respected(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 40)
+    for n in (1, 3, 10, 31):
+        r = store.get_message("g", "T", 0, 0, n)
+        assert r.status is GetStatus.FOUND
+        assert len(r.messages) == n
+        assert r.next_begin_offset == n
+    # the default in-memory count limit (32) caps a larger request
+    r = store.get_message("g", "T", 0, 0, 100)
+    assert len(r.messages) == 32
+    assert r.next_begin_offset == 32
+
+
+# -- NO_MATCHED_MESSAGE ----------------------------------------------------------------
+
+
+def test_no_matched_message_advances_past_scanned_units(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 150, tags="A")
+    r = store.get_message("g", "T", 0, 0, 32, ["Z"])
+    assert r.status is GetStatus.NO_MATCHED_MESSAGE
+    assert r.messages == []
+    assert r.next_begin_offset == 150
+    r = store.get_message("g", "T", 0, 40, 32, ["Z"])
+    assert r.status is GetStatus.NO_MATCHED_MESSAGE
+    assert r.next_begin_offset == 150
+
+    # a longer queue: one pull scans at most to the end of the CQ file
+    _fill(store, "T", 1, 300, tags="A")
+    r = store.get_message("g", "T", 1, 0, 32, ["Z"])
+    assert r.status is GetStatus.NO_MATCHED_MESSAGE
+    assert r.next_begin_offset == CQ_UNITS_PER_FILE
+    r = store.get_message("g", "T", 1, CQ_UNITS_PER_FILE, 32, ["Z"])
+    assert r.status is GetStatus.NO_MATCHED_MESSAGE
+    assert r.next_begin_offset == 300
+
+
+def test_filtered_units_do_not_count_toward_max_msg_nums(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+    for i in range(30):
+        assert store.put("T", str(i).encode(), 0, tags="A" if i % 3 == 0 else "B").ok
+    wait_dispatched(store)
+    r = store.get_message("g", "T", 0, 0, 4, ["A"])
+    assert r.status is GetStatus.FOUND
+    assert [m.queue_offset for m in r.messages] == [0, 3, 6, 9]
+    # the batch is full once 4 are taken: the scan stops at the next unit
+    # (isTheBatchFull is checked before the tag filter), so units 10.. are
+    # left for the next pull
+    assert r.next_begin_offset == 10
+    r = store.get_message("g", "T", 0, 10, 4, ["A"])
+    assert [m.queue_offset for m in r.messages] == [12, 15, 18, 21]
+    assert r.next_begin_offset == 22
+
+
+# -- transfer limits (SPEC §2.5 isTheBatchFull) -----------------------------------
+
+
+def _expected_fit(sizes: list[int], limit: int) -> int:
+    """Messages admitted: the first always; then while ``total + size <= limit``."""
+    total, n = sizes[0], 1
+    while n < len(sizes) and total + sizes[n] <= limit:
+        total += sizes[n]
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("body_len", [100, 10])
+def test_transfer_byte_limit(open_store: OpenStore, body_len: int) -> None:
+    limit = 300
+    store = open_store(max_transfer_bytes_on_message_in_memory=limit, **SMALL)
+    results = [store.put("T", bytes([65 + i]) * body_len, 0) for i in range(10)]
+    wait_dispatched(store)
+    sizes = [r.wrote_bytes for r in results]
+    want = _expected_fit(sizes, limit)
+    if body_len == 100:
+        assert want == 1  # 192-byte records: only one fits under 300
+    else:
+        assert want == 2  # 102-byte records: 204 fits, 306 does not
+    r = store.get_message("g", "T", 0, 0, 32)
+    assert r.status is GetStatus.FOUND
+    assert len(r.messages) == want
+    assert sum(m.store_size for m in r.messages) <= limit
+    assert r.next_begin_offset == want
+    assert [m.body for m in r.messages] == [bytes([65 + i]) * body_len for i in range(want)]
+    # walking the queue pull by pull yields every message exactly once
+    seen: list[int] = []
+    offset = 0
+    while offset < 10:
+        r = store.get_message("g", "T", 0, offset, 32)
+        assert r.status is GetStatus.FOUND
+        seen += [m.queue_offset for m in r.messages]
+        offset = r.next_begin_offset
+    assert seen == list(range(10))
+
+
+def test_first_message_always_admitted_even_if_larger_than_limit(open_store: OpenStore) -> None:
+    limit = 300
+    store = open_store(max_transfer_bytes_on_message_in_memory=limit, **SMALL)
+    small = store.put("T", b"s" * 10, 0)
+    big = store.put("T", b"B" * 1000, 0)
+    after = store.put("T", b"a" * 10, 0)
+    assert big.wrote_bytes > limit
+    wait_dispatched(store)
+    # the big message stops a batch that already holds something
+    r = store.get_message("g", "T", 0, 0, 32)
+    assert [m.queue_offset for m in r.messages] == [small.queue_offset]
+    assert r.next_begin_offset == 1
+    # but it is delivered alone when it comes first
+    r = store.get_message("g", "T", 0, 1, 32)
+    assert r.status is GetStatus.FOUND
+    assert len(r.messages) == 1
+    assert r.messages[0].body == b"B" * 1000
+    assert r.messages[0].store_size == big.wrote_bytes
+    assert r.next_begin_offset == 2
+    r = store.get_message("g", "T", 0, 2, 32)
+    assert [m.queue_offset for m in r.messages] == [after.queue_offset]
+
+
+def test_transfer_count_limit(open_store: OpenStore) -> None:
+    """``count > maxTransferCount - 1`` is full: a limit of 5 admits exactly 5."""
+    store = open_store(max_transfer_count_on_message_in_memory=5, **SMALL)
+    _fill(store, "T", 0, 20)
+    r = store.get_message("g", "T", 0, 0, 32)
+    assert r.status is GetStatus.FOUND
+    assert [m.queue_offset for m in r.messages] == [0, 1, 2, 3, 4]
+    assert r.next_begin_offset == 5
+    r = store.get_message("g", "T", 0, 5, 3)  # max_msg_nums below the limit wins
+    assert [m.queue_offset for m in r.messages] == [5, 6, 7]
+    r = store.get_message("g", "T", 0, 17, 32)
+    assert [m.queue_offset for m in r.messages] == [17, 18, 19]
+
+
+# -- argument validation ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("topic", ["../x", "a/b", "", "x y", "..", "t\x00"])
+def test_invalid_topic_name_is_value_error(
+    open_store: OpenStore, store_path: str, topic: str
+) -> None:
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 1)
+    before = listing(store_path)
+    with pytest.raises(ValueError):
+        store.get_message("g", topic, 0, 0)
+    assert listing(store_path) == before
+
+
+def test_negative_queue_id_is_value_error(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 1)
+    with pytest.raises(ValueError):
+        store.get_message("g", "T", -1, 0)
