@@ -6,18 +6,21 @@ Every store uses small segments (64 KiB CommitLog, 200-unit consume queues).
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
 
 import pytest
-from helpers.read_util import CQ_UNITS_PER_FILE, SMALL, cq_dir, listing, wait_dispatched
 
+from helpers.read_util import CQ_UNITS_PER_FILE, SMALL, cq_dir, listing, wait_dispatched
 from rocketstore import GetStatus, MessageStore, PutStatus
 
 OpenStore = Callable[..., MessageStore]
 
 
 def _fill(store: MessageStore, topic: str, queue_id: int, n: int, **kw: object) -> list:
-    results = [store.put(topic, f"{topic}-{queue_id}-{i}".encode(), queue_id, **kw) for i in range(n)]
+    results = [
+        store.put(topic, f"{topic}-{queue_id}-{i}".encode(), queue_id, **kw) for i in range(n)
+    ]
     assert all(r.status is PutStatus.PUT_OK for r in results)
     wait_dispatched(store)
     return results
@@ -100,6 +103,51 @@ def test_offset_too_small_after_first_cq_file_expired(
         assert r.status is GetStatus.FOUND
         assert [m.queue_offset for m in r.messages] == [200, 201, 202]
         assert [m.body for m in r.messages] == [f"T-0-{i}".encode() for i in (200, 201, 202)]
+        s.shutdown()
+
+
+PRE_BLANK_UNIT = struct.pack(">qiq", 0, 0x7FFFFFFF, 0)
+
+
+def test_offset_too_small_on_pre_blank_queue(open_store: OpenStore, store_path: str) -> None:
+    """A queue whose first units are pre-blank (SPEC §2.2, "Our choices").
+
+    RocketMQ fills units ``0..N-1`` with ``(0, 0x7FFFFFFF, 0)`` when a queue's
+    first CQ file is created at logical offset N. The public API cannot create
+    such a queue, so the first 5 units of a written queue are overwritten with
+    pre-blank units (the records behind units 5.. carry queue offsets 5..).
+    Pre-blank units are not messages: min offset 5, reads below it are
+    OFFSET_TOO_SMALL, also after restarts and in a read-only store.
+    """
+    store = open_store(**SMALL)
+    results = _fill(store, "T", 0, 15)
+    store.shutdown()
+    with open(cq_dir(store_path, "T", 0) / f"{0:020d}", "r+b") as f:
+        f.write(PRE_BLANK_UNIT * 5)
+
+    for read_only in (False, True, False):
+        s = open_store(read_only=read_only, **SMALL)
+        n = s.get_max_offset_in_queue("T", 0)
+        assert s.get_min_offset_in_queue("T", 0) == 5
+        for offset in (0, 4):
+            r = s.get_message("g", "T", 0, offset)
+            assert r.status is GetStatus.OFFSET_TOO_SMALL
+            assert r.next_begin_offset == 5
+            assert r.messages == []
+        r = s.get_message("g", "T", 0, 5, 3)
+        assert r.status is GetStatus.FOUND
+        assert [m.body for m in r.messages] == [b"T-0-5", b"T-0-6", b"T-0-7"]
+        assert r.next_begin_offset == 8
+        assert s.get_earliest_message_time("T", 0) == results[5].store_timestamp
+        assert s.get_message_store_timestamp("T", 0, 2) == -1
+        assert s.get_offset_in_queue_by_time("T", 0, 0) == 5
+        c = s.consumer("g", "T")
+        assert c.position(0) == 5
+        got = c.poll(timeout=1.0)
+        assert [m.queue_offset for m in got] == list(range(5, n))
+        c.close()
+        if not read_only:
+            assert s.put("T", b"more", 0).queue_offset == n
         s.shutdown()
 
 

@@ -244,7 +244,9 @@ def test_read_only_store(open_store: OpenStore, store_path: str) -> None:
         assert ro.look_message_by_offset(r.wrote_offset) is not None
     assert ro.queue_offset_table() == table
     rep = ro.recovery_report
-    assert rep is not None and rep.bytes_truncated == 0 and rep.records == len(rs)
+    assert rep is not None and rep.bytes_truncated == 0
+    # Normal recovery scans the last three segment files (RocketMQ's rule).
+    assert 0 < rep.records <= len(rs) and rep.end_offset == rs[-1].wrote_offset + rs[-1].wrote_bytes
 
     with pytest.raises(ReadOnlyStoreError):
         ro.put("T", b"x")

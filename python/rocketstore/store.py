@@ -9,7 +9,6 @@ orchestrates.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import weakref
@@ -21,6 +20,7 @@ from rocketstore._native import GetMessageResult, Message, MessageExt, NativeSto
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
 
 if TYPE_CHECKING:
@@ -29,33 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["MessageStore", "RecoveryReport"]
 
 log = logging.getLogger("rocketstore")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecoveryReport:
-    """What opening the store found and repaired.
-
-    Attributes:
-        mode: ``"normal"`` (clean shutdown) or ``"abnormal"`` (crash).
-        files_scanned: CommitLog files read.
-        bytes_scanned: bytes of valid records read.
-        records: valid records found.
-        end_offset: physical offset just past the last valid record.
-        bytes_truncated: bytes cut (and zeroed) after the valid end.
-        stop_reason: why the scan stopped before the end of written data, if it did.
-        consume_queues: consume queues loaded.
-        redispatched_records: records dispatched to the queues and index during recovery.
-    """
-
-    mode: str
-    files_scanned: int
-    bytes_scanned: int
-    records: int
-    end_offset: int
-    bytes_truncated: int
-    stop_reason: str | None
-    consume_queues: int = 0
-    redispatched_records: int = 0
 
 
 # Live stores, so a forked child can disarm the handles it inherited.
@@ -163,23 +136,35 @@ class MessageStore:
             max_transfer_bytes_on_message_in_disk=cfg.max_transfer_bytes_on_message_in_disk,
             max_transfer_count_on_message_in_disk=cfg.max_transfer_count_on_message_in_disk,
             access_message_in_memory_max_ratio=cfg.access_message_in_memory_max_ratio,
+            message_index_safe=cfg.message_index_safe,
+            transient_store_pool_enable=cfg.effective_transient_store_pool_enable,
+            transient_store_pool_size=cfg.transient_store_pool_size,
+            flush_intervals_ms=(
+                cfg.flush_interval_commit_log,
+                cfg.flush_commit_log_thorough_interval,
+                cfg.commit_interval_commit_log,
+                cfg.commit_commit_log_thorough_interval,
+                cfg.flush_interval_consume_queue,
+                cfg.flush_consume_queue_thorough_interval,
+            ),
+            flush_least_pages=(
+                cfg.flush_commit_log_least_pages,
+                cfg.commit_commit_log_least_pages,
+                cfg.flush_consume_queue_least_pages,
+            ),
+            sync_flush_timeout_ms=cfg.sync_flush_timeout,
         )
         try:
-            report = RecoveryReport(**native.recover(cfg.check_crc_on_recover))
+            report = RecoveryService(native).recover(cfg.check_crc_on_recover)
+            offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
+            topic_configs = TopicConfigs.load(cfg.config_dir / "topics.json")
+            if not self._read_only:
+                # Flush threads first: the abort file they create marks the
+                # store as running from here on.
+                native.start_flush()
         except BaseException:
             native.shutdown()
             raise
-        if report.bytes_truncated or report.stop_reason:
-            log.warning(
-                "recovered %s: valid data ends at %d, %d bytes truncated (%s)",
-                cfg.store_path,
-                report.end_offset,
-                report.bytes_truncated,
-                report.stop_reason or "torn tail",
-            )
-        else:
-            log.info("opened %s: %d records, end %d", cfg.store_path, report.records,
-                     report.end_offset)
         self._config = cfg.replace(
             mapped_file_size_commit_log=native.commit_log_file_size,
             mapped_file_size_consume_queue=native.consume_queue_file_size,
@@ -187,8 +172,8 @@ class MessageStore:
         self._recovery = report
         self._native = native
         self._reput = ReputService(native)
-        self._offsets = ConsumerOffsets.load(self._config.config_dir / "consumerOffset.json")
-        self._topic_configs = TopicConfigs.load(self._config.config_dir / "topics.json")
+        self._offsets = offsets
+        self._topic_configs = topic_configs
         if not self._read_only:
             self._reput.start()
         for name in _FAST_METHODS:

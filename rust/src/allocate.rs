@@ -8,13 +8,14 @@
 //! (RocketMQ's `warmMappedFile` writes zeros over a whole new file instead,
 //! which is only safe before the file is handed to the writer.)
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::mapped_file::WriteBuffer;
 use crate::mapped_file_queue::MappedFileQueue;
 
 /// Bytes kept prefaulted ahead of the write position.
@@ -100,5 +101,55 @@ fn run(shared: &Shared, queue: &MappedFileQueue, window: usize) {
                 shared.wake.wait_for(&mut g, Duration::from_millis(2));
             }
         }
+    }
+}
+
+/// RocketMQ's `TransientStorePool`: off-heap write buffers, one per CommitLog
+/// file being written, so appends never touch the page cache until a commit
+/// copies them in. Buffers are allocated on first use (up to `count`) and
+/// locked in memory when the RLIMIT_MEMLOCK allows.
+#[derive(Debug)]
+pub struct TransientStorePool {
+    buffer_size: usize,
+    count: usize,
+    created: AtomicUsize,
+    free: Mutex<Vec<Arc<WriteBuffer>>>,
+}
+
+impl TransientStorePool {
+    pub fn new(count: usize, buffer_size: usize) -> Self {
+        Self {
+            buffer_size,
+            count,
+            created: AtomicUsize::new(0),
+            free: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A free buffer, or `None` when all `count` buffers are in use.
+    pub fn borrow(&self) -> Option<Arc<WriteBuffer>> {
+        if let Some(b) = self.free.lock().pop() {
+            return Some(b);
+        }
+        let n = self.created.fetch_add(1, Ordering::AcqRel);
+        if n >= self.count {
+            self.created.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Arc::new(WriteBuffer::new(self.buffer_size)))
+    }
+
+    /// Returns a buffer whose file was committed in full.
+    pub fn give_back(&self, buffer: Arc<WriteBuffer>) {
+        buffer.clear();
+        self.free.lock().push(buffer);
+    }
+
+    /// Buffers not in use (allocated or not yet allocated).
+    pub fn available(&self) -> usize {
+        self.free.lock().len()
+            + self
+                .count
+                .saturating_sub(self.created.load(Ordering::Acquire))
     }
 }

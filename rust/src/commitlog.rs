@@ -510,6 +510,15 @@ impl CommitLog {
         rep
     }
 
+    /// Magic and store timestamp of the first record of file `index`.
+    pub fn first_record_of_file(&self, index: usize) -> Option<(i32, i64)> {
+        let f = self.mfq.files().get(index)?.clone();
+        match parse_record(f.raw(), false) {
+            Parsed::Record(v) => Some((v.magic, v.store_timestamp)),
+            _ => None,
+        }
+    }
+
     /// Cuts everything after `offset` (zeroing the cut bytes) and sets the
     /// flushed offset to it. Returns bytes discarded.
     pub fn truncate_to(&self, offset: u64) -> Result<u64> {

@@ -301,6 +301,8 @@ impl ConsumeQueue {
         if !self.mfq.is_writable() {
             return Err(StoreError::ReadOnly);
         }
+        crate::failpoint::check("cq_put")
+            .map_err(|e| StoreError::io(format!("append to {}", self.mfq.dir().display()), e))?;
         if phy_offset < 0 || size <= 0 || cq_offset < 0 {
             return Err(StoreError::InvalidArgument(format!(
                 "bad ConsumeQueue unit (phy {phy_offset}, size {size}, queue offset {cq_offset})"

@@ -12,6 +12,8 @@ pub mod consume_queue;
 pub mod cq_table;
 pub mod dispatch;
 pub mod error;
+pub mod failpoint;
+pub mod flush;
 pub mod index_file;
 pub mod lock;
 pub mod mapped_file;

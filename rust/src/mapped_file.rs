@@ -15,6 +15,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::Mutex;
@@ -44,6 +45,77 @@ pub struct MappedFile {
     store_timestamp: AtomicI64,
     available: AtomicBool,
     write_lock: Mutex<()>,
+    /// Transient store pool: appends go to this off-heap buffer and a commit
+    /// copies them into the mapping; readers see only committed bytes.
+    transient: bool,
+    write_buffer: Mutex<Option<Arc<WriteBuffer>>>,
+}
+
+/// An off-heap write buffer of the transient store pool, locked in memory
+/// when the RLIMIT_MEMLOCK allows it.
+#[derive(Debug)]
+pub struct WriteBuffer {
+    ptr: *mut u8,
+    len: usize,
+    _owner: Box<[u8]>,
+    locked: bool,
+}
+
+// SAFETY: the buffer is plain memory; the owning MappedFile's write lock
+// orders writes, and the committer reads only bytes below the published
+// write position, which the writer never touches again.
+unsafe impl Send for WriteBuffer {}
+// SAFETY: see above.
+unsafe impl Sync for WriteBuffer {}
+
+impl WriteBuffer {
+    /// Allocates `len` zeroed bytes and tries to `mlock` them (a failure is
+    /// logged, not fatal).
+    pub fn new(len: usize) -> Self {
+        let mut owner = vec![0u8; len].into_boxed_slice();
+        let ptr = owner.as_mut_ptr();
+        // SAFETY: `ptr` points at `len` bytes we own.
+        let locked = unsafe { libc::mlock(ptr as *const libc::c_void, len) } == 0;
+        if !locked {
+            log::warn!(
+                "cannot lock a {len}-byte transient store buffer in memory ({}); continuing unlocked",
+                std::io::Error::last_os_error()
+            );
+        }
+        Self {
+            ptr,
+            len,
+            _owner: owner,
+            locked,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn is_locked(&self) -> bool {
+        self.locked
+    }
+
+    /// Zeroes the buffer before it is reused for another file.
+    pub fn clear(&self) {
+        // SAFETY: called only when no file holds the buffer (the pool owns it).
+        unsafe { std::ptr::write_bytes(self.ptr, 0, self.len) };
+    }
+}
+
+impl Drop for WriteBuffer {
+    fn drop(&mut self) {
+        if self.locked {
+            // SAFETY: unlocking the range we locked.
+            unsafe { libc::munlock(self.ptr as *const libc::c_void, self.len) };
+        }
+    }
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -83,6 +155,8 @@ impl MappedFile {
     /// Creates `path` at full size, reserved and zero-filled, and maps it.
     /// Fails if the file already exists.
     pub fn create(path: &Path, file_from_offset: u64, file_size: usize) -> Result<Self> {
+        crate::failpoint::check("create_file")
+            .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -156,7 +230,29 @@ impl MappedFile {
             store_timestamp: AtomicI64::new(0),
             available: AtomicBool::new(true),
             write_lock: Mutex::new(()),
+            transient: false,
+            write_buffer: Mutex::new(None),
         })
+    }
+
+    /// Creates `path` like [`MappedFile::create`], with appends going to
+    /// `buffer` until committed.
+    pub fn create_transient(
+        path: &Path,
+        file_from_offset: u64,
+        file_size: usize,
+        buffer: Arc<WriteBuffer>,
+    ) -> Result<Self> {
+        if buffer.len() < file_size {
+            return Err(StoreError::InvalidArgument(format!(
+                "transient buffer of {} bytes for a {file_size}-byte file",
+                buffer.len()
+            )));
+        }
+        let mut f = Self::create(path, file_from_offset, file_size)?;
+        f.transient = true;
+        *f.write_buffer.get_mut() = Some(buffer);
+        Ok(f)
     }
 
     pub fn path(&self) -> &Path {
@@ -184,9 +280,19 @@ impl MappedFile {
         self.flushed.load(Ordering::Acquire)
     }
 
-    /// Bytes readers may see (no transient buffer: the write position).
+    /// Bytes readers may see: the write position, or with a transient
+    /// buffer the committed position.
     pub fn read_position(&self) -> usize {
-        self.wrote_position()
+        if self.transient {
+            self.committed_position()
+        } else {
+            self.wrote_position()
+        }
+    }
+
+    /// True when appends go through a transient-pool buffer.
+    pub fn is_transient(&self) -> bool {
+        self.transient
     }
 
     pub fn is_full(&self) -> bool {
@@ -223,11 +329,26 @@ impl MappedFile {
         let _g = self.write_lock.lock();
         let wrote = self.wrote.load(Ordering::Relaxed);
         let tail_len = self.file_size - wrote;
-        // SAFETY: the mapping is `file_size` bytes long and writable. Bytes at or
-        // above `wrote` are never handed to readers, and `write_lock` makes this
-        // the only writer, so no other reference to this range exists.
-        let tail =
-            unsafe { std::slice::from_raw_parts_mut(self.map.as_mut_ptr().add(wrote), tail_len) };
+        let base = if self.transient {
+            match self.write_buffer.lock().as_ref() {
+                Some(b) => b.ptr,
+                None => {
+                    return Err(StoreError::InvalidArgument(format!(
+                        "{} was committed in full; it takes no more appends",
+                        self.path.display()
+                    )))
+                }
+            }
+        } else {
+            self.map.as_mut_ptr()
+        };
+        // SAFETY: `base` is the mapping (or the file's transient buffer), at
+        // least `file_size` bytes long and writable. Bytes at or above `wrote`
+        // are never handed to readers or the committer, and `write_lock` makes
+        // this the only writer, so no other reference to this range exists. A
+        // transient buffer stays attached until the file is full and
+        // committed, after which no append reaches here.
+        let tail = unsafe { std::slice::from_raw_parts_mut(base.add(wrote), tail_len) };
         let (n, r) = f(tail, wrote);
         assert!(n <= tail_len, "append wrote past the end of the file");
         self.wrote.store(wrote + n, Ordering::Release);
@@ -301,6 +422,50 @@ impl MappedFile {
         Some(&self.raw()[pos..end])
     }
 
+    /// Copies appended bytes from the transient buffer into the mapping when
+    /// at least `least_pages` pages are pending (0: any), or the file is full.
+    /// Returns the committed position and, once a full file is committed in
+    /// full, its buffer (for the pool). Callers serialise commits of a file.
+    pub fn commit(&self, least_pages: usize) -> (usize, Option<Arc<WriteBuffer>>) {
+        if !self.transient {
+            return (self.wrote_position(), None);
+        }
+        let wrote = self.wrote_position();
+        let committed = self.committed_position();
+        let full = wrote >= self.file_size;
+        let able = if full {
+            committed < wrote
+        } else if least_pages > 0 {
+            wrote / OS_PAGE_SIZE - committed / OS_PAGE_SIZE >= least_pages
+        } else {
+            wrote > committed
+        };
+        let buf = self.write_buffer.lock().clone();
+        if able {
+            if let Some(b) = &buf {
+                // SAFETY: `[committed, wrote)` lies inside both the buffer and the
+                // mapping; the writer finished those bytes (published by the
+                // release store of `wrote`) and never writes them again, and only
+                // this commit writes the mapping above `committed`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        b.ptr.add(committed),
+                        self.map.as_mut_ptr().add(committed),
+                        wrote - committed,
+                    )
+                };
+                self.committed.store(wrote, Ordering::Release);
+            }
+        }
+        let committed = self.committed_position();
+        let released = if committed >= self.file_size {
+            self.write_buffer.lock().take()
+        } else {
+            None
+        };
+        (committed, released)
+    }
+
     /// Flushes dirty pages if at least `least_pages` are dirty (0: any), or the
     /// file is full. Returns the flushed position.
     pub fn flush(&self, least_pages: usize) -> Result<usize> {
@@ -314,6 +479,8 @@ impl MappedFile {
             read > flushed
         };
         if able && self.writable {
+            crate::failpoint::check("msync")
+                .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
             let start = flushed - flushed % OS_PAGE_SIZE;
             self.map
                 .flush_range(start, read - start)
@@ -328,6 +495,8 @@ impl MappedFile {
         if !self.writable {
             return Ok(());
         }
+        crate::failpoint::check("msync")
+            .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
         self.map
             .flush()
             .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;

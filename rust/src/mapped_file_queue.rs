@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
+use crate::allocate::TransientStorePool;
 use crate::error::{Result, StoreError};
 use crate::mapped_file::{file_name, MappedFile};
 
@@ -129,6 +130,8 @@ pub struct MappedFileQueue {
     flushed_where: AtomicU64,
     committed_where: AtomicU64,
     flush_lock: Mutex<()>,
+    commit_lock: Mutex<()>,
+    pool: RwLock<Option<Arc<TransientStorePool>>>,
 }
 
 impl MappedFileQueue {
@@ -142,6 +145,8 @@ impl MappedFileQueue {
             flushed_where: AtomicU64::new(0),
             committed_where: AtomicU64::new(0),
             flush_lock: Mutex::new(()),
+            commit_lock: Mutex::new(()),
+            pool: RwLock::new(None),
         }
     }
 
@@ -242,7 +247,20 @@ impl MappedFileQueue {
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| StoreError::io(format!("create {}", self.dir.display()), e))?;
         let path = self.dir.join(file_name(offset));
-        let mf = Arc::new(MappedFile::create(&path, offset, self.file_size)?);
+        let buffer = self.pool.read().as_ref().and_then(|p| {
+            let b = p.borrow();
+            if b.is_none() {
+                log::warn!(
+                    "transient store pool exhausted; {} is written directly",
+                    path.display()
+                );
+            }
+            b
+        });
+        let mf = Arc::new(match buffer {
+            Some(b) => MappedFile::create_transient(&path, offset, self.file_size, b)?,
+            None => MappedFile::create(&path, offset, self.file_size)?,
+        });
         let mut files = self.files.write();
         if let Some(last) = files.last() {
             if last.file_from_offset() + self.file_size as u64 != offset {
@@ -350,6 +368,34 @@ impl MappedFileQueue {
             self.committed_where.fetch_max(where_, Ordering::AcqRel);
         }
         Ok(where_ == old)
+    }
+
+    /// Routes appends of files created from now on through `pool`.
+    pub fn set_transient_pool(&self, pool: Option<Arc<TransientStorePool>>) {
+        *self.pool.write() = pool;
+    }
+
+    /// Commits transient buffers into the mappings (every file holding
+    /// uncommitted bytes), returning buffers of fully committed files to the
+    /// pool. Returns true when anything was committed.
+    pub fn commit(&self, least_pages: usize) -> bool {
+        let _g = self.commit_lock.lock();
+        let pool = self.pool.read().clone();
+        let mut any = false;
+        for f in self.files() {
+            if !f.is_transient() {
+                continue;
+            }
+            let before = f.committed_position();
+            let (committed, released) = f.commit(least_pages);
+            any |= committed > before;
+            if let (Some(b), Some(p)) = (released, &pool) {
+                p.give_back(b);
+            }
+            self.committed_where
+                .fetch_max(f.file_from_offset() + committed as u64, Ordering::AcqRel);
+        }
+        any
     }
 
     /// Flushes every file from the flushed offset to the end of written data.

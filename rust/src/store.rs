@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::allocate::{Prefaulter, DEFAULT_WINDOW};
+use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
 use crate::checkpoint::Checkpoint;
 use crate::commitlog::{CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, ScanReport};
 use crate::cq_table::ConsumeQueueTable;
 use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
+use crate::flush::{FlushConfig, FlushService};
 use crate::index_file::IndexStore;
 use crate::lock::StoreLock;
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
@@ -39,7 +40,6 @@ pub struct StoreOptions {
     pub max_message_size: usize,
     pub store_host: SocketAddr,
     pub delay_levels: Vec<i64>,
-    pub sync_flush: bool,
     pub read_only: bool,
     pub message_index_enable: bool,
     pub max_hash_slot_num: usize,
@@ -50,6 +50,10 @@ pub struct StoreOptions {
     pub max_transfer_bytes_in_disk: usize,
     pub max_transfer_count_in_disk: usize,
     pub access_message_in_memory_max_ratio: u64,
+    pub message_index_safe: bool,
+    pub transient_store_pool_enable: bool,
+    pub transient_store_pool_size: usize,
+    pub flush: FlushConfig,
 }
 
 /// What recovery found and did.
@@ -64,6 +68,9 @@ pub struct RecoveryReport {
     pub stop_reason: Option<String>,
     pub consume_queues: usize,
     pub redispatched_records: u64,
+    /// Index entries rebuilt after an abnormal exit (from this CommitLog offset).
+    pub index_redispatch_from: Option<i64>,
+    pub index_redispatched_records: u64,
 }
 
 /// An open store.
@@ -79,6 +86,9 @@ pub struct Store {
     dispatcher: Arc<Dispatcher>,
     dispatch_thread: Mutex<Option<DispatchThread>>,
     limits: TransferLimits,
+    flusher: Arc<FlushService>,
+    last_exit_ok: bool,
+    index_redispatch_from: Option<i64>,
     closed: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
     prefaulter: Mutex<Option<Prefaulter>>,
@@ -125,6 +135,8 @@ impl Store {
             Some(StoreLock::acquire(&opts.root.join("lock"), &opts.root)?)
         };
         let writable = !opts.read_only;
+        // An abort file left behind means the last writer did not stop cleanly.
+        let last_exit_ok = !opts.root.join("abort").exists();
         let file_size = resolve_commit_log_size(&opts)?;
         let cqs = Arc::new(ConsumeQueueTable::load(
             opts.root.join("consumequeue"),
@@ -139,6 +151,14 @@ impl Store {
             delay_levels: opts.delay_levels.clone(),
         };
         let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
+        if writable && opts.transient_store_pool_enable && !opts.flush.sync_flush {
+            commitlog
+                .queue()
+                .set_transient_pool(Some(Arc::new(TransientStorePool::new(
+                    opts.transient_store_pool_size,
+                    file_size,
+                ))));
+        }
         let checkpoint_path = opts.root.join("checkpoint");
         let checkpoint = Arc::new(if writable {
             Checkpoint::load_or_create(&checkpoint_path)?
@@ -146,11 +166,20 @@ impl Store {
             Checkpoint::load_read_only(&checkpoint_path)?
         });
         let mut index_error = None;
+        let mut index_redispatch_from = None;
         let index = if opts.message_index_enable {
             let dir = opts.root.join("index");
             let idx = if writable {
                 // A writer must index every new message: a geometry mismatch is fatal.
-                Some(IndexStore::load(&dir, opts.max_hash_slot_num, opts.max_index_num, true, 0)?.0)
+                let (idx, from) = IndexStore::load(
+                    &dir,
+                    opts.max_hash_slot_num,
+                    opts.max_index_num,
+                    last_exit_ok,
+                    checkpoint.index_msg_timestamp(),
+                )?;
+                index_redispatch_from = from;
+                Some(idx)
             } else {
                 // A reader opens any store; only key queries need the geometry.
                 match IndexStore::load_read_only(&dir, opts.max_hash_slot_num, opts.max_index_num) {
@@ -189,6 +218,18 @@ impl Store {
         } else {
             None
         };
+        let poisoned = Arc::new(Mutex::new(None::<String>));
+        let p2 = poisoned.clone();
+        let flusher = FlushService::new(
+            opts.flush.clone(),
+            commitlog.clone(),
+            cqs.clone(),
+            index.clone(),
+            checkpoint.clone(),
+            Box::new(move |why| {
+                p2.lock().get_or_insert(why);
+            }),
+        );
         let limits = TransferLimits {
             max_bytes_in_memory: opts.max_transfer_bytes_in_memory,
             max_count_in_memory: opts.max_transfer_count_in_memory,
@@ -207,8 +248,11 @@ impl Store {
             dispatcher,
             dispatch_thread: Mutex::new(None),
             limits,
+            flusher,
+            last_exit_ok,
+            index_redispatch_from,
             closed: AtomicBool::new(false),
-            poisoned: Arc::new(Mutex::new(None)),
+            poisoned,
             prefaulter: Mutex::new(prefaulter),
         })
     }
@@ -241,21 +285,69 @@ impl Store {
         self.opts.read_only
     }
 
-    /// Recovers the consume queues and the CommitLog, cuts what lies past the
-    /// valid end (writer only), dispatches what the queues miss, and rebuilds
-    /// the queue-offset table from the queues.
+    /// True when the previous writer stopped cleanly (no abort file).
+    pub fn last_exit_ok(&self) -> bool {
+        self.last_exit_ok
+    }
+
+    /// The CommitLog file abnormal recovery starts from: the newest file whose
+    /// first record was stored before the checkpoint says everything was
+    /// flushed (SPEC §8.3), else the first file.
+    fn abnormal_start_file(&self) -> usize {
+        let min_ts = if self.opts.message_index_safe && self.index.is_some() {
+            self.checkpoint.min_timestamp_index()
+        } else {
+            self.checkpoint.min_timestamp()
+        };
+        let n = self.commitlog.queue().len();
+        (0..n)
+            .rev()
+            .find(|&i| {
+                matches!(self.commitlog.first_record_of_file(i),
+                    Some((magic, ts)) if magic == crate::message::MAGIC_V1 && ts != 0 && ts <= min_ts)
+            })
+            .unwrap_or(0)
+    }
+
+    /// Recovers the store (SPEC §8). Normal after a clean stop: consume
+    /// queues, then the CommitLog from its third-last file. Abnormal (abort
+    /// file present): the CommitLog from the file the checkpoint points at,
+    /// re-dispatching every valid record to the queues and index, and the
+    /// index rebuilt from its oldest destroyed file. Both cut (and zero) what
+    /// lies past the valid end, dispatch what the queues miss and rebuild the
+    /// queue-offset table. Read-only stores only find the ends.
     pub fn recover(&self, check_crc: bool) -> Result<RecoveryReport> {
-        // Read-only: recovery only finds the ends (no byte is written).
         let max_phy_cq = self.cqs.recover_all()?;
-        let scan: ScanReport = self.commitlog.scan(0, check_crc, |_, _, _| {});
+        let abnormal = !self.last_exit_ok && !self.opts.read_only;
+        let files = self.commitlog.queue().len();
+        let start = if abnormal {
+            self.abnormal_start_file()
+        } else {
+            files.saturating_sub(3)
+        };
+        let mut dispatch_err = None;
+        let mut redispatched = 0u64;
+        let scan: ScanReport = self.commitlog.scan(start, check_crc, |phy, v, rec| {
+            if abnormal && dispatch_err.is_none() {
+                match self.dispatcher.dispatch_record(phy, v, rec, true, true) {
+                    Ok(()) => redispatched += 1,
+                    Err(e) => dispatch_err = Some(e),
+                }
+            }
+        });
+        if let Some(e) = dispatch_err {
+            return Err(e);
+        }
         let mut report = RecoveryReport {
-            mode: "normal",
+            mode: if abnormal { "abnormal" } else { "normal" },
             files_scanned: scan.files_scanned,
             bytes_scanned: scan.bytes_scanned,
             records: scan.records,
             end_offset: scan.end_offset,
             stop_reason: scan.stop_reason.clone(),
             consume_queues: self.cqs.all().len(),
+            redispatched_records: redispatched,
+            index_redispatch_from: self.index_redispatch_from,
             ..Default::default()
         };
         if self.opts.read_only {
@@ -265,11 +357,55 @@ impl Store {
             return Ok(report);
         }
         report.bytes_truncated = self.commitlog.truncate_to(scan.end_offset)?;
+        let max_phy_cq = max_phy_cq.max(
+            self.cqs
+                .all()
+                .iter()
+                .map(|q| q.max_physic_offset())
+                .max()
+                .unwrap_or(-1),
+        );
         if self.commitlog.queue().is_empty() {
             self.cqs.destroy_all()?;
         } else if max_phy_cq >= scan.end_offset as i64 {
             self.cqs
                 .truncate_dirty_logic_files(scan.end_offset as i64)?;
+        }
+        // Index entries lost with destroyed index files: rebuild them from the
+        // oldest destroyed file's first offset up to where the scan began
+        // (the scan itself re-dispatched the rest).
+        if let (Some(from), Some(_)) = (self.index_redispatch_from, &self.index) {
+            let until = if abnormal {
+                self.commitlog
+                    .queue()
+                    .files()
+                    .get(start)
+                    .map(|f| f.file_from_offset())
+                    .unwrap_or(0)
+            } else {
+                scan.end_offset
+            };
+            let mut n = 0u64;
+            let mut err = None;
+            let first = self
+                .commitlog
+                .queue()
+                .files()
+                .iter()
+                .position(|f| f.file_from_offset() + f.file_size() as u64 > from.max(0) as u64)
+                .unwrap_or(usize::MAX);
+            self.commitlog.scan(first, false, |phy, v, rec| {
+                if err.is_none() && phy >= from.max(0) as u64 && phy < until {
+                    match self.dispatcher.dispatch_record(phy, v, rec, false, true) {
+                        Ok(()) => n += 1,
+                        Err(e) => err = Some(e),
+                    }
+                }
+            });
+            if let Some(e) = err {
+                return Err(e);
+            }
+            report.index_redispatched_records = n;
         }
         let max_phy_cq = self
             .cqs
@@ -279,23 +415,17 @@ impl Store {
             .max()
             .unwrap_or(-1);
         let reput_from = max_phy_cq.max(self.commitlog.min_offset()).max(0) as u64;
-        self.dispatcher.set_reput_from(reput_from);
-        let before = self.dispatcher.reput_from();
-        let mut redispatched = 0;
+        self.dispatcher
+            .set_reput_from(reput_from.min(scan.end_offset.max(reput_from)));
         loop {
             let st = self
                 .dispatcher
                 .dispatch_once(crate::dispatch::DEFAULT_STEP_BYTES)?;
-            redispatched += st.records;
+            report.redispatched_records += st.records;
             if st.records == 0 {
                 break;
             }
         }
-        log::debug!(
-            "recovery dispatched {redispatched} records from {before} to {}",
-            self.dispatcher.reput_from()
-        );
-        report.redispatched_records = redispatched;
         let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
         self.commitlog.set_queue_offsets(table);
         Ok(report)
@@ -307,6 +437,21 @@ impl Store {
             let pos = end.saturating_sub(from).min(f.file_size() as u64);
             f.set_positions(pos as usize);
         }
+    }
+
+    /// Starts the flush threads and creates the abort file (writer only).
+    pub fn start_flush(&self) -> Result<()> {
+        if self.opts.read_only {
+            return Ok(());
+        }
+        self.flusher
+            .start()
+            .map_err(|e| StoreError::io("start the flush threads", e))?;
+        let abort = self.opts.root.join("abort");
+        std::fs::File::create(&abort)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| StoreError::io(format!("create {}", abort.display()), e))?;
+        sync_dir(&self.opts.root)
     }
 
     /// Starts the dispatch thread (writer only).
@@ -376,7 +521,7 @@ impl Store {
     /// Appends without blocking, if possible (see [`CommitLog::try_put_prepared`]).
     /// Never used for SYNC_FLUSH, whose put must wait for the disk.
     pub fn try_put_fast(&self, p: &Prepared<'_>) -> Option<Result<PutOutcome>> {
-        if self.opts.sync_flush {
+        if self.opts.flush.sync_flush {
             return None;
         }
         let r = self.commitlog.try_put_prepared(p)?;
@@ -384,12 +529,15 @@ impl Store {
         Some(r)
     }
 
-    /// Appends and, under SYNC_FLUSH, waits until the record is on disk.
+    /// Appends and, under SYNC_FLUSH, waits (group commit) until the record
+    /// is on disk.
     pub fn put_prepared(&self, p: &Prepared<'_>) -> Result<PutOutcome> {
         let mut out = self.commitlog.put_prepared(p)?;
         self.dispatcher.wakeup();
-        if self.opts.sync_flush && out.status == PutStatus::PutOk && wants_wait(&p.spec) {
-            out.status = self.flush_for_ack();
+        if self.opts.flush.sync_flush && out.status == PutStatus::PutOk && wants_wait(&p.spec) {
+            out.status = self
+                .flusher
+                .wait_flushed((out.wrote_offset + out.wrote_bytes as i64) as u64);
         }
         Ok(out)
     }
@@ -402,23 +550,18 @@ impl Store {
         let any_wait = specs.iter().any(wants_wait);
         let mut out = self.commitlog.put_batch(specs)?;
         self.dispatcher.wakeup();
-        if self.opts.sync_flush && any_wait && out.iter().any(|o| o.status == PutStatus::PutOk) {
-            let st = self.flush_for_ack();
+        let end = out
+            .iter()
+            .filter(|o| o.status == PutStatus::PutOk)
+            .map(|o| (o.wrote_offset + o.wrote_bytes as i64) as u64)
+            .max();
+        if let (true, true, Some(end)) = (self.opts.flush.sync_flush, any_wait, end) {
+            let st = self.flusher.wait_flushed(end);
             for o in out.iter_mut().filter(|o| o.status == PutStatus::PutOk) {
                 o.status = st;
             }
         }
         Ok(out)
-    }
-
-    fn flush_for_ack(&self) -> PutStatus {
-        match self.commitlog.flush_all() {
-            Ok(_) => PutStatus::PutOk,
-            Err(e) => {
-                self.poison(format!("flush failed: {e}"));
-                PutStatus::FlushDiskTimeout
-            }
-        }
     }
 
     /// Marks the store unwriteable after a failed write or flush.
@@ -553,48 +696,59 @@ impl Store {
         }
     }
 
-    /// Forces everything written to disk; returns the flushed offset.
+    /// Forces everything written to disk (after dispatching what is
+    /// pending, so queues and index are flushed too); returns the flushed
+    /// CommitLog offset.
     pub fn flush(&self) -> Result<u64> {
         self.check_open()?;
         if self.opts.read_only {
             return Ok(self.commitlog.flushed_offset());
         }
-        // Dispatch what is pending first, so the queues and index are flushed too.
+        if let Some(why) = self.poison_reason() {
+            return Err(StoreError::Poisoned(why));
+        }
         let r = self
             .dispatcher
             .drain()
-            .and_then(|_| self.commitlog.flush_all())
-            .and_then(|off| {
-                self.cqs.flush_all(0)?;
-                if let Some(i) = &self.index {
-                    i.flush()?;
-                }
-                self.checkpoint.flush()?;
-                Ok(off)
-            });
+            .and_then(|_| self.flusher.final_flush())
+            .map(|_| self.commitlog.flushed_offset());
         r.inspect_err(|e| self.poison(format!("flush failed: {e}")))
     }
 
-    /// Stops dispatch (after dispatching what is left), flushes and closes;
-    /// later calls fail with [`StoreError::Closed`].
+    /// Stops dispatch (after dispatching what is left) and the flush threads,
+    /// flushes everything, removes the abort file when the stop is clean
+    /// (writeable, nothing left to dispatch), and releases the lock. Later
+    /// calls fail with [`StoreError::Closed`].
     pub fn shutdown(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        self.stop_dispatch();
         if let Some(mut p) = self.prefaulter.lock().take() {
             p.stop();
         }
         let mut result = Ok(());
-        if !self.opts.read_only && self.poisoned.lock().is_none() {
-            result = self.dispatcher.drain().and_then(|_| {
-                self.commitlog.flush_all()?;
-                self.cqs.flush_all(0)?;
-                if let Some(i) = &self.index {
-                    i.flush()?;
+        if !self.opts.read_only {
+            self.stop_dispatch();
+            if self.poisoned.lock().is_none() {
+                result = self.dispatcher.drain();
+            }
+            let flushed = self.flusher.shutdown();
+            if result.is_ok() {
+                result = flushed;
+            }
+            let clean = result.is_ok()
+                && self.poisoned.lock().is_none()
+                && self.dispatcher.behind_bytes() == 0;
+            if clean {
+                let abort = self.opts.root.join("abort");
+                match std::fs::remove_file(&abort) {
+                    Ok(()) => result = sync_dir(&self.opts.root),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        result = Err(StoreError::io(format!("remove {}", abort.display()), e))
+                    }
                 }
-                self.checkpoint.flush()
-            });
+            }
         }
         // Release the writer lock even when the final flush failed.
         self.lock.lock().take();
@@ -604,6 +758,13 @@ impl Store {
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
+}
+
+/// fsyncs a directory so a created or removed entry survives a crash.
+fn sync_dir(dir: &std::path::Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io(format!("fsync {}", dir.display()), e))
 }
 
 /// True when the record is of `topic` and carries `key` (UNIQ_KEY or a KEYS token).

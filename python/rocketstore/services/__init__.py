@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
 
-__all__ = ["ReputService"]
+__all__ = ["RecoveryReport", "RecoveryService", "ReputService"]

@@ -29,6 +29,14 @@ fn body_crc(data: &[u8]) -> i32 {
     message::body_crc(data)
 }
 
+/// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
+/// "create_file" or "cq_put". For tests. Returns False for an unknown name.
+#[pyfunction]
+#[pyo3(name = "_set_fail_point")]
+fn set_fail_point(name: &str, errno: i32) -> bool {
+    crate::failpoint::set(name, errno)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -40,5 +48,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
+    m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
     Ok(())
 }

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::commitlog::{now_ms, PutOutcome, PutStatus};
 use crate::consume_queue::ConsumeQueue;
+use crate::flush::FlushConfig;
 use crate::message::{decode_msg_id, is_valid_topic, parse_delay_levels, MessageSpec};
 use crate::reader::GetStatus;
 use crate::store::{Store, StoreOptions};
@@ -118,7 +119,7 @@ impl PyGetResult {
 impl PyStore {
     /// Takes the writer lock (unless `read_only`) and loads the store's files.
     #[new]
-    #[pyo3(signature = (store_path, commit_log_dir, commit_log_file_size, max_message_size, store_host, message_delay_level, sync_flush, read_only, *, consume_queue_file_size=None, message_index_enable=true, max_hash_slot_num=5_000_000, max_index_num=20_000_000, max_msgs_num_batch=64, max_transfer_bytes_on_message_in_memory=262_144, max_transfer_count_on_message_in_memory=32, max_transfer_bytes_on_message_in_disk=65_536, max_transfer_count_on_message_in_disk=8, access_message_in_memory_max_ratio=40))]
+    #[pyo3(signature = (store_path, commit_log_dir, commit_log_file_size, max_message_size, store_host, message_delay_level, sync_flush, read_only, *, consume_queue_file_size=None, message_index_enable=true, max_hash_slot_num=5_000_000, max_index_num=20_000_000, max_msgs_num_batch=64, max_transfer_bytes_on_message_in_memory=262_144, max_transfer_count_on_message_in_memory=32, max_transfer_bytes_on_message_in_disk=65_536, max_transfer_count_on_message_in_disk=8, access_message_in_memory_max_ratio=40, message_index_safe=true, transient_store_pool_enable=false, transient_store_pool_size=5, flush_intervals_ms=None, flush_least_pages=None, sync_flush_timeout_ms=5000))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -140,6 +141,12 @@ impl PyStore {
         max_transfer_bytes_on_message_in_disk: usize,
         max_transfer_count_on_message_in_disk: usize,
         access_message_in_memory_max_ratio: u64,
+        message_index_safe: bool,
+        transient_store_pool_enable: bool,
+        transient_store_pool_size: usize,
+        flush_intervals_ms: Option<(u64, u64, u64, u64, u64, u64)>,
+        flush_least_pages: Option<(usize, usize, usize)>,
+        sync_flush_timeout_ms: u64,
     ) -> PyResult<Self> {
         guarded(|| {
             let store_host = parse_host(&store_host, "store_host")?;
@@ -156,7 +163,6 @@ impl PyStore {
                 max_message_size,
                 store_host,
                 delay_levels,
-                sync_flush,
                 read_only,
                 message_index_enable,
                 max_hash_slot_num,
@@ -167,6 +173,33 @@ impl PyStore {
                 max_transfer_bytes_in_disk: max_transfer_bytes_on_message_in_disk,
                 max_transfer_count_in_disk: max_transfer_count_on_message_in_disk,
                 access_message_in_memory_max_ratio,
+                message_index_safe,
+                transient_store_pool_enable,
+                transient_store_pool_size,
+                flush: {
+                    let mut f = FlushConfig {
+                        sync_flush,
+                        transient: transient_store_pool_enable && !sync_flush,
+                        sync_timeout: Duration::from_millis(sync_flush_timeout_ms),
+                        ..FlushConfig::default()
+                    };
+                    // (commit log flush, its thorough interval, commit, its
+                    // thorough interval, consume queue flush, its thorough interval)
+                    if let Some((a, b, c, d, e, g)) = flush_intervals_ms {
+                        f.flush_interval = Duration::from_millis(a);
+                        f.flush_thorough_interval = Duration::from_millis(b);
+                        f.commit_interval = Duration::from_millis(c);
+                        f.commit_thorough_interval = Duration::from_millis(d);
+                        f.cq_interval = Duration::from_millis(e);
+                        f.cq_thorough_interval = Duration::from_millis(g);
+                    }
+                    if let Some((a, b, c)) = flush_least_pages {
+                        f.flush_least_pages = a;
+                        f.commit_least_pages = b;
+                        f.cq_least_pages = c;
+                    }
+                    f
+                },
             };
             let store = nogil(py, || Store::open(opts))?;
             Ok(Self {
@@ -191,6 +224,8 @@ impl PyStore {
             d.set_item("stop_reason", r.stop_reason)?;
             d.set_item("consume_queues", r.consume_queues)?;
             d.set_item("redispatched_records", r.redispatched_records)?;
+            d.set_item("index_redispatch_from", r.index_redispatch_from)?;
+            d.set_item("index_redispatched_records", r.index_redispatched_records)?;
             Ok(d)
         })
     }
@@ -406,6 +441,17 @@ impl PyStore {
             }
             Ok(d)
         })
+    }
+
+    /// Starts the flush threads and creates the abort file.
+    fn start_flush(&self) -> PyResult<()> {
+        guarded(|| Ok(self.store.start_flush()?))
+    }
+
+    /// True when the previous writer stopped cleanly (no abort file at open).
+    #[getter]
+    fn last_exit_ok(&self) -> bool {
+        self.store.last_exit_ok()
     }
 
     /// Starts the dispatch (reput) thread.

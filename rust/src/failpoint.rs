@@ -1,0 +1,47 @@
+//! Named fault-injection points, so tests can make a write, flush or file
+//! creation fail on demand (a failed fsync must poison the store; a full disk
+//! must fail a file creation cleanly).
+//!
+//! A point is checked with one relaxed atomic load when no point is armed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::Mutex;
+
+static ANY_ARMED: AtomicBool = AtomicBool::new(false);
+static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
+
+/// The points the engine checks.
+pub const POINTS: &[&str] = &["msync", "create_file", "cq_put"];
+
+/// Arms `name` to fail with `errno` (0 disarms it).
+pub fn set(name: &str, errno: i32) -> bool {
+    if !POINTS.contains(&name) {
+        return false;
+    }
+    let mut a = ARMED.lock();
+    a.retain(|(n, _)| n != name);
+    if errno != 0 {
+        a.push((name.to_owned(), errno));
+    }
+    ANY_ARMED.store(!a.is_empty(), Ordering::Release);
+    true
+}
+
+/// Disarms every point.
+pub fn clear() {
+    ARMED.lock().clear();
+    ANY_ARMED.store(false, Ordering::Release);
+}
+
+/// `Err(io error)` when `name` is armed.
+#[inline]
+pub fn check(name: &str) -> std::io::Result<()> {
+    if !ANY_ARMED.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    match ARMED.lock().iter().find(|(n, _)| n == name) {
+        Some((_, errno)) => Err(std::io::Error::from_raw_os_error(*errno)),
+        None => Ok(()),
+    }
+}

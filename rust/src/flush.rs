@@ -1,0 +1,349 @@
+//! Flush services (SPEC §9): group commit for SYNC_FLUSH, periodic flush for
+//! ASYNC_FLUSH, the transient-pool commit, and the consume-queue flush that
+//! also persists the checkpoint. Each is a Rust thread.
+//!
+//! ```text
+//!  producers --append--> CommitLog --wait_flushed(end)--> [group commit] --msync--> disk
+//!                                                         one msync per group
+//! ```
+//! A failed msync/fsync poisons the store (through `on_error`) and completes
+//! every waiting producer with FLUSH_DISK_TIMEOUT.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::checkpoint::Checkpoint;
+use crate::commitlog::{CommitLog, PutStatus};
+use crate::cq_table::ConsumeQueueTable;
+use crate::error::Result;
+use crate::index_file::IndexStore;
+
+/// Flush settings (MessageStoreConfig names, in Durations).
+#[derive(Debug, Clone)]
+pub struct FlushConfig {
+    pub sync_flush: bool,
+    pub transient: bool,
+    pub flush_interval: Duration,
+    pub flush_least_pages: usize,
+    pub flush_thorough_interval: Duration,
+    pub commit_interval: Duration,
+    pub commit_least_pages: usize,
+    pub commit_thorough_interval: Duration,
+    pub cq_interval: Duration,
+    pub cq_least_pages: usize,
+    pub cq_thorough_interval: Duration,
+    pub sync_timeout: Duration,
+}
+
+impl Default for FlushConfig {
+    fn default() -> Self {
+        Self {
+            sync_flush: false,
+            transient: false,
+            flush_interval: Duration::from_millis(500),
+            flush_least_pages: 4,
+            flush_thorough_interval: Duration::from_millis(10_000),
+            commit_interval: Duration::from_millis(200),
+            commit_least_pages: 4,
+            commit_thorough_interval: Duration::from_millis(200),
+            cq_interval: Duration::from_millis(1000),
+            cq_least_pages: 2,
+            cq_thorough_interval: Duration::from_millis(60_000),
+            sync_timeout: Duration::from_millis(5000),
+        }
+    }
+}
+
+type OnError = Box<dyn Fn(String) + Send + Sync>;
+
+struct Group {
+    /// Highest CommitLog offset a producer waits for.
+    requested: u64,
+}
+
+/// The flush threads of one store.
+pub struct FlushService {
+    cfg: FlushConfig,
+    commitlog: Arc<CommitLog>,
+    cqs: Arc<ConsumeQueueTable>,
+    index: Option<Arc<IndexStore>>,
+    checkpoint: Arc<Checkpoint>,
+    group: Mutex<Group>,
+    work: Condvar,
+    done: Condvar,
+    sleep_lock: Mutex<()>,
+    sleep: Condvar,
+    stop: AtomicBool,
+    failed: Mutex<Option<String>>,
+    on_error: OnError,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl FlushService {
+    pub fn new(
+        cfg: FlushConfig,
+        commitlog: Arc<CommitLog>,
+        cqs: Arc<ConsumeQueueTable>,
+        index: Option<Arc<IndexStore>>,
+        checkpoint: Arc<Checkpoint>,
+        on_error: OnError,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            cfg,
+            commitlog,
+            cqs,
+            index,
+            checkpoint,
+            group: Mutex::new(Group { requested: 0 }),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            sleep_lock: Mutex::new(()),
+            sleep: Condvar::new(),
+            stop: AtomicBool::new(false),
+            failed: Mutex::new(None),
+            on_error,
+            threads: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn config(&self) -> &FlushConfig {
+        &self.cfg
+    }
+
+    /// Starts the threads.
+    pub fn start(self: &Arc<Self>) -> std::io::Result<()> {
+        let mut threads = self.threads.lock();
+        if !threads.is_empty() {
+            return Ok(());
+        }
+        let me = self.clone();
+        let name = if self.cfg.sync_flush {
+            "rocketstore-group-commit"
+        } else {
+            "rocketstore-flush"
+        };
+        threads.push(
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    if me.cfg.sync_flush {
+                        me.run_group_commit()
+                    } else {
+                        me.run_async_flush()
+                    }
+                })?,
+        );
+        if self.cfg.transient && !self.cfg.sync_flush {
+            let me = self.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("rocketstore-commit".into())
+                    .spawn(move || me.run_commit())?,
+            );
+        }
+        let me = self.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("rocketstore-cq-flush".into())
+                .spawn(move || me.run_cq_flush())?,
+        );
+        Ok(())
+    }
+
+    fn fail(&self, what: String) {
+        let first = {
+            let mut f = self.failed.lock();
+            let first = f.is_none();
+            f.get_or_insert_with(|| what.clone());
+            first
+        };
+        if first {
+            log::error!("{what}");
+            (self.on_error)(what);
+        }
+        let _g = self.group.lock();
+        self.done.notify_all();
+    }
+
+    /// Why flushing failed, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.lock().clone()
+    }
+
+    /// Waits until the CommitLog is flushed up to `end` (group commit).
+    /// PUT_OK, or FLUSH_DISK_TIMEOUT after `sync_flush_timeout` or a failure.
+    pub fn wait_flushed(&self, end: u64) -> PutStatus {
+        let deadline = Instant::now() + self.cfg.sync_timeout;
+        let mut g = self.group.lock();
+        if end > g.requested {
+            g.requested = end;
+        }
+        self.work.notify_one();
+        loop {
+            if self.commitlog.flushed_offset() >= end {
+                return PutStatus::PutOk;
+            }
+            if self.failed.lock().is_some() || self.stop.load(Ordering::Acquire) {
+                return PutStatus::FlushDiskTimeout;
+            }
+            if self.done.wait_until(&mut g, deadline).timed_out()
+                && self.commitlog.flushed_offset() < end
+            {
+                return PutStatus::FlushDiskTimeout;
+            }
+        }
+    }
+
+    fn flush_commitlog(&self) -> Result<()> {
+        // Messages stored up to this timestamp are on disk once the flush returns.
+        let ts = self
+            .commitlog
+            .queue()
+            .last_file()
+            .map(|f| f.store_timestamp())
+            .unwrap_or(0);
+        let target = self.commitlog.max_offset();
+        self.commitlog.flush_all()?;
+        if ts > 0 && self.commitlog.flushed_offset() >= target {
+            self.checkpoint.set_physic_msg_timestamp(ts);
+        }
+        Ok(())
+    }
+
+    fn run_group_commit(&self) {
+        while !self.stop.load(Ordering::Acquire) {
+            {
+                let mut g = self.group.lock();
+                if g.requested <= self.commitlog.flushed_offset() {
+                    self.work.wait_for(&mut g, Duration::from_millis(10));
+                }
+            }
+            if self.failed.lock().is_some() {
+                self.idle(Duration::from_millis(100));
+                continue;
+            }
+            match self.flush_commitlog() {
+                Ok(()) => {
+                    let _g = self.group.lock();
+                    self.done.notify_all();
+                }
+                Err(e) => self.fail(format!("CommitLog flush failed: {e}")),
+            }
+        }
+    }
+
+    fn idle(&self, d: Duration) {
+        let mut g = self.sleep_lock.lock();
+        if !self.stop.load(Ordering::Acquire) {
+            self.sleep.wait_for(&mut g, d);
+        }
+    }
+
+    fn run_async_flush(&self) {
+        let mut last_thorough = Instant::now();
+        while !self.stop.load(Ordering::Acquire) {
+            self.idle(self.cfg.flush_interval);
+            if self.stop.load(Ordering::Acquire) || self.failed.lock().is_some() {
+                continue;
+            }
+            let thorough = last_thorough.elapsed() >= self.cfg.flush_thorough_interval;
+            let r = if thorough {
+                last_thorough = Instant::now();
+                self.flush_commitlog()
+            } else {
+                // One file per call, as RocketMQ does; the next round continues.
+                self.commitlog
+                    .queue()
+                    .flush(self.cfg.flush_least_pages)
+                    .map(|_| ())
+            };
+            if let Err(e) = r {
+                self.fail(format!("CommitLog flush failed: {e}"));
+            }
+        }
+    }
+
+    fn run_commit(&self) {
+        let mut last_thorough = Instant::now();
+        while !self.stop.load(Ordering::Acquire) {
+            self.idle(self.cfg.commit_interval);
+            let thorough = last_thorough.elapsed() >= self.cfg.commit_thorough_interval;
+            let least = if thorough {
+                last_thorough = Instant::now();
+                0
+            } else {
+                self.cfg.commit_least_pages
+            };
+            self.commitlog.queue().commit(least);
+        }
+    }
+
+    fn flush_queues(&self, least_pages: usize) -> Result<()> {
+        let logics = self.checkpoint.logics_msg_timestamp();
+        self.cqs.flush_all(least_pages)?;
+        if least_pages == 0 {
+            if let Some(i) = &self.index {
+                i.flush()?;
+            }
+            // Claim no queue data newer than what was flushed.
+            if logics > 0 {
+                self.checkpoint.set_logics_msg_timestamp(logics);
+            }
+            self.checkpoint.flush()?;
+        }
+        Ok(())
+    }
+
+    fn run_cq_flush(&self) {
+        let mut last_thorough = Instant::now();
+        while !self.stop.load(Ordering::Acquire) {
+            self.idle(self.cfg.cq_interval);
+            if self.stop.load(Ordering::Acquire) || self.failed.lock().is_some() {
+                continue;
+            }
+            let thorough = last_thorough.elapsed() >= self.cfg.cq_thorough_interval;
+            let least = if thorough {
+                last_thorough = Instant::now();
+                0
+            } else {
+                self.cfg.cq_least_pages
+            };
+            if let Err(e) = self.flush_queues(least) {
+                self.fail(format!("ConsumeQueue flush failed: {e}"));
+            }
+        }
+    }
+
+    /// Stops the threads, then commits and flushes everything once more.
+    pub fn shutdown(&self) -> Result<()> {
+        self.stop.store(true, Ordering::Release);
+        {
+            let _g = self.sleep_lock.lock();
+            self.sleep.notify_all();
+        }
+        {
+            let _g = self.group.lock();
+            self.work.notify_all();
+            self.done.notify_all();
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        if let Some(f) = self.failure() {
+            return Err(crate::error::StoreError::Poisoned(f));
+        }
+        self.final_flush()
+    }
+
+    /// Commits transient buffers and flushes the CommitLog, queues, index and
+    /// checkpoint.
+    pub fn final_flush(&self) -> Result<()> {
+        self.commitlog.queue().commit(0);
+        self.flush_commitlog()?;
+        self.flush_queues(0)
+    }
+}
