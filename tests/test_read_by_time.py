@@ -10,8 +10,6 @@ import itertools
 import time
 from collections.abc import Callable
 
-import pytest
-
 from helpers.read_util import SMALL, cq_dir, wait_dispatched
 from rocketstore import MessageStore, PutResult
 
@@ -144,16 +142,6 @@ def test_time_reads_survive_restart_and_read_only(open_store: OpenStore) -> None
         s.shutdown()
 
 
-@pytest.mark.xfail(
-    reason=(
-        "bug: get_offset_in_queue_by_time picks the CQ file by file mtime "
-        "(MappedFileQueue::find_by_time), but writes through the mmap do not update "
-        "mtime after a page's first dirtying, so every full CQ file but the last "
-        "looks older than the messages it holds and the search runs in the wrong "
-        "file (exact timestamps of offsets 0..399 answer 200 or 400)"
-    ),
-    strict=True,
-)
 def test_by_time_across_cq_files(open_store: OpenStore) -> None:
     """A queue spanning three CQ files (200 units each): exact timestamps still hit."""
     store = open_store(**SMALL)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from helpers.read_util import CQ_UNITS_PER_FILE, SMALL, cq_dir, listing, wait_dispatched
-from rocketstore import GetStatus, MessageStore, PutStatus
+from rocketstore import GetStatus, MessageStore, PutStatus, StoreClosedError
 
 OpenStore = Callable[..., MessageStore]
 
@@ -149,6 +151,90 @@ def test_offset_too_small_on_pre_blank_queue(open_store: OpenStore, store_path: 
         if not read_only:
             assert s.put("T", b"more", 0).queue_offset == n
         s.shutdown()
+
+
+def _expire_first_commit_log_file(
+    open_store: OpenStore, store_path: str, n: int, body: bytes
+) -> tuple[list, int]:
+    """Write ``n`` messages to T/0, shut down, delete CommitLog file 0.
+
+    That is the state RocketMQ's CleanCommitLogService leaves until the CQ
+    cleaner runs (SPEC §10), or a store whose old segments were removed.
+    Returns the put results and the queue offset of the first surviving message.
+    """
+    store = open_store(**SMALL)
+    results = [store.put("T", body, 0) for _ in range(n)]
+    assert all(r.ok for r in results)
+    store.shutdown()
+    os.remove(Path(store_path) / "commitlog" / f"{0:020d}")
+    size = SMALL["mapped_file_size_commit_log"]
+    first = next(r.queue_offset for r in results if r.wrote_offset >= size)
+    return results, first
+
+
+def test_offset_too_small_after_first_commit_log_file_expired(
+    open_store: OpenStore, store_path: str
+) -> None:
+    """Opening corrects each queue's min offset to the CommitLog min (SPEC §8 step 5).
+
+    Large bodies: the queue's first CQ file reaches past the expired CommitLog
+    file, so ``correctMinOffset`` (which scans the first CQ file) finds the
+    first surviving unit.
+    """
+    results, first = _expire_first_commit_log_file(open_store, store_path, 300, b"x" * 400)
+    assert 0 < first < CQ_UNITS_PER_FILE
+    for read_only in (True, False):
+        s = open_store(read_only=read_only, **SMALL)
+        assert s.min_phy_offset == SMALL["mapped_file_size_commit_log"]
+        assert s.get_min_offset_in_queue("T", 0) == first
+        assert s.get_earliest_message_time("T", 0) == results[first].store_timestamp
+        r = s.get_message("g", "T", 0, 0, 5)
+        assert r.status is GetStatus.OFFSET_TOO_SMALL
+        assert r.next_begin_offset == first
+        r = s.get_message("g", "T", 0, first, 2)
+        assert r.status is GetStatus.FOUND
+        assert [m.commit_log_offset for m in r.messages] == [
+            results[first].wrote_offset,
+            results[first + 1].wrote_offset,
+        ]
+        s.shutdown()
+
+
+def test_consumer_skips_units_whose_commit_log_file_is_gone(
+    open_store: OpenStore, store_path: str
+) -> None:
+    """Small bodies: whole CQ files point into the expired CommitLog file.
+
+    ``correctMinOffset`` only scans the first CQ file, so the min offset may
+    stay below the surviving data; a consumer still gets exactly the surviving
+    messages, in order.
+    """
+    _, first = _expire_first_commit_log_file(open_store, store_path, 1000, b"m")
+    assert first > CQ_UNITS_PER_FILE
+    s = open_store(read_only=True, **SMALL)
+    c = s.consumer("g", "T")
+    got: list[int] = []
+    deadline = time.monotonic() + 10
+    while len(got) < 1000 - first and time.monotonic() < deadline:
+        got += [m.queue_offset for m in c.poll(timeout=0.2, max_messages=100)]
+    assert got == list(range(first, 1000))
+    assert c.poll(timeout=0.05) == []
+    assert c.position(0) == 1000
+
+
+def test_removed_units_do_not_count_toward_max_msg_nums(
+    open_store: OpenStore, store_path: str
+) -> None:
+    _, first = _expire_first_commit_log_file(open_store, store_path, 1000, b"m")
+    s = open_store(read_only=True, **SMALL)
+    r = s.get_message("g", "T", 0, 0, 5)
+    assert r.status is GetStatus.MESSAGE_WAS_REMOVING
+    assert r.messages == []
+    assert r.next_begin_offset == CQ_UNITS_PER_FILE  # the whole CQ file's units scanned
+    r = s.get_message("g", "T", 0, first - 3, 5)
+    assert r.status is GetStatus.FOUND
+    assert [m.queue_offset for m in r.messages] == list(range(first, first + 5))
+    assert r.next_begin_offset == first + 5
 
 
 def test_offset_too_small_after_delete_expired_files(open_store: OpenStore) -> None:
@@ -379,3 +465,50 @@ def test_negative_queue_id_is_value_error(open_store: OpenStore) -> None:
     _fill(store, "T", 0, 1)
     with pytest.raises(ValueError):
         store.get_message("g", "T", -1, 0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.get_max_offset_in_queue("../x", 0),
+        lambda s: s.get_min_offset_in_queue("../x", 0),
+        lambda s: s.get_offset_in_queue_by_time("../x", 0, 0),
+        lambda s: s.get_commit_log_offset_in_queue("../x", 0, 0),
+        lambda s: s.get_message_store_timestamp("../x", 0, 0),
+        lambda s: s.get_earliest_message_time("../x", 0),
+        lambda s: s.query_message("../x", "k"),
+        lambda s: s.get_max_offset_in_queue("T", -1),
+        lambda s: s.get_offset_in_queue_by_time("T", -1, 0),
+        lambda s: s.get_message("g", "T", 0, 0, 0),
+        lambda s: s.get_message("g", "T", 0, 0, -3),
+    ],
+)
+def test_other_reads_reject_bad_arguments(
+    open_store: OpenStore, store_path: str, call: Callable[[MessageStore], object]
+) -> None:
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 1)
+    before = listing(store_path)
+    with pytest.raises(ValueError):
+        call(store)
+    assert listing(store_path) == before
+
+
+def test_negative_offset_is_below_min(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 3)
+    r = store.get_message("g", "T", 0, -1)
+    assert r.status is GetStatus.OFFSET_TOO_SMALL
+    assert r.next_begin_offset == 0
+
+
+def test_reads_on_a_closed_store_raise(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 1)
+    store.shutdown()
+    with pytest.raises(StoreClosedError):
+        store.get_message("g", "T", 0, 0)
+    with pytest.raises(StoreClosedError):
+        store.query_message("T", "k")
+    with pytest.raises(StoreClosedError):
+        store.get_offset_in_queue_by_time("T", 0, 0)

@@ -245,3 +245,39 @@ def test_writer_with_other_geometry_is_refused(open_store: OpenStore, store_path
     assert diff_snapshots(before, snapshot(store_path)) == []
     s = open_store(**SMALL_INDEX)
     assert _offsets(s.query_message("T", "k7", 64)) == want
+
+
+def _index_entries(store_path: str) -> list[tuple[int, int]]:
+    """``(keyHash, phyOffset)`` of every used entry of every index file (SPEC §3.1)."""
+    out = []
+    for p in sorted((Path(store_path) / "index").iterdir()):
+        data = p.read_bytes()
+        count = int.from_bytes(data[36:40], "big", signed=True)
+        base = 40 + 100 * 4
+        for i in range(1, count):
+            e = data[base + i * 20 : base + i * 20 + 20]
+            out.append((int.from_bytes(e[0:4], "big", signed=True), int.from_bytes(e[4:12], "big")))
+    return out
+
+
+def test_non_ascii_and_multiple_keys(open_store: OpenStore, store_path: str) -> None:
+    store = open_store(**SMALL_INDEX)
+    keys = ["中文", "ключ", "😀", "a😀b", "x" * 200]
+    puts = {k: store.put("T", k.encode(), 0, keys=[k]) for k in keys}
+    multi = store.put("T", b"multi", 1, keys=["m1", "m2", "m3"])
+    wait_dispatched(store)
+    for k, r in puts.items():
+        msgs = store.query_message("T", k)
+        assert [(m.commit_log_offset, m.body) for m in msgs] == [(r.wrote_offset, k.encode())]
+        assert msgs[0].keys == [k]
+    for k in ("m1", "m2", "m3"):
+        msgs = store.query_message("T", k)
+        assert [m.commit_log_offset for m in msgs] == [multi.wrote_offset]
+        assert msgs[0].keys == ["m1", "m2", "m3"]
+        assert msgs[0].properties["KEYS"] == "m1 m2 m3"
+    store.flush()
+    # the index holds Java's hash of "topic#key" over UTF-16 code units
+    entries = set(_index_entries(store_path))
+    for k, r in puts.items():
+        h = abs(java_string_hash(f"T#{k}"))
+        assert (h, r.wrote_offset) in entries, k

@@ -19,9 +19,9 @@ BODY = b"x" * 100
 
 @pytest.fixture(scope="module")
 def filled_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessageStore]:
-    from conftest import bench_base
-
     import tempfile
+
+    from conftest import bench_base
 
     with tempfile.TemporaryDirectory(dir=bench_base()) as d:
         cfg = StoreConfig(

@@ -200,6 +200,9 @@ class MessageStore:
             if self._reput is not None:
                 self._reput.shutdown()
             if not self._read_only:
+                if n.poison_reason is None:
+                    # Dispatch what is left first, so topics.json lists every topic.
+                    n.drain_dispatch()
                 self._persist_config()
         finally:
             n.shutdown()

@@ -251,11 +251,14 @@ fn file_len(file: &File, path: &Path) -> Result<u64> {
 fn read_prefix(file: &File, path: &Path) -> Result<CheckpointData> {
     let len = file_len(file, path)?;
     if len < CHECKPOINT_MIN_LEN as u64 {
-        return Err(StoreError::corrupted(
-            path,
-            len,
-            format!("checkpoint file is {len} bytes, at least {CHECKPOINT_MIN_LEN} are required"),
-        ));
+        // A crash while the file was being created. Zero timestamps only make
+        // an abnormal recovery start earlier (from the first file), which is
+        // always safe, so read them as zeros instead of refusing the store.
+        log::warn!(
+            "checkpoint {} is {len} bytes (a crash while it was created); reading it as zeros",
+            path.display()
+        );
+        return Ok(CheckpointData::default());
     }
     let mut buf = [0u8; CHECKPOINT_MIN_LEN];
     file.read_exact_at(&mut buf, 0)

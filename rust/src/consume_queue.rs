@@ -693,7 +693,25 @@ impl ConsumeQueue {
         min_phy: i64,
         mut store_ts_of: impl FnMut(i64, i32) -> Option<i64>,
     ) -> i64 {
-        let Some(f) = self.mfq.find_by_time(timestamp) else {
+        // RocketMQ picks the first file *modified* at or after `timestamp`, but
+        // writes through a mapping do not reliably advance a file's mtime
+        // (only the first dirtying of a page does), so a full file can look
+        // older than the messages it holds. We pick the first file whose last
+        // unit's message was stored at or after `timestamp` (else the last
+        // file): the same file RocketMQ means, judged by the data itself.
+        let files = self.mfq.files();
+        let chosen = files.iter().find(|f| {
+            let wrote = f.read_position();
+            if wrote < CQ_UNIT_SIZE {
+                return false;
+            }
+            f.read(wrote - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
+                .and_then(CqUnit::decode)
+                .filter(|u| u.is_valid() && !u.is_pre_blank())
+                .and_then(|u| store_ts_of(u.phy_offset, u.size))
+                .is_some_and(|ts| ts >= timestamp)
+        });
+        let Some(f) = chosen.or(files.last()).cloned() else {
             return 0;
         };
         let from = f.file_from_offset() as i64;

@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 use crate::commitlog::QueueOffsetTable;
 use crate::consume_queue::{round_cq_file_size, ConsumeQueue, DEFAULT_CQ_FILE_SIZE};
 use crate::error::{Result, StoreError};
-use crate::mapped_file_queue::detect_file_size;
+use crate::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::message::is_valid_topic;
 
 type Queues = FxHashMap<String, FxHashMap<i32, Arc<ConsumeQueue>>>;
@@ -65,38 +65,70 @@ fn list_queue_dirs(root: &Path) -> Result<Vec<(String, i32, PathBuf)>> {
     Ok(out)
 }
 
+/// A lone queue file larger than the settled size (cannot be a short newest file).
+fn lone_too_big(dirs: &[(String, i32, PathBuf)], size: usize) -> Result<Option<(usize, PathBuf)>> {
+    for (_, _, dir) in dirs {
+        if let Some(s) = detect_file_size(dir)? {
+            if s > size {
+                return Ok(Some((s, dir.clone())));
+            }
+        }
+    }
+    Ok(None)
+}
+
 impl ConsumeQueueTable {
     /// Loads every queue under `root`. The file size is `configured` (rounded
     /// up to ×20) or, when `None`, taken from the files; all queues must agree.
     pub fn load(root: PathBuf, configured: Option<usize>, writable: bool) -> Result<Self> {
         let dirs = list_queue_dirs(&root)?;
-        let mut found: Option<(usize, PathBuf)> = None;
+        // A directory holding one file only tells a size if that file is not
+        // a short newest file (a crash while it was created): settle the size
+        // from directories with several files first.
+        let mut full: Option<(usize, PathBuf)> = None;
+        let mut lone: Option<(usize, PathBuf)> = None;
         for (_, _, dir) in &dirs {
-            if let Some(size) = detect_file_size(dir)? {
-                match &found {
-                    Some((s, other)) if *s != size => {
-                        return Err(StoreError::Mismatch(format!(
+            let Some(size) = detect_file_size(dir)? else {
+                continue;
+            };
+            let is_lone = list_segment_files(dir)?.len() == 1;
+            let slot = if is_lone { &mut lone } else { &mut full };
+            match slot {
+                Some((s, other)) if !is_lone && *s != size => {
+                    return Err(StoreError::Mismatch(format!(
                         "consume queue files differ in size: {} has {size}-byte files, {} has {s}",
                         dir.display(),
                         other.display()
                     )))
-                    }
-                    None => found = Some((size, dir.clone())),
-                    _ => {}
                 }
+                Some((s, _)) if is_lone && *s >= size => {}
+                _ => *slot = Some((size, dir.clone())),
             }
         }
-        let file_size = match (configured.map(round_cq_file_size), found) {
-            (Some(cfg), Some((disk, dir))) if cfg != disk => {
+        let file_size = match (configured.map(round_cq_file_size), full, lone) {
+            (Some(cfg), Some((disk, dir)), _) if cfg != disk => {
                 return Err(StoreError::Mismatch(format!(
                     "mapped_file_size_consume_queue is {cfg} but the files in {} are {disk} bytes",
                     dir.display()
                 )))
             }
-            (Some(cfg), _) => cfg,
-            (None, Some((disk, _))) => disk,
-            (None, None) => DEFAULT_CQ_FILE_SIZE,
+            (Some(cfg), _, Some((disk, dir))) if disk > cfg => {
+                return Err(StoreError::Mismatch(format!(
+                    "mapped_file_size_consume_queue is {cfg} but {} holds a {disk}-byte file",
+                    dir.display()
+                )))
+            }
+            (Some(cfg), _, _) => cfg,
+            (None, Some((disk, _)), _) => disk,
+            (None, None, Some((disk, _))) => disk,
+            (None, None, None) => DEFAULT_CQ_FILE_SIZE,
         };
+        if let Some((disk, dir)) = &lone_too_big(&dirs, file_size)? {
+            return Err(StoreError::Mismatch(format!(
+                "consume queue file size is {file_size} but {} holds a {disk}-byte file",
+                dir.display()
+            )));
+        }
         let table = Self {
             root,
             file_size,

@@ -336,6 +336,7 @@ impl DispatchThread {
                         Ok(_) => d.sleep_until_woken(Duration::from_millis(1)),
                         Err(e) => {
                             if !failed {
+                                d.failure.lock().get_or_insert_with(|| e.to_string());
                                 on_error(&e);
                                 failed = true;
                             }

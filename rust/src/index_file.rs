@@ -645,7 +645,32 @@ impl IndexStore {
         let store = Self::empty(dir.to_path_buf(), hash_slot_num, index_num, writable)?;
         let mut files = Vec::new();
         let mut redispatch_from = None;
-        for path in list_index_files(dir)? {
+        let paths = list_index_files(dir)?;
+        let expected = index_file_size(hash_slot_num, index_num).unwrap_or(usize::MAX) as u64;
+        let last = paths.len().saturating_sub(1);
+        for (i, path) in paths.into_iter().enumerate() {
+            // The newest file shorter than the geometry: a crash while it was
+            // being created, so it holds no entry. A writer removes it and
+            // re-indexes from where the previous file ended; a reader skips it.
+            let len = std::fs::metadata(&path)
+                .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?
+                .len();
+            if i == last && len < expected {
+                if writable {
+                    log::warn!(
+                        "removing index file {} ({len} bytes: a crash while it was created)",
+                        path.display()
+                    );
+                    std::fs::remove_file(&path)
+                        .map_err(|e| StoreError::io(format!("remove {}", path.display()), e))?;
+                    let prev_end = files
+                        .last()
+                        .map(|f: &Arc<IndexFile>| f.end_phy_offset())
+                        .unwrap_or(0);
+                    redispatch_from.get_or_insert(prev_end);
+                }
+                continue;
+            }
             let f = IndexFile::open(&path, hash_slot_num, index_num, writable)?;
             if writable && !last_exit_ok && f.end_timestamp() > index_checkpoint_ts {
                 log::info!(
@@ -897,6 +922,34 @@ impl IndexStore {
         let n = count.min(list.len());
         list.drain(..n);
         count
+    }
+
+    /// Destroys the newest files holding entries at or past CommitLog offset
+    /// `phy` (the log was cut there, so those entries point at records that
+    /// no longer exist, and new records there would be skipped as already
+    /// indexed). Returns the begin offset of the oldest destroyed file, from
+    /// which the caller re-indexes.
+    pub fn destroy_from(&self, phy: i64) -> Result<Option<i64>> {
+        if !self.writable {
+            return Ok(None);
+        }
+        let _g = self.write_lock.lock();
+        let mut list = self.files.write();
+        let mut from = None;
+        while let Some(f) = list.last() {
+            if f.end_phy_offset() < phy || f.index_count() <= 1 && f.end_phy_offset() <= 0 {
+                break;
+            }
+            log::info!(
+                "destroying index file {} (entries up to {} past the CommitLog end {phy})",
+                f.path().display(),
+                f.end_phy_offset()
+            );
+            from = Some(f.begin_phy_offset());
+            f.destroy()?;
+            list.pop();
+        }
+        Ok(from)
     }
 
     /// Waits for background flushes of full files and forces every file

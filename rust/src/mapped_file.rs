@@ -163,7 +163,19 @@ impl MappedFile {
             .create_new(true)
             .open(path)
             .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
-        if let Err(e) = reserve(&file, file_size, path) {
+        // Reserve the space, and make the file's size and name durable before
+        // anything is written into it.
+        let made = reserve(&file, file_size, path).and_then(|_| {
+            file.sync_all()
+                .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
+            if let Some(dir) = path.parent() {
+                File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(|e| StoreError::io(format!("fsync {}", dir.display()), e))?;
+            }
+            Ok(())
+        });
+        if let Err(e) = made {
             drop(file);
             let _ = std::fs::remove_file(path);
             return Err(e);

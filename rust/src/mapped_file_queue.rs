@@ -46,14 +46,18 @@ pub fn detect_file_size(dir: &Path) -> Result<Option<usize>> {
     } else {
         &sizes[..]
     };
-    let size = considered[0].0;
+    // Every file but the newest has the segment size; one shorter than the
+    // largest is damaged (truncated), not a different geometry.
+    let size = considered.iter().map(|(s, _)| *s).max().unwrap_or(0);
     if let Some((other, p)) = considered.iter().find(|(s, _)| *s != size) {
-        return Err(StoreError::Mismatch(format!(
-            "files in {} have different sizes ({} is {other} bytes, {} is {size})",
-            dir.display(),
-            p.display(),
-            considered[0].1.display()
-        )));
+        return Err(StoreError::corrupted(
+            p,
+            *other as u64,
+            format!(
+                "file is {other} bytes but the other files of {} are {size}; refusing to map it",
+                dir.display()
+            ),
+        ));
     }
     if size == 0 && sizes.len() == 1 {
         // A lone empty file: a crash right after creating it; the size is unknown.

@@ -177,15 +177,13 @@ pub fn get_message(
     if offset > max {
         return GetResult::empty(GetStatus::OffsetOverflowBadly, max, min, max);
     }
-    // RocketMQ scans 16000 bytes of units per pull. Without a tag filter
-    // every readable unit is a message, so reading `max_msgs` units gives the
-    // same batch; only a filter needs the wider scan.
-    let scan_units = if filter.is_some() {
-        MIN_SCAN_UNITS.max(max_msgs)
-    } else {
-        max_msgs
-    };
-    let Some(units) = cq.units(offset, scan_units) else {
+    // RocketMQ scans up to 16000 bytes of units per pull. Units are read in
+    // chunks: without a tag filter `max_msgs` units usually fill the batch,
+    // so decoding 800 units up front would be wasted; more chunks follow
+    // while units are skipped (filtered, or their CommitLog file expired).
+    let budget = MIN_SCAN_UNITS.max(max_msgs);
+    let chunk = if filter.is_some() { budget } else { max_msgs };
+    let Some(mut units) = cq.units(offset, chunk) else {
         return GetResult::empty(
             GetStatus::OffsetFoundNull,
             cq.roll_next_file(offset),
@@ -199,41 +197,57 @@ pub fn get_message(
     let mut bytes = 0usize;
     let mut scanned = 0usize;
     let mut next_phy_file_start = i64::MIN;
-    for u in &units {
-        let in_disk = (max_phy - u.phy_offset).max(0) as u64 > limits.memory_window;
-        if limits.batch_full(
-            u.size.max(0) as usize,
-            max_msgs,
-            bytes,
-            messages.len(),
-            in_disk,
-        ) {
+    'scan: loop {
+        let fetched = units.len();
+        for u in &units {
+            let in_disk = (max_phy - u.phy_offset).max(0) as u64 > limits.memory_window;
+            if limits.batch_full(
+                u.size.max(0) as usize,
+                max_msgs,
+                bytes,
+                messages.len(),
+                in_disk,
+            ) {
+                break 'scan;
+            }
+            scanned += 1;
+            if u.phy_offset < next_phy_file_start {
+                continue;
+            }
+            if let Some(f) = filter {
+                if !f.matches_code(u.tags_code) {
+                    continue;
+                }
+            }
+            let Some((view, raw)) = commitlog.read_record_sized(u.phy_offset, u.size) else {
+                if messages.is_empty() {
+                    status = GetStatus::MessageWasRemoving;
+                }
+                next_phy_file_start = commitlog.roll_next_file(u.phy_offset.max(0) as u64) as i64;
+                continue;
+            };
+            if let Some(f) = filter {
+                if !f.matches_record(&raw[view.properties.clone()]) {
+                    continue;
+                }
+            }
+            bytes += raw.len();
+            messages.push((view, raw));
+            status = GetStatus::Found;
+        }
+        let next = offset + scanned as i64;
+        // One pull never crosses into the next consume-queue file.
+        if messages.len() >= max_msgs
+            || scanned >= budget
+            || fetched < chunk
+            || cq.roll_next_file(next - 1) == next
+        {
             break;
         }
-        scanned += 1;
-        if u.phy_offset < next_phy_file_start {
-            continue;
+        match cq.units(next, chunk.min(budget - scanned)) {
+            Some(more) if !more.is_empty() => units = more,
+            _ => break,
         }
-        if let Some(f) = filter {
-            if !f.matches_code(u.tags_code) {
-                continue;
-            }
-        }
-        let Some((view, raw)) = commitlog.read_record_sized(u.phy_offset, u.size) else {
-            if messages.is_empty() {
-                status = GetStatus::MessageWasRemoving;
-            }
-            next_phy_file_start = commitlog.roll_next_file(u.phy_offset.max(0) as u64) as i64;
-            continue;
-        };
-        if let Some(f) = filter {
-            if !f.matches_record(&raw[view.properties.clone()]) {
-                continue;
-            }
-        }
-        bytes += raw.len();
-        messages.push((view, raw));
-        status = GetStatus::Found;
     }
     GetResult {
         status,

@@ -97,11 +97,13 @@ pub struct Store {
 fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
     let files = list_segment_files(&opts.commit_log_dir)?;
     let on_disk = detect_file_size(&opts.commit_log_dir)?;
-    // A lone empty file is a crash while the first file was being created:
-    // loading extends it. Any other size that differs is refused.
+    // Only the newest file may be shorter (a crash while it was created):
+    // loading extends it. So a lone file shorter than the configured size is
+    // accepted; any other size that differs is refused.
     let lone_empty = files.len() == 1 && on_disk.is_none();
+    let lone_short = |cfg: usize, disk: usize| files.len() == 1 && disk < cfg;
     Ok(match (opts.commit_log_file_size, on_disk) {
-        (Some(cfg), Some(disk)) if cfg != disk => {
+        (Some(cfg), Some(disk)) if cfg != disk && !lone_short(cfg, disk) => {
             return Err(StoreError::Mismatch(format!(
             "mapped_file_size_commit_log is {cfg} but the CommitLog files in {} are {disk} bytes",
             opts.commit_log_dir.display()
@@ -319,12 +321,23 @@ impl Store {
     pub fn recover(&self, check_crc: bool) -> Result<RecoveryReport> {
         let max_phy_cq = self.cqs.recover_all()?;
         let abnormal = !self.last_exit_ok && !self.opts.read_only;
-        let files = self.commitlog.queue().len();
+        let files = self.commitlog.queue().files();
         let start = if abnormal {
             self.abnormal_start_file()
         } else {
-            files.saturating_sub(3)
+            files.len().saturating_sub(3)
         };
+        let start_offset = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
+        let mut index_from = self.index_redispatch_from;
+        let mut reindexed = 0u64;
+        // Abnormal: the index must be rebuilt in offset order (it skips
+        // offsets below its newest entry), so first re-index what lies
+        // between the oldest destroyed index file and the scan's start.
+        if abnormal {
+            if let Some(from) = index_from {
+                reindexed += self.reindex(from, start_offset)?;
+            }
+        }
         let mut dispatch_err = None;
         let mut redispatched = 0u64;
         let scan: ScanReport = self.commitlog.scan(start, check_crc, |phy, v, rec| {
@@ -347,7 +360,6 @@ impl Store {
             stop_reason: scan.stop_reason.clone(),
             consume_queues: self.cqs.all().len(),
             redispatched_records: redispatched,
-            index_redispatch_from: self.index_redispatch_from,
             ..Default::default()
         };
         if self.opts.read_only {
@@ -356,7 +368,8 @@ impl Store {
             self.commitlog.set_queue_offsets(table);
             return Ok(report);
         }
-        report.bytes_truncated = self.commitlog.truncate_to(scan.end_offset)?;
+        let end = scan.end_offset;
+        report.bytes_truncated = self.commitlog.truncate_to(end)?;
         let max_phy_cq = max_phy_cq.max(
             self.cqs
                 .all()
@@ -367,46 +380,25 @@ impl Store {
         );
         if self.commitlog.queue().is_empty() {
             self.cqs.destroy_all()?;
-        } else if max_phy_cq >= scan.end_offset as i64 {
-            self.cqs
-                .truncate_dirty_logic_files(scan.end_offset as i64)?;
+        } else if max_phy_cq >= end as i64 {
+            self.cqs.truncate_dirty_logic_files(end as i64)?;
         }
-        // Index entries lost with destroyed index files: rebuild them from the
-        // oldest destroyed file's first offset up to where the scan began
-        // (the scan itself re-dispatched the rest).
-        if let (Some(from), Some(_)) = (self.index_redispatch_from, &self.index) {
-            let until = if abnormal {
-                self.commitlog
-                    .queue()
-                    .files()
-                    .get(start)
-                    .map(|f| f.file_from_offset())
-                    .unwrap_or(0)
-            } else {
-                scan.end_offset
-            };
-            let mut n = 0u64;
-            let mut err = None;
-            let first = self
-                .commitlog
-                .queue()
-                .files()
-                .iter()
-                .position(|f| f.file_from_offset() + f.file_size() as u64 > from.max(0) as u64)
-                .unwrap_or(usize::MAX);
-            self.commitlog.scan(first, false, |phy, v, rec| {
-                if err.is_none() && phy >= from.max(0) as u64 && phy < until {
-                    match self.dispatcher.dispatch_record(phy, v, rec, false, true) {
-                        Ok(()) => n += 1,
-                        Err(e) => err = Some(e),
-                    }
-                }
-            });
-            if let Some(e) = err {
-                return Err(e);
+        // Index files with entries at or past the cut point are stale (and
+        // would make new records at those offsets look already indexed):
+        // destroy them and re-index from the oldest one's first offset.
+        if let Some(index) = &self.index {
+            if let Some(b) = index.destroy_from(end as i64)? {
+                reindexed += self.reindex(b, end)?;
+                index_from = Some(index_from.map_or(b, |f| f.min(b)));
             }
-            report.index_redispatched_records = n;
+            if !abnormal {
+                if let Some(from) = self.index_redispatch_from {
+                    reindexed += self.reindex(from, end)?;
+                }
+            }
         }
+        report.index_redispatch_from = index_from;
+        report.index_redispatched_records = reindexed;
         let max_phy_cq = self
             .cqs
             .all()
@@ -415,8 +407,7 @@ impl Store {
             .max()
             .unwrap_or(-1);
         let reput_from = max_phy_cq.max(self.commitlog.min_offset()).max(0) as u64;
-        self.dispatcher
-            .set_reput_from(reput_from.min(scan.end_offset.max(reput_from)));
+        self.dispatcher.set_reput_from(reput_from);
         loop {
             let st = self
                 .dispatcher
@@ -429,6 +420,38 @@ impl Store {
         let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
         self.commitlog.set_queue_offsets(table);
         Ok(report)
+    }
+
+    /// Index-only dispatch of the valid records in `[from, until)`; returns
+    /// how many records were passed to the index (it skips offsets it holds).
+    fn reindex(&self, from: i64, until: u64) -> Result<u64> {
+        if self.index.is_none() {
+            return Ok(0);
+        }
+        let from = from.max(0) as u64;
+        if from >= until {
+            return Ok(0);
+        }
+        let Some(first) = self
+            .commitlog
+            .queue()
+            .files()
+            .iter()
+            .position(|f| f.file_from_offset() + f.file_size() as u64 > from)
+        else {
+            return Ok(0);
+        };
+        let mut n = 0u64;
+        let mut err = None;
+        self.commitlog.scan(first, false, |phy, v, rec| {
+            if err.is_none() && phy >= from && phy < until {
+                match self.dispatcher.dispatch_record(phy, v, rec, false, true) {
+                    Ok(()) => n += 1,
+                    Err(e) => err = Some(e),
+                }
+            }
+        });
+        err.map_or(Ok(n), Err)
     }
 
     fn set_read_only_end(&self, end: u64) {
@@ -708,8 +731,7 @@ impl Store {
             return Err(StoreError::Poisoned(why));
         }
         let r = self
-            .dispatcher
-            .drain()
+            .drain_dispatch()
             .and_then(|_| self.flusher.final_flush())
             .map(|_| self.commitlog.flushed_offset());
         r.inspect_err(|e| self.poison(format!("flush failed: {e}")))
@@ -730,7 +752,7 @@ impl Store {
         if !self.opts.read_only {
             self.stop_dispatch();
             if self.poisoned.lock().is_none() {
-                result = self.dispatcher.drain();
+                result = self.drain_all();
             }
             let flushed = self.flusher.shutdown();
             if result.is_ok() {
@@ -753,6 +775,34 @@ impl Store {
         // Release the writer lock even when the final flush failed.
         self.lock.lock().take();
         result
+    }
+
+    /// Commits transient-pool buffers and dispatches everything written, so
+    /// the queues and index are complete (before a clean stop, or before
+    /// the config files that list topics are written).
+    pub fn drain_dispatch(&self) -> Result<()> {
+        self.check_open()?;
+        self.drain_all()
+    }
+
+    fn drain_all(&self) -> Result<()> {
+        self.commitlog.queue().commit(0);
+        self.dispatcher.drain()
+    }
+
+    /// Stops like a killed process would (for tests): threads stop, nothing
+    /// more is dispatched or flushed, the abort file stays, the lock is
+    /// released. What was written stays in the page cache, as after kill -9.
+    pub fn abandon(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(mut p) = self.prefaulter.lock().take() {
+            p.stop();
+        }
+        self.stop_dispatch();
+        self.flusher.abandon();
+        self.lock.lock().take();
     }
 
     pub fn is_closed(&self) -> bool {
@@ -781,7 +831,11 @@ fn carries_key(v: &RecordView, raw: &[u8], topic: &str, key: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// A message waits for the disk unless its `WAIT` property is `false`.
+/// A message waits for the disk when its `WAIT` property is absent or
+/// "true" (Java's `Boolean.parseBoolean`: any other value means false).
 fn wants_wait(spec: &MessageSpec<'_>) -> bool {
-    !matches!(find_property(&spec.properties, props::WAIT), Some(v) if v.eq_ignore_ascii_case(b"false"))
+    match find_property(&spec.properties, props::WAIT) {
+        None => true,
+        Some(v) => v.eq_ignore_ascii_case(b"true"),
+    }
 }

@@ -443,6 +443,14 @@ impl PyStore {
         })
     }
 
+    /// Commits transient buffers and dispatches everything written.
+    fn drain_dispatch(&self, py: Python<'_>) -> PyResult<()> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || store.drain_dispatch())
+        })
+    }
+
     /// Starts the flush threads and creates the abort file.
     fn start_flush(&self) -> PyResult<()> {
         guarded(|| Ok(self.store.start_flush()?))
@@ -731,6 +739,18 @@ impl PyStore {
         guarded(|| {
             let store = &self.store;
             nogil(py, || store.flush())
+        })
+    }
+
+    /// For tests: stop as if the process were killed (no final flush, the
+    /// abort file stays, the lock is released).
+    fn _simulate_crash(&self, py: Python<'_>) -> PyResult<()> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || {
+                store.abandon();
+                Ok(())
+            })
         })
     }
 

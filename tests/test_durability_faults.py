@@ -1,0 +1,775 @@
+"""Fault injection: what the store does when the disk misbehaves.
+
+* A failed msync/fsync poisons the store (SPEC "Our choices", API store
+  states): puts answer SERVICE_NOT_AVAILABLE, ``running_flags`` says why,
+  reads keep working, ``flush`` raises, shutdown does not hang and leaves the
+  abort file, and the next open recovers abnormally with every acknowledged
+  message intact.
+* A failed segment creation (full disk) fails the put with
+  CREATE_MAPPED_FILE_FAILED, leaves no file behind and does not poison.
+* A failed ConsumeQueue append stops dispatch and makes the store not
+  writeable; reopening rebuilds the queues.
+* Damaged files: a short file in the middle of the CommitLog is refused with
+  an error naming it (never SIGBUS); garbage in an old segment never crashes a
+  read, and garbage in a scanned segment is cut cleanly by recovery.
+
+Fault points (``rocketstore._native._set_fail_point``) are process-global:
+the ``fail_points`` fixture disarms them whatever happens.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketstore import (
+    ConfigMismatchError,
+    CorruptedError,
+    FlushDiskType,
+    GetStatus,
+    Message,
+    MessageStore,
+    PoisonedError,
+    PutResult,
+    PutStatus,
+    StoreConfig,
+    StoreError,
+    _native,
+)
+
+#: Small segments: the default sizes reserve 1 GiB per CommitLog file.
+SEG = 64 * 1024
+SMALL: dict[str, Any] = {
+    "mapped_file_size_commit_log": SEG,
+    "mapped_file_size_consume_queue": 20 * 500,
+    "max_hash_slot_num": 100,
+    "max_index_num": 2000,
+}
+#: Background flushes every 50 ms, thorough every 100 ms.
+FAST_FLUSH: dict[str, Any] = {
+    "flush_interval_commit_log": 50,
+    "flush_commit_log_thorough_interval": 100,
+    "flush_interval_consume_queue": 50,
+    "flush_consume_queue_thorough_interval": 100,
+}
+POINTS = ("msync", "create_file", "cq_put")
+SIGBUS_RC = -7
+
+
+@pytest.fixture
+def fail_points() -> Iterator[Callable[[str, int], None]]:
+    """``arm(name, errno)``; every point is disarmed at teardown."""
+
+    def arm(name: str, err: int) -> None:
+        assert _native._set_fail_point(name, err), f"unknown fail point {name}"
+
+    for p in POINTS:
+        _native._set_fail_point(p, 0)
+    try:
+        yield arm
+    finally:
+        for p in POINTS:
+            _native._set_fail_point(p, 0)
+
+
+@pytest.fixture
+def opened(store_path: str) -> Iterator[Callable[..., MessageStore]]:
+    """Factory ``opened(**config)`` -> a started store (small segments).
+
+    Stores are shut down at teardown (fault points disarmed first); the
+    PoisonedError/OSError of a store a test left poisoned is ignored there.
+    """
+    stores: list[MessageStore] = []
+
+    def _open(**cfg: Any) -> MessageStore:
+        s = MessageStore(StoreConfig(store_path=store_path, **{**SMALL, **cfg}))
+        stores.append(s)
+        return s.start()
+
+    yield _open
+    for p in POINTS:  # never shut down with a point armed
+        _native._set_fail_point(p, 0)
+    for s in reversed(stores):
+        try:
+            s.shutdown()
+        except (PoisonedError, OSError):
+            pass
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> float:
+    """Polls ``cond`` until true; returns the seconds it took."""
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(0.005)
+    return time.monotonic() - t0
+
+
+def wait_dispatched(store: MessageStore, timeout: float = 10.0) -> None:
+    wait_for(lambda: store.dispatch_behind_bytes() == 0, timeout, "dispatch")
+
+
+def shutdown_bounded(store: MessageStore, timeout: float = 15.0) -> BaseException | None:
+    """Shuts ``store`` down in a thread; fails if it hangs. Returns what it raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            store.shutdown()
+        except BaseException as e:
+            raised.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"shutdown hung for more than {timeout} s"
+    return raised[0] if raised else None
+
+
+def body_of(i: int, size: int = 100) -> bytes:
+    return (b"m%05d-" % i).ljust(size, b"x")
+
+
+def put_ok(store: MessageStore, n: int, start: int = 0, **kw: Any) -> list[PutResult]:
+    out = []
+    for i in range(start, start + n):
+        r = store.put("topic", body_of(i), queue_id=i % 2, keys=[f"key{i}"], **kw)
+        assert r.status is PutStatus.PUT_OK, r.status
+        out.append(r)
+    return out
+
+
+def assert_all_present(
+    store: MessageStore, acked: list[PutResult], start: int = 0, size: int = 100
+) -> None:
+    """Every acknowledged message: by offset, by queue offset and by key."""
+    wait_dispatched(store)
+    for i, r in enumerate(acked, start):
+        m = store.look_message_by_offset(r.wrote_offset)
+        assert m is not None, f"message {i} at {r.wrote_offset} lost"
+        assert m.body == body_of(i, size)
+        assert m.queue_offset == r.queue_offset
+        g = store.get_message("check", "topic", i % 2, r.queue_offset, 1)
+        assert g.status is GetStatus.FOUND, (i, g.status)
+        assert g.messages[0].body == body_of(i, size)
+    for i in (start, start + len(acked) - 1):
+        got = store.query_message("topic", f"key{i}")
+        assert [m.body for m in got] == [body_of(i, size)]
+
+
+def flags_text(store: MessageStore) -> str:
+    return " | ".join(store.running_flags)
+
+
+# -- failed fsync -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("first_call", ["put", "put_message", "put_messages"])
+def test_failed_fsync_poisons_sync_store(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+    store_path: str,
+    first_call: str,
+) -> None:
+    store = opened(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    acked = put_ok(store, 20)
+    assert store.flushed_offset >= acked[-1].wrote_offset + acked[-1].wrote_bytes
+    wait_dispatched(store)
+
+    fail_points("msync", errno.EIO)
+    t0 = time.monotonic()
+    if first_call == "put":
+        statuses = [store.put("topic", b"doomed").status]
+    elif first_call == "put_message":
+        statuses = [store.put_message(Message("topic", b"doomed")).status]
+    else:
+        statuses = [r.status for r in store.put_messages([Message("topic", b"d")] * 3)]
+    took = time.monotonic() - t0
+    assert set(statuses) <= {PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.SERVICE_NOT_AVAILABLE}, (
+        statuses
+    )
+    # The failure completes the waiting producer; it does not sit out the
+    # 5 s sync_flush_timeout.
+    assert took < 4.0, f"a failed fsync took {took:.2f} s to answer the producer"
+
+    # Poisoned: every later put is refused, whatever its shape.
+    for _ in range(3):
+        assert store.put("topic", b"later").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.put_message(Message("topic", b"later")).status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert [r.status for r in store.put_messages([Message("topic", b"l")] * 2)] == [
+        PutStatus.SERVICE_NOT_AVAILABLE
+    ] * 2
+    # Refusal writes nothing, not even when the fault is cleared meanwhile.
+    end = store.max_phy_offset
+    fail_points("msync", 0)
+    assert store.put("topic", b"still refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.max_phy_offset == end
+    fail_points("msync", errno.EIO)
+
+    assert store.is_writeable is False
+    why = flags_text(store)
+    assert why, "running_flags must say why puts are refused"
+    assert "sync" in why.lower() or "flush" in why.lower(), why
+    assert "Input/output error" in why or "os error 5" in why or "EIO" in why, why
+
+    # Reads still work.
+    for i, r in enumerate(acked):
+        m = store.look_message_by_offset(r.wrote_offset)
+        assert m is not None and m.body == body_of(i)
+    g = store.get_message("g", "topic", 0, 0, 32)
+    assert g.status is GetStatus.FOUND
+    # (A FLUSH_DISK_TIMEOUT message is written, as in RocketMQ: it may follow.)
+    assert [m.body for m in g.messages][:10] == [body_of(i) for i in range(0, 20, 2)]
+    assert [m.body for m in store.query_message("topic", "key7")] == [body_of(7)]
+    assert store.get_max_offset_in_queue("topic", 1) >= 10
+
+    # flush() raises a clear error naming the cause.
+    with pytest.raises((StoreError, OSError)) as ei:
+        store.flush()
+    assert isinstance(ei.value, PoisonedError), type(ei.value)
+    assert "msync" in str(ei.value) or "flush" in str(ei.value), str(ei.value)
+
+    fail_points("msync", 0)
+    err = shutdown_bounded(store)
+    assert err is None or isinstance(err, PoisonedError), repr(err)
+    # Not a clean stop: the abort file stays, so the next open recovers.
+    assert (Path(store_path) / "abort").exists()
+
+    again = opened(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    assert again.recovery_report is not None
+    assert again.recovery_report.mode == "abnormal"
+    assert again.is_writeable, again.running_flags
+    assert again.running_flags == []
+    assert_all_present(again, acked)
+    more = put_ok(again, 5, start=20)
+    assert again.flushed_offset >= more[-1].wrote_offset + more[-1].wrote_bytes
+    assert_all_present(again, acked + more)
+
+
+def test_failed_background_flush_poisons_async_store(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+    store_path: str,
+) -> None:
+    store = opened(**FAST_FLUSH)
+    acked = put_ok(store, 20)
+    store.flush()
+
+    fail_points("msync", errno.EIO)
+    # ASYNC puts are acknowledged before the disk sees them...
+    late = put_ok(store, 5, start=20)
+    # ...and the background flush that fails poisons the store.
+    took = wait_for(lambda: not store.is_writeable, 5.0, "store poisoned by a failed flush")
+    assert took < 5.0
+    why = flags_text(store)
+    assert "Input/output error" in why or "os error 5" in why, why
+    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert [r.status for r in store.put_messages([Message("topic", b"r")])] == [
+        PutStatus.SERVICE_NOT_AVAILABLE
+    ]
+    with pytest.raises(PoisonedError):
+        store.flush()
+    # Reads work.
+    assert_all_present(store, acked + late)
+
+    fail_points("msync", 0)
+    err = shutdown_bounded(store)
+    assert err is None or isinstance(err, PoisonedError), repr(err)
+    assert (Path(store_path) / "abort").exists()
+
+    again = opened(**FAST_FLUSH)
+    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    assert again.is_writeable, again.running_flags
+    assert_all_present(again, acked + late)
+    assert put_ok(again, 1, start=25)[0].queue_offset == 12
+
+
+# -- full disk when a segment is created ------------------------------------------
+
+
+def fill_first_segment(store: MessageStore, size: int = 1000) -> list[PutResult]:
+    """Puts until the next record of ``size`` bytes cannot fit in the first segment."""
+    out: list[PutResult] = []
+    while True:
+        i = len(out)
+        r = store.put("topic", body_of(i, size), queue_id=i % 2, keys=[f"key{i}"])
+        assert r.status is PutStatus.PUT_OK
+        out.append(r)
+        if r.wrote_offset + 2 * r.wrote_bytes + 8 > SEG:
+            return out
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_enospc_on_segment_creation_fails_the_put_cleanly(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+    store_path: str,
+    flush: FlushDiskType,
+) -> None:
+    store = opened(flush_disk_type=flush)
+    acked = fill_first_segment(store)
+    wait_dispatched(store)  # queues and index files exist before the disk "fills"
+    files_before = sorted(os.listdir(Path(store_path) / "commitlog"))
+    assert files_before == [f"{0:020d}"]
+
+    fail_points("create_file", errno.ENOSPC)
+    for _ in range(3):
+        r = store.put("topic", body_of(999, 1000), queue_id=0, keys=["key99999"])
+        assert r.status is PutStatus.CREATE_MAPPED_FILE_FAILED, r.status
+    rs = store.put_messages([Message("topic", body_of(998, 1000), keys=["key99998"])])
+    assert [r.status for r in rs] == [PutStatus.CREATE_MAPPED_FILE_FAILED]
+    # No partial file left behind, and no poisoning: a full disk is transient.
+    assert sorted(os.listdir(Path(store_path) / "commitlog")) == files_before
+    time.sleep(0.3)
+    assert store.is_writeable, store.running_flags
+    assert store.running_flags == []
+    # Reads are unaffected.
+    g = store.get_message("g", "topic", 0, 0, 32)
+    assert g.status is GetStatus.FOUND
+
+    fail_points("create_file", 0)
+    n = len(acked)
+    r = store.put("topic", body_of(n, 1000), queue_id=n % 2, keys=[f"key{n}"])
+    assert r.status is PutStatus.PUT_OK, r.status
+    # The new record starts the next segment; the failed puts consumed no
+    # queue offset.
+    assert r.wrote_offset == SEG
+    assert r.queue_offset == sum(1 for i in range(n) if i % 2 == n % 2)
+    acked.append(r)
+    assert sorted(os.listdir(Path(store_path) / "commitlog")) == [f"{0:020d}", f"{SEG:020d}"]
+    assert_all_present(store, acked, size=1000)
+    store.flush()
+
+    err = shutdown_bounded(store)
+    assert err is None, repr(err)
+    assert not (Path(store_path) / "abort").exists()
+    again = opened(flush_disk_type=flush)
+    assert again.recovery_report is not None and again.recovery_report.mode == "normal"
+    assert_all_present(again, acked, size=1000)
+
+
+def test_enospc_on_first_segment_of_a_new_store(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+    store_path: str,
+) -> None:
+    store = opened()
+    fail_points("create_file", errno.ENOSPC)
+    assert store.put("topic", b"x").status is PutStatus.CREATE_MAPPED_FILE_FAILED
+    cl = Path(store_path) / "commitlog"
+    assert not cl.exists() or os.listdir(cl) == []
+    assert store.is_writeable
+    fail_points("create_file", 0)
+    acked = put_ok(store, 3)
+    assert acked[0].wrote_offset == 0 and acked[0].queue_offset == 0
+    assert_all_present(store, acked)
+
+
+# -- failed ConsumeQueue append -----------------------------------------------------
+
+
+def test_failed_cq_append_stops_writes_and_reopen_rebuilds(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+    store_path: str,
+) -> None:
+    store = opened()
+    acked = put_ok(store, 10)
+    wait_dispatched(store)
+
+    fail_points("cq_put", errno.EIO)
+    late = put_ok(store, 4, start=10)  # the CommitLog append itself succeeds
+    wait_for(lambda: not store.is_writeable, 5.0, "store not writeable after a CQ write error")
+    why = flags_text(store)
+    assert why and ("queue" in why.lower() or "dispatch" in why.lower()), why
+    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.dispatch_behind_bytes() > 0
+
+    # Already-dispatched messages are readable; the rest are in the CommitLog.
+    for q in (0, 1):
+        g = store.get_message("g", "topic", q, 0, 32)
+        assert g.status is GetStatus.FOUND
+        assert [m.body for m in g.messages] == [body_of(i) for i in range(q, 10, 2)]
+    for i, r in enumerate(acked + late):
+        m = store.look_message_by_offset(r.wrote_offset)
+        assert m is not None and m.body == body_of(i)
+    with pytest.raises((StoreError, OSError)):
+        store.flush()
+
+    fail_points("cq_put", 0)
+    err = shutdown_bounded(store)
+    assert err is None or isinstance(err, PoisonedError), repr(err)
+    assert (Path(store_path) / "abort").exists()
+
+    again = opened()
+    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    assert again.is_writeable, again.running_flags
+    assert again.get_max_offset_in_queue("topic", 0) == 7
+    assert again.get_max_offset_in_queue("topic", 1) == 7
+    assert_all_present(again, acked + late)
+    more = put_ok(again, 2, start=14)
+    assert [r.queue_offset for r in more] == [7, 7]
+
+
+def test_enospc_creating_a_cq_file_stops_writes_and_reopen_rebuilds(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+    store_path: str,
+) -> None:
+    """The first message of a new queue needs a new ConsumeQueue file."""
+    store = opened()
+    acked = put_ok(store, 4)
+    wait_dispatched(store)
+    fail_points("create_file", errno.ENOSPC)
+    r = store.put("fresh", b"first of its queue", queue_id=5)
+    assert r.status is PutStatus.PUT_OK  # the CommitLog segment exists already
+    wait_for(lambda: not store.is_writeable, 5.0, "store not writeable after a CQ create error")
+    why = flags_text(store)
+    assert "No space left on device" in why or "os error 28" in why, why
+    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.get_message("g", "fresh", 5, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE
+    # Reads of what was dispatched work (dispatch itself is stuck behind "fresh").
+    assert store.dispatch_behind_bytes() > 0
+    for i, a in enumerate(acked):
+        m = store.look_message_by_offset(a.wrote_offset)
+        assert m is not None and m.body == body_of(i)
+        g = store.get_message("g", "topic", i % 2, a.queue_offset, 1)
+        assert g.status is GetStatus.FOUND and g.messages[0].body == body_of(i)
+    assert [m.body for m in store.query_message("topic", "key3")] == [body_of(3)]
+
+    fail_points("create_file", 0)
+    err = shutdown_bounded(store)
+    assert err is None or isinstance(err, PoisonedError), repr(err)
+    again = opened()
+    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    assert again.is_writeable
+    wait_dispatched(again)
+    g = again.get_message("g", "fresh", 5, 0)
+    assert g.status is GetStatus.FOUND
+    assert [m.body for m in g.messages] == [b"first of its queue"]
+    assert_all_present(again, acked)
+
+
+def test_flush_with_a_failing_disk_raises_then_poisons(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+    store_path: str,
+) -> None:
+    """``flush()`` itself meets the failed msync: an OSError with errno, then poisoned."""
+    store = opened(flush_interval_commit_log=60_000, flush_commit_log_thorough_interval=60_000)
+    acked = put_ok(store, 5)
+    wait_dispatched(store)
+    fail_points("msync", errno.EIO)
+    with pytest.raises((OSError, PoisonedError)) as ei:
+        store.flush()
+    if isinstance(ei.value, OSError):
+        assert ei.value.errno == errno.EIO
+        assert "commitlog" in str(ei.value) or "consumequeue" in str(ei.value), str(ei.value)
+    assert not store.is_writeable
+    assert store.running_flags
+    with pytest.raises(PoisonedError, match=r"Input/output error|os error 5"):
+        store.flush()
+    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert_all_present(store, acked)
+
+    fail_points("msync", 0)
+    err = shutdown_bounded(store)
+    assert err is None or isinstance(err, PoisonedError), repr(err)
+    assert (Path(store_path) / "abort").exists()
+    again = opened()
+    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    assert_all_present(again, acked)
+    assert put_ok(again, 1, start=5)[0].queue_offset == 2  # i=5 goes to queue 1
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_shutdown_with_a_failing_disk_does_not_hang(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+    store_path: str,
+    flush: FlushDiskType,
+) -> None:
+    store = opened(flush_disk_type=flush)
+    acked = put_ok(store, 5)
+    fail_points("msync", errno.EIO)
+    if flush is FlushDiskType.ASYNC_FLUSH:
+        acked += put_ok(store, 3, start=5)  # dirty pages for the final flush
+    err = shutdown_bounded(store)
+    assert isinstance(err, (OSError, PoisonedError)), repr(err)
+    # Not a clean stop, but the lock is released.
+    assert (Path(store_path) / "abort").exists()
+    fail_points("msync", 0)
+    again = opened(flush_disk_type=flush)
+    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    assert again.is_writeable
+    assert_all_present(again, acked)
+
+
+def test_failed_cq_append_is_reported_as_dispatch_failure(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+) -> None:
+    store = opened()
+    put_ok(store, 2)
+    wait_dispatched(store)
+    fail_points("cq_put", errno.EIO)
+    put_ok(store, 1, start=2)
+    wait_for(lambda: not store.is_writeable, 5.0, "store not writeable")
+    native = store._native
+    assert native is not None
+    assert native.dispatch_failure is not None
+
+
+# -- damaged files ------------------------------------------------------------------
+
+
+def make_store(path: str, n: int, size: int = 1000) -> list[PutResult]:
+    """A cleanly stopped store with ``n`` messages (about 60 per segment)."""
+    with MessageStore(StoreConfig(store_path=path, **SMALL)) as s:
+        return put_ok_sized(s, n, size)
+
+
+def put_ok_sized(store: MessageStore, n: int, size: int) -> list[PutResult]:
+    out = []
+    for i in range(n):
+        r = store.put("topic", body_of(i, size), queue_id=i % 2, keys=[f"key{i}"])
+        assert r.status is PutStatus.PUT_OK
+        out.append(r)
+    return out
+
+
+OPEN_IN_CHILD = textwrap.dedent(
+    """
+    import sys
+    from rocketstore import MessageStore, StoreConfig
+    cfg = dict(store_path=sys.argv[1], max_hash_slot_num=100, max_index_num=2000)
+    if sys.argv[2] == "sized":
+        cfg.update(mapped_file_size_commit_log=65536, mapped_file_size_consume_queue=10000)
+    store = MessageStore(StoreConfig(**cfg), read_only=sys.argv[3] == "ro").start()
+    # Touch every message, as a reader would.
+    for off in range(0, store.max_phy_offset, 997):
+        store.look_message_by_offset(off)
+    store.shutdown()
+    print("OPENED")
+    """
+)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+@pytest.mark.parametrize("sized", [True, False])
+def test_short_file_in_the_middle_is_refused_naming_it(
+    store_path: str, read_only: bool, sized: bool
+) -> None:
+    make_store(store_path, 250)  # 4+ segments
+    files = sorted((Path(store_path) / "commitlog").iterdir())
+    assert len(files) >= 4
+    victim = files[1]
+    os.truncate(victim, SEG // 2)
+    before = Path(store_path, "abort").exists()
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            OPEN_IN_CHILD,
+            store_path,
+            "sized" if sized else "unsized",
+            "ro" if read_only else "rw",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != SIGBUS_RC, "opening a short middle file died of SIGBUS"
+    assert proc.returncode != 0 and "OPENED" not in proc.stdout, (
+        "a short file in the middle of the CommitLog must be refused"
+    )
+    assert victim.name in proc.stderr, proc.stderr[-2000:]
+    assert "CorruptedError" in proc.stderr or "ConfigMismatchError" in proc.stderr, proc.stderr[
+        -2000:
+    ]
+    # Refused before anything was touched.
+    assert victim.stat().st_size == SEG // 2
+    assert Path(store_path, "abort").exists() == before
+
+
+def test_short_file_in_the_middle_raises_in_process(store_path: str) -> None:
+    make_store(store_path, 250)
+    victim = sorted((Path(store_path) / "commitlog").iterdir())[2]
+    os.truncate(victim, 4096)
+    for _ in range(2):  # the refused open released the lock: same answer again
+        store = MessageStore(StoreConfig(store_path=store_path, **SMALL))
+        with pytest.raises((CorruptedError, ConfigMismatchError)) as ei:
+            store.start()
+        assert victim.name in str(ei.value)
+    assert victim.stat().st_size == 4096
+
+
+def pull_all(store: MessageStore, queue_id: int, limit: int = 10_000) -> list[Any]:
+    """Pulls a whole queue; returns the messages; never loops forever."""
+    out: list[Any] = []
+    offset = 0
+    for _ in range(limit):
+        g = store.get_message("g", "topic", queue_id, offset, 32)
+        assert g.status in (
+            GetStatus.FOUND,
+            GetStatus.MESSAGE_WAS_REMOVING,
+            GetStatus.OFFSET_OVERFLOW_ONE,
+        ), g.status
+        out.extend(g.messages)
+        if g.status is GetStatus.OFFSET_OVERFLOW_ONE:
+            return out
+        assert g.next_begin_offset > offset
+        offset = g.next_begin_offset
+    raise AssertionError("pull did not reach the end of the queue")
+
+
+def test_garbage_in_an_old_segment_never_crashes_a_read(store_path: str) -> None:
+    acked = make_store(store_path, 300)  # 5 segments
+    files = sorted((Path(store_path) / "commitlog").iterdir())
+    assert len(files) >= 5
+    lo, hi = SEG + 1000, SEG + 6000  # inside segment 1: normal recovery never scans it
+    with open(files[1], "r+b") as f:
+        f.seek(lo - SEG)
+        f.write(os.urandom(hi - lo))
+    damaged = {
+        i
+        for i, r in enumerate(acked)
+        if r.wrote_offset < hi and r.wrote_offset + r.wrote_bytes > lo
+    }
+    assert damaged
+
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
+        assert store.recovery_report is not None
+        assert store.recovery_report.mode == "normal"
+        assert store.is_writeable
+        # Any offset inside the garbage: None (or a genuine record), never a crash.
+        by_offset = {r.wrote_offset: i for i, r in enumerate(acked)}
+        for off in range(lo - 200, hi + 200):
+            m = store.look_message_by_offset(off)
+            if m is not None:
+                assert off in by_offset, f"a message was read at {off}, where no record starts"
+                i = by_offset[off]
+                assert i not in damaged and m.body == body_of(i, 1000)
+        for i, r in enumerate(acked):
+            m = store.look_message_by_offset(r.wrote_offset)
+            if i in damaged:
+                assert m is None, f"damaged record {i} was returned"
+            else:
+                assert m is not None and m.body == body_of(i, 1000)
+        # Pulls skip the damaged records (RocketMQ treats them like a removed
+        # file) and return only intact messages.
+        for q in (0, 1):
+            for m in pull_all(store, q):
+                i = int(m.body[1:6])
+                assert i not in damaged and m.body == body_of(i, 1000)
+                assert m.commit_log_offset == acked[i].wrote_offset
+        # Key queries return intact messages only.
+        for i in [*sorted(damaged)[:2], 0, 299]:
+            got = store.query_message("topic", f"key{i}")
+            assert [m.body for m in got] == ([] if i in damaged else [body_of(i, 1000)])
+        r = store.put("topic", b"after", queue_id=0)
+        assert r.status is PutStatus.PUT_OK
+
+
+def test_garbage_in_a_scanned_segment_is_cut_cleanly(store_path: str) -> None:
+    acked = make_store(store_path, 200)  # 4 segments: recovery scans 1..3
+    files = sorted((Path(store_path) / "commitlog").iterdir())
+    assert len(files) == 4
+    # Destroy the magic of the first record at or after SEG*2 + 5000.
+    victim_i = next(i for i, r in enumerate(acked) if r.wrote_offset >= 2 * SEG + 5000)
+    victim = acked[victim_i]
+    with open(files[2], "r+b") as f:
+        f.seek(victim.wrote_offset - 2 * SEG)
+        f.write(os.urandom(300))
+
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
+        rep = store.recovery_report
+        assert rep is not None and rep.mode == "normal"
+        assert rep.end_offset == victim.wrote_offset, rep
+        assert rep.bytes_truncated > 0
+        assert store.max_phy_offset == victim.wrote_offset
+        # Later segments are gone, the cut one is zeroed past the end.
+        names = sorted(p.name for p in (Path(store_path) / "commitlog").iterdir())
+        assert names == [f.name for f in files[:3]]
+        survivors = acked[:victim_i]
+        assert_all_present(store, survivors, size=1000)
+        for q in (0, 1):
+            n = sum(1 for i in range(victim_i) if i % 2 == q)
+            assert store.get_max_offset_in_queue("topic", q) == n
+            assert len(pull_all(store, q)) == n
+        assert store.look_message_by_offset(victim.wrote_offset) is None
+        # The store goes on where the valid data ended.
+        r = store.put("topic", body_of(victim_i, 1000), queue_id=victim_i % 2)
+        assert r.status is PutStatus.PUT_OK
+        assert r.wrote_offset == victim.wrote_offset
+        assert r.queue_offset == victim.queue_offset
+    data = files[2].read_bytes()
+    end_in_file = r.wrote_offset + r.wrote_bytes - 2 * SEG
+    assert data[end_in_file:] == bytes(len(data) - end_in_file), "stale bytes survived the cut"
+
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
+        assert store.recovery_report is not None and store.recovery_report.mode == "normal"
+        assert store.max_phy_offset == r.wrote_offset + r.wrote_bytes
+        m = store.look_message_by_offset(victim.wrote_offset)
+        assert m is not None and m.body == body_of(victim_i, 1000)
+
+
+@pytest.mark.slow
+def test_garbage_anywhere_never_crashes(tmp_path: Path) -> None:
+    """Garbage at many places of a copy of one store: open, read, never a signal."""
+    base = str(tmp_path / "base")
+    make_store(base, 250)
+    script = textwrap.dedent(
+        """
+        import sys
+        from rocketstore import MessageStore, StoreConfig, StoreError
+        cfg = StoreConfig(store_path=sys.argv[1], mapped_file_size_commit_log=65536,
+                          mapped_file_size_consume_queue=10000, max_hash_slot_num=100,
+                          max_index_num=2000)
+        try:
+            with MessageStore(cfg) as s:
+                for off in range(0, s.max_phy_offset, 101):
+                    s.look_message_by_offset(off)
+                for q in (0, 1):
+                    off = 0
+                    for _ in range(1000):
+                        g = s.get_message("g", "topic", q, off, 32)
+                        if g.next_begin_offset <= off:
+                            break
+                        off = g.next_begin_offset
+        except (StoreError, OSError) as e:
+            print("REFUSED", type(e).__name__, e)
+        print("DONE")
+        """
+    )
+    import random
+
+    rnd = random.Random(1234)
+    for k in range(12):
+        work = str(tmp_path / f"w{k}")
+        shutil.copytree(base, work)
+        files = sorted((Path(work) / "commitlog").iterdir())
+        f = rnd.choice(files)
+        at = rnd.randrange(0, SEG - 512)
+        with open(f, "r+b") as fh:
+            fh.seek(at)
+            fh.write(os.urandom(rnd.choice([4, 64, 512])))
+        proc = subprocess.run(
+            [sys.executable, "-c", script, work], capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, (f.name, at, proc.returncode, proc.stderr[-2000:])
+        assert "DONE" in proc.stdout
+        shutil.rmtree(work)
