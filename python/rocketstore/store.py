@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore._native import GetMessageResult, Message, MessageExt, NativeStore, PutResult
+from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
@@ -115,6 +116,7 @@ class MessageStore:
         if self._native is not None and not self._native.closed:
             return self
         cfg = self._config
+        ensure_log_pump()
         if not self._read_only:
             os.makedirs(cfg.store_path, exist_ok=True)
         native = NativeStore(
@@ -164,7 +166,9 @@ class MessageStore:
                 native.start_flush()
         except BaseException:
             native.shutdown()
+            pump_now()
             raise
+        pump_now()
         self._config = cfg.replace(
             mapped_file_size_commit_log=native.commit_log_file_size,
             mapped_file_size_consume_queue=native.consume_queue_file_size,
@@ -205,7 +209,10 @@ class MessageStore:
                     n.drain_dispatch()
                 self._persist_config()
         finally:
-            n.shutdown()
+            try:
+                n.shutdown()
+            finally:
+                pump_now()
 
     def _persist_config(self) -> None:
         n = self._n

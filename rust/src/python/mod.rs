@@ -3,6 +3,7 @@
 
 pub mod errors;
 pub mod gil;
+pub mod logbridge;
 pub mod store;
 pub mod types;
 
@@ -49,5 +50,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
+    logbridge::install();
+    m.add_function(wrap_pyfunction!(logbridge::drain_logs, m)?)?;
+    m.add_function(wrap_pyfunction!(logbridge::set_log_level, m)?)?;
     Ok(())
 }
