@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import queue
+import signal
+import subprocess
+import sys
 import tempfile
+import threading
+import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -18,6 +26,16 @@ from rocketstore.cli import main
 
 SEGMENT = 4096
 TOPICS = ("orders", "payments")
+# Small files everywhere: default sizes reserve 1 GiB per CommitLog file.
+SMALL: dict[str, Any] = {
+    "mapped_file_size_consume_queue": 20 * 500,
+    "max_hash_slot_num": 100,
+    "max_index_num": 2000,
+}
+
+
+def small_config(path: Path, segment: int = SEGMENT) -> StoreConfig:
+    return StoreConfig(store_path=str(path), mapped_file_size_commit_log=segment, **SMALL)
 
 
 @dataclass(frozen=True)
@@ -62,7 +80,7 @@ def store(tmp_path: Path) -> Store:
     """A closed store of 4 KiB segments: 60 single puts and a batch of 10."""
     path = tmp_path / "store"
     written: list[Written] = []
-    with MessageStore(StoreConfig(store_path=str(path), mapped_file_size_commit_log=SEGMENT)) as s:
+    with MessageStore(small_config(path)) as s:
         for i in range(60):
             topic, queue_id = TOPICS[i % 2], i % 3
             r = s.put(topic, _body(i), queue_id, tags=f"tag{i % 4}", keys=[f"key-{i}"])
@@ -300,10 +318,10 @@ def test_get_usage_errors(store: Store, args: list[str]) -> None:
 # -- errors ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["info", "verify", "get"])
+@pytest.mark.parametrize("command", ["info", "verify", "get", "tail", "query"])
 def test_missing_path_is_exit_2(tmp_path: Path, command: str) -> None:
     missing = tmp_path / "nope"
-    extra = ["--offset", "0"] if command == "get" else []
+    extra = {"get": ["--offset", "0"], "query": ["--topic", "t", "--key", "k"]}.get(command, [])
     result = run([command, str(missing), *extra])
     assert result.exit_code == 2
     assert "does not exist" in result.stderr
@@ -326,6 +344,383 @@ def test_store_error_is_one_line_exit_2(store: Store) -> None:
 def test_help_and_version() -> None:
     result = run(["--help"])
     assert result.exit_code == 0
-    for command in ("demo", "info", "verify", "get"):
+    for command in ("demo", "info", "verify", "get", "tail", "query", "bench"):
         assert command in result.stdout
     assert run(["--version"]).exit_code == 0
+
+
+# -- get by queue offset ---------------------------------------------------------
+
+
+def _queue(store: Store, topic: str, queue_id: int) -> list[Written]:
+    return sorted((m for m in store.messages if (m.topic, m.queue_id) == (topic, queue_id)),
+                  key=lambda m: m.queue_offset)
+
+
+def test_get_by_queue_offset_found(store: Store) -> None:
+    q = _queue(store, "orders", 1)
+    data = run_json(["get", str(store.path), "--topic", "orders", "--queue", "1",
+                     "--offset", "2"])
+    assert data["status"] == "FOUND"
+    assert data["next_begin_offset"] == 3
+    assert (data["min_offset"], data["max_offset"]) == (0, len(q))
+    [m] = data["messages"]
+    assert (m["topic"], m["queue_id"], m["queue_offset"]) == ("orders", 1, 2)
+    assert m["commit_log_offset"] == q[2].offset
+    assert m["body_utf8"] == q[2].body.decode()
+
+    data = run_json(["get", str(store.path), "--topic", "orders", "--queue", "1",
+                     "--offset", "1", "--count", "3"])
+    assert [m["queue_offset"] for m in data["messages"]] == [1, 2, 3]
+    assert data["next_begin_offset"] == 4
+
+
+def test_get_by_queue_offset_human(store: Store) -> None:
+    q = _queue(store, "payments", 0)
+    result = run(["get", str(store.path), "--topic", "payments", "--offset", "0"])
+    assert result.exit_code == 0, result.output
+    assert "FOUND" in result.stdout
+    assert "next offset 1" in result.stdout
+    assert q[0].msg_id in result.stdout
+    result = run(["get", str(store.path), "--topic", "payments", "--offset", "0", "-c", "4"])
+    assert result.exit_code == 0, result.output
+    assert "4 message(s)" in result.stdout
+    for i in range(4):
+        assert f"payments/0@{i}" in result.stdout
+
+
+def test_get_by_queue_offset_overflow(store: Store) -> None:
+    end = len(_queue(store, "orders", 0))
+    result = run(["get", str(store.path), "--topic", "orders", "--queue", "0",
+                  "--offset", str(end), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["status"] == "OFFSET_OVERFLOW_ONE"
+    assert data["messages"] == []
+    assert data["next_begin_offset"] == end
+
+    result = run(["get", str(store.path), "--topic", "orders", "--queue", "0",
+                  "--offset", str(end + 5), "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["status"] == "OFFSET_OVERFLOW_BADLY"
+
+    result = run(["get", str(store.path), "--topic", "orders", "--queue", "0",
+                  "--offset", str(end)])
+    assert result.exit_code == 1
+    assert "OFFSET_OVERFLOW_ONE" in result.stdout
+
+    result = run(["get", str(store.path), "--topic", "nosuchtopic", "--offset", "0", "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["status"] == "NO_MESSAGE_IN_QUEUE"
+
+
+def test_get_count_beyond_one_pull(tmp_path: Path) -> None:
+    path = tmp_path / "deep"
+    with MessageStore(small_config(path, 64 * 1024)) as s:
+        for i in range(80):
+            assert s.put("deep", f"m{i}".encode()).status is PutStatus.PUT_OK
+    data = run_json(["get", str(path), "--topic", "deep", "--offset", "5", "--count", "70"])
+    assert data["status"] == "FOUND"
+    assert [m["body_utf8"] for m in data["messages"]] == [f"m{i}" for i in range(5, 75)]
+    assert data["next_begin_offset"] == 75
+
+
+def test_get_tags_filter(store: Store) -> None:
+    q = _queue(store, "payments", 0)
+    wanted = [m for m in q if _tag(store, m) == "tag1"]
+    assert 0 < len(wanted) < len(q)
+    data = run_json(["get", str(store.path), "--topic", "payments", "--offset", "0",
+                     "--count", str(len(q)), "--tags", "tag1"])
+    assert data["status"] == "FOUND"
+    assert data["tags"] == ["tag1"]
+    assert [m["commit_log_offset"] for m in data["messages"]] == [m.offset for m in wanted]
+    assert {m["tags"] for m in data["messages"]} == {"tag1"}
+
+    both = run_json(["get", str(store.path), "--topic", "payments", "--offset", "0",
+                     "--count", str(len(q)), "--tags", "tag1,tag3"])
+    assert len(both["messages"]) == len(q)
+    star = run_json(["get", str(store.path), "--topic", "payments", "--offset", "0",
+                     "--count", str(len(q)), "--tags", "*"])
+    assert star["tags"] is None
+    assert len(star["messages"]) == len(q)
+
+    result = run(["get", str(store.path), "--topic", "payments", "--offset", "0",
+                  "--tags", "nosuchtag", "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["status"] == "NO_MATCHED_MESSAGE"
+
+
+def _tag(store: Store, m: Written) -> str:
+    return f"tag{store.messages.index(m) % 4}"
+
+
+@pytest.mark.parametrize("args", [["--offset", "0", "--count", "2"],
+                                  ["--offset", "0", "--tags", "a"],
+                                  ["--topic", "orders", "--id", "00"],
+                                  ["--topic", "orders"],
+                                  ["--topic", "orders", "--offset", "-1"]])
+def test_get_queue_usage_errors(store: Store, args: list[str]) -> None:
+    result = run(["get", str(store.path), *args])
+    assert result.exit_code == 2
+    assert "Error" in result.stderr
+    assert "Traceback" not in result.output
+
+
+# -- tail ------------------------------------------------------------------------
+
+
+def test_tail_prints_last_n_in_write_order(store: Store) -> None:
+    result = run(["tail", str(store.path), "-n", "5", "--json"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [m["commit_log_offset"] for m in lines] == [m.offset for m in store.messages[-5:]]
+
+    result = run(["tail", str(store.path), "--topic", "orders", "-n", "3", "--json"])
+    orders = [m for m in store.messages if m.topic == "orders"]
+    got = [json.loads(line)["commit_log_offset"] for line in result.stdout.splitlines()]
+    assert got == [m.offset for m in orders[-3:]]
+
+    result = run(["tail", str(store.path), "--topic", "orders", "--queue", "2", "-n", "100"])
+    assert result.exit_code == 0
+    assert len(result.stdout.splitlines()) == len(_queue(store, "orders", 2))
+
+
+def test_tail_human_and_default_count(store: Store) -> None:
+    result = run(["tail", str(store.path)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 10
+    last = store.messages[-1]
+    assert f"audit/0@{last.queue_offset}" in lines[-1]
+    assert "tags=batch" in lines[-1]
+    assert last.body.decode() in lines[-1]
+    assert run(["tail", str(store.path), "-n", "0"]).stdout == ""
+
+
+def test_tail_from_beginning(store: Store) -> None:
+    result = run(["tail", str(store.path), "--topic", "payments", "--from-beginning", "--json"])
+    assert result.exit_code == 0, result.output
+    got = [json.loads(line)["commit_log_offset"] for line in result.stdout.splitlines()]
+    assert got == [m.offset for m in store.messages if m.topic == "payments"]
+
+
+def test_tail_queue_needs_topic(store: Store) -> None:
+    result = run(["tail", str(store.path), "--queue", "1"])
+    assert result.exit_code == 2
+    assert "--queue needs --topic" in result.stderr
+
+
+def _line_reader(stream: IO[str]) -> queue.Queue[str]:
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _next_line(lines: queue.Queue[str], proc: subprocess.Popen[str], timeout: float) -> str:
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+        pytest.fail(f"tail printed nothing within {timeout} s; stderr: {err}")
+
+
+def test_tail_follow_prints_new_messages(store: Store) -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rocketstore.cli", "tail", str(store.path), "--topic", "orders",
+         "-n", "1", "--follow", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = _line_reader(proc.stdout)  # type: ignore[arg-type]
+        last_orders = [m for m in store.messages if m.topic == "orders"][-1]
+        first = json.loads(_next_line(lines, proc, 30))
+        assert first["commit_log_offset"] == last_orders.offset  # tail has started
+        with MessageStore(small_config(store.path)) as writer:
+            r1 = writer.put("orders", b"after-start", 2, tags="late")
+            r2 = writer.put("orders", b"new-queue", 7)  # a queue that did not exist
+            writer.put("payments", b"other topic", 0)
+            writer.flush()
+            seen = [json.loads(_next_line(lines, proc, 30)) for _ in range(2)]
+        assert [m["body_utf8"] for m in seen] == ["after-start", "new-queue"]
+        assert seen[0]["commit_log_offset"] == r1.wrote_offset
+        assert (seen[1]["queue_id"], seen[1]["queue_offset"]) == (7, r2.queue_offset)
+        assert proc.poll() is None  # still following
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        assert lines.empty()  # nothing of the other topic
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+
+
+# -- query -----------------------------------------------------------------------
+
+
+def test_query_finds_keys(store: Store) -> None:
+    m = store.messages[8]
+    data = run_json(["query", str(store.path), "--topic", m.topic, "--key", "key-8"])
+    assert data["count"] == 1
+    [found] = data["messages"]
+    assert found["commit_log_offset"] == m.offset
+    assert found["keys"] == ["key-8"]
+
+    result = run(["query", str(store.path), "--topic", m.topic, "--key", "key-8"])
+    assert result.exit_code == 0, result.output
+    assert f"{m.topic}/{m.queue_id}@{m.queue_offset}" in result.stdout
+
+
+def test_query_ascending_and_max(tmp_path: Path) -> None:
+    path = tmp_path / "dup"
+    with MessageStore(small_config(path, 64 * 1024)) as s:
+        offsets = [s.put("t", f"v{i}".encode(), i % 2, keys=["same", f"u{i}"]).wrote_offset
+                   for i in range(12)]
+    data = run_json(["query", str(path), "--topic", "t", "--key", "same"])
+    assert [m["commit_log_offset"] for m in data["messages"]] == offsets
+    data = run_json(["query", str(path), "--topic", "t", "--key", "same", "--max", "5"])
+    got = [m["commit_log_offset"] for m in data["messages"]]
+    assert len(got) == 5
+    assert got == sorted(got)
+
+
+def test_query_not_found_and_time_window(store: Store) -> None:
+    # key-7 was written to payments, not orders.
+    result = run(["query", str(store.path), "--topic", "orders", "--key", "key-7"])
+    assert result.exit_code == 1
+    assert "no message" in result.stderr
+    future = str(int(time.time() * 1000) + 3_600_000)
+    result = run(["query", str(store.path), "--topic", "orders", "--key", "key-8",
+                  "--begin", future])
+    assert result.exit_code == 1
+    result = run(["query", str(store.path), "--topic", "orders", "--key", "key-8",
+                  "--end", "2001-01-01T00:00:00"])
+    assert result.exit_code == 1
+    data = run_json(["query", str(store.path), "--topic", "orders", "--key", "key-8",
+                     "--begin", "2001-01-01T00:00:00+00:00"])
+    assert data["count"] == 1
+
+
+def test_query_bad_arguments(store: Store) -> None:
+    result = run(["query", str(store.path), "--topic", "orders", "--key", "k",
+                  "--begin", "yesterday"])
+    assert result.exit_code == 2
+    assert "ISO 8601" in result.stderr
+    result = run(["query", str(store.path), "--topic", "orders"])
+    assert result.exit_code == 2
+    # A geometry that does not match the index files: one-line refusal.
+    result = run(["query", str(store.path), "--topic", "orders", "--key", "key-8",
+                  "--max-hash-slot-num", "50", "--max-index-num", "2000"])
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_query_explicit_geometry(store: Store) -> None:
+    for args in (["--max-hash-slot-num", "100", "--max-index-num", "2000"],
+                 ["--max-hash-slot-num", "100"], ["--max-index-num", "2000"]):
+        data = run_json(["query", str(store.path), "--topic", "orders", "--key", "key-8", *args])
+        assert data["count"] == 1
+
+
+# -- info (topics, checkpoint, abort) --------------------------------------------
+
+
+def test_info_json_topics_queues_checkpoint_abort(store: Store) -> None:
+    data = run_json(["info", str(store.path)])
+    assert [t["topic"] for t in data["topics"]] == ["audit", "orders", "payments"]
+    by_topic = {t["topic"]: t for t in data["topics"]}
+    assert by_topic["orders"]["queue_ids"] == [0, 1, 2]
+    assert by_topic["audit"]["messages"] == 10
+    assert sum(t["messages"] for t in data["topics"]) == len(store.messages)
+    for q in data["queues"]:
+        assert q["min_offset"] == 0
+        assert q["max_offset"] == q["next_offset"] == len(_queue(store, q["topic"],
+                                                                 q["queue_id"]))
+        assert q["messages"] == q["max_offset"]
+    cp = data["checkpoint"]
+    assert cp["physic_msg_timestamp"] > 0
+    stamp = datetime.fromisoformat(cp["physic_time"])
+    assert stamp.tzinfo is not None
+    assert int(stamp.timestamp() * 1000) == cp["physic_msg_timestamp"]
+    for name in ("logics", "index"):
+        assert f"{name}_msg_timestamp" in cp
+        assert f"{name}_time" in cp
+    assert data["abort_file"] is False
+    assert data["writer_running"] is False
+    assert data["last_stop"] == "clean"
+    assert data["index_files"] == len(list((store.path / "index").iterdir())) >= 1
+    assert data["index_geometry"] == {"max_hash_slot_num": 100, "max_index_num": 2000}
+
+
+def test_info_running_and_crashed(store: Store) -> None:
+    writer = MessageStore(small_config(store.path)).start()
+    try:
+        data = run_json(["info", str(store.path)])
+        assert data["abort_file"] is True
+        assert data["writer_running"] is True
+        assert data["last_stop"] == "running"
+        assert writer._native is not None
+        writer._native._simulate_crash()
+    finally:
+        writer.shutdown()
+    data = run_json(["info", str(store.path)])
+    assert data["abort_file"] is True
+    assert data["writer_running"] is False
+    assert data["last_stop"] == "crashed"
+    result = run(["info", str(store.path)])
+    assert result.exit_code == 0
+    assert "crashed" in result.stdout
+    assert "checkpoint physic" in result.stdout
+
+
+def test_info_human_shows_new_fields(store: Store) -> None:
+    result = run(["info", str(store.path)])
+    assert result.exit_code == 0, result.output
+    for text in ("last stop", "clean", "checkpoint physic", "index files", "min offset",
+                 "max offset", "3 topic(s)"):
+        assert text in result.stdout
+
+
+# -- bench -----------------------------------------------------------------------
+
+
+def test_bench_tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    result = run(["bench", "--messages", "50", "--body-size", "32",
+                  "--segment-size", str(64 * 1024)])
+    assert result.exit_code == 0, result.output
+    assert "msg/s" in result.stdout
+    assert "p99" in result.stdout
+    for phase in ("put", "put_messages", "get_message", "query_message"):
+        assert phase in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bench_json_threads_sync_kept_dir(tmp_path: Path) -> None:
+    d = tmp_path / "bench"
+    data = run_json(["bench", str(d), "-n", "120", "--threads", "3", "--flush", "sync",
+                     "--segment-size", str(64 * 1024), "--queries", "20"])
+    assert data["ok"] is True
+    assert data["put"]["messages"] == data["put_messages"]["messages"] == 120
+    assert data["get_message"]["messages"] == 240
+    assert data["query_message"]["queries"] == data["query_message"]["found"] == 20
+    lat = data["query_message"]["latency_ms"]
+    assert 0 <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert data["put"]["msgs_per_s"] > 0
+    assert data["store_path"] == str(d)
+    info = run_json(["info", str(d)])
+    assert info["topics"] == [{"topic": "bench", "queue_ids": [0, 1, 2, 3], "messages": 240}]
+    assert run_json(["query", str(d), "--topic", "bench", "--key", "bench-batch-7"])["count"] == 1
+
+
+def test_bench_refuses_non_empty_dir(store: Store) -> None:
+    result = run(["bench", str(store.path), "-n", "5"])
+    assert result.exit_code == 2
+    assert "not an empty directory" in result.stderr

@@ -390,7 +390,12 @@ def test_failed_cq_append_stops_writes_and_reopen_rebuilds(
     wait_dispatched(store)
 
     fail_points("cq_put", errno.EIO)
-    late = put_ok(store, 4, start=10)  # the CommitLog append itself succeeds
+    # One batch, under one lock hold: the CommitLog appends succeed before the
+    # dispatcher meets the failing queue append and poisons the store.
+    late = store.put_messages(
+        [Message("topic", body_of(i), queue_id=i % 2, keys=[f"key{i}"]) for i in range(10, 14)]
+    )
+    assert [r.status for r in late] == [PutStatus.PUT_OK] * 4
     wait_for(lambda: not store.is_writeable, 5.0, "store not writeable after a CQ write error")
     why = flags_text(store)
     assert why and ("queue" in why.lower() or "dispatch" in why.lower()), why

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from rocketstore import _native
 
@@ -52,8 +53,11 @@ def pump_now() -> None:
 
 
 def _run() -> None:
+    # Polls with time.sleep rather than blocking inside the engine: a daemon
+    # thread must not be in Rust code when the interpreter exits.
     while True:
-        records, dropped = _native._drain_logs(1.0)
+        time.sleep(0.05)
+        records, dropped = _native._drain_logs(0.0)
         try:
             _emit(records, dropped)
         except Exception:  # never let a broken handler kill the pump

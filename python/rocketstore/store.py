@@ -9,15 +9,18 @@ orchestrates.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import time
 import weakref
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from rocketstore._native import GetMessageResult, Message, MessageExt, NativeStore, PutResult
+from rocketstore import _native
 from rocketstore._logging import ensure_log_pump, pump_now
+from rocketstore._native import GetMessageResult, Message, MessageExt, NativeStore, PutResult
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
@@ -54,6 +57,24 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _at_exit() -> None:
+    """Let threads blocked in engine waits leave the engine before the
+    interpreter finalizes (CPython ends daemon threads that take the GIL back
+    during finalization, which must not happen inside Rust code)."""
+    if _native._begin_exit() == 0:
+        return
+    for store in list(_LIVE):
+        n = store._native
+        if n is not None and not n.closed:
+            n._wake_waiters()
+    deadline = time.monotonic() + 2.0
+    while _native._threads_in_engine() and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
+atexit.register(_at_exit)
 
 
 def _closed_method(why: str) -> Any:

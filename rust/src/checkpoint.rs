@@ -328,10 +328,14 @@ mod tests {
     fn short_files() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("checkpoint");
-        std::fs::write(&p, [0u8; 23]).unwrap();
-        let e = Checkpoint::load_or_create(&p).unwrap_err();
-        assert!(matches!(e, StoreError::Corrupted { .. }), "{e}");
-        assert!(e.to_string().contains("checkpoint"), "{e}");
+        // A file cut short by a crash while it was created reads as zeros
+        // (recovery then starts from the first file, which is always safe).
+        let mut torn = vec![0u8; 23];
+        torn[0..8].copy_from_slice(&77i64.to_be_bytes());
+        std::fs::write(&p, &torn).unwrap();
+        let c = Checkpoint::load_or_create(&p).unwrap();
+        assert_eq!(c.snapshot(), CheckpointData::default());
+        drop(c);
         let mut v = vec![0u8; 24];
         v[0..8].copy_from_slice(&42i64.to_be_bytes());
         std::fs::write(&p, &v).unwrap();

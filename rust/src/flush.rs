@@ -63,6 +63,12 @@ type OnError = Box<dyn Fn(String) + Send + Sync>;
 struct Group {
     /// Highest CommitLog offset a producer waits for.
     requested: u64,
+    /// Producers waiting now.
+    waiting: usize,
+    /// Producers the last flush covered (the expected size of the next group).
+    last_group: usize,
+    /// How long the last flush took.
+    last_flush: Duration,
 }
 
 /// The flush threads of one store.
@@ -98,7 +104,12 @@ impl FlushService {
             cqs,
             index,
             checkpoint,
-            group: Mutex::new(Group { requested: 0 }),
+            group: Mutex::new(Group {
+                requested: 0,
+                waiting: 0,
+                last_group: 1,
+                last_flush: Duration::ZERO,
+            }),
             work: Condvar::new(),
             done: Condvar::new(),
             sleep_lock: Mutex::new(()),
@@ -182,7 +193,19 @@ impl FlushService {
         if end > g.requested {
             g.requested = end;
         }
+        g.waiting += 1;
         self.work.notify_one();
+        let status = self.wait_locked(&mut g, end, deadline);
+        g.waiting -= 1;
+        status
+    }
+
+    fn wait_locked(
+        &self,
+        g: &mut parking_lot::MutexGuard<'_, Group>,
+        end: u64,
+        deadline: Instant,
+    ) -> PutStatus {
         loop {
             if self.commitlog.flushed_offset() >= end {
                 return PutStatus::PutOk;
@@ -190,7 +213,7 @@ impl FlushService {
             if self.failed.lock().is_some() || self.stop.load(Ordering::Acquire) {
                 return PutStatus::FlushDiskTimeout;
             }
-            if self.done.wait_until(&mut g, deadline).timed_out()
+            if self.done.wait_until(g, deadline).timed_out()
                 && self.commitlog.flushed_offset() < end
             {
                 return PutStatus::FlushDiskTimeout;
@@ -227,9 +250,11 @@ impl FlushService {
                 continue;
             }
             self.gather_group();
+            let t = Instant::now();
             match self.flush_commitlog() {
                 Ok(()) => {
-                    let _g = self.group.lock();
+                    let mut g = self.group.lock();
+                    g.last_flush = t.elapsed();
                     self.done.notify_all();
                 }
                 Err(e) => self.fail(format!("CommitLog flush failed: {e}")),
@@ -237,26 +262,23 @@ impl FlushService {
         }
     }
 
-    /// Lets producers that are about to append join this group: while new
-    /// requests keep arriving (each producer has one message in flight, and
-    /// waking them takes a moment), wait a few microseconds more, never more
-    /// than a fraction of a disk flush.
+    /// Lets the producers of the last group join this one before forcing:
+    /// each producer has one message in flight, and after a flush they come
+    /// back one by one (each needs the GIL to return and put again). Waits
+    /// until as many producers wait as the last flush covered, but never
+    /// longer than half the last flush took (so a producer that went away
+    /// costs little), and at most 1 ms.
     fn gather_group(&self) {
-        const QUIET: Duration = Duration::from_micros(15);
-        const MAX: Duration = Duration::from_micros(150);
-        let start = Instant::now();
-        let mut seen = self.group.lock().requested;
-        loop {
-            let t = Instant::now();
-            while t.elapsed() < QUIET {
-                std::thread::yield_now();
+        let mut g = self.group.lock();
+        let want = g.last_group.max(1);
+        let max_wait = (g.last_flush / 2).min(Duration::from_millis(1));
+        let deadline = Instant::now() + max_wait;
+        while g.waiting < want && !self.stop.load(Ordering::Acquire) {
+            if self.work.wait_until(&mut g, deadline).timed_out() {
+                break;
             }
-            let now = self.group.lock().requested;
-            if now == seen || start.elapsed() >= MAX {
-                return;
-            }
-            seen = now;
         }
+        g.last_group = g.waiting.max(1);
     }
 
     fn idle(&self, d: Duration) {

@@ -38,6 +38,22 @@ fn set_fail_point(name: &str, errno: i32) -> bool {
     crate::failpoint::set(name, errno)
 }
 
+/// Called at interpreter exit: blocking waits return at once from now on.
+/// Returns how many threads are still inside engine calls.
+#[pyfunction]
+#[pyo3(name = "_begin_exit")]
+fn begin_exit() -> usize {
+    gil::EXITING.store(true, std::sync::atomic::Ordering::Release);
+    gil::IN_ENGINE.load(std::sync::atomic::Ordering::Acquire)
+}
+
+/// Threads currently inside engine calls with the GIL released.
+#[pyfunction]
+#[pyo3(name = "_threads_in_engine")]
+fn threads_in_engine() -> usize {
+    gil::IN_ENGINE.load(std::sync::atomic::Ordering::Acquire)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -50,6 +66,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
+    m.add_function(wrap_pyfunction!(begin_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(threads_in_engine, m)?)?;
     logbridge::install();
     m.add_function(wrap_pyfunction!(logbridge::drain_logs, m)?)?;
     m.add_function(wrap_pyfunction!(logbridge::set_log_level, m)?)?;

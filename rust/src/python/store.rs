@@ -513,6 +513,9 @@ impl PyStore {
                 None => None,
             };
             loop {
+                if super::gil::exiting() {
+                    return Ok(self.store.dispatcher().seq());
+                }
                 let slice = match deadline {
                     Some(d) => d
                         .saturating_duration_since(Instant::now())
@@ -527,6 +530,11 @@ impl PyStore {
                 py.check_signals()?;
             }
         })
+    }
+
+    /// Wakes every thread waiting in `wait_for_dispatch` (interpreter exit).
+    fn _wake_waiters(&self) {
+        self.store.dispatcher().bump_seq();
     }
 
     /// Read-only stores: picks up what the writer appended. True if new

@@ -165,7 +165,8 @@ pub fn build_properties(
 /// A message to put.
 #[pyclass(frozen, module = "rocketstore._native", name = "Message")]
 pub struct PyMessage {
-    pub topic: String,
+    /// Kept as the Python string: no copy per message.
+    pub topic: Py<PyString>,
     pub body: Py<PyBytes>,
     pub queue_id: i32,
     pub flag: i32,
@@ -181,8 +182,9 @@ impl PyMessage {
     /// The spec to put, or `None` when the message is illegal (MESSAGE_ILLEGAL).
     pub fn spec<'a>(&'a self, py: Python<'a>, now: i64) -> Option<MessageSpec<'a>> {
         let props = self.props.as_ref().ok()?;
+        let topic = self.topic.bind(py).to_str().ok()?;
         Some(MessageSpec {
-            topic: Cow::Borrowed(&self.topic),
+            topic: Cow::Borrowed(topic),
             queue_id: self.queue_id,
             flag: self.flag,
             sys_flag: self.sys_flag,
@@ -229,7 +231,7 @@ impl PyMessage {
     #[pyo3(signature = (topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        topic: String,
+        topic: Bound<'_, PyString>,
         body: Bound<'_, PyAny>,
         queue_id: i64,
         tags: Option<String>,
@@ -266,7 +268,7 @@ impl PyMessage {
                     )?
                 };
             Ok(Self {
-                topic,
+                topic: topic.unbind(),
                 body: body.unbind(),
                 queue_id,
                 flag,
@@ -280,8 +282,8 @@ impl PyMessage {
     }
 
     #[getter]
-    fn topic(&self) -> &str {
-        &self.topic
+    fn topic(&self, py: Python<'_>) -> Py<PyString> {
+        self.topic.clone_ref(py)
     }
     #[getter]
     fn body(&self, py: Python<'_>) -> Py<PyBytes> {
@@ -335,7 +337,7 @@ impl PyMessage {
     fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "Message(topic={:?}, queue_id={}, body=<{} bytes>, tags={:?})",
-            self.topic,
+            self.topic.bind(py).to_string_lossy(),
             self.queue_id,
             self.body.bind(py).as_bytes().len(),
             self.tags()
