@@ -750,3 +750,16 @@ def test_keys_of_new_messages_indexed_after_truncation(tmp_path: Path) -> None:
         for a in new:
             found = store.query_message(TOPIC, key_for(a.seq))
             assert [m.commit_log_offset for m in found] == [a.wrote_offset], a
+
+
+def test_truncation_zeroes_stale_records_behind_a_long_zero_run() -> None:
+    """Lost pages can leave a zero gap longer than 1 MiB with stale records
+    behind it; truncation must zero those too, or a second crash brings them
+    back (4 MiB segments, so the gap fits inside one file)."""
+    import subprocess
+    import sys
+
+    helper = Path(__file__).parent / "helpers" / "stale_past_zero_run.py"
+    r = subprocess.run([sys.executable, str(helper)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "stale records resurrected: 0" in r.stdout, r.stdout

@@ -568,6 +568,45 @@ impl MappedFile {
         }
     }
 
+    /// End of the non-zero bytes at or after `pos` (page granular), or `pos`
+    /// when everything after it is zero. Only the file's data regions are
+    /// read (`SEEK_DATA`/`SEEK_HOLE`): reserved but never written space reads
+    /// as a hole and costs nothing, and no zero run stops the search, so
+    /// stale records behind a gap of lost pages are found too.
+    pub fn dirty_extent(&self, pos: usize) -> usize {
+        let data = self.raw();
+        let fd = self.file.as_raw_fd();
+        let len = self.file_size;
+        let mut end = pos;
+        let mut off = pos;
+        while off < len {
+            // SAFETY: plain syscalls on a descriptor we own.
+            let start = unsafe { libc::lseek(fd, off as libc::off_t, libc::SEEK_DATA) };
+            if start < 0 {
+                let err = std::io::Error::last_os_error();
+                if err.raw_os_error() == Some(libc::ENXIO) {
+                    break; // no data after `off`
+                }
+                // SEEK_DATA unsupported: scan everything.
+                return scan_nonzero(data, pos, len).max(pos);
+            }
+            let start = (start as usize).max(off);
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, start as libc::off_t, libc::SEEK_HOLE) };
+            let stop = if hole < 0 {
+                len
+            } else {
+                (hole as usize).min(len)
+            };
+            if start >= stop {
+                break;
+            }
+            end = end.max(scan_nonzero(data, start, stop));
+            off = stop;
+        }
+        end
+    }
+
     /// The file's modification time in ms since the epoch.
     pub fn last_modified_ms(&self) -> i64 {
         std::fs::metadata(&self.path)
@@ -577,6 +616,22 @@ impl MappedFile {
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0)
     }
+}
+
+/// End (page granular) of the last non-zero byte in `data[from..to]`, or
+/// `from` when all of it is zero.
+fn scan_nonzero(data: &[u8], from: usize, to: usize) -> usize {
+    let to = to.min(data.len());
+    let mut end = from;
+    let mut p = from;
+    while p < to {
+        let next = (p - p % OS_PAGE_SIZE + OS_PAGE_SIZE).min(to);
+        if data[p..next].iter().any(|&b| b != 0) {
+            end = next;
+        }
+        p = next;
+    }
+    end
 }
 
 #[cfg(test)]
@@ -610,6 +665,22 @@ mod tests {
         std::fs::write(&p, vec![0u8; 100]).unwrap();
         let e = MappedFile::open(&p, 0, 4096, true).unwrap_err();
         assert!(e.to_string().contains("expected 4096"), "{e}");
+    }
+
+    #[test]
+    fn dirty_extent_finds_data_behind_a_long_zero_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mf = MappedFile::create(&dir.path().join("f"), 0, 4 << 20).unwrap();
+        assert_eq!(mf.dirty_extent(0), 0, "a fresh file is all zero");
+        mf.write_at(100, b"abc").unwrap();
+        mf.write_at(3 << 20, b"stale").unwrap();
+        mf.sync_all().unwrap();
+        let end = mf.dirty_extent(4096);
+        assert!(
+            end > 3 << 20,
+            "found the bytes behind a 3 MiB zero run: {end}"
+        );
+        assert_eq!(mf.dirty_extent(end), end);
     }
 
     #[test]

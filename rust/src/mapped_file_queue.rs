@@ -102,28 +102,6 @@ pub fn list_segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
-/// End of the non-zero data at or after `pos`: scans page by page and stops
-/// after 1 MiB of consecutive zero pages (appends are sequential, so data
-/// past a long zero run was never written). Returns `pos` when all is zero.
-pub fn dirty_extent(data: &[u8], pos: usize) -> usize {
-    const PAGE: usize = 4096;
-    const ZERO_RUN: usize = 256;
-    let mut end = pos;
-    let mut zeros = 0usize;
-    let mut p = pos;
-    while p < data.len() && zeros < ZERO_RUN {
-        let next = (p - p % PAGE + PAGE).min(data.len());
-        if data[p..next].iter().any(|&b| b != 0) {
-            end = next;
-            zeros = 0;
-        } else {
-            zeros += 1;
-        }
-        p = next;
-    }
-    end
-}
-
 /// A queue of mapped files.
 #[derive(Debug)]
 pub struct MappedFileQueue {
@@ -435,7 +413,7 @@ impl MappedFileQueue {
                 keep.push(f);
             } else if offset >= from {
                 let pos = (offset - from) as usize;
-                let dirty_end = dirty_extent(f.raw(), pos);
+                let dirty_end = f.dirty_extent(pos);
                 f.set_positions(pos);
                 if self.writable && dirty_end > pos {
                     f.zero_range(pos, dirty_end)?;
@@ -444,7 +422,7 @@ impl MappedFileQueue {
                 discarded += (dirty_end - pos) as u64;
                 keep.push(f);
             } else {
-                discarded += dirty_extent(f.raw(), 0) as u64;
+                discarded += f.dirty_extent(0) as u64;
                 if self.writable {
                     f.destroy()?;
                 }
