@@ -226,6 +226,19 @@ pub fn get_message(
                 next_phy_file_start = commitlog.roll_next_file(u.phy_offset.max(0) as u64) as i64;
                 continue;
             };
+            // A damaged unit can point at another valid record of the right
+            // size: deliver a record only if it is this queue's message at
+            // this logical offset.
+            let logical = offset + scanned as i64 - 1;
+            // (5.x multi-dispatch messages sit in several queues at other
+            // offsets; they are taken as the unit says.)
+            if (view.queue_id != cq.queue_id()
+                || view.queue_offset != logical
+                || &raw[view.topic.clone()] != cq.topic().as_bytes())
+                && find_property(&raw[view.properties.clone()], "INNER_MULTI_DISPATCH").is_none()
+            {
+                continue;
+            }
             if let Some(f) = filter {
                 if !f.matches_record(&raw[view.properties.clone()]) {
                     continue;
