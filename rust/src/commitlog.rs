@@ -351,16 +351,18 @@ impl CommitLog {
     /// validation gets its status and is skipped.
     pub fn put_batch<'a>(
         &self,
-        specs: impl IntoIterator<Item = MessageSpec<'a>>,
+        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, PutStatus>>,
     ) -> Result<Vec<PutOutcome>> {
-        let prepared: Vec<_> = specs.into_iter().map(|s| self.prepare(s)).collect();
-        let mut out = Vec::with_capacity(prepared.len());
+        // Each message is validated and encoded as it is appended (no
+        // intermediate batch-sized buffers: those cost more than the work).
+        let specs = specs.into_iter();
+        let mut out = Vec::with_capacity(specs.size_hint().0);
         let mut st = self.put.lock();
         let ts = now_ms();
-        for p in &prepared {
-            match p {
-                Ok(p) => out.push(self.append_locked(&mut st, p, ts)?),
-                Err(s) => out.push(PutOutcome::rejected(*s)),
+        for s in specs {
+            match s.and_then(|s| self.prepare(s)) {
+                Ok(p) => out.push(self.append_locked(&mut st, &p, ts)?),
+                Err(status) => out.push(PutOutcome::rejected(status)),
             }
         }
         Ok(out)

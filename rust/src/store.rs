@@ -566,11 +566,19 @@ impl Store {
     }
 
     /// Appends a batch under one lock hold, then one flush wait.
-    pub fn put_batch(&self, specs: Vec<MessageSpec<'_>>) -> Result<Vec<PutOutcome>> {
+    pub fn put_batch<'a>(
+        &self,
+        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, PutStatus>>,
+    ) -> Result<Vec<PutOutcome>> {
         if let Some(s) = self.check_writable()? {
-            return Ok(specs.iter().map(|_| PutOutcome::rejected(s)).collect());
+            return Ok(specs.into_iter().map(|_| PutOutcome::rejected(s)).collect());
         }
-        let any_wait = specs.iter().any(wants_wait);
+        let mut any_wait = false;
+        let specs = specs.into_iter().inspect(|s| {
+            if let Ok(s) = s {
+                any_wait = any_wait || wants_wait(s);
+            }
+        });
         let mut out = self.commitlog.put_batch(specs)?;
         self.dispatcher.wakeup();
         let end = out

@@ -1252,7 +1252,7 @@ fn put_batch_assigns_consecutive_offsets_and_one_timestamp() {
     specs.insert(2, spec("B", 1, &big, Vec::new()));
     specs.insert(4, spec("a/b", 1, b"bad topic", Vec::new()));
     let before = now_ms();
-    let out = cl.put_batch(specs).unwrap();
+    let out = cl.put_batch(specs.into_iter().map(Ok)).unwrap();
     let after = now_ms();
     assert_eq!(out.len(), 7);
     assert_eq!(out[2], PutOutcome::rejected(PutStatus::MessageIllegal));
@@ -1287,7 +1287,7 @@ fn put_batch_assigns_consecutive_offsets_and_one_timestamp() {
     let cl2 = open(dir2.path(), 3 * l + 8 + l / 2);
     let bodies: Vec<Vec<u8>> = (0..8).map(|i| vec![i as u8; 100]).collect();
     let out = cl2
-        .put_batch(bodies.iter().map(|b| spec("B", 0, b, Vec::new())))
+        .put_batch(bodies.iter().map(|b| Ok(spec("B", 0, b, Vec::new()))))
         .unwrap();
     for (i, o) in out.iter().enumerate() {
         ok(o);

@@ -332,26 +332,24 @@ impl PyStore {
                 held.push(m);
             }
             let now = now_ms();
-            let mut specs = Vec::with_capacity(held.len());
-            let mut illegal = Vec::new();
-            for (i, m) in held.iter().enumerate() {
-                match m.get().spec(py, now) {
-                    Some(s) => specs.push(s),
-                    None => illegal.push(i),
-                }
-            }
+            // Borrowed views only (no per-batch copies): topic and body are
+            // immutable Python objects kept alive by `held`.
+            let parts: Vec<Option<(&PyMessage, &str, &[u8])>> = held
+                .iter()
+                .map(|m| {
+                    let m = m.get();
+                    m.parts(py).map(|(t, b)| (m, t, b))
+                })
+                .collect();
             let store = &self.store;
-            let outs = nogil(py, || store.put_batch(specs))?;
-            let mut outs = outs.into_iter();
-            let mut illegal = illegal.into_iter().peekable();
+            let outs = nogil(py, || {
+                store.put_batch(parts.iter().map(|p| {
+                    p.and_then(|(m, t, b)| m.spec_with(t, b, now))
+                        .ok_or(PutStatus::MessageIllegal)
+                }))
+            })?;
             let list = PyList::empty(py);
-            for i in 0..held.len() {
-                let o = if illegal.peek() == Some(&i) {
-                    illegal.next();
-                    PutOutcome::rejected(PutStatus::MessageIllegal)
-                } else {
-                    outs.next().expect("one outcome per legal message")
-                };
+            for o in outs {
                 list.append(Bound::new(py, self.result(o))?)?;
             }
             Ok(list)

@@ -181,8 +181,26 @@ pub struct PyMessage {
 impl PyMessage {
     /// The spec to put, or `None` when the message is illegal (MESSAGE_ILLEGAL).
     pub fn spec<'a>(&'a self, py: Python<'a>, now: i64) -> Option<MessageSpec<'a>> {
-        let props = self.props.as_ref().ok()?;
+        let (topic, body) = self.parts(py)?;
+        self.spec_with(topic, body, now)
+    }
+
+    /// The topic and body as borrowed data that stays valid while `self`
+    /// lives (both are immutable Python objects this message holds), or
+    /// `None` when the topic is not valid UTF-8.
+    pub fn parts<'a>(&'a self, py: Python<'a>) -> Option<(&'a str, &'a [u8])> {
         let topic = self.topic.bind(py).to_str().ok()?;
+        Some((topic, self.body.bind(py).as_bytes()))
+    }
+
+    /// The spec from [`PyMessage::parts`]; needs no GIL.
+    pub fn spec_with<'a>(
+        &'a self,
+        topic: &'a str,
+        body: &'a [u8],
+        now: i64,
+    ) -> Option<MessageSpec<'a>> {
+        let props = self.props.as_ref().ok()?;
         Some(MessageSpec {
             topic: Cow::Borrowed(topic),
             queue_id: self.queue_id,
@@ -192,7 +210,7 @@ impl PyMessage {
             born_host: self.born_host.unwrap_or(DEFAULT_BORN_HOST),
             reconsume_times: 0,
             prepared_transaction_offset: 0,
-            body: Cow::Borrowed(self.body.bind(py).as_bytes()),
+            body: Cow::Borrowed(body),
             properties: Cow::Borrowed(props),
         })
     }
