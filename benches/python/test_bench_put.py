@@ -13,6 +13,7 @@ from rocketstore import Message, MessageStore, PutStatus
 
 N = 10_000
 BATCH = 1_000
+ROUNDS = 40
 BODY = b"x" * 100
 
 
@@ -29,7 +30,7 @@ def test_put_fast_path(benchmark: Any, async_store: MessageStore) -> None:
         for _ in range(N):
             put("bench", BODY)
 
-    benchmark(run)
+    benchmark.pedantic(run, rounds=ROUNDS, warmup_rounds=2)
     _report(benchmark, N)
     assert async_store.put("bench", BODY).status is PutStatus.PUT_OK
 
@@ -41,7 +42,7 @@ def test_put_message(benchmark: Any, async_store: MessageStore) -> None:
         for _ in range(N):
             put_message(Message("bench", BODY))
 
-    benchmark(run)
+    benchmark.pedantic(run, rounds=ROUNDS, warmup_rounds=2)
     _report(benchmark, N)
 
 
@@ -53,5 +54,5 @@ def test_put_messages_batch_1000(benchmark: Any, async_store: MessageStore) -> N
         for _ in range(rounds):
             put_messages([Message("bench", BODY) for _ in range(BATCH)])
 
-    benchmark(run)
+    benchmark.pedantic(run, rounds=ROUNDS, warmup_rounds=2)
     _report(benchmark, rounds * BATCH)

@@ -85,7 +85,9 @@ fn run(shared: &Shared, queue: &MappedFileQueue, window: usize) {
             let wrote = f.wrote_position();
             let target = (wrote + window).min(f.file_size());
             upto = upto.max(wrote);
-            if upto < target {
+            // Work in large steps only: chasing every few appended bytes would
+            // turn this thread into a busy loop of tiny madvise calls.
+            if upto < target && (target - upto >= step / 2 || target == f.file_size()) {
                 let end = (upto + step).min(target);
                 if !f.prefault(upto, end) {
                     return; // kernel without MADV_POPULATE_WRITE: nothing to do

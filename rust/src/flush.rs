@@ -63,8 +63,8 @@ type OnError = Box<dyn Fn(String) + Send + Sync>;
 struct Group {
     /// Highest CommitLog offset a producer waits for.
     requested: u64,
-    /// Producers waiting now.
-    waiting: usize,
+    /// Producers that asked for a flush since the last one started.
+    pending: usize,
     /// Producers the last flush covered (the expected size of the next group).
     last_group: usize,
     /// How long the last flush took.
@@ -85,6 +85,11 @@ pub struct FlushService {
     sleep: Condvar,
     stop: AtomicBool,
     failed: Mutex<Option<String>>,
+    /// Group-commit flushes done and producers they covered (statistics).
+    groups: std::sync::atomic::AtomicU64,
+    grouped: std::sync::atomic::AtomicU64,
+    flush_ns: std::sync::atomic::AtomicU64,
+    gather_ns: std::sync::atomic::AtomicU64,
     on_error: OnError,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -106,7 +111,7 @@ impl FlushService {
             checkpoint,
             group: Mutex::new(Group {
                 requested: 0,
-                waiting: 0,
+                pending: 0,
                 last_group: 1,
                 last_flush: Duration::ZERO,
             }),
@@ -116,6 +121,10 @@ impl FlushService {
             sleep: Condvar::new(),
             stop: AtomicBool::new(false),
             failed: Mutex::new(None),
+            groups: std::sync::atomic::AtomicU64::new(0),
+            grouped: std::sync::atomic::AtomicU64::new(0),
+            flush_ns: std::sync::atomic::AtomicU64::new(0),
+            gather_ns: std::sync::atomic::AtomicU64::new(0),
             on_error,
             threads: Mutex::new(Vec::new()),
         })
@@ -180,6 +189,17 @@ impl FlushService {
         self.done.notify_all();
     }
 
+    /// Group-commit statistics so far: `(flushes, producer requests they
+    /// covered, nanoseconds spent flushing, nanoseconds spent gathering)`.
+    pub fn group_stats(&self) -> (u64, u64, u64, u64) {
+        (
+            self.groups.load(Ordering::Relaxed),
+            self.grouped.load(Ordering::Relaxed),
+            self.flush_ns.load(Ordering::Relaxed),
+            self.gather_ns.load(Ordering::Relaxed),
+        )
+    }
+
     /// Why flushing failed, if it did.
     pub fn failure(&self) -> Option<String> {
         self.failed.lock().clone()
@@ -193,11 +213,9 @@ impl FlushService {
         if end > g.requested {
             g.requested = end;
         }
-        g.waiting += 1;
+        g.pending += 1;
         self.work.notify_one();
-        let status = self.wait_locked(&mut g, end, deadline);
-        g.waiting -= 1;
-        status
+        self.wait_locked(&mut g, end, deadline)
     }
 
     fn wait_locked(
@@ -255,6 +273,8 @@ impl FlushService {
                 Ok(()) => {
                     let mut g = self.group.lock();
                     g.last_flush = t.elapsed();
+                    self.flush_ns
+                        .fetch_add(g.last_flush.as_nanos() as u64, Ordering::Relaxed);
                     self.done.notify_all();
                 }
                 Err(e) => self.fail(format!("CommitLog flush failed: {e}")),
@@ -264,21 +284,28 @@ impl FlushService {
 
     /// Lets the producers of the last group join this one before forcing:
     /// each producer has one message in flight, and after a flush they come
-    /// back one by one (each needs the GIL to return and put again). Waits
-    /// until as many producers wait as the last flush covered, but never
-    /// longer than half the last flush took (so a producer that went away
-    /// costs little), and at most 1 ms.
+    /// back one by one (from Python each needs the GIL to return and put
+    /// again). Waits until as many producers asked as the last flush covered,
+    /// but never longer than half the last flush took (so a producer that
+    /// went away costs little), and at most 1 ms. Producers that ask while
+    /// this flush runs count toward the next group.
     fn gather_group(&self) {
+        let t0 = Instant::now();
         let mut g = self.group.lock();
         let want = g.last_group.max(1);
         let max_wait = (g.last_flush / 2).min(Duration::from_millis(1));
         let deadline = Instant::now() + max_wait;
-        while g.waiting < want && !self.stop.load(Ordering::Acquire) {
+        while g.pending < want && !self.stop.load(Ordering::Acquire) {
             if self.work.wait_until(&mut g, deadline).timed_out() {
                 break;
             }
         }
-        g.last_group = g.waiting.max(1);
+        g.last_group = g.pending.max(1);
+        self.groups.fetch_add(1, Ordering::Relaxed);
+        self.grouped.fetch_add(g.pending as u64, Ordering::Relaxed);
+        self.gather_ns
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        g.pending = 0;
     }
 
     fn idle(&self, d: Duration) {

@@ -212,7 +212,10 @@ impl Store {
             opts.delay_levels.clone(),
             0,
         ));
-        let prefaulter = if writable {
+        // Under SYNC_FLUSH a page fault costs nothing next to the fsync, and
+        // pages dirtied ahead of the writer would make every fsync write them
+        // (a journal commit flushes the file's ordered data): no prefaulting.
+        let prefaulter = if writable && !opts.flush.sync_flush {
             Some(
                 Prefaulter::start(commitlog.queue_arc(), DEFAULT_WINDOW)
                     .map_err(|e| StoreError::io("start the prefault thread", e))?,
@@ -277,6 +280,10 @@ impl Store {
 
     pub fn checkpoint(&self) -> &Checkpoint {
         &self.checkpoint
+    }
+
+    pub fn flusher(&self) -> &FlushService {
+        &self.flusher
     }
 
     pub fn dispatcher(&self) -> &Dispatcher {

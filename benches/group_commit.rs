@@ -1,0 +1,123 @@
+//! SYNC_FLUSH group commit with native producer threads (no GIL), each with
+//! one message in flight: 1 thread is one fsync per message.
+//!
+//! `cargo bench --bench group_commit`. Stores live in the temp dir on the
+//! real disk (`ROCKETSTORE_DISK_BENCH_DIR` to choose): fsync on tmpfs is free.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use _native::commitlog::PutStatus;
+use _native::flush::FlushConfig;
+use _native::message::MessageSpec;
+use _native::store::{Store, StoreOptions};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+
+const PER_ROUND: usize = 400;
+
+fn open(dir: &std::path::Path) -> Arc<Store> {
+    let opts = StoreOptions {
+        root: dir.to_path_buf(),
+        commit_log_dir: dir.join("commitlog"),
+        commit_log_file_size: Some(64 << 20),
+        consume_queue_file_size: Some(20 * 100_000),
+        max_message_size: 4 << 20,
+        store_host: "127.0.0.1:10911".parse().unwrap(),
+        delay_levels: vec![1000],
+        read_only: false,
+        message_index_enable: false,
+        max_hash_slot_num: 1000,
+        max_index_num: 4000,
+        max_msgs_num_batch: 64,
+        max_transfer_bytes_in_memory: 256 << 10,
+        max_transfer_count_in_memory: 32,
+        max_transfer_bytes_in_disk: 64 << 10,
+        max_transfer_count_in_disk: 8,
+        access_message_in_memory_max_ratio: 40,
+        message_index_safe: true,
+        transient_store_pool_enable: false,
+        transient_store_pool_size: 1,
+        flush: FlushConfig {
+            sync_flush: true,
+            ..FlushConfig::default()
+        },
+    };
+    let s = Store::open(opts).unwrap();
+    s.recover(true).unwrap();
+    s.start_flush().unwrap();
+    s.start_dispatch().unwrap();
+    Arc::new(s)
+}
+
+fn put_one(store: &Store, body: &[u8]) {
+    let spec = MessageSpec {
+        topic: Cow::Borrowed("bench"),
+        queue_id: 0,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: Cow::Borrowed(body),
+        properties: Cow::Borrowed(b""),
+    };
+    let p = store.prepare(spec).unwrap().unwrap();
+    let r = store.put_prepared(&p).unwrap();
+    assert_eq!(r.status, PutStatus::PutOk);
+}
+
+fn bench(c: &mut Criterion) {
+    let base = std::env::var_os("ROCKETSTORE_DISK_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = tempfile::tempdir_in(base).unwrap();
+    let store = open(dir.path());
+    let mut g = c.benchmark_group("sync_flush");
+    g.throughput(Throughput::Elements(PER_ROUND as u64));
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(8));
+    for threads in [1usize, 4, 8] {
+        let before = store.flusher().group_stats();
+        g.bench_with_input(
+            BenchmarkId::new("producers", threads),
+            &threads,
+            |b, &threads| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let t = Instant::now();
+                        std::thread::scope(|s| {
+                            for _ in 0..threads {
+                                let store = &store;
+                                s.spawn(move || {
+                                    let body = [7u8; 100];
+                                    for _ in 0..PER_ROUND / threads {
+                                        put_one(store, &body);
+                                    }
+                                });
+                            }
+                        });
+                        total += t.elapsed();
+                    }
+                    total
+                })
+            },
+        );
+        let after = store.flusher().group_stats();
+        let flushes = (after.0 - before.0).max(1);
+        eprintln!(
+            "{threads} producers: {:.2} requests per flush, flush {:.0} us, gather {:.0} us (means)",
+            (after.1 - before.1) as f64 / flushes as f64,
+            (after.2 - before.2) as f64 / flushes as f64 / 1e3,
+            (after.3 - before.3) as f64 / flushes as f64 / 1e3,
+        );
+    }
+    g.finish();
+    store.shutdown().unwrap();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
