@@ -392,18 +392,10 @@ def test_power_loss_image_cq_garbage_keeps_flushed_messages(
         assert store.put(TOPIC, b"after", 0).ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "limitation (RocketMQ 4.9.8 behaviour, SPEC §8): a consume-queue unit that "
-        "looks valid (offset >= 0, size > 0) but points past the CommitLog end raises "
-        "the queue's max physical offset, so abnormal recovery's re-dispatch skips the "
-        "queue's records as already built; truncate_dirty_logic_files then cuts the "
-        "bogus unit and every unit after it, and reput restarts at the max over all "
-        "queues, so the cut messages are never re-dispatched"
-    ),
-)
 def test_bogus_cq_units_do_not_hide_messages(images: dict[str, Image], tmp_path: Path) -> None:
+    """Units that look valid but point past the CommitLog end sit in the middle
+    of a queue: recovery must stop at them (units follow CommitLog order), cut
+    them, and re-dispatch the records they hid."""
     img = _copy(images["async"], tmp_path / "img")  # the CommitLog is intact
     q = 2
     at = img.cq_flushed[q] * 20

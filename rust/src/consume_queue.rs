@@ -798,6 +798,15 @@ fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
     let mut last_real = None;
     for chunk in data[end.min(data.len())..].chunks_exact(CQ_UNIT_SIZE) {
         match CqUnit::decode_published(chunk) {
+            // Units of one queue point at records in CommitLog order: a unit
+            // pointing before the end of its predecessor is damage, not data.
+            Some(u)
+                if u.is_valid()
+                    && !u.is_pre_blank()
+                    && last_real.is_some_and(|p| u.phy_offset < p) =>
+            {
+                break
+            }
             Some(u) if u.is_valid() => {
                 end += CQ_UNIT_SIZE;
                 if !u.is_pre_blank() {

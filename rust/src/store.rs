@@ -326,7 +326,28 @@ impl Store {
     /// lies past the valid end, dispatch what the queues miss and rebuild the
     /// queue-offset table. Read-only stores only find the ends.
     pub fn recover(&self, check_crc: bool) -> Result<RecoveryReport> {
-        let max_phy_cq = self.cqs.recover_all()?;
+        let mut max_phy_cq = self.cqs.recover_all()?;
+        // Units pointing past the end of the last CommitLog file cannot be
+        // real (damaged queue files): cut them before anything trusts a
+        // queue's end, or dispatch would take their records as built.
+        if !self.opts.read_only {
+            let bound = self
+                .commitlog
+                .queue()
+                .last_file()
+                .map(|f| f.file_from_offset() + f.file_size() as u64)
+                .unwrap_or(0) as i64;
+            if max_phy_cq > bound {
+                self.cqs.truncate_dirty_logic_files(bound)?;
+                max_phy_cq = self
+                    .cqs
+                    .all()
+                    .iter()
+                    .map(|q| q.max_physic_offset())
+                    .max()
+                    .unwrap_or(-1);
+            }
+        }
         let abnormal = !self.last_exit_ok && !self.opts.read_only;
         let files = self.commitlog.queue().files();
         let start = if abnormal {
