@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from helpers.presets import FAST_FLUSH, POINTS, SEG, SMALL
 from rocketstore import (
     FlushDiskType,
     GetStatus,
@@ -41,22 +42,6 @@ from rocketstore import (
     StoreConfig,
     _native,
 )
-
-#: Small segments: the default sizes reserve 1 GiB per CommitLog file.
-SEG = 64 * 1024
-SMALL: dict[str, Any] = {
-    "mapped_file_size_commit_log": SEG,
-    "mapped_file_size_consume_queue": 20 * 500,
-    "max_hash_slot_num": 100,
-    "max_index_num": 2000,
-}
-FAST_FLUSH: dict[str, Any] = {
-    "flush_interval_commit_log": 50,
-    "flush_commit_log_thorough_interval": 100,
-    "flush_interval_consume_queue": 50,
-    "flush_consume_queue_thorough_interval": 100,
-}
-POINTS = ("msync", "create_file", "cq_put")
 
 
 @pytest.fixture
