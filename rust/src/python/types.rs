@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::commitlog::{PutOutcome, PutStatus};
 use crate::message::{
@@ -574,12 +574,4 @@ impl PyMessageExt {
             self.view.body.len()
         )
     }
-}
-
-/// A list of Python objects from Rust values.
-pub fn to_list<'py, T: IntoPyObject<'py>>(
-    py: Python<'py>,
-    items: Vec<T>,
-) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, items)
 }
