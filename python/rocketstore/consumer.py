@@ -475,8 +475,8 @@ class Consumer:
 
         ``offsets`` defaults to :meth:`positions`; pass ``{queue_id: offset}``
         to commit other values. Goes through ``store.commit_offset`` (the
-        store persists ``consumerOffset.json`` on its own schedule and at
-        shutdown). On a read-only store the offsets are kept in this consumer
+        store writes ``consumerOffset.json`` at most every 5 seconds, and at
+        flush and shutdown). On a read-only store the offsets are kept in this consumer
         only.
 
         Raises:

@@ -35,6 +35,9 @@ __all__ = ["MessageStore", "RecoveryReport"]
 log = logging.getLogger("rocketstore")
 
 
+#: Seconds between writes of consumerOffset.json triggered by commits.
+OFFSETS_PERSIST_INTERVAL = 5.0
+
 # Live stores, so a forked child can disarm the handles it inherited.
 _LIVE: weakref.WeakSet[MessageStore] = weakref.WeakSet()
 
@@ -122,6 +125,7 @@ class MessageStore:
         self._offsets = ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME)
         self._topic_configs = TopicConfigs(self._config.config_dir / "topics.json")
         self._recovery: RecoveryReport | None = None
+        self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
 
     # -- lifecycle ---------------------------------------------------------
@@ -491,13 +495,19 @@ class MessageStore:
     def commit_offset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         """Record ``next_offset`` as the next message ``group`` reads from the queue.
 
-        Kept in memory and written to ``config/consumerOffset.json`` by
-        :meth:`persist_offsets`, :meth:`flush` and :meth:`shutdown`.
+        Kept in memory and written to ``config/consumerOffset.json`` at most
+        every 5 seconds by a commit, and by :meth:`persist_offsets`,
+        :meth:`flush` and :meth:`shutdown`.
         """
         self._n  # noqa: B018 - raises StoreClosedError when closed
         if self._read_only:
             raise ReadOnlyStoreError("cannot commit offsets in a read-only store")
         self._offsets.commit(group, topic, queue_id, next_offset)
+        # Like RocketMQ's flushConsumerOffsetInterval: persist at most every 5 s.
+        now = time.monotonic()
+        if now - self._offsets_persisted_at >= OFFSETS_PERSIST_INTERVAL:
+            self._offsets_persisted_at = now
+            self._offsets.persist()
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed next offset of ``group`` in the queue (-1 when unknown)."""

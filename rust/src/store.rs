@@ -846,6 +846,20 @@ impl Store {
     }
 }
 
+impl Drop for Store {
+    /// A store dropped without `shutdown` (a forgotten handle) is shut down
+    /// here: background threads stop, everything is flushed and the lock is
+    /// released. Failures are logged; the abort file then stays and the next
+    /// open recovers as after a crash.
+    fn drop(&mut self) {
+        if !self.is_closed() {
+            if let Err(e) = self.shutdown() {
+                log::error!("shutting down a dropped store failed: {e}");
+            }
+        }
+    }
+}
+
 /// fsyncs a directory so a created or removed entry survives a crash.
 fn sync_dir(dir: &std::path::Path) -> Result<()> {
     std::fs::File::open(dir)

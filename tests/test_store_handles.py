@@ -1,0 +1,53 @@
+"""Handles that are forgotten, and offsets persisted by commits."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+import rocketstore.store as store_module
+from rocketstore import MessageStore, StoreConfig
+
+
+def _cfg(path: Path) -> StoreConfig:
+    return StoreConfig(
+        store_path=str(path),
+        mapped_file_size_commit_log=64 * 1024,
+        mapped_file_size_consume_queue=20 * 200,
+        max_hash_slot_num=100,
+        max_index_num=400,
+    )
+
+
+def test_dropped_store_is_shut_down_cleanly(tmp_path: Path) -> None:
+    store = MessageStore(_cfg(tmp_path)).start()
+    offsets = [store.put("T", b"m%d" % i, i % 2).wrote_offset for i in range(20)]
+    del store
+    gc.collect()
+    # The lock was released and the abort file removed: a clean stop.
+    assert not (tmp_path / "abort").exists()
+    with MessageStore(_cfg(tmp_path)) as again:
+        rep = again.recovery_report
+        assert rep is not None and rep.mode == "normal"
+        assert again.get_max_offset_in_queue("T", 0) == 10
+        assert again.get_max_offset_in_queue("T", 1) == 10
+        for i, off in enumerate(offsets):
+            m = again.look_message_by_offset(off)
+            assert m is not None and m.body == b"m%d" % i
+
+
+def test_commit_persists_offsets_on_schedule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "config" / "consumerOffset.json"
+    with MessageStore(_cfg(tmp_path)) as store:
+        store.put("T", b"x")
+        monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
+        store.commit_offset("g", "T", 0, 1)
+        assert not path.exists(), "persisted before the interval passed"
+        monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 0.0)
+        store.commit_offset("g", "T", 0, 2)
+        # Written by the commit itself, before any flush or shutdown.
+        assert "T@g" in path.read_text() and "0:2" in path.read_text()
