@@ -26,7 +26,7 @@ use crate::cq_table::ConsumeQueueTable;
 use crate::error::{Result, StoreError};
 use crate::index_file::IndexStore;
 use crate::message::{
-    find_property, parse_record, props, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
+    iter_properties, parse_record, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
 };
 
 /// Bytes one dispatch step reads at most.
@@ -60,26 +60,70 @@ pub struct Dispatcher {
     failure: Mutex<Option<String>>,
 }
 
+/// A few keys without a heap allocation (most messages carry one or two).
+mod smallvec_keys {
+    pub struct Keys<'a> {
+        inline: [&'a str; 4],
+        len: usize,
+        spill: Vec<&'a str>,
+    }
+
+    impl<'a> Keys<'a> {
+        pub fn new() -> Self {
+            Self {
+                inline: [""; 4],
+                len: 0,
+                spill: Vec::new(),
+            }
+        }
+
+        pub fn push(&mut self, k: &'a str) {
+            if self.spill.is_empty() && self.len < self.inline.len() {
+                self.inline[self.len] = k;
+                self.len += 1;
+            } else {
+                if self.spill.is_empty() {
+                    self.spill.extend_from_slice(&self.inline[..self.len]);
+                }
+                self.spill.push(k);
+            }
+        }
+
+        pub fn as_slice(&self) -> &[&'a str] {
+            if self.spill.is_empty() {
+                &self.inline[..self.len]
+            } else {
+                &self.spill
+            }
+        }
+    }
+}
+
 /// The CQ tag code of a record: the TAGS hash, or for a delayed message
 /// parked in `SCHEDULE_TOPIC_XXXX` its delivery time (SPEC §1.9).
-pub fn record_tags_code(topic: &str, props_raw: &[u8], store_ts: i64, delay_levels: &[i64]) -> i64 {
+fn tags_code_of(
+    topic: &str,
+    tags: Option<&[u8]>,
+    delay: Option<&[u8]>,
+    store_ts: i64,
+    delay_levels: &[i64],
+) -> i64 {
     if topic == SCHEDULE_TOPIC {
-        if let Some(level) = find_property(props_raw, props::DELAY)
+        if let Some(level) = delay
             .and_then(|v| std::str::from_utf8(v).ok())
             .and_then(|v| v.trim().parse::<i64>().ok())
         {
             let level = level.min(delay_levels.len() as i64);
             if level > 0 {
-                let delay = delay_levels
+                let d = delay_levels
                     .get(level as usize - 1)
                     .copied()
                     .unwrap_or(1000);
-                return store_ts + delay;
+                return store_ts + d;
             }
         }
     }
-    let tags = find_property(props_raw, props::TAGS).and_then(|v| std::str::from_utf8(v).ok());
-    tags_code(tags)
+    tags_code(tags.and_then(|t| std::str::from_utf8(t).ok()))
 }
 
 impl Dispatcher {
@@ -145,9 +189,22 @@ impl Dispatcher {
         let topic = std::str::from_utf8(&rec[v.topic.clone()]).map_err(|_| {
             StoreError::corrupted(self.commitlog.queue().dir(), phy, "topic is not UTF-8")
         })?;
-        let props_raw = &rec[v.properties.clone()];
+        // One pass over the properties for everything dispatch needs.
+        let mut tags = None;
+        let mut keys_raw: &[u8] = b"";
+        let mut uniq = None;
+        let mut delay = None;
+        for (k, val) in iter_properties(&rec[v.properties.clone()]) {
+            match k {
+                b"TAGS" => tags = tags.or(Some(val)),
+                b"KEYS" if keys_raw.is_empty() => keys_raw = val,
+                b"UNIQ_KEY" => uniq = uniq.or(Some(val)),
+                b"DELAY" => delay = delay.or(Some(val)),
+                _ => {}
+            }
+        }
         if build_cq && (tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT) {
-            let code = record_tags_code(topic, props_raw, v.store_timestamp, &self.delay_levels);
+            let code = tags_code_of(topic, tags, delay, v.store_timestamp, &self.delay_levels);
             let cq = self.cqs.get_or_create(topic, v.queue_id)?;
             cq.put(phy as i64, v.total_size as i32, code, v.queue_offset)?;
             if let Some(c) = &self.checkpoint {
@@ -156,14 +213,21 @@ impl Dispatcher {
         }
         if build_index {
             if let Some(index) = &self.index {
-                let keys_raw = find_property(props_raw, props::KEYS)
-                    .and_then(|k| std::str::from_utf8(k).ok())
-                    .unwrap_or("");
-                let keys: Vec<&str> = keys_raw.split(' ').filter(|k| !k.is_empty()).collect();
-                let uniq = find_property(props_raw, props::UNIQ_KEY)
-                    .and_then(|k| std::str::from_utf8(k).ok());
-                if uniq.is_some() || !keys.is_empty() {
-                    index.build_index(topic, &keys, uniq, phy as i64, v.store_timestamp, tran)?;
+                let uniq = uniq.and_then(|k| std::str::from_utf8(k).ok());
+                let keys_str = std::str::from_utf8(keys_raw).unwrap_or("");
+                if uniq.is_some() || !keys_str.is_empty() {
+                    let mut keys: smallvec_keys::Keys<'_> = smallvec_keys::Keys::new();
+                    for k in keys_str.split(' ').filter(|k| !k.is_empty()) {
+                        keys.push(k);
+                    }
+                    index.build_index(
+                        topic,
+                        keys.as_slice(),
+                        uniq,
+                        phy as i64,
+                        v.store_timestamp,
+                        tran,
+                    )?;
                 }
             }
         }
