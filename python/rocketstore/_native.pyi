@@ -6,6 +6,23 @@ from typing import Any, final
 
 from rocketstore.enums import GetStatus, PutStatus
 
+__all__ = [
+    "GetMessageResult",
+    "Message",
+    "MessageExt",
+    "NativeStore",
+    "PutResult",
+    "__version__",
+    "_begin_exit",
+    "_drain_logs",
+    "_set_fail_point",
+    "_set_log_level",
+    "_threads_in_engine",
+    "body_crc",
+    "java_string_hash",
+    "tags_code",
+]
+
 __version__: str
 
 def java_string_hash(s: str) -> int: ...
