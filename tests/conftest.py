@@ -10,6 +10,9 @@ import pytest
 
 from rocketstore import MessageStore, StoreConfig
 
+# ``fail_points`` and ``opened`` for the fault-injection and flush tests.
+pytest_plugins = ["helpers.fault_fixtures"]
+
 
 @pytest.fixture
 def store_path(tmp_path: Path) -> str:
