@@ -1,0 +1,87 @@
+"""A store written by rocketstore 0.1.0 opens and reads identically today.
+
+The fixture was written by ``tests/helpers/make_upgrade_fixture.py`` with the
+0.1.0 engine (clean shutdown, three CommitLog segments, an IPv6 record, a
+delayed record, committed consumer offsets).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rocketstore import GetStatus, MessageStore, StoreConfig
+
+FIXTURES = Path(__file__).parent / "fixtures"
+EXPECTED: dict[str, Any] = json.loads((FIXTURES / "store_0_1_0_expected.json").read_text())
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> Path:
+    dest = tmp_path / "store"
+    shutil.copytree(FIXTURES / "store_0_1_0", dest)
+    return dest
+
+
+def _read_all(store: MessageStore) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for topic in sorted(store.topics()):
+        for qid in sorted(store.queue_ids(topic)):
+            off = store.get_min_offset_in_queue(topic, qid)
+            end = store.get_max_offset_in_queue(topic, qid)
+            while off < end:
+                g = store.get_message("upgrade", topic, qid, off, 32)
+                assert g.status is GetStatus.FOUND, (topic, qid, off, g.status)
+                for m in g.messages:
+                    out.append(
+                        {
+                            "topic": m.topic,
+                            "queue_id": m.queue_id,
+                            "queue_offset": m.queue_offset,
+                            "phy": m.commit_log_offset,
+                            "msg_id": m.msg_id,
+                            "tags": m.tags,
+                            "keys": list(m.keys),
+                            "properties": dict(m.properties),
+                            "body_hex": m.body.hex(),
+                            "store_timestamp": m.store_timestamp,
+                        }
+                    )
+                off = g.next_begin_offset
+    return out
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_old_store_reads_identically(old_store: Path, read_only: bool) -> None:
+    cfg = StoreConfig(store_path=str(old_store), **EXPECTED["geometry"])
+    before = {p: p.read_bytes() for p in (old_store / "commitlog").iterdir()}
+    with MessageStore(cfg, read_only=read_only) as store:
+        assert store.max_phy_offset == EXPECTED["max_phy_offset"]
+        assert _read_all(store) == EXPECTED["messages"]
+        for key, want in EXPECTED["offsets"].items():
+            group, topic, qid = key.split("/")
+            assert store.query_offset(group, topic, int(qid)) == want
+        by_key = store.query_message("orders", "k-3")
+        assert [m.body for m in by_key] == [b"body 3 " * 4]
+        first = EXPECTED["messages"][0]
+        got = store.look_message_by_id(first["msg_id"])
+        assert got is not None and got.body.hex() == first["body_hex"]
+    after = {p: p.read_bytes() for p in (old_store / "commitlog").iterdir()}
+    assert after == before, "opening an old store must not rewrite its CommitLog"
+
+
+def test_old_store_accepts_new_writes(old_store: Path) -> None:
+    cfg = StoreConfig(store_path=str(old_store), **EXPECTED["geometry"])
+    with MessageStore(cfg) as store:
+        end = store.get_max_offset_in_queue("orders", 1)
+        r = store.put("orders", b"after upgrade", queue_id=1)
+        assert r.queue_offset == end
+    with MessageStore(cfg) as store:
+        g = store.get_message("upgrade", "orders", 1, end, 1)
+        assert [m.body for m in g.messages] == [b"after upgrade"]
+        rest = [m for m in _read_all(store) if m["body_hex"] != b"after upgrade".hex()]
+        assert rest == EXPECTED["messages"]
