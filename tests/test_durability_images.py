@@ -565,7 +565,10 @@ def test_abort_file_tells_crash_from_clean_stop(tmp_path: Path) -> None:
 def _checkpoint(path: Path) -> tuple[int, int, int]:
     data = (path / "checkpoint").read_bytes()
     assert len(data) == 4096
-    assert data[24:] == b"\0" * (4096 - 24), "only the three timestamps (and 5.x zeros)"
+    # RocketMQ's fields (4.9.8: 0..24, 5.x: 0..48) hold the three timestamps
+    # and zeros; our durable mark lives at 2048, past anything RocketMQ uses.
+    assert data[24:2048] == b"\0" * (2048 - 24), "only the three timestamps (and 5.x zeros)"
+    assert data[2048:2056] in (b"RSDMARK1", b"\0" * 8)
     return struct.unpack(">qqq", data[:24])
 
 

@@ -182,7 +182,9 @@ class MessageStore:
             sync_flush_timeout_ms=cfg.sync_flush_timeout,
         )
         try:
-            report = RecoveryService(native).recover(cfg.check_crc_on_recover)
+            report = RecoveryService(native).recover(
+                cfg.check_crc_on_recover, cfg.on_corruption == "skip"
+            )
             offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
             topic_configs = TopicConfigs.load(cfg.config_dir / "topics.json")
             if not self._read_only:

@@ -33,6 +33,7 @@ use parking_lot::Mutex;
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
+use crate::message::is_readable_topic;
 
 /// Size of one ConsumeQueue unit.
 pub const CQ_UNIT_SIZE: usize = 20;
@@ -776,13 +777,12 @@ impl ConsumeQueue {
     }
 }
 
-/// A topic usable as a directory name: non-empty `[%|a-zA-Z0-9_-]+`. No
-/// length limit here, so a 5.x store's long (V2) topics still load.
+/// A topic usable as a directory name: the topic read rule
+/// ([`is_readable_topic`]: non-empty UTF-8, no `/` or NUL, not `.`/`..`),
+/// so every topic a valid record carries — a 5.x store's long (V2) topics
+/// included — has a queue directory.
 fn is_valid_dir_topic(topic: &str) -> bool {
-    !topic.is_empty()
-        && topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+    is_readable_topic(topic)
 }
 
 /// `root/<topic>/<queue_id>`.

@@ -26,7 +26,7 @@ use crate::cq_table::ConsumeQueueTable;
 use crate::error::{Result, StoreError};
 use crate::index_file::IndexStore;
 use crate::message::{
-    iter_properties, parse_record, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
+    iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
 };
 
 /// Bytes one dispatch step reads at most.
@@ -260,7 +260,18 @@ impl Dispatcher {
             let mut p = 0usize;
             let mut roll = false;
             while p < data.len() && (stats.bytes as usize) < max_bytes {
-                match parse_record(&data[p..], false) {
+                let at = from + p as u64;
+                if let Some(end) = self.commitlog.damaged_range_end(at) {
+                    // Recovery skipped this damaged range: nothing to dispatch.
+                    let skip = (end - at) as usize;
+                    if p + skip > data.len() {
+                        p = data.len();
+                        break;
+                    }
+                    p += skip;
+                    continue;
+                }
+                match parse_valid_record(&data[p..], at, false) {
                     Parsed::Record(v) => {
                         let rec = &data[p..p + v.total_size];
                         self.dispatch_record(from + p as u64, &v, rec, true, true)?;

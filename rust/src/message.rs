@@ -452,6 +452,115 @@ pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
     })
 }
 
+/// Longest topic a V2 record can carry (signed 2-byte length).
+pub const MAX_TOPIC_LEN_V2: usize = i16::MAX as usize;
+
+/// The topic *read* rule (what a stored record may carry; laxer than the
+/// put rule of [`is_valid_topic`]): non-empty UTF-8 of at most `max_len`
+/// bytes (127 for V1 records, 32,767 for V2), without `/` or NUL, and not
+/// `.` or `..` — so it is always a single, harmless directory name.
+#[inline]
+pub fn is_readable_topic_bytes(topic: &[u8], max_len: usize) -> bool {
+    !topic.is_empty()
+        && topic.len() <= max_len
+        && topic != b"."
+        && topic != b".."
+        && !topic.iter().any(|&b| b == b'/' || b == 0)
+        && std::str::from_utf8(topic).is_ok()
+}
+
+/// [`is_readable_topic_bytes`] with the V2 length limit: every topic some
+/// stored record may carry, the rule the read APIs accept.
+#[inline]
+pub fn is_readable_topic(topic: &str) -> bool {
+    is_readable_topic_bytes(topic.as_bytes(), MAX_TOPIC_LEN_V2)
+}
+
+/// True when `props` is empty or a run of `name\x01value` pairs separated
+/// by `\x02` (one trailing `\x02` allowed, as 5.x's property CRC writes it).
+/// Names are non-empty and hold neither `\x01` nor NUL; values hold no
+/// `\x02` (RocketMQ's parser takes everything after the first `\x01`).
+pub fn properties_well_formed(props: &[u8]) -> bool {
+    let body = match props.split_last() {
+        None => return true,
+        Some((&PROPERTY_SEPARATOR, rest)) => rest,
+        Some(_) => props,
+    };
+    body.split(|&b| b == PROPERTY_SEPARATOR).all(|seg| {
+        match seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR) {
+            Some(i) => i > 0 && !seg[..i].contains(&0),
+            None => false,
+        }
+    })
+}
+
+/// The record-validity rule of recovery and dispatch (SPEC "A record is
+/// valid", docs/format.md "Record validity"): the record at the start of
+/// `buf`, stored at CommitLog offset `phy`, is valid only if
+/// [`parse_record`] accepts it (magic, sizes, CRC when `check_crc`), its
+/// PHYSICALOFFSET equals `phy`, its properties are well-formed, its topic
+/// passes the read rule for its version, and its queue id and queue offset
+/// are not negative.
+#[inline]
+pub fn parse_valid_record(buf: &[u8], phy: u64, check_crc: bool) -> Parsed {
+    let v = match parse_record(buf, check_crc) {
+        Parsed::Record(v) => v,
+        other => return other,
+    };
+    let end = |reason| Parsed::End { reason };
+    if v.physical_offset != phy as i64 {
+        return end("record carries another physical offset than its position");
+    }
+    let max_topic = if v.magic == MAGIC_V1 {
+        MAX_TOPIC_LEN
+    } else {
+        MAX_TOPIC_LEN_V2
+    };
+    if !is_readable_topic_bytes(&buf[v.topic.clone()], max_topic) {
+        return end("illegal topic");
+    }
+    if v.queue_id < 0 {
+        return end("negative queue id");
+    }
+    if v.queue_offset < 0 {
+        return end("negative queue offset");
+    }
+    if !properties_well_formed(&buf[v.properties.clone()]) {
+        return end("malformed properties");
+    }
+    Parsed::Record(v)
+}
+
+/// Offset (from the start of `data`, at or after `from`) of the first valid
+/// record (by [`parse_valid_record`], with `check_crc`) when `data` starts at
+/// CommitLog offset `base`; `None` when there is none. Used to find where
+/// intact data resumes after a damaged record.
+pub fn find_next_valid_record(data: &[u8], from: usize, base: u64, check_crc: bool) -> Option<usize> {
+    let v1 = MAGIC_V1.to_be_bytes();
+    let v2 = MAGIC_V2.to_be_bytes();
+    const BLOCK: usize = 256;
+    let mut i = from;
+    while i + FIXED_OVERHEAD_V4 <= data.len() {
+        // Zeroed space (the common case past the end of data) is skipped a
+        // block at a time: no magic starts inside an all-zero block.
+        if let Some(block) = data.get(i + 4..i + 4 + BLOCK) {
+            if block.iter().fold(0u8, |a, &b| a | b) == 0 {
+                i += BLOCK - 4;
+                continue;
+            }
+        }
+        let m = &data[i + 4..i + 8];
+        if (m == v1 || m == v2)
+            && be_i64(data, i + pos::PHYSICAL_OFFSET) == (base + i as u64) as i64
+            && matches!(parse_valid_record(&data[i..], base + i as u64, check_crc), Parsed::Record(_))
+        {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Iterates `(name, value)` pairs of a serialized properties string, skipping
 /// malformed segments exactly as RocketMQ's parser does.
 pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {

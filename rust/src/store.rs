@@ -14,8 +14,11 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
-use crate::checkpoint::Checkpoint;
-use crate::commitlog::{CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, ScanReport};
+use crate::checkpoint::{Checkpoint, DurableMark};
+use crate::commitlog::{
+    CommitLog, CommitLogConfig, Damage, DamagePolicy, DurableBound, Prepared, PutOutcome,
+    PutStatus, ScanReport,
+};
 use crate::cq_table::ConsumeQueueTable;
 use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
@@ -71,6 +74,11 @@ pub struct RecoveryReport {
     /// Index entries rebuilt after an abnormal exit (from this CommitLog offset).
     pub index_redispatch_from: Option<i64>,
     pub index_redispatched_records: u64,
+    /// Damaged CommitLog ranges inside durable data that were skipped.
+    pub damaged: Vec<Damage>,
+    /// The durable mark recovery judged by (`None`: the checkpoint had none
+    /// and its physicMsgTimestamp was used).
+    pub durable_mark: Option<u64>,
 }
 
 /// An open store.
@@ -90,6 +98,9 @@ pub struct Store {
     last_exit_ok: bool,
     index_redispatch_from: Option<i64>,
     closed: AtomicBool,
+    /// Set when a writer's recovery completed: until then shutdown writes
+    /// nothing (a refused open changes no byte).
+    recovered: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
     prefaulter: Mutex<Option<Prefaulter>>,
 }
@@ -257,6 +268,7 @@ impl Store {
             last_exit_ok,
             index_redispatch_from,
             closed: AtomicBool::new(false),
+            recovered: AtomicBool::new(false),
             poisoned,
             prefaulter: Mutex::new(prefaulter),
         })
@@ -325,7 +337,23 @@ impl Store {
     /// index rebuilt from its oldest destroyed file. Both cut (and zero) what
     /// lies past the valid end, dispatch what the queues miss and rebuild the
     /// queue-offset table. Read-only stores only find the ends.
-    pub fn recover(&self, check_crc: bool) -> Result<RecoveryReport> {
+    pub fn recover(&self, check_crc: bool, skip_damaged: bool) -> Result<RecoveryReport> {
+        let abnormal = !self.last_exit_ok && !self.opts.read_only;
+        let files = self.commitlog.queue().files();
+        let start = if abnormal {
+            self.abnormal_start_file()
+        } else {
+            files.len().saturating_sub(3)
+        };
+        let start_offset = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
+        // The CommitLog is judged first, before anything is written: damage
+        // in durable data refused here leaves every file as it was.
+        let policy = self.damage_policy(skip_damaged);
+        let scan: ScanReport = self
+            .commitlog
+            .scan_for_recovery(start, check_crc, &policy)?;
+        let damaged = damaged_ranges(&policy.known, &scan.damaged, scan.end_offset);
+        self.commitlog.set_damaged(damaged.clone());
         let mut max_phy_cq = self.cqs.recover_all()?;
         // Units pointing past the end of the last CommitLog file cannot be
         // real (damaged queue files): cut them before anything trusts a
@@ -348,14 +376,6 @@ impl Store {
                     .unwrap_or(-1);
             }
         }
-        let abnormal = !self.last_exit_ok && !self.opts.read_only;
-        let files = self.commitlog.queue().files();
-        let start = if abnormal {
-            self.abnormal_start_file()
-        } else {
-            files.len().saturating_sub(3)
-        };
-        let start_offset = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
         let mut index_from = self.index_redispatch_from;
         let mut reindexed = 0u64;
         // Abnormal: the index must be rebuilt in offset order (it skips
@@ -366,18 +386,9 @@ impl Store {
                 reindexed += self.reindex(from, start_offset)?;
             }
         }
-        let mut dispatch_err = None;
         let mut redispatched = 0u64;
-        let scan: ScanReport = self.commitlog.scan(start, check_crc, |phy, v, rec| {
-            if abnormal && dispatch_err.is_none() {
-                match self.dispatcher.dispatch_record(phy, v, rec, true, true) {
-                    Ok(()) => redispatched += 1,
-                    Err(e) => dispatch_err = Some(e),
-                }
-            }
-        });
-        if let Some(e) = dispatch_err {
-            return Err(e);
+        if abnormal {
+            redispatched = self.redispatch_scanned(start_offset, scan.end_offset, &damaged)?;
         }
         let mut report = RecoveryReport {
             mode: if abnormal { "abnormal" } else { "normal" },
@@ -388,6 +399,8 @@ impl Store {
             stop_reason: scan.stop_reason.clone(),
             consume_queues: self.cqs.all().len(),
             redispatched_records: redispatched,
+            damaged: scan.damaged.clone(),
+            durable_mark: policy.bound_mark(),
             ..Default::default()
         };
         if self.opts.read_only {
@@ -447,7 +460,65 @@ impl Store {
         }
         let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
         self.commitlog.set_queue_offsets(table);
+        self.renew_durable_mark(start, end, damaged)?;
+        self.recovered.store(true, Ordering::Release);
         Ok(report)
+    }
+
+    /// How the recovery scan tells damage from a torn tail: the durable
+    /// mark when the checkpoint has one, else its physicMsgTimestamp.
+    /// Read-only opens skip (and report) damage: they serve the rest.
+    fn damage_policy(&self, skip_damaged: bool) -> DamagePolicy {
+        let mark = self.checkpoint.durable_mark();
+        DamagePolicy {
+            bound: match &mark {
+                Some(m) => DurableBound::Mark(m.durable_offset),
+                None => DurableBound::Timestamp(self.checkpoint.physic_msg_timestamp()),
+            },
+            skip: skip_damaged || self.opts.read_only,
+            known: mark.map(|m| m.damaged).unwrap_or_default(),
+        }
+    }
+
+    /// Abnormal recovery: dispatches every record of `[from, until)` the
+    /// scan accepted to the queues and the index. A damaged record whose
+    /// header still reads gets its queue unit (so queue offsets stay dense;
+    /// pulls skip and count it), never an index entry.
+    fn redispatch_scanned(&self, from: u64, until: u64, damaged: &[(u64, u64)]) -> Result<u64> {
+        let mut n = 0u64;
+        self.commitlog.replay(
+            from,
+            until,
+            damaged,
+            |phy, v, rec| {
+                n += 1;
+                self.dispatcher.dispatch_record(phy, v, rec, true, true)
+            },
+            |phy, rec| match rec {
+                Some((v, raw)) => self.dispatcher.dispatch_record(phy, v, raw, true, false),
+                None => Ok(()),
+            },
+        )?;
+        Ok(n)
+    }
+
+    /// After a writer's recovery: the kept records (which a killed writer
+    /// may have left in the page cache only) are synced, then the durable
+    /// mark is set to the recovered end with the damaged ranges still in
+    /// the log, and written with the checkpoint.
+    fn renew_durable_mark(&self, start: usize, end: u64, damaged: Vec<(u64, u64)>) -> Result<()> {
+        for f in self.commitlog.queue().files().iter().skip(start) {
+            if f.file_from_offset() < end {
+                f.sync_all()?;
+            }
+        }
+        let min = self.commitlog.min_offset().max(0) as u64;
+        let damaged = damaged.into_iter().filter(|&(_, e)| e > min).collect();
+        self.checkpoint.set_durable_mark(DurableMark {
+            durable_offset: end,
+            damaged,
+        });
+        self.checkpoint.flush()
     }
 
     /// Index-only dispatch of the valid records in `[from, until)`; returns
@@ -785,7 +856,11 @@ impl Store {
             p.stop();
         }
         let mut result = Ok(());
-        if !self.opts.read_only {
+        if !self.opts.read_only && !self.recovered.load(Ordering::Acquire) {
+            // Recovery did not complete (refused or failed): write nothing.
+            self.stop_dispatch();
+            self.flusher.abandon();
+        } else if !self.opts.read_only {
             self.stop_dispatch();
             if self.poisoned.lock().is_none() {
                 result = self.drain_all();
@@ -858,6 +933,20 @@ impl Drop for Store {
             }
         }
     }
+}
+
+/// The damaged ranges still in the log after a recovery scan: those an
+/// earlier recovery recorded and those the scan skipped, below `end`.
+fn damaged_ranges(known: &[(u64, u64)], found: &[Damage], end: u64) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = known
+        .iter()
+        .copied()
+        .chain(found.iter().map(|d| (d.offset, d.end)))
+        .filter(|&(s, e)| e > s && s < end)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// fsyncs a directory so a created or removed entry survives a crash.

@@ -40,6 +40,13 @@ class RecoveryReport:
         redispatched_records: records dispatched to queues and index during recovery.
         index_redispatch_from: CommitLog offset the index was rebuilt from, if any.
         index_redispatched_records: records re-indexed from there.
+        damaged: damaged CommitLog ranges inside durable data that were
+            skipped, as ``(offset, resume_offset, file, reason)``; a range
+            with ``resume_offset == offset`` ended the log (nothing intact
+            followed it).
+        durable_mark: the durable CommitLog offset recovery judged damage by,
+            or ``None`` when the checkpoint had no mark (its
+            physicMsgTimestamp was used).
     """
 
     mode: str
@@ -53,6 +60,8 @@ class RecoveryReport:
     redispatched_records: int = 0
     index_redispatch_from: int | None = None
     index_redispatched_records: int = 0
+    damaged: tuple[tuple[int, int, str, str], ...] = ()
+    durable_mark: int | None = None
 
 
 class RecoveryService:
@@ -61,9 +70,25 @@ class RecoveryService:
     def __init__(self, native: NativeStore) -> None:
         self._native = native
 
-    def recover(self, check_crc: bool) -> RecoveryReport:
-        """Recover and return the report; logs a warning when anything was repaired."""
-        report = RecoveryReport(**self._native.recover(check_crc))
+    def recover(self, check_crc: bool, skip_damaged: bool = False) -> RecoveryReport:
+        """Recover and return the report; logs a warning when anything was repaired.
+
+        Damage inside durable data raises :class:`CorruptedError` (nothing
+        changed) unless ``skip_damaged``; then it is skipped and reported.
+        """
+        raw = self._native.recover(check_crc, skip_damaged)
+        raw["damaged"] = tuple(tuple(d) for d in raw["damaged"])
+        report = RecoveryReport(**raw)
+        for offset, resume, file, reason in report.damaged:
+            log.warning(
+                "recovery: damaged CommitLog data at offset %d in %s (%s); %s",
+                offset,
+                file,
+                reason,
+                f"skipped, intact records resume at {resume}"
+                if resume > offset
+                else "nothing intact follows it",
+            )
         if report.mode == "abnormal" or report.bytes_truncated or report.stop_reason:
             log.warning(
                 "recovery (%s): valid data ends at %d; %d bytes truncated%s; "

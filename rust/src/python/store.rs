@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::commitlog::{now_ms, PutOutcome, PutStatus};
 use crate::consume_queue::ConsumeQueue;
 use crate::flush::FlushConfig;
-use crate::message::{decode_msg_id, is_valid_topic, parse_delay_levels, MessageSpec};
+use crate::message::{decode_msg_id, is_readable_topic, parse_delay_levels, MessageSpec};
 use crate::reader::GetStatus;
 use crate::store::{Store, StoreOptions};
 
@@ -59,9 +59,11 @@ const SIGNAL_SLICE: Duration = Duration::from_millis(100);
 
 /// Validates a topic and queue id given to a read.
 fn check_read_args(topic: &str, queue_id: i64) -> PyResult<i32> {
-    if !is_valid_topic(topic) {
+    // The read rule (laxer than the put rule): every topic a stored record
+    // may carry, V2 topics longer than 127 bytes included.
+    if !is_readable_topic(topic) {
         return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "invalid topic name {topic:?} (1-127 characters of [%|a-zA-Z0-9_-])"
+            "invalid topic name {topic:?} (1-32767 UTF-8 bytes, no '/' or NUL, not '.' or '..')"
         )));
     }
     check_queue_id(queue_id)
@@ -85,6 +87,9 @@ pub struct PyGetResult {
     min_offset: i64,
     #[pyo3(get)]
     max_offset: i64,
+    /// Damaged records (skipped by recovery) this pull passed over.
+    #[pyo3(get)]
+    damaged: u64,
     messages: Py<PyList>,
 }
 
@@ -210,10 +215,16 @@ impl PyStore {
 
     /// Finds the end of valid data, cuts anything after it and rebuilds the
     /// queue-offset table. Returns a report dict.
-    fn recover<'py>(&self, py: Python<'py>, check_crc: bool) -> PyResult<Bound<'py, PyDict>> {
+    #[pyo3(signature = (check_crc, skip_damaged=false))]
+    fn recover<'py>(
+        &self,
+        py: Python<'py>,
+        check_crc: bool,
+        skip_damaged: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
             let store = &self.store;
-            let r = nogil(py, || store.recover(check_crc))?;
+            let r = nogil(py, || store.recover(check_crc, skip_damaged))?;
             let d = PyDict::new(py);
             d.set_item("mode", r.mode)?;
             d.set_item("files_scanned", r.files_scanned)?;
@@ -226,6 +237,17 @@ impl PyStore {
             d.set_item("redispatched_records", r.redispatched_records)?;
             d.set_item("index_redispatch_from", r.index_redispatch_from)?;
             d.set_item("index_redispatched_records", r.index_redispatched_records)?;
+            let damaged = PyList::empty(py);
+            for x in &r.damaged {
+                damaged.append((
+                    x.offset,
+                    x.end,
+                    x.file.to_string_lossy().into_owned(),
+                    x.reason.clone(),
+                ))?;
+            }
+            d.set_item("damaged", damaged)?;
+            d.set_item("durable_mark", r.durable_mark)?;
             Ok(d)
         })
     }
@@ -581,6 +603,7 @@ impl PyStore {
                 next_begin_offset: r.next_begin_offset,
                 min_offset: r.min_offset,
                 max_offset: r.max_offset,
+                damaged: r.damaged,
                 messages: list.unbind(),
             })
         })
