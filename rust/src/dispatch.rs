@@ -22,11 +22,12 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::checkpoint::Checkpoint;
 use crate::commitlog::CommitLog;
+use crate::consume_queue::CqUnit;
 use crate::cq_table::ConsumeQueueTable;
 use crate::error::{Result, StoreError};
 use crate::index_file::IndexStore;
 use crate::message::{
-    iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
+    find_property, iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
 };
 
 /// Bytes one dispatch step reads at most.
@@ -174,6 +175,24 @@ impl Dispatcher {
     /// Why dispatch stopped, if it failed.
     pub fn failure(&self) -> Option<String> {
         self.failure.lock().clone()
+    }
+
+    /// The consume-queue unit a record gets (`None` for transaction types
+    /// that are not dispatched, or a topic that is not UTF-8).
+    pub fn cq_unit_of(&self, phy: u64, v: &RecordView, rec: &[u8]) -> Option<CqUnit> {
+        let tran = v.sys_flag & sysflag::TRANSACTION_TYPE_MASK;
+        if tran != sysflag::TRANSACTION_NOT && tran != sysflag::TRANSACTION_COMMIT {
+            return None;
+        }
+        let topic = std::str::from_utf8(&rec[v.topic.clone()]).ok()?;
+        let props = &rec[v.properties.clone()];
+        let tags = find_property(props, "TAGS");
+        let delay = find_property(props, "DELAY");
+        Some(CqUnit {
+            phy_offset: phy as i64,
+            size: v.total_size as i32,
+            tags_code: tags_code_of(topic, tags, delay, v.store_timestamp, &self.delay_levels),
+        })
     }
 
     /// Dispatches one record (also used by abnormal recovery).

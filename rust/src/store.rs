@@ -19,6 +19,7 @@ use crate::commitlog::{
     CommitLog, CommitLogConfig, Damage, DamagePolicy, DurableBound, Prepared, PutOutcome,
     PutStatus, ScanReport,
 };
+use crate::consume_queue::{ConsumeQueue, CqHole, CqUnit};
 use crate::cq_table::ConsumeQueueTable;
 use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
@@ -354,7 +355,11 @@ impl Store {
             .scan_for_recovery(start, check_crc, &policy)?;
         let damaged = damaged_ranges(&policy.known, &scan.damaged, scan.end_offset);
         self.commitlog.set_damaged(damaged.clone());
-        let mut max_phy_cq = self.cqs.recover_all()?;
+        let mut max_phy_cq = if self.opts.read_only {
+            self.cqs.recover_all()?
+        } else {
+            self.recover_queues_checked(scan.end_offset, &damaged)?
+        };
         // Units pointing past the end of the last CommitLog file cannot be
         // real (damaged queue files): cut them before anything trusts a
         // queue's end, or dispatch would take their records as built.
@@ -463,6 +468,86 @@ impl Store {
         self.renew_durable_mark(start, end, damaged)?;
         self.recovered.store(true, Ordering::Release);
         Ok(report)
+    }
+
+    /// The writer's consume-queue recovery: every queue keeps its good
+    /// units (checked against the recovered CommitLog end and, where two
+    /// are out of order, against the CommitLog records), is cut past its
+    /// last good one in every file, and gets its holes rebuilt from the
+    /// CommitLog range between each hole's good neighbours (not a rescan of
+    /// the whole log). Returns the largest CommitLog end any queue covers.
+    fn recover_queues_checked(&self, end: u64, damaged: &[(u64, u64)]) -> Result<i64> {
+        let min = self.commitlog.min_offset().max(0);
+        let mut max = -1i64;
+        for q in self.cqs.all() {
+            let verify = |u: &CqUnit, idx: i64| self.unit_matches_record(&q, u, idx);
+            let holes = q.recover_checked(end as i64, min, &verify)?;
+            if !holes.is_empty() {
+                self.fill_queue_holes(&q, &holes, end, damaged)?;
+            }
+            max = max.max(q.max_physic_offset());
+        }
+        Ok(max)
+    }
+
+    /// True when the CommitLog record a unit points at is this queue's
+    /// message at logical offset `idx`.
+    fn unit_matches_record(&self, q: &ConsumeQueue, u: &CqUnit, idx: i64) -> bool {
+        self.commitlog
+            .read_record_sized(u.phy_offset, u.size)
+            .is_some_and(|(v, raw)| {
+                (v.queue_id == q.queue_id()
+                    && v.queue_offset == idx
+                    && &raw[v.topic.clone()] == q.topic().as_bytes())
+                    || find_property(&raw[v.properties.clone()], "INNER_MULTI_DISPATCH").is_some()
+            })
+    }
+
+    /// Rebuilds the units of `holes` from the CommitLog records between each
+    /// hole's good neighbours, then syncs the queue's files.
+    fn fill_queue_holes(
+        &self,
+        q: &ConsumeQueue,
+        holes: &[CqHole],
+        end: u64,
+        damaged: &[(u64, u64)],
+    ) -> Result<()> {
+        let min = self.commitlog.min_offset().max(0) as u64;
+        let mut rebuilt = 0u64;
+        let mut missing = 0i64;
+        for h in holes {
+            let from = (h.phy_from.max(0) as u64).max(min);
+            let until = (h.phy_to.max(0) as u64).min(end);
+            let mut put = |phy: u64, v: &RecordView, rec: &[u8]| -> Result<()> {
+                if v.queue_id == q.queue_id()
+                    && (h.from..h.to).contains(&v.queue_offset)
+                    && &rec[v.topic.clone()] == q.topic().as_bytes()
+                {
+                    if let Some(u) = self.dispatcher.cq_unit_of(phy, v, rec) {
+                        if q.put_at(v.queue_offset, u)? {
+                            rebuilt += 1;
+                        }
+                    }
+                }
+                Ok(())
+            };
+            if from < until {
+                self.commitlog.replay(
+                    from,
+                    until,
+                    damaged,
+                    |phy, v, rec| put(phy, v, rec),
+                    |_, _| Ok(()),
+                )?;
+            }
+            missing += h.to - h.from;
+        }
+        log::warn!(
+            "{}-{}: rebuilt {rebuilt} of {missing} damaged or lost consume-queue units from the CommitLog",
+            q.topic(),
+            q.queue_id()
+        );
+        q.sync_all_files()
     }
 
     /// How the recovery scan tells damage from a torn tail: the durable
