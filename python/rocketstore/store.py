@@ -10,6 +10,7 @@ orchestrates.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import time
@@ -188,6 +189,8 @@ class MessageStore:
             offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
             topic_configs = TopicConfigs.load(cfg.config_dir / "topics.json")
             if not self._read_only:
+                clamped = RecoveryService(native).clamp_consumer_offsets(offsets)
+                report = dataclasses.replace(report, consumer_offsets_clamped=clamped)
                 # Flush threads first: the abort file they create marks the
                 # store as running from here on.
                 native.start_flush()

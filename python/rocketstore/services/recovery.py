@@ -17,6 +17,7 @@ import dataclasses
 import logging
 
 from rocketstore._native import NativeStore
+from rocketstore.config_files import ConsumerOffsets
 
 __all__ = ["RecoveryReport", "RecoveryService"]
 
@@ -47,6 +48,8 @@ class RecoveryReport:
         durable_mark: the durable CommitLog offset recovery judged damage by,
             or ``None`` when the checkpoint had no mark (its
             physicMsgTimestamp was used).
+        consumer_offsets_clamped: stored consumer offsets that pointed past
+            their queue's recovered end and were lowered to it.
     """
 
     mode: str
@@ -62,6 +65,7 @@ class RecoveryReport:
     index_redispatched_records: int = 0
     damaged: tuple[tuple[int, int, str, str], ...] = ()
     durable_mark: int | None = None
+    consumer_offsets_clamped: int = 0
 
 
 class RecoveryService:
@@ -107,3 +111,32 @@ class RecoveryService:
                 report.end_offset,
             )
         return report
+
+    def clamp_consumer_offsets(self, offsets: ConsumerOffsets) -> int:
+        """Lower stored consumer offsets above their queue's recovered end.
+
+        After recovery cut a queue (a torn tail, lost queue pages), an offset
+        committed above its end would make the group skip the messages new
+        puts write at those offsets. The lowered table is written at once.
+        Returns how many offsets were lowered.
+        """
+        native = self._native
+
+        def end_of(topic: str, queue_id: int) -> int:
+            try:
+                return native.get_max_offset_in_queue(topic, queue_id)
+            except (ValueError, OverflowError):
+                return 1 << 62  # not a queue this store can hold: leave it
+
+        lowered = offsets.clamp(end_of)
+        for key, qid, old, new in lowered:
+            log.warning(
+                "recovery: consumer offset of %s queue %d lowered from %d to the queue end %d",
+                key,
+                qid,
+                old,
+                new,
+            )
+        if lowered:
+            offsets.persist()
+        return len(lowered)
