@@ -450,6 +450,42 @@ mod tests {
     }
 
     #[test]
+    fn durable_mark_layout_and_staleness() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("checkpoint");
+        let c = Checkpoint::load_or_create(&p).unwrap();
+        assert_eq!(c.durable_mark(), None);
+        c.set_physic_msg_timestamp(1_700_000_000_123);
+        c.set_durable_offset(4242);
+        c.set_durable_mark(DurableMark {
+            durable_offset: 9000,
+            damaged: vec![(100, 300), (5000, 5200)],
+        });
+        c.flush().unwrap();
+        drop(c);
+        let bytes = std::fs::read(&p).unwrap();
+        // RocketMQ's fields (4.9.8: 0..24, 5.x: 0..48) are untouched.
+        assert_eq!(&bytes[0..8], &1_700_000_000_123i64.to_be_bytes());
+        assert!(bytes[24..MARK_AT].iter().all(|&b| b == 0));
+        assert_eq!(&bytes[MARK_AT..MARK_AT + 8], MARK_MAGIC);
+        let c = Checkpoint::load_or_create(&p).unwrap();
+        let m = c.durable_mark().unwrap();
+        assert_eq!(m.durable_offset, 9000);
+        assert_eq!(m.damaged, vec![(100, 300), (5000, 5200)]);
+        drop(c);
+        // A RocketMQ broker rewrote physicMsgTimestamp: the mark is stale.
+        let mut b = bytes.clone();
+        b[0..8].copy_from_slice(&1_800_000_000_000i64.to_be_bytes());
+        std::fs::write(&p, &b).unwrap();
+        assert_eq!(Checkpoint::load_read_only(&p).unwrap().durable_mark(), None);
+        // A damaged mark is no mark.
+        let mut b = bytes.clone();
+        b[MARK_AT + 12] ^= 1;
+        std::fs::write(&p, &b).unwrap();
+        assert_eq!(Checkpoint::load_read_only(&p).unwrap().durable_mark(), None);
+    }
+
+    #[test]
     fn min_timestamp_rules() {
         let d = CheckpointData {
             physic_msg_timestamp: 2000,

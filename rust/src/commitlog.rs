@@ -581,7 +581,8 @@ impl CommitLog {
                     }
                     Parsed::End { reason } => {
                         if let Some(p) = policy {
-                            resume = self.judge_invalid(&files, i, pos, reason, check_crc, p, &mut rep)?;
+                            resume =
+                                self.judge_invalid(&files, i, pos, reason, check_crc, p, &mut rep)?;
                         }
                         if resume.is_none() && data[pos..].iter().take(8).any(|&b| b != 0) {
                             rep.stop_reason =
@@ -719,7 +720,10 @@ impl CommitLog {
                     Some(Parsed::Record(v))
                         if v.total_size == len
                             && v.physical_offset == at as i64
-                            && is_readable_topic_bytes(&data[pos..][v.topic.clone()], MAX_TOPIC_LEN_V2)
+                            && is_readable_topic_bytes(
+                                &data[pos..][v.topic.clone()],
+                                MAX_TOPIC_LEN_V2,
+                            )
                             && v.queue_id >= 0
                             && v.queue_offset >= 0 =>
                     {
@@ -747,7 +751,8 @@ impl CommitLog {
     /// the units pointing into them).
     pub fn set_damaged(&self, ranges: Vec<(u64, u64)>) {
         let mut d = self.damaged.write();
-        self.has_damage.store(!ranges.is_empty(), std::sync::atomic::Ordering::Release);
+        self.has_damage
+            .store(!ranges.is_empty(), std::sync::atomic::Ordering::Release);
         *d = ranges;
     }
 

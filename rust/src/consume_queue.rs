@@ -945,7 +945,11 @@ impl GoodUnits {
     }
 
     fn last_real(&self) -> Option<(i64, CqUnit)> {
-        self.stack.iter().rev().find(|(_, u)| !u.is_pre_blank()).copied()
+        self.stack
+            .iter()
+            .rev()
+            .find(|(_, u)| !u.is_pre_blank())
+            .copied()
     }
 
     fn last_real_end(&self) -> Option<i64> {
@@ -955,7 +959,11 @@ impl GoodUnits {
     fn push(&mut self, idx: i64, u: CqUnit) {
         if idx > self.last_index + 1 {
             let phy_from = self.last_real_end().unwrap_or(self.floor);
-            let phy_to = if u.is_pre_blank() { phy_from } else { u.phy_offset };
+            let phy_to = if u.is_pre_blank() {
+                phy_from
+            } else {
+                u.phy_offset
+            };
             self.holes.push(CqHole {
                 from: self.last_index + 1,
                 to: idx,
@@ -1222,6 +1230,128 @@ mod tests {
             "the file starting at the end stays, empty"
         );
         assert!(!dir.path().join("T/0").join(file_name(400)).exists());
+    }
+
+    /// A queue of 25 units (phy i*10, size 10) in 3 files, reloaded.
+    fn written(root: &Path) -> ConsumeQueue {
+        let cq = open(root, true);
+        for i in 0..25i64 {
+            cq.put(i * 10, 10, 0, i).unwrap();
+        }
+        drop(cq);
+        ConsumeQueue::load(root, "T", 0, FS, true).unwrap()
+    }
+
+    fn write_unit(root: &Path, index: usize, bytes: &[u8; CQ_UNIT_SIZE]) {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(root.join("T/0").join(file_name((index / 10 * FS) as u64)))
+            .unwrap();
+        f.write_all_at(bytes, (index % 10 * CQ_UNIT_SIZE) as u64)
+            .unwrap();
+    }
+
+    /// The record of unit i is at phy i*10 (what the CommitLog would say).
+    fn verify(u: &CqUnit, idx: i64) -> bool {
+        u.phy_offset == idx * 10 && u.size == 10
+    }
+
+    #[test]
+    fn recover_checked_finds_holes_between_good_units() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = written(dir.path());
+        // The middle file lost its pages; one unit of the last file is zero.
+        for i in 10..20 {
+            write_unit(dir.path(), i, &[0u8; 20]);
+        }
+        write_unit(dir.path(), 22, &[0u8; 20]);
+        let holes = cq.recover_checked(250, 0, &verify).unwrap();
+        assert_eq!(
+            holes,
+            vec![
+                CqHole {
+                    from: 10,
+                    to: 20,
+                    phy_from: 100,
+                    phy_to: 200
+                },
+                CqHole {
+                    from: 22,
+                    to: 23,
+                    phy_from: 220,
+                    phy_to: 230
+                },
+            ]
+        );
+        assert_eq!(cq.max_offset_in_queue(), 25);
+        assert_eq!(cq.max_physic_offset(), 250);
+        for i in (10..20).chain([22]) {
+            let u = CqUnit {
+                phy_offset: i * 10,
+                size: 10,
+                tags_code: 0,
+            };
+            assert!(cq.put_at(i, u).unwrap());
+        }
+        assert!(!cq
+            .put_at(
+                25,
+                CqUnit {
+                    phy_offset: 250,
+                    size: 10,
+                    tags_code: 0
+                }
+            )
+            .unwrap());
+        assert_eq!(cq.recover_checked(250, 0, &verify).unwrap(), vec![]);
+        assert_eq!(cq.unit_at(15).unwrap().phy_offset, 150);
+    }
+
+    #[test]
+    fn recover_checked_drops_wild_units_and_units_past_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = written(dir.path());
+        // Unit 3 points far past the log; unit 6 points inside it, at unit
+        // 12's record (its successors look out of order).
+        let wild = CqUnit {
+            phy_offset: 1 << 50,
+            size: 10,
+            tags_code: 0,
+        };
+        write_unit(dir.path(), 3, &wild.encode());
+        let inside = CqUnit {
+            phy_offset: 120,
+            size: 10,
+            tags_code: 0,
+        };
+        write_unit(dir.path(), 6, &inside.encode());
+        // The newest file lost its pages: units 10..19 (phy ≥ 100) in the
+        // middle file point past the recovered end 95 and must go as well.
+        for i in 20..25 {
+            write_unit(dir.path(), i, &[0u8; 20]);
+        }
+        let holes = cq.recover_checked(95, 0, &verify).unwrap();
+        assert_eq!(
+            holes,
+            vec![
+                CqHole {
+                    from: 3,
+                    to: 4,
+                    phy_from: 30,
+                    phy_to: 40
+                },
+                CqHole {
+                    from: 6,
+                    to: 7,
+                    phy_from: 60,
+                    phy_to: 70
+                },
+            ]
+        );
+        assert_eq!(cq.max_offset_in_queue(), 9);
+        assert_eq!(cq.max_physic_offset(), 90);
+        assert_eq!(cq.queue().len(), 1);
     }
 
     #[test]

@@ -27,7 +27,8 @@ use crate::cq_table::ConsumeQueueTable;
 use crate::error::{Result, StoreError};
 use crate::index_file::IndexStore;
 use crate::message::{
-    find_property, iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
+    find_property, iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView,
+    SCHEDULE_TOPIC,
 };
 
 /// Bytes one dispatch step reads at most.

@@ -535,7 +535,12 @@ pub fn parse_valid_record(buf: &[u8], phy: u64, check_crc: bool) -> Parsed {
 /// record (by [`parse_valid_record`], with `check_crc`) when `data` starts at
 /// CommitLog offset `base`; `None` when there is none. Used to find where
 /// intact data resumes after a damaged record.
-pub fn find_next_valid_record(data: &[u8], from: usize, base: u64, check_crc: bool) -> Option<usize> {
+pub fn find_next_valid_record(
+    data: &[u8],
+    from: usize,
+    base: u64,
+    check_crc: bool,
+) -> Option<usize> {
     let v1 = MAGIC_V1.to_be_bytes();
     let v2 = MAGIC_V2.to_be_bytes();
     const BLOCK: usize = 256;
@@ -552,7 +557,10 @@ pub fn find_next_valid_record(data: &[u8], from: usize, base: u64, check_crc: bo
         let m = &data[i + 4..i + 8];
         if (m == v1 || m == v2)
             && be_i64(data, i + pos::PHYSICAL_OFFSET) == (base + i as u64) as i64
-            && matches!(parse_valid_record(&data[i..], base + i as u64, check_crc), Parsed::Record(_))
+            && matches!(
+                parse_valid_record(&data[i..], base + i as u64, check_crc),
+                Parsed::Record(_)
+            )
         {
             return Some(i);
         }
@@ -716,6 +724,97 @@ mod tests {
         assert!(!is_valid_topic("a b"));
         assert!(is_valid_topic(&"a".repeat(127)));
         assert!(!is_valid_topic(&"a".repeat(128)));
+    }
+
+    #[test]
+    fn topic_read_rule() {
+        assert!(is_readable_topic("TopicTest"));
+        assert!(is_readable_topic("a b"));
+        assert!(is_readable_topic("中文"));
+        assert!(is_readable_topic(&"t".repeat(200)));
+        assert!(!is_readable_topic(""));
+        assert!(!is_readable_topic("."));
+        assert!(!is_readable_topic(".."));
+        assert!(!is_readable_topic("../x"));
+        assert!(!is_readable_topic("a/b"));
+        assert!(!is_readable_topic("a\0b"));
+        assert!(is_readable_topic_bytes(&[b'a'; 127], MAX_TOPIC_LEN));
+        assert!(!is_readable_topic_bytes(&[b'a'; 128], MAX_TOPIC_LEN));
+        assert!(is_readable_topic_bytes(&[b'a'; 32767], MAX_TOPIC_LEN_V2));
+        assert!(!is_readable_topic_bytes(&[0xff, 0xfe], MAX_TOPIC_LEN_V2));
+    }
+
+    #[test]
+    fn properties_must_be_pairs() {
+        assert!(properties_well_formed(b""));
+        assert!(properties_well_formed(b"A\x011"));
+        assert!(properties_well_formed(b"A\x011\x02B\x01two"));
+        assert!(properties_well_formed(
+            b"A\x01\x02__CRC32#\x011234567890\x02"
+        ));
+        assert!(!properties_well_formed(&[0u8; 11]));
+        assert!(!properties_well_formed(b"A"));
+        assert!(!properties_well_formed(b"\x01x"));
+        assert!(!properties_well_formed(b"A\x011\x02\x02B\x012"));
+        assert!(!properties_well_formed(b"\x02"));
+        assert!(!properties_well_formed(b"A\0\x011"));
+    }
+
+    fn record_at(phy: i64, topic: &str, queue_id: i32, props: &[u8]) -> Vec<u8> {
+        let spec = MessageSpec {
+            topic: Cow::Borrowed(topic),
+            queue_id,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Borrowed(b"body"),
+            properties: Cow::Borrowed(props),
+        };
+        let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let len = record_len(4, topic.len(), props.len(), &spec.born_host, &store);
+        let mut buf = vec![0u8; len];
+        encode_v1(&mut buf, &spec, 0, body_crc(b"body"), &store, 0, phy, 2);
+        buf
+    }
+
+    #[test]
+    fn record_validity_rule() {
+        let ok = record_at(500, "T", 1, b"K\x01v");
+        assert!(matches!(
+            parse_valid_record(&ok, 500, true),
+            Parsed::Record(_)
+        ));
+        assert!(matches!(
+            parse_valid_record(&ok, 501, true),
+            Parsed::End { .. }
+        ));
+        let bad_qid = record_at(500, "T", -5, b"");
+        assert!(matches!(parse_record(&bad_qid, true), Parsed::Record(_)));
+        assert!(matches!(
+            parse_valid_record(&bad_qid, 500, true),
+            Parsed::End { .. }
+        ));
+        let bad_props = record_at(500, "T", 1, &[0u8; 5]);
+        assert!(matches!(
+            parse_valid_record(&bad_props, 500, true),
+            Parsed::End { .. }
+        ));
+        let bad_topic = record_at(500, "a/b", 1, b"");
+        assert!(matches!(
+            parse_valid_record(&bad_topic, 500, true),
+            Parsed::End { .. }
+        ));
+        // Garbage, zeros, then the record: found where it starts.
+        let mut data = vec![0x55u8; 37];
+        data.extend_from_slice(&[0u8; 1000]);
+        let at = data.len();
+        data.extend_from_slice(&record_at(10_000 + at as i64, "T", 1, b""));
+        data.extend_from_slice(&[0u8; 100]);
+        assert_eq!(find_next_valid_record(&data, 1, 10_000, true), Some(at));
+        assert_eq!(find_next_valid_record(&data, 1, 10_001, true), None);
     }
 
     #[test]
