@@ -321,6 +321,14 @@ def test_flipped_bit_after_clean_stop_keeps_the_rest(tmp_path: Path) -> None:
             m = store.look_message_by_offset(acked[i].wrote_offset)
             assert m is not None and m.body == body_of(i)
         assert store.get_message("g", TOPIC, 1, acked[11].queue_offset, 1).damaged == 1
+        c = store.consumer("g2", TOPIC)
+        got = []
+        while len(got) < 2999:
+            batch = c.poll(timeout=2.0, max_messages=500)
+            assert batch, len(got)
+            got += batch
+        assert c.damaged == 1
+        assert sorted(m.body for m in got) == sorted(body_of(i) for i in range(3000) if i != 11)
 
 
 def test_store_without_mark_judges_by_the_checkpoint_timestamp(tmp_path: Path) -> None:

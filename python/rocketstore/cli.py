@@ -985,7 +985,7 @@ def repair(path: Path, hash_slots: int | None, index_num: int | None, as_json: b
         report = store.recovery_report
     finally:
         store.shutdown()
-    damaged = [] if report is None else [
+    damaged: list[dict[str, Any]] = [] if report is None else [
         {"offset": off, "resume_offset": resume, "file": file, "reason": reason}
         for off, resume, file, reason in report.damaged
     ]
@@ -999,8 +999,9 @@ def repair(path: Path, hash_slots: int | None, index_num: int | None, as_json: b
         return
     out = _stdout()
     for d in damaged:
-        what = (f"skipped, intact records resume at {d['resume_offset']}"
-                if d["resume_offset"] > d["offset"] else "nothing intact follows it")
+        resume, offset = int(d["resume_offset"]), int(d["offset"])
+        what = (f"skipped, intact records resume at {resume}"
+                if resume > offset else "nothing intact follows it")
         out.print(Text(f"offset {d['offset']} ({d['file']}): {d['reason']}; {what}",
                        style="yellow"), soft_wrap=True)
     if damaged:

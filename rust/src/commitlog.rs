@@ -735,7 +735,7 @@ impl CommitLog {
                 at = e;
                 continue;
             }
-            match parse_record(&data[pos..], false) {
+            match parse_valid_record(&data[pos..], at, false) {
                 Parsed::Record(v) => {
                     visit(at, &v, &data[pos..pos + v.total_size])?;
                     at += v.total_size as u64;

@@ -621,21 +621,29 @@ impl Store {
             .queue()
             .files()
             .iter()
-            .position(|f| f.file_from_offset() + f.file_size() as u64 > from)
+            .find(|f| f.file_from_offset() + f.file_size() as u64 > from)
+            .map(|f| f.file_from_offset())
         else {
             return Ok(0);
         };
+        // Records were validated by the recovery scan; damaged ranges it
+        // skipped are jumped over (a scan would stop at them).
+        let damaged = self.commitlog.damaged();
         let mut n = 0u64;
-        let mut err = None;
-        self.commitlog.scan(first, false, |phy, v, rec| {
-            if err.is_none() && phy >= from && phy < until {
-                match self.dispatcher.dispatch_record(phy, v, rec, false, true) {
-                    Ok(()) => n += 1,
-                    Err(e) => err = Some(e),
+        self.commitlog.replay(
+            first,
+            until,
+            &damaged,
+            |phy, v, rec| {
+                if phy >= from {
+                    self.dispatcher.dispatch_record(phy, v, rec, false, true)?;
+                    n += 1;
                 }
-            }
-        });
-        err.map_or(Ok(n), Err)
+                Ok(())
+            },
+            |_, _| Ok(()),
+        )?;
+        Ok(n)
     }
 
     fn set_read_only_end(&self, end: u64) {
