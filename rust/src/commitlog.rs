@@ -542,12 +542,12 @@ impl CommitLog {
         self.scan_inner(start_index, check_crc, Some(policy), &mut |_, _, _| {})
     }
 
-    fn scan_inner(
+    fn scan_inner<F: FnMut(u64, &RecordView, &[u8])>(
         &self,
         start_index: usize,
         check_crc: bool,
         policy: Option<&DamagePolicy>,
-        visit: &mut dyn FnMut(u64, &RecordView, &[u8]),
+        visit: &mut F,
     ) -> Result<ScanReport> {
         let files = self.mfq.files();
         let mut rep = ScanReport::default();

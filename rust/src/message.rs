@@ -343,6 +343,7 @@ pub enum Parsed {
 /// ends). A record is valid only if its magic is V1/V2, its total size equals
 /// the sum of its field lengths, it lies inside `buf`, and (with `check_crc`)
 /// the body CRC matches (SPEC "A record is valid").
+#[inline]
 pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
     if buf.len() < 8 {
         return Parsed::End {
@@ -486,12 +487,23 @@ pub fn properties_well_formed(props: &[u8]) -> bool {
         Some((&PROPERTY_SEPARATOR, rest)) => rest,
         Some(_) => props,
     };
-    body.split(|&b| b == PROPERTY_SEPARATOR).all(|seg| {
-        match seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR) {
-            Some(i) => i > 0 && !seg[..i].contains(&0),
-            None => false,
+    // One pass: a name (non-empty, no 0x01/0x02/NUL) up to its 0x01, then a
+    // value up to the next 0x02.
+    let mut in_name = true;
+    let mut name_len = 0usize;
+    for &b in body {
+        if in_name {
+            match b {
+                NAME_VALUE_SEPARATOR if name_len > 0 => in_name = false,
+                NAME_VALUE_SEPARATOR | PROPERTY_SEPARATOR | 0 => return false,
+                _ => name_len += 1,
+            }
+        } else if b == PROPERTY_SEPARATOR {
+            in_name = true;
+            name_len = 0;
         }
-    })
+    }
+    !in_name
 }
 
 /// The record-validity rule of recovery and dispatch (SPEC "A record is
@@ -503,13 +515,27 @@ pub fn properties_well_formed(props: &[u8]) -> bool {
 /// are not negative.
 #[inline]
 pub fn parse_valid_record(buf: &[u8], phy: u64, check_crc: bool) -> Parsed {
-    let v = match parse_record(buf, check_crc) {
-        Parsed::Record(v) => v,
-        other => return other,
-    };
-    let end = |reason| Parsed::End { reason };
+    let parsed = parse_record(buf, check_crc);
+    if let Parsed::Record(v) = &parsed {
+        if let Some(reason) = record_rule_violation(buf, v, phy) {
+            return Parsed::End { reason };
+        }
+    }
+    parsed
+}
+
+/// Why a structurally valid record at `phy` breaks the record rules of
+/// [`parse_valid_record`], if it does.
+#[inline]
+fn record_rule_violation(buf: &[u8], v: &RecordView, phy: u64) -> Option<&'static str> {
     if v.physical_offset != phy as i64 {
-        return end("record carries another physical offset than its position");
+        return Some("record carries another physical offset than its position");
+    }
+    if v.queue_id < 0 {
+        return Some("negative queue id");
+    }
+    if v.queue_offset < 0 {
+        return Some("negative queue offset");
     }
     let max_topic = if v.magic == MAGIC_V1 {
         MAX_TOPIC_LEN
@@ -517,18 +543,12 @@ pub fn parse_valid_record(buf: &[u8], phy: u64, check_crc: bool) -> Parsed {
         MAX_TOPIC_LEN_V2
     };
     if !is_readable_topic_bytes(&buf[v.topic.clone()], max_topic) {
-        return end("illegal topic");
-    }
-    if v.queue_id < 0 {
-        return end("negative queue id");
-    }
-    if v.queue_offset < 0 {
-        return end("negative queue offset");
+        return Some("illegal topic");
     }
     if !properties_well_formed(&buf[v.properties.clone()]) {
-        return end("malformed properties");
+        return Some("malformed properties");
     }
-    Parsed::Record(v)
+    None
 }
 
 /// Offset (from the start of `data`, at or after `from`) of the first valid
