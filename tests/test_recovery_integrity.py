@@ -36,6 +36,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers.presets import SEG, SMALL
+from helpers.read_util import wait_dispatched
 from helpers.records import encode_record
 from helpers.store_util import diff_snapshots, snapshot
 from rocketstore import CorruptedError, GetStatus, MessageStore, PutResult, StoreConfig
@@ -159,6 +160,7 @@ def test_stale_units_before_a_lost_newest_queue_file_are_dropped(tmp_path: Path)
         assert_every_message(store, acked[:keep])
         r = store.put(TOPIC, b"after", queue_id=0)
         assert r.queue_offset == keep // 2
+        wait_dispatched(store)
         g = store.get_message("g", TOPIC, 0, keep // 2, 4)
         assert [m.body for m in g.messages] == [b"after"]
 

@@ -581,7 +581,7 @@ class ConsumerOffsets:
         """Lower every offset above its queue's end to that end.
 
         ``end_of(topic, queue_id)`` is the queue's max offset after recovery
-        (0 for a queue that has no unit left). An offset above it would make
+        (or a huge number to leave the offset alone). An offset above it would make
         the group skip the messages written at those offsets after a restart.
         Returns ``(topic@group, queue_id, old, new)`` for each offset lowered;
         the table is then dirty (persist it).

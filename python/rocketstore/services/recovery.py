@@ -121,12 +121,17 @@ class RecoveryService:
         Returns how many offsets were lowered.
         """
         native = self._native
+        keep = 1 << 62  # an end no offset reaches: the offset stays
 
         def end_of(topic: str, queue_id: int) -> int:
+            # Only queues the store holds are clamped; an offset of a queue
+            # without a consume queue (none written yet) is left as it is.
             try:
+                if queue_id not in native.queue_ids(topic):
+                    return keep
                 return native.get_max_offset_in_queue(topic, queue_id)
-            except (ValueError, OverflowError):
-                return 1 << 62  # not a queue this store can hold: leave it
+            except (ValueError, OverflowError, TypeError):
+                return keep
 
         lowered = offsets.clamp(end_of)
         for key, qid, old, new in lowered:
