@@ -7,7 +7,7 @@ from typing import Any, final
 from rocketstore.enums import GetStatus, PutStatus
 
 #: A body: any bytes-like object (copied once unless it is ``bytes``).
-BytesLike = bytes | bytearray | memoryview
+_BytesLike = bytes | bytearray | memoryview
 
 __all__ = [
     "GetMessageResult",
@@ -42,7 +42,7 @@ class Message:
     def __new__(
         cls,
         topic: str,
-        body: BytesLike,
+        body: _BytesLike,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Iterable[str] | str | None = None,
@@ -193,7 +193,7 @@ class NativeStore:
     def put(
         self,
         topic: str,
-        body: BytesLike,
+        body: _BytesLike,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Iterable[str] | str | None = None,

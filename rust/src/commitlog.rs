@@ -456,26 +456,28 @@ impl CommitLog {
         for _attempt in 0..2 {
             let file = match &st.current {
                 Some(f) if !f.is_full() => f.clone(),
-                _ => match self.mfq.last_file_or_create(0) {
-                    Ok(f) => {
-                        if let Some(n) = CREATE_FAILURES.reset() {
-                            log::warn!("CommitLog files can be created again after {n} failed attempts");
+                _ => {
+                    match self.mfq.last_file_or_create(0) {
+                        Ok(f) => {
+                            if let Some(n) = CREATE_FAILURES.reset() {
+                                log::warn!("CommitLog files can be created again after {n} failed attempts");
+                            }
+                            st.current = Some(f.clone());
+                            f
                         }
-                        st.current = Some(f.clone());
-                        f
+                        Err(e) => {
+                            // A full disk fails every put: log a few lines and a count,
+                            // not one line per attempt.
+                            CREATE_FAILURES.log(log::Level::Error, || {
+                                format!("cannot create CommitLog file: {e}")
+                            });
+                            return Ok(PutOutcome::rejected(Refused::new(
+                                PutStatus::CreateMappedFileFailed,
+                                format!("cannot create a CommitLog file: {e}"),
+                            )));
+                        }
                     }
-                    Err(e) => {
-                        // A full disk fails every put: log a few lines and a count,
-                        // not one line per attempt.
-                        CREATE_FAILURES.log(log::Level::Error, || {
-                            format!("cannot create CommitLog file: {e}")
-                        });
-                        return Ok(PutOutcome::rejected(Refused::new(
-                            PutStatus::CreateMappedFileFailed,
-                            format!("cannot create a CommitLog file: {e}"),
-                        )));
-                    }
-                },
+                }
             };
             let from = file.file_from_offset() as i64;
             let appended = file.append(|tail, at| {

@@ -18,8 +18,8 @@ pub mod index_file;
 pub mod lock;
 pub mod mapped_file;
 pub mod mapped_file_queue;
-pub mod ratelog;
 pub mod message;
+pub mod ratelog;
 pub mod reader;
 pub mod store;
 

@@ -113,7 +113,8 @@ pub fn opt_dict_arg<'a, 'py>(
 ) -> PyResult<Option<&'a Bound<'py, PyDict>>> {
     match obj {
         Some(o) if !o.is_none() => Ok(Some(
-            o.downcast::<PyDict>().map_err(|_| type_error(name, what, o))?,
+            o.downcast::<PyDict>()
+                .map_err(|_| type_error(name, what, o))?,
         )),
         _ => Ok(None),
     }

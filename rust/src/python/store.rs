@@ -14,13 +14,15 @@ use std::time::{Duration, Instant};
 use crate::commitlog::{now_ms, PutOutcome, Refused};
 use crate::consume_queue::ConsumeQueue;
 use crate::flush::FlushConfig;
-use crate::message::{decode_msg_id, is_valid_topic, parse_delay_levels, topic_problem, MessageSpec};
+use crate::message::{
+    decode_msg_id, is_valid_topic, parse_delay_levels, topic_problem, MessageSpec,
+};
 use crate::reader::GetStatus;
 use crate::store::{Store, StoreOptions};
 
 use super::args::{
-    defaulted,
-    body_arg, i32_arg, i64_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, str_arg, type_error,
+    body_arg, defaulted, i32_arg, i64_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, str_arg,
+    type_error,
 };
 use super::gil::{guarded, nogil};
 use super::types::{
@@ -81,6 +83,9 @@ fn tag_list_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>>
     }
     Ok(Some(out))
 }
+
+/// A message of a batch as borrowed parts, or why it is refused.
+type Parts<'a> = std::result::Result<(&'a PyMessage, &'a str, &'a [u8]), Refused>;
 
 /// Longest uninterrupted wait before checking for Ctrl-C.
 const SIGNAL_SLICE: Duration = Duration::from_millis(100);
@@ -424,7 +429,7 @@ impl PyStore {
             let now = now_ms();
             // Borrowed views only (no per-batch copies): topic and body are
             // immutable Python objects kept alive by `held`.
-            let parts: Vec<std::result::Result<(&PyMessage, &str, &[u8]), Refused>> = held
+            let parts: Vec<Parts<'_>> = held
                 .iter()
                 .map(|m| {
                     let m = m.get();
@@ -465,7 +470,11 @@ impl PyStore {
     }
 
     /// The message with offset message id `msg_id`, or None.
-    fn look_message_by_id(&self, py: Python<'_>, msg_id: &Bound<'_, PyAny>) -> PyResult<Option<PyMessageExt>> {
+    fn look_message_by_id(
+        &self,
+        py: Python<'_>,
+        msg_id: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PyMessageExt>> {
         guarded(|| {
             let msg_id = str_arg(msg_id, "msg_id")?;
             self.store.check_open()?;
@@ -688,7 +697,11 @@ impl PyStore {
     }
 
     /// One past the last logical offset of a queue (0 if unknown).
-    fn get_max_offset_in_queue(&self, topic: &Bound<'_, PyAny>, queue_id: &Bound<'_, PyAny>) -> PyResult<i64> {
+    fn get_max_offset_in_queue(
+        &self,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
         guarded(|| {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
@@ -700,7 +713,11 @@ impl PyStore {
     }
 
     /// The first logical offset of a queue (0 if unknown).
-    fn get_min_offset_in_queue(&self, topic: &Bound<'_, PyAny>, queue_id: &Bound<'_, PyAny>) -> PyResult<i64> {
+    fn get_min_offset_in_queue(
+        &self,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
         guarded(|| {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
@@ -759,7 +776,11 @@ impl PyStore {
     }
 
     /// Store time of the first message of a queue (-1 if none).
-    fn get_earliest_message_time(&self, topic: &Bound<'_, PyAny>, queue_id: &Bound<'_, PyAny>) -> PyResult<i64> {
+    fn get_earliest_message_time(
+        &self,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
         guarded(|| {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;

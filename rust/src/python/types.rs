@@ -19,8 +19,7 @@ use crate::message::{
 };
 
 use super::args::{
-    defaulted,
-    body_arg, i32_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, type_error, type_name,
+    body_arg, defaulted, i32_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, type_error, type_name,
 };
 use super::gil::guarded;
 
@@ -315,8 +314,7 @@ impl PyMessage {
             let queue_id = defaulted(queue_id, 0, queue_id_arg)?;
             let tags = opt_str_arg(tags, "tags")?;
             let keys = keys.filter(|k| !k.is_none());
-            let properties =
-                opt_dict_arg(properties, "properties", "a dict of str to str")?;
+            let properties = opt_dict_arg(properties, "properties", "a dict of str to str")?;
             let delay_level = defaulted(delay_level, 0, |o| i32_arg(o, "delay_level"))?;
             let flag = defaulted(flag, 0, |o| i32_arg(o, "flag"))?;
             let sys_flag = defaulted(sys_flag, 0, |o| i32_arg(o, "sys_flag"))?;
@@ -429,9 +427,7 @@ pub fn check_queue_id(q: i64) -> PyResult<i32> {
         )));
     }
     i32::try_from(q).map_err(|_| {
-        PyValueError::new_err(format!(
-            "queue_id is out of range: {q} is over 2147483647"
-        ))
+        PyValueError::new_err(format!("queue_id is out of range: {q} is over 2147483647"))
     })
 }
 
