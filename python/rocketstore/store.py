@@ -425,6 +425,11 @@ class MessageStore:
         ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
         ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
         unknown queue reads as an empty one (and nothing is created on disk).
+
+        Raises:
+            ValueError: ``topic`` breaks the topic rule (letters, digits and
+                ``% | _ -``, at most 127 bytes) and the store holds no such
+                topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
         """
         tag_list: list[str] | None
         if tags is None:
