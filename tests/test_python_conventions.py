@@ -122,6 +122,9 @@ CALLS: list[tuple[str, Callable[[MessageStore], object], type[Exception], str]] 
      "msg_id must be str, not NoneType"),
     ("query key", lambda s: s.query_message("T", 5), TypeError, "key must be str, not int"),  # type: ignore[arg-type]
     ("query end", lambda s: s.query_message("T", "k", 32, 0, 2**70), ValueError, "end_timestamp"),
+    ("wait seq", lambda s: s.wait_for_dispatch(-1, 0), ValueError, "seq must be >= 0"),
+    ("wait timeout", lambda s: s.wait_for_dispatch(0, "1"), TypeError,  # type: ignore[arg-type]
+     "timeout must be a number of seconds or None, not str"),
 ]
 
 

@@ -604,8 +604,24 @@ impl PyStore {
     /// Blocks (GIL released; Ctrl-C works) until `dispatch_seq != seen` or
     /// `timeout` seconds pass (`None`: forever). Returns the current sequence.
     #[pyo3(signature = (seen, timeout=None))]
-    fn wait_for_dispatch(&self, py: Python<'_>, seen: u64, timeout: Option<f64>) -> PyResult<u64> {
+    fn wait_for_dispatch(
+        &self,
+        py: Python<'_>,
+        seen: &Bound<'_, PyAny>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
         guarded(|| {
+            let seen = u64::try_from(i64_arg(seen, "seq")?).map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err("seq must be >= 0 (a dispatch_seq value)")
+            })?;
+            let timeout = match timeout.filter(|t| !t.is_none()) {
+                Some(t) if t.is_instance_of::<pyo3::types::PyFloat>() => Some(t.extract::<f64>()?),
+                Some(t) if t.is_instance_of::<pyo3::types::PyInt>() => {
+                    Some(i64_arg(t, "timeout")? as f64)
+                }
+                Some(t) => return Err(type_error("timeout", "a number of seconds or None", t)),
+                None => None,
+            };
             let deadline = match timeout {
                 Some(t) if t.is_nan() || t < 0.0 => {
                     return Err(pyo3::exceptions::PyValueError::new_err(
