@@ -204,6 +204,7 @@ def test_consumer_on_a_topic_that_can_never_be_written_is_a_value_error(
 ) -> None:
     store = open_store(**SMALL)
     store.put("T", b"x")
+    wait_dispatched(store)
     before = listing(store_path)
     with pytest.raises(ValueError, match="topic"):
         store.consumer("g", topic)

@@ -44,6 +44,16 @@ impl PyStore {
         }
     }
 
+    /// The result of a message refused before it reached the engine; the
+    /// store's state (closed, read-only) is reported first, as for any put.
+    fn refuse_illegal(&self, refused: Refused) -> PyResult<PyPutResult> {
+        self.store.check_open()?;
+        if self.store.is_read_only() {
+            return Err(crate::error::StoreError::ReadOnly.into());
+        }
+        Ok(self.result(PutOutcome::rejected(refused)))
+    }
+
     fn put_spec(&self, py: Python<'_>, spec: MessageSpec<'_>) -> PyResult<PyPutResult> {
         // A compressed body is inflated to check it: that may take a while,
         // so it is validated with the GIL released.
@@ -330,47 +340,14 @@ impl PyStore {
                 Some(h) => parse_host(&h, "born_host")?,
                 None => DEFAULT_BORN_HOST,
             };
-            let topic = match topic.to_str() {
-                Ok(t) => t,
-                Err(_) => {
-                    self.store
-                        .prepare(MessageSpec {
-                            topic: Cow::Borrowed("x"),
-                            queue_id,
-                            flag,
-                            sys_flag: 0,
-                            born_timestamp: 0,
-                            born_host,
-                            reconsume_times: 0,
-                            prepared_transaction_offset: 0,
-                            body: Cow::Borrowed(b""),
-                            properties: Cow::Borrowed(b""),
-                        })?
-                        .ok(); // state errors (closed, read-only) take precedence
-                    return Ok(self.result(PutOutcome::rejected(Refused::illegal(
-                        "topic is not valid UTF-8 text (it holds a lone surrogate)",
-                    ))));
-                }
+            let Ok(topic) = topic.to_str() else {
+                return self.refuse_illegal(Refused::illegal(
+                    "topic is not valid UTF-8 text (it holds a lone surrogate)",
+                ));
             };
             let props = match props {
                 Ok(p) => p,
-                Err(why) => {
-                    self.store
-                        .prepare(MessageSpec {
-                            topic: Cow::Borrowed(topic),
-                            queue_id,
-                            flag,
-                            sys_flag: 0,
-                            born_timestamp: 0,
-                            born_host,
-                            reconsume_times: 0,
-                            prepared_transaction_offset: 0,
-                            body: Cow::Borrowed(b""),
-                            properties: Cow::Borrowed(b""),
-                        })?
-                        .ok(); // state errors (closed, read-only) take precedence
-                    return Ok(self.result(PutOutcome::rejected(Refused::illegal(why))));
-                }
+                Err(why) => return self.refuse_illegal(Refused::illegal(why)),
             };
             let spec = MessageSpec {
                 topic: Cow::Borrowed(topic),
@@ -397,13 +374,7 @@ impl PyStore {
             let m = m.get();
             match m.spec(py, now_ms()) {
                 Ok(spec) => self.put_spec(py, spec),
-                Err(refused) => {
-                    self.store.check_open()?;
-                    if self.store.is_read_only() {
-                        return Err(crate::error::StoreError::ReadOnly.into());
-                    }
-                    Ok(self.result(PutOutcome::rejected(refused)))
-                }
+                Err(refused) => self.refuse_illegal(refused),
             }
         })
     }
