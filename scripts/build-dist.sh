@@ -111,26 +111,47 @@ smoke() { # venv-dir label
     ) || die "smoke test of $2"
 }
 
+# The interpreter `python3.X` on PATH, else one of pyenv's (its shims only run
+# the versions selected for the directory); empty if there is none.
+find_python() {
+    local name=$1 cand
+    if "$name" -c '' 2>/dev/null; then
+        command -v "$name"
+        return
+    fi
+    if command -v pyenv >/dev/null; then
+        for cand in "$(pyenv root)"/versions/"${name#python}".*/bin/"$name"; do
+            if [ -x "$cand" ] && "$cand" -c '' 2>/dev/null; then
+                echo "$cand"
+                return
+            fi
+        done
+    fi
+}
+
 tested=()
-for py in python3.11 python3.12 python3.13; do
-    if ! command -v "$py" >/dev/null || ! "$py" -c '' 2>/dev/null; then
-        [ "$py" != python3.11 ] || die "python3.11 is needed to test the wheel"
-        echo "($py not on this machine: the abi3 wheel is not tried on it)"
+for name in python3.11 python3.12 python3.13; do
+    py=$(find_python "$name")
+    if [ -z "$py" ]; then
+        [ "$name" != python3.11 ] || die "python3.11 is needed to test the wheel"
+        echo "($name not on this machine: the abi3 wheel is not tried on it)"
         continue
     fi
-    step "wheel on $py without Rust"
-    V=$WORK/venv-wheel-$py
+    step "wheel on $name without Rust"
+    V=$WORK/venv-wheel-$name
     rm -rf "$V"
     norust "$py" -m venv "$V"
-    norust "$V/bin/pip" install -q --only-binary=:all: "$WHEEL" || die "pip install of the wheel on $py"
-    smoke "$V" "the wheel on $py"
+    norust "$V/bin/pip" install -q --only-binary=:all: "$WHEEL" ||
+        die "pip install of the wheel on $name"
+    smoke "$V" "the wheel on $name"
     tested+=("$("$V/bin/python" -c 'import platform; print(platform.python_version())')")
 done
-if command -v python3.10 >/dev/null && python3.10 -c '' 2>/dev/null; then
+py=$(find_python python3.10)
+if [ -n "$py" ]; then
     step "wheel refused by python3.10"
     V=$WORK/venv-wheel-python3.10
     rm -rf "$V"
-    python3.10 -m venv "$V"
+    "$py" -m venv "$V"
     if "$V/bin/pip" install -q --only-binary=:all: "$WHEEL" 2>"$WORK/py310.err"; then
         die "python3.10 installed a wheel that needs >= 3.11"
     fi

@@ -40,7 +40,7 @@ def main() -> None:
     from rocketstore import GetStatus, MessageStore, PutStatus, StoreConfig, _native
 
     where = Path(rocketstore.__file__).resolve()
-    src = Path(__file__).resolve().parent.parent
+    src = Path(__file__).resolve().parent.parent / "python"
     assert src not in where.parents, f"imported from the source tree: {where}"
     assert not hasattr(_native, "_set_fail_point"), "fail points are compiled into this build"
 
