@@ -96,7 +96,9 @@ fn create_file_fails_and_leaves_no_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(file_name(0));
     p.arm("create_file", libc::ENOSPC);
-    let e = MappedFile::create(&path, 0, 4096).err().expect("create must fail");
+    let Err(e) = MappedFile::create(&path, 0, 4096) else {
+        panic!("create must fail while create_file is armed");
+    };
     assert_eq!(errno_of(&e), Some(libc::ENOSPC), "{e}");
     assert!(!path.exists(), "a failed creation left {}", path.display());
     p.arm("create_file", 0);
@@ -137,7 +139,11 @@ fn msync_fails_the_flush_and_keeps_the_flushed_position() {
     let e = f.flush(0).expect_err("flush must fail");
     assert_eq!(errno_of(&e), Some(libc::EIO), "{e}");
     assert!(e.to_string().contains("msync"), "{e}");
-    assert_eq!(f.flushed_position(), 0, "a failed flush moved the flushed position");
+    assert_eq!(
+        f.flushed_position(),
+        0,
+        "a failed flush moved the flushed position"
+    );
     let e = f.sync_all().expect_err("sync_all must fail");
     assert_eq!(errno_of(&e), Some(libc::EIO), "{e}");
     p.arm("msync", 0);
