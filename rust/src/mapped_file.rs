@@ -155,6 +155,7 @@ impl MappedFile {
     /// Creates `path` at full size, reserved and zero-filled, and maps it.
     /// Fails if the file already exists.
     pub fn create(path: &Path, file_from_offset: u64, file_size: usize) -> Result<Self> {
+        #[cfg(feature = "failpoints")]
         crate::failpoint::check("create_file")
             .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
         let file = OpenOptions::new()
@@ -514,6 +515,7 @@ impl MappedFile {
             read > flushed
         };
         if able && self.writable {
+            #[cfg(feature = "failpoints")]
             crate::failpoint::check("msync")
                 .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
             let start = flushed - flushed % OS_PAGE_SIZE;
@@ -530,6 +532,7 @@ impl MappedFile {
         if !self.writable {
             return Ok(());
         }
+        #[cfg(feature = "failpoints")]
         crate::failpoint::check("msync")
             .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
         self.map

@@ -1,6 +1,6 @@
 """Recovery: bring a store back to a consistent state when it is opened.
 
-The order follows RocketMQ (SPEC §8): consume queues first, then the
+The order follows RocketMQ: consume queues first, then the
 CommitLog — from its third-last file after a clean stop ("normal"), or, when
 the abort file says the last writer died ("abnormal"), from the file the
 checkpoint points at, re-dispatching every valid record to the queues and the
@@ -31,9 +31,13 @@ class RecoveryReport:
     Attributes:
         mode: ``"normal"`` (the last writer stopped cleanly) or ``"abnormal"``
             (it crashed: the abort file was left behind).
-        files_scanned: CommitLog files read.
+        files_scanned: CommitLog files read. After a clean stop recovery
+            reads only the last three files, after a crash from the file
+            the checkpoint points at: not the whole store.
         bytes_scanned: bytes of valid records read.
-        records: valid records found by the scan.
+        records_scanned: valid records read by that scan: the records of the
+            files scanned, not the number of records (or messages) in the
+            store. ``records`` is the older name of this field.
         end_offset: CommitLog offset just past the last valid record.
         bytes_truncated: non-zero bytes cut (and zeroed) after the valid end.
         stop_reason: why the scan stopped before the end of written data, if it did.
@@ -55,7 +59,7 @@ class RecoveryReport:
     mode: str
     files_scanned: int
     bytes_scanned: int
-    records: int
+    records_scanned: int
     end_offset: int
     bytes_truncated: int
     stop_reason: str | None
@@ -66,6 +70,11 @@ class RecoveryReport:
     damaged: tuple[tuple[int, int, str, str], ...] = ()
     durable_mark: int | None = None
     consumer_offsets_clamped: int = 0
+
+    @property
+    def records(self) -> int:
+        """Older name of :attr:`records_scanned` (records read by the scan)."""
+        return self.records_scanned
 
 
 class RecoveryService:
@@ -80,9 +89,10 @@ class RecoveryService:
         Damage inside durable data raises :class:`CorruptedError` (nothing
         changed) unless ``skip_damaged``; then it is skipped and reported.
         """
-        raw = self._native.recover(check_crc, skip_damaged)
-        raw["damaged"] = tuple(tuple(d) for d in raw["damaged"])
-        report = RecoveryReport(**raw)
+        found = self._native.recover(check_crc, skip_damaged)
+        found["records_scanned"] = found.pop("records")
+        found["damaged"] = tuple(tuple(d) for d in found["damaged"])
+        report = RecoveryReport(**found)
         for offset, resume, file, reason in report.damaged:
             log.warning(
                 "recovery: damaged CommitLog data at offset %d in %s (%s); %s",
@@ -105,9 +115,10 @@ class RecoveryService:
             )
         else:
             log.info(
-                "recovery (%s): %d files scanned, valid data ends at %d",
+                "recovery (%s): %d files scanned (%d records), valid data ends at %d",
                 report.mode,
                 report.files_scanned,
+                report.records_scanned,
                 report.end_offset,
             )
         return report
