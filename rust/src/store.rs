@@ -21,7 +21,7 @@ use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
 use crate::flush::{FlushConfig, FlushService};
 use crate::index_file::IndexStore;
-use crate::lock::StoreLock;
+use crate::lock::{fork_generation, StoreLock};
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::message::{find_property, props, MessageSpec, RecordView};
 use crate::reader::{get_message, total_physical_memory, GetResult, TagFilter, TransferLimits};
@@ -92,6 +92,10 @@ pub struct Store {
     closed: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
     prefaulter: Mutex<Option<Prefaulter>>,
+    /// The process's fork generation at open: a different value means this
+    /// is a copy inherited by a forked child, whose threads do not exist and
+    /// whose files belong to the parent.
+    fork_generation: u64,
 }
 
 fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
@@ -259,6 +263,7 @@ impl Store {
             closed: AtomicBool::new(false),
             poisoned,
             prefaulter: Mutex::new(prefaulter),
+            fork_generation: fork_generation(),
         })
     }
 
@@ -326,6 +331,7 @@ impl Store {
     /// lies past the valid end, dispatch what the queues miss and rebuild the
     /// queue-offset table. Read-only stores only find the ends.
     pub fn recover(&self, check_crc: bool) -> Result<RecoveryReport> {
+        self.check_open()?;
         let mut max_phy_cq = self.cqs.recover_all()?;
         // Units pointing past the end of the last CommitLog file cannot be
         // real (damaged queue files): cut them before anything trusts a
@@ -492,6 +498,7 @@ impl Store {
 
     /// Starts the flush threads and creates the abort file (writer only).
     pub fn start_flush(&self) -> Result<()> {
+        self.check_open()?;
         if self.opts.read_only {
             return Ok(());
         }
@@ -507,6 +514,7 @@ impl Store {
 
     /// Starts the dispatch thread (writer only).
     pub fn start_dispatch(&self) -> Result<()> {
+        self.check_open()?;
         if self.opts.read_only {
             return Ok(());
         }
@@ -528,15 +536,25 @@ impl Store {
         Ok(())
     }
 
-    /// Stops the dispatch thread (its current step completes).
+    /// Stops the dispatch thread (its current step completes). Nothing to
+    /// stop in a forked child (the thread is the parent's).
     pub fn stop_dispatch(&self) {
+        if self.is_forked_copy() {
+            return;
+        }
         if let Some(mut t) = self.dispatch_thread.lock().take() {
             t.stop();
         }
     }
 
+    /// True in a child forked after the store was opened: the store is
+    /// closed there, and closing or dropping it touches nothing.
+    pub fn is_forked_copy(&self) -> bool {
+        fork_generation() != self.fork_generation
+    }
+
     fn check_writable(&self) -> Result<Option<PutStatus>> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) || self.is_forked_copy() {
             return Err(StoreError::Closed);
         }
         if self.opts.read_only {
@@ -550,7 +568,7 @@ impl Store {
 
     /// Checks the store state for a read.
     pub fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) || self.is_forked_copy() {
             Err(StoreError::Closed)
         } else {
             Ok(())
@@ -775,10 +793,13 @@ impl Store {
 
     /// Stops dispatch (after dispatching what is left) and the flush threads,
     /// flushes everything, removes the abort file when the stop is clean
-    /// (writeable, nothing left to dispatch), and releases the lock. Later
-    /// calls fail with [`StoreError::Closed`].
+    /// (writeable, nothing left to dispatch), and releases the lock and every
+    /// file (descriptors and mappings are gone when this returns, unless a
+    /// concurrent reader still holds a file). Later calls fail with
+    /// [`StoreError::Closed`]. In a forked child it only marks the store
+    /// closed: the files, the abort file and the threads are the parent's.
     pub fn shutdown(&self) -> Result<()> {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return Ok(());
         }
         if let Some(mut p) = self.prefaulter.lock().take() {
@@ -808,9 +829,21 @@ impl Store {
                 }
             }
         }
-        // Release the writer lock even when the final flush failed.
-        self.lock.lock().take();
+        // Release the files and the writer lock even when the final flush failed.
+        self.release_files();
         result
+    }
+
+    /// Lets go of every file: mappings, descriptors, the checkpoint and,
+    /// last, the writer lock. Background threads are stopped by then.
+    fn release_files(&self) {
+        self.commitlog.release();
+        self.cqs.release();
+        if let Some(index) = &self.index {
+            index.release();
+        }
+        self.checkpoint.close();
+        self.lock.lock().take();
     }
 
     /// Commits transient-pool buffers and dispatches everything written, so
@@ -830,7 +863,7 @@ impl Store {
     /// more is dispatched or flushed, the abort file stays, the lock is
     /// released. What was written stays in the page cache, as after kill -9.
     pub fn abandon(&self) {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return;
         }
         if let Some(mut p) = self.prefaulter.lock().take() {
@@ -838,11 +871,11 @@ impl Store {
         }
         self.stop_dispatch();
         self.flusher.abandon();
-        self.lock.lock().take();
+        self.release_files();
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.closed.load(Ordering::Acquire) || self.is_forked_copy()
     }
 }
 
@@ -851,8 +884,25 @@ impl Drop for Store {
     /// here: background threads stop, everything is flushed and the lock is
     /// released. Failures are logged; the abort file then stays and the next
     /// open recovers as after a crash.
+    ///
+    /// A copy in a forked child is leaked instead: its threads do not exist
+    /// in the child (joining them would hang), and flushing, writing the
+    /// checkpoint or removing the abort file would change the parent's
+    /// store under it. The lock's descriptor was closed at fork.
     fn drop(&mut self) {
-        if !self.is_closed() {
+        if self.is_forked_copy() {
+            // `get_mut`: no lock is taken (a vanished thread may hold one).
+            std::mem::forget(self.prefaulter.get_mut().take());
+            std::mem::forget(self.dispatch_thread.get_mut().take());
+            std::mem::forget(Arc::clone(&self.flusher));
+            std::mem::forget(Arc::clone(&self.dispatcher));
+            std::mem::forget(self.index.clone());
+            std::mem::forget(Arc::clone(&self.cqs));
+            std::mem::forget(Arc::clone(&self.commitlog));
+            std::mem::forget(Arc::clone(&self.checkpoint));
+            return;
+        }
+        if !self.closed.load(Ordering::Acquire) {
             if let Err(e) = self.shutdown() {
                 log::error!("shutting down a dropped store failed: {e}");
             }
