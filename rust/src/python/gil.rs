@@ -135,12 +135,6 @@ pub fn install_fork_handler() {
     });
 }
 
-/// Threads that left an engine call and are taking the GIL back; the exit
-/// hook lets them through (by releasing the GIL) before it returns.
-pub fn retaking() -> usize {
-    RETAKING.load(Ordering::SeqCst)
-}
-
 /// True once the exit hook ran.
 pub fn exiting() -> bool {
     EXITING.load(Ordering::Acquire)
