@@ -218,6 +218,7 @@ class MessageStore:
     def _disarm(self, why: str) -> None:
         """Make every call raise StoreClosedError (after fork in the child)."""
         self._native = None
+        self._reput = None
         self._closed_reason = why
         for name in _FAST_METHODS:
             self.__dict__[name] = _closed_method(why)
