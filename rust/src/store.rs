@@ -939,3 +939,157 @@ fn wants_wait(spec: &MessageSpec<'_>) -> bool {
         Some(v) => v.eq_ignore_ascii_case(b"true"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::net::SocketAddr;
+    use std::path::Path;
+
+    use super::*;
+
+    fn options(dir: &Path, sync_flush: bool) -> StoreOptions {
+        StoreOptions {
+            root: dir.to_path_buf(),
+            commit_log_dir: dir.join("commitlog"),
+            commit_log_file_size: Some(8 << 10),
+            consume_queue_file_size: Some(20 * 50),
+            max_message_size: 4 << 10,
+            store_host: "127.0.0.1:10911".parse().unwrap(),
+            delay_levels: vec![1000],
+            read_only: false,
+            message_index_enable: true,
+            max_hash_slot_num: 10,
+            max_index_num: 40,
+            max_msgs_num_batch: 64,
+            max_transfer_bytes_in_memory: 256 << 10,
+            max_transfer_count_in_memory: 32,
+            max_transfer_bytes_in_disk: 64 << 10,
+            max_transfer_count_in_disk: 8,
+            access_message_in_memory_max_ratio: 40,
+            message_index_safe: true,
+            transient_store_pool_enable: false,
+            transient_store_pool_size: 1,
+            flush: FlushConfig {
+                sync_flush,
+                ..FlushConfig::default()
+            },
+        }
+    }
+
+    fn started(dir: &Path, sync_flush: bool) -> Store {
+        let s = Store::open(options(dir, sync_flush)).unwrap();
+        s.recover(true).unwrap();
+        s.start_flush().unwrap();
+        s.start_dispatch().unwrap();
+        s
+    }
+
+    fn put(store: &Store, i: usize) -> PutOutcome {
+        let body = format!("message {i}");
+        let props = format!("KEYS\u{1}key{i}");
+        let spec = MessageSpec {
+            topic: Cow::Borrowed("T"),
+            queue_id: (i % 3) as i32,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1_700_000_000_000,
+            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Owned(body.into_bytes()),
+            properties: Cow::Owned(props.into_bytes()),
+        };
+        let p = store.prepare(spec).unwrap().unwrap();
+        let out = store.put_prepared(&p).unwrap();
+        assert_eq!(out.status, PutStatus::PutOk);
+        out
+    }
+
+    /// (descriptors, mapped regions) of this process on files under `dir`.
+    fn held(dir: &Path) -> (usize, usize) {
+        let dir = dir.canonicalize().unwrap();
+        let fds = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|p| p.starts_with(&dir))
+            .count();
+        let needle = format!("{}/", dir.display());
+        let maps = std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(&needle))
+            .count();
+        (fds, maps)
+    }
+
+    #[test]
+    fn shutdown_releases_every_descriptor_and_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = started(dir.path(), false);
+        for i in 0..300 {
+            put(&store, i);
+        }
+        store.flush().unwrap();
+        let (fds, maps) = held(dir.path());
+        assert!(fds > 10 && maps > 10, "{fds} descriptors, {maps} mappings");
+        store.shutdown().unwrap();
+        assert_eq!(
+            held(dir.path()),
+            (0, 0),
+            "the store is still alive, its files are not"
+        );
+        assert!(store.commitlog().queue().create_file(1 << 20).is_err());
+        drop(store);
+        let again = started(dir.path(), false);
+        assert!(again.commitlog().max_offset() > 0);
+    }
+
+    /// A forked child that drops its copy of an open store joins no thread
+    /// (the child would hang) and touches no file: the parent's abort file
+    /// and lock stay, and its writes go on.
+    #[test]
+    fn dropping_a_forked_copy_touches_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = started(dir.path(), true);
+        for i in 0..50 {
+            put(&store, i);
+        }
+        // SAFETY: the child only drops the store and exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let closed = store.is_closed() && store.shutdown().is_ok();
+            drop(store);
+            // SAFETY: ends the child without running the test harness.
+            unsafe { libc::_exit(if closed { 0 } else { 2 }) };
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut status = 0;
+        // SAFETY: polls the child made above.
+        while unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == 0 {
+            if std::time::Instant::now() > deadline {
+                // SAFETY: as above.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child hung dropping its copy of the store");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert!(dir.path().join("abort").exists());
+        let e = StoreLock::acquire(&dir.path().join("lock"), dir.path()).unwrap_err();
+        assert!(matches!(e, StoreError::Locked(_)));
+        for i in 50..100 {
+            put(&store, i);
+        }
+        store.shutdown().unwrap();
+        assert!(!dir.path().join("abort").exists());
+        drop(store);
+        let again = started(dir.path(), true);
+        let q = again.consume_queues().get("T", 0).unwrap();
+        assert_eq!(q.max_offset_in_queue(), 34);
+    }
+}
