@@ -397,17 +397,26 @@ def produce(t):
             acked.append((t, r.queue_offset, i))
         i += 1
 
+def follow():
+    seq, offset = 0, 0
+    while True:
+        seq = store.wait_for_dispatch(seq, 0.5)
+        offset = store.get_message("g", "X", 0, offset, 8).next_begin_offset
+
 for t in range(4):
     threading.Thread(target=produce, args=(t,), daemon=True).start()
+threading.Thread(target=follow, daemon=True).start()
 time.sleep(float(sys.argv[2]))
 print(json.dumps(list(acked)), flush=True)
-# The interpreter exits now, with the producers inside SYNC_FLUSH puts.
+# The interpreter exits now, with the producers inside SYNC_FLUSH puts and
+# the follower inside a wait or a pull.
 """
 
 
 def test_interpreter_exit_during_engine_calls_never_aborts(tmp_path: Path) -> None:
-    """Daemon threads inside GIL-released SYNC_FLUSH puts while the interpreter
-    exits: no run dies by a signal, and every acknowledged message is intact."""
+    """Daemon threads inside GIL-released SYNC_FLUSH puts (and waits) while the
+    interpreter exits: no run dies by a signal, and every acknowledged message
+    is intact."""
     runs, parallel = 40, 4
     results: list[tuple[str, subprocess.CompletedProcess[str]]] = []
     for start in range(0, runs, parallel):
@@ -426,12 +435,14 @@ def test_interpreter_exit_during_engine_calls_never_aborts(tmp_path: Path) -> No
             )
     died = [(p, r.returncode, r.stderr[-300:]) for p, r in results if r.returncode != 0]
     assert died == [], f"{len(died)} of {runs} runs did not exit cleanly: {died[:3]}"
+    total = 0
     for path, r in results:
         acked = json.loads(r.stdout)
-        assert acked, r.stderr
+        total += len(acked)
         with MessageStore(StoreConfig(store_path=path, mapped_file_size_commit_log=256 * 1024,
                                       mapped_file_size_consume_queue=20 * 500,
                                       max_hash_slot_num=100, max_index_num=2000)) as store:
             for t, qoff, i in acked:
                 got = store.get_message("check", "X", t, qoff, 1)
                 assert [m.body for m in got.messages] == [b"%d-%d;" % (t, i) * 20], (path, t, qoff)
+    assert total > runs  # the runs did put messages before they exited
