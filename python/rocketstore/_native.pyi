@@ -6,6 +6,9 @@ from typing import Any, final
 
 from rocketstore.enums import GetStatus, PutStatus
 
+#: A body: any bytes-like object (copied once unless it is ``bytes``).
+_BytesLike = bytes | bytearray | memoryview
+
 __all__ = [
     "GetMessageResult",
     "Message",
@@ -39,7 +42,7 @@ class Message:
     def __new__(
         cls,
         topic: str,
-        body: bytes,
+        body: _BytesLike,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Iterable[str] | str | None = None,
@@ -88,7 +91,9 @@ class PutResult:
     @property
     def store_timestamp(self) -> int: ...
     @property
-    def msg_id(self) -> str | None: ...
+    def msg_id(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
 
 @final
 class MessageExt:
@@ -188,7 +193,7 @@ class NativeStore:
     def put(
         self,
         topic: str,
-        body: bytes,
+        body: _BytesLike,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Iterable[str] | str | None = None,
@@ -231,7 +236,7 @@ class NativeStore:
         queue_id: int,
         offset: int,
         max_msg_nums: int = 32,
-        tags: list[str] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> GetMessageResult: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...

@@ -226,7 +226,8 @@ class MessageStore:
     def shutdown(self) -> None:
         """Dispatch what is left, flush, persist offsets and close.
 
-        Idempotent; later calls raise :class:`StoreClosedError`.
+        Idempotent; later calls raise :class:`StoreClosedError`. Same as
+        :meth:`close`.
         """
         n = self._native
         if n is None or n.closed:
@@ -249,6 +250,11 @@ class MessageStore:
                 n.shutdown()
             finally:
                 pump_now()
+
+    def close(self) -> None:
+        """Close the store: the same as :meth:`shutdown` (as files, sockets and
+        ``sqlite3`` connections are closed)."""
+        self.shutdown()
 
     def _persist_config(self) -> None:
         n = self._n
@@ -347,7 +353,7 @@ class MessageStore:
         """Append one message; returns its :class:`PutResult`.
 
         A rejected message (illegal topic, too large, ...) gets its status and
-        nothing is written.
+        nothing is written; :attr:`PutResult.reason` says why.
         """
         return self._n.put_message(msg)
 
@@ -355,14 +361,15 @@ class MessageStore:
         """Append messages in order under one lock and one flush wait.
 
         Messages may go to any topics and queues; a rejected message gets its
-        status and is skipped, the others are written.
+        status (and :attr:`PutResult.reason`) and is skipped, the others are
+        written.
         """
         return self._n.put_messages(msgs)
 
     def put(
         self,
         topic: str,
-        body: bytes,
+        body: bytes | bytearray | memoryview,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Sequence[str] | str | None = None,
@@ -373,7 +380,13 @@ class MessageStore:
         born_host: tuple[str, int] | None = None,
         sys_flag: int = 0,
     ) -> PutResult:
-        """Append one message given as arguments (the fast path: no ``Message``)."""
+        """Append one message given as arguments (the fast path: no ``Message``).
+
+        ``body`` may be any bytes-like object; anything but ``bytes`` is copied
+        once and the CRC is taken over the copy. A refused message writes
+        nothing: the result's ``status`` is not ``PUT_OK`` and ``reason`` says
+        which field broke which rule.
+        """
         return self._n.put(topic, body, queue_id, tags, keys, properties, delay_level, flag,
                            born_timestamp, born_host, sys_flag)
 
@@ -423,6 +436,11 @@ class MessageStore:
         ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
         ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
         unknown queue reads as an empty one (and nothing is created on disk).
+
+        Raises:
+            ValueError: ``topic`` breaks the topic rule (letters, digits and
+                ``% | _ -``, at most 127 bytes) and the store holds no such
+                topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
         """
         tag_list: list[str] | None
         if tags is None:
@@ -545,7 +563,15 @@ class MessageStore:
         A new group starts at each queue's min offset (``start="latest"``: at
         the end); a group with committed offsets resumes there. ``close()``
         commits only with ``auto_commit=True``.
+
+        Raises:
+            ValueError: ``topic`` breaks the topic rule (letters, digits and
+                ``% | _ -``, at most 127 bytes) and the store holds no such
+                topic, so the consumer could never receive anything.
         """
         from rocketstore.consumer import Consumer
 
+        # The read rule: a name that fails the put rule is refused unless the
+        # store holds that topic (raises ValueError).
+        self._n.get_max_offset_in_queue(topic, 0)
         return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit)

@@ -19,6 +19,7 @@ pub mod lock;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message;
+pub mod ratelog;
 pub mod reader;
 pub mod store;
 

@@ -15,7 +15,9 @@ use parking_lot::Mutex;
 
 use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
 use crate::checkpoint::Checkpoint;
-use crate::commitlog::{CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, ScanReport};
+use crate::commitlog::{
+    CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, Refused, ScanReport,
+};
 use crate::cq_table::ConsumeQueueTable;
 use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
@@ -385,6 +387,17 @@ impl Store {
         if let Some(e) = dispatch_err {
             return Err(e);
         }
+        if abnormal {
+            // One summary instead of a line per record: after a crash, the
+            // queues usually hold records past the checkpoint already.
+            let repeated: u64 = self.cqs.all().iter().map(|q| q.take_repeated()).sum();
+            if repeated > 0 {
+                log::info!(
+                    "recovery: {repeated} of {redispatched} re-dispatched records were already \
+                     in their consume queues (written before the crash); kept as they were"
+                );
+            }
+        }
         let mut report = RecoveryReport {
             mode: if abnormal { "abnormal" } else { "normal" },
             files_scanned: scan.files_scanned,
@@ -553,17 +566,32 @@ impl Store {
         fork_generation() != self.fork_generation
     }
 
-    fn check_writable(&self) -> Result<Option<PutStatus>> {
+    fn check_writable(&self) -> Result<Option<Refused>> {
         if self.closed.load(Ordering::Acquire) || self.is_forked_copy() {
             return Err(StoreError::Closed);
         }
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
-        if self.poisoned.lock().is_some() {
-            return Ok(Some(PutStatus::ServiceNotAvailable));
+        if let Some(why) = self.poisoned.lock().as_deref() {
+            return Ok(Some(Refused::new(
+                PutStatus::ServiceNotAvailable,
+                format!("the store is not writeable: {why}"),
+            )));
         }
         Ok(None)
+    }
+
+    /// Why a flush wait ended with `status` (None for PUT_OK).
+    fn flush_wait_reason(&self, status: PutStatus) -> Option<String> {
+        (status != PutStatus::PutOk).then(|| match self.flusher.failure() {
+            Some(why) => format!("the message was written but the flush failed: {why}"),
+            None => format!(
+                "the message was written but not confirmed on disk within \
+                 sync_flush_timeout ({} ms)",
+                self.opts.flush.sync_timeout.as_millis()
+            ),
+        })
     }
 
     /// Checks the store state for a read.
@@ -575,12 +603,12 @@ impl Store {
         }
     }
 
-    /// Validates a message for this store; `Err(status)` means rejected.
+    /// Validates a message for this store; `Err(refused)` means rejected.
     #[allow(clippy::type_complexity)]
     pub fn prepare<'a>(
         &self,
         spec: MessageSpec<'a>,
-    ) -> Result<std::result::Result<Prepared<'a>, PutStatus>> {
+    ) -> Result<std::result::Result<Prepared<'a>, Refused>> {
         if let Some(s) = self.check_writable()? {
             return Ok(Err(s));
         }
@@ -607,6 +635,7 @@ impl Store {
             out.status = self
                 .flusher
                 .wait_flushed((out.wrote_offset + out.wrote_bytes as i64) as u64);
+            out.reason = self.flush_wait_reason(out.status);
         }
         Ok(out)
     }
@@ -614,10 +643,13 @@ impl Store {
     /// Appends a batch under one lock hold, then one flush wait.
     pub fn put_batch<'a>(
         &self,
-        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, PutStatus>>,
+        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, Refused>>,
     ) -> Result<Vec<PutOutcome>> {
-        if let Some(s) = self.check_writable()? {
-            return Ok(specs.into_iter().map(|_| PutOutcome::rejected(s)).collect());
+        if let Some(r) = self.check_writable()? {
+            return Ok(specs
+                .into_iter()
+                .map(|_| PutOutcome::rejected(r.clone()))
+                .collect());
         }
         let mut any_wait = false;
         let specs = specs.into_iter().inspect(|s| {
@@ -634,8 +666,10 @@ impl Store {
             .max();
         if let (true, true, Some(end)) = (self.opts.flush.sync_flush, any_wait, end) {
             let st = self.flusher.wait_flushed(end);
+            let why = self.flush_wait_reason(st);
             for o in out.iter_mut().filter(|o| o.status == PutStatus::PutOk) {
                 o.status = st;
+                o.reason.clone_from(&why);
             }
         }
         Ok(out)

@@ -1,6 +1,7 @@
 //! PyO3 bindings (`rocketstore._native`). Private: the public API is the
 //! Python package, which wraps these classes.
 
+pub mod args;
 pub mod errors;
 pub mod gil;
 pub mod logbridge;
