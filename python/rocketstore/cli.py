@@ -75,7 +75,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from rocketstore import __version__
+from rocketstore import __version__, _native
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.errors import StoreError
 from rocketstore.message import GetMessageResult, GetStatus, Message, MessageExt, PutStatus
@@ -290,8 +290,33 @@ def _install_log_handler(ctx: click.Context, verbose: int) -> None:
 # -- the group ----------------------------------------------------------------------
 
 
+def version_text() -> str:
+    """``rocketstore --version``: the installed package, the compiled engine, the format.
+
+    The two versions come from one place (Cargo.toml) and differ only when the
+    compiled engine is stale (an editable install not rebuilt after a version
+    change). A test build says it carries fault-injection points.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        package = version("rocketstore")
+    except PackageNotFoundError:
+        package = "unknown (not installed)"
+    extra = ", test build with fail points" if hasattr(_native, "_set_fail_point") else ""
+    return (f"rocketstore {package} (engine {__version__}, "
+            f"store format RocketMQ 4.9.8{extra})")
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit()
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="rocketstore")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the package and engine versions and exit.")
 @click.option("-v", "--verbose", count=True, help="Show the store's log (-v info, -vv debug).")
 @click.pass_context
 def main(ctx: click.Context, verbose: int) -> None:

@@ -24,6 +24,7 @@ from rocketstore._native import GetMessageResult, Message, MessageExt, NativeSto
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+from rocketstore.services.base import ServiceThread
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
 
@@ -125,6 +126,9 @@ class MessageStore:
         self._read_only = read_only
         self._native: NativeStore | None = None
         self._reput: ReputService | None = None
+        # Python services (ServiceThread subclasses) started after recovery,
+        # stopped in reverse order before dispatch and flush stop.
+        self._services: list[ServiceThread] = []
         self._offsets = ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME)
         self._topic_configs = TopicConfigs(self._config.config_dir / "topics.json")
         self._recovery: RecoveryReport | None = None
@@ -210,15 +214,29 @@ class MessageStore:
         self._topic_configs = topic_configs
         if not self._read_only:
             self._reput.start()
+            for service in self._make_services():
+                service.start()
+                self._services.append(service)
         for name in _FAST_METHODS:
             self.__dict__[name] = getattr(native, name)
         _LIVE.add(self)
         return self
 
+    def _make_services(self) -> list[ServiceThread]:
+        """The Python services a writer runs (none yet besides dispatch)."""
+        return []
+
+    def _service_failed(self, reason: str) -> None:
+        """A Python service died: refuse puts from now on, keeping the reason."""
+        n = self._native
+        if n is not None and not n.closed:
+            n.poison(reason)
+
     def _disarm(self, why: str) -> None:
         """Make every call raise StoreClosedError (after fork in the child)."""
         self._native = None
         self._reput = None
+        self._services = []  # their threads are the parent's
         self._closed_reason = why
         for name in _FAST_METHODS:
             self.__dict__[name] = _closed_method(why)
@@ -238,6 +256,8 @@ class MessageStore:
             self._disarm(_FORKED_REASON)
             return
         try:
+            while self._services:
+                self._services.pop().shutdown()
             if self._reput is not None:
                 self._reput.shutdown()
             if not self._read_only:

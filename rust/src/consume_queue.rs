@@ -311,6 +311,7 @@ impl ConsumeQueue {
         if !self.mfq.is_writable() {
             return Err(StoreError::ReadOnly);
         }
+        #[cfg(feature = "failpoints")]
         crate::failpoint::check("cq_put")
             .map_err(|e| StoreError::io(format!("append to {}", self.mfq.dir().display()), e))?;
         if phy_offset < 0 || size <= 0 || cq_offset < 0 {

@@ -2,7 +2,12 @@
 //! creation fail on demand (a failed fsync must poison the store; a full disk
 //! must fail a file creation cleanly).
 //!
-//! A point is checked with one relaxed atomic load when no point is armed.
+//! Compiled only with the `failpoints` cargo feature: the test install
+//! enables it, release wheels never have it (`scripts/build-dist.sh` checks
+//! that the wheel carries none of the point names). Each call site is gated
+//! with `#[cfg(feature = "failpoints")]`, so a release build has no check at
+//! all. With the feature, a point is checked with one relaxed atomic load
+//! when no point is armed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -195,6 +195,7 @@ impl MappedFile {
     /// file was made (no space to reserve, no address space to map it)
     /// removes the file again, so a later attempt can succeed.
     pub fn create(path: &Path, file_from_offset: u64, file_size: usize) -> Result<Self> {
+        #[cfg(feature = "failpoints")]
         crate::failpoint::check("create_file")
             .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
         let file = OpenOptions::new()
@@ -211,6 +212,7 @@ impl MappedFile {
             sync_parent(path)
         });
         let mapped = made.and_then(|()| {
+            #[cfg(feature = "failpoints")]
             crate::failpoint::check("map_new_file")
                 .map_err(|e| StoreError::io(format!("mmap {}", path.display()), e))?;
             Self::map(path, file, file_from_offset, file_size, true)
@@ -526,6 +528,7 @@ impl MappedFile {
             read > flushed
         };
         if able && self.writable {
+            #[cfg(feature = "failpoints")]
             crate::failpoint::check("msync")
                 .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
             let start = flushed - flushed % OS_PAGE_SIZE;
@@ -542,6 +545,7 @@ impl MappedFile {
         if !self.writable {
             return Ok(());
         }
+        #[cfg(feature = "failpoints")]
         crate::failpoint::check("msync")
             .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
         self.map

@@ -32,7 +32,9 @@ fn body_crc(data: &[u8]) -> i32 {
 }
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
-/// "create_file", "map_new_file" or "cq_put". For tests. Returns False for an unknown name.
+/// "create_file", "map_new_file" or "cq_put". For tests. Returns False for an
+/// unknown name. Only in builds with the `failpoints` feature.
+#[cfg(feature = "failpoints")]
 #[pyfunction]
 #[pyo3(name = "_set_fail_point")]
 fn set_fail_point(name: &str, errno: i32) -> bool {
@@ -67,6 +69,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
+    #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
     m.add_function(wrap_pyfunction!(begin_exit, m)?)?;
     m.add_function(wrap_pyfunction!(threads_in_engine, m)?)?;

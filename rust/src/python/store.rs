@@ -500,6 +500,15 @@ impl PyStore {
         self.store.poison_reason()
     }
 
+    /// Refuse every later put (reads keep working), keeping ``reason``.
+    ///
+    /// Used by the Python services when one of them fails: a store whose
+    /// service died must not go on accepting writes it can no longer serve.
+    /// The first reason given is kept.
+    fn poison(&self, reason: String) {
+        self.store.poison(reason);
+    }
+
     #[getter]
     fn closed(&self) -> bool {
         self.store.is_closed()
