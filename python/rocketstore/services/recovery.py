@@ -1,16 +1,22 @@
 """Recovery: bring a store back to a consistent state when it is opened.
 
-The order follows RocketMQ: consume queues first, then the
-CommitLog — from its third-last file after a clean stop ("normal"), or, when
-the abort file says the last writer died ("abnormal"), from the file the
-checkpoint points at, re-dispatching every valid record to the queues and the
-index. Whatever lies past the last valid record is cut and zeroed, so a later
-crash can never bring a stale record back; index files newer than the index
-checkpoint are rebuilt from the oldest destroyed file's first offset, so no
-key is lost. The scans run in the engine; this service runs them in order and
-reports what they did.
+The CommitLog is judged first, before anything is written — from its
+third-last file after a clean stop ("normal"), or, when the abort file says
+the last writer died ("abnormal"), from the file the checkpoint points at.
+Invalid data past the durable mark (the checkpoint's record of what was
+flushed) is a torn tail: cut and zeroed, so a later crash can never bring a
+stale record back. Invalid data inside durable data that intact records
+follow is damage: the open refuses with ``CorruptedError`` and changes
+nothing, unless damaged records are to be skipped (``on_corruption="skip"``,
+``rocketstore repair``). Then the consume queues: units pointing past the
+recovered end go, holes are rebuilt from the CommitLog between their good
+neighbours; an abnormal recovery re-dispatches every valid record to the
+queues and the index; index files newer than the index checkpoint are
+rebuilt from the oldest destroyed file's first offset, so no key is lost.
+Stored consumer offsets are finally clamped to the recovered queue ends. The
+scans run in the engine (docs/format.md §15); this service runs them in order
+and reports what they did.
 """
-
 from __future__ import annotations
 
 import dataclasses
