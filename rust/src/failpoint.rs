@@ -12,7 +12,9 @@ static ANY_ARMED: AtomicBool = AtomicBool::new(false);
 static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 
 /// The points the engine checks.
-pub const POINTS: &[&str] = &["msync", "create_file", "cq_put"];
+/// "flush_hold" is a stalled disk: while armed, the flush services flush
+/// nothing (the errno is not used).
+pub const POINTS: &[&str] = &["msync", "create_file", "cq_put", "flush_hold"];
 
 /// Arms `name` to fail with `errno` (0 disarms it).
 pub fn set(name: &str, errno: i32) -> bool {

@@ -22,4 +22,4 @@ FAST_FLUSH: dict[str, Any] = {
     "flush_consume_queue_thorough_interval": 100,
 }
 #: The engine's fault-injection points.
-POINTS = ("msync", "create_file", "cq_put")
+POINTS = ("msync", "create_file", "cq_put", "flush_hold")

@@ -31,7 +31,8 @@ fn body_crc(data: &[u8]) -> i32 {
 }
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
-/// "create_file" or "cq_put". For tests. Returns False for an unknown name.
+/// "create_file", "cq_put" or "flush_hold" (a stalled disk: nothing is
+/// flushed while armed). For tests. Returns False for an unknown name.
 #[pyfunction]
 #[pyo3(name = "_set_fail_point")]
 fn set_fail_point(name: &str, errno: i32) -> bool {

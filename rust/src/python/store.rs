@@ -68,10 +68,27 @@ fn check_read_args(topic: &str, queue_id: i64) -> PyResult<i32> {
 }
 
 impl PyStore {
-    fn queue(&self, topic: &str, queue_id: i64) -> PyResult<Option<Arc<ConsumeQueue>>> {
+    fn queue(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i64,
+    ) -> PyResult<Option<Arc<ConsumeQueue>>> {
         let qid = check_read_args(topic, queue_id)?;
         self.store.check_open()?;
+        self.visible(py)?;
         Ok(self.store.consume_queues().get(topic, qid))
+    }
+
+    /// Waits (GIL released) until the puts acknowledged so far are visible;
+    /// one atomic comparison when nothing is pending.
+    #[inline]
+    fn visible(&self, py: Python<'_>) -> PyResult<()> {
+        if self.store.visibility_pending() {
+            let store = &self.store;
+            nogil(py, || store.await_visible())?;
+        }
+        Ok(())
     }
 }
 
@@ -368,7 +385,7 @@ impl PyStore {
                 return Ok(None);
             }
             let store = &self.store;
-            let r = nogil(py, || Ok(store.commitlog().read_record(offset as u64)))?;
+            let r = nogil(py, || store.look_message(offset as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
         })
     }
@@ -530,6 +547,24 @@ impl PyStore {
         })
     }
 
+    /// Makes the CommitLog durable up to the messages below the committed
+    /// offsets `[(topic, queue_id, next_offset), ...]`, before they are
+    /// persisted.
+    fn flush_for_offsets(&self, py: Python<'_>, entries: Vec<(String, i32, i64)>) -> PyResult<()> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || store.flush_for_offsets(&entries))
+        })
+    }
+
+    /// For tests and benchmarks: how often reads waited for acknowledged
+    /// puts to become visible, `(waits, inline_dispatches, commits,
+    /// timeouts, failed)`.
+    #[getter]
+    fn _visibility_stats(&self) -> (u64, u64, u64, u64, u64) {
+        self.store.visibility_stats()
+    }
+
     /// Wakes every thread waiting in `wait_for_dispatch` (interpreter exit).
     fn _wake_waiters(&self) {
         self.store.dispatcher().bump_seq();
@@ -587,20 +622,20 @@ impl PyStore {
     }
 
     /// One past the last logical offset of a queue (0 if unknown).
-    fn get_max_offset_in_queue(&self, topic: &str, queue_id: i64) -> PyResult<i64> {
+    fn get_max_offset_in_queue(&self, py: Python<'_>, topic: &str, queue_id: i64) -> PyResult<i64> {
         guarded(|| {
             Ok(self
-                .queue(topic, queue_id)?
+                .queue(py, topic, queue_id)?
                 .map(|q| q.max_offset_in_queue())
                 .unwrap_or(0))
         })
     }
 
     /// The first logical offset of a queue (0 if unknown).
-    fn get_min_offset_in_queue(&self, topic: &str, queue_id: i64) -> PyResult<i64> {
+    fn get_min_offset_in_queue(&self, py: Python<'_>, topic: &str, queue_id: i64) -> PyResult<i64> {
         guarded(|| {
             Ok(self
-                .queue(topic, queue_id)?
+                .queue(py, topic, queue_id)?
                 .map(|q| q.min_offset_in_queue())
                 .unwrap_or(0))
         })
@@ -609,13 +644,14 @@ impl PyStore {
     /// CommitLog offset of the message at `cq_offset` (0 if none).
     fn get_commit_log_offset_in_queue(
         &self,
+        py: Python<'_>,
         topic: &str,
         queue_id: i64,
         cq_offset: i64,
     ) -> PyResult<i64> {
         guarded(|| {
             Ok(self
-                .queue(topic, queue_id)?
+                .queue(py, topic, queue_id)?
                 .and_then(|q| q.unit_at(cq_offset))
                 .filter(|u| !u.is_pre_blank())
                 .map(|u| u.phy_offset)
@@ -632,7 +668,7 @@ impl PyStore {
         timestamp: i64,
     ) -> PyResult<i64> {
         guarded(|| {
-            let Some(q) = self.queue(topic, queue_id)? else {
+            let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(0);
             };
             let store = &self.store;
@@ -648,9 +684,9 @@ impl PyStore {
     }
 
     /// Store time of the first message of a queue (-1 if none).
-    fn get_earliest_message_time(&self, topic: &str, queue_id: i64) -> PyResult<i64> {
+    fn get_earliest_message_time(&self, py: Python<'_>, topic: &str, queue_id: i64) -> PyResult<i64> {
         guarded(|| {
-            let Some(q) = self.queue(topic, queue_id)? else {
+            let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(-1);
             };
             Ok(q.unit_at(q.min_offset_in_queue())
@@ -662,12 +698,13 @@ impl PyStore {
     /// Store time of the message at `cq_offset` (-1 if none).
     fn get_message_store_timestamp(
         &self,
+        py: Python<'_>,
         topic: &str,
         queue_id: i64,
         cq_offset: i64,
     ) -> PyResult<i64> {
         guarded(|| {
-            let Some(q) = self.queue(topic, queue_id)? else {
+            let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(-1);
             };
             Ok(q.unit_at(cq_offset)
@@ -709,17 +746,19 @@ impl PyStore {
     }
 
     /// Queue ids of `topic` that exist, sorted.
-    fn queue_ids(&self, topic: &str) -> PyResult<Vec<i32>> {
+    fn queue_ids(&self, py: Python<'_>, topic: &str) -> PyResult<Vec<i32>> {
         guarded(|| {
             self.store.check_open()?;
+            self.visible(py)?;
             Ok(self.store.consume_queues().queue_ids(topic))
         })
     }
 
     /// Topics that have at least one queue, sorted.
-    fn topics(&self) -> PyResult<Vec<String>> {
+    fn topics(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         guarded(|| {
             self.store.check_open()?;
+            self.visible(py)?;
             Ok(self.store.consume_queues().topics())
         })
     }
