@@ -38,7 +38,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from rocketstore.enums import GetStatus
-from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, StoreError
 
 if TYPE_CHECKING:
     from rocketstore._native import MessageExt
@@ -533,7 +533,15 @@ class Consumer:
         now = time.monotonic()
         if now - self._last_auto_commit >= self._auto_commit_interval:
             self._last_auto_commit = now
-            self._commit(None, sync=False, explicit=False)
+            try:
+                self._commit(None, sync=False, explicit=False)
+            except StoreClosedError:
+                raise
+            except (StoreError, OSError) as e:
+                # The offsets are committed in memory; writing them failed
+                # (a poisoned store). Reading goes on, as it does for the store.
+                log.warning("consumer %s: auto-commit could not persist offsets: %s",
+                            self._group, e)
 
     def _commit(self, offsets: Mapping[int, int] | None, *, sync: bool, explicit: bool) -> None:
         if offsets is None:

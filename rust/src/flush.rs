@@ -280,7 +280,9 @@ impl FlushService {
         if let Some(f) = self.failure() {
             return Err(crate::error::StoreError::Poisoned(f));
         }
-        if self.cfg.sync_flush && !self.stop.load(Ordering::Acquire) && !self.threads.lock().is_empty()
+        if self.cfg.sync_flush
+            && !self.stop.load(Ordering::Acquire)
+            && !self.threads.lock().is_empty()
         {
             return match self.wait_flushed(end) {
                 PutStatus::PutOk => Ok(()),

@@ -95,6 +95,9 @@ pub struct Store {
     /// End of the furthest put acknowledged with PUT_OK: the horizon every
     /// read in this process waits for (read-your-writes).
     acked_end: AtomicU64,
+    /// A horizon reads gave up on because dispatch or flushing failed (the
+    /// store is poisoned for good): later reads do not retry it.
+    vis_abandoned: AtomicU64,
     vis: VisibilityStats,
 }
 
@@ -285,6 +288,7 @@ impl Store {
             poisoned,
             prefaulter: Mutex::new(prefaulter),
             acked_end: AtomicU64::new(0),
+            vis_abandoned: AtomicU64::new(0),
             vis: VisibilityStats::default(),
         })
     }
@@ -686,15 +690,15 @@ impl Store {
         self.acked_end.load(Ordering::Acquire) > self.dispatcher.reput_from()
     }
 
-    /// End of what reads in this process may see: what dispatch covered
-    /// (under SYNC_FLUSH dispatch follows the flushed offset). `u64::MAX` on
-    /// a read-only store, which has no dispatch of its own.
+    /// End of what lookups by offset or id in this process may see: under
+    /// SYNC_FLUSH the flushed offset (queues and the index follow dispatch,
+    /// which follows the flushed offset); otherwise everything written.
     #[inline]
     pub fn visible_end(&self) -> u64 {
-        if self.opts.read_only {
-            u64::MAX
+        if !self.opts.read_only && self.opts.flush.sync_flush {
+            self.commitlog.flushed_offset()
         } else {
-            self.dispatcher.reput_from()
+            u64::MAX
         }
     }
 
@@ -703,10 +707,13 @@ impl Store {
     /// The reader dispatches what is pending itself, commits a transient
     /// write buffer holding the data, asks the group commit for a flush;
     /// then waits, at most `sync_flush_timeout`. If dispatch or flushing
-    /// failed it returns at once: reads then serve what is visible.
+    /// failed it returns at once (and later reads do not retry): reads then
+    /// serve what is visible.
     pub fn await_visible(&self) -> Result<()> {
         let target = self.acked_end.load(Ordering::Acquire);
-        if target <= self.dispatcher.reput_from() {
+        if target <= self.dispatcher.reput_from()
+            || target <= self.vis_abandoned.load(Ordering::Acquire)
+        {
             return Ok(());
         }
         self.vis.waits.fetch_add(1, Ordering::Relaxed);
@@ -744,6 +751,7 @@ impl Store {
                     // the store; this read serves what is visible.
                     log::error!("dispatch failed: {e}");
                     self.vis.failed.fetch_add(1, Ordering::Relaxed);
+                    self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
                     return Ok(());
                 }
             }
@@ -752,6 +760,7 @@ impl Store {
             }
             if self.dispatcher.failure().is_some() || self.flusher.failure().is_some() {
                 self.vis.failed.fetch_add(1, Ordering::Relaxed);
+                self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
                 return Ok(());
             }
             let now = Instant::now();

@@ -684,7 +684,12 @@ impl PyStore {
     }
 
     /// Store time of the first message of a queue (-1 if none).
-    fn get_earliest_message_time(&self, py: Python<'_>, topic: &str, queue_id: i64) -> PyResult<i64> {
+    fn get_earliest_message_time(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i64,
+    ) -> PyResult<i64> {
         guarded(|| {
             let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(-1);
