@@ -198,6 +198,11 @@ impl Dispatcher {
         self.failure.lock().clone()
     }
 
+    /// Records why dispatch failed (the first failure stays).
+    pub fn record_failure(&self, e: &StoreError) {
+        self.failure.lock().get_or_insert_with(|| e.to_string());
+    }
+
     /// Dispatches one record (also used by abnormal recovery).
     pub fn dispatch_record(
         &self,

@@ -727,6 +727,11 @@ impl Store {
                 return Ok(());
             }
             self.check_open()?;
+            if self.dispatcher.failure().is_some() {
+                self.vis.failed.fetch_add(1, Ordering::Relaxed);
+                self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
+                return Ok(());
+            }
             // Transient pool: the data may still be in the write buffer.
             if self.opts.flush.transient
                 && self.commitlog.queue().committed_where() < target
@@ -747,9 +752,10 @@ impl Store {
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    // The dispatch thread meets the same record and poisons
-                    // the store; this read serves what is visible.
-                    log::error!("dispatch failed: {e}");
+                    // As when the dispatch thread fails: the store is
+                    // poisoned; this read serves what is visible.
+                    self.dispatcher.record_failure(&e);
+                    self.poison(format!("WRITE_LOGICS_QUEUE_ERROR: dispatch failed: {e}"));
                     self.vis.failed.fetch_add(1, Ordering::Relaxed);
                     self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
                     return Ok(());
