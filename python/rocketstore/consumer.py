@@ -522,7 +522,10 @@ class Consumer:
         Raises:
             StoreClosedError: the store was shut down.
             ValueError: the consumer is closed, or a negative offset/queue id.
-            PoisonedError: the CommitLog could not be flushed (nothing written).
+            PoisonedError: the store is poisoned: the CommitLog cannot be
+                flushed (the offsets file is not written).
+            TimeoutError: the flush did not complete (a stalled disk; the
+                offsets file is not written).
         """
         self._check_open()
         self._commit(offsets, sync=sync, explicit=True)

@@ -551,6 +551,8 @@ class MessageStore:
 
         Raises:
             PoisonedError: the CommitLog cannot be flushed (the file is not written).
+            TimeoutError: the flush did not complete within ``sync_flush_timeout``
+                (SYNC_FLUSH) or the disk took nothing (the file is not written).
         """
         self._n  # noqa: B018
         if not self._read_only:

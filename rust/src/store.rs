@@ -709,7 +709,18 @@ impl Store {
     /// then waits, at most `sync_flush_timeout`. If dispatch or flushing
     /// failed it returns at once (and later reads do not retry): reads then
     /// serve what is visible.
+    #[inline]
     pub fn await_visible(&self) -> Result<()> {
+        if self.visibility_pending() {
+            self.await_visible_slow()
+        } else {
+            Ok(())
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn await_visible_slow(&self) -> Result<()> {
         let target = self.acked_end.load(Ordering::Acquire);
         if target <= self.dispatcher.reput_from()
             || target <= self.vis_abandoned.load(Ordering::Acquire)
