@@ -174,6 +174,44 @@ def test_the_fast_path_does_not_wait(open_store: Callable[..., MessageStore]) ->
     assert store._n._visibility_stats[0] == waits  # nothing was pending: no wait
 
 
+def test_reads_do_not_wait_once_dispatch_failed(
+    opened: Callable[..., MessageStore], fail_points: Callable[[str, int], None]
+) -> None:
+    """A put acknowledged after dispatch broke can never become visible: the
+    read serves what is visible at once instead of waiting (here a minute)."""
+    import errno
+
+    store = opened(sync_flush_timeout=60_000)
+    assert store.put("t", b"visible").ok
+    assert store.get_max_offset_in_queue("t", 0) == 1
+    fail_points("cq_put", errno.EIO)
+    r = store.put("t", b"stuck")
+    assert r.ok
+    g = store.get_message("g", "t", 0, 0, 32)
+    assert [m.body for m in g.messages] == [b"visible"]
+    waits, _, _, timeouts, failed = store._n._visibility_stats
+    assert waits >= 1 and failed >= 1 and timeouts == 0
+    assert not store.is_writeable  # dispatch failure poisons the store
+    # The record itself is in the CommitLog (ASYNC_FLUSH: lookups by offset
+    # are not bounded by dispatch).
+    m = store.look_message_by_offset(r.wrote_offset)
+    assert m is not None and m.body == b"stuck"
+    fail_points("cq_put", 0)
+
+
+def test_auto_commit_in_poll_on_a_real_store(open_store: Callable[..., MessageStore]) -> None:
+    store = open_store(**SMALL)
+    for i in range(10):
+        store.put("t", b"m%d" % i)
+    c = store.consumer("g", "t", auto_commit_interval=0)
+    assert len(c.poll(timeout=5.0, max_messages=4)) == 4
+    assert store.query_offset("g", "t", 0) == 0  # nothing returned before the first poll
+    assert len(c.poll(timeout=5.0, max_messages=4)) == 4
+    assert store.query_offset("g", "t", 0) == 4  # what the first poll returned
+    c.close()
+    assert store.query_offset("g", "t", 0) == 8
+
+
 # -- SYNC_FLUSH: only what is on disk ------------------------------------------------
 
 
@@ -300,10 +338,12 @@ def test_offsets_above_unflushed_data_are_not_persisted(
 def test_concurrent_commits_share_writes(
     open_store: Callable[..., MessageStore], store_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Eight consumers commit at once while a write is under way: the seven
-    commits made meanwhile share the next write (two writes, not eight)."""
+    """Eight consumers commit at once while a write is under way: the
+    commits made meanwhile share the next write (at most two, not eight)."""
     import rocketstore.config_files as config_files
+    import rocketstore.store as store_module
 
+    monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
     store = open_store(**SMALL)
     for q in range(2):
         store.put("t", b"x", queue_id=q)
@@ -341,7 +381,7 @@ def test_concurrent_commits_share_writes(
         t.start()
     for t in threads:
         t.join()
-    assert writes == 2
+    assert 1 <= writes <= 2  # not one per commit
     offsets = ConsumerOffsets.load(Path(store_path) / "config" / "consumerOffset.json")
     assert all(offsets.query(f"g{k}", "t", q) == 1 for k in range(8) for q in range(2))
 
