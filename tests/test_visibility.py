@@ -120,6 +120,20 @@ def test_every_read_api_sees_a_put_as_soon_as_it_returns(
                 apis[name](r, i)
 
 
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_a_consumer_sees_a_new_queue_as_soon_as_the_put_returns(
+    mode: str, open_store: Callable[..., MessageStore]
+) -> None:
+    store = open_store(**SMALL, **MODES[mode])
+    c = store.consumer("g", "fresh", auto_commit=False)
+    for q in range(24):  # every put opens a queue the consumer does not know yet
+        r = store.put("fresh", b"q%d" % q, queue_id=q)
+        assert r.ok
+        got = c.poll(timeout=0)
+        assert [(m.queue_id, m.body) for m in got] == [(q, b"q%d" % q)]
+        assert c.assignment() == list(range(q + 1))
+
+
 def test_readme_first_example_works_every_time(tmp_path: Path) -> None:
     for n in range(20):
         cfg = StoreConfig(store_path=str(tmp_path / f"s{n}"), **SMALL)

@@ -501,10 +501,17 @@ impl PyStore {
         })
     }
 
-    /// Changes whenever new messages become visible to readers.
+    /// Changes whenever new messages become visible to readers. Read after
+    /// the puts acknowledged so far became visible, so a consumer that
+    /// compares it with the last value it saw notices their queues.
     #[getter]
-    fn dispatch_seq(&self) -> u64 {
-        self.store.dispatcher().seq()
+    fn dispatch_seq(&self, py: Python<'_>) -> PyResult<u64> {
+        guarded(|| {
+            if !self.store.is_closed() {
+                self.visible(py)?;
+            }
+            Ok(self.store.dispatcher().seq())
+        })
     }
 
     /// Why dispatch stopped, if it failed.
