@@ -691,12 +691,15 @@ impl Store {
     }
 
     /// End of what lookups by offset or id in this process may see: under
-    /// SYNC_FLUSH the flushed offset (queues and the index follow dispatch,
-    /// which follows the flushed offset); otherwise everything written.
+    /// SYNC_FLUSH `min(dispatched, flushed)`, the horizon of every read
+    /// (dispatch follows the flushed offset, so queues and the index stop
+    /// there too); otherwise everything written.
     #[inline]
     pub fn visible_end(&self) -> u64 {
         if !self.opts.read_only && self.opts.flush.sync_flush {
-            self.commitlog.flushed_offset()
+            self.dispatcher
+                .reput_from()
+                .min(self.commitlog.flushed_offset())
         } else {
             u64::MAX
         }
