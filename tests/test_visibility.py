@@ -301,6 +301,41 @@ def test_dispatch_follows_the_flush_under_sync_flush(
     assert [m.body for m in g.messages] == [b"b%d" % i for i in range(5)]
 
 
+_EXIT_CHILD = """
+import atexit, sys, threading, time
+def after_rocketstore_exit_hook():
+    print("IN_ENGINE", _native._threads_in_engine(), flush=True)
+    _native._set_fail_point("flush_hold", 0)  # the store then shuts down normally
+# Registered before rocketstore's own exit hook, so it runs after it.
+atexit.register(after_rocketstore_exit_hook)
+from rocketstore import FlushDiskType, MessageStore, StoreConfig, _native
+store = MessageStore(StoreConfig(store_path=sys.argv[1], flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                                 sync_flush_timeout=600_000, mapped_file_size_commit_log=65536,
+                                 mapped_file_size_consume_queue=10000, max_hash_slot_num=100,
+                                 max_index_num=2000)).start()
+assert store.put("t", b"a").ok
+assert _native._set_fail_point("flush_hold", 1)
+assert store.put("t", b"b", properties={"WAIT": "false"}).ok
+threading.Thread(target=lambda: store.get_message("g", "t", 0, 0), daemon=True).start()
+while store._n._visibility_stats[0] == 0:  # until the reader waits for the stalled disk
+    time.sleep(0.01)
+print("WAITING", flush=True)
+"""
+
+
+def test_interpreter_exit_does_not_wait_for_a_stalled_visibility_wait(store_path: str) -> None:
+    """A daemon thread waiting for an acknowledged put to become visible
+    leaves the engine when the interpreter exits (no thread may be inside a
+    GIL-released engine call during finalization)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", _EXIT_CHILD, store_path], env=env,
+                         capture_output=True, timeout=300)
+    lines = out.stdout.decode().split()
+    assert "WAITING" in lines, out.stderr.decode()
+    assert out.returncode == 0, out.stderr.decode()
+    assert lines[-2:] == ["IN_ENGINE", "0"], out.stdout.decode()
+
+
 # -- persisting offsets flushes first (every flush mode) -------------------------------
 
 

@@ -96,7 +96,8 @@ pub struct Store {
     /// read in this process waits for (read-your-writes).
     acked_end: AtomicU64,
     /// A horizon reads gave up on because dispatch or flushing failed (the
-    /// store is poisoned for good): later reads do not retry it.
+    /// store is poisoned for good) or the interpreter is exiting: later
+    /// reads do not wait for it again.
     vis_abandoned: AtomicU64,
     vis: VisibilityStats,
 }
@@ -715,36 +716,52 @@ impl Store {
     #[inline]
     pub fn await_visible(&self) -> Result<()> {
         if self.visibility_pending() {
-            self.await_visible_slow()
+            let deadline = self.visibility_deadline();
+            self.await_visible_until(deadline, deadline).map(|_| ())
         } else {
             Ok(())
         }
     }
 
+    /// Stops every read from waiting for puts acknowledged so far (the
+    /// interpreter is exiting: no thread may stay in the engine).
+    pub fn give_up_visibility(&self) {
+        let acked = self.acked_end.load(Ordering::Acquire);
+        self.vis_abandoned.fetch_max(acked, Ordering::AcqRel);
+    }
+
+    /// When a read starting now stops waiting for the horizon.
+    pub fn visibility_deadline(&self) -> Instant {
+        Instant::now() + self.opts.flush.sync_timeout
+    }
+
+    /// One slice of [`Store::await_visible`], for callers that must check
+    /// for signals or interpreter exit between slices: waits until the
+    /// horizon is visible or given up on (`Ok(true)`), or `stop_at` passes
+    /// first (`Ok(false)`; call again with the same `deadline`).
     #[cold]
     #[inline(never)]
-    fn await_visible_slow(&self) -> Result<()> {
+    pub fn await_visible_until(&self, deadline: Instant, stop_at: Instant) -> Result<bool> {
         let target = self.acked_end.load(Ordering::Acquire);
         if target <= self.dispatcher.reput_from()
             || target <= self.vis_abandoned.load(Ordering::Acquire)
         {
-            return Ok(());
+            return Ok(true);
         }
         self.vis.waits.fetch_add(1, Ordering::Relaxed);
-        let deadline = Instant::now() + self.opts.flush.sync_timeout;
         let mut committed = false;
         let mut dispatched = false;
         loop {
             let seen = self.dispatcher.seq();
             let from = self.dispatcher.reput_from();
             if from >= target {
-                return Ok(());
+                return Ok(true);
             }
             self.check_open()?;
             if self.dispatcher.failure().is_some() {
                 self.vis.failed.fetch_add(1, Ordering::Relaxed);
                 self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
-                return Ok(());
+                return Ok(true);
             }
             // Transient pool: the data may still be in the write buffer.
             if self.opts.flush.transient
@@ -772,16 +789,16 @@ impl Store {
                     self.poison(format!("WRITE_LOGICS_QUEUE_ERROR: dispatch failed: {e}"));
                     self.vis.failed.fetch_add(1, Ordering::Relaxed);
                     self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
-                    return Ok(());
+                    return Ok(true);
                 }
             }
             if self.dispatcher.reput_from() >= target {
-                return Ok(());
+                return Ok(true);
             }
             if self.dispatcher.failure().is_some() || self.flusher.failure().is_some() {
                 self.vis.failed.fetch_add(1, Ordering::Relaxed);
                 self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
-                return Ok(());
+                return Ok(true);
             }
             let now = Instant::now();
             if now >= deadline {
@@ -792,10 +809,13 @@ impl Store {
                     self.opts.flush.sync_timeout,
                     self.dispatcher.reput_from()
                 );
-                return Ok(());
+                return Ok(true);
+            }
+            if now >= stop_at {
+                return Ok(false);
             }
             self.dispatcher
-                .wait_for_seq(seen, (deadline - now).min(Duration::from_millis(10)));
+                .wait_for_seq(seen, (stop_at - now).min(Duration::from_millis(10)));
         }
     }
 

@@ -81,14 +81,31 @@ impl PyStore {
     }
 
     /// Waits (GIL released) until the puts acknowledged so far are visible;
-    /// one atomic comparison when nothing is pending.
+    /// one atomic comparison when nothing is pending. Waits in slices, so
+    /// Ctrl-C works and interpreter exit is not held up.
     #[inline]
     fn visible(&self, py: Python<'_>) -> PyResult<()> {
         if self.store.visibility_pending() {
-            let store = &self.store;
-            nogil(py, || store.await_visible())?;
+            self.visible_slow(py)?;
         }
         Ok(())
+    }
+
+    #[cold]
+    fn visible_slow(&self, py: Python<'_>) -> PyResult<()> {
+        let store = &self.store;
+        let deadline = store.visibility_deadline();
+        loop {
+            if super::gil::exiting() {
+                store.give_up_visibility();
+                return Ok(());
+            }
+            let stop_at = (Instant::now() + SIGNAL_SLICE).min(deadline);
+            if nogil(py, || store.await_visible_until(deadline, stop_at))? {
+                return Ok(());
+            }
+            py.check_signals()?;
+        }
     }
 }
 
@@ -384,6 +401,7 @@ impl PyStore {
             if offset < 0 {
                 return Ok(None);
             }
+            self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message(offset as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
@@ -604,6 +622,7 @@ impl PyStore {
                     "max_msg_nums must be > 0, got {max_msg_nums}"
                 )));
             }
+            self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || {
                 store.get_message(
@@ -745,6 +764,7 @@ impl PyStore {
                 ));
             }
             let end = end_timestamp.unwrap_or(i64::MAX);
+            self.visible(py)?;
             let store = &self.store;
             let found = nogil(py, || {
                 store.query_message(topic, key, max_num as usize, begin_timestamp, end)
