@@ -306,6 +306,7 @@ impl FlushService {
 
     fn flush_commitlog(&self) -> Result<()> {
         // A stalled disk (fault injection): nothing reaches it.
+        #[cfg(feature = "failpoints")]
         if crate::failpoint::check("flush_hold").is_err() {
             return Ok(());
         }
@@ -394,6 +395,7 @@ impl FlushService {
             if self.stop.load(Ordering::Acquire) || self.failed.lock().is_some() {
                 continue;
             }
+            #[cfg(feature = "failpoints")]
             if crate::failpoint::check("flush_hold").is_err() {
                 continue;
             }
