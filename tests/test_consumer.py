@@ -39,6 +39,7 @@ class FakeResult:
     min_offset: int
     max_offset: int
     messages: list[FakeMsg]
+    damaged: int = 0
 
 
 class FakeStore:

@@ -79,6 +79,10 @@ class GetResultLike(Protocol):
     @property
     def max_offset(self) -> int: ...
     @property
+    def damaged(self) -> int:
+        """Messages skipped because their record is damaged."""
+        ...
+    @property
     def messages(self) -> Sequence[MessageExt]: ...
 
 
@@ -205,6 +209,7 @@ class Consumer:
         self._assignment: list[int] = []
         self._assign_seq: int | None = None
         self._rr = 0
+        self._damaged = 0
         self._refresh(store.dispatch_seq, initial=True)
 
     # -- properties -----------------------------------------------------------
@@ -224,6 +229,15 @@ class Consumer:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def damaged(self) -> int:
+        """Messages this consumer skipped because their record is damaged.
+
+        A damaged record (body CRC or size fields wrong) is never delivered;
+        the position moves past it and the store logs it once.
+        """
+        return self._damaged
 
     # -- assignment -------------------------------------------------------------
 
@@ -303,6 +317,9 @@ class Consumer:
                 r = store.get_message(group, topic, q, pos, min(budget, share), tags)
                 msgs = r.messages
                 nxt = r.next_begin_offset
+                damaged = r.damaged
+                if damaged:
+                    self._damaged += damaged
                 if msgs:
                     buf = self._buffer
                     for m in msgs:

@@ -7,15 +7,19 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use rustc_hash::FxHashSet;
 
 use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
 use crate::checkpoint::Checkpoint;
-use crate::commitlog::{CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, ScanReport};
+use crate::commitlog::{
+    CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, RecordRead, ScanReport,
+};
+use crate::consume_queue::ConsumeQueue;
 use crate::cq_table::ConsumeQueueTable;
 use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
@@ -24,7 +28,9 @@ use crate::index_file::IndexStore;
 use crate::lock::StoreLock;
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::message::{find_property, props, MessageSpec, RecordView};
-use crate::reader::{get_message, total_physical_memory, GetResult, TagFilter, TransferLimits};
+use crate::reader::{
+    get_message, total_physical_memory, Damage, GetResult, TagFilter, TransferLimits,
+};
 
 /// Default CommitLog segment size for a new store (1 GiB).
 pub const DEFAULT_COMMIT_LOG_FILE_SIZE: usize = 1 << 30;
@@ -92,7 +98,20 @@ pub struct Store {
     closed: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
     prefaulter: Mutex<Option<Prefaulter>>,
+    /// CommitLog offsets of damaged records already logged (each is logged once).
+    damage_logged: Mutex<FxHashSet<i64>>,
+    /// Read-only stores: when a pull last looked for new queues (µs since `opened`).
+    last_follow_us: AtomicU64,
+    opened: Instant,
 }
+
+/// Damaged records remembered for "log once"; beyond this many, new ones are
+/// still logged but no longer remembered.
+const DAMAGE_LOG_MEMORY: usize = 65_536;
+
+/// Read-only stores: least time between two looks for new queue
+/// directories made by pulls of an unknown queue.
+const FOLLOW_NEW_QUEUES_EVERY: Duration = Duration::from_millis(5);
 
 fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
     let files = list_segment_files(&opts.commit_log_dir)?;
@@ -259,6 +278,9 @@ impl Store {
             closed: AtomicBool::new(false),
             poisoned,
             prefaulter: Mutex::new(prefaulter),
+            damage_logged: Mutex::new(FxHashSet::default()),
+            last_follow_us: AtomicU64::new(0),
+            opened: Instant::now(),
         })
     }
 
@@ -647,15 +669,89 @@ impl Store {
     ) -> Result<GetResult> {
         self.check_open()?;
         let filter = tags.and_then(TagFilter::new);
-        let cq = self.cqs.get(topic, queue_id);
-        Ok(get_message(
+        let mut cq = self.cqs.get(topic, queue_id);
+        let follow = self.opts.read_only;
+        if follow && cq.as_ref().map_or(true, |q| offset >= q.max_offset_in_queue()) {
+            cq = self.follow_queue(topic, queue_id, cq)?;
+        }
+        let r = get_message(
             &self.commitlog,
             cq.as_ref(),
             offset,
             max_msgs,
             filter.as_ref(),
             &self.limits,
-        ))
+            follow,
+        );
+        if !r.damaged.is_empty() {
+            self.log_damage(topic, queue_id, &r.damaged);
+        }
+        Ok(r)
+    }
+
+    /// Read-only stores: a pull that reached the end of what this process
+    /// knows of a queue first picks up what the writer appended to it (a
+    /// queue unknown here: new queue directories, at most every 5 ms).
+    fn follow_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        cq: Option<Arc<ConsumeQueue>>,
+    ) -> Result<Option<Arc<ConsumeQueue>>> {
+        if let Some(q) = cq {
+            let before = q.max_offset_in_queue();
+            if q.refresh()? != before {
+                self.dispatcher.bump_seq();
+            }
+            return Ok(Some(q));
+        }
+        let now = self.opened.elapsed().as_micros() as u64;
+        let last = self.last_follow_us.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= FOLLOW_NEW_QUEUES_EVERY.as_micros() as u64
+            && self
+                .last_follow_us
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.refresh()?;
+        }
+        Ok(self.cqs.get(topic, queue_id))
+    }
+
+    /// Logs each damaged record a pull skipped, once per record.
+    fn log_damage(&self, topic: &str, queue_id: i32, damaged: &[Damage]) {
+        let mut seen = self.damage_logged.lock();
+        for d in damaged {
+            if seen.contains(&d.phy_offset) {
+                continue;
+            }
+            if seen.len() < DAMAGE_LOG_MEMORY {
+                seen.insert(d.phy_offset);
+            }
+            let file = d
+                .path
+                .as_ref()
+                .map_or_else(|| "no CommitLog file".to_owned(), |p| p.display().to_string());
+            log::warn!(
+                "skipped a damaged message of {topic}/{queue_id} at queue offset {}: \
+                 {} ({file}, CommitLog offset {})",
+                d.queue_offset,
+                d.reason,
+                d.phy_offset
+            );
+        }
+    }
+
+    /// The message whose record starts at CommitLog offset `phy`; `None`
+    /// when no record starts there. A damaged record (body CRC, size
+    /// fields) is an error naming its file and offset, never a message.
+    pub fn look_message_by_offset(&self, phy: u64) -> Result<Option<(RecordView, Vec<u8>)>> {
+        self.check_open()?;
+        match self.commitlog.read_checked(phy) {
+            RecordRead::Found(v, raw) => Ok(Some((v, raw))),
+            RecordRead::Damaged { path, reason } => Err(StoreError::corrupted(path, phy, reason)),
+            RecordRead::NoFile | RecordRead::NotYet | RecordRead::NoRecord => Ok(None),
+        }
     }
 
     /// Messages carrying `key` in `[begin, end]`, ascending by offset, hash
@@ -691,10 +787,16 @@ impl Store {
                 if out.iter().any(|(v, _)| v.physical_offset == off as i64) {
                     continue;
                 }
-                if let Some((v, raw)) = self.commitlog.read_record(off) {
-                    if carries_key(&v, &raw, topic, key) {
-                        out.push((v, raw));
+                match self.commitlog.read_checked(off) {
+                    RecordRead::Found(v, raw) => {
+                        if carries_key(&v, &raw, topic, key) {
+                            out.push((v, raw));
+                        }
                     }
+                    RecordRead::Damaged { path, reason } => {
+                        return Err(StoreError::corrupted(path, off, reason));
+                    }
+                    RecordRead::NoFile | RecordRead::NotYet | RecordRead::NoRecord => {}
                 }
             }
             if !out.is_empty() || r.phy_offsets.is_empty() {
@@ -726,12 +828,14 @@ impl Store {
         if !self.opts.read_only {
             return Ok(false);
         }
-        self.commitlog.refresh()?;
+        let log_moved = self.commitlog.refresh()?;
         if let Some(i) = &self.index {
             i.refresh()?;
         }
         let changed = self.cqs.refresh()?;
-        if changed {
+        // The CommitLog moving alone also wakes waiters: a pull that stopped
+        // before a unit whose CommitLog file was not adopted yet retries.
+        if changed || log_moved {
             self.dispatcher.bump_seq();
         }
         Ok(changed)
