@@ -67,13 +67,13 @@ def check_every_read(store: MessageStore, acked: list[PutResult]) -> None:
     # By offset and by id: an error naming file and offset.
     for i in VICTIMS:
         r = acked[i]
-        for look in (
-            lambda: store.look_message_by_offset(r.wrote_offset),
-            lambda: store.look_message_by_id(r.msg_id),
-            lambda: store.query_message("topic", f"key{i}"),
+        for look, arg in (
+            (store.look_message_by_offset, r.wrote_offset),
+            (store.look_message_by_id, r.msg_id),
+            (lambda key: store.query_message("topic", key), f"key{i}"),
         ):
             with pytest.raises(CorruptedError) as ei:
-                look()
+                look(arg)
             assert segment_name(r) in str(ei.value), str(ei.value)
             assert f"offset {r.wrote_offset}" in str(ei.value), str(ei.value)
     for i in (0, 4, 69, 72, 299, N - 1):

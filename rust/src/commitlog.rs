@@ -542,7 +542,6 @@ impl CommitLog {
         }
     }
 
-
     /// The store timestamp of the record at `phy`, if one is there.
     pub fn store_timestamp_at(&self, phy: i64) -> Option<i64> {
         let phy = u64::try_from(phy).ok()?;

@@ -291,7 +291,9 @@ pub fn get_message(
                     && find_property(&raw[view.properties.clone()], "INNER_MULTI_DISPATCH")
                         .is_none()
                 {
-                    let path = commitlog.file_for(u.phy_offset as u64).map(|f| f.path().into());
+                    let path = commitlog
+                        .file_for(u.phy_offset as u64)
+                        .map(|f| f.path().into());
                     Err((path, "the record there is another queue's message"))
                 } else {
                     Ok((view, raw))
@@ -385,9 +387,7 @@ fn read_unit(
                     .last_file()
                     .map(|f| f.file_from_offset() + 2 * f.file_size() as u64)
                     .unwrap_or(0);
-                if follow && at < next_end {
-                    Err(Unreadable::Later)
-                } else if commitlog.min_offset() < 0 && follow {
+                if follow && (at < next_end || commitlog.min_offset() < 0) {
                     Err(Unreadable::Later)
                 } else {
                     Err(Unreadable::Damaged(

@@ -671,7 +671,11 @@ impl Store {
         let filter = tags.and_then(TagFilter::new);
         let mut cq = self.cqs.get(topic, queue_id);
         let follow = self.opts.read_only;
-        if follow && cq.as_ref().map_or(true, |q| offset >= q.max_offset_in_queue()) {
+        if follow
+            && cq
+                .as_ref()
+                .map_or(true, |q| offset >= q.max_offset_in_queue())
+        {
             cq = self.follow_queue(topic, queue_id, cq)?;
         }
         let r = get_message(
@@ -699,9 +703,11 @@ impl Store {
         cq: Option<Arc<ConsumeQueue>>,
     ) -> Result<Option<Arc<ConsumeQueue>>> {
         if let Some(q) = cq {
-            let before = q.max_offset_in_queue();
-            if q.refresh()? != before {
-                self.dispatcher.bump_seq();
+            if q.may_have_grown() {
+                let before = q.max_offset_in_queue();
+                if q.refresh()? != before {
+                    self.dispatcher.bump_seq();
+                }
             }
             return Ok(Some(q));
         }
@@ -728,10 +734,10 @@ impl Store {
             if seen.len() < DAMAGE_LOG_MEMORY {
                 seen.insert(d.phy_offset);
             }
-            let file = d
-                .path
-                .as_ref()
-                .map_or_else(|| "no CommitLog file".to_owned(), |p| p.display().to_string());
+            let file = d.path.as_ref().map_or_else(
+                || "no CommitLog file".to_owned(),
+                |p| p.display().to_string(),
+            );
             log::warn!(
                 "skipped a damaged message of {topic}/{queue_id} at queue offset {}: \
                  {} ({file}, CommitLog offset {})",
