@@ -468,7 +468,7 @@ impl PyStore {
                 return Ok(None);
             }
             let store = &self.store;
-            let r = nogil(py, || Ok(store.commitlog().read_record(off as u64)))?;
+            let r = nogil(py, || store.look_message_by_offset(off as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view })
                 .filter(|m| m.view.store_host == host))
         })
