@@ -25,6 +25,7 @@ pub mod message;
 pub mod ratelog;
 pub mod reader;
 pub mod store;
+pub mod verify;
 
 #[cfg(feature = "python")]
 pub mod python;
