@@ -9,7 +9,8 @@ Subcommands:
     Segment sizes, files, offsets, how the last writer stopped, checkpoint
     times, recovery report, and every topic and queue with its min/max offsets.
 ``verify PATH``
-    Walk every CommitLog record with CRC checks; exit 1 if anything is wrong.
+    Check every CommitLog record (with its CRC), every ConsumeQueue unit and
+    every index entry; exit 1 if anything is wrong.
 ``repair PATH``
     Open the store for writing, skipping damaged records in durable data
     (which a normal open refuses) and remembering them; print what was skipped.
@@ -46,16 +47,13 @@ import datetime as dt
 import heapq
 import json
 import logging
-import mmap
 import os
 import random
 import shutil
-import struct
 import sys
 import tempfile
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -81,7 +79,7 @@ from rich.text import Text
 
 from rocketstore import __version__, _native
 from rocketstore.config import FlushDiskType, StoreConfig
-from rocketstore.errors import CorruptedError, StoreError
+from rocketstore.errors import StoreError
 from rocketstore.message import GetMessageResult, GetStatus, Message, MessageExt, PutStatus
 from rocketstore.store import MessageStore, RecoveryReport
 
@@ -92,9 +90,6 @@ EXIT_PROBLEM: Final = 1
 #: The command could not run.
 EXIT_ERROR: Final = 2
 
-_BLANK_MAGIC_CODE: Final = 0xCBD43194
-_MESSAGE_MAGIC_CODES: Final = frozenset({0xDAA320A7, 0xDAA320AB})
-_BODY_CRC_MASK: Final = 0x7FFFFFFF
 _SEGMENT_NAME_DIGITS: Final = 20
 # Progress is advanced in steps this size, so the bar never dominates a fast loop.
 _PROGRESS_STEP: Final = 256
@@ -103,11 +98,6 @@ _PROGRESS_STEP: Final = 256
 _CLI_GROUP: Final = "rocketstore-cli"
 # Messages asked of the store per get_message call (RocketMQ's pull batch).
 _PULL_BATCH: Final = 32
-# Index file layout (SPEC §3): header, 4-byte hash slots, 20-byte entries.
-_INDEX_HEADER_SIZE: Final = 40
-_INDEX_SLOT_SIZE: Final = 4
-_INDEX_ENTRY_SIZE: Final = 20
-_DEFAULT_HASH_SLOT_NUM: Final = 5_000_000
 _DEFAULT_INDEX_NUM: Final = 20_000_000
 _CQ_UNIT: Final = 20  # bytes per ConsumeQueue entry
 _BODY_PREVIEW: Final = 60
@@ -630,86 +620,20 @@ def _index_files(store_path: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.name.isdigit() and p.is_file())
 
 
-def _index_file_geometry(path: Path) -> tuple[int, int] | None:
-    """Work out ``(max_hash_slot_num, max_index_num)`` from one index file's content.
-
-    The header holds the entry count ``c`` and the CommitLog offset of the
-    last key; that key's entry (number ``c - 1``) holds the same offset, and
-    its hash slot points back at it. Every occurrence of the offset's bytes is
-    tried as that entry; None if the file holds fewer than one key or nothing
-    fits.
-    """
-    size = path.stat().st_size
-    if size <= _INDEX_HEADER_SIZE:
-        return None
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        end_phy = mm[24:32]
-        count = int.from_bytes(mm[36:40], "big", signed=True)
-        if count < 2 or end_phy == bytes(8):
-            return None
-        last = count - 1
-        at = mm.find(end_phy, _INDEX_HEADER_SIZE)
-        while at >= 0:
-            entry = at - 4
-            slots_bytes = entry - _INDEX_HEADER_SIZE - last * _INDEX_ENTRY_SIZE
-            if slots_bytes > 0 and slots_bytes % _INDEX_SLOT_SIZE == 0:
-                slots = slots_bytes // _INDEX_SLOT_SIZE
-                rest = size - _INDEX_HEADER_SIZE - slots_bytes
-                if rest % _INDEX_ENTRY_SIZE == 0 and rest // _INDEX_ENTRY_SIZE >= count:
-                    key_hash = int.from_bytes(mm[entry:entry + 4], "big", signed=True)
-                    first = _INDEX_HEADER_SIZE + slots_bytes
-                    slot = _INDEX_HEADER_SIZE + (key_hash % slots) * _INDEX_SLOT_SIZE
-                    if (key_hash >= 0 and mm[first:first + _INDEX_ENTRY_SIZE]
-                            == bytes(_INDEX_ENTRY_SIZE)
-                            and int.from_bytes(mm[slot:slot + 4], "big") == last):
-                        return slots, rest // _INDEX_ENTRY_SIZE
-            at = mm.find(end_phy, at + 1)
-    return None
-
-
 def _index_geometry(store_path: Path, slots: int | None,
                     num: int | None) -> dict[str, int]:
     """Index geometry options for opening ``store_path`` so that key queries work.
 
-    Explicit values win; otherwise the default geometry if the files have its
-    size, else what the files' content shows (see :func:`_index_file_geometry`).
+    Explicit values win; a missing one is what the engine reads from the
+    index files' size and content (:func:`rocketstore._native.index_geometry`).
     Returns the options to pass to :class:`StoreConfig` (empty: defaults).
     """
+    found_slots, found_num = _native.index_geometry(str(store_path), slots, num)
     options: dict[str, int] = {}
-    if slots is not None:
-        options["max_hash_slot_num"] = slots
-    if num is not None:
-        options["max_index_num"] = num
-    if len(options) == 2:
-        return options
-    files = _index_files(store_path)
-    if not files:
-        return options
-    sizes = [p.stat().st_size for p in files]
-    size = max(sizes)
-
-    def file_size(s: int, n: int) -> int:
-        return _INDEX_HEADER_SIZE + s * _INDEX_SLOT_SIZE + n * _INDEX_ENTRY_SIZE
-
-    rest = size - _INDEX_HEADER_SIZE
-    if slots is not None:  # the other one follows from the size
-        n, r = divmod(rest - slots * _INDEX_SLOT_SIZE, _INDEX_ENTRY_SIZE)
-        return {**options, "max_index_num": n} if r == 0 and n >= 2 else options
-    if num is not None:
-        s, r = divmod(rest - num * _INDEX_ENTRY_SIZE, _INDEX_SLOT_SIZE)
-        return {**options, "max_hash_slot_num": s} if r == 0 and s >= 1 else options
-    if size == file_size(_DEFAULT_HASH_SLOT_NUM, _DEFAULT_INDEX_NUM):
-        return options
-    for path, file_len in zip(files, sizes, strict=True):
-        if file_len != size:
-            continue
-        found = _index_file_geometry(path)
-        if found is not None:
-            return {"max_hash_slot_num": found[0], "max_index_num": found[1]}
-    # No key in any file: any geometry of the right size reads them (as empty).
-    s, r = divmod(rest, _INDEX_SLOT_SIZE + 4 * _INDEX_ENTRY_SIZE)  # RocketMQ's 1:4 ratio
-    if r == 0 and s >= 1:
-        return {"max_hash_slot_num": s, "max_index_num": 4 * s}
+    if found_slots is not None:
+        options["max_hash_slot_num"] = found_slots
+    if found_num is not None:
+        options["max_index_num"] = found_num
     return options
 
 
@@ -732,37 +656,13 @@ def _with_index_options(f: Callable[..., Any]) -> Callable[..., Any]:
 # -- info ---------------------------------------------------------------------------
 
 
-_FLOCK: Final = "@hhqqi4x"  # struct flock on 64-bit Linux
-
-
 def _writer_running(store_path: Path) -> bool | None:
     """Whether a writer holds the store's lock (None if that cannot be told).
 
-    Asks with ``F_OFD_GETLK``, which reports a conflicting lock without
-    taking one, so a writer starting at the same moment is never disturbed.
+    The engine asks without taking the lock, so a writer starting at the
+    same moment is never disturbed.
     """
-    lock = store_path / "lock"
-    if not lock.exists():
-        return False
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not a POSIX system
-        return None
-    cmd = getattr(fcntl, "F_OFD_GETLK", None)
-    if cmd is None or not sys.platform.startswith("linux") or sys.maxsize < 2**32:
-        return None
-    try:
-        fd = os.open(lock, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        query = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
-        answer = fcntl.fcntl(fd, cmd, query)
-        return bool(struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return _native.writer_running(str(store_path))
 
 
 def _queue_rows(store: MessageStore, progress: Progress) -> list[dict[str, Any]]:
@@ -929,71 +829,6 @@ def _file_summary(files: list[str], shown: int = 6) -> str:
 # -- verify -------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(slots=True)
-class _Walk:
-    records: int = 0
-    bytes: int = 0
-    problems: dict[int, list[str]] = dataclasses.field(default_factory=dict)
-
-    def problem(self, offset: int, text: str) -> None:
-        self.problems.setdefault(offset, []).append(text)
-
-
-def _record_size(store: MessageStore, segment_size: int, offset: int) -> int:
-    """TOTALSIZE of the record at ``offset`` as stored (0 if unreadable)."""
-    name = f"{offset - offset % segment_size:0{_SEGMENT_NAME_DIGITS}d}"
-    try:
-        with open(store.config.commit_log_dir / name, "rb") as f:
-            f.seek(offset % segment_size)
-            head = f.read(4)
-    except OSError:
-        return 0
-    return int.from_bytes(head, "big", signed=True) if len(head) == 4 else 0
-
-
-def _peek(store: MessageStore, segment_size: int, offset: int) -> str | None:
-    """Why no record could be read at ``offset``; None for an end-of-file blank."""
-    name = f"{offset - offset % segment_size:0{_SEGMENT_NAME_DIGITS}d}"
-    path = store.config.commit_log_dir / name
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset % segment_size)
-            head = f.read(8)
-    except FileNotFoundError:
-        return f"segment file {name} is missing"
-    if len(head) < 8:
-        return f"segment file {name} ends early"
-    size = int.from_bytes(head[:4], "big", signed=True)
-    magic = int.from_bytes(head[4:], "big")
-    if magic == _BLANK_MAGIC_CODE:
-        return None
-    if magic in _MESSAGE_MAGIC_CODES:
-        return f"record of {size} bytes does not decode (bad length or fields)"
-    return f"neither a record nor an end-of-file blank (bytes {head.hex()})"
-
-
-_COMPRESSED: Final = 0x1
-_COMPRESSION_TYPE_MASK: Final = 0x700
-_ZLIB_TYPES: Final = (0, 3)  # compression types this build inflates
-
-
-def _body_problem(m: MessageExt) -> str | None:
-    """Why a body flagged compressed cannot be read, or None.
-
-    Only zlib bodies are checked: a type this build does not inflate (LZ4,
-    ZSTD, written by RocketMQ 5) is not a damaged record.
-    """
-    if not m.sys_flag & _COMPRESSED:
-        return None
-    if (m.sys_flag & _COMPRESSION_TYPE_MASK) >> 8 not in _ZLIB_TYPES:
-        return None
-    try:
-        m.body  # noqa: B018 - inflates the body
-    except ValueError as exc:
-        return f"body flagged compressed (sys_flag 0x1) {_one_line(str(exc))}"
-    return None
-
-
 def _where(m: MessageExt) -> str:
     return f"{m.topic}/{m.queue_id}@{m.queue_offset} (offset {m.commit_log_offset})"
 
@@ -1017,46 +852,25 @@ def _warn_skipped(m: MessageExt, exc: Exception) -> None:
                     markup=False, highlight=False, soft_wrap=True)
 
 
-def _walk(store: MessageStore, start: int, end: int, segment_size: int,
-          advance: Callable[[int], None]) -> _Walk:
-    """Read every record in ``[start, end)`` by offset, checking body CRCs."""
-    walk = _Walk()
-    offset = start
-    while offset < end:
-        try:
-            m = store.look_message_by_offset(offset)
-        except CorruptedError as exc:
-            # Reads refuse a damaged record; a body that fails its CRC still
-            # has a sound size, so the walk goes on behind it.
-            size = _record_size(store, segment_size, offset)
-            if "body CRC mismatch" in str(exc) and size > 0:
-                walk.problem(offset, "body CRC mismatch")
-                walk.records += 1
-                walk.bytes += size
-                advance(size)
-                offset += size
-                continue
-            m = None
-        if m is None or m.store_size <= 0:
-            why = _peek(store, segment_size, offset)
-            if why is not None:
-                walk.problem(offset, why)
-            nxt = offset + segment_size - offset % segment_size
-            advance(min(nxt, end) - offset)
-            offset = nxt
-            continue
-        if m.commit_log_offset != offset:
-            walk.problem(offset, f"PHYSICALOFFSET field says {m.commit_log_offset}")
-        crc = zlib.crc32(m.stored_body) & _BODY_CRC_MASK
-        if crc != m.body_crc:
-            walk.problem(offset, f"body CRC mismatch (stored {m.body_crc}, computed {crc})")
-        elif (why := _body_problem(m)) is not None:
-            walk.problem(offset, why)
-        walk.records += 1
-        walk.bytes += m.store_size
-        advance(m.store_size)
-        offset += m.store_size
-    return walk
+def _run_verifier(path: Path, store: MessageStore, start: int,
+                  end: int) -> _native.VerifyReport:
+    """The engine's whole-store check, on a worker thread (it runs without
+    the GIL) while this one draws its progress."""
+    counter = _native.VerifyProgress()
+    cfg = store.config
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(_native.verify_store, str(path), _segment_size(store), start, end,
+                             cfg.max_hash_slot_num, cfg.max_index_num, counter)
+        with _progress(_stderr(), byte_counts=True) as progress:
+            task = progress.add_task("verifying", total=max(end - start, 0))
+            while True:
+                try:
+                    result = future.result(timeout=0.1)
+                except TimeoutError:
+                    progress.update(task, completed=counter.done)
+                    continue
+                progress.update(task, completed=counter.done)
+                return result
 
 
 @main.command()
@@ -1064,54 +878,50 @@ def _walk(store: MessageStore, start: int, end: int, segment_size: int,
 @_json_flag
 @click.pass_context
 def verify(ctx: click.Context, path: Path, as_json: bool) -> None:
-    """Check every CommitLog record of the store at PATH (exit 1 on a problem).
+    """Check the whole store at PATH (exit 1 on a problem).
 
-    Recovery is run read-only with body CRC checks, then every record is read
-    by offset from the first file to the end of the data, checking its body
-    CRC and physical offset; records behind a body that fails its CRC are
-    checked too, and a body flagged compressed must inflate. A record whose
-    structure is damaged ends what can be read. Exits 2 if PATH is not a store.
+    Recovery is run read-only with body CRC checks; then the engine checks
+    every CommitLog record from the first file to the end of the data (the
+    record rules of recovery and its body CRC; a body flagged compressed
+    must inflate; the scan goes on behind a damaged record), every
+    ConsumeQueue unit (it must point at a record of its topic, queue, queue
+    offset and size) and every index entry (it must point at a record
+    carrying a key of its hash). Exits 2 if PATH is not a store.
     """
-    with _open_read_only(path, check_crc=True) as store:
-        report = store.recovery_report
-    # The walk opens without CRC checks, so that a bad body does not hide the
-    # records behind it; it checks every CRC itself.
-    with _open_read_only(path, check_crc=False) as store:
+    geometry: dict[str, Any] = dict(_index_geometry(path, None, None))
+    with _open_read_only(path, check_crc=True, **geometry) as store:
         segment_size = _segment_size(store)
-        walk_report = store.recovery_report
+        report = store.recovery_report
         start = max(store.min_phy_offset, 0)
         end = store.max_phy_offset
-        if walk_report is not None:
+        if report is not None:
             # The store reads no further than its recovered end; where the
             # scan stopped early, everything behind it is reported below.
-            end = (walk_report.end_offset if walk_report.stop_reason
-                   else max(end, walk_report.end_offset))
-        with _progress(_stderr(), byte_counts=True) as progress:
-            task = progress.add_task("verifying", total=max(end - start, 0))
-
-            def advance(n: int) -> None:
-                progress.advance(task, n)
-
-            walk = _walk(store, start, end, segment_size, advance)
+            end = report.end_offset if report.stop_reason else max(end, report.end_offset)
+        checked = _run_verifier(path, store, start, end)
         files = _segment_files(store)
-    for rep in (report, walk_report):
-        if rep is not None and rep.stop_reason:
-            text = f"recovery stopped: {rep.stop_reason}"
-            if text not in walk.problems.get(rep.end_offset, []):
-                walk.problem(rep.end_offset, text)
-    if walk_report is not None and walk_report.stop_reason:
-        later = sum(1 for name in files if int(name) > walk_report.end_offset)
-        walk.problem(walk_report.end_offset,
-                     "the rest of the CommitLog cannot be read and was not checked"
-                     + (f" ({later} later segment file(s))" if later else ""))
+    found: dict[int | None, list[str]] = {}
+    for off, text in checked.problems:
+        found.setdefault(off, []).append(text)
+    if report is not None and report.stop_reason:
+        found.setdefault(report.end_offset, []).append(
+            f"recovery stopped: {report.stop_reason}")
+        later = sum(1 for name in files if int(name) > report.end_offset)
+        found[report.end_offset].append(
+            "the rest of the CommitLog cannot be read and was not checked"
+            + (f" ({later} later segment file(s))" if later else ""))
     problems = [{"offset": off, "problem": "; ".join(texts)}
-                for off, texts in sorted(walk.problems.items())]
+                for off, texts in sorted(found.items(),
+                                         key=lambda kv: (kv[0] is not None, kv[0] or 0))]
     ok = not problems
     data: dict[str, Any] = {
         "path": str(path),
         "ok": ok,
-        "records": walk.records,
-        "bytes": walk.bytes,
+        "records": checked.records,
+        "bytes": checked.bytes,
+        "consume_queue_units": checked.cq_units,
+        "index_entries": checked.index_entries,
+        "not_checked": checked.not_checked,
         "start_offset": start,
         "end_offset": end,
         "segments": len(files),
@@ -1123,9 +933,12 @@ def verify(ctx: click.Context, path: Path, as_json: bool) -> None:
         _print_json(data)
     else:
         out = _stdout()
-        scanned = f"{walk.records:,} records, {walk.bytes:,} bytes in {len(files)} segment(s)"
+        scanned = (f"{checked.records:,} records, {checked.bytes:,} bytes in {len(files)} "
+                   f"segment(s); {checked.cq_units:,} queue units and "
+                   f"{checked.index_entries:,} index entries checked")
         for p in problems:
-            out.print(Text(f"offset {p['offset']}: {p['problem']}", style="red"), soft_wrap=True)
+            where = "" if p["offset"] is None else f"offset {p['offset']}: "
+            out.print(Text(f"{where}{p['problem']}", style="red"), soft_wrap=True)
         if ok:
             out.print(Text(f"OK: {scanned}", style="green"), soft_wrap=True)
         else:
