@@ -31,8 +31,7 @@ use memmap2::Mmap;
 use crate::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 use crate::error::{Result, StoreError};
 use crate::index_file::{
-    build_key, index_key_hash, DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, HASH_SLOT_SIZE,
-    INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
+    DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
 };
 use crate::message::{
     body_crc, compressed_body_problem, iter_properties, parse_valid_record, sysflag, Parsed,
@@ -177,12 +176,39 @@ pub fn verify_store(
     }
     let end = end.max(start);
     let log = CommitLog::open(root, segment, start, end)?;
-    let mut report = VerifyReport::default();
-    scan_commit_log(&log, &mut report, progress);
-    check_consume_queues(root, &log, &mut report)?;
-    check_index(root, &log, hash_slot_num, index_num, &mut report)?;
+    // The three checks read the same maps and are independent: they run
+    // side by side, and their findings are joined in order.
+    let (mut report, cq, index) = std::thread::scope(|s| {
+        let cq = s.spawn(|| {
+            let mut r = VerifyReport::default();
+            check_consume_queues(root, &log, &mut r).map(|()| r)
+        });
+        let index = s.spawn(|| {
+            let mut r = VerifyReport::default();
+            check_index(root, &log, hash_slot_num, index_num, &mut r).map(|()| r)
+        });
+        let mut r = VerifyReport::default();
+        scan_commit_log(&log, &mut r, progress);
+        (r, join_check(cq), join_check(index))
+    });
+    for part in [cq?, index?] {
+        report.cq_units += part.cq_units;
+        report.index_entries += part.index_entries;
+        report.not_checked += part.not_checked;
+        report.problems.extend(part.problems);
+    }
     progress.store(end - start, Ordering::Relaxed);
     Ok(report)
+}
+
+fn join_check(
+    handle: std::thread::ScopedJoinHandle<'_, Result<VerifyReport>>,
+) -> Result<VerifyReport> {
+    handle.join().unwrap_or_else(|_| {
+        Err(StoreError::InvalidArgument(
+            "a verification thread panicked (a bug: please report it)".into(),
+        ))
+    })
 }
 
 fn scan_commit_log(log: &CommitLog, report: &mut VerifyReport, progress: &AtomicU64) {
@@ -462,11 +488,11 @@ fn record_has_key_hash(v: &RecordView, rec: &[u8], hash: i32) -> bool {
             continue;
         };
         match name {
-            b"UNIQ_KEY" if index_key_hash(&build_key(topic, value)) == hash => return true,
+            b"UNIQ_KEY" if key_hash(topic, value) == hash => return true,
             b"KEYS" if !keys_seen => {
                 keys_seen = true;
                 for k in value.split(' ').filter(|k| !k.is_empty()) {
-                    if index_key_hash(&build_key(topic, k)) == hash {
+                    if key_hash(topic, k) == hash {
                         return true;
                     }
                 }
@@ -475,6 +501,22 @@ fn record_has_key_hash(v: &RecordView, rec: &[u8], hash: i32) -> bool {
         }
     }
     false
+}
+
+/// [`index_key_hash`] of [`build_key`]`(topic, key)`, without building
+/// the key.
+fn key_hash(topic: &str, key: &str) -> i32 {
+    let h = topic
+        .encode_utf16()
+        .chain(std::iter::once(u16::from(b'#')))
+        .chain(key.encode_utf16())
+        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)));
+    let h = h.wrapping_abs();
+    if h < 0 {
+        0
+    } else {
+        h
+    }
 }
 
 fn be_i32(b: &[u8], at: usize) -> Option<i32> {
@@ -640,10 +682,18 @@ pub fn writer_running(root: &Path) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index_file::{build_key, index_key_hash};
 
     #[test]
     fn geometry_of_a_file_without_keys_is_unknown() {
         assert_eq!(index_file_geometry(&[0u8; 100]), None);
+    }
+
+    #[test]
+    fn key_hash_is_the_index_hash_of_the_built_key() {
+        for (t, k) in [("orders", "key-1"), ("t", ""), ("é", "ключ"), ("a", "b c")] {
+            assert_eq!(key_hash(t, k), index_key_hash(&build_key(t, k)));
+        }
     }
 
     #[test]
