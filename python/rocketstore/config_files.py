@@ -216,7 +216,8 @@ class ConsumerOffsets:
     are ignored on read and not written. All methods are thread-safe.
 
     >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "config", "consumerOffset.json")
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, "config", "consumerOffset.json")
     >>> offsets = ConsumerOffsets.load(path)          # no file yet: empty
     >>> offsets.query("groupA", "TopicTest", 0)
     -1
@@ -225,6 +226,7 @@ class ConsumerOffsets:
     (True, False)
     >>> ConsumerOffsets.load(path).query("groupA", "TopicTest", 0)
     12
+    >>> tmp.cleanup()
     """
 
     FILE_NAME = "consumerOffset.json"
@@ -416,12 +418,14 @@ class TopicConfigs:
     ``dataVersion.timestamp``; injectable for tests).
 
     >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "topics.json")
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, "topics.json")
     >>> topics = TopicConfigs.load(path, clock=lambda: 1700000000000)
     >>> topics.ensure("TopicTest", 3), topics.ensure("TopicTest", 3)
     (True, False)
     >>> topics.topics()["TopicTest"]["writeQueueNums"], topics.data_version
     (16, {'counter': 1, 'timestamp': 1700000000000})
+    >>> tmp.cleanup()
     """
 
     FILE_NAME = "topics.json"

@@ -115,10 +115,14 @@ class MessageStore:
     disk before :meth:`start`.
 
     >>> import tempfile
-    >>> store = MessageStore(tempfile.mkdtemp()).start()
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> cfg = StoreConfig(store_path=tmp.name, mapped_file_size_commit_log=64 * 1024,
+    ...                   max_hash_slot_num=64, max_index_num=256)  # small files
+    >>> store = MessageStore(cfg).start()
     >>> store.put("orders", b"x").queue_offset
     0
     >>> store.shutdown()
+    >>> tmp.cleanup()
     """
 
     def __init__(
