@@ -255,7 +255,7 @@ def test_kill9_mid_batch_sync_flush(tmp_path: Path, seed: int) -> None:
         start, acks, stderr = _run_writer(path, seed * 10 + round_, 0.4 + 0.3 * seed)
         assert start >= acked, "acknowledged messages were lost by a reopen"
         assert acks, f"no batch acknowledged before the kill\n{stderr}"
-        for first, n, qoff, flushed, last in acks:
+        for first, _n, qoff, flushed, last in acks:
             assert qoff == first
             assert flushed > last, "acknowledged under SYNC_FLUSH before it was flushed"
         acked = acks[-1][0] + acks[-1][1]
