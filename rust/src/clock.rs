@@ -100,11 +100,17 @@ mod tests {
             let before = system_now_ms();
             let cached = c.now_ms();
             assert!(cached >= prev, "cached clock went backwards");
-            assert!(cached <= system_now_ms(), "cached clock ahead of the system clock");
+            assert!(
+                cached <= system_now_ms(),
+                "cached clock ahead of the system clock"
+            );
             prev = cached;
             // Lag is bounded only while the thread gets CPU: just check it
             // moves with the real clock, not a fixed latency.
-            assert!(before - cached < 1000, "cached clock stopped ({before} vs {cached})");
+            assert!(
+                before - cached < 1000,
+                "cached clock stopped ({before} vs {cached})"
+            );
         }
     }
 }

@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::buffer::PyBuffer;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use std::time::{Duration, Instant};
@@ -74,9 +74,7 @@ fn per_message<'py>(
     let v: Vec<Bound<'py, PyAny>> = seq
         .try_iter()
         .map_err(|_| {
-            PyTypeError::new_err(format!(
-                "{what} must be a sequence with one item per body"
-            ))
+            PyTypeError::new_err(format!("{what} must be a sequence with one item per body"))
         })?
         .collect::<PyResult<_>>()?;
     if v.len() != n {
@@ -413,7 +411,9 @@ impl PyStore {
             }
             let items: Vec<Bound<'_, PyAny>> = bodies
                 .try_iter()
-                .map_err(|_| PyTypeError::new_err("bodies must be a sequence of bytes-like objects"))?
+                .map_err(|_| {
+                    PyTypeError::new_err("bodies must be a sequence of bytes-like objects")
+                })?
                 .collect::<PyResult<_>>()?;
             let n = items.len();
             // Bodies are borrowed, not copied: bytes directly, other
@@ -455,7 +455,9 @@ impl PyStore {
                         // the record's CRC is computed over the copied bytes,
                         // so a concurrent change of a mutable buffer cannot
                         // make the record inconsistent.
-                        unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes()) }
+                        unsafe {
+                            std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes())
+                        }
                     }
                 })
                 .collect();
@@ -470,30 +472,46 @@ impl PyStore {
                 for i in 0..n {
                     let k = keys.as_ref().map(|v| &v[i]).filter(|o| !o.is_none());
                     let t = match tags.as_ref().map(|v| &v[i]).filter(|o| !o.is_none()) {
-                        Some(t) => Some(t.downcast::<PyString>().map_err(|_| {
-                            PyTypeError::new_err(format!("tags[{i}] must be a str or None"))
-                        })?.to_cow()?),
+                        Some(t) => Some(
+                            t.downcast::<PyString>()
+                                .map_err(|_| {
+                                    PyTypeError::new_err(format!("tags[{i}] must be a str or None"))
+                                })?
+                                .to_cow()?,
+                        ),
                         None => None,
                     };
                     let p = match properties.as_ref().map(|v| &v[i]).filter(|o| !o.is_none()) {
-                        Some(p) => Some(p.downcast::<PyDict>().map_err(|_| {
-                            PyTypeError::new_err(format!("properties[{i}] must be a dict or None"))
-                        })?.clone()),
+                        Some(p) => Some(
+                            p.downcast::<PyDict>()
+                                .map_err(|_| {
+                                    PyTypeError::new_err(format!(
+                                        "properties[{i}] must be a dict or None"
+                                    ))
+                                })?
+                                .clone(),
+                        ),
                         None => None,
                     };
-                    if let Err(m) = build_properties_into(&mut pb, t.as_deref(), k, p.as_ref(), 0)? {
+                    if let Err(m) = build_properties_into(&mut pb, t.as_deref(), k, p.as_ref(), 0)?
+                    {
                         illegal.get_or_insert_with(|| format!("message {i}: {m}"));
                     }
                     ends.push(pb.len());
                 }
             }
             let born_timestamp = self.now_ms();
-            let result = |o: Result<crate::commitlog::BatchOutcome, crate::commitlog::BatchRefusal>| -> PyResult<PyBatchPutResult> {
+            let result = |o: Result<
+                crate::commitlog::BatchOutcome,
+                crate::commitlog::BatchRefusal,
+            >|
+             -> PyResult<PyBatchPutResult> {
                 let store_host = self.store.options().store_host;
                 Ok(match o {
                     Ok(o) => {
                         let offsets = if return_offsets {
-                            let raw: Vec<u8> = o.offsets.iter().flat_map(|x| x.to_ne_bytes()).collect();
+                            let raw: Vec<u8> =
+                                o.offsets.iter().flat_map(|x| x.to_ne_bytes()).collect();
                             let array = py.import("array")?.getattr("array")?;
                             Some(array.call1(("q", PyBytes::new(py, &raw)))?.unbind())
                         } else {
@@ -501,11 +519,18 @@ impl PyStore {
                         };
                         PyBatchPutResult {
                             status: o.status,
-                            reason: (o.status != PutStatus::PutOk).then(|| format!(
-                                "{:?} after {} of {} messages were written", o.status, o.count, n
-                            )),
+                            reason: (o.status != PutStatus::PutOk).then(|| {
+                                format!(
+                                    "{:?} after {} of {} messages were written",
+                                    o.status, o.count, n
+                                )
+                            }),
                             wrote_offset: o.first_offset,
-                            queue_offset: if o.count > 0 { o.first_queue_offset } else { -1 },
+                            queue_offset: if o.count > 0 {
+                                o.first_queue_offset
+                            } else {
+                                -1
+                            },
                             count: o.count,
                             wrote_bytes: o.bytes,
                             store_timestamp: o.store_timestamp,
@@ -528,18 +553,20 @@ impl PyStore {
             };
             if let Some(m) = illegal {
                 // State errors (closed, read-only) take precedence.
-                self.store.prepare(MessageSpec {
-                    topic: Cow::Borrowed("x"),
-                    queue_id: 0,
-                    flag: 0,
-                    sys_flag: 0,
-                    born_timestamp: 0,
-                    born_host: DEFAULT_BORN_HOST,
-                    reconsume_times: 0,
-                    prepared_transaction_offset: 0,
-                    body: Cow::Borrowed(b""),
-                    properties: Cow::Borrowed(b""),
-                })?.ok();
+                self.store
+                    .prepare(MessageSpec {
+                        topic: Cow::Borrowed("x"),
+                        queue_id: 0,
+                        flag: 0,
+                        sys_flag: 0,
+                        born_timestamp: 0,
+                        born_host: DEFAULT_BORN_HOST,
+                        reconsume_times: 0,
+                        prepared_transaction_offset: 0,
+                        body: Cow::Borrowed(b""),
+                        properties: Cow::Borrowed(b""),
+                    })?
+                    .ok();
                 return result(Err(crate::commitlog::BatchRefusal {
                     status: PutStatus::MessageIllegal,
                     reason: m,
