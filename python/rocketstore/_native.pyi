@@ -7,6 +7,9 @@ from typing import Any, final
 
 from rocketstore.enums import GetStatus, PutStatus
 
+#: A body: any bytes-like object (copied once unless it is ``bytes``).
+_BytesLike = bytes | bytearray | memoryview
+
 __all__ = [
     "BatchPutResult",
     "GetMessageResult",
@@ -30,6 +33,7 @@ __version__: str
 def java_string_hash(s: str) -> int: ...
 def tags_code(tags: str | None) -> int: ...
 def body_crc(data: bytes) -> int: ...
+# Only in builds with the `failpoints` cargo feature (the test install).
 def _set_fail_point(name: str, errno: int) -> bool: ...
 def _set_log_level(level: int) -> None: ...
 def _drain_logs(timeout: float) -> tuple[list[tuple[int, str, str]], int]: ...
@@ -41,7 +45,7 @@ class Message:
     def __new__(
         cls,
         topic: str,
-        body: bytes,
+        body: _BytesLike,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Iterable[str] | str | None = None,
@@ -90,7 +94,9 @@ class PutResult:
     @property
     def store_timestamp(self) -> int: ...
     @property
-    def msg_id(self) -> str | None: ...
+    def msg_id(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
 
 @final
 class BatchPutResult:
@@ -213,7 +219,7 @@ class NativeStore:
     def put(
         self,
         topic: str,
-        body: bytes,
+        body: _BytesLike,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Iterable[str] | str | None = None,
@@ -249,6 +255,7 @@ class NativeStore:
     def commit_log_file_size(self) -> int: ...
     @property
     def poison_reason(self) -> str | None: ...
+    def poison(self, reason: str) -> None: ...
     @property
     def closed(self) -> bool: ...
     def queue_offset_table(self) -> dict[tuple[str, int], int]: ...
@@ -267,7 +274,7 @@ class NativeStore:
         queue_id: int,
         offset: int,
         max_msg_nums: int = 32,
-        tags: list[str] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> GetMessageResult: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
