@@ -288,3 +288,15 @@ def test_store_timestamps_never_trail_the_wall_clock(open_store: Opener) -> None
         assert r.store_timestamp >= prev
         prev = r.store_timestamp
         time.sleep(0.0003)
+
+
+def test_a_batch_is_visible_to_reads_as_soon_as_it_is_acknowledged(open_store: Opener) -> None:
+    store = open_store(**CFG)
+    for round_ in range(5):
+        r = store.put_batch("vis", [b"m%d" % i for i in range(300)], 0)
+        assert r.ok
+        # No flush, no wait: a read right after the put sees the whole batch.
+        got = store.get_message("g", "vis", 0, r.queue_offset, 32)
+        assert [m.queue_offset for m in got.messages] == list(
+            range(r.queue_offset, r.queue_offset + 32)), round_
+        assert store.get_max_offset_in_queue("vis", 0) == r.queue_offset + 300
