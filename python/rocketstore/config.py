@@ -204,6 +204,10 @@ class StoreConfig:
     delete_file_batch_max: int = 10
     #: Whether a disk-full transition is recorded (logged) when it happens.
     disk_fall_recorded: bool = True
+    #: Cap on the CommitLog's data, bytes (our addition, Kafka's ``retention.bytes``):
+    #: the periodic clean round deletes the oldest files, whatever their age, until
+    #: the data fits. None: no cap.
+    max_store_size_bytes: int | None = None
 
     # --- write buffers and warm-up ------------------------------------------
     #: Write through an off-heap buffer pool (effective only with ASYNC_FLUSH, not SLAVE).
@@ -399,6 +403,9 @@ class StoreConfig:
             "max_recovery_commitlog_files",
         ):
             _in_range(name, getattr(self, name), 1, _INT32_MAX)
+
+        if self.max_store_size_bytes is not None:
+            _in_range("max_store_size_bytes", self.max_store_size_bytes, 1, _INT64_MAX)
 
         # index geometry: the file size is a Java int
         _in_range("max_hash_slot_num", self.max_hash_slot_num, 1, _INT32_MAX)
