@@ -315,7 +315,7 @@ def test_reader_holding_a_message_while_its_file_is_deleted(
                 r = store.get_message("g", TOPIC, 0, 0, 32)
                 for m in r.messages:
                     seen.append((m.queue_offset, m.body))
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=reader) for _ in range(2)]
