@@ -265,6 +265,13 @@ impl CommitLog {
         &self.mfq
     }
 
+    /// Drops every file (the store shut down): mappings and descriptors are
+    /// released as soon as no reader holds them; no file is created again.
+    pub fn release(&self) {
+        self.put.lock().current = None;
+        self.mfq.release();
+    }
+
     /// A shared handle on the file queue (for background threads).
     pub fn queue_arc(&self) -> Arc<MappedFileQueue> {
         self.mfq.clone()
