@@ -479,3 +479,24 @@ def test_clean_interval_comes_from_config() -> None:
     r = disk_usage_ratio("/")
     assert 0.0 <= r <= 1.0
     assert disk_usage_ratio("/nonexistent/nowhere") == -1.0
+
+
+def test_pull_between_the_commit_log_and_queue_steps(opened: Callable[..., MessageStore]) -> None:
+    """Units that still point into deleted CommitLog files: MESSAGE_WAS_REMOVING."""
+    store = opened()
+    fill(store, 12)
+    c = store.consumer("audit", TOPIC)
+    # The CommitLog step alone (a round runs the queue step right after it).
+    deleted, first, min_phy = store._n.delete_expired_commit_log(0, 0, 0, True, 5)
+    assert (deleted, first, min_phy) == (5, 0, 5 * SEG)
+    assert store.get_min_offset_in_queue(TOPIC, 0) == 0, "queues not cleaned yet"
+    r = store.get_message("g", TOPIC, 0, 0, 4)
+    assert r.status is GetStatus.MESSAGE_WAS_REMOVING
+    assert r.next_begin_offset == 5, "past the queue file whose records are gone"
+    got = c.poll(timeout=1.0, max_messages=3)
+    assert [m.queue_offset for m in got] == [5, 6, 7]
+    assert c.skipped == 5
+    # The queue step then moves the min offset.
+    assert store._n.delete_expired_queues(min_phy, 0)[0] == 1
+    assert store.get_min_offset_in_queue(TOPIC, 0) == 5
+    c.close()

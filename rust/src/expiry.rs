@@ -216,7 +216,11 @@ mod tests {
         assert_eq!(r.from_offset, 0);
         assert_eq!(r.min_offset, 3 * 256);
         assert!(!held.path().exists(), "unlinked at once");
-        assert_eq!(held.read(0, 191).unwrap(), &before[..], "reader's bytes intact");
+        assert_eq!(
+            held.read(0, 191).unwrap(),
+            &before[..],
+            "reader's bytes intact"
+        );
         let r = delete_expired_commit_log(&cl, 0, 0, Duration::ZERO, true, 100).unwrap();
         assert_eq!(r.deleted, 4, "immediately: all but the last");
         assert_eq!(cl.queue().len(), 1);

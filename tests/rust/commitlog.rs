@@ -1524,7 +1524,11 @@ fn put_lock_held_past_the_busy_timeout_is_os_page_cache_busy() {
     std::thread::sleep(std::time::Duration::from_millis(250));
     let out = cl.put(spec("t", 0, b"busy", Vec::new())).unwrap();
     assert_eq!(out.status, PutStatus::OsPageCacheBusy, "{:?}", out.reason);
-    assert!(out.reason.as_deref().unwrap().contains("os_page_cache_busy_time_out_mills"));
+    assert!(out
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("os_page_cache_busy_time_out_mills"));
     let batch = cl
         .put_batch([Ok(spec("t", 0, b"busy", Vec::new()))])
         .unwrap();
