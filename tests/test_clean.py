@@ -474,7 +474,7 @@ def test_clean_interval_comes_from_config() -> None:
     from rocketstore.services.clean import CleanService, disk_usage_ratio
 
     cfg = StoreConfig(store_path="/nonexistent", clean_resource_interval=2500)
-    svc = CleanService(None, cfg)  # type: ignore[arg-type]
+    svc = CleanService(lambda: None, cfg)
     assert svc.interval == 2.5
     r = disk_usage_ratio("/")
     assert 0.0 <= r <= 1.0

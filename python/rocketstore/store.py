@@ -227,12 +227,24 @@ class MessageStore:
 
     def _make_services(self) -> list[ServiceThread]:
         """The Python services a writer runs (dispatch runs in the engine)."""
-        self._clean = CleanService(
-            self._n,
-            self._config,
-            offsets=lambda: self._offsets.table(),
-            on_failure=self._service_failed,
-        )
+        # The service refers to the store weakly: a running thread must not
+        # keep a dropped store (and its engine store) alive.
+        ref = weakref.ref(self)
+
+        def native() -> NativeStore | None:
+            store = ref()
+            return None if store is None else store._native
+
+        def offsets() -> dict[str, dict[int, int]]:
+            store = ref()
+            return {} if store is None else store._offsets.table()
+
+        def failed(reason: str) -> None:
+            store = ref()
+            if store is not None:
+                store._service_failed(reason)
+
+        self._clean = CleanService(native, self._config, offsets=offsets, on_failure=failed)
         return [self._clean]
 
     def _service_failed(self, reason: str) -> None:

@@ -1,4 +1,4 @@
-"""The clean (retention) service: deletes expired files (SPEC §10).
+"""The clean (retention) service: deletes expired files (``docs/format.md`` §16).
 
 Every ``clean_resource_interval`` ms one round decides *what* and *when*;
 the engine's steps do the file work with the GIL released:
@@ -81,6 +81,10 @@ def disk_usage_ratio(path: str) -> float:
     return math.ceil(used * 100 / (used + available)) / 100
 
 
+class _StoreGone(Exception):
+    """The store behind the service was dropped or closed."""
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -107,7 +111,9 @@ class CleanService(ServiceThread):
     """Deletes expired CommitLog, ConsumeQueue and index files.
 
     Args:
-        native: The engine store (a writer).
+        native: Returns the engine store (a writer), or None once the store
+            is gone; the service then stops. A callable, not the store, so
+            the service never keeps a dropped store alive.
         config: The store's resolved configuration.
         offsets: Returns the committed consumer offsets
             (``{"topic@group": {queue_id: offset}}``), for the warning about
@@ -123,7 +129,7 @@ class CleanService(ServiceThread):
 
     def __init__(
         self,
-        native: NativeStore,
+        native: Callable[[], NativeStore | None],
         config: StoreConfig,
         *,
         offsets: OffsetTable | None = None,
@@ -132,7 +138,7 @@ class CleanService(ServiceThread):
         on_failure: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(interval=config.clean_resource_interval / 1000, on_failure=on_failure)
-        self._native = native
+        self._get_native = native
         self._config = config
         self._offsets = offsets
         self.clock: Clock = clock or _now_ms
@@ -148,9 +154,18 @@ class CleanService(ServiceThread):
 
     # -- the rounds ---------------------------------------------------------
 
+    @property
+    def _native(self) -> NativeStore:
+        native = self._get_native()
+        if native is None or native.closed:
+            raise _StoreGone
+        return native
+
     def run_once(self) -> None:
         try:
             self.clean()
+        except _StoreGone:
+            self._stop.set()  # the store was dropped or closed: nothing to clean
         except OSError as exc:
             # A file that cannot be deleted loses no data: say so once per
             # distinct error and try again next round (RocketMQ retries too).
