@@ -500,3 +500,31 @@ def test_pull_between_the_commit_log_and_queue_steps(opened: Callable[..., Messa
     assert store._n.delete_expired_queues(min_phy, 0)[0] == 1
     assert store.get_min_offset_in_queue(TOPIC, 0) == 5
     c.close()
+
+
+def test_a_full_file_gets_its_last_message_time_as_mtime(
+    opened: Callable[..., MessageStore], store_path: str
+) -> None:
+    store = opened()
+    offsets = []
+    for i in range(4):
+        time.sleep(0.003)  # distinct store times, so the ages below differ
+        offsets.append(store.put(TOPIC, body(i), keys=f"k{i:02d}").wrote_offset)
+    stamps = []
+    for off in offsets[:3]:
+        m = store.look_message_by_offset(off)
+        assert m is not None
+        stamps.append(m.store_timestamp)
+    files = cl_files(store)
+    mtimes = [p.stat().st_mtime_ns // 1_000_000 for p in files[:3]]
+    assert mtimes == stamps, "set explicitly when the file filled"
+    store.flush()
+    store.shutdown()
+    # It survives the final flush and a restart, and is the age a round judges by.
+    assert [p.stat().st_mtime_ns // 1_000_000 for p in files[:3]] == stamps
+    store = opened()
+    assert store.delete_expired_files() == 0
+    clean = store._clean
+    assert clean is not None
+    clean.clock = lambda: stamps[1] + 72 * HOUR_MS
+    assert clean.clean(manual=True).commit_log_files == 2, "files 0 and 1 are 72 h old"
