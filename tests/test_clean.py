@@ -528,3 +528,22 @@ def test_a_full_file_gets_its_last_message_time_as_mtime(
     assert clean is not None
     clean.clock = lambda: stamps[1] + 72 * HOUR_MS
     assert clean.clean(manual=True).commit_log_files == 2, "files 0 and 1 are 72 h old"
+
+
+def test_a_reader_process_follows_deletion(
+    opened: Callable[..., MessageStore], open_store: Callable[..., MessageStore]
+) -> None:
+    writer = opened()
+    offsets = fill(writer, 20)
+    reader = open_store(read_only=True, **CONFIG)
+    held = reader.look_message_by_offset(offsets[2])
+    assert held is not None
+    assert writer.delete_expired_files(force=True) == 10
+    reader.refresh()
+    assert reader.min_phy_offset == 10 * SEG
+    assert reader.look_message_by_offset(offsets[2]) is None
+    assert held.body == body(2)
+    assert reader.get_min_offset_in_queue(TOPIC, 0) == 10
+    r = reader.get_message("g", TOPIC, 0, 0, 4)
+    assert r.status is GetStatus.OFFSET_TOO_SMALL and r.next_begin_offset == 10
+    assert read_all(reader, 10) == [body(i) for i in range(10, 20)]
