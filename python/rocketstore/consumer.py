@@ -69,6 +69,9 @@ _CORRECTIONS = {
     GetStatus.NO_MESSAGE_IN_QUEUE: "in a queue that holds no message",
 }
 
+# Corrections that mean retention deleted messages the group had not read.
+_EXPIRED = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.MESSAGE_WAS_REMOVING})
+
 
 class GetResultLike(Protocol):
     """What :meth:`ConsumerStore.get_message` returns (the store's GetResult)."""
@@ -81,6 +84,10 @@ class GetResultLike(Protocol):
     def min_offset(self) -> int: ...
     @property
     def max_offset(self) -> int: ...
+    @property
+    def damaged(self) -> int:
+        """Messages skipped because their record is damaged."""
+        ...
     @property
     def messages(self) -> Sequence[MessageExt]: ...
 
@@ -231,7 +238,8 @@ class Consumer:
         self._assignment: list[int] = []
         self._assign_seq: int | None = None
         self._rr = 0
-        # Damaged records (skipped by recovery) the pulls passed over.
+        self._skipped = 0
+        # Damaged records the pulls passed over (see `damaged`).
         self._damaged = 0
         self._refresh(store.dispatch_seq, initial=True)
 
@@ -242,12 +250,6 @@ class Consumer:
         return self._group
 
     @property
-    def damaged(self) -> int:
-        """Damaged records passed over so far (recovery skipped them, see
-        ``StoreConfig.on_corruption``); their offsets are never delivered."""
-        return self._damaged
-
-    @property
     def topic(self) -> str:
         return self._topic
 
@@ -256,8 +258,29 @@ class Consumer:
         return None if self._tags is None else list(self._tags)
 
     @property
+    def skipped(self) -> int:
+        """Messages retention deleted before this consumer read them.
+
+        When a queue's min offset passed this consumer's position (expired
+        files were deleted), reading continues from the min offset; the
+        messages in between are counted here and logged naming the group.
+        (Not ``lag``: in Kafka that means messages not read yet.)
+        """
+        return self._skipped
+
+    @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def damaged(self) -> int:
+        """Messages this consumer skipped because their record is damaged.
+
+        A damaged record (body CRC or size fields wrong, or in a range that
+        recovery skipped, see ``StoreConfig.on_corruption``) is never
+        delivered; the position moves past it and the store logs it once.
+        """
+        return self._damaged
 
     # -- assignment -------------------------------------------------------------
 
@@ -335,14 +358,11 @@ class Consumer:
                     break
                 pos = self._fetch_pos[q]
                 r = store.get_message(group, topic, q, pos, min(budget, share), tags)
-                damaged = getattr(r, "damaged", 0)
-                if damaged:
-                    if not self._damaged:
-                        log.warning("consumer %s: %s/%d: skipping damaged records from "
-                                    "offset %d", group, topic, q, pos)
-                    self._damaged += damaged
                 msgs = r.messages
                 nxt = r.next_begin_offset
+                damaged = r.damaged
+                if damaged:
+                    self._damaged += damaged
                 if msgs:
                     buf = self._buffer
                     for m in msgs:
@@ -353,7 +373,13 @@ class Consumer:
                     continue  # caught up (OFFSET_OVERFLOW_ONE) or nothing to do
                 else:
                     why = _CORRECTIONS.get(r.status)
-                    if why is not None:
+                    if r.status in _EXPIRED and nxt > pos:
+                        # Retention deleted these before the group read them.
+                        self._skipped += nxt - pos
+                        log.warning("consumer group %s: %s/%d messages %d..%d were deleted "
+                                    "by retention before they were consumed; skipping %d",
+                                    group, topic, q, pos, nxt - 1, nxt - pos)
+                    elif why is not None:
                         log.info("consumer %s: %s/%d offset %d is %s; moving to %d",
                                  group, topic, q, pos, why, nxt)
                 self._fetch_pos[q] = nxt

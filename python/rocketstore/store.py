@@ -33,6 +33,7 @@ from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.base import ServiceThread
+from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
 
@@ -136,6 +137,7 @@ class MessageStore:
         self._read_only = read_only
         self._native: NativeStore | None = None
         self._reput: ReputService | None = None
+        self._clean: CleanService | None = None
         # Python services (ServiceThread subclasses) started after recovery,
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
@@ -217,6 +219,7 @@ class MessageStore:
             pump_now()
             raise
         pump_now()
+        native.set_os_page_cache_busy_timeout(cfg.os_page_cache_busy_time_out_mills)
         self._config = cfg.replace(
             mapped_file_size_commit_log=native.commit_log_file_size,
             mapped_file_size_consume_queue=native.consume_queue_file_size,
@@ -237,8 +240,26 @@ class MessageStore:
         return self
 
     def _make_services(self) -> list[ServiceThread]:
-        """The Python services a writer runs (none yet besides dispatch)."""
-        return []
+        """The Python services a writer runs (dispatch runs in the engine)."""
+        # The service refers to the store weakly: a running thread must not
+        # keep a dropped store (and its engine store) alive.
+        ref = weakref.ref(self)
+
+        def native() -> NativeStore | None:
+            store = ref()
+            return None if store is None else store._native
+
+        def offsets() -> dict[str, dict[int, int]]:
+            store = ref()
+            return {} if store is None else store._offsets.table()
+
+        def failed(reason: str) -> None:
+            store = ref()
+            if store is not None:
+                store._service_failed(reason)
+
+        self._clean = CleanService(native, self._config, offsets=offsets, on_failure=failed)
+        return [self._clean]
 
     def _service_failed(self, reason: str) -> None:
         """A Python service died: refuse puts from now on, keeping the reason."""
@@ -392,7 +413,7 @@ class MessageStore:
         """False when puts are refused (read-only, closed, or poisoned)."""
         n = self._native
         return (n is not None and not n.closed and not self._read_only
-                and n.poison_reason is None)
+                and n.poison_reason is None and n.disk_full_reason is None)
 
     @property
     def running_flags(self) -> list[str]:
@@ -405,6 +426,8 @@ class MessageStore:
             flags.append("READ_ONLY")
         if n is not None and n.poison_reason is not None:
             flags.append(f"NOT_WRITEABLE: {n.poison_reason}")
+        if n is not None and not n.closed and n.disk_full_reason is not None:
+            flags.append(f"DISK_FULL: {n.disk_full_reason}")
         return flags
 
     # -- writes ------------------------------------------------------------
@@ -482,6 +505,25 @@ class MessageStore:
         return self._n.put(topic, body, queue_id, tags, keys, properties, delay_level, flag,
                            born_timestamp, born_host, sys_flag)
 
+    def delete_expired_files(self, force: bool = False) -> int:
+        """Run one manual round of the clean service; returns CommitLog files deleted.
+
+        Deletes up to ``delete_file_batch_max`` of the oldest CommitLog files
+        older than ``file_reserved_time`` hours (by mtime, which the store sets
+        to the store time of a file's last message when it fills), never the
+        file being written, then the ConsumeQueue and index files wholly below
+        the new CommitLog min offset. ``force=True`` ignores age (RocketMQ's
+        clean-immediately). The disk watermarks and ``max_store_size_bytes``
+        belong to the periodic rounds (every ``clean_resource_interval`` ms).
+
+        Raises:
+            ReadOnlyStoreError: the store was opened read-only.
+        """
+        self._n  # noqa: B018 - raises StoreClosedError when closed
+        if self._read_only or self._clean is None:
+            raise ReadOnlyStoreError("cannot delete files of a read-only store")
+        return self._clean.clean(manual=True, force=force).commit_log_files
+
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""
         off = self._n.flush()
@@ -492,11 +534,22 @@ class MessageStore:
     # -- reads -------------------------------------------------------------
 
     def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
-        """The message whose record starts at CommitLog offset ``phy_offset``."""
+        """The message whose record starts at CommitLog offset ``phy_offset``.
+
+        ``None`` when no record starts there.
+
+        Raises:
+            CorruptedError: the record there is damaged (its body CRC or its
+                size fields do not match); the message names file and offset.
+        """
         return self._n.look_message_by_offset(phy_offset)
 
     def look_message_by_id(self, msg_id: str) -> MessageExt | None:
-        """The message with offset message id ``msg_id`` (as in :attr:`PutResult.msg_id`)."""
+        """The message with offset message id ``msg_id`` (as in :attr:`PutResult.msg_id`).
+
+        Raises:
+            CorruptedError: the record is damaged (see :meth:`look_message_by_offset`).
+        """
         return self._n.look_message_by_id(msg_id)
 
     def queue_offset_table(self) -> dict[tuple[str, int], int]:
@@ -528,6 +581,15 @@ class MessageStore:
         ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
         ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
         unknown queue reads as an empty one (and nothing is created on disk).
+        ``OFFSET_FOUND_NULL`` with ``next_begin_offset == offset`` means the
+        message there is not readable yet: pull again.
+
+        Every message's body CRC is checked: a damaged record is skipped,
+        counted in the result's ``damaged`` and logged once; it is never
+        served, and ``next_begin_offset`` moves past it (offsets stay dense).
+
+        On a read-only store, a pull that reaches the end of what this
+        process knows of the queue first picks up what the writer appended.
 
         Raises:
             ValueError: ``topic`` breaks the topic rule (letters, digits and
@@ -579,6 +641,10 @@ class MessageStore:
 
         Only messages really carrying the key are returned (index hash
         collisions are filtered out); at most ``min(max_num, max_msgs_num_batch)``.
+
+        Raises:
+            CorruptedError: a record the index points at is damaged (the
+                message names file and offset).
         """
         return self._n.query_message(topic, key, max_num, begin_timestamp, end_timestamp)
 

@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
@@ -284,6 +285,7 @@ pub struct BatchOutcome {
 struct BatchHold<'a, 'b> {
     st: MutexGuard<'a, PutState>,
     cv: &'a Condvar,
+    since: &'a AtomicI64,
     topic: &'b str,
     queue_id: i32,
 }
@@ -299,6 +301,7 @@ impl Drop for BatchHold<'_, '_> {
         {
             self.st.busy.swap_remove(i);
         }
+        self.since.store(0, Ordering::Relaxed);
         self.cv.notify_all();
     }
 }
@@ -313,10 +316,31 @@ pub struct CommitLog {
     /// Where store timestamps come from: the cached clock once a writer
     /// installs one, else the system clock.
     clock: OnceLock<Arc<CachedClock>>,
+    /// When the put lock was taken (ms), 0 while it is free (RocketMQ's
+    /// `beginTimeInLock`).
+    lock_since: AtomicI64,
+    /// `os_page_cache_busy_time_out_mills`.
+    busy_timeout_ms: AtomicI64,
     /// Damaged ranges `[start, end)` recovery skipped.
     damaged: RwLock<Vec<(u64, u64)>>,
     has_damage: std::sync::atomic::AtomicBool,
 }
+
+/// The held put lock; clears the lock time when dropped.
+struct LockedPut<'a> {
+    g: parking_lot::MutexGuard<'a, PutState>,
+    since: &'a AtomicI64,
+    ts: i64,
+}
+
+impl Drop for LockedPut<'_> {
+    fn drop(&mut self) {
+        self.since.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Default `os_page_cache_busy_time_out_mills`.
+pub const DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS: i64 = 1000;
 
 /// What a scan of the CommitLog found.
 #[derive(Debug, Clone, Default)]
@@ -412,6 +436,8 @@ impl CommitLog {
             }),
             batch_done: Condvar::new(),
             clock: OnceLock::new(),
+            lock_since: AtomicI64::new(0),
+            busy_timeout_ms: AtomicI64::new(DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS),
             damaged: RwLock::new(Vec::new()),
             has_damage: std::sync::atomic::AtomicBool::new(false),
         })
@@ -444,12 +470,25 @@ impl CommitLog {
         ts
     }
 
-    /// Waits while a batch holds `topic-queue_id`.
+    /// Waits while a batch holds `topic-queue_id`; true if it waited. The
+    /// put lock is free while waiting, so it does not count as held for the
+    /// busy check.
     #[inline]
-    fn wait_queue_free(&self, st: &mut MutexGuard<'_, PutState>, topic: &str, queue_id: i32) {
+    fn wait_queue_free(
+        &self,
+        st: &mut MutexGuard<'_, PutState>,
+        topic: &str,
+        queue_id: i32,
+    ) -> bool {
+        let mut waited = false;
         while st.is_busy(topic, queue_id) {
+            let since = self.lock_since.swap(0, Ordering::Relaxed);
             self.batch_done.wait(st);
+            self.lock_since
+                .store(since.max(now_ms()), Ordering::Relaxed);
+            waited = true;
         }
+        waited
     }
 
     pub fn queue(&self) -> &MappedFileQueue {
@@ -626,12 +665,67 @@ impl CommitLog {
         }
     }
 
+    /// Sets `os_page_cache_busy_time_out_mills` (ms, ≥ 1).
+    pub fn set_busy_timeout_ms(&self, ms: i64) {
+        self.busy_timeout_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    /// RocketMQ's `isOSPageCacheBusy`: a put finding the put lock held for
+    /// longer than `os_page_cache_busy_time_out_mills` is refused with
+    /// `OS_PAGE_CACHE_BUSY` instead of queueing behind it (the holder is
+    /// stuck on page cache or disk). Free lock: one relaxed load.
+    #[inline]
+    fn page_cache_busy(&self) -> Option<Refused> {
+        let since = self.lock_since.load(Ordering::Relaxed);
+        if since == 0 {
+            return None;
+        }
+        let held = now_ms() - since;
+        let limit = self.busy_timeout_ms.load(Ordering::Relaxed);
+        // RocketMQ ignores absurd differences (a clock step) the same way.
+        (held > limit && held < 10_000_000).then(|| {
+            Refused::new(
+                PutStatus::OsPageCacheBusy,
+                format!(
+                    "the CommitLog put lock has been held for {held} ms, over \
+                     os_page_cache_busy_time_out_mills ({limit} ms)"
+                ),
+            )
+        })
+    }
+
+    /// Takes the put lock, noting when (for [`CommitLog::page_cache_busy`]).
+    #[inline]
+    fn lock_put(&self) -> LockedPut<'_> {
+        let mut g = self.put.lock();
+        let ts = self.stamp(&mut g);
+        self.lock_since.store(ts, Ordering::Relaxed);
+        LockedPut {
+            g,
+            since: &self.lock_since,
+            ts,
+        }
+    }
+
     /// Appends a prepared message, waiting for the put lock.
     pub fn put_prepared(&self, p: &Prepared<'_>) -> Result<PutOutcome> {
-        let mut st = self.put.lock();
-        self.wait_queue_free(&mut st, &p.spec.topic, p.spec.queue_id);
-        let ts = self.stamp(&mut st);
-        self.append_locked(&mut st, p, ts)
+        if let Some(busy) = self.page_cache_busy() {
+            return Ok(PutOutcome::rejected(busy));
+        }
+        let mut st = self.lock_put();
+        let ts = if self.wait_queue_free(&mut st.g, &p.spec.topic, p.spec.queue_id) {
+            self.stamp(&mut st.g)
+        } else {
+            st.ts
+        };
+        self.append_locked(&mut st.g, p, ts)
+    }
+
+    /// Holds the put lock for `d` (tests of the busy check).
+    #[doc(hidden)]
+    pub fn hold_put_lock_for(&self, d: std::time::Duration) {
+        let _st = self.lock_put();
+        std::thread::sleep(d);
     }
 
     /// Appends a prepared message only if that cannot block: the put lock is
@@ -645,6 +739,8 @@ impl CommitLog {
         {
             return None;
         }
+        // Held only for one copy into a mapped page: not tracked for the
+        // busy check, which needs a holder stuck for a second.
         let ts = self.stamp(&mut st);
         Some(self.append_locked(&mut st, p, ts))
     }
@@ -659,17 +755,20 @@ impl CommitLog {
         // intermediate batch-sized buffers: those cost more than the work).
         let specs = specs.into_iter();
         let mut out = Vec::with_capacity(specs.size_hint().0);
-        let mut st = self.put.lock();
-        let mut ts = self.stamp(&mut st);
+        if let Some(busy) = self.page_cache_busy() {
+            out.extend(specs.map(|_| PutOutcome::rejected(busy.clone())));
+            return Ok(out);
+        }
+        let mut st = self.lock_put();
+        let mut ts = st.ts;
         for s in specs {
             match s.and_then(|s| self.prepare(s)) {
                 Ok(p) => {
-                    if st.is_busy(&p.spec.topic, p.spec.queue_id) {
-                        self.wait_queue_free(&mut st, &p.spec.topic, p.spec.queue_id);
+                    if self.wait_queue_free(&mut st.g, &p.spec.topic, p.spec.queue_id) {
                         // Others wrote while this waited: take a fresh time.
-                        ts = self.stamp(&mut st);
+                        ts = self.stamp(&mut st.g);
                     }
-                    out.push(self.append_locked(&mut st, &p, ts)?)
+                    out.push(self.append_locked(&mut st.g, &p, ts)?)
                 }
                 Err(refused) => out.push(PutOutcome::rejected(refused)),
             }
@@ -801,12 +900,18 @@ impl CommitLog {
         if n == 0 {
             return Ok(out);
         }
+        if let Some(busy) = self.page_cache_busy() {
+            out.status = busy.status;
+            out.reason = Some(busy.reason);
+            return Ok(out);
+        }
         let mut st = self.put.lock();
         self.wait_queue_free(&mut st, b.topic, b.queue_id);
         st.busy.push((b.topic.to_owned(), b.queue_id));
         let mut hold = BatchHold {
             st,
             cv: &self.batch_done,
+            since: &self.lock_since,
             topic: b.topic,
             queue_id: b.queue_id,
         };
@@ -824,9 +929,12 @@ impl CommitLog {
         while i < n {
             if i > 0 {
                 // A file's worth is done: let waiting writers in.
+                self.lock_since.store(0, Ordering::Relaxed);
                 MutexGuard::bump(&mut hold.st);
             }
             let ts = self.stamp(&mut hold.st);
+            // The busy check sees how long this file's worth holds the lock.
+            self.lock_since.store(ts, Ordering::Relaxed);
             if i == 0 {
                 out.store_timestamp = ts;
             }
@@ -966,6 +1074,10 @@ impl CommitLog {
                 );
                 (n, Some(phy))
             })?;
+            if appended.is_none() {
+                // The blank filled the file: its age is now fixed.
+                file.stamp_mtime_when_full();
+            }
             if let Some(phy) = appended {
                 file.set_store_timestamp(ts);
                 if let Some(slot) = slot.as_deref_mut() {
@@ -1297,12 +1409,6 @@ impl CommitLog {
         }
     }
 
-    /// The valid record at `phy` whose length must be `size` (a CQ unit).
-    pub fn read_record_sized(&self, phy: i64, size: i32) -> Option<(RecordView, Vec<u8>)> {
-        let (v, raw) = self.read_record(u64::try_from(phy).ok()?)?;
-        (v.total_size as i64 == size as i64).then_some((v, raw))
-    }
-
     /// The store timestamp of the record at `phy`, if one is there.
     pub fn store_timestamp_at(&self, phy: i64) -> Option<i64> {
         let phy = u64::try_from(phy).ok()?;
@@ -1315,11 +1421,12 @@ impl CommitLog {
     }
 
     /// Read-only stores: adopts CommitLog files another process created and
-    /// forgets files it deleted.
-    pub fn refresh(&self) -> Result<()> {
+    /// forgets files it deleted. True when the readable end moved.
+    pub fn refresh(&self) -> Result<bool> {
         if self.mfq.is_writable() {
-            return Ok(());
+            return Ok(false);
         }
+        let before = self.mfq.max_offset();
         let gone = self
             .mfq
             .files()
@@ -1351,20 +1458,60 @@ impl CommitLog {
                 break;
             }
         }
-        Ok(())
+        Ok(self.mfq.max_offset() != before)
     }
 
-    /// The valid record at `phy`, with its bytes copied out.
+    /// The valid record at `phy` (body CRC checked), with its bytes copied
+    /// out; `None` for anything else (see [`CommitLog::read_checked`] for why).
     pub fn read_record(&self, phy: u64) -> Option<(RecordView, Vec<u8>)> {
-        let f = self.mfq.find_by_offset(phy, false)?;
-        let pos = (phy - f.file_from_offset()) as usize;
-        let data = self.readable(&f, pos)?;
-        match parse_record(data, false) {
-            Parsed::Record(v) => {
-                let bytes = data[..v.total_size].to_vec();
-                Some((v, bytes))
-            }
+        match self.read_checked(phy) {
+            RecordRead::Found(v, raw) => Some((v, raw)),
             _ => None,
+        }
+    }
+
+    /// What a read finds at `phy`: a valid record (its bytes copied out),
+    /// or why there is none. A record whose bytes start with a record magic
+    /// but fail [`check_read_record`] (size fields, body CRC), or whose size
+    /// runs past the end of its file, is [`RecordRead::Damaged`]; it is never
+    /// returned as a message.
+    pub fn read_checked(&self, phy: u64) -> RecordRead {
+        let Some(f) = self.mfq.find_by_offset(phy, false) else {
+            return RecordRead::NoFile;
+        };
+        let pos = (phy - f.file_from_offset()) as usize;
+        let in_file = f.file_size() - pos;
+        let Some(data) = self.readable(&f, pos) else {
+            return RecordRead::NotYet;
+        };
+        if data.len() < 8 {
+            return if in_file < 8 {
+                RecordRead::NoRecord
+            } else {
+                RecordRead::NotYet
+            };
+        }
+        let total = i32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+        let magic = i32::from_be_bytes([data[4], data[5], data[6], data[7]]);
+        if magic != message::MAGIC_V1 && magic != message::MAGIC_V2 {
+            return RecordRead::NoRecord;
+        }
+        let damaged = |reason| RecordRead::Damaged {
+            path: f.path().to_path_buf(),
+            reason,
+        };
+        if total <= 0 || total as usize > in_file {
+            return damaged("record size outside its file");
+        }
+        let total = total as usize;
+        if total > data.len() {
+            // Not all of it is readable yet (a writer's pending bytes).
+            return RecordRead::NotYet;
+        }
+        let rec = &data[..total];
+        match check_read_record(rec) {
+            Ok(v) => RecordRead::Found(v, rec.to_vec()),
+            Err(reason) => damaged(reason),
         }
     }
 
@@ -1376,6 +1523,40 @@ impl CommitLog {
     /// Flushes everything written.
     pub fn flush_all(&self) -> Result<u64> {
         self.mfq.flush_all()
+    }
+}
+
+/// What [`CommitLog::read_checked`] found at an offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordRead {
+    /// A valid record and its bytes.
+    Found(RecordView, Vec<u8>),
+    /// No file holds the offset: below the first file (expired) or past the
+    /// last one (for a read-only store: maybe not adopted yet).
+    NoFile,
+    /// The offset (or part of the record there) lies past what readers may
+    /// see yet: bytes the writer has not made readable.
+    NotYet,
+    /// No record starts here: zeros, an end-of-file blank, no record magic.
+    NoRecord,
+    /// A record starts here but is not valid.
+    Damaged {
+        /// The CommitLog file holding it.
+        path: PathBuf,
+        reason: &'static str,
+    },
+}
+
+/// The read path's record check: `rec` holds exactly one record (its
+/// TOTALSIZE bytes). Valid when its fields add up to its size and its body
+/// CRC matches (SPEC "A record is valid"; reads always check the CRC).
+/// Every read that serves a message goes through here.
+pub fn check_read_record(rec: &[u8]) -> std::result::Result<RecordView, &'static str> {
+    match parse_record(rec, true) {
+        Parsed::Record(v) if v.total_size == rec.len() => Ok(v),
+        Parsed::Record(_) => Err("record size differs from the sum of its fields"),
+        Parsed::Blank => Err("end-of-file blank where a record was expected"),
+        Parsed::End { reason } => Err(reason),
     }
 }
 

@@ -216,9 +216,11 @@ pub struct PyGetResult {
     min_offset: i64,
     #[pyo3(get)]
     max_offset: i64,
-    /// Damaged records (skipped by recovery) this pull passed over.
+    /// Messages skipped because their record is damaged (body CRC, size
+    /// fields, or not the message its queue unit names); they are never
+    /// served, and `next_begin_offset` moves past them.
     #[pyo3(get)]
-    damaged: u64,
+    damaged: usize,
     messages: Py<PyList>,
 }
 
@@ -239,12 +241,17 @@ impl PyGetResult {
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
-            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>)",
+            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>{})",
             self.status(py)?.bind(py).str()?,
             self.next_begin_offset,
             self.min_offset,
             self.max_offset,
-            self.messages.bind(py).len()
+            self.messages.bind(py).len(),
+            if self.damaged > 0 {
+                format!(", damaged={}", self.damaged)
+            } else {
+                String::new()
+            }
         ))
     }
 }
@@ -723,7 +730,7 @@ impl PyStore {
             }
             self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || store.look_message(offset as u64))?;
+            let r = nogil(py, || store.look_message_by_offset(offset as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
         })
     }
@@ -747,7 +754,7 @@ impl PyStore {
             }
             self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || store.look_message(off as u64))?;
+            let r = nogil(py, || store.look_message_by_offset(off as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view })
                 .filter(|m| m.view.store_host == host))
         })
@@ -796,6 +803,78 @@ impl PyStore {
     /// The first reason given is kept.
     fn poison(&self, reason: String) {
         self.store.poison(reason);
+    }
+
+    /// Sets ``os_page_cache_busy_time_out_mills``: a put that finds the put
+    /// lock held longer than this returns ``OS_PAGE_CACHE_BUSY``.
+    fn set_os_page_cache_busy_timeout(&self, ms: i64) {
+        self.store.commitlog().set_busy_timeout_ms(ms);
+    }
+
+    /// Sets (``reason`` given) or clears (``None``) the DISK_FULL flag: while
+    /// set, puts return ``SERVICE_NOT_AVAILABLE`` with the reason. Returns
+    /// whether it was set before.
+    #[pyo3(signature = (reason))]
+    fn set_disk_full(&self, reason: Option<String>) -> bool {
+        match reason {
+            Some(r) => self.store.set_disk_full(true, &r),
+            None => self.store.set_disk_full(false, ""),
+        }
+    }
+
+    /// Why puts are refused for lack of disk space (None when they are not).
+    #[getter]
+    fn disk_full_reason(&self) -> Option<String> {
+        self.store.disk_full_reason()
+    }
+
+    /// One CommitLog step of the clean service, with the GIL released:
+    /// deletes the oldest files whose mtime is at least ``reserved_ms`` before
+    /// ``now_ms`` (any age with ``immediately``), never the last file, at
+    /// most ``max_files``, sleeping ``interval_ms`` between two deletions.
+    /// Returns ``(deleted, from_offset, min_offset)``.
+    fn delete_expired_commit_log(
+        &self,
+        py: Python<'_>,
+        now_ms: i64,
+        reserved_ms: i64,
+        interval_ms: u64,
+        immediately: bool,
+        max_files: usize,
+    ) -> PyResult<(usize, i64, i64)> {
+        guarded(|| {
+            let store = &self.store;
+            let r = nogil(py, || {
+                store.delete_expired_commit_log(
+                    now_ms,
+                    reserved_ms,
+                    Duration::from_millis(interval_ms),
+                    immediately,
+                    max_files,
+                )
+            })?;
+            Ok((r.deleted, r.from_offset, r.min_offset))
+        })
+    }
+
+    /// The queue step of the clean service, with the GIL released: deletes
+    /// ConsumeQueue files wholly below CommitLog offset ``min_phy`` (then
+    /// corrects every queue's min offset; ``interval_ms`` pause after each
+    /// queue that lost files) and index files below it. Returns
+    /// ``(consume_queue_files, index_files)``.
+    fn delete_expired_queues(
+        &self,
+        py: Python<'_>,
+        min_phy: i64,
+        interval_ms: u64,
+    ) -> PyResult<(usize, usize)> {
+        guarded(|| {
+            let store = &self.store;
+            let r = nogil(py, || {
+                store.delete_expired_queues(min_phy, Duration::from_millis(interval_ms))
+            })?;
+            Ok((r.consume_queue_files, r.index_files))
+        })
     }
 
     #[getter]
@@ -1002,7 +1081,7 @@ impl PyStore {
                 next_begin_offset: r.next_begin_offset,
                 min_offset: r.min_offset,
                 max_offset: r.max_offset,
-                damaged: r.damaged,
+                damaged: r.damaged.len(),
                 messages: list.unbind(),
             })
         })
