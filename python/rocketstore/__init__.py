@@ -25,6 +25,7 @@ from rocketstore.errors import (
     StoreLockedError,
 )
 from rocketstore.message import (
+    BatchPutResult,
     GetMessageResult,
     GetStatus,
     Message,
@@ -35,6 +36,7 @@ from rocketstore.message import (
 from rocketstore.store import MessageStore, RecoveryReport
 
 __all__ = [
+    "BatchPutResult",
     "BrokerRole",
     "ConfigMismatchError",
     "CorruptedError",

@@ -21,11 +21,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _native
 from rocketstore._logging import ensure_log_pump, pump_now
-from rocketstore._native import GetMessageResult, Message, MessageExt, NativeStore, PutResult
+from rocketstore._native import (
+    BatchPutResult,
+    GetMessageResult,
+    Message,
+    MessageExt,
+    NativeStore,
+    PutResult,
+)
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.base import ServiceThread
+from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
 
@@ -51,6 +59,7 @@ _FAST_METHODS = (
     "put",
     "put_message",
     "put_messages",
+    "put_batch",
     "look_message_by_offset",
     "get_max_offset_in_queue",
     "get_min_offset_in_queue",
@@ -132,6 +141,7 @@ class MessageStore:
         self._read_only = read_only
         self._native: NativeStore | None = None
         self._reput: ReputService | None = None
+        self._clean: CleanService | None = None
         # Python services (ServiceThread subclasses) started after recovery,
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
@@ -213,6 +223,7 @@ class MessageStore:
             pump_now()
             raise
         pump_now()
+        native.set_os_page_cache_busy_timeout(cfg.os_page_cache_busy_time_out_mills)
         self._config = cfg.replace(
             mapped_file_size_commit_log=native.commit_log_file_size,
             mapped_file_size_consume_queue=native.consume_queue_file_size,
@@ -233,8 +244,26 @@ class MessageStore:
         return self
 
     def _make_services(self) -> list[ServiceThread]:
-        """The Python services a writer runs (none yet besides dispatch)."""
-        return []
+        """The Python services a writer runs (dispatch runs in the engine)."""
+        # The service refers to the store weakly: a running thread must not
+        # keep a dropped store (and its engine store) alive.
+        ref = weakref.ref(self)
+
+        def native() -> NativeStore | None:
+            store = ref()
+            return None if store is None else store._native
+
+        def offsets() -> dict[str, dict[int, int]]:
+            store = ref()
+            return {} if store is None else store._offsets.table()
+
+        def failed(reason: str) -> None:
+            store = ref()
+            if store is not None:
+                store._service_failed(reason)
+
+        self._clean = CleanService(native, self._config, offsets=offsets, on_failure=failed)
+        return [self._clean]
 
     def _service_failed(self, reason: str) -> None:
         """A Python service died: refuse puts from now on, keeping the reason."""
@@ -388,7 +417,7 @@ class MessageStore:
         """False when puts are refused (read-only, closed, or poisoned)."""
         n = self._native
         return (n is not None and not n.closed and not self._read_only
-                and n.poison_reason is None)
+                and n.poison_reason is None and n.disk_full_reason is None)
 
     @property
     def running_flags(self) -> list[str]:
@@ -401,6 +430,8 @@ class MessageStore:
             flags.append("READ_ONLY")
         if n is not None and n.poison_reason is not None:
             flags.append(f"NOT_WRITEABLE: {n.poison_reason}")
+        if n is not None and not n.closed and n.disk_full_reason is not None:
+            flags.append(f"DISK_FULL: {n.disk_full_reason}")
         return flags
 
     # -- writes ------------------------------------------------------------
@@ -421,6 +452,38 @@ class MessageStore:
         written.
         """
         return self._n.put_messages(msgs)
+
+    def put_batch(
+        self,
+        topic: str,
+        bodies: Iterable[bytes | bytearray | memoryview],
+        queue_id: int = 0,
+        *,
+        keys: Sequence[Sequence[str] | str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        properties: Sequence[dict[str, str] | None] | None = None,
+        return_offsets: bool = False,
+    ) -> BatchPutResult:
+        """Append many bodies to one topic and queue; one result for the batch.
+
+        Bodies are bytes-like objects, read in place (no copy into Python
+        objects) and encoded straight into the CommitLog. ``keys``, ``tags``
+        and ``properties``, when given, hold one item (or None) per body.
+
+        All or nothing: every message is checked before any is written, and
+        one refused message refuses the batch (``result.reason`` names its
+        index). Queue offsets are consecutive from ``result.queue_offset``.
+        With ``return_offsets=True``, ``result.offsets`` is an ``array('q')``
+        of each message's CommitLog offset and ``result.msg_ids()`` their
+        offset message ids. Under SYNC_FLUSH the call waits once, for the
+        whole batch. A batch may span CommitLog files; between files other
+        writers get their turn. Delayed messages cannot be batched.
+
+        If a new CommitLog file cannot be created mid-batch, the result has
+        that status and ``count`` says how many messages were written.
+        """
+        return self._n.put_batch(topic, bodies, queue_id, keys=keys, tags=tags,
+                                 properties=properties, return_offsets=return_offsets)
 
     def put(
         self,
@@ -445,6 +508,25 @@ class MessageStore:
         """
         return self._n.put(topic, body, queue_id, tags, keys, properties, delay_level, flag,
                            born_timestamp, born_host, sys_flag)
+
+    def delete_expired_files(self, force: bool = False) -> int:
+        """Run one manual round of the clean service; returns CommitLog files deleted.
+
+        Deletes up to ``delete_file_batch_max`` of the oldest CommitLog files
+        older than ``file_reserved_time`` hours (by mtime, which the store sets
+        to the store time of a file's last message when it fills), never the
+        file being written, then the ConsumeQueue and index files wholly below
+        the new CommitLog min offset. ``force=True`` ignores age (RocketMQ's
+        clean-immediately). The disk watermarks and ``max_store_size_bytes``
+        belong to the periodic rounds (every ``clean_resource_interval`` ms).
+
+        Raises:
+            ReadOnlyStoreError: the store was opened read-only.
+        """
+        self._n  # noqa: B018 - raises StoreClosedError when closed
+        if self._read_only or self._clean is None:
+            raise ReadOnlyStoreError("cannot delete files of a read-only store")
+        return self._clean.clean(manual=True, force=force).commit_log_files
 
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""

@@ -16,9 +16,10 @@ use rustc_hash::FxHashSet;
 
 use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
 use crate::checkpoint::{Checkpoint, DurableMark};
+use crate::clock::CachedClock;
 use crate::commitlog::{
-    CommitLog, CommitLogConfig, Damage, DamagePolicy, DurableBound, Prepared, PutOutcome,
-    PutStatus, RecordRead, Refused, ScanReport,
+    BatchInput, BatchOutcome, BatchRefusal, CommitLog, CommitLogConfig, Damage, DamagePolicy,
+    DurableBound, Prepared, PutOutcome, PutStatus, RecordRead, Refused, ScanReport,
 };
 use crate::consume_queue::{ConsumeQueue, CqHole, CqUnit};
 use crate::cq_table::ConsumeQueueTable;
@@ -106,6 +107,11 @@ pub struct Store {
     /// nothing (a refused open changes no byte).
     recovered: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
+    /// Set by the clean service while disk usage is above
+    /// `disk_space_warning_level_ratio` (RocketMQ's DISK_FULL running
+    /// flag): puts are refused until usage falls. One load per put.
+    disk_full: AtomicBool,
+    disk_full_reason: Mutex<String>,
     prefaulter: Mutex<Option<Prefaulter>>,
     /// End of the furthest put acknowledged with PUT_OK: the horizon every
     /// read in this process waits for (read-your-writes).
@@ -207,6 +213,12 @@ impl Store {
             delay_levels: opts.delay_levels.clone(),
         };
         let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
+        if writable {
+            // Store timestamps from a cached clock: no clock read per put.
+            commitlog.use_clock(Arc::new(
+                CachedClock::start().map_err(|e| StoreError::io("start the clock thread", e))?,
+            ));
+        }
         if writable && opts.transient_store_pool_enable && !opts.flush.sync_flush {
             commitlog
                 .queue()
@@ -319,6 +331,8 @@ impl Store {
             closed: AtomicBool::new(false),
             recovered: AtomicBool::new(false),
             poisoned,
+            disk_full: AtomicBool::new(false),
+            disk_full_reason: Mutex::new(String::new()),
             prefaulter: Mutex::new(prefaulter),
             acked_end: AtomicU64::new(0),
             vis_abandoned: AtomicU64::new(0),
@@ -795,7 +809,71 @@ impl Store {
                 format!("the store is not writeable: {why}"),
             )));
         }
+        if self.disk_full.load(Ordering::Acquire) {
+            return Ok(Some(Refused::new(
+                PutStatus::ServiceNotAvailable,
+                format!("the disk is full: {}", self.disk_full_reason.lock()),
+            )));
+        }
         Ok(None)
+    }
+
+    /// Sets or clears the DISK_FULL flag (`reason` says why, for the put
+    /// result and `running_flags`). Returns the previous state.
+    pub fn set_disk_full(&self, full: bool, reason: &str) -> bool {
+        if full {
+            *self.disk_full_reason.lock() = reason.to_owned();
+        }
+        self.disk_full.swap(full, Ordering::AcqRel)
+    }
+
+    /// Why puts are refused for lack of disk, if they are.
+    pub fn disk_full_reason(&self) -> Option<String> {
+        self.disk_full
+            .load(Ordering::Acquire)
+            .then(|| self.disk_full_reason.lock().clone())
+    }
+
+    /// One CommitLog step of the clean service (see [`crate::expiry`]).
+    pub fn delete_expired_commit_log(
+        &self,
+        now_ms: i64,
+        reserved_ms: i64,
+        interval: Duration,
+        immediately: bool,
+        max_files: usize,
+    ) -> Result<crate::expiry::CommitLogExpiry> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        crate::expiry::delete_expired_commit_log(
+            &self.commitlog,
+            now_ms,
+            reserved_ms,
+            interval,
+            immediately,
+            max_files,
+        )
+    }
+
+    /// The queue step of the clean service: ConsumeQueue and index files
+    /// wholly below CommitLog offset `min_phy`.
+    pub fn delete_expired_queues(
+        &self,
+        min_phy: i64,
+        interval: Duration,
+    ) -> Result<crate::expiry::QueueExpiry> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        Ok(crate::expiry::delete_expired_queues(
+            &self.cqs,
+            self.index.as_deref(),
+            min_phy,
+            interval,
+        ))
     }
 
     /// Why a flush wait ended with `status` (None for PUT_OK).
@@ -896,6 +974,41 @@ impl Store {
             self.note_acked(last);
         }
         Ok(out)
+    }
+
+    /// Appends a batch of messages to one queue: every message is checked
+    /// first and one refused message refuses the batch (nothing written);
+    /// then one append per CommitLog file's worth and, under SYNC_FLUSH,
+    /// one flush wait for the whole batch.
+    pub fn put_bodies(
+        &self,
+        b: &BatchInput<'_>,
+        want_offsets: bool,
+    ) -> Result<std::result::Result<BatchOutcome, BatchRefusal>> {
+        if let Some(r) = self.check_writable()? {
+            return Ok(Err(r));
+        }
+        if let Err(r) = self.commitlog.validate_batch(b) {
+            return Ok(Err(r));
+        }
+        let dispatcher = &self.dispatcher;
+        let mut out = self
+            .commitlog
+            .append_batch(b, want_offsets, || dispatcher.wakeup())?;
+        let wait = self.opts.flush.sync_flush
+            && out.status == PutStatus::PutOk
+            && out.count > 0
+            && (0..b.bodies.len()).any(|i| wants_wait_props(b.props_of(i)));
+        if wait {
+            out.status = self.flusher.wait_flushed(out.end_offset as u64);
+            out.reason = self.flush_wait_reason(out.status);
+        }
+        if out.status == PutStatus::PutOk && out.count > 0 {
+            // Reads in this process wait until the whole batch is visible.
+            self.acked_end
+                .fetch_max(out.end_offset as u64, Ordering::AcqRel);
+        }
+        Ok(Ok(out))
     }
 
     /// Marks the store unwriteable after a failed write or flush.
@@ -1508,7 +1621,11 @@ fn carries_key(v: &RecordView, raw: &[u8], topic: &str, key: &str) -> bool {
 /// A message waits for the disk when its `WAIT` property is absent or
 /// "true" (Java's `Boolean.parseBoolean`: any other value means false).
 fn wants_wait(spec: &MessageSpec<'_>) -> bool {
-    match find_property(&spec.properties, props::WAIT) {
+    wants_wait_props(&spec.properties)
+}
+
+fn wants_wait_props(properties: &[u8]) -> bool {
+    match find_property(properties, props::WAIT) {
         None => true,
         Some(v) => v.eq_ignore_ascii_case(b"true"),
     }
