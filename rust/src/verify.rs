@@ -34,8 +34,8 @@ use crate::index_file::{
     DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
 };
 use crate::message::{
-    body_crc, compressed_body_problem, iter_properties, parse_valid_record, sysflag, Parsed,
-    RecordView,
+    body_crc, compressed_body_problem, iter_properties, parse_record, parse_valid_record, sysflag,
+    Parsed, RecordView,
 };
 
 /// Compression types (sys_flag bits 8..10) this build inflates: zlib.
@@ -138,10 +138,20 @@ impl CommitLog {
         m.get((off - base) as usize..limit)
     }
 
-    /// The valid record at `off`, checked against the record rules (the
-    /// CRC is checked by the scan).
+    /// The record starting at `off`, for a queue unit or an index entry
+    /// pointing there. The scan applied the record rules and the CRC to
+    /// every record in range, so here it is enough that a record of sound
+    /// structure starts at `off` and carries `off` as its physical offset
+    /// (bytes inside another record do not); the full rules are applied
+    /// only to say why a pointer is wrong.
     fn record(&self, off: u64) -> std::result::Result<(RecordView, &[u8]), &'static str> {
         let buf = self.at(off).ok_or("no CommitLog data there")?;
+        if let Parsed::Record(v) = parse_record(buf, false) {
+            if v.physical_offset == off as i64 {
+                let rec = buf.get(..v.total_size).ok_or("record outside the data")?;
+                return Ok((v, rec));
+            }
+        }
         match parse_valid_record(buf, off, false) {
             Parsed::Record(v) => {
                 let rec = buf.get(..v.total_size).ok_or("record outside the data")?;
@@ -506,11 +516,18 @@ fn record_has_key_hash(v: &RecordView, rec: &[u8], hash: i32) -> bool {
 /// [`index_key_hash`] of [`build_key`]`(topic, key)`, without building
 /// the key.
 fn key_hash(topic: &str, key: &str) -> i32 {
-    let h = topic
-        .encode_utf16()
-        .chain(std::iter::once(u16::from(b'#')))
-        .chain(key.encode_utf16())
-        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)));
+    let h = if topic.is_ascii() && key.is_ascii() {
+        // One UTF-16 unit per byte.
+        let step = |h: i32, &b: &u8| h.wrapping_mul(31).wrapping_add(i32::from(b));
+        let h = topic.as_bytes().iter().fold(0i32, step);
+        key.as_bytes().iter().fold(step(h, &b'#'), step)
+    } else {
+        topic
+            .encode_utf16()
+            .chain(std::iter::once(u16::from(b'#')))
+            .chain(key.encode_utf16())
+            .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
+    };
     let h = h.wrapping_abs();
     if h < 0 {
         0
