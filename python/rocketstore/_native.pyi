@@ -7,6 +7,7 @@ from typing import Any, final
 from rocketstore.enums import GetStatus, PutStatus
 
 __all__ = [
+    "ArrowStream",
     "GetMessageResult",
     "Message",
     "MessageExt",
@@ -151,6 +152,18 @@ class GetMessageResult:
     def __len__(self) -> int: ...
 
 @final
+@final
+class ArrowStream:
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def skipped_corrupt(self) -> int: ...
+    @property
+    def lost(self) -> int: ...
+    @property
+    def filtered(self) -> int: ...
+
 class NativeStore:
     def __new__(
         cls,
@@ -247,6 +260,18 @@ class NativeStore:
         begin_timestamp: int = 0,
         end_timestamp: int | None = None,
     ) -> list[MessageExt]: ...
+    def read_arrow(
+        self,
+        queue_ranges: list[tuple[str, int, int, int]] | None = None,
+        commitlog_ranges: list[tuple[int, int]] | None = None,
+        *,
+        topics: list[str] | None = None,
+        include_system: bool = False,
+        include_uncommitted: bool = False,
+        min_store_timestamp: int | None = None,
+        batch_size: int = 65536,
+        store_name: str | None = None,
+    ) -> ArrowStream: ...
     def queue_ids(self, topic: str) -> list[int]: ...
     def topics(self) -> list[str]: ...
     @property

@@ -7,6 +7,8 @@
 
 pub mod allocate;
 pub mod checkpoint;
+#[cfg(feature = "arrow")]
+pub mod columnar;
 pub mod commitlog;
 pub mod consume_queue;
 pub mod cq_table;

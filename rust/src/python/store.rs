@@ -708,6 +708,63 @@ impl PyStore {
         })
     }
 
+    /// Decodes ranges into an Arrow stream: `queue_ranges` as
+    /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
+    /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
+    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, batch_size=65_536, store_name=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_arrow(
+        &self,
+        queue_ranges: Option<Vec<(String, i64, i64, i64)>>,
+        commitlog_ranges: Option<Vec<(i64, i64)>>,
+        topics: Option<Vec<String>>,
+        include_system: bool,
+        include_uncommitted: bool,
+        min_store_timestamp: Option<i64>,
+        batch_size: i64,
+        store_name: Option<String>,
+    ) -> PyResult<super::arrow::PyArrowStream> {
+        use crate::columnar::{Range, RangeReader, RowFilter};
+        guarded(|| {
+            self.store.check_open()?;
+            if batch_size <= 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "batch_size must be > 0, got {batch_size}"
+                )));
+            }
+            let mut ranges = Vec::new();
+            for (topic, qid, from, to) in queue_ranges.unwrap_or_default() {
+                let queue_id = check_read_args(&topic, qid)?;
+                ranges.push(Range::Queue {
+                    topic,
+                    queue_id,
+                    from: from.max(0),
+                    to,
+                });
+            }
+            for (from, to) in commitlog_ranges.unwrap_or_default() {
+                ranges.push(Range::CommitLog {
+                    from: from.max(0) as u64,
+                    to: to.max(0) as u64,
+                });
+            }
+            let filter = RowFilter {
+                topics: topics.map(|t| t.into_iter().map(String::into_bytes).collect()),
+                include_system,
+                include_uncommitted,
+                min_store_timestamp,
+            };
+            let reader = RangeReader::new(
+                self.store.clone(),
+                ranges,
+                filter,
+                batch_size as usize,
+                store_name,
+            );
+            Ok(super::arrow::PyArrowStream::new(reader))
+        })
+    }
+
     /// Queue ids of `topic` that exist, sorted.
     fn queue_ids(&self, topic: &str) -> PyResult<Vec<i32>> {
         guarded(|| {
