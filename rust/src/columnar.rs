@@ -38,7 +38,7 @@ use arrow_array::builder::{
     BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, MapBuilder, MapFieldNames,
     StringBuilder, TimestampMicrosecondBuilder,
 };
-use arrow_array::{ArrayRef, RecordBatch, RecordBatchReader};
+use arrow_array::{ArrayRef, RecordBatch, RecordBatchReader, StringArray};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::consume_queue::ConsumeQueue;
@@ -202,7 +202,7 @@ pub struct BatchBuilder {
     queue_id: Int32Builder,
     queue_offset: Int64Builder,
     commit_log_offset: Int64Builder,
-    msg_id: StringBuilder,
+    msg_id: BinaryBuilder,
     tags: StringBuilder,
     keys: ListBuilder<StringBuilder>,
     properties: MapBuilder<StringBuilder, StringBuilder>,
@@ -217,8 +217,10 @@ pub struct BatchBuilder {
     reconsume_times: Int32Builder,
     born_cache: HostCache,
     store_cache: HostCache,
+    last_topic: (Vec<u8>, String),
     rows: usize,
     body_bytes: usize,
+    capacity: (usize, usize),
     pairs: Vec<(usize, usize, usize, usize)>,
 }
 
@@ -234,7 +236,7 @@ impl BatchBuilder {
             queue_id: Int32Builder::with_capacity(rows),
             queue_offset: Int64Builder::with_capacity(rows),
             commit_log_offset: Int64Builder::with_capacity(rows),
-            msg_id: StringBuilder::with_capacity(rows, rows * 32),
+            msg_id: BinaryBuilder::with_capacity(rows, rows * 32),
             tags: StringBuilder::with_capacity(rows, rows * 4),
             keys: ListBuilder::with_capacity(StringBuilder::new(), rows).with_field(keys_item()),
             properties: MapBuilder::with_capacity(
@@ -254,8 +256,10 @@ impl BatchBuilder {
             reconsume_times: Int32Builder::with_capacity(rows),
             born_cache: HostCache::default(),
             store_cache: HostCache::default(),
+            last_topic: (Vec::new(), String::new()),
             rows: 0,
             body_bytes: 0,
+            capacity: (rows, bytes),
             pairs: Vec::new(),
         }
     }
@@ -278,7 +282,10 @@ impl BatchBuilder {
     /// Appends the record `v` whose bytes are `rec`.
     pub fn push(&mut self, v: &RecordView, rec: &[u8]) {
         let topic = &rec[v.topic.clone()];
-        self.topic.append_value(String::from_utf8_lossy(topic));
+        if self.last_topic.0 != topic {
+            self.last_topic = (topic.to_vec(), String::from_utf8_lossy(topic).into_owned());
+        }
+        self.topic.append_value(&self.last_topic.1);
         self.queue_id.append_value(v.queue_id);
         self.queue_offset.append_value(v.queue_offset);
         self.commit_log_offset.append_value(v.physical_offset);
@@ -331,10 +338,8 @@ impl BatchBuilder {
             hex[2 * i] = HEX[(b >> 4) as usize];
             hex[2 * i + 1] = HEX[(b & 0xF) as usize];
         }
-        match std::str::from_utf8(&hex[..2 * (n + 8)]) {
-            Ok(s) => self.msg_id.append_value(s),
-            Err(_) => self.msg_id.append_null(),
-        }
+        // ASCII by construction; the column is checked once per batch.
+        self.msg_id.append_value(&hex[..2 * (n + 8)]);
     }
 
     /// Properties as a map (a repeated name keeps its last value, as the
@@ -395,7 +400,7 @@ impl BatchBuilder {
             Arc::new(self.queue_id.finish()),
             Arc::new(self.queue_offset.finish()),
             Arc::new(self.commit_log_offset.finish()),
-            Arc::new(self.msg_id.finish()),
+            Arc::new(StringArray::try_from_binary(self.msg_id.finish())?),
             Arc::new(self.tags.finish()),
             Arc::new(self.keys.finish()),
             Arc::new(self.properties.finish()),
@@ -416,9 +421,12 @@ impl BatchBuilder {
             }
             cols.push(Arc::new(b.finish()));
         }
-        self.rows = 0;
-        self.body_bytes = 0;
-        RecordBatch::try_new(self.schema.clone(), cols)
+        let batch = RecordBatch::try_new(self.schema.clone(), cols);
+        // Start the next batch with full-size buffers (finished builders
+        // restart empty and would grow by copying).
+        let (r, b) = self.capacity;
+        *self = BatchBuilder::new(r, b, self.store_name.take());
+        batch
     }
 }
 
@@ -601,7 +609,6 @@ impl RangeReader {
                         continue;
                     }
                     self.builder.push(&v, rec);
-                    ReadStats::add(&stats.rows, 1);
                 }
                 Parsed::Blank => return next_file,
                 Parsed::End { .. } => {
@@ -713,7 +720,6 @@ impl RangeReader {
             return;
         }
         self.builder.push(&v, rec);
-        ReadStats::add(&self.stats.rows, 1);
     }
 
     /// The next batch, `None` at the end.
@@ -722,6 +728,7 @@ impl RangeReader {
         if self.builder.is_empty() {
             return Ok(None);
         }
+        ReadStats::add(&self.stats.rows, self.builder.len() as u64);
         self.builder
             .finish()
             .map(Some)
