@@ -25,7 +25,6 @@ from helpers.arrow_util import (  # noqa: E402
     normalize,
     row_of,
 )
-
 from rocketstore import MessageStore, StoreClosedError, StoreConfig  # noqa: E402
 
 COLUMNS = [
@@ -100,7 +99,8 @@ def test_commitlog_scan_is_store_order_and_excludes_system_and_uncommitted(
         # A physical range starting mid-segment starts at the first record at or after it.
         mid = offsets[len(offsets) // 2]
         part = arrow_rows(store.read_arrow(start=mid - 1, end=offsets[-1]))
-        assert [r["commit_log_offset"] for r in part] == [o for o in offsets if mid <= o < offsets[-1]]
+        want = [o for o in offsets if mid <= o < offsets[-1]]
+        assert [r["commit_log_offset"] for r in part] == want
     finally:
         store.shutdown()
 

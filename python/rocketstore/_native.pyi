@@ -152,7 +152,6 @@ class GetMessageResult:
     def __len__(self) -> int: ...
 
 @final
-@final
 class ArrowStream:
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
     @property
@@ -164,6 +163,7 @@ class ArrowStream:
     @property
     def filtered(self) -> int: ...
 
+@final
 class NativeStore:
     def __new__(
         cls,

@@ -200,7 +200,7 @@ def _put_all(
                     ok = done + i
                     raise CommitError(
                         f"rocketstore commit stopped: {ok} of {total - skip} rows appended; "
-                        f"row {ok} was refused ({r.status.name}: {r.reason}); "
+                        f"row {ok} was refused ({r.status.name}: {getattr(r, 'reason', None)}); "
                         f"rows after it in the same put may also be in the store",
                         ok, total - skip)
             done += len(results)
@@ -247,9 +247,8 @@ def _already_appended(store: MessageStore, tag: str, since: int) -> int:
 
     count = 0
     for b in store.read_arrow(start=since, include_system=True):
-        vals = pc.map_extract(b.column("properties"), SINK_BATCH_PROPERTY)
-        flat = pc.list_flatten(vals)
-        count += pc.sum(pc.equal(flat, tag)).as_py() or 0
+        vals = pc.map_lookup(b.column("properties"), SINK_BATCH_PROPERTY, "last")
+        count += pc.sum(pc.equal(vals, tag)).as_py() or 0
     return count
 
 

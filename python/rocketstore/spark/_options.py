@@ -10,6 +10,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping
+
 from rocketstore.config import StoreConfig
 from rocketstore.store import MessageStore
 

@@ -11,17 +11,24 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
@@ -36,23 +43,6 @@ from rocketstore.spark._options import (
     store_config,
 )
 from rocketstore.store import MessageStore
-
-try:  # admission control and Trigger.AvailableNow (newer PySpark)
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadLimit,
-        ReadMaxRows,
-        SupportsTriggerAvailableNow,
-    )
-except ImportError:  # pragma: no cover - older PySpark 4.x
-    ReadAllAvailable = ReadLimit = ReadMaxRows = None
-    SupportsTriggerAvailableNow = object
-
-try:
-    from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
-except ImportError:  # pragma: no cover - older PySpark 4.x
-    DataSourceArrowWriter = DataSourceWriter
-    DataSourceStreamArrowWriter = DataSourceStreamWriter
 
 __all__ = ["RocketStoreDataSource"]
 
@@ -100,14 +90,14 @@ class RocketStoreDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return _BatchReader(ReadOptions.parse(self.options), schema)
 
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return _StreamReader(ReadOptions.parse(self.options, streaming=True), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _check_write(schema, overwrite)
         return _BatchWriter(WriteOptions.parse(self.options))
 
-    def streamWriter(  # noqa: N802
+    def streamWriter(
         self, schema: StructType, overwrite: bool
     ) -> DataSourceStreamWriter:
         _check_write(schema, overwrite)
@@ -188,7 +178,7 @@ def _read_partition(opts: ReadOptions, schema: StructType, p: InputPartition,
         yield from pa.RecordBatchReader.from_stream(s)
         if s.skipped_corrupt:
             log.warning("rocketstore %s: %d damaged records skipped in %r",
-                        p.path, s.skipped_corrupt, p)  # type: ignore[attr-defined]
+                        p.path, s.skipped_corrupt, p)
         if s.lost and isinstance(p, QueuePartition):
             msg = (f"{p.topic}/{p.queue_id}: {s.lost} messages in offsets "
                    f"[{p.start}, {p.end}) were deleted by retention before they were read")
@@ -252,7 +242,7 @@ def _canonical(offsets: dict[str, int]) -> dict[str, int]:
     return {k: offsets[k] for k in sorted(offsets, key=split_key)}
 
 
-class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are ``{"topic/queue": next offset}`` (several stores:
     ``{"<path>|topic/queue": ...}``)."""
 
@@ -286,7 +276,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # typ
                 out[self._key(path, t, q)] = store.get_max_offset_in_queue(t, q)
         return out
 
-    def initialOffset(self) -> dict[str, int]:  # noqa: N802
+    def initialOffset(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for path in self.opts.paths:
             store = _driver_store(path, self.opts.fields)
@@ -294,15 +284,17 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # typ
                 out[self._key(path, t, q)] = self.opts.start_of(store, t, q)
         return self._sort(out)
 
-    def prepareForTriggerAvailableNow(self) -> None:  # noqa: N802
+    def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._ends()
 
-    def getDefaultReadLimit(self) -> Any:  # noqa: N802
-        if self.opts.max_offsets_per_trigger is not None and ReadMaxRows is not None:
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
-        return ReadAllAvailable() if ReadAllAvailable is not None else None
+        return ReadAllAvailable()
 
-    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:  # noqa: N802
+    def latestOffset(
+        self, start: dict[str, int], limit: ReadLimit
+    ) -> dict[str, int]:
         ends = self._ends()
         if self._target is not None:
             ends = {k: min(v, self._target[k]) for k, v in ends.items() if k in self._target}
@@ -310,9 +302,8 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # typ
         merged = {**start}
         for k, v in ends.items():
             merged[k] = max(v, start.get(k, 0)) if k in start else v
-        max_rows = getattr(limit, "max_rows", None)
-        if max_rows is not None:
-            merged = self._admit(start, merged, int(max_rows))
+        if isinstance(limit, ReadMaxRows):
+            merged = self._admit(start, merged, int(limit.max_rows))
         return self._sort(merged)
 
     def _admit(self, start: dict[str, int], ends: dict[str, int], budget: int) -> dict[str, int]:
@@ -396,7 +387,7 @@ def _files(messages: Sequence[WriterCommitMessage | None]) -> list[_commit.Stage
     return [m.staged for m in messages if isinstance(m, _Staged)]
 
 
-class _BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class _BatchWriter(DataSourceArrowWriter):
     """Tasks stage Arrow files; the driver's commit appends them (one writer)."""
 
     def __init__(self, opts: WriteOptions) -> None:
@@ -414,7 +405,7 @@ class _BatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
         _commit.remove_staging(self.opts, self.job_id)
 
 
-class _StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class _StreamWriter(DataSourceStreamArrowWriter):
     """A micro-batch is appended once per (sinkName, batch id): see ``_commit``."""
 
     def __init__(self, opts: WriteOptions) -> None:
@@ -425,8 +416,8 @@ class _StreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _Staged(_commit.stage_batches(iterator, self.opts, self.job_id, _task_partition()))
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _commit.append_stream_batch(self.opts, self.job_id, _files(messages), batchId)
 
-    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         _commit.remove_staging(self.opts, self.job_id)
