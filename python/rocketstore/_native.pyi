@@ -260,6 +260,9 @@ class NativeStore:
         begin_timestamp: int = 0,
         end_timestamp: int | None = None,
     ) -> list[MessageExt]: ...
+    def put_arrow(
+        self, stream: object, properties: list[tuple[str, str]] | None = None
+    ) -> tuple[int, tuple[int, int] | None]: ...
     def read_arrow(
         self,
         queue_ranges: list[tuple[str, int, int, int]] | None = None,

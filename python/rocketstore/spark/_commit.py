@@ -28,7 +28,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rocketstore._native import Message
 from rocketstore.enums import PutStatus
 from rocketstore.spark._options import WriteOptions, store_config
 from rocketstore.store import MessageStore
@@ -45,9 +44,6 @@ log = logging.getLogger("rocketstore")
 SINK_BATCH_PROPERTY = "SPARK_SINK_BATCH"
 #: Where the sink records its progress (a hint; the data is the truth).
 SINK_STATE_FILE = "sparkSink.json"
-#: Rows put per call during a commit.
-PUT_CHUNK = 4096
-
 WRITE_COLUMNS = ("topic", "body", "queue_id", "tags", "keys", "properties")
 
 
@@ -141,70 +137,70 @@ def _read_staged(files: Sequence[StagedFile]) -> Iterator[pa.RecordBatch]:
                 yield reader.get_batch(i)
 
 
-def _messages(batch: pa.RecordBatch, extra: dict[str, str] | None) -> list[Message]:
-    """The rows of a staged batch as Messages (column lists, then one loop)."""
-    cols = {n: batch.column(n).to_pylist() for n in batch.schema.names}
-    n = batch.num_rows
-    topics = cols["topic"]
-    bodies = cols["body"]
-    qids = cols.get("queue_id") or [None] * n
-    tags = cols.get("tags") or [None] * n
-    keys = cols.get("keys") or [None] * n
-    props = cols.get("properties") or [None] * n
-    out = []
-    for i in range(n):
-        p: Any = props[i]
-        if isinstance(p, list):  # a map column reads as (key, value) pairs
-            p = dict(p)
-        if extra:
-            p = {**(p or {}), **extra}
-        body = bodies[i]
-        if isinstance(body, str):
-            body = body.encode()
-        out.append(Message(
-            topic=topics[i],
-            body=b"" if body is None else body,
-            queue_id=qids[i] or 0,
-            tags=tags[i],
-            keys=keys[i] or None,
-            properties=p or None,
-        ))
-    return out
+_COLUMN_TYPES = (("topic", "string"), ("body", "binary"), ("queue_id", "int32"),
+                 ("tags", "string"))
+
+
+def _normalize(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Cast the scalar columns to the types the engine's Arrow append takes
+    (``keys`` and ``properties`` are taken as they are)."""
+    import pyarrow as pa
+
+    names = batch.schema.names
+    cols = []
+    for name in names:
+        c = batch.column(name)
+        for want_name, want in _COLUMN_TYPES:
+            if name == want_name and str(c.type) != want:
+                c = c.cast(getattr(pa, want)())
+        cols.append(c)
+    return pa.RecordBatch.from_arrays(cols, names=names)
 
 
 def _put_all(
     store: MessageStore, batches: Iterable[pa.RecordBatch], total: int, skip: int,
     extra: dict[str, str] | None,
 ) -> int:
-    """Append every row after the first ``skip``; returns rows appended."""
-    done = 0
-    seen = 0
-    for b in batches:
-        if seen + b.num_rows <= skip:
+    """Append every row after the first ``skip``, in order, through the
+    engine's Arrow append (no per-row Python); returns rows appended."""
+    import pyarrow as pa
+
+    def rest() -> Iterator[pa.RecordBatch]:
+        seen = 0
+        for b in batches:
+            if seen + b.num_rows <= skip:
+                seen += b.num_rows
+                continue
+            if seen < skip:
+                b = b.slice(skip - seen)
+                seen = skip
             seen += b.num_rows
-            continue
-        if seen < skip:
-            b = b.slice(skip - seen)
-            seen = skip
-        seen += b.num_rows
-        for off in range(0, b.num_rows, PUT_CHUNK):
-            msgs = _messages(b.slice(off, PUT_CHUNK), extra)
-            try:
-                results = store.put_messages(msgs)
-            except Exception as exc:
-                raise CommitError(
-                    f"rocketstore commit failed after appending {done} of {total - skip} rows "
-                    f"({exc})", done, total - skip) from exc
-            for i, r in enumerate(results):
-                if r.status is not PutStatus.PUT_OK:
-                    ok = done + i
-                    raise CommitError(
-                        f"rocketstore commit stopped: {ok} of {total - skip} rows appended; "
-                        f"row {ok} was refused ({r.status.name}: {getattr(r, 'reason', None)}); "
-                        f"rows after it in the same put may also be in the store",
-                        ok, total - skip)
-            done += len(results)
-    return done
+            yield _normalize(b)
+
+    todo = total - skip
+    it = rest()
+    first = next(it, None)
+    if first is None:
+        return 0
+    reader = pa.RecordBatchReader.from_batches(first.schema, _chain(first, it))
+    try:
+        done, refused = store._n.put_arrow(reader, list((extra or {}).items()) or None)
+    except Exception as exc:
+        raise CommitError(
+            f"rocketstore commit failed part-way ({exc}); see the store for the rows appended "
+            f"before the failure", -1, todo) from exc
+    if refused is not None:
+        row, status = refused
+        raise CommitError(
+            f"rocketstore commit stopped: {done} of {todo} rows appended; row {row} was "
+            f"refused ({PutStatus(status).name}); the rows before it are in the store, "
+            f"and rows after it in the same batch may be too", done, todo)
+    return int(done)
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest
 
 
 def append_staged(opts: WriteOptions, job_id: str, files: Sequence[StagedFile]) -> int:

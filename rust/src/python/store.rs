@@ -708,6 +708,64 @@ impl PyStore {
         })
     }
 
+    /// Appends every row of an Arrow stream (columns `topic, body` and
+    /// optional `queue_id, tags, keys, properties`) in order, batch by batch
+    /// with batch puts; `properties` are added to every message. Stops after
+    /// the first batch with a refused row. Returns `(appended, refused)`
+    /// where `refused` is `None` or `(row index, PutStatus value)`; rows after a
+    /// refused one in the same batch may be appended too (they are counted).
+    #[pyo3(signature = (stream, properties=None))]
+    fn put_arrow(
+        &self,
+        py: Python<'_>,
+        stream: &Bound<'_, PyAny>,
+        properties: Option<Vec<(String, String)>>,
+    ) -> PyResult<(u64, Option<(u64, u8)>)> {
+        guarded(|| {
+            self.store.check_open()?;
+            if self.store.is_read_only() {
+                return Err(crate::error::StoreError::ReadOnly.into());
+            }
+            let extra = properties.unwrap_or_default();
+            let reader = super::arrow::import_stream(stream)?;
+            let mut appended = 0u64;
+            let mut row = 0u64;
+            for batch in reader {
+                let batch = batch.map_err(|e| {
+                    pyo3::exceptions::PyValueError::new_err(format!("arrow stream: {e}"))
+                })?;
+                let mut specs = super::arrow::specs_of_batch(&batch, now_ms(), &extra)?;
+                // A row refused before writing (bad topic, properties, null)
+                // ends the append: only the rows before it are put.
+                let mut refused = specs.iter().position(|s| s.is_err()).map(|i| {
+                    let status = specs[i].as_ref().err().copied();
+                    (
+                        row + i as u64,
+                        status.unwrap_or(PutStatus::MessageIllegal) as u8,
+                    )
+                });
+                if let Some((r, _)) = refused {
+                    specs.truncate((r - row) as usize);
+                }
+                let store = &self.store;
+                let outs = nogil(py, || store.put_batch(specs))?;
+                for (i, o) in outs.iter().enumerate() {
+                    if o.status == PutStatus::PutOk {
+                        appended += 1;
+                    } else {
+                        let r = (row + i as u64, o.status as u8);
+                        refused = Some(refused.map_or(r, |p: (u64, u8)| p.min(r)));
+                    }
+                }
+                if refused.is_some() {
+                    return Ok((appended, refused));
+                }
+                row += outs.len() as u64;
+            }
+            Ok((appended, None))
+        })
+    }
+
     /// Decodes ranges into an Arrow stream: `queue_ranges` as
     /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
     /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
