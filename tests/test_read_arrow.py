@@ -60,6 +60,18 @@ def test_queue_reads_equal_get_message_for_every_row(tmp_path: Path, ipv6_store:
         store.shutdown()
 
 
+def test_parallel_decode_keeps_rows_and_order(tmp_path: Path) -> None:
+    store = fill_rich_store(str(tmp_path / "s"))
+    try:
+        for args in ((), ("orders",)):
+            one = store.read_arrow(*args, threads=1, batch_size=9).read_all()
+            for threads in (2, 3, 8):
+                many = store.read_arrow(*args, threads=threads, batch_size=9).read_all()
+                assert many.to_pylist() == one.to_pylist()
+    finally:
+        store.shutdown()
+
+
 def test_schema_and_batches(tmp_path: Path) -> None:
     store = fill_rich_store(str(tmp_path / "s"), n=60)
     try:
@@ -145,8 +157,10 @@ def test_arrays_outlive_the_store_and_deleted_files(tmp_path: Path) -> None:
     store = fill_rich_store(str(path))
     want = arrow_rows(store.read_arrow())
     table = store.read_arrow().read_all()
-    reader = store.read_arrow("orders", batch_size=5)
+    reader = store.read_arrow("orders", batch_size=5, threads=1)
     first = reader.read_next_batch()
+    parallel = store.read_arrow(batch_size=5, threads=2)
+    parallel.read_next_batch()
     store.shutdown()
     for p in (path / "commitlog").iterdir():
         p.unlink()
@@ -155,6 +169,11 @@ def test_arrays_outlive_the_store_and_deleted_files(tmp_path: Path) -> None:
     # The rest of the stream fails cleanly (the store is closed), never crashes.
     with pytest.raises(Exception, match="closed"):
         reader.read_next_batch()
+    # Decode threads may have decoded a batch or two ahead; then the stream
+    # fails the same way.
+    with pytest.raises(Exception, match="closed"):
+        for _ in parallel:
+            pass
     with pytest.raises(StoreClosedError):
         store.read_arrow()
 

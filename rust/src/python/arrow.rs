@@ -14,12 +14,12 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use arrow_array::types::Int32Type;
-use arrow_array::{Array, RecordBatch};
+use arrow_array::{Array, RecordBatch, RecordBatchReader};
 use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use crate::columnar::{RangeReader, ReadStats};
+use crate::columnar::ReadStats;
 use crate::commitlog::PutStatus;
 use crate::message::{is_valid_topic, props, MessageSpec, PropertiesBuilder};
 
@@ -29,13 +29,12 @@ use super::types::DEFAULT_BORN_HOST;
 /// A one-shot stream of record batches (private; see `MessageStore.read_arrow`).
 #[pyclass(frozen, module = "rocketstore._native", name = "ArrowStream")]
 pub struct PyArrowStream {
-    reader: Mutex<Option<RangeReader>>,
+    reader: Mutex<Option<Box<dyn RecordBatchReader + Send>>>,
     stats: Arc<ReadStats>,
 }
 
 impl PyArrowStream {
-    pub fn new(reader: RangeReader) -> Self {
-        let stats = reader.stats();
+    pub fn new(reader: Box<dyn RecordBatchReader + Send>, stats: Arc<ReadStats>) -> Self {
         Self {
             reader: Mutex::new(Some(reader)),
             stats,
@@ -63,7 +62,7 @@ impl PyArrowStream {
             let reader = self.reader.lock().take().ok_or_else(|| {
                 pyo3::exceptions::PyValueError::new_err("this Arrow stream was already consumed")
             })?;
-            let stream = FFI_ArrowArrayStream::new(Box::new(reader));
+            let stream = FFI_ArrowArrayStream::new(reader);
             let name = CString::new("arrow_array_stream").ok();
             PyCapsule::new_with_destructor(py, stream, name, |s, _| drop(s))
         })

@@ -769,7 +769,7 @@ impl PyStore {
     /// Decodes ranges into an Arrow stream: `queue_ranges` as
     /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
     /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
-    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, batch_size=65_536, store_name=None))]
+    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, batch_size=65_536, store_name=None, threads=1))]
     #[allow(clippy::too_many_arguments)]
     fn read_arrow(
         &self,
@@ -781,8 +781,11 @@ impl PyStore {
         min_store_timestamp: Option<i64>,
         batch_size: i64,
         store_name: Option<String>,
+        threads: usize,
     ) -> PyResult<super::arrow::PyArrowStream> {
-        use crate::columnar::{Range, RangeReader, RowFilter};
+        use crate::columnar::{
+            split_at_segments, ParallelReader, Range, RangeReader, ReadStats, RowFilter,
+        };
         guarded(|| {
             self.store.check_open()?;
             if batch_size <= 0 {
@@ -812,14 +815,33 @@ impl PyStore {
                 include_uncommitted,
                 min_store_timestamp,
             };
+            let stats = Arc::new(ReadStats::default());
+            if threads > 1 {
+                // Pieces decode independently: CommitLog ranges are cut at
+                // segment boundaries; queue ranges are pieces already.
+                let seg = self.store.commitlog().file_size() as u64;
+                let ranges = split_at_segments(ranges, seg);
+                let reader = ParallelReader::start(
+                    self.store.clone(),
+                    ranges,
+                    filter,
+                    batch_size as usize,
+                    store_name,
+                    threads,
+                    stats.clone(),
+                )
+                .map_err(|e| crate::error::StoreError::io("start decode threads", e))?;
+                return Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats));
+            }
             let reader = RangeReader::new(
                 self.store.clone(),
                 ranges,
                 filter,
                 batch_size as usize,
                 store_name,
-            );
-            Ok(super::arrow::PyArrowStream::new(reader))
+            )
+            .with_stats(stats.clone());
+            Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats))
         })
     }
 
