@@ -572,10 +572,19 @@ impl RangeReader {
                         pos = n.file_from_offset();
                         continue;
                     }
-                    None => break,
+                    None => {
+                        pos = to; // no file holds the rest of the range
+                        break;
+                    }
                 }
             };
-            pos = self.scan_file(&f, pos, from, to);
+            let next = self.scan_file(&f, pos, from, to);
+            // Every step moves forward (a file that yields nothing is left).
+            pos = if next > pos {
+                next
+            } else {
+                f.file_from_offset() + f.file_size() as u64
+            };
         }
         self.cursor = Some(Cursor::Phy(pos));
         Ok(pos >= to)
@@ -665,6 +674,7 @@ impl RangeReader {
                 continue;
             };
             if units.is_empty() {
+                next = to; // nothing readable up to the range's end
                 break;
             }
             for u in units {
@@ -911,5 +921,48 @@ impl Drop for ParallelReader {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commitlog_ranges_split_at_segment_boundaries() {
+        let q = Range::Queue {
+            topic: "t".into(),
+            queue_id: 1,
+            from: 0,
+            to: 9,
+        };
+        let r = split_at_segments(vec![Range::CommitLog { from: 50, to: 250 }, q.clone()], 100);
+        assert_eq!(
+            r,
+            vec![
+                Range::CommitLog { from: 50, to: 100 },
+                Range::CommitLog { from: 100, to: 200 },
+                Range::CommitLog { from: 200, to: 250 },
+                q
+            ]
+        );
+    }
+
+    #[test]
+    fn system_topics() {
+        assert!(is_system_topic(b"SCHEDULE_TOPIC_XXXX"));
+        assert!(is_system_topic(b"RMQ_SYS_TRACE_TOPIC"));
+        assert!(!is_system_topic(b"orders"));
+        assert!(!is_system_topic(b"%RETRY%g"));
+    }
+
+    #[test]
+    fn schema_matches_the_spark_columns() {
+        let s = schema(true);
+        let names: Vec<_> = s.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names.first(), Some(&"topic"));
+        assert_eq!(names.last(), Some(&"store"));
+        assert_eq!(names.len(), 18);
+        assert!(s.fields().iter().all(|f| f.is_nullable()));
     }
 }
