@@ -56,9 +56,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--dir", default=None)
+    ap.add_argument("--dir", default=None, help="keep the data here (default: a temp dir "
+                    "under $ROCKETSTORE_BENCH_DIR or /dev/shm, removed afterwards)")
     args = ap.parse_args()
-    root = args.dir or tempfile.mkdtemp(prefix="rs-spark-bench-")
+    base = os.environ.get("ROCKETSTORE_BENCH_DIR") or (
+        "/dev/shm" if os.path.isdir("/dev/shm") else None)
+    root = args.dir or tempfile.mkdtemp(prefix="rs-spark-bench-", dir=base)
     store_path = os.path.join(root, "store")
     results: list[tuple[str, float, int]] = []
     try:
@@ -67,15 +70,19 @@ def main() -> None:
         print(f"filled {args.rows} rows in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
         with MessageStore(StoreConfig(store_path=store_path), read_only=True) as s:
-            def scan() -> int:
-                return sum(b.num_rows for b in s.read_arrow())
+            def scan(threads: int | None = None) -> int:
+                return sum(b.num_rows for b in s.read_arrow(threads=threads))
 
             def queues() -> int:
                 return sum(b.num_rows for b in s.read_arrow("bench"))
 
             scan()
-            results.append(("read_arrow, CommitLog scan (no Spark)", *best(scan, args.repeat)))
-            results.append(("read_arrow, 4 queues (no Spark)", *best(queues, args.repeat)))
+            results.append(("read_arrow, CommitLog scan, 2 threads (no Spark)",
+                            *best(scan, args.repeat)))
+            results.append(("read_arrow, CommitLog scan, 1 thread (no Spark)",
+                            *best(lambda: scan(1), args.repeat)))
+            results.append(("read_arrow, 4 queues, 2 threads (no Spark)",
+                            *best(queues, args.repeat)))
 
         from pyspark.sql import SparkSession
 
