@@ -83,6 +83,15 @@ def main() -> None:
                             *best(lambda: scan(1), args.repeat)))
             results.append(("read_arrow, 4 queues, 2 threads (no Spark)",
                             *best(queues, args.repeat)))
+            # CPU time, which the machine's load does not inflate much:
+            # rows per CPU-second of one decode thread.
+            cpu = []
+            for _ in range(args.repeat):
+                c = time.process_time()
+                scan(1)
+                cpu.append(time.process_time() - c)
+            results.append(("read_arrow, 1 thread: rows per CPU-second (not wall)",
+                            min(cpu), args.rows))
 
         from pyspark.sql import SparkSession
 
