@@ -326,3 +326,13 @@ def test_commit_failure_leaves_a_prefix_and_says_how_much(spark: Any, tmp_path: 
         assert [r["body"] for r in api_rows(s, "orders", 0)] == [
             f"r{i}".encode() for i in range(50)]
     assert not os.path.exists(out + ".spark-staging")
+
+
+def test_ipv6_store_host(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "v6")
+    fill_rich_store(path, ipv6_store=True, n=60).shutdown()
+    with MessageStore(StoreConfig(store_path=path), read_only=True) as store:
+        want = sorted(all_api_rows(store, ["events", "orders"]), key=key)
+    got = sorted(rows_of(read(spark, path)), key=key)
+    assert got == want
+    assert all(len(r["msg_id"]) == 56 and r["store_host"] == "[::1]:10911" for r in got)
