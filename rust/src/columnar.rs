@@ -345,6 +345,13 @@ impl BatchBuilder {
     /// Properties as a map (a repeated name keeps its last value, as the
     /// Python `properties` dict does), plus the `tags` and `keys` columns.
     fn push_properties(&mut self, raw: &[u8]) {
+        if raw.is_empty() {
+            // No properties: an empty map, no tags, no keys.
+            let _ = self.properties.append(true);
+            self.tags.append_null();
+            self.keys.append(true);
+            return;
+        }
         self.pairs.clear();
         let base = raw.as_ptr() as usize;
         for (k, v) in iter_properties(raw) {
