@@ -191,8 +191,11 @@ def test_streaming_two_available_now_runs_with_writer_in_between(
         assert list(offsets) == ["orders/0", "orders/1", "orders/2"]
         assert offsets == {"orders/0": 39, "orders/1": 38, "orders/2": 13}
         # Admission control: no micro-batch read more than 20 rows.
-        batches = list((ckpt / "offsets").glob("[0-9]*"))
-        assert len(batches) >= 90 // 20
+        files = sorted((ckpt / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+        ends = [json.loads(f.read_text().splitlines()[-1]) for f in files]
+        starts = [{}, *ends[:-1]]
+        sizes = [sum(e.values()) - sum(p.values()) for p, e in zip(starts, ends, strict=True)]
+        assert sum(sizes) == 90 and max(sizes) <= 20 and len(sizes) >= 90 // 20
     finally:
         store.shutdown()
 
