@@ -6,6 +6,9 @@ from typing import Any, final
 
 from rocketstore.enums import GetStatus, PutStatus
 
+#: A body: any bytes-like object (copied once unless it is ``bytes``).
+_BytesLike = bytes | bytearray | memoryview
+
 __all__ = [
     "ArrowStream",
     "GetMessageResult",
@@ -29,6 +32,7 @@ __version__: str
 def java_string_hash(s: str) -> int: ...
 def tags_code(tags: str | None) -> int: ...
 def body_crc(data: bytes) -> int: ...
+# Only in builds with the `failpoints` cargo feature (the test install).
 def _set_fail_point(name: str, errno: int) -> bool: ...
 def _set_log_level(level: int) -> None: ...
 def _drain_logs(timeout: float) -> tuple[list[tuple[int, str, str]], int]: ...
@@ -40,7 +44,7 @@ class Message:
     def __new__(
         cls,
         topic: str,
-        body: bytes,
+        body: _BytesLike,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Iterable[str] | str | None = None,
@@ -89,7 +93,9 @@ class PutResult:
     @property
     def store_timestamp(self) -> int: ...
     @property
-    def msg_id(self) -> str | None: ...
+    def msg_id(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
 
 @final
 class MessageExt:
@@ -201,7 +207,7 @@ class NativeStore:
     def put(
         self,
         topic: str,
-        body: bytes,
+        body: _BytesLike,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Iterable[str] | str | None = None,
@@ -226,6 +232,7 @@ class NativeStore:
     def commit_log_file_size(self) -> int: ...
     @property
     def poison_reason(self) -> str | None: ...
+    def poison(self, reason: str) -> None: ...
     @property
     def closed(self) -> bool: ...
     def queue_offset_table(self) -> dict[tuple[str, int], int]: ...
@@ -244,7 +251,7 @@ class NativeStore:
         queue_id: int,
         offset: int,
         max_msg_nums: int = 32,
-        tags: list[str] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> GetMessageResult: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
@@ -262,7 +269,7 @@ class NativeStore:
     ) -> list[MessageExt]: ...
     def put_arrow(
         self, stream: object, properties: list[tuple[str, str]] | None = None
-    ) -> tuple[int, tuple[int, int] | None]: ...
+    ) -> tuple[int, tuple[int, int, str] | None]: ...
     def read_arrow(
         self,
         queue_ranges: list[tuple[str, int, int, int]] | None = None,

@@ -75,7 +75,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from rocketstore import __version__
+from rocketstore import __version__, _native
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.errors import StoreError
 from rocketstore.message import GetMessageResult, GetStatus, Message, MessageExt, PutStatus
@@ -186,10 +186,42 @@ def _start(store: MessageStore) -> MessageStore:
         raise CliError(_describe(exc)) from None
 
 
+#: What a store directory holds (a RocketMQ broker's or rocketstore's); a
+#: directory with none of these is not a store.
+_STORE_ENTRIES: Final = ("commitlog", "consumequeue", "index", "checkpoint", "abort", "lock",
+                         "config")
+
+
+def _check_store_dir(path: Path) -> None:
+    """Refuse a directory that is not a store, saying what it looks like."""
+    try:
+        names = set(os.listdir(path))
+    except OSError as exc:
+        raise CliError(_describe(exc)) from None
+    if names & set(_STORE_ENTRIES):
+        return
+    segments = [n for n in names if len(n) == _SEGMENT_NAME_DIGITS and n.isdigit()]
+    if segments and path.resolve().name == "commitlog":
+        raise CliError(f"{path} is the CommitLog directory of a store, not a store: give the "
+                       f"store directory, {path.resolve().parent}")
+    if path.resolve().name in ("consumequeue", "index", "config"):
+        raise CliError(f"{path} is the {path.resolve().name} directory of a store, not a store: "
+                       f"give the store directory, {path.resolve().parent}")
+    if not names:
+        raise CliError(f"{path} is an empty directory, not a store (a store holds commitlog/, "
+                       "consumequeue/, index/ and a checkpoint file)")
+    raise CliError(f"{path} is not a store: it holds no commitlog/, consumequeue/, index/ or "
+                   "checkpoint")
+
+
 @contextmanager
 def _open_read_only(path: Path, *, check_crc: bool = True,
                     **options: Any) -> Iterator[MessageStore]:
-    """Open the store at ``path`` read-only; shut it down on exit."""
+    """Open the store at ``path`` read-only; shut it down on exit.
+
+    Raises CliError (exit 2) if ``path`` is not a store directory.
+    """
+    _check_store_dir(path)
     cfg = _make_config(path, check_crc_on_recover=check_crc, **options)
     store = _start(MessageStore(cfg, read_only=True))
     try:
@@ -258,8 +290,33 @@ def _install_log_handler(ctx: click.Context, verbose: int) -> None:
 # -- the group ----------------------------------------------------------------------
 
 
+def version_text() -> str:
+    """``rocketstore --version``: the installed package, the compiled engine, the format.
+
+    The two versions come from one place (Cargo.toml) and differ only when the
+    compiled engine is stale (an editable install not rebuilt after a version
+    change). A test build says it carries fault-injection points.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        package = version("rocketstore")
+    except PackageNotFoundError:
+        package = "unknown (not installed)"
+    extra = ", test build with fail points" if hasattr(_native, "_set_fail_point") else ""
+    return (f"rocketstore {package} (engine {__version__}, "
+            f"store format RocketMQ 4.9.8{extra})")
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit()
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="rocketstore")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the package and engine versions and exit.")
 @click.option("-v", "--verbose", count=True, help="Show the store's log (-v info, -vv debug).")
 @click.pass_context
 def main(ctx: click.Context, verbose: int) -> None:
@@ -291,6 +348,24 @@ def _demo_message(i: int) -> Message:
     topic, queue_id = _demo_route(i)
     return Message(topic, _demo_body(i), queue_id=queue_id, tags=_DEMO_TAGS[i % len(_DEMO_TAGS)],
                    keys=[f"demo-{i}"])
+
+
+_END_FILE_BLANK: Final = 8  # bytes every full CommitLog file keeps for its end marker
+
+
+def _demo_record_size(i: int) -> int:
+    """Bytes the CommitLog record of demo message ``i`` takes (IPv4 hosts)."""
+    topic, _ = _demo_route(i)
+    props = f"TAGS\x01{_DEMO_TAGS[i % len(_DEMO_TAGS)]}\x02KEYS\x01demo-{i}".encode()
+    return 91 + len(_demo_body(i)) + len(topic.encode()) + len(props)
+
+
+def _demo_min_segment_size(count: int) -> int:
+    """The smallest segment that holds every demo record of a ``count``-message run."""
+    # Sizes grow with i's body length (period 7), tags and topic (periods 4
+    # and 3) and the key's digits: the largest is among the last 84 messages.
+    last = range(max(count - 84, 0), count)
+    return max(_demo_record_size(i) for i in last) + _END_FILE_BLANK
 
 
 @dataclasses.dataclass(slots=True)
@@ -367,7 +442,8 @@ def _demo_read_back(store: MessageStore, offsets: list[int], progress: Progress)
 @click.option("--messages", "-n", "count", type=click.IntRange(min=1), default=10_000,
               show_default=True, help="Number of messages to write.")
 @click.option("--segment-size", type=click.IntRange(min=1), default=1 << 20, show_default=True,
-              help="CommitLog segment (file) size in bytes.")
+              help="CommitLog segment (file) size in bytes; at least the largest demo record "
+                   "plus 8 bytes: 382 for 10,000 messages (one more per extra digit of -n).")
 @_json_flag
 @click.pass_context
 def demo(ctx: click.Context, directory: Path | None, count: int, segment_size: int,
@@ -375,9 +451,15 @@ def demo(ctx: click.Context, directory: Path | None, count: int, segment_size: i
     """Write messages, reopen the store, read them all back and summarise.
 
     Messages go to three topics over several queues with tags and keys; the
-    last tenth is written with ``put_messages`` batches. Exits 0 only if every
+    last tenth is written with put_messages batches. Exits 0 only if every
     message reads back intact.
     """
+    need = _demo_min_segment_size(count)
+    if segment_size < need:
+        raise click.BadParameter(
+            f"{segment_size} is too small: a segment must hold the largest demo record of "
+            f"{need - _END_FILE_BLANK} bytes plus the {_END_FILE_BLANK}-byte end-of-file marker, "
+            f"so at least {need} bytes for {count:,} messages", param_hint="--segment-size")
     temporary = directory is None
     root = Path(tempfile.mkdtemp(prefix="rocketstore-demo-")) if directory is None else directory
     try:
@@ -458,7 +540,7 @@ def _print_demo_summary(s: dict[str, Any]) -> None:
     rec = s["recovery"]
     if rec is not None:
         stop = f", stopped: {rec['stop_reason']}" if rec["stop_reason"] else ""
-        table.add_row("recovery", f"{rec['records']:,} records, end offset "
+        table.add_row("recovery", f"{rec['records_scanned']:,} records scanned, end offset "
                                   f"{rec['end_offset']:,}, {rec['bytes_truncated']:,} bytes "
                                   f"truncated, {s['recovery_seconds'] * 1000:.1f} ms{stop}")
     style = "green" if s["ok"] else "red"
@@ -719,6 +801,20 @@ def _checkpoint(store: MessageStore) -> dict[str, Any]:
     }
 
 
+# The checkpoint file's three times, in plain words.
+_CHECKPOINT_ROWS: Final = (
+    ("physic", "CommitLog on disk up to here"),
+    ("logics", "consume queues on disk up to here"),
+    ("index", "index on disk up to here"),
+)
+_CHECKPOINT_NOTE: Final = (
+    "The checkpoint records, for the CommitLog (RocketMQ's 'physic' time), the consume "
+    "queues ('logics') and the index, the store time of the newest message known to be "
+    "flushed to disk. After a crash, recovery re-reads the CommitLog from the file holding "
+    "the oldest of these times."
+)
+
+
 def _last_stop(abort: bool, running: bool | None) -> str:
     if running:
         return "running"
@@ -732,8 +828,9 @@ def info(path: Path, as_json: bool) -> None:
     """Describe the store at PATH.
 
     Files and offsets, how the last writer stopped (the abort file), the
-    checkpoint times, the recovery report, and every topic and queue with its
-    min/max offsets.
+    checkpoint times (how far the CommitLog, the consume queues and the index
+    are known to be on disk), the recovery report, and every topic and queue
+    with its min/max offsets. Exits 2 if PATH is not a store.
     """
     running = _writer_running(path)
     geometry: dict[str, Any] = dict(_index_geometry(path, None, None))
@@ -750,7 +847,8 @@ def info(path: Path, as_json: bool) -> None:
             "commit_log_files": files,
             "min_phy_offset": store.min_phy_offset,
             "max_phy_offset": store.max_phy_offset,
-            "records": None if report is None else report.records,
+            "records_scanned": None if report is None else report.records_scanned,
+            "messages_in_queues": sum(q["messages"] for q in queues),
             "end_offset": None if report is None else report.end_offset,
             "abort_file": abort,
             "writer_running": running,
@@ -781,8 +879,10 @@ def _print_info(path: Path, data: dict[str, Any], report: RecoveryReport | None)
     table.add_row("CommitLog files", _file_summary(data["commit_log_files"]))
     table.add_row("min phy offset", f"{data['min_phy_offset']:,}")
     table.add_row("max phy offset", f"{data['max_phy_offset']:,}")
+    table.add_row("messages in queues", f"{data['messages_in_queues']:,}")
     if report is not None:
-        table.add_row("records", f"{report.records:,}")
+        table.add_row("records scanned", f"{report.records_scanned:,} (by recovery, in the "
+                                         "files it read)")
         table.add_row("end offset", f"{report.end_offset:,}")
         if report.stop_reason:
             table.add_row("recovery stopped", Text(report.stop_reason, style="yellow"))
@@ -792,10 +892,11 @@ def _print_info(path: Path, data: dict[str, Any], report: RecoveryReport | None)
                  "running": Text("running (a writer has the store open)", style="yellow")}[stop]
     table.add_row("last stop", stop_text)
     cp = data["checkpoint"]
-    for name in ("physic", "logics", "index"):
-        table.add_row(f"checkpoint {name}", cp[f"{name}_time"] or "never")
+    for name, what in _CHECKPOINT_ROWS:
+        table.add_row(f"checkpoint {name}", f"{cp[f'{name}_time'] or 'never'} ({what})")
     table.add_row("index files", str(data["index_files"]))
     out.print(table)
+    out.print(Text(_CHECKPOINT_NOTE, style="dim"), soft_wrap=True)
     queues = data["queues"]
     if not queues:
         out.print("no queues")
@@ -855,6 +956,51 @@ def _peek(store: MessageStore, segment_size: int, offset: int) -> str | None:
     return f"neither a record nor an end-of-file blank (bytes {head.hex()})"
 
 
+_COMPRESSED: Final = 0x1
+_COMPRESSION_TYPE_MASK: Final = 0x700
+_ZLIB_TYPES: Final = (0, 3)  # compression types this build inflates
+
+
+def _body_problem(m: MessageExt) -> str | None:
+    """Why a body flagged compressed cannot be read, or None.
+
+    Only zlib bodies are checked: a type this build does not inflate (LZ4,
+    ZSTD, written by RocketMQ 5) is not a damaged record.
+    """
+    if not m.sys_flag & _COMPRESSED:
+        return None
+    if (m.sys_flag & _COMPRESSION_TYPE_MASK) >> 8 not in _ZLIB_TYPES:
+        return None
+    try:
+        m.body  # noqa: B018 - inflates the body
+    except ValueError as exc:
+        return f"body flagged compressed (sys_flag 0x1) {_one_line(str(exc))}"
+    return None
+
+
+def _where(m: MessageExt) -> str:
+    return f"{m.topic}/{m.queue_id}@{m.queue_offset} (offset {m.commit_log_offset})"
+
+
+def _readable(messages: Iterable[MessageExt]) -> list[MessageExt]:
+    """The messages whose body can be read; each other one is skipped with a
+    warning on stderr (a compressed body that does not inflate)."""
+    out = []
+    for m in messages:
+        try:
+            m.body  # noqa: B018 - inflates a compressed body
+        except ValueError as exc:
+            _warn_skipped(m, exc)
+            continue
+        out.append(m)
+    return out
+
+
+def _warn_skipped(m: MessageExt, exc: Exception) -> None:
+    _stderr().print(f"warning: skipping the message at {_where(m)}: {_one_line(str(exc))}",
+                    markup=False, highlight=False, soft_wrap=True)
+
+
 def _walk(store: MessageStore, start: int, end: int, segment_size: int,
           advance: Callable[[int], None]) -> _Walk:
     """Read every record in ``[start, end)`` by offset, checking body CRCs."""
@@ -875,6 +1021,8 @@ def _walk(store: MessageStore, start: int, end: int, segment_size: int,
         crc = zlib.crc32(m.stored_body) & _BODY_CRC_MASK
         if crc != m.body_crc:
             walk.problem(offset, f"body CRC mismatch (stored {m.body_crc}, computed {crc})")
+        elif (why := _body_problem(m)) is not None:
+            walk.problem(offset, why)
         walk.records += 1
         walk.bytes += m.store_size
         advance(m.store_size)
@@ -892,7 +1040,8 @@ def verify(ctx: click.Context, path: Path, as_json: bool) -> None:
     Recovery is run read-only with body CRC checks, then every record is read
     by offset from the first file to the end of the data, checking its body
     CRC and physical offset; records behind a body that fails its CRC are
-    checked too. A record whose structure is damaged ends what can be read.
+    checked too, and a body flagged compressed must inflate. A record whose
+    structure is damaged ends what can be read. Exits 2 if PATH is not a store.
     """
     with _open_read_only(path, check_crc=True) as store:
         report = store.recovery_report
@@ -1017,28 +1166,79 @@ def _print_message_detail(m: MessageExt) -> None:
 def _print_message_table(messages: Sequence[MessageExt], title: str | None = None) -> None:
     """One row per message: position, store time, tags, keys and a body preview.
 
-    Position and time are never shortened; tags, keys and body are cut to fit.
+    Position is never shortened. Tags and keys keep a few characters even on
+    a narrow terminal; the body gets the rest of the line. Whatever is cut
+    ends with "…" (a body preview cut at 60 characters also says the body's
+    full length).
     """
     rows = []
     for m in messages:
         stored = _iso(m.store_timestamp)
         rows.append((f"{m.topic}/{m.queue_id}@{m.queue_offset}", str(m.commit_log_offset),
-                     stored[:23].replace("T", " ") if stored else str(m.store_timestamp),
+                     stored[5:19].replace("T", " ") if stored else str(m.store_timestamp),
                      m.tags or "", ",".join(m.keys), _preview(m.body)))
 
-    def width(i: int, header: str) -> int:
-        return max([len(header), *(len(r[i]) for r in rows)])
+    headers = ("queue@offset", "phy offset", "stored", "tags", "keys", "body")
 
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
-    for i, header in enumerate(("queue@offset", "phy offset", "stored")):
-        table.add_column(header, no_wrap=True, min_width=width(i, header),
+    def width(i: int) -> int:
+        return max([len(headers[i]), *(len(r[i]) for r in rows)])
+
+    out = _stdout()
+    widths = [width(i) for i in range(len(headers))]
+    # Tags and keys get their full width up to 16 and 24 characters, the body
+    # the rest; on a narrow terminal tags and keys shrink to 6 first.
+    widths[3], widths[4] = min(widths[3], 16), min(widths[4], 24)
+    # Each gap between columns takes 3 characters, the two edges 1 each.
+    room = out.width - 3 * (len(headers) - 1) - 2 - sum(widths[:5])
+    for i in (4, 3):
+        if room < 20:
+            cut = min(widths[i] - min(widths[i], 6), 20 - room)
+            widths[i] -= cut
+            room += cut
+    widths[5] = max(min(widths[5], room), 8)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, header in enumerate(headers):
+        table.add_column(header, no_wrap=True, overflow="ellipsis", width=widths[i],
                          justify="right" if i == 1 else "left")
-    table.add_column("tags", no_wrap=True, max_width=16)
-    table.add_column("keys", no_wrap=True, max_width=24)
-    table.add_column("body", no_wrap=True, min_width=8)
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
-    _stdout().print(table)
+    out.print(table)
+
+
+def _why_nothing(pulled: _Pull, offset: int, tags: list[str] | None) -> str:
+    """Why a read from a queue offset found no message, in plain words."""
+    lo, hi = pulled.min_offset, pulled.max_offset
+    return {
+        GetStatus.NO_MESSAGE_IN_QUEUE: "the queue holds no message (it does not exist, or "
+                                       "every message expired)",
+        GetStatus.OFFSET_OVERFLOW_ONE: f"offset {offset} is the end of the queue: no message "
+                                       "there yet",
+        GetStatus.OFFSET_OVERFLOW_BADLY: f"offset {offset} is not in the queue, which holds "
+                                         f"offsets {lo}..{hi - 1}",
+        GetStatus.OFFSET_TOO_SMALL: f"offset {offset} is below the queue's first offset {lo} "
+                                    "(those messages expired)",
+        GetStatus.NO_MATCHED_MESSAGE: f"no message from offset {offset} has one of the tags "
+                                      f"{', '.join(tags or [])}",
+        GetStatus.MESSAGE_WAS_REMOVING: "the CommitLog file holding these messages is being "
+                                        "deleted (expired)",
+        GetStatus.OFFSET_FOUND_NULL: f"no consume queue entry is readable at offset {offset}",
+    }.get(pulled.status, "the messages found there could not be read (see the warnings)")
+
+
+@contextmanager
+def _json_errors(as_json: bool, where: dict[str, Any]) -> Iterator[None]:
+    """With --json, an error that ends the command is printed as JSON on
+    stdout too (``found: false`` and the reason), then exits as before."""
+    try:
+        yield
+    except click.ClickException as exc:
+        if as_json:
+            _print_json({**where, "found": False, "reason": exc.format_message()})
+        raise
+    except (StoreError, OSError, ValueError) as exc:
+        if as_json:
+            _print_json({**where, "found": False, "reason": _describe(exc)})
+        raise
 
 
 @dataclasses.dataclass(slots=True)
@@ -1126,36 +1326,49 @@ def get(ctx: click.Context, path: Path, topic: str | None, queue_id: int | None,
         _get_from_queue(ctx, path, topic, queue_id or 0, offset, count or 1, _split_tags(tags),
                         as_json)
         return
-    with _open_read_only(path) as store:
-        if msg_id is not None:
-            where = f"id {msg_id}"
-            m = store.look_message_by_id(msg_id.strip())
-        else:
-            assert offset is not None
-            where = f"offset {offset}"
-            m = store.look_message_by_offset(offset)
-        data = None if m is None else _message_dict(m)
+    with _json_errors(as_json, {"id": msg_id, "offset": offset}):
+        with _open_read_only(path) as store:
+            why = ""
+            if msg_id is not None:
+                where = f"id {msg_id}"
+                m = store.look_message_by_id(msg_id.strip())
+            else:
+                assert offset is not None
+                where = f"offset {offset}"
+                m = store.look_message_by_offset(offset)
+            if m is None:
+                why = (f"no record starts at physical offset {offset} (the store holds "
+                       f"{max(store.min_phy_offset, 0)}..{store.max_phy_offset})"
+                       if msg_id is None else f"no message with id {msg_id} in this store")
+            elif not _readable([m]):
+                why = f"the message at {where} has a body that cannot be read"
+                m = None
+            data = None if m is None else _message_dict(m)
     if data is None or m is None:
-        _stderr().print(f"no message at {where}", markup=False)
+        if as_json:
+            _print_json({"found": False, "id": msg_id, "offset": offset, "reason": why})
+        else:
+            _stderr().print(f"no message at {where}: {why}", markup=False)
         ctx.exit(EXIT_PROBLEM)
     if as_json:
-        _print_json(data)
+        _print_json({"found": True, **data})
         return
     _print_message_detail(m)
 
 
 def _get_from_queue(ctx: click.Context, path: Path, topic: str, queue_id: int, offset: int,
                     count: int, tags: list[str] | None, as_json: bool) -> None:
-    with _open_read_only(path) as store:
+    where = {"topic": topic, "queue_id": queue_id, "offset": offset, "tags": tags}
+    with _json_errors(as_json, where), _open_read_only(path) as store:
         pulled = _pull(store, topic, queue_id, offset, count, tags)
+        pulled.messages = _readable(pulled.messages)
         messages = [_message_dict(m) for m in pulled.messages] if as_json else []
     if as_json:
         _print_json({
-            "topic": topic,
-            "queue_id": queue_id,
-            "offset": offset,
-            "tags": tags,
+            **where,
+            "found": bool(messages),
             "status": pulled.status.name,
+            "reason": None if messages else _why_nothing(pulled, offset, tags),
             "next_begin_offset": pulled.next_begin_offset,
             "min_offset": pulled.min_offset,
             "max_offset": pulled.max_offset,
@@ -1170,6 +1383,8 @@ def _get_from_queue(ctx: click.Context, path: Path, topic: str, queue_id: int, o
             f"(queue holds {pulled.min_offset}..{pulled.max_offset})",
         )
         _stdout().print(summary, soft_wrap=True)
+        if not pulled.messages:
+            _stderr().print(_why_nothing(pulled, offset, tags), markup=False, soft_wrap=True)
         if len(pulled.messages) == 1 and count == 1:
             _print_message_detail(pulled.messages[0])
         elif pulled.messages:
@@ -1229,6 +1444,11 @@ def _read_queue(store: MessageStore, topic: str, queue_id: int, start: int,
 
 def _tail_printer(as_json: bool) -> Callable[[MessageExt], None]:
     def emit(m: MessageExt) -> None:
+        try:
+            m.body  # noqa: B018 - inflates a compressed body
+        except ValueError as exc:
+            _warn_skipped(m, exc)
+            return
         if as_json:
             click.echo(json.dumps(_message_dict(m), separators=(",", ":")))
             return
@@ -1360,7 +1580,7 @@ def query(ctx: click.Context, path: Path, topic: str, key: str, max_num: int, be
     options: dict[str, Any] = dict(_index_geometry(path, hash_slots, index_num))
     options["max_msgs_num_batch"] = max(max_num, 64)
     with _open_read_only(path, **options) as store:
-        found = store.query_message(topic, key, max_num, begin, end)
+        found = _readable(store.query_message(topic, key, max_num, begin, end))
         found.sort(key=lambda m: m.commit_log_offset)
         messages = [_message_dict(m) for m in found]
     if as_json:

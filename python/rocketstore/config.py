@@ -1,7 +1,7 @@
 """Store configuration: RocketMQ's ``MessageStoreConfig`` as a frozen dataclass.
 
-Every option of RocketMQ 4.9.8's ``MessageStoreConfig`` (and the 5.x-only
-ones listed in SPEC.md §6) is a field of :class:`StoreConfig`, named in
+Every option of RocketMQ 4.9.8's ``MessageStoreConfig`` (and the few 5.x-only
+ones rocketstore supports) is a field of :class:`StoreConfig`, named in
 snake_case, with RocketMQ's default and RocketMQ's unit (milliseconds, hours,
 percent, 4 KiB pages).  Three naming rules differ from a plain translation:
 
@@ -477,7 +477,7 @@ class StoreConfig:
     def put_result_wait_timeout(self) -> int:
         """How long a put waits for its flush/replica result, ms.
 
-        ``max(sync_flush_timeout, slave_timeout) + 5000`` (SPEC §6); on timeout
+        ``max(sync_flush_timeout, slave_timeout) + 5000``, as in RocketMQ; on timeout
         the put answers UNKNOWN_ERROR.
         """
         return max(self.sync_flush_timeout, self.slave_timeout) + 5000

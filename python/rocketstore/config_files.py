@@ -1,7 +1,7 @@
 r"""The broker's JSON config files (``<store>/config/*.json``), RocketMQ-compatible.
 
 RocketMQ persists its managers with fastjson 1.x ``JSON.toJSONString(obj,
-prettyFormat=true)`` (SPEC.md §5). That output is *almost* JSON: maps with
+prettyFormat=true)`` (see ``docs/format.md``, §13). That output is *almost* JSON: maps with
 integer keys are written with **unquoted** keys (``{0:12,1:5}``). This module
 writes the same shape and reads both that and standard JSON:
 
@@ -660,7 +660,7 @@ def _parse_topics(text: str) -> dict[str, Any]:
 class TopicConfigs:
     """Topics known to the store: ``<store>/config/topics.json``.
 
-    The file is RocketMQ's ``TopicConfigManager`` dump (SPEC.md §5)::
+    The file is RocketMQ's ``TopicConfigManager`` dump (``docs/format.md``, §13)::
 
         {"dataVersion":{"counter":N,"timestamp":ms},
          "topicConfigTable":{"T":{"order":false,"perm":6,"readQueueNums":16,

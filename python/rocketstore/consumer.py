@@ -20,7 +20,7 @@ Example::
 
 Waiting never busy-polls: the consumer sleeps in the store's
 ``wait_for_dispatch`` until the dispatcher makes new messages visible (a
-read-only store wakes it by re-reading queue ends; see API.md "Consumers").
+read-only store wakes it by re-reading queue ends; see the README).
 
 A consumer is not thread-safe: use it from one thread at a time (as Kafka's).
 """

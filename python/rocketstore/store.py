@@ -24,6 +24,7 @@ from rocketstore._native import GetMessageResult, Message, MessageExt, NativeSto
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+from rocketstore.services.base import ServiceThread
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
 
@@ -57,27 +58,30 @@ _FAST_METHODS = (
 )
 
 
+_FORKED_REASON = "store handles do not survive fork(); open the store again"
+
+
 def _after_fork_in_child() -> None:
+    # The child's copy of the engine store is closed already (the engine
+    # notices the fork, and closed the child's copy of the lock descriptor
+    # at fork); dropping it here touches no file and joins no thread.
     for store in list(_LIVE):
-        store._disarm("store handles do not survive fork(); open the store again")
+        store._disarm(_FORKED_REASON)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _at_exit() -> None:
-    """Let threads blocked in engine waits leave the engine before the
-    interpreter finalizes (CPython ends daemon threads that take the GIL back
-    during finalization, which must not happen inside Rust code)."""
-    if _native._begin_exit() == 0:
-        return
-    for store in list(_LIVE):
-        n = store._native
-        if n is not None and not n.closed:
-            n._wake_waiters()
-    deadline = time.monotonic() + 2.0
-    while _native._threads_in_engine() and time.monotonic() < deadline:
-        time.sleep(0.002)
+    """Keep daemon threads out of the GIL once the interpreter finalizes.
+
+    CPython ends a thread that takes the GIL back during finalization with
+    ``pthread_exit``, whose forced unwind must not cross Rust frames (the
+    process would abort). From here on, an engine call that released the GIL
+    never takes it back (the thread waits for the process to end), and new
+    calls keep the GIL; threads already taking it back are let through first.
+    """
+    _native._begin_exit()
 
 
 atexit.register(_at_exit)
@@ -125,11 +129,15 @@ class MessageStore:
         self._read_only = read_only
         self._native: NativeStore | None = None
         self._reput: ReputService | None = None
+        # Python services (ServiceThread subclasses) started after recovery,
+        # stopped in reverse order before dispatch and flush stop.
+        self._services: list[ServiceThread] = []
         self._offsets = ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME)
         self._topic_configs = TopicConfigs(self._config.config_dir / "topics.json")
         self._recovery: RecoveryReport | None = None
         self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
+        self._pid = os.getpid()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -143,6 +151,7 @@ class MessageStore:
         """
         if self._native is not None and not self._native.closed:
             return self
+        self._pid = os.getpid()
         cfg = self._config
         ensure_log_pump()
         if not self._read_only:
@@ -208,14 +217,29 @@ class MessageStore:
         self._topic_configs = topic_configs
         if not self._read_only:
             self._reput.start()
+            for service in self._make_services():
+                service.start()
+                self._services.append(service)
         for name in _FAST_METHODS:
             self.__dict__[name] = getattr(native, name)
         _LIVE.add(self)
         return self
 
+    def _make_services(self) -> list[ServiceThread]:
+        """The Python services a writer runs (none yet besides dispatch)."""
+        return []
+
+    def _service_failed(self, reason: str) -> None:
+        """A Python service died: refuse puts from now on, keeping the reason."""
+        n = self._native
+        if n is not None and not n.closed:
+            n.poison(reason)
+
     def _disarm(self, why: str) -> None:
         """Make every call raise StoreClosedError (after fork in the child)."""
         self._native = None
+        self._reput = None
+        self._services = []  # their threads are the parent's
         self._closed_reason = why
         for name in _FAST_METHODS:
             self.__dict__[name] = _closed_method(why)
@@ -223,12 +247,20 @@ class MessageStore:
     def shutdown(self) -> None:
         """Dispatch what is left, flush, persist offsets and close.
 
-        Idempotent; later calls raise :class:`StoreClosedError`.
+        Idempotent; later calls raise :class:`StoreClosedError`. Same as
+        :meth:`close`.
         """
         n = self._native
         if n is None or n.closed:
             return
+        if os.getpid() != self._pid:
+            # A copy in a forked child (whatever forked it): the files, the
+            # threads and the config files are the parent's; touch nothing.
+            self._disarm(_FORKED_REASON)
+            return
         try:
+            while self._services:
+                self._services.pop().shutdown()
             if self._reput is not None:
                 self._reput.shutdown()
             if not self._read_only:
@@ -241,6 +273,11 @@ class MessageStore:
                 n.shutdown()
             finally:
                 pump_now()
+
+    def close(self) -> None:
+        """Close the store: the same as :meth:`shutdown` (as files, sockets and
+        ``sqlite3`` connections are closed)."""
+        self.shutdown()
 
     def _persist_config(self) -> None:
         n = self._n
@@ -339,7 +376,7 @@ class MessageStore:
         """Append one message; returns its :class:`PutResult`.
 
         A rejected message (illegal topic, too large, ...) gets its status and
-        nothing is written.
+        nothing is written; :attr:`PutResult.reason` says why.
         """
         return self._n.put_message(msg)
 
@@ -347,14 +384,15 @@ class MessageStore:
         """Append messages in order under one lock and one flush wait.
 
         Messages may go to any topics and queues; a rejected message gets its
-        status and is skipped, the others are written.
+        status (and :attr:`PutResult.reason`) and is skipped, the others are
+        written.
         """
         return self._n.put_messages(msgs)
 
     def put(
         self,
         topic: str,
-        body: bytes,
+        body: bytes | bytearray | memoryview,
         queue_id: int = 0,
         tags: str | None = None,
         keys: Sequence[str] | str | None = None,
@@ -365,7 +403,13 @@ class MessageStore:
         born_host: tuple[str, int] | None = None,
         sys_flag: int = 0,
     ) -> PutResult:
-        """Append one message given as arguments (the fast path: no ``Message``)."""
+        """Append one message given as arguments (the fast path: no ``Message``).
+
+        ``body`` may be any bytes-like object; anything but ``bytes`` is copied
+        once and the CRC is taken over the copy. A refused message writes
+        nothing: the result's ``status`` is not ``PUT_OK`` and ``reason`` says
+        which field broke which rule.
+        """
         return self._n.put(topic, body, queue_id, tags, keys, properties, delay_level, flag,
                            born_timestamp, born_host, sys_flag)
 
@@ -415,6 +459,11 @@ class MessageStore:
         ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
         ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
         unknown queue reads as an empty one (and nothing is created on disk).
+
+        Raises:
+            ValueError: ``topic`` breaks the topic rule (letters, digits and
+                ``% | _ -``, at most 127 bytes) and the store holds no such
+                topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
         """
         tag_list: list[str] | None
         if tags is None:
@@ -630,7 +679,15 @@ class MessageStore:
         A new group starts at each queue's min offset (``start="latest"``: at
         the end); a group with committed offsets resumes there. ``close()``
         commits only with ``auto_commit=True``.
+
+        Raises:
+            ValueError: ``topic`` breaks the topic rule (letters, digits and
+                ``% | _ -``, at most 127 bytes) and the store holds no such
+                topic, so the consumer could never receive anything.
         """
         from rocketstore.consumer import Consumer
 
+        # The read rule: a name that fails the put rule is refused unless the
+        # store holds that topic (raises ValueError).
+        self._n.get_max_offset_in_queue(topic, 0)
         return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit)

@@ -23,7 +23,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Result, StoreError};
 
@@ -84,8 +84,9 @@ fn be_i64(b: &[u8], at: usize) -> Option<i64> {
 #[derive(Debug)]
 pub struct Checkpoint {
     path: PathBuf,
-    /// `None` for a read-only open of a store that has no checkpoint yet.
-    file: Option<File>,
+    /// `None` for a read-only open of a store that has no checkpoint yet,
+    /// and once closed.
+    file: RwLock<Option<File>>,
     writable: bool,
     physic: AtomicI64,
     logics: AtomicI64,
@@ -155,7 +156,7 @@ impl Checkpoint {
     fn with(path: &Path, file: Option<File>, writable: bool, d: CheckpointData) -> Self {
         Self {
             path: path.to_path_buf(),
-            file,
+            file: RwLock::new(file),
             writable,
             physic: AtomicI64::new(d.physic_msg_timestamp),
             logics: AtomicI64::new(d.logics_msg_timestamp),
@@ -216,10 +217,11 @@ impl Checkpoint {
         if !self.writable {
             return Err(StoreError::ReadOnly);
         }
-        let Some(file) = &self.file else {
-            return Err(StoreError::ReadOnly);
-        };
         let _g = self.flush_lock.lock();
+        let file = self.file.read();
+        let Some(file) = file.as_ref() else {
+            return Err(StoreError::Closed);
+        };
         let bytes = self.snapshot().encode();
         file.write_all_at(&bytes, 0)
             .map_err(|e| StoreError::io(format!("write {}", self.path.display()), e))?;
@@ -227,9 +229,17 @@ impl Checkpoint {
             .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))
     }
 
+    /// Closes the file (the store shut down); later flushes fail with
+    /// [`StoreError::Closed`] and reloads keep the values held.
+    pub fn close(&self) {
+        let _g = self.flush_lock.lock();
+        self.file.write().take();
+    }
+
     /// Re-reads the file (read-only opens following a writer).
     pub fn reload(&self) -> Result<CheckpointData> {
-        let Some(file) = &self.file else {
+        let file = self.file.read();
+        let Some(file) = file.as_ref() else {
             return Ok(self.snapshot());
         };
         let d = read_prefix(file, &self.path)?;

@@ -23,10 +23,11 @@ use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::message::{
-    self, body_crc, encode_blank, encode_v1, find_property, is_valid_topic, parse_record, props,
-    record_len, sysflag, MessageSpec, Parsed, PropertiesBuilder, RecordView,
-    END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, SCHEDULE_TOPIC,
+    self, body_crc, compressed_body_problem, encode_blank, encode_v1, find_property, parse_record,
+    props, record_len, sys_flag_problem, sysflag, topic_problem, MessageSpec, Parsed,
+    PropertiesBuilder, RecordView, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, SCHEDULE_TOPIC,
 };
+use crate::ratelog::RateLimited;
 
 /// Result status of a put (RocketMQ's `PutMessageStatus`, same order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -45,25 +46,50 @@ pub enum PutStatus {
 }
 
 /// What a put did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutOutcome {
     pub status: PutStatus,
     pub wrote_offset: i64,
     pub wrote_bytes: i32,
     pub queue_offset: i64,
     pub store_timestamp: i64,
+    /// Why the put was not `PUT_OK` (a short sentence naming the field and
+    /// the rule); `None` when it was. Built only on the refusal path.
+    pub reason: Option<String>,
 }
 
 impl PutOutcome {
     /// A rejected put: nothing written.
-    pub fn rejected(status: PutStatus) -> Self {
+    pub fn rejected(refused: Refused) -> Self {
         Self {
-            status,
+            status: refused.status,
             wrote_offset: -1,
             wrote_bytes: 0,
             queue_offset: -1,
             store_timestamp: 0,
+            reason: Some(refused.reason),
         }
+    }
+}
+
+/// A put refused before anything was written: the status and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub status: PutStatus,
+    pub reason: String,
+}
+
+impl Refused {
+    pub fn new(status: PutStatus, reason: impl Into<String>) -> Self {
+        Self {
+            status,
+            reason: reason.into(),
+        }
+    }
+
+    /// `MESSAGE_ILLEGAL` because of `reason`.
+    pub fn illegal(reason: impl Into<String>) -> Self {
+        Self::new(PutStatus::MessageIllegal, reason)
     }
 }
 
@@ -151,6 +177,16 @@ struct PutState {
     current: Option<Arc<MappedFile>>,
 }
 
+/// Failed CommitLog file creations (rate-limited log).
+static CREATE_FAILURES: RateLimited = RateLimited::new();
+
+impl From<crate::message::PropertyError> for Refused {
+    fn from(e: crate::message::PropertyError) -> Self {
+        let crate::message::PropertyError::Illegal(why) = e;
+        Self::illegal(why)
+    }
+}
+
 /// A message ready to append: validated, delay-converted, CRC computed.
 pub struct Prepared<'a> {
     pub spec: MessageSpec<'a>,
@@ -205,6 +241,13 @@ impl CommitLog {
         &self.mfq
     }
 
+    /// Drops every file (the store shut down): mappings and descriptors are
+    /// released as soon as no reader holds them; no file is created again.
+    pub fn release(&self) {
+        self.put.lock().current = None;
+        self.mfq.release();
+    }
+
     /// A shared handle on the file queue (for background threads).
     pub fn queue_arc(&self) -> Arc<MappedFileQueue> {
         self.mfq.clone()
@@ -235,16 +278,37 @@ impl CommitLog {
     }
 
     /// Validates `spec` and converts delayed messages (SPEC §1.9, §1.10).
-    pub fn prepare<'a>(
-        &self,
-        spec: MessageSpec<'a>,
-    ) -> std::result::Result<Prepared<'a>, PutStatus> {
+    ///
+    /// A refusal carries a sentence naming the field and the rule; the checks
+    /// cost nothing more than before on the success path (the sentence is
+    /// built only when a check fails).
+    pub fn prepare<'a>(&self, spec: MessageSpec<'a>) -> std::result::Result<Prepared<'a>, Refused> {
         let mut spec = spec;
-        if !is_valid_topic(&spec.topic) || spec.queue_id < 0 {
-            return Err(PutStatus::MessageIllegal);
+        if let Some(why) = topic_problem(&spec.topic) {
+            return Err(Refused::illegal(why));
+        }
+        if spec.queue_id < 0 {
+            return Err(Refused::illegal(format!(
+                "queue_id must be >= 0, got {}",
+                spec.queue_id
+            )));
         }
         if spec.body.len() > self.cfg.max_message_size {
-            return Err(PutStatus::MessageIllegal);
+            return Err(Refused::illegal(format!(
+                "body is {} bytes, over max_message_size ({} bytes)",
+                spec.body.len(),
+                self.cfg.max_message_size
+            )));
+        }
+        if spec.sys_flag != 0 {
+            if let Some(why) = sys_flag_problem(spec.sys_flag) {
+                return Err(Refused::illegal(why));
+            }
+            if spec.sys_flag & sysflag::COMPRESSED != 0 {
+                if let Some(why) = compressed_body_problem(&spec.body) {
+                    return Err(Refused::illegal(why));
+                }
+            }
         }
         let tran = spec.transaction_type();
         if tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT {
@@ -252,7 +316,12 @@ impl CommitLog {
                 let level: i64 = std::str::from_utf8(level)
                     .ok()
                     .and_then(|s| s.trim().parse().ok())
-                    .ok_or(PutStatus::MessageIllegal)?;
+                    .ok_or_else(|| {
+                        Refused::illegal(format!(
+                            "property DELAY must be a whole number (a delay level), not {:?}",
+                            String::from_utf8_lossy(level)
+                        ))
+                    })?;
                 if level > 0 && !self.cfg.delay_levels.is_empty() {
                     // Like RocketMQ's property map: the clamped level replaces DELAY,
                     // and REAL_TOPIC/REAL_QID replace any earlier values (a message
@@ -265,16 +334,15 @@ impl CommitLog {
                         }
                         if k == props::DELAY.as_bytes() {
                             b.push(props::DELAY, &level.to_string())
-                                .map_err(|_| PutStatus::MessageIllegal)?;
+                                .map_err(Refused::from)?;
                         } else {
                             b.push_pair_raw(k, v);
                         }
                     }
                     let qid = spec.queue_id.to_string();
                     b.push(props::REAL_TOPIC, &spec.topic)
-                        .map_err(|_| PutStatus::MessageIllegal)?;
-                    b.push(props::REAL_QID, &qid)
-                        .map_err(|_| PutStatus::MessageIllegal)?;
+                        .map_err(Refused::from)?;
+                    b.push(props::REAL_QID, &qid).map_err(Refused::from)?;
                     spec.properties = Cow::Owned(b.finish());
                     spec.topic = Cow::Borrowed(SCHEDULE_TOPIC);
                     spec.queue_id = (level - 1) as i32;
@@ -287,10 +355,14 @@ impl CommitLog {
             let chars = String::from_utf8_lossy(&spec.properties)
                 .encode_utf16()
                 .count();
+            let why = format!(
+                "properties (tags, keys and properties together) take {props_len} bytes \
+                 ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed"
+            );
             return Err(if chars > MAX_PROPERTIES_LEN {
-                PutStatus::MessageIllegal
+                Refused::illegal(why)
             } else {
-                PutStatus::PropertiesSizeExceeded
+                Refused::new(PutStatus::PropertiesSizeExceeded, why)
             });
         }
         let mut sys_flag = spec.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6);
@@ -307,10 +379,20 @@ impl CommitLog {
             &spec.born_host,
             &self.cfg.store_host,
         );
-        if len > self.cfg.max_message_size + 64 * 1024
-            || len + END_FILE_MIN_BLANK_LENGTH > self.cfg.file_size
-        {
-            return Err(PutStatus::MessageIllegal);
+        if len > self.cfg.max_message_size + 64 * 1024 {
+            return Err(Refused::illegal(format!(
+                "the record would take {len} bytes, over max_message_size + 64 KiB \
+                 ({} bytes)",
+                self.cfg.max_message_size + 64 * 1024
+            )));
+        }
+        if len + END_FILE_MIN_BLANK_LENGTH > self.cfg.file_size {
+            return Err(Refused::illegal(format!(
+                "the record would take {len} bytes, but a CommitLog segment of {} bytes holds \
+                 at most {} (mapped_file_size_commit_log)",
+                self.cfg.file_size,
+                self.cfg.file_size - END_FILE_MIN_BLANK_LENGTH
+            )));
         }
         let crc = body_crc(&spec.body);
         Ok(Prepared {
@@ -351,7 +433,7 @@ impl CommitLog {
     /// validation gets its status and is skipped.
     pub fn put_batch<'a>(
         &self,
-        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, PutStatus>>,
+        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, Refused>>,
     ) -> Result<Vec<PutOutcome>> {
         // Each message is validated and encoded as it is appended (no
         // intermediate batch-sized buffers: those cost more than the work).
@@ -362,7 +444,7 @@ impl CommitLog {
         for s in specs {
             match s.and_then(|s| self.prepare(s)) {
                 Ok(p) => out.push(self.append_locked(&mut st, &p, ts)?),
-                Err(status) => out.push(PutOutcome::rejected(status)),
+                Err(refused) => out.push(PutOutcome::rejected(refused)),
             }
         }
         Ok(out)
@@ -381,16 +463,28 @@ impl CommitLog {
         for _attempt in 0..2 {
             let file = match &st.current {
                 Some(f) if !f.is_full() => f.clone(),
-                _ => match self.mfq.last_file_or_create(0) {
-                    Ok(f) => {
-                        st.current = Some(f.clone());
-                        f
+                _ => {
+                    match self.mfq.last_file_or_create(0) {
+                        Ok(f) => {
+                            if let Some(n) = CREATE_FAILURES.reset() {
+                                log::warn!("CommitLog files can be created again after {n} failed attempts");
+                            }
+                            st.current = Some(f.clone());
+                            f
+                        }
+                        Err(e) => {
+                            // A full disk fails every put: log a few lines and a count,
+                            // not one line per attempt.
+                            CREATE_FAILURES.log(log::Level::Error, || {
+                                format!("cannot create CommitLog file: {e}")
+                            });
+                            return Ok(PutOutcome::rejected(Refused::new(
+                                PutStatus::CreateMappedFileFailed,
+                                format!("cannot create a CommitLog file: {e}"),
+                            )));
+                        }
                     }
-                    Err(e) => {
-                        log::error!("cannot create CommitLog file: {e}");
-                        return Ok(PutOutcome::rejected(PutStatus::CreateMappedFileFailed));
-                    }
-                },
+                }
             };
             let from = file.file_from_offset() as i64;
             let appended = file.append(|tail, at| {
@@ -422,6 +516,7 @@ impl CommitLog {
                     wrote_bytes: p.len as i32,
                     queue_offset,
                     store_timestamp: ts,
+                    reason: None,
                 });
             }
             // END_OF_FILE: the blank filled the file; retry in the next one.

@@ -139,10 +139,19 @@ pub struct ConsumeQueue {
     max_physic_offset: AtomicI64,
     /// Logical byte offset of the first message (`minLogicOffset`).
     min_logic_offset: AtomicU64,
+    /// Units offered again that the queue already held (counted, logged at
+    /// debug: after a crash, recovery re-dispatches thousands of them).
+    repeated: AtomicU64,
     state: Mutex<WriteState>,
 }
 
 impl ConsumeQueue {
+    /// Units offered again that this queue already held, since the last call
+    /// (the counter restarts at 0).
+    pub fn take_repeated(&self) -> u64 {
+        self.repeated.swap(0, Ordering::Relaxed)
+    }
+
     /// Loads `root/<topic>/<queue_id>/` (`root` is the store's
     /// `consumequeue` directory). `file_size` is rounded up to a multiple of
     /// 20. Files are marked full; call [`ConsumeQueue::recover`] next.
@@ -190,6 +199,7 @@ impl ConsumeQueue {
             mfq,
             max_physic_offset: AtomicI64::new(-1),
             min_logic_offset: AtomicU64::new(0),
+            repeated: AtomicU64::new(0),
             state: Mutex::new(WriteState::default()),
         })
     }
@@ -301,6 +311,7 @@ impl ConsumeQueue {
         if !self.mfq.is_writable() {
             return Err(StoreError::ReadOnly);
         }
+        #[cfg(feature = "failpoints")]
         crate::failpoint::check("cq_put")
             .map_err(|e| StoreError::io(format!("append to {}", self.mfq.dir().display()), e))?;
         if phy_offset < 0 || size <= 0 || cq_offset < 0 {
@@ -315,7 +326,8 @@ impl ConsumeQueue {
         };
         let mut st = self.state.lock();
         if unit.end_phy_offset() <= self.max_physic_offset.load(Ordering::Acquire) {
-            log::warn!(
+            self.repeated.fetch_add(1, Ordering::Relaxed);
+            log::debug!(
                 "{}-{}: maybe building the consume queue repeatedly (max physic offset {}, phy {phy_offset})",
                 self.topic,
                 self.queue_id,
@@ -352,7 +364,8 @@ impl ConsumeQueue {
         if cq_offset != 0 {
             let current = from + file.wrote_position() as u64;
             if expect < current {
-                log::warn!(
+                self.repeated.fetch_add(1, Ordering::Relaxed);
+                log::debug!(
                     "{}-{}: consume queue built repeatedly (expect {expect}, current {current})",
                     self.topic,
                     self.queue_id

@@ -188,6 +188,16 @@ impl ConsumeQueueTable {
         Ok(cq)
     }
 
+    /// Drops every queue (the store shut down): their files are released as
+    /// soon as no reader holds them, and none creates a file any more.
+    pub fn release(&self) {
+        let mut w = self.queues.write();
+        for q in w.values().flat_map(|m| m.values()) {
+            q.queue().release();
+        }
+        w.clear();
+    }
+
     /// Every queue, sorted by topic and id.
     pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
         let r = self.queues.read();

@@ -2,7 +2,12 @@
 //! creation fail on demand (a failed fsync must poison the store; a full disk
 //! must fail a file creation cleanly).
 //!
-//! A point is checked with one relaxed atomic load when no point is armed.
+//! Compiled only with the `failpoints` cargo feature: the test install
+//! enables it, release wheels never have it (`scripts/build-dist.sh` checks
+//! that the wheel carries none of the point names). Each call site is gated
+//! with `#[cfg(feature = "failpoints")]`, so a release build has no check at
+//! all. With the feature, a point is checked with one relaxed atomic load
+//! when no point is armed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -12,7 +17,9 @@ static ANY_ARMED: AtomicBool = AtomicBool::new(false);
 static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 
 /// The points the engine checks.
-pub const POINTS: &[&str] = &["msync", "create_file", "cq_put"];
+/// `map_new_file` fails the mapping of a file just created (as an
+/// address-space limit would), after the file was made.
+pub const POINTS: &[&str] = &["msync", "create_file", "map_new_file", "cq_put"];
 
 /// Arms `name` to fail with `errno` (0 disarms it).
 pub fn set(name: &str, errno: i32) -> bool {

@@ -4,6 +4,8 @@
 //!
 //! The engine has no Python dependency; the `python` feature adds the PyO3
 //! bindings in [`python`]. Modules map one-to-one to on-disk structures.
+//! The `failpoints` feature compiles in the fault-injection points of
+//! [`failpoint`] for tests; release wheels are built without it.
 
 pub mod allocate;
 pub mod checkpoint;
@@ -14,6 +16,7 @@ pub mod consume_queue;
 pub mod cq_table;
 pub mod dispatch;
 pub mod error;
+#[cfg(feature = "failpoints")]
 pub mod failpoint;
 pub mod flush;
 pub mod index_file;
@@ -21,6 +24,7 @@ pub mod lock;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message;
+pub mod ratelog;
 pub mod reader;
 pub mod store;
 

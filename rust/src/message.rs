@@ -108,6 +108,82 @@ pub fn is_valid_topic(topic: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
 }
 
+/// Why `topic` fails the put rule of [`is_valid_topic`], or `None` if it is
+/// legal. The sentence names the field and the rule (RocketMQ's
+/// `TopicValidator`: dots, spaces and slashes are refused).
+pub fn topic_problem(topic: &str) -> Option<String> {
+    if is_valid_topic(topic) {
+        return None;
+    }
+    if topic.is_empty() {
+        return Some("topic must not be empty".into());
+    }
+    if topic.len() > MAX_TOPIC_LEN {
+        return Some(format!(
+            "topic is {} bytes long; at most {MAX_TOPIC_LEN} are allowed",
+            topic.len()
+        ));
+    }
+    let bad = topic
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '%' | '|' | '_' | '-')))
+        .unwrap_or('?');
+    Some(format!(
+        "topic {topic:?} contains {bad:?}; a topic may use only letters, digits and % | _ -"
+    ))
+}
+
+/// Why `sys_flag` may not be given by a producer, or `None` if it may.
+///
+/// Accepted: the compressed bit (0x1; the body must then inflate, checked
+/// by the put), multi-tags (0x2) and the transaction type (0x4, 0x8, 0xC).
+/// Refused: the host-format bits 0x10 and 0x20, which the store derives from
+/// `born_host` and the store host, and every bit from 0x40 up (compression
+/// types and bits RocketMQ 4.9.8 does not define).
+pub fn sys_flag_problem(sys_flag: i32) -> Option<String> {
+    if sys_flag & sysflag::BORNHOST_V6 != 0 {
+        return Some(
+            "sys_flag bit 0x10 (born host is IPv6) is set by the store from born_host; \
+             leave it 0"
+                .into(),
+        );
+    }
+    if sys_flag & sysflag::STOREHOST_V6 != 0 {
+        return Some(
+            "sys_flag bit 0x20 (store host is IPv6) is set by the store from its store_host; \
+             leave it 0"
+                .into(),
+        );
+    }
+    let high = (sys_flag as u32) & !0x3F;
+    if high != 0 {
+        let bit = 1u32 << high.trailing_zeros();
+        return Some(format!(
+            "sys_flag bit {bit:#x} is not accepted; a producer may set only 0x1 (compressed), \
+             0x2 (multi-tags) and the transaction type bits 0x4/0x8"
+        ));
+    }
+    None
+}
+
+/// Why a body flagged as compressed (sysFlag bit 0x1) cannot be stored, or
+/// `None` if it inflates as a zlib stream (what readers will do with it).
+/// The inflated bytes are discarded as they are produced.
+pub fn compressed_body_problem(body: &[u8]) -> Option<String> {
+    let mut dec = flate2::read::ZlibDecoder::new(body);
+    match std::io::copy(&mut dec, &mut std::io::sink()) {
+        Ok(_) if dec.total_in() as usize == body.len() => None,
+        Ok(_) => Some(format!(
+            "sys_flag bit 0x1 (compressed) is set but the body has {} bytes after its zlib \
+             stream",
+            body.len() - dec.total_in() as usize
+        )),
+        Err(e) => Some(format!(
+            "sys_flag bit 0x1 (compressed) is set but the body does not inflate as zlib ({e})"
+        )),
+    }
+}
+
 /// Length in bytes of one encoded host (`ip` + 4-byte port).
 #[inline]
 pub fn host_len(addr: &SocketAddr) -> usize {
@@ -474,6 +550,33 @@ pub fn find_property<'p>(props: &'p [u8], name: &str) -> Option<&'p [u8]> {
         .map(|(_, v)| v)
 }
 
+/// Why the property `name=value` cannot be stored, or `None`.
+pub fn property_problem(name: &str, value: &str) -> Option<String> {
+    let sep = |s: &str| {
+        s.bytes()
+            .find(|&b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+    };
+    if name.is_empty() {
+        return Some("property names must not be empty".into());
+    }
+    if let Some(b) = sep(name) {
+        return Some(format!(
+            "property name {name:?} contains the control character {b:#04x}, which separates \
+             properties in a record"
+        ));
+    }
+    if value.is_empty() {
+        return Some(format!("property {name:?} has an empty value"));
+    }
+    if let Some(b) = sep(value) {
+        return Some(format!(
+            "property {name:?} has a value containing the control character {b:#04x}, which \
+             separates properties in a record"
+        ));
+    }
+    None
+}
+
 /// Why a property could not be added.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PropertyError {
@@ -498,21 +601,11 @@ impl PropertiesBuilder {
         }
     }
 
-    /// Appends `name=value`; both must be non-empty and free of 0x01/0x02.
+    /// Appends `name=value`; both must be non-empty and free of 0x01/0x02
+    /// (the record's separators). The error names the property and the rule.
     pub fn push(&mut self, name: &str, value: &str) -> Result<(), PropertyError> {
-        if name.is_empty() || value.is_empty() {
-            return Err(PropertyError::Illegal(format!(
-                "property {name:?} has an empty name or value"
-            )));
-        }
-        let bad = |s: &str| {
-            s.bytes()
-                .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
-        };
-        if bad(name) || bad(value) {
-            return Err(PropertyError::Illegal(format!(
-                "property {name:?} contains a 0x01 or 0x02 byte"
-            )));
+        if let Some(why) = property_problem(name, value) {
+            return Err(PropertyError::Illegal(why));
         }
         if !self.buf.is_empty() {
             self.buf.push(PROPERTY_SEPARATOR);

@@ -15,13 +15,15 @@ use parking_lot::Mutex;
 
 use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
 use crate::checkpoint::Checkpoint;
-use crate::commitlog::{CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, ScanReport};
+use crate::commitlog::{
+    CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, Refused, ScanReport,
+};
 use crate::cq_table::ConsumeQueueTable;
 use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
 use crate::flush::{FlushConfig, FlushService};
 use crate::index_file::IndexStore;
-use crate::lock::StoreLock;
+use crate::lock::{fork_generation, StoreLock};
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::message::{find_property, props, MessageSpec, RecordView};
 use crate::reader::{get_message, total_physical_memory, GetResult, TagFilter, TransferLimits};
@@ -92,6 +94,10 @@ pub struct Store {
     closed: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
     prefaulter: Mutex<Option<Prefaulter>>,
+    /// The process's fork generation at open: a different value means this
+    /// is a copy inherited by a forked child, whose threads do not exist and
+    /// whose files belong to the parent.
+    fork_generation: u64,
 }
 
 fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
@@ -259,6 +265,7 @@ impl Store {
             closed: AtomicBool::new(false),
             poisoned,
             prefaulter: Mutex::new(prefaulter),
+            fork_generation: fork_generation(),
         })
     }
 
@@ -326,6 +333,7 @@ impl Store {
     /// lies past the valid end, dispatch what the queues miss and rebuild the
     /// queue-offset table. Read-only stores only find the ends.
     pub fn recover(&self, check_crc: bool) -> Result<RecoveryReport> {
+        self.check_open()?;
         let mut max_phy_cq = self.cqs.recover_all()?;
         // Units pointing past the end of the last CommitLog file cannot be
         // real (damaged queue files): cut them before anything trusts a
@@ -378,6 +386,17 @@ impl Store {
         });
         if let Some(e) = dispatch_err {
             return Err(e);
+        }
+        if abnormal {
+            // One summary instead of a line per record: after a crash, the
+            // queues usually hold records past the checkpoint already.
+            let repeated: u64 = self.cqs.all().iter().map(|q| q.take_repeated()).sum();
+            if repeated > 0 {
+                log::info!(
+                    "recovery: {repeated} of {redispatched} re-dispatched records were already \
+                     in their consume queues (written before the crash); kept as they were"
+                );
+            }
         }
         let mut report = RecoveryReport {
             mode: if abnormal { "abnormal" } else { "normal" },
@@ -492,6 +511,7 @@ impl Store {
 
     /// Starts the flush threads and creates the abort file (writer only).
     pub fn start_flush(&self) -> Result<()> {
+        self.check_open()?;
         if self.opts.read_only {
             return Ok(());
         }
@@ -507,6 +527,7 @@ impl Store {
 
     /// Starts the dispatch thread (writer only).
     pub fn start_dispatch(&self) -> Result<()> {
+        self.check_open()?;
         if self.opts.read_only {
             return Ok(());
         }
@@ -528,41 +549,66 @@ impl Store {
         Ok(())
     }
 
-    /// Stops the dispatch thread (its current step completes).
+    /// Stops the dispatch thread (its current step completes). Nothing to
+    /// stop in a forked child (the thread is the parent's).
     pub fn stop_dispatch(&self) {
+        if self.is_forked_copy() {
+            return;
+        }
         if let Some(mut t) = self.dispatch_thread.lock().take() {
             t.stop();
         }
     }
 
-    fn check_writable(&self) -> Result<Option<PutStatus>> {
-        if self.closed.load(Ordering::Acquire) {
+    /// True in a child forked after the store was opened: the store is
+    /// closed there, and closing or dropping it touches nothing.
+    pub fn is_forked_copy(&self) -> bool {
+        fork_generation() != self.fork_generation
+    }
+
+    fn check_writable(&self) -> Result<Option<Refused>> {
+        if self.closed.load(Ordering::Acquire) || self.is_forked_copy() {
             return Err(StoreError::Closed);
         }
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
-        if self.poisoned.lock().is_some() {
-            return Ok(Some(PutStatus::ServiceNotAvailable));
+        if let Some(why) = self.poisoned.lock().as_deref() {
+            return Ok(Some(Refused::new(
+                PutStatus::ServiceNotAvailable,
+                format!("the store is not writeable: {why}"),
+            )));
         }
         Ok(None)
     }
 
+    /// Why a flush wait ended with `status` (None for PUT_OK).
+    fn flush_wait_reason(&self, status: PutStatus) -> Option<String> {
+        (status != PutStatus::PutOk).then(|| match self.flusher.failure() {
+            Some(why) => format!("the message was written but the flush failed: {why}"),
+            None => format!(
+                "the message was written but not confirmed on disk within \
+                 sync_flush_timeout ({} ms)",
+                self.opts.flush.sync_timeout.as_millis()
+            ),
+        })
+    }
+
     /// Checks the store state for a read.
     pub fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) || self.is_forked_copy() {
             Err(StoreError::Closed)
         } else {
             Ok(())
         }
     }
 
-    /// Validates a message for this store; `Err(status)` means rejected.
+    /// Validates a message for this store; `Err(refused)` means rejected.
     #[allow(clippy::type_complexity)]
     pub fn prepare<'a>(
         &self,
         spec: MessageSpec<'a>,
-    ) -> Result<std::result::Result<Prepared<'a>, PutStatus>> {
+    ) -> Result<std::result::Result<Prepared<'a>, Refused>> {
         if let Some(s) = self.check_writable()? {
             return Ok(Err(s));
         }
@@ -589,6 +635,7 @@ impl Store {
             out.status = self
                 .flusher
                 .wait_flushed((out.wrote_offset + out.wrote_bytes as i64) as u64);
+            out.reason = self.flush_wait_reason(out.status);
         }
         Ok(out)
     }
@@ -596,10 +643,13 @@ impl Store {
     /// Appends a batch under one lock hold, then one flush wait.
     pub fn put_batch<'a>(
         &self,
-        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, PutStatus>>,
+        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, Refused>>,
     ) -> Result<Vec<PutOutcome>> {
-        if let Some(s) = self.check_writable()? {
-            return Ok(specs.into_iter().map(|_| PutOutcome::rejected(s)).collect());
+        if let Some(r) = self.check_writable()? {
+            return Ok(specs
+                .into_iter()
+                .map(|_| PutOutcome::rejected(r.clone()))
+                .collect());
         }
         let mut any_wait = false;
         let specs = specs.into_iter().inspect(|s| {
@@ -616,8 +666,10 @@ impl Store {
             .max();
         if let (true, true, Some(end)) = (self.opts.flush.sync_flush, any_wait, end) {
             let st = self.flusher.wait_flushed(end);
+            let why = self.flush_wait_reason(st);
             for o in out.iter_mut().filter(|o| o.status == PutStatus::PutOk) {
                 o.status = st;
+                o.reason.clone_from(&why);
             }
         }
         Ok(out)
@@ -775,10 +827,13 @@ impl Store {
 
     /// Stops dispatch (after dispatching what is left) and the flush threads,
     /// flushes everything, removes the abort file when the stop is clean
-    /// (writeable, nothing left to dispatch), and releases the lock. Later
-    /// calls fail with [`StoreError::Closed`].
+    /// (writeable, nothing left to dispatch), and releases the lock and every
+    /// file (descriptors and mappings are gone when this returns, unless a
+    /// concurrent reader still holds a file). Later calls fail with
+    /// [`StoreError::Closed`]. In a forked child it only marks the store
+    /// closed: the files, the abort file and the threads are the parent's.
     pub fn shutdown(&self) -> Result<()> {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return Ok(());
         }
         if let Some(mut p) = self.prefaulter.lock().take() {
@@ -808,9 +863,21 @@ impl Store {
                 }
             }
         }
-        // Release the writer lock even when the final flush failed.
-        self.lock.lock().take();
+        // Release the files and the writer lock even when the final flush failed.
+        self.release_files();
         result
+    }
+
+    /// Lets go of every file: mappings, descriptors, the checkpoint and,
+    /// last, the writer lock. Background threads are stopped by then.
+    fn release_files(&self) {
+        self.commitlog.release();
+        self.cqs.release();
+        if let Some(index) = &self.index {
+            index.release();
+        }
+        self.checkpoint.close();
+        self.lock.lock().take();
     }
 
     /// Commits transient-pool buffers and dispatches everything written, so
@@ -830,7 +897,7 @@ impl Store {
     /// more is dispatched or flushed, the abort file stays, the lock is
     /// released. What was written stays in the page cache, as after kill -9.
     pub fn abandon(&self) {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return;
         }
         if let Some(mut p) = self.prefaulter.lock().take() {
@@ -838,11 +905,11 @@ impl Store {
         }
         self.stop_dispatch();
         self.flusher.abandon();
-        self.lock.lock().take();
+        self.release_files();
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.closed.load(Ordering::Acquire) || self.is_forked_copy()
     }
 }
 
@@ -851,8 +918,25 @@ impl Drop for Store {
     /// here: background threads stop, everything is flushed and the lock is
     /// released. Failures are logged; the abort file then stays and the next
     /// open recovers as after a crash.
+    ///
+    /// A copy in a forked child is leaked instead: its threads do not exist
+    /// in the child (joining them would hang), and flushing, writing the
+    /// checkpoint or removing the abort file would change the parent's
+    /// store under it. The lock's descriptor was closed at fork.
     fn drop(&mut self) {
-        if !self.is_closed() {
+        if self.is_forked_copy() {
+            // `get_mut`: no lock is taken (a vanished thread may hold one).
+            std::mem::forget(self.prefaulter.get_mut().take());
+            std::mem::forget(self.dispatch_thread.get_mut().take());
+            std::mem::forget(Arc::clone(&self.flusher));
+            std::mem::forget(Arc::clone(&self.dispatcher));
+            std::mem::forget(self.index.clone());
+            std::mem::forget(Arc::clone(&self.cqs));
+            std::mem::forget(Arc::clone(&self.commitlog));
+            std::mem::forget(Arc::clone(&self.checkpoint));
+            return;
+        }
+        if !self.closed.load(Ordering::Acquire) {
             if let Err(e) = self.shutdown() {
                 log::error!("shutting down a dropped store failed: {e}");
             }
@@ -887,5 +971,159 @@ fn wants_wait(spec: &MessageSpec<'_>) -> bool {
     match find_property(&spec.properties, props::WAIT) {
         None => true,
         Some(v) => v.eq_ignore_ascii_case(b"true"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::net::SocketAddr;
+    use std::path::Path;
+
+    use super::*;
+
+    fn options(dir: &Path, sync_flush: bool) -> StoreOptions {
+        StoreOptions {
+            root: dir.to_path_buf(),
+            commit_log_dir: dir.join("commitlog"),
+            commit_log_file_size: Some(8 << 10),
+            consume_queue_file_size: Some(20 * 50),
+            max_message_size: 4 << 10,
+            store_host: "127.0.0.1:10911".parse().unwrap(),
+            delay_levels: vec![1000],
+            read_only: false,
+            message_index_enable: true,
+            max_hash_slot_num: 10,
+            max_index_num: 40,
+            max_msgs_num_batch: 64,
+            max_transfer_bytes_in_memory: 256 << 10,
+            max_transfer_count_in_memory: 32,
+            max_transfer_bytes_in_disk: 64 << 10,
+            max_transfer_count_in_disk: 8,
+            access_message_in_memory_max_ratio: 40,
+            message_index_safe: true,
+            transient_store_pool_enable: false,
+            transient_store_pool_size: 1,
+            flush: FlushConfig {
+                sync_flush,
+                ..FlushConfig::default()
+            },
+        }
+    }
+
+    fn started(dir: &Path, sync_flush: bool) -> Store {
+        let s = Store::open(options(dir, sync_flush)).unwrap();
+        s.recover(true).unwrap();
+        s.start_flush().unwrap();
+        s.start_dispatch().unwrap();
+        s
+    }
+
+    fn put(store: &Store, i: usize) -> PutOutcome {
+        let body = format!("message {i}");
+        let props = format!("KEYS\u{1}key{i}");
+        let spec = MessageSpec {
+            topic: Cow::Borrowed("T"),
+            queue_id: (i % 3) as i32,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1_700_000_000_000,
+            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Owned(body.into_bytes()),
+            properties: Cow::Owned(props.into_bytes()),
+        };
+        let p = store.prepare(spec).unwrap().unwrap();
+        let out = store.put_prepared(&p).unwrap();
+        assert_eq!(out.status, PutStatus::PutOk);
+        out
+    }
+
+    /// (descriptors, mapped regions) of this process on files under `dir`.
+    fn held(dir: &Path) -> (usize, usize) {
+        let dir = dir.canonicalize().unwrap();
+        let fds = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|p| p.starts_with(&dir))
+            .count();
+        let needle = format!("{}/", dir.display());
+        let maps = std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(&needle))
+            .count();
+        (fds, maps)
+    }
+
+    #[test]
+    fn shutdown_releases_every_descriptor_and_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = started(dir.path(), false);
+        for i in 0..300 {
+            put(&store, i);
+        }
+        store.flush().unwrap();
+        let (fds, maps) = held(dir.path());
+        assert!(fds > 10 && maps > 10, "{fds} descriptors, {maps} mappings");
+        store.shutdown().unwrap();
+        assert_eq!(
+            held(dir.path()),
+            (0, 0),
+            "the store is still alive, its files are not"
+        );
+        assert!(store.commitlog().queue().create_file(1 << 20).is_err());
+        drop(store);
+        let again = started(dir.path(), false);
+        assert!(again.commitlog().max_offset() > 0);
+    }
+
+    /// A forked child that drops its copy of an open store joins no thread
+    /// (the child would hang) and touches no file: the parent's abort file
+    /// and lock stay, and its writes go on.
+    #[test]
+    fn dropping_a_forked_copy_touches_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = started(dir.path(), true);
+        for i in 0..50 {
+            put(&store, i);
+        }
+        // SAFETY: the child only drops the store and exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let closed = store.is_closed() && store.shutdown().is_ok();
+            drop(store);
+            // SAFETY: ends the child without running the test harness.
+            unsafe { libc::_exit(if closed { 0 } else { 2 }) };
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut status = 0;
+        // SAFETY: polls the child made above.
+        while unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == 0 {
+            if std::time::Instant::now() > deadline {
+                // SAFETY: as above.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child hung dropping its copy of the store");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert!(dir.path().join("abort").exists());
+        let e = StoreLock::acquire(&dir.path().join("lock"), dir.path()).unwrap_err();
+        assert!(matches!(e, StoreError::Locked(_)));
+        for i in 50..100 {
+            put(&store, i);
+        }
+        store.shutdown().unwrap();
+        assert!(!dir.path().join("abort").exists());
+        drop(store);
+        let again = started(dir.path(), true);
+        let q = again.consume_queues().get("T", 0).unwrap();
+        assert_eq!(q.max_offset_in_queue(), 34);
     }
 }

@@ -12,24 +12,38 @@ from typing import Any
 
 import pytest
 
-from helpers.presets import POINTS, SMALL
+from helpers.presets import FAILPOINTS_MISSING, POINTS, SMALL
 from rocketstore import MessageStore, PoisonedError, StoreConfig, _native
+
+
+def has_fail_points() -> bool:
+    """Whether this build of the engine has the ``failpoints`` feature."""
+    return hasattr(_native, "_set_fail_point")
+
+
+def _disarm_all() -> None:
+    if has_fail_points():
+        for p in POINTS:
+            _native._set_fail_point(p, 0)
 
 
 @pytest.fixture
 def fail_points() -> Iterator[Callable[[str, int], None]]:
-    """``arm(name, errno)``; every point is disarmed at teardown."""
+    """``arm(name, errno)``; every point is disarmed at teardown.
+
+    Fails (never skips) the test when the engine was built without them.
+    """
+    if not has_fail_points():
+        pytest.fail(FAILPOINTS_MISSING, pytrace=False)
 
     def arm(name: str, err: int) -> None:
         assert _native._set_fail_point(name, err), f"unknown fail point {name}"
 
-    for p in POINTS:
-        _native._set_fail_point(p, 0)
+    _disarm_all()
     try:
         yield arm
     finally:
-        for p in POINTS:
-            _native._set_fail_point(p, 0)
+        _disarm_all()
 
 
 @pytest.fixture
@@ -47,8 +61,7 @@ def opened(store_path: str) -> Iterator[Callable[..., MessageStore]]:
         return s.start()
 
     yield _open
-    for p in POINTS:  # never shut down with a point armed
-        _native._set_fail_point(p, 0)
+    _disarm_all()  # never shut down with a point armed
     for s in reversed(stores):
         try:
             s.shutdown()

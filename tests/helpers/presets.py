@@ -21,5 +21,11 @@ FAST_FLUSH: dict[str, Any] = {
     "flush_interval_consume_queue": 50,
     "flush_consume_queue_thorough_interval": 100,
 }
-#: The engine's fault-injection points.
-POINTS = ("msync", "create_file", "cq_put")
+#: The engine's fault-injection points (cargo feature ``failpoints``).
+POINTS = ("msync", "create_file", "map_new_file", "cq_put")
+#: Why a fault test fails on an engine built without them.
+FAILPOINTS_MISSING = (
+    "this build of rocketstore._native lacks the `failpoints` cargo feature, which the "
+    "fault-injection tests need; rebuild the test install with the README's test command: "
+    "pip install -e '.[test]' --config-settings=build-args='--features python,failpoints'"
+)

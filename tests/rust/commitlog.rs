@@ -8,6 +8,7 @@ use std::path::Path;
 
 use _native::commitlog::{
     account_record, now_ms, CommitLog, CommitLogConfig, PutOutcome, PutStatus, QueueOffsetTable,
+    Refused,
 };
 use _native::mapped_file::file_name;
 use _native::message::{
@@ -459,10 +460,18 @@ fn ipv6_hosts_set_flags_and_lengths() {
     assert!(id.starts_with("20010DB8000000000000000000000002"), "{id}");
     assert_eq!(decode_msg_id(&id), Some((store6, o.wrote_offset)));
 
-    // IPv4 born host, IPv6 store host; a stale V6 bit from the caller is
-    // cleared (only the hosts decide them).
+    // IPv4 born host, IPv6 store host. The V6 bits are the store's to set
+    // (from the hosts): a caller setting one is refused, naming the bit.
     let mut s = spec("T6", 1, body, p.clone());
     s.sys_flag = sysflag::BORNHOST_V6;
+    let refused = cl.put(s).unwrap();
+    assert_eq!(refused.status, PutStatus::MessageIllegal);
+    assert!(refused
+        .reason
+        .as_deref()
+        .unwrap_or_default()
+        .contains("0x10"));
+    let s = spec("T6", 1, body, p.clone());
     let o2 = cl.put(s).unwrap();
     ok(&o2);
     assert_eq!(o2.wrote_offset, o.wrote_offset + expect as i64);
@@ -481,7 +490,15 @@ fn ipv6_hosts_set_flags_and_lengths() {
     let cl4 = open(dir4.path(), 64 * 1024);
     let mut s = spec("T6", 0, body, p.clone());
     s.born_host = born6;
-    s.sys_flag = sysflag::STOREHOST_V6; // stale, must be cleared
+    s.sys_flag = sysflag::STOREHOST_V6; // the store's to set: refused
+    let refused = cl4.put(s.clone()).unwrap();
+    assert_eq!(refused.status, PutStatus::MessageIllegal);
+    assert!(refused
+        .reason
+        .as_deref()
+        .unwrap_or_default()
+        .contains("0x20"));
+    s.sys_flag = 0;
     let o = cl4.put(s).unwrap();
     ok(&o);
     assert_eq!(o.wrote_bytes as usize, expect - 12);
@@ -903,7 +920,9 @@ fn assert_rejected(cl: &CommitLog, dir: &Path, s: MessageSpec<'_>, status: PutSt
     let before_table = cl.queue_offsets().entries();
     let o = cl.put(s).unwrap();
     assert_eq!(o.status, status, "{o:?}");
-    assert_eq!(o, PutOutcome::rejected(status));
+    let why = o.reason.clone().expect("a refusal says why");
+    assert!(!why.is_empty());
+    assert_eq!(o, PutOutcome::rejected(Refused::new(status, why)));
     assert_eq!(cl.max_offset(), before_max);
     assert_eq!(segment_files(dir), before_files);
     assert_eq!(cl.queue_offsets().entries(), before_table);
@@ -1255,8 +1274,12 @@ fn put_batch_assigns_consecutive_offsets_and_one_timestamp() {
     let out = cl.put_batch(specs.into_iter().map(Ok)).unwrap();
     let after = now_ms();
     assert_eq!(out.len(), 7);
-    assert_eq!(out[2], PutOutcome::rejected(PutStatus::MessageIllegal));
-    assert_eq!(out[4], PutOutcome::rejected(PutStatus::MessageIllegal));
+    for (i, words) in [(2, "max_message_size"), (4, "topic \"a/b\"")] {
+        assert_eq!(out[i].status, PutStatus::MessageIllegal);
+        assert_eq!(out[i].wrote_offset, -1);
+        let why = out[i].reason.as_deref().unwrap_or_default();
+        assert!(why.contains(words), "{why}");
+    }
     let written: Vec<&PutOutcome> = out
         .iter()
         .enumerate()

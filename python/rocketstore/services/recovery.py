@@ -1,6 +1,6 @@
 """Recovery: bring a store back to a consistent state when it is opened.
 
-The order follows RocketMQ (SPEC §8): consume queues first, then the
+The order follows RocketMQ: consume queues first, then the
 CommitLog — from its third-last file after a clean stop ("normal"), or, when
 the abort file says the last writer died ("abnormal"), from the file the
 checkpoint points at, re-dispatching every valid record to the queues and the
@@ -30,9 +30,13 @@ class RecoveryReport:
     Attributes:
         mode: ``"normal"`` (the last writer stopped cleanly) or ``"abnormal"``
             (it crashed: the abort file was left behind).
-        files_scanned: CommitLog files read.
+        files_scanned: CommitLog files read. After a clean stop recovery
+            reads only the last three files, after a crash from the file
+            the checkpoint points at: not the whole store.
         bytes_scanned: bytes of valid records read.
-        records: valid records found by the scan.
+        records_scanned: valid records read by that scan: the records of the
+            files scanned, not the number of records (or messages) in the
+            store. ``records`` is the older name of this field.
         end_offset: CommitLog offset just past the last valid record.
         bytes_truncated: non-zero bytes cut (and zeroed) after the valid end.
         stop_reason: why the scan stopped before the end of written data, if it did.
@@ -45,7 +49,7 @@ class RecoveryReport:
     mode: str
     files_scanned: int
     bytes_scanned: int
-    records: int
+    records_scanned: int
     end_offset: int
     bytes_truncated: int
     stop_reason: str | None
@@ -53,6 +57,11 @@ class RecoveryReport:
     redispatched_records: int = 0
     index_redispatch_from: int | None = None
     index_redispatched_records: int = 0
+
+    @property
+    def records(self) -> int:
+        """Older name of :attr:`records_scanned` (records read by the scan)."""
+        return self.records_scanned
 
 
 class RecoveryService:
@@ -63,7 +72,9 @@ class RecoveryService:
 
     def recover(self, check_crc: bool) -> RecoveryReport:
         """Recover and return the report; logs a warning when anything was repaired."""
-        report = RecoveryReport(**self._native.recover(check_crc))
+        found = self._native.recover(check_crc)
+        found["records_scanned"] = found.pop("records")
+        report = RecoveryReport(**found)
         if report.mode == "abnormal" or report.bytes_truncated or report.stop_reason:
             log.warning(
                 "recovery (%s): valid data ends at %d; %d bytes truncated%s; "
@@ -76,9 +87,10 @@ class RecoveryService:
             )
         else:
             log.info(
-                "recovery (%s): %d files scanned, valid data ends at %d",
+                "recovery (%s): %d files scanned (%d records), valid data ends at %d",
                 report.mode,
                 report.files_scanned,
+                report.records_scanned,
                 report.end_offset,
             )
         return report

@@ -190,10 +190,10 @@ def _put_all(
             f"rocketstore commit failed part-way ({exc}); see the store for the rows appended "
             f"before the failure", -1, todo) from exc
     if refused is not None:
-        row, status = refused
+        row, status, why = refused
         raise CommitError(
             f"rocketstore commit stopped: {done} of {todo} rows appended; row {row} was "
-            f"refused ({PutStatus(status).name}); the rows before it are in the store, "
+            f"refused ({PutStatus(status).name}: {why}); the rows before it are in the store, "
             f"and rows after it in the same batch may be too", done, todo)
     return int(done)
 

@@ -20,8 +20,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
 use crate::columnar::ReadStats;
-use crate::commitlog::PutStatus;
-use crate::message::{is_valid_topic, props, MessageSpec, PropertiesBuilder};
+use crate::commitlog::{PutStatus, Refused};
+use crate::message::{props, topic_problem, MessageSpec, PropertiesBuilder};
 
 use super::gil::guarded;
 use super::types::DEFAULT_BORN_HOST;
@@ -125,7 +125,7 @@ pub fn specs_of_batch<'a>(
     batch: &'a RecordBatch,
     born_timestamp: i64,
     extra: &[(String, String)],
-) -> PyResult<Vec<std::result::Result<MessageSpec<'a>, PutStatus>>> {
+) -> PyResult<Vec<std::result::Result<MessageSpec<'a>, Refused>>> {
     let col = |name: &str| batch.column_by_name(name);
     let bad = |name: &str, want: &str| {
         pyo3::exceptions::PyTypeError::new_err(format!("column {name} must be {want}"))
@@ -168,13 +168,23 @@ pub fn specs_of_batch<'a>(
     };
     let mut out = Vec::with_capacity(batch.num_rows());
     for i in 0..batch.num_rows() {
-        if topic.is_null(i) || body.is_null(i) || !is_valid_topic(topic.value(i)) {
-            out.push(Err(PutStatus::MessageIllegal));
+        let illegal = |why: String| Err(Refused::new(PutStatus::MessageIllegal, why));
+        if topic.is_null(i) || body.is_null(i) {
+            out.push(illegal("topic and body must not be null".into()));
+            continue;
+        }
+        if let Some(why) = topic_problem(topic.value(i)) {
+            out.push(illegal(why));
             continue;
         }
         let qid = queue_id.map_or(0, |q| if q.is_null(i) { 0 } else { q.value(i) });
         let mut b = PropertiesBuilder::new();
-        let mut ok = true;
+        let mut problem: Option<String> = None;
+        let mut note = |r: std::result::Result<(), crate::message::PropertyError>| {
+            if let Err(crate::message::PropertyError::Illegal(m)) = r {
+                problem.get_or_insert(m);
+            }
+        };
         let mut has = (false, false);
         if let Some(m) = props.filter(|m| m.is_valid(i)) {
             let entries = m.value(i);
@@ -190,11 +200,21 @@ pub fn specs_of_batch<'a>(
                 let k = ks.value(j);
                 has.0 |= k == props::TAGS;
                 has.1 |= k == props::KEYS;
-                ok &= b.push(k, vs.value(j)).is_ok();
+                note(b.push(k, vs.value(j)));
             }
         }
+        let both = |name: &str| {
+            crate::message::PropertyError::Illegal(format!(
+                "give a {} column or a {name} property, not both",
+                name.to_lowercase()
+            ))
+        };
         if let Some(t) = tags.filter(|t| t.is_valid(i)) {
-            ok &= !has.0 && b.push(props::TAGS, t.value(i)).is_ok();
+            note(if has.0 {
+                Err(both(props::TAGS))
+            } else {
+                b.push(props::TAGS, t.value(i))
+            });
         }
         if let Some(l) = keys.filter(|l| l.is_valid(i)) {
             let v = l.value(i);
@@ -203,14 +223,18 @@ pub fn specs_of_batch<'a>(
             };
             let joined = v.iter().flatten().collect::<Vec<_>>().join(" ");
             if !joined.is_empty() {
-                ok &= !has.1 && b.push(props::KEYS, &joined).is_ok();
+                note(if has.1 {
+                    Err(both(props::KEYS))
+                } else {
+                    b.push(props::KEYS, &joined)
+                });
             }
         }
         for (k, v) in extra {
-            ok &= b.push(k, v).is_ok();
+            note(b.push(k, v));
         }
-        if !ok {
-            out.push(Err(PutStatus::MessageIllegal));
+        if let Some(why) = problem {
+            out.push(illegal(why));
             continue;
         }
         out.push(Ok(MessageSpec {

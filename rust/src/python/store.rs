@@ -7,21 +7,27 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use std::time::{Duration, Instant};
 
-use crate::commitlog::{now_ms, PutOutcome, PutStatus};
+use crate::commitlog::{now_ms, PutOutcome, Refused};
 use crate::consume_queue::ConsumeQueue;
 use crate::flush::FlushConfig;
-use crate::message::{decode_msg_id, is_valid_topic, parse_delay_levels, MessageSpec};
+use crate::message::{
+    decode_msg_id, is_valid_topic, parse_delay_levels, topic_problem, MessageSpec,
+};
 use crate::reader::GetStatus;
 use crate::store::{Store, StoreOptions};
 
+use super::args::{
+    body_arg, defaulted, i32_arg, i64_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, str_arg,
+    type_error,
+};
 use super::gil::{guarded, nogil};
 use super::types::{
-    build_properties, check_queue_id, get_status_obj, parse_host, PyMessage, PyMessageExt,
-    PyPutResult, DEFAULT_BORN_HOST,
+    build_properties, check_queue_id, get_status_obj, parse_host, queue_id_arg, PyMessage,
+    PyMessageExt, PyPutResult, DEFAULT_BORN_HOST,
 };
 
 /// The engine store (private; use `rocketstore.MessageStore`).
@@ -38,10 +44,28 @@ impl PyStore {
         }
     }
 
+    /// The result of a message refused before it reached the engine; the
+    /// store's state (closed, read-only) is reported first, as for any put.
+    fn refuse_illegal(&self, refused: Refused) -> PyResult<PyPutResult> {
+        self.store.check_open()?;
+        if self.store.is_read_only() {
+            return Err(crate::error::StoreError::ReadOnly.into());
+        }
+        Ok(self.result(PutOutcome::rejected(refused)))
+    }
+
     fn put_spec(&self, py: Python<'_>, spec: MessageSpec<'_>) -> PyResult<PyPutResult> {
-        let p = match self.store.prepare(spec)? {
+        // A compressed body is inflated to check it: that may take a while,
+        // so it is validated with the GIL released.
+        let prepared = if spec.sys_flag & crate::message::sysflag::COMPRESSED != 0 {
+            let store = &self.store;
+            nogil(py, || store.prepare(spec))?
+        } else {
+            self.store.prepare(spec)?
+        };
+        let p = match prepared {
             Ok(p) => p,
-            Err(s) => return Ok(self.result(PutOutcome::rejected(s))),
+            Err(r) => return Ok(self.result(PutOutcome::rejected(r))),
         };
         let out = match self.store.try_put_fast(&p) {
             Some(r) => r?,
@@ -54,26 +78,71 @@ impl PyStore {
     }
 }
 
+/// A `tags` argument of a read: None, or an iterable of str.
+fn tag_list_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let iter = obj
+        .try_iter()
+        .map_err(|_| type_error("tags", "a list of str", obj))?;
+    let mut out = Vec::new();
+    for item in iter {
+        let item = item?;
+        out.push(str_arg(&item, "each tag")?.to_owned());
+    }
+    Ok(Some(out))
+}
+
+/// A message of a batch as borrowed parts, or why it is refused.
+type Parts<'a> = std::result::Result<(&'a PyMessage, &'a str, &'a [u8]), Refused>;
+
 /// Longest uninterrupted wait before checking for Ctrl-C.
 const SIGNAL_SLICE: Duration = Duration::from_millis(100);
 
-/// Validates a topic and queue id given to a read.
-fn check_read_args(topic: &str, queue_id: i64) -> PyResult<i32> {
-    if !is_valid_topic(topic) {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "invalid topic name {topic:?} (1-127 characters of [%|a-zA-Z0-9_-])"
-        )));
-    }
-    check_queue_id(queue_id)
-}
-
 impl PyStore {
+    /// Validates a topic given to a read. A topic that fails the put rule is
+    /// refused only when the store does not hold it: a name that could never
+    /// have been written is a mistake better reported at once (a consumer
+    /// would otherwise poll nothing forever), while a topic that exists on
+    /// disk is always readable.
+    fn check_read_topic(&self, topic: &str) -> PyResult<()> {
+        if is_valid_topic(topic) {
+            return Ok(());
+        }
+        self.store.check_open()?;
+        let exists = !self.store.consume_queues().queue_ids(topic).is_empty()
+            || self
+                .store
+                .commitlog()
+                .queue_offsets()
+                .entries()
+                .iter()
+                .any(|(t, _, _)| t == topic);
+        if exists {
+            return Ok(());
+        }
+        let why = topic_problem(topic).unwrap_or_default();
+        Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{why}, and the store holds no such topic"
+        )))
+    }
+
+    /// Validates a topic and queue id given to a read.
+    fn check_read_args(&self, topic: &str, queue_id: i64) -> PyResult<i32> {
+        self.check_read_topic(topic)?;
+        check_queue_id(queue_id)
+    }
+
     fn queue(&self, topic: &str, queue_id: i64) -> PyResult<Option<Arc<ConsumeQueue>>> {
-        let qid = check_read_args(topic, queue_id)?;
+        let qid = self.check_read_args(topic, queue_id)?;
         self.store.check_open()?;
         Ok(self.store.consume_queues().get(topic, qid))
     }
 }
+
+/// A row an Arrow append refused: `(row index, PutStatus value, reason)`.
+type RefusedRow = (u64, u8, String);
 
 /// The result of `get_message`.
 #[pyclass(frozen, module = "rocketstore._native", name = "GetMessageResult")]
@@ -231,51 +300,57 @@ impl PyStore {
     }
 
     /// Puts one message given as arguments (no `Message` object needed).
-    #[pyo3(signature = (topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0))]
+    #[pyo3(signature = (topic, body, queue_id=None, tags=None, keys=None, properties=None, delay_level=None, flag=None, born_timestamp=None, born_host=None, sys_flag=None), text_signature = "($self, topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0)")]
     #[allow(clippy::too_many_arguments)]
     fn put(
         &self,
         py: Python<'_>,
-        topic: &str,
-        body: &[u8],
-        queue_id: i64,
-        tags: Option<&str>,
+        topic: &Bound<'_, PyAny>,
+        body: &Bound<'_, PyAny>,
+        queue_id: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
         keys: Option<Bound<'_, PyAny>>,
-        properties: Option<Bound<'_, PyDict>>,
-        delay_level: i32,
-        flag: i32,
-        born_timestamp: Option<i64>,
+        properties: Option<&Bound<'_, PyAny>>,
+        delay_level: Option<&Bound<'_, PyAny>>,
+        flag: Option<&Bound<'_, PyAny>>,
+        born_timestamp: Option<&Bound<'_, PyAny>>,
         born_host: Option<Bound<'_, PyAny>>,
-        sys_flag: i32,
+        sys_flag: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyPutResult> {
         guarded(|| {
-            let queue_id = check_queue_id(queue_id)?;
+            let topic_obj = topic;
+            let topic = topic_obj
+                .downcast::<PyString>()
+                .map_err(|_| type_error("topic", "str", topic_obj))?;
+            // Copied once (unless bytes): the CRC and the record come from the copy.
+            let body = body_arg(body)?;
+            let body = body.as_bytes();
+            let queue_id = defaulted(queue_id, 0, queue_id_arg)?;
+            let tags = opt_str_arg(tags, "tags")?;
+            let keys = keys.filter(|k| !k.is_none());
+            let properties = opt_dict_arg(properties, "properties", "a dict of str to str")?;
+            let delay_level = defaulted(delay_level, 0, |o| i32_arg(o, "delay_level"))?;
+            let flag = defaulted(flag, 0, |o| i32_arg(o, "flag"))?;
+            let sys_flag = defaulted(sys_flag, 0, |o| i32_arg(o, "sys_flag"))?;
+            let born_timestamp = opt_i64_arg(born_timestamp, "born_timestamp")?;
             let props =
                 if tags.is_none() && keys.is_none() && properties.is_none() && delay_level == 0 {
                     Ok(Vec::new())
                 } else {
-                    build_properties(tags, keys.as_ref(), properties.as_ref(), delay_level)?
+                    build_properties(tags, keys.as_ref(), properties, delay_level)?
                 };
-            let born_host = match born_host {
+            let born_host = match born_host.filter(|h| !h.is_none()) {
                 Some(h) => parse_host(&h, "born_host")?,
                 None => DEFAULT_BORN_HOST,
             };
-            let Ok(props) = props else {
-                self.store
-                    .prepare(MessageSpec {
-                        topic: Cow::Borrowed(topic),
-                        queue_id,
-                        flag,
-                        sys_flag,
-                        born_timestamp: 0,
-                        born_host,
-                        reconsume_times: 0,
-                        prepared_transaction_offset: 0,
-                        body: Cow::Borrowed(b""),
-                        properties: Cow::Borrowed(b""),
-                    })?
-                    .ok(); // state errors (closed, read-only) take precedence
-                return Ok(self.result(PutOutcome::rejected(PutStatus::MessageIllegal)));
+            let Ok(topic) = topic.to_str() else {
+                return self.refuse_illegal(Refused::illegal(
+                    "topic is not valid UTF-8 text (it holds a lone surrogate)",
+                ));
+            };
+            let props = match props {
+                Ok(p) => p,
+                Err(why) => return self.refuse_illegal(Refused::illegal(why)),
             };
             let spec = MessageSpec {
                 topic: Cow::Borrowed(topic),
@@ -301,14 +376,8 @@ impl PyStore {
                 .map_err(|_| PyTypeError::new_err("put_message takes a rocketstore.Message"))?;
             let m = m.get();
             match m.spec(py, now_ms()) {
-                Some(spec) => self.put_spec(py, spec),
-                None => {
-                    self.store.check_open()?;
-                    if self.store.is_read_only() {
-                        return Err(crate::error::StoreError::ReadOnly.into());
-                    }
-                    Ok(self.result(PutOutcome::rejected(PutStatus::MessageIllegal)))
-                }
+                Ok(spec) => self.put_spec(py, spec),
+                Err(refused) => self.refuse_illegal(refused),
             }
         })
     }
@@ -334,7 +403,7 @@ impl PyStore {
             let now = now_ms();
             // Borrowed views only (no per-batch copies): topic and body are
             // immutable Python objects kept alive by `held`.
-            let parts: Vec<Option<(&PyMessage, &str, &[u8])>> = held
+            let parts: Vec<Parts<'_>> = held
                 .iter()
                 .map(|m| {
                     let m = m.get();
@@ -343,9 +412,9 @@ impl PyStore {
                 .collect();
             let store = &self.store;
             let outs = nogil(py, || {
-                store.put_batch(parts.iter().map(|p| {
-                    p.and_then(|(m, t, b)| m.spec_with(t, b, now))
-                        .ok_or(PutStatus::MessageIllegal)
+                store.put_batch(parts.iter().map(|p| match p {
+                    Ok((m, t, b)) => m.spec_with(t, b, now),
+                    Err(r) => Err(r.clone()),
                 }))
             })?;
             let list = PyList::empty(py);
@@ -360,9 +429,10 @@ impl PyStore {
     fn look_message_by_offset(
         &self,
         py: Python<'_>,
-        offset: i64,
+        offset: &Bound<'_, PyAny>,
     ) -> PyResult<Option<PyMessageExt>> {
         guarded(|| {
+            let offset = i64_arg(offset, "offset")?;
             self.store.check_open()?;
             if offset < 0 {
                 return Ok(None);
@@ -374,16 +444,25 @@ impl PyStore {
     }
 
     /// The message with offset message id `msg_id`, or None.
-    fn look_message_by_id(&self, py: Python<'_>, msg_id: &str) -> PyResult<Option<PyMessageExt>> {
+    fn look_message_by_id(
+        &self,
+        py: Python<'_>,
+        msg_id: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PyMessageExt>> {
         guarded(|| {
+            let msg_id = str_arg(msg_id, "msg_id")?;
             self.store.check_open()?;
             let Some((host, off)) = decode_msg_id(msg_id) else {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "{msg_id:?} is not an offset message id (32 or 56 hex digits)"
                 )));
             };
-            Ok(self
-                .look_message_by_offset(py, off)?
+            if off < 0 {
+                return Ok(None);
+            }
+            let store = &self.store;
+            let r = nogil(py, || Ok(store.commitlog().read_record(off as u64)))?;
+            Ok(r.map(|(view, raw)| PyMessageExt { raw, view })
                 .filter(|m| m.view.store_host == host))
         })
     }
@@ -422,6 +501,15 @@ impl PyStore {
     #[getter]
     fn poison_reason(&self) -> Option<String> {
         self.store.poison_reason()
+    }
+
+    /// Refuse every later put (reads keep working), keeping ``reason``.
+    ///
+    /// Used by the Python services when one of them fails: a store whose
+    /// service died must not go on accepting writes it can no longer serve.
+    /// The first reason given is kept.
+    fn poison(&self, reason: String) {
+        self.store.poison(reason);
     }
 
     #[getter]
@@ -499,8 +587,24 @@ impl PyStore {
     /// Blocks (GIL released; Ctrl-C works) until `dispatch_seq != seen` or
     /// `timeout` seconds pass (`None`: forever). Returns the current sequence.
     #[pyo3(signature = (seen, timeout=None))]
-    fn wait_for_dispatch(&self, py: Python<'_>, seen: u64, timeout: Option<f64>) -> PyResult<u64> {
+    fn wait_for_dispatch(
+        &self,
+        py: Python<'_>,
+        seen: &Bound<'_, PyAny>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
         guarded(|| {
+            let seen = u64::try_from(i64_arg(seen, "seq")?).map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err("seq must be >= 0 (a dispatch_seq value)")
+            })?;
+            let timeout = match timeout.filter(|t| !t.is_none()) {
+                Some(t) if t.is_instance_of::<pyo3::types::PyFloat>() => Some(t.extract::<f64>()?),
+                Some(t) if t.is_instance_of::<pyo3::types::PyInt>() => {
+                    Some(i64_arg(t, "timeout")? as f64)
+                }
+                Some(t) => return Err(type_error("timeout", "a number of seconds or None", t)),
+                None => None,
+            };
             let deadline = match timeout {
                 Some(t) if t.is_nan() || t < 0.0 => {
                     return Err(pyo3::exceptions::PyValueError::new_err(
@@ -545,18 +649,23 @@ impl PyStore {
     }
 
     /// Pulls up to `max_msg_nums` messages of a queue from `offset`.
-    #[pyo3(signature = (topic, queue_id, offset, max_msg_nums=32, tags=None))]
+    #[pyo3(signature = (topic, queue_id, offset, max_msg_nums=None, tags=None), text_signature = "($self, topic, queue_id, offset, max_msg_nums=32, tags=None)")]
     fn get_message(
         &self,
         py: Python<'_>,
-        topic: &str,
-        queue_id: i64,
-        offset: i64,
-        max_msg_nums: i64,
-        tags: Option<Vec<String>>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        offset: &Bound<'_, PyAny>,
+        max_msg_nums: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyGetResult> {
         guarded(|| {
-            let queue_id = check_read_args(topic, queue_id)?;
+            let topic = str_arg(topic, "topic")?;
+            let queue_id = i64_arg(queue_id, "queue_id")?;
+            let offset = i64_arg(offset, "offset")?;
+            let max_msg_nums = defaulted(max_msg_nums, 32, |o| i64_arg(o, "max_msg_nums"))?;
+            let tags = tag_list_arg(tags)?;
+            let queue_id = self.check_read_args(topic, queue_id)?;
             if max_msg_nums <= 0 {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "max_msg_nums must be > 0, got {max_msg_nums}"
@@ -587,8 +696,14 @@ impl PyStore {
     }
 
     /// One past the last logical offset of a queue (0 if unknown).
-    fn get_max_offset_in_queue(&self, topic: &str, queue_id: i64) -> PyResult<i64> {
+    fn get_max_offset_in_queue(
+        &self,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
         guarded(|| {
+            let topic = str_arg(topic, "topic")?;
+            let queue_id = i64_arg(queue_id, "queue_id")?;
             Ok(self
                 .queue(topic, queue_id)?
                 .map(|q| q.max_offset_in_queue())
@@ -597,8 +712,14 @@ impl PyStore {
     }
 
     /// The first logical offset of a queue (0 if unknown).
-    fn get_min_offset_in_queue(&self, topic: &str, queue_id: i64) -> PyResult<i64> {
+    fn get_min_offset_in_queue(
+        &self,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
         guarded(|| {
+            let topic = str_arg(topic, "topic")?;
+            let queue_id = i64_arg(queue_id, "queue_id")?;
             Ok(self
                 .queue(topic, queue_id)?
                 .map(|q| q.min_offset_in_queue())
@@ -609,11 +730,14 @@ impl PyStore {
     /// CommitLog offset of the message at `cq_offset` (0 if none).
     fn get_commit_log_offset_in_queue(
         &self,
-        topic: &str,
-        queue_id: i64,
-        cq_offset: i64,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        cq_offset: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
+            let topic = str_arg(topic, "topic")?;
+            let queue_id = i64_arg(queue_id, "queue_id")?;
+            let cq_offset = i64_arg(cq_offset, "cq_offset")?;
             Ok(self
                 .queue(topic, queue_id)?
                 .and_then(|q| q.unit_at(cq_offset))
@@ -627,11 +751,14 @@ impl PyStore {
     fn get_offset_in_queue_by_time(
         &self,
         py: Python<'_>,
-        topic: &str,
-        queue_id: i64,
-        timestamp: i64,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        timestamp: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
+            let topic = str_arg(topic, "topic")?;
+            let queue_id = i64_arg(queue_id, "queue_id")?;
+            let timestamp = i64_arg(timestamp, "timestamp")?;
             let Some(q) = self.queue(topic, queue_id)? else {
                 return Ok(0);
             };
@@ -648,8 +775,14 @@ impl PyStore {
     }
 
     /// Store time of the first message of a queue (-1 if none).
-    fn get_earliest_message_time(&self, topic: &str, queue_id: i64) -> PyResult<i64> {
+    fn get_earliest_message_time(
+        &self,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
         guarded(|| {
+            let topic = str_arg(topic, "topic")?;
+            let queue_id = i64_arg(queue_id, "queue_id")?;
             let Some(q) = self.queue(topic, queue_id)? else {
                 return Ok(-1);
             };
@@ -662,11 +795,14 @@ impl PyStore {
     /// Store time of the message at `cq_offset` (-1 if none).
     fn get_message_store_timestamp(
         &self,
-        topic: &str,
-        queue_id: i64,
-        cq_offset: i64,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        cq_offset: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
+            let topic = str_arg(topic, "topic")?;
+            let queue_id = i64_arg(queue_id, "queue_id")?;
+            let cq_offset = i64_arg(cq_offset, "cq_offset")?;
             let Some(q) = self.queue(topic, queue_id)? else {
                 return Ok(-1);
             };
@@ -678,18 +814,23 @@ impl PyStore {
     }
 
     /// Messages of `topic` carrying `key`, stored in `[begin, end]` (ms).
-    #[pyo3(signature = (topic, key, max_num=32, begin_timestamp=0, end_timestamp=None))]
+    #[pyo3(signature = (topic, key, max_num=None, begin_timestamp=None, end_timestamp=None), text_signature = "($self, topic, key, max_num=32, begin_timestamp=0, end_timestamp=None)")]
     fn query_message<'py>(
         &self,
         py: Python<'py>,
-        topic: &str,
-        key: &str,
-        max_num: i64,
-        begin_timestamp: i64,
-        end_timestamp: Option<i64>,
+        topic: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+        max_num: Option<&Bound<'_, PyAny>>,
+        begin_timestamp: Option<&Bound<'_, PyAny>>,
+        end_timestamp: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         guarded(|| {
-            check_read_args(topic, 0)?;
+            let topic = str_arg(topic, "topic")?;
+            let key = str_arg(key, "key")?;
+            let max_num = defaulted(max_num, 32, |o| i64_arg(o, "max_num"))?;
+            let begin_timestamp = defaulted(begin_timestamp, 0, |o| i64_arg(o, "begin_timestamp"))?;
+            let end_timestamp = opt_i64_arg(end_timestamp, "end_timestamp")?;
+            self.check_read_topic(topic)?;
             if max_num <= 0 {
                 return Err(pyo3::exceptions::PyValueError::new_err(
                     "max_num must be > 0",
@@ -712,7 +853,7 @@ impl PyStore {
     /// optional `queue_id, tags, keys, properties`) in order, batch by batch
     /// with batch puts; `properties` are added to every message. Stops after
     /// the first batch with a refused row. Returns `(appended, refused)`
-    /// where `refused` is `None` or `(row index, PutStatus value)`; rows after a
+    /// where `refused` is `None` or `(row index, PutStatus value, reason)`; rows after a
     /// refused one in the same batch may be appended too (they are counted).
     #[pyo3(signature = (stream, properties=None))]
     fn put_arrow(
@@ -720,7 +861,7 @@ impl PyStore {
         py: Python<'_>,
         stream: &Bound<'_, PyAny>,
         properties: Option<Vec<(String, String)>>,
-    ) -> PyResult<(u64, Option<(u64, u8)>)> {
+    ) -> PyResult<(u64, Option<RefusedRow>)> {
         guarded(|| {
             self.store.check_open()?;
             if self.store.is_read_only() {
@@ -738,23 +879,23 @@ impl PyStore {
                 // A row refused before writing (bad topic, properties, null)
                 // ends the append: only the rows before it are put.
                 let mut refused = specs.iter().position(|s| s.is_err()).map(|i| {
-                    let status = specs[i].as_ref().err().copied();
-                    (
-                        row + i as u64,
-                        status.unwrap_or(PutStatus::MessageIllegal) as u8,
-                    )
+                    let (status, why) = match &specs[i] {
+                        Err(r) => (r.status as u8, r.reason.clone()),
+                        Ok(_) => (0, String::new()),
+                    };
+                    (row + i as u64, status, why)
                 });
-                if let Some((r, _)) = refused {
+                if let Some((r, _, _)) = refused {
                     specs.truncate((r - row) as usize);
                 }
                 let store = &self.store;
                 let outs = nogil(py, || store.put_batch(specs))?;
                 for (i, o) in outs.iter().enumerate() {
-                    if o.status == PutStatus::PutOk {
+                    if o.status == crate::commitlog::PutStatus::PutOk {
                         appended += 1;
-                    } else {
-                        let r = (row + i as u64, o.status as u8);
-                        refused = Some(refused.map_or(r, |p: (u64, u8)| p.min(r)));
+                    } else if refused.as_ref().map_or(true, |r| row + (i as u64) < r.0) {
+                        let why = o.reason.clone().unwrap_or_default();
+                        refused = Some((row + i as u64, o.status as u8, why));
                     }
                 }
                 if refused.is_some() {
@@ -795,7 +936,7 @@ impl PyStore {
             }
             let mut ranges = Vec::new();
             for (topic, qid, from, to) in queue_ranges.unwrap_or_default() {
-                let queue_id = check_read_args(&topic, qid)?;
+                let queue_id = self.check_read_args(&topic, qid)?;
                 ranges.push(Range::Queue {
                     topic,
                     queue_id,
@@ -846,8 +987,9 @@ impl PyStore {
     }
 
     /// Queue ids of `topic` that exist, sorted.
-    fn queue_ids(&self, topic: &str) -> PyResult<Vec<i32>> {
+    fn queue_ids(&self, topic: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
         guarded(|| {
+            let topic = str_arg(topic, "topic")?;
             self.store.check_open()?;
             Ok(self.store.consume_queues().queue_ids(topic))
         })

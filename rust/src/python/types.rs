@@ -12,12 +12,15 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
-use crate::commitlog::{PutOutcome, PutStatus};
+use crate::commitlog::{PutOutcome, PutStatus, Refused};
 use crate::message::{
     iter_properties, offset_msg_id, props, sysflag, tags_code, MessageSpec, PropertiesBuilder,
     RecordView,
 };
 
+use super::args::{
+    body_arg, defaulted, i32_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, type_error, type_name,
+};
 use super::gil::guarded;
 
 static PUT_STATUS: GILOnceCell<Vec<PyObject>> = GILOnceCell::new();
@@ -44,7 +47,10 @@ pub fn get_status_obj(py: Python<'_>, s: crate::reader::GetStatus) -> PyResult<P
 /// Parses an `(ip, port)` tuple.
 pub fn parse_host(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<SocketAddr> {
     let (ip, port): (String, i64) = obj.extract().map_err(|_| {
-        PyTypeError::new_err(format!("{what} must be an (ip: str, port: int) tuple"))
+        PyTypeError::new_err(format!(
+            "{what} must be an (ip: str, port: int) tuple, not {}",
+            type_name(obj)
+        ))
     })?;
     let ip: IpAddr = ip
         .parse()
@@ -68,8 +74,9 @@ fn host_tuple<'py>(py: Python<'py>, a: &SocketAddr) -> PyResult<Bound<'py, PyTup
 }
 
 /// Builds the serialized properties of a message. `Ok(Err(reason))` means the
-/// message is illegal (MESSAGE_ILLEGAL at put); `Err` is a Python error for a
-/// wrong argument type or a contradiction.
+/// message is illegal (MESSAGE_ILLEGAL at put, `reason` names the field and
+/// the rule); `Err` is a Python error for a wrong argument type or a
+/// contradiction.
 pub fn build_properties(
     tags: Option<&str>,
     keys: Option<&Bound<'_, PyAny>>,
@@ -78,19 +85,22 @@ pub fn build_properties(
 ) -> PyResult<std::result::Result<Vec<u8>, String>> {
     let mut b = PropertiesBuilder::with_capacity(32);
     let mut illegal: Option<String> = None;
-    let mut note = |r: std::result::Result<(), crate::message::PropertyError>| {
+    fn note(
+        illegal: &mut Option<String>,
+        r: std::result::Result<(), crate::message::PropertyError>,
+    ) {
         if let Err(crate::message::PropertyError::Illegal(m)) = r {
             illegal.get_or_insert(m);
         }
-    };
+    }
     if let Some(d) = properties {
         for (k, v) in d.iter() {
             let k: Bound<'_, PyString> = k
                 .downcast_into()
-                .map_err(|_| PyTypeError::new_err("property names must be str"))?;
+                .map_err(|e| type_error("property names", "str", &e.into_inner()))?;
             let v: Bound<'_, PyString> = v
                 .downcast_into()
-                .map_err(|_| PyTypeError::new_err("property values must be str"))?;
+                .map_err(|e| type_error("property values", "str", &e.into_inner()))?;
             let ks = k.to_cow()?;
             if tags.is_some() && ks == props::TAGS {
                 return Err(PyValueError::new_err(
@@ -107,32 +117,58 @@ pub fn build_properties(
                     "give delay_level= or a DELAY property, not both",
                 ));
             }
-            note(b.push(&ks, &v.to_cow()?));
+            note(&mut illegal, b.push(&ks, &v.to_cow()?));
         }
     }
     if let Some(t) = tags {
-        note(b.push(props::TAGS, t));
+        if t.is_empty() {
+            illegal.get_or_insert_with(|| {
+                "tags must not be empty (give tags=None for a message without tags)".into()
+            });
+        } else if let Err(crate::message::PropertyError::Illegal(_)) = b.push(props::TAGS, t) {
+            illegal.get_or_insert_with(|| {
+                format!(
+                    "tags {t:?} contain a control character 0x01 or 0x02, which separates \
+                     properties in a record"
+                )
+            });
+        }
     }
     if let Some(k) = keys {
+        let bad_key = |s: &str| -> Option<String> {
+            if s.contains(' ') {
+                Some(format!(
+                    "key {s:?} contains a space; keys are stored space-separated, so a key \
+                     cannot hold one"
+                ))
+            } else if s.bytes().any(|c| c == 1 || c == 2) {
+                Some(format!(
+                    "key {s:?} contains a control character 0x01 or 0x02, which separates \
+                     properties in a record"
+                ))
+            } else {
+                None
+            }
+        };
         let joined = if let Ok(s) = k.downcast::<PyString>() {
             let s = s.to_cow()?;
-            if s.contains(' ') {
-                illegal.get_or_insert_with(|| format!("key {s:?} contains a space"));
+            if let Some(why) = bad_key(&s) {
+                illegal.get_or_insert(why);
             }
             s.into_owned()
         } else {
             let mut parts = Vec::new();
             for item in k
                 .try_iter()
-                .map_err(|_| PyTypeError::new_err("keys must be a str or an iterable of str"))?
+                .map_err(|_| type_error("keys", "a str or an iterable of str", k))?
             {
                 let item = item?;
                 let s: Bound<'_, PyString> = item
                     .downcast_into()
-                    .map_err(|_| PyTypeError::new_err("keys must be str"))?;
+                    .map_err(|e| type_error("each key", "str", &e.into_inner()))?;
                 let s = s.to_cow()?.into_owned();
-                if s.contains(' ') {
-                    illegal.get_or_insert_with(|| format!("key {s:?} contains a space"));
+                if let Some(why) = bad_key(&s) {
+                    illegal.get_or_insert(why);
                 }
                 if !s.is_empty() {
                     parts.push(s);
@@ -141,20 +177,16 @@ pub fn build_properties(
             parts.join(" ")
         };
         if !joined.is_empty() {
-            let r = b.push(props::KEYS, &joined);
-            if let Err(crate::message::PropertyError::Illegal(m)) = r {
-                illegal.get_or_insert(m);
-            }
+            note(&mut illegal, b.push(props::KEYS, &joined));
         }
     }
     if delay_level < 0 {
-        return Err(PyValueError::new_err("delay_level must be >= 0"));
+        return Err(PyValueError::new_err(format!(
+            "delay_level must be >= 0, got {delay_level}"
+        )));
     }
     if delay_level > 0 {
-        let r = b.push(props::DELAY, &delay_level.to_string());
-        if let Err(crate::message::PropertyError::Illegal(m)) = r {
-            illegal.get_or_insert(m);
-        }
+        note(&mut illegal, b.push(props::DELAY, &delay_level.to_string()));
     }
     Ok(match illegal {
         Some(m) => Err(m),
@@ -179,18 +211,27 @@ pub struct PyMessage {
 }
 
 impl PyMessage {
-    /// The spec to put, or `None` when the message is illegal (MESSAGE_ILLEGAL).
-    pub fn spec<'a>(&'a self, py: Python<'a>, now: i64) -> Option<MessageSpec<'a>> {
+    /// The spec to put, or why the message is illegal (MESSAGE_ILLEGAL).
+    pub fn spec<'a>(
+        &'a self,
+        py: Python<'a>,
+        now: i64,
+    ) -> std::result::Result<MessageSpec<'a>, Refused> {
         let (topic, body) = self.parts(py)?;
         self.spec_with(topic, body, now)
     }
 
     /// The topic and body as borrowed data that stays valid while `self`
-    /// lives (both are immutable Python objects this message holds), or
-    /// `None` when the topic is not valid UTF-8.
-    pub fn parts<'a>(&'a self, py: Python<'a>) -> Option<(&'a str, &'a [u8])> {
-        let topic = self.topic.bind(py).to_str().ok()?;
-        Some((topic, self.body.bind(py).as_bytes()))
+    /// lives (both are immutable Python objects this message holds), or why
+    /// not (a topic that is not valid UTF-8).
+    pub fn parts<'a>(
+        &'a self,
+        py: Python<'a>,
+    ) -> std::result::Result<(&'a str, &'a [u8]), Refused> {
+        let topic = self.topic.bind(py).to_str().map_err(|_| {
+            Refused::illegal("topic is not valid UTF-8 text (it holds a lone surrogate)")
+        })?;
+        Ok((topic, self.body.bind(py).as_bytes()))
     }
 
     /// The spec from [`PyMessage::parts`]; needs no GIL.
@@ -199,9 +240,12 @@ impl PyMessage {
         topic: &'a str,
         body: &'a [u8],
         now: i64,
-    ) -> Option<MessageSpec<'a>> {
-        let props = self.props.as_ref().ok()?;
-        Some(MessageSpec {
+    ) -> std::result::Result<MessageSpec<'a>, Refused> {
+        let props = self
+            .props
+            .as_ref()
+            .map_err(|why| Refused::illegal(why.clone()))?;
+        Ok(MessageSpec {
             topic: Cow::Borrowed(topic),
             queue_id: self.queue_id,
             flag: self.flag,
@@ -246,44 +290,44 @@ fn keys_list(raw: &[u8]) -> Vec<String> {
 #[pymethods]
 impl PyMessage {
     #[new]
-    #[pyo3(signature = (topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0))]
+    #[pyo3(signature = (topic, body, queue_id=None, tags=None, keys=None, properties=None, delay_level=None, flag=None, born_timestamp=None, born_host=None, sys_flag=None), text_signature = "(topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        topic: Bound<'_, PyString>,
-        body: Bound<'_, PyAny>,
-        queue_id: i64,
-        tags: Option<String>,
+        topic: &Bound<'_, PyAny>,
+        body: &Bound<'_, PyAny>,
+        queue_id: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
         keys: Option<Bound<'_, PyAny>>,
-        properties: Option<Bound<'_, PyDict>>,
-        delay_level: i32,
-        flag: i32,
-        born_timestamp: Option<i64>,
+        properties: Option<&Bound<'_, PyAny>>,
+        delay_level: Option<&Bound<'_, PyAny>>,
+        flag: Option<&Bound<'_, PyAny>>,
+        born_timestamp: Option<&Bound<'_, PyAny>>,
         born_host: Option<Bound<'_, PyAny>>,
-        sys_flag: i32,
+        sys_flag: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         guarded(|| {
-            let body: Bound<'_, PyBytes> = body.downcast_into().map_err(|e| {
-                PyTypeError::new_err(format!(
-                    "body must be bytes, not {}",
-                    e.into_inner()
-                        .get_type()
-                        .name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default()
-                ))
-            })?;
-            let queue_id = check_queue_id(queue_id)?;
-            let born_host = born_host.map(|h| parse_host(&h, "born_host")).transpose()?;
+            let topic = topic
+                .downcast::<PyString>()
+                .map_err(|_| type_error("topic", "str", topic))?
+                .clone();
+            let body = body_arg(body)?;
+            let queue_id = defaulted(queue_id, 0, queue_id_arg)?;
+            let tags = opt_str_arg(tags, "tags")?;
+            let keys = keys.filter(|k| !k.is_none());
+            let properties = opt_dict_arg(properties, "properties", "a dict of str to str")?;
+            let delay_level = defaulted(delay_level, 0, |o| i32_arg(o, "delay_level"))?;
+            let flag = defaulted(flag, 0, |o| i32_arg(o, "flag"))?;
+            let sys_flag = defaulted(sys_flag, 0, |o| i32_arg(o, "sys_flag"))?;
+            let born_timestamp = opt_i64_arg(born_timestamp, "born_timestamp")?;
+            let born_host = born_host
+                .filter(|h| !h.is_none())
+                .map(|h| parse_host(&h, "born_host"))
+                .transpose()?;
             let props =
                 if tags.is_none() && keys.is_none() && properties.is_none() && delay_level == 0 {
                     Ok(Vec::new())
                 } else {
-                    build_properties(
-                        tags.as_deref(),
-                        keys.as_ref(),
-                        properties.as_ref(),
-                        delay_level,
-                    )?
+                    build_properties(tags, keys.as_ref(), properties, delay_level)?
                 };
             Ok(Self {
                 topic: topic.unbind(),
@@ -363,6 +407,18 @@ impl PyMessage {
     }
 }
 
+/// Converts and validates a queue id argument (an int in 0..=2**31-1).
+pub fn queue_id_arg(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    let q = super::args::i64_arg(obj, "queue_id").map_err(|e| {
+        if e.is_instance_of::<PyValueError>(obj.py()) {
+            PyValueError::new_err("queue_id is out of range: it must be in 0..2147483647")
+        } else {
+            e
+        }
+    })?;
+    check_queue_id(q)
+}
+
 /// Validates a queue id argument.
 pub fn check_queue_id(q: i64) -> PyResult<i32> {
     if q < 0 {
@@ -370,7 +426,9 @@ pub fn check_queue_id(q: i64) -> PyResult<i32> {
             "queue_id must be >= 0, got {q}"
         )));
     }
-    i32::try_from(q).map_err(|_| PyValueError::new_err(format!("queue_id {q} is too large")))
+    i32::try_from(q).map_err(|_| {
+        PyValueError::new_err(format!("queue_id is out of range: {q} is over 2147483647"))
+    })
 }
 
 /// The result of a put.
@@ -408,16 +466,30 @@ impl PyPutResult {
     fn store_timestamp(&self) -> i64 {
         self.outcome.store_timestamp
     }
-    /// Offset message id (store host + port + physical offset), or None if rejected.
+    /// Offset message id (store host + port + physical offset, upper-case
+    /// hex); the empty string when nothing was written.
     #[getter]
-    fn msg_id(&self) -> Option<String> {
-        (self.outcome.wrote_offset >= 0 && self.outcome.wrote_bytes > 0)
-            .then(|| offset_msg_id(&self.store_host, self.outcome.wrote_offset))
+    fn msg_id(&self) -> String {
+        if self.outcome.wrote_offset >= 0 && self.outcome.wrote_bytes > 0 {
+            offset_msg_id(&self.store_host, self.outcome.wrote_offset)
+        } else {
+            String::new()
+        }
+    }
+    /// Why the put was not `PUT_OK`: a short sentence naming the field and
+    /// the rule. None when the message was accepted.
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.outcome.reason.as_deref()
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let st = self.status(py)?;
+        let why = match &self.outcome.reason {
+            Some(r) => format!(", reason={r:?}"),
+            None => String::new(),
+        };
         Ok(format!(
-            "PutResult(status={}, wrote_offset={}, wrote_bytes={}, queue_offset={})",
+            "PutResult(status={}, wrote_offset={}, wrote_bytes={}, queue_offset={}{why})",
             st.bind(py).str()?,
             self.outcome.wrote_offset,
             self.outcome.wrote_bytes,

@@ -1,0 +1,134 @@
+//! Argument conversion with errors in Python's words: a wrong type names the
+//! argument and the Python types (`topic must be str, not int`), an integer
+//! out of range is a `ValueError` naming the argument (never PyO3's internal
+//! type names, never a bare `OverflowError`).
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
+
+/// The Python type name of `obj` (`int`, `NoneType`, ...).
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// `name must be <what>, not <type>`.
+pub fn type_error(name: &str, what: &str, obj: &Bound<'_, PyAny>) -> PyErr {
+    PyTypeError::new_err(format!("{name} must be {what}, not {}", type_name(obj)))
+}
+
+/// A `str` argument.
+pub fn str_arg<'a, 'py>(obj: &'a Bound<'py, PyAny>, name: &str) -> PyResult<&'a str> {
+    let s = obj
+        .downcast::<PyString>()
+        .map_err(|_| type_error(name, "str", obj))?;
+    s.to_str()
+        .map_err(|_| PyValueError::new_err(format!("{name} is not valid UTF-8 text")))
+}
+
+/// An optional `str` argument (`None` allowed).
+pub fn opt_str_arg<'a, 'py>(
+    obj: Option<&'a Bound<'py, PyAny>>,
+    name: &str,
+) -> PyResult<Option<&'a str>> {
+    match obj {
+        Some(o) if !o.is_none() => Ok(Some(str_arg(o, name)?)),
+        _ => Ok(None),
+    }
+}
+
+/// An `int` argument that must fit in an i64.
+pub fn i64_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
+    let i = obj
+        .downcast::<PyInt>()
+        .map_err(|_| type_error(name, "int", obj))?;
+    i.extract::<i64>().map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} is out of range: {} does not fit in a signed 64-bit integer",
+            i.str().map(|s| s.to_string()).unwrap_or_default()
+        ))
+    })
+}
+
+/// An optional `int` argument (`None` allowed) that must fit in an i64.
+pub fn opt_i64_arg(obj: Option<&Bound<'_, PyAny>>, name: &str) -> PyResult<Option<i64>> {
+    match obj {
+        Some(o) if !o.is_none() => Ok(Some(i64_arg(o, name)?)),
+        _ => Ok(None),
+    }
+}
+
+/// An `int` argument that must fit in an i32 (RocketMQ's `int` fields).
+pub fn i32_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i32> {
+    let v = i64_arg(obj, name).map_err(|e| {
+        if e.is_instance_of::<PyValueError>(obj.py()) {
+            PyValueError::new_err(format!(
+                "{name} is out of range: it must fit in a signed 32-bit integer \
+                 (-2147483648..2147483647)"
+            ))
+        } else {
+            e
+        }
+    })?;
+    i32::try_from(v).map_err(|_| {
+        PyValueError::new_err(format!(
+            "{name} is out of range: {v} does not fit in a signed 32-bit integer \
+             (-2147483648..2147483647)"
+        ))
+    })
+}
+
+/// A body: any bytes-like object. `bytes` is used as is; anything else
+/// supporting the buffer protocol (`bytearray`, `memoryview`, `array`, ...)
+/// is copied once into a new `bytes`, so the CRC and the record are taken
+/// from the same immutable copy even if the caller mutates its buffer.
+pub fn body_arg<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    if let Ok(b) = obj.downcast::<PyBytes>() {
+        return Ok(b.clone());
+    }
+    // SAFETY: `obj` is a valid object reference for the duration of the call.
+    let is_buffer = unsafe { pyo3::ffi::PyObject_CheckBuffer(obj.as_ptr()) } == 1;
+    if !is_buffer {
+        return Err(type_error(
+            "body",
+            "a bytes-like object (bytes, bytearray, memoryview)",
+            obj,
+        ));
+    }
+    Ok(obj
+        .py()
+        .get_type::<PyBytes>()
+        .call1((obj,))?
+        .downcast_into::<PyBytes>()?)
+}
+
+/// An optional `dict` argument.
+pub fn opt_dict_arg<'a, 'py>(
+    obj: Option<&'a Bound<'py, PyAny>>,
+    name: &str,
+    what: &str,
+) -> PyResult<Option<&'a Bound<'py, PyDict>>> {
+    match obj {
+        Some(o) if !o.is_none() => Ok(Some(
+            o.downcast::<PyDict>()
+                .map_err(|_| type_error(name, what, o))?,
+        )),
+        _ => Ok(None),
+    }
+}
+
+/// An argument whose Python default is `default`: absent (or None) gives
+/// `default`, anything else goes through `convert`.
+pub fn defaulted<'py, T>(
+    obj: Option<&Bound<'py, PyAny>>,
+    default: T,
+    convert: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<T>,
+) -> PyResult<T> {
+    match obj {
+        Some(o) if !o.is_none() => convert(o),
+        _ => Ok(default),
+    }
+}

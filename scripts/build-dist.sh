@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Builds the release wheel and the sdist into dist/ and checks them the way a
+# user gets them. Fails loudly (non-zero exit, "build-dist: FAILED ...") on
+# any miss.
+#
+#   1. build tools (scripts/dist-requirements.txt: maturin, the zig of the
+#      `ziglang` package, auditwheel, twine) in their own venv under target/
+#   2. maturin build --release --zig --compatibility manylinux2014 --strip
+#      -> one abi3 wheel tagged manylinux2014_x86_64 (glibc >= 2.17)
+#   3. maturin sdist
+#   4. scripts/check_dist.py: tags, `auditwheel show`, ELF (glibc versions,
+#      libraries, stripped), no fail points compiled in, contents, metadata;
+#      `twine check --strict` renders the readme of both
+#   5. the wheel in a fresh venv per CPython >= 3.11 found here, with PATH
+#      stripped of cargo/rustc: `rocketstore demo`, `rocketstore --version`
+#      and scripts/smoke_test.py; CPython 3.10 must refuse it
+#   6. the sdist built from scratch in a fresh venv (with Rust), then the
+#      same smoke test
+#
+# Environment: PYTHON (default python3.11) runs the tools; DIST_OUT (default
+# dist/) receives the artifacts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${DIST_OUT:-$ROOT/dist}
+WORK=$ROOT/target/dist-check
+PY=${PYTHON:-python3.11}
+ORIG_PATH=$PATH
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+T0=$SECONDS
+TIMES=()
+LAST=$SECONDS
+step() {
+    if [ -n "${STEP:-}" ]; then TIMES+=("$(printf '%5d s  %s' $((SECONDS - LAST)) "$STEP")"); fi
+    STEP=$1
+    LAST=$SECONDS
+    echo "== build-dist: $1 =="
+}
+die() {
+    echo "build-dist: FAILED: $*" >&2
+    exit 1
+}
+trap 'rc=$?; [ $rc -eq 0 ] || echo "build-dist: FAILED (exit $rc) in step \"${STEP:-}\" after $((SECONDS - T0)) s" >&2' EXIT
+
+# -- 1. tools ----------------------------------------------------------------------
+step "build tools"
+TOOLS=$WORK/tools
+if ! cmp -s scripts/dist-requirements.txt "$TOOLS/requirements.txt"; then
+    rm -rf "$TOOLS"
+    "$PY" -m venv "$TOOLS"
+    "$TOOLS/bin/pip" install -q -r scripts/dist-requirements.txt
+    cp scripts/dist-requirements.txt "$TOOLS/requirements.txt"
+fi
+# maturin finds zig as `python3 -m ziglang` of this venv.
+export PATH=$TOOLS/bin:$ORIG_PATH
+echo "maturin $(maturin --version | cut -d' ' -f2), zig $(python3 -m ziglang version)," \
+    "auditwheel $(auditwheel --version | cut -d' ' -f2), twine $(twine --version | head -1 | cut -d' ' -f2)"
+
+# -- 2, 3. build -------------------------------------------------------------------
+step "release wheel (zig, manylinux2014)"
+rm -rf "$OUT"
+mkdir -p "$OUT"
+maturin build --release --zig --compatibility manylinux2014 --strip --out "$OUT"
+step "sdist"
+maturin sdist --out "$OUT"
+
+shopt -s nullglob
+wheels=("$OUT"/*.whl)
+sdists=("$OUT"/*.tar.gz)
+shopt -u nullglob
+[ ${#wheels[@]} -eq 1 ] || die "expected one wheel in $OUT, found ${#wheels[@]}"
+[ ${#sdists[@]} -eq 1 ] || die "expected one sdist in $OUT, found ${#sdists[@]}"
+WHEEL=${wheels[0]}
+SDIST=${sdists[0]}
+
+# -- 4. static checks ---------------------------------------------------------------
+step "check wheel and sdist"
+python3 scripts/check_dist.py wheel "$WHEEL" || die "wheel checks (above)"
+python3 scripts/check_dist.py sdist "$SDIST" || die "sdist checks (above)"
+twine check --strict "$WHEEL" "$SDIST" || die "twine check"
+
+# -- 5. the wheel without Rust ------------------------------------------------------
+# PATH without any directory holding cargo or rustc (rustup's ~/.cargo/bin).
+NORUST_PATH=
+IFS=: read -r -a dirs <<<"$ORIG_PATH"
+for d in "${dirs[@]}"; do
+    [ -n "$d" ] || continue
+    if [ -e "$d/cargo" ] || [ -e "$d/rustc" ]; then continue; fi
+    NORUST_PATH=${NORUST_PATH:+$NORUST_PATH:}$d
+done
+norust() {
+    env PATH="$NORUST_PATH" CARGO_HOME=/nonexistent RUSTUP_HOME=/nonexistent \
+        MATURIN_NO_INSTALL_RUST=1 "$@"
+}
+norust bash -c '! command -v cargo && ! command -v rustc' >/dev/null ||
+    die "cargo or rustc still reachable with PATH=$NORUST_PATH"
+
+# Everything runs from a scratch directory: nothing imports from the tree.
+SCRATCH=$WORK/scratch
+rm -rf "$SCRATCH"
+mkdir -p "$SCRATCH"
+smoke() { # venv-dir label
+    local v=$1
+    (
+        cd "$SCRATCH"
+        norust "$v/bin/pip" check
+        norust "$v/bin/rocketstore" --version
+        norust "$v/bin/rocketstore" demo
+        norust "$v/bin/python" "$ROOT/scripts/smoke_test.py"
+    ) || die "smoke test of $2"
+}
+
+# The interpreter `python3.X` on PATH, else one of pyenv's (its shims only run
+# the versions selected for the directory); empty if there is none.
+find_python() {
+    local name=$1 cand
+    if "$name" -c '' 2>/dev/null; then
+        command -v "$name"
+        return
+    fi
+    if command -v pyenv >/dev/null; then
+        for cand in "$(pyenv root)"/versions/"${name#python}".*/bin/"$name"; do
+            if [ -x "$cand" ] && "$cand" -c '' 2>/dev/null; then
+                echo "$cand"
+                return
+            fi
+        done
+    fi
+}
+
+tested=()
+for name in python3.11 python3.12 python3.13; do
+    py=$(find_python "$name")
+    if [ -z "$py" ]; then
+        [ "$name" != python3.11 ] || die "python3.11 is needed to test the wheel"
+        echo "($name not on this machine: the abi3 wheel is not tried on it)"
+        continue
+    fi
+    step "wheel on $name without Rust"
+    V=$WORK/venv-wheel-$name
+    rm -rf "$V"
+    norust "$py" -m venv "$V"
+    norust "$V/bin/pip" install -q --only-binary=:all: "$WHEEL" ||
+        die "pip install of the wheel on $name"
+    smoke "$V" "the wheel on $name"
+    tested+=("$("$V/bin/python" -c 'import platform; print(platform.python_version())')")
+done
+py=$(find_python python3.10)
+if [ -n "$py" ]; then
+    step "wheel refused by python3.10"
+    V=$WORK/venv-wheel-python3.10
+    rm -rf "$V"
+    "$py" -m venv "$V"
+    if "$V/bin/pip" install -q --only-binary=:all: "$WHEEL" 2>"$WORK/py310.err"; then
+        die "python3.10 installed a wheel that needs >= 3.11"
+    fi
+    echo "refused as expected: $(tail -1 "$WORK/py310.err")"
+fi
+
+# -- 6. the sdist, built from scratch -----------------------------------------------
+step "sdist built in a fresh venv (with Rust)"
+V=$WORK/venv-sdist
+rm -rf "$V"
+"$PY" -m venv "$V"
+# Its own cargo target dir: the build starts from the unpacked sdist alone
+# (kept between runs only to save time; a stale cache cannot hide a missing
+# file, which cargo would not find in the unpacked tree).
+env PATH="$ORIG_PATH" CARGO_TARGET_DIR="$WORK/sdist-target" \
+    "$V/bin/pip" install -q --no-binary=rocketstore "$SDIST" || die "building the sdist"
+smoke "$V" "the wheel built from the sdist"
+
+step "done"
+echo "build-dist: OK in $((SECONDS - T0)) s"
+printf '%s\n' "${TIMES[@]}"
+echo "wheel: $(basename "$WHEEL") ($(du -k "$WHEEL" | cut -f1) KiB), tried on CPython ${tested[*]}"
+echo "sdist: $(basename "$SDIST") ($(du -k "$SDIST" | cut -f1) KiB)"

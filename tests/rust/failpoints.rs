@@ -1,0 +1,168 @@
+//! Fault-injection tests of the engine's named fail points (built only with
+//! `--features failpoints`; release wheels have no fail points).
+//!
+//! Each point must make its operation fail with the armed errno and leave
+//! nothing behind on disk: no half-created file, no flushed position moved,
+//! no ConsumeQueue unit written. Points are process-global, so the tests
+//! hold one lock while a point is armed.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use _native::commitlog::{CommitLog, CommitLogConfig, PutStatus};
+use _native::consume_queue::ConsumeQueue;
+use _native::failpoint;
+use _native::mapped_file::{file_name, MappedFile};
+use _native::message::{parse_delay_levels, MessageSpec, PropertiesBuilder};
+use _native::StoreError;
+
+static ARMED: Mutex<()> = Mutex::new(());
+
+/// Serialises the tests and disarms every point before and after each.
+struct Points(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+impl Points {
+    fn take() -> Self {
+        let g = ARMED.lock().unwrap_or_else(|e| e.into_inner());
+        failpoint::clear();
+        Points(g)
+    }
+
+    fn arm(&self, name: &str, errno: i32) {
+        assert!(failpoint::set(name, errno), "unknown fail point {name}");
+    }
+}
+
+impl Drop for Points {
+    fn drop(&mut self) {
+        failpoint::clear();
+    }
+}
+
+fn errno_of(e: &StoreError) -> Option<i32> {
+    match e {
+        StoreError::Io { source, .. } => source.raw_os_error(),
+        _ => None,
+    }
+}
+
+fn commitlog(dir: &Path, file_size: usize) -> CommitLog {
+    let cfg = CommitLogConfig {
+        dir: dir.to_path_buf(),
+        file_size,
+        max_message_size: 4 << 20,
+        store_host: "127.0.0.1:10911".parse::<SocketAddr>().unwrap(),
+        delay_levels: parse_delay_levels("1s 5s").unwrap(),
+    };
+    CommitLog::load(cfg, true).unwrap()
+}
+
+fn spec(body: &[u8]) -> MessageSpec<'_> {
+    let mut props = PropertiesBuilder::new();
+    props.push("TAGS", "t").unwrap();
+    MessageSpec {
+        topic: Cow::Borrowed("topic"),
+        queue_id: 0,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        born_host: "10.0.0.1:5000".parse().unwrap(),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: Cow::Borrowed(body),
+        properties: Cow::Owned(props.finish()),
+    }
+}
+
+#[test]
+fn points_are_named_and_disarm() {
+    let p = Points::take();
+    assert!(!failpoint::set("no_such_point", libc::EIO));
+    for name in failpoint::POINTS {
+        assert!(failpoint::check(name).is_ok(), "{name} armed after clear");
+        p.arm(name, libc::EIO);
+        let e = failpoint::check(name).expect_err("armed point must fail");
+        assert_eq!(e.raw_os_error(), Some(libc::EIO));
+        p.arm(name, 0);
+        assert!(failpoint::check(name).is_ok(), "{name} still armed");
+    }
+}
+
+#[test]
+fn create_file_fails_and_leaves_no_file() {
+    let p = Points::take();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(file_name(0));
+    p.arm("create_file", libc::ENOSPC);
+    let Err(e) = MappedFile::create(&path, 0, 4096) else {
+        panic!("create must fail while create_file is armed");
+    };
+    assert_eq!(errno_of(&e), Some(libc::ENOSPC), "{e}");
+    assert!(!path.exists(), "a failed creation left {}", path.display());
+    p.arm("create_file", 0);
+    let f = MappedFile::create(&path, 0, 4096).unwrap();
+    assert_eq!(std::fs::metadata(f.path()).unwrap().len(), 4096);
+}
+
+#[test]
+fn create_file_refuses_the_put_and_takes_no_queue_offset() {
+    let p = Points::take();
+    let dir = tempfile::tempdir().unwrap();
+    let cl = commitlog(dir.path(), 64 * 1024);
+    p.arm("create_file", libc::ENOSPC);
+    for _ in 0..2 {
+        let out = cl.put(spec(b"refused")).unwrap();
+        assert_eq!(out.status, PutStatus::CreateMappedFileFailed);
+    }
+    assert_eq!(cl.max_offset(), 0);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    p.arm("create_file", 0);
+    let out = cl.put(spec(b"accepted")).unwrap();
+    assert_eq!(out.status, PutStatus::PutOk);
+    assert_eq!((out.wrote_offset, out.queue_offset), (0, 0));
+    assert_eq!(cl.read_record(0).unwrap().0.queue_offset, 0);
+}
+
+#[test]
+fn msync_fails_the_flush_and_keeps_the_flushed_position() {
+    let p = Points::take();
+    let dir = tempfile::tempdir().unwrap();
+    let f = MappedFile::create(&dir.path().join(file_name(0)), 0, 8192).unwrap();
+    f.append(|buf, _| {
+        buf[..100].fill(7);
+        (100, ())
+    })
+    .unwrap();
+    p.arm("msync", libc::EIO);
+    let e = f.flush(0).expect_err("flush must fail");
+    assert_eq!(errno_of(&e), Some(libc::EIO), "{e}");
+    assert!(e.to_string().contains("msync"), "{e}");
+    assert_eq!(
+        f.flushed_position(),
+        0,
+        "a failed flush moved the flushed position"
+    );
+    let e = f.sync_all().expect_err("sync_all must fail");
+    assert_eq!(errno_of(&e), Some(libc::EIO), "{e}");
+    p.arm("msync", 0);
+    assert_eq!(f.flush(0).unwrap(), 100);
+    f.sync_all().unwrap();
+}
+
+#[test]
+fn cq_put_fails_and_writes_no_unit() {
+    let p = Points::take();
+    let dir = tempfile::tempdir().unwrap();
+    let cq = ConsumeQueue::load(dir.path(), "topic", 0, 20 * 10, true).unwrap();
+    cq.recover().unwrap();
+    assert!(cq.put(0, 100, 0, 0).unwrap());
+    p.arm("cq_put", libc::EIO);
+    let e = cq.put(100, 100, 0, 1).expect_err("the append must fail");
+    assert_eq!(errno_of(&e), Some(libc::EIO), "{e}");
+    assert_eq!(cq.max_offset_in_queue(), 1, "a failed append wrote a unit");
+    p.arm("cq_put", 0);
+    assert!(cq.put(100, 100, 0, 1).unwrap());
+    assert_eq!(cq.max_offset_in_queue(), 2);
+}
