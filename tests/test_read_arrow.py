@@ -248,18 +248,3 @@ def test_import_without_pyarrow_or_pyspark() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ}, check=True)
     assert "needs" in out.stdout and "rocketstore[spark]" in out.stdout
-
-
-def test_readme_pyarrow_example(tmp_path: Path) -> None:
-    import pyarrow.compute as pc
-
-    path = str(tmp_path / "s")
-    with MessageStore(path) as w:
-        w.put("orders", b"abc", tags="paid")
-        w.put("orders", b"de", tags="refund")
-        w.put("orders", b"fghi", tags="paid")
-    # As in README.md ("Spark and Arrow").
-    with MessageStore(path, read_only=True) as store:
-        table = store.read_arrow("orders").read_all()
-    paid = table.filter(pc.equal(table["tags"], "paid"))
-    assert (paid.num_rows, pc.sum(pc.binary_length(paid["body"])).as_py()) == (2, 7)
