@@ -426,6 +426,29 @@ impl MappedFile {
         Ok(())
     }
 
+    /// Overwrites `data` at `pos`, below the write position too. Recovery
+    /// only, before any reader exists: rebuilds damaged consume-queue units
+    /// in the middle of written data. The caller syncs the file afterwards.
+    pub fn overwrite_in_recovery(&self, pos: usize, data: &[u8]) -> Result<()> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let _g = self.write_lock.lock();
+        if pos + data.len() > self.file_size {
+            return Err(StoreError::InvalidArgument(format!(
+                "write of {} bytes at {pos} past the end of {}",
+                data.len(),
+                self.path.display()
+            )));
+        }
+        // SAFETY: in bounds (checked); recovery runs before readers exist and
+        // `write_lock` excludes other writers.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(pos), data.len())
+        };
+        Ok(())
+    }
+
     /// Fills `[from, to)` with zeros; both must be ≥ the write position.
     pub fn zero_range(&self, from: usize, to: usize) -> Result<()> {
         if !self.writable {
