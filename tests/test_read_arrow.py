@@ -248,3 +248,15 @@ def test_import_without_pyarrow_or_pyspark() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ}, check=True)
     assert "needs" in out.stdout and "rocketstore[spark]" in out.stdout
+
+
+def test_reads_see_every_acknowledged_put(tmp_path: Path) -> None:
+    for flush in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+        cfg = StoreConfig(store_path=str(tmp_path / flush), flush_disk_type=flush, **GEOMETRY)
+        with MessageStore(cfg) as store:
+            for i in range(50):
+                store.put("orders", f"m{i}".encode(), queue_id=i % 2)
+                # Through the queues right after the put (no wait for dispatch).
+                got = store.read_arrow("orders", threads=1).read_all()
+                assert got.num_rows == i + 1
+            assert store.read_arrow().read_all().num_rows == 50

@@ -478,6 +478,8 @@ pub struct RangeReader {
     stats: Arc<ReadStats>,
     /// Position inside the front range.
     cursor: Option<Cursor>,
+    /// The visibility horizon of this read (taken when it starts).
+    visible: Option<u64>,
     schema: SchemaRef,
 }
 
@@ -507,6 +509,7 @@ impl RangeReader {
             builder: BatchBuilder::new(cap, cap * 128, store_name),
             stats: Arc::new(ReadStats::default()),
             cursor: None,
+            visible: None,
             schema,
         }
     }
@@ -529,6 +532,14 @@ impl RangeReader {
 
     /// Decodes until the batch is full or every range is read.
     fn fill(&mut self) -> crate::Result<()> {
+        if self.visible.is_none() {
+            // The read rule of every read: puts acknowledged before the read
+            // starts are visible, and a CommitLog scan stops at the horizon
+            // (queue units never point above it: dispatch follows it).
+            self.store.check_open()?;
+            self.store.await_visible()?;
+            self.visible = Some(self.store.visible_end());
+        }
         while !self.full() {
             let Some(range) = self.ranges.front().cloned() else {
                 return Ok(());
@@ -555,7 +566,9 @@ impl RangeReader {
         self.store.check_open()?;
         let store = self.store.clone();
         let cl = store.commitlog();
-        let to = to.min(cl.max_offset());
+        let to = to
+            .min(cl.max_offset())
+            .min(self.visible.unwrap_or(u64::MAX));
         let mut pos = match self.cursor {
             Some(Cursor::Phy(p)) => p,
             _ => {
