@@ -9,6 +9,7 @@
 
 pub mod allocate;
 pub mod checkpoint;
+pub mod clock;
 #[cfg(feature = "arrow")]
 pub mod columnar;
 pub mod commitlog;
