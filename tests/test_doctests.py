@@ -19,7 +19,7 @@ import pytest
 
 import rocketstore
 
-# Modules that import pyarrow (the optional extra) when imported.
+# Its modules import pyarrow and pyspark (the optional extra) when imported.
 OPTIONAL_PACKAGE = "rocketstore.spark"
 
 MODULES = sorted(
@@ -58,10 +58,17 @@ def test_docstring_examples(name: str, tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_arrow_docstring_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pyarrow")
-    names = [*MODULES, *(m.name for m in pkgutil.walk_packages(
-        importlib.import_module(OPTIONAL_PACKAGE).__path__, OPTIONAL_PACKAGE + "."))]
-    tests = [t for name in names for t in _tests(name, arrow=True)]
+    tests = [t for name in MODULES for t in _tests(name, arrow=True)]
     assert tests, "no Arrow example found"
+    _run(tests, tmp_path, monkeypatch)
+
+
+def test_spark_docstring_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyspark")
+    package = importlib.import_module(OPTIONAL_PACKAGE)
+    names = [m.name for m in pkgutil.walk_packages(package.__path__, OPTIONAL_PACKAGE + ".")]
+    tests = [t for name in names for arrow in (False, True) for t in _tests(name, arrow=arrow)]
     _run(tests, tmp_path, monkeypatch)
 
 
