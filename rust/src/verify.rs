@@ -714,6 +714,30 @@ mod tests {
     }
 
     #[test]
+    fn geometry_is_read_from_an_index_file_with_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = dir.path().join("index");
+        std::fs::create_dir_all(&index).unwrap();
+        let f = crate::index_file::IndexFile::create(&index.join("20240222172627123"), 7, 30, 0, 0)
+            .unwrap();
+        for i in 0..5 {
+            assert!(f.put_key(&format!("t#k{i}"), 1000 + i, 1_000_000).unwrap());
+        }
+        drop(f);
+        let data = std::fs::read(index.join("20240222172627123")).unwrap();
+        assert_eq!(index_file_geometry(&data), Some((7, 30)));
+        assert_eq!(
+            detect_index_geometry(dir.path(), None, None).unwrap(),
+            (Some(7), Some(30))
+        );
+        // A given value wins; the other follows from the size.
+        assert_eq!(
+            detect_index_geometry(dir.path(), Some(7), None).unwrap(),
+            (Some(7), Some(30))
+        );
+    }
+
+    #[test]
     fn no_lock_file_means_no_writer() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(writer_running(dir.path()), Some(false));
