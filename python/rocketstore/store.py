@@ -27,6 +27,7 @@ from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.base import ServiceThread
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
+from rocketstore.services.schedule import ScheduleService
 
 if TYPE_CHECKING:
     from rocketstore.consumer import Consumer
@@ -219,7 +220,7 @@ class MessageStore:
 
     def _make_services(self) -> list[ServiceThread]:
         """The Python services a writer runs (none yet besides dispatch)."""
-        return []
+        return [ScheduleService.for_store(self)]
 
     def _service_failed(self, reason: str) -> None:
         """A Python service died: refuse puts from now on, keeping the reason."""

@@ -887,6 +887,45 @@ impl PyStore {
         })
     }
 
+    /// One delivery step of delay `level` (1-based): re-puts the messages of
+    /// `SCHEDULE_TOPIC_XXXX` queue `level - 1` due at `now_ms`, from consume
+    /// queue offset `offset`, at most `max_msgs`, in one batch (GIL
+    /// released). Returns `(next_offset, delivered, dropped, due_at, more,
+    /// blocked, end_offset)`.
+    #[allow(clippy::type_complexity)]
+    fn deliver_delayed(
+        &self,
+        py: Python<'_>,
+        level: usize,
+        offset: i64,
+        now_ms: i64,
+        max_msgs: usize,
+    ) -> PyResult<(i64, u64, u64, i64, bool, Option<String>, u64)> {
+        guarded(|| {
+            let store = &self.store;
+            let s = nogil(py, || {
+                crate::schedule::deliver_due(store, level, offset, now_ms, max_msgs)
+            })?;
+            Ok((
+                s.next_offset,
+                s.delivered,
+                s.dropped,
+                s.due_at,
+                s.more,
+                s.blocked,
+                s.end_offset,
+            ))
+        })
+    }
+
+    /// Forces the CommitLog to disk (not the queues); returns the flushed offset.
+    fn flush_commit_log(&self, py: Python<'_>) -> PyResult<u64> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || store.flush_commit_log())
+        })
+    }
+
     /// For tests: stop as if the process were killed (no final flush, the
     /// abort file stays, the lock is released).
     fn _simulate_crash(&self, py: Python<'_>) -> PyResult<()> {
