@@ -318,8 +318,7 @@ impl CommitLog {
             }
         }
         let tran = spec.transaction_type();
-        if !redelivery
-            && (tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT)
+        if !redelivery && (tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT)
         {
             if let Some(level) = find_property(&spec.properties, props::DELAY) {
                 let level: i64 = std::str::from_utf8(level)

@@ -51,12 +51,20 @@ pub struct DeliverStep {
     pub end_offset: u64,
 }
 
+/// A parked message to deliver: its record and its real queue.
+struct Parked {
+    raw: Vec<u8>,
+    view: RecordView,
+    topic: String,
+    qid: i32,
+}
+
 /// A unit of the level as the step found it.
 enum Item {
     /// Nothing to put: pass over the unit.
     Skip,
-    /// Put this copy (the record's bytes, its view, the real queue).
-    Put(Vec<u8>, RecordView, String, i32),
+    /// Put the copy of this message.
+    Put(Box<Parked>),
 }
 
 /// Why the stored record cannot be delivered, or its real topic and queue.
@@ -69,8 +77,11 @@ fn real_destination(view: &RecordView, raw: &[u8]) -> std::result::Result<(Strin
         .and_then(|q| std::str::from_utf8(q).ok())
         .and_then(|q| q.trim().parse::<i32>().ok())
         .ok_or("it has no REAL_QID property holding a queue id")?;
-    if topic == TRANS_HALF_TOPIC {
-        return Err(format!("its REAL_TOPIC is {TRANS_HALF_TOPIC}"));
+    // A copy into the half-message topic would be a transaction nobody
+    // prepared; one into SCHEDULE_TOPIC_XXXX would be parked and delivered
+    // again for ever.
+    if topic == TRANS_HALF_TOPIC || topic == SCHEDULE_TOPIC {
+        return Err(format!("its REAL_TOPIC is {topic}"));
     }
     Ok((topic.to_owned(), qid))
 }
@@ -176,7 +187,12 @@ pub fn deliver_due(
                 Some((view, raw)) => match real_destination(&view, &raw) {
                     Ok((topic, qid)) => {
                         puts += 1;
-                        Item::Put(raw, view, topic, qid)
+                        Item::Put(Box::new(Parked {
+                            raw,
+                            view,
+                            topic,
+                            qid,
+                        }))
                     }
                     Err(why) => {
                         DROPPED.log(log::Level::Error, || {
@@ -197,17 +213,17 @@ pub fn deliver_due(
     }
     step.more = puts >= max_msgs && offset < end;
     let specs = items.iter().filter_map(|(_, it)| match it {
-        Item::Put(raw, v, topic, qid) => Some(MessageSpec {
-            topic: Cow::Borrowed(topic.as_str()),
-            queue_id: *qid,
-            flag: v.flag,
-            sys_flag: v.sys_flag,
-            born_timestamp: v.born_timestamp,
-            born_host: v.born_host,
-            reconsume_times: v.reconsume_times,
+        Item::Put(p) => Some(MessageSpec {
+            topic: Cow::Borrowed(p.topic.as_str()),
+            queue_id: p.qid,
+            flag: p.view.flag,
+            sys_flag: p.view.sys_flag,
+            born_timestamp: p.view.born_timestamp,
+            born_host: p.view.born_host,
+            reconsume_times: p.view.reconsume_times,
             prepared_transaction_offset: 0,
-            body: Cow::Borrowed(&raw[v.body.clone()]),
-            properties: Cow::Borrowed(&raw[v.properties.clone()]),
+            body: Cow::Borrowed(&p.raw[p.view.body.clone()]),
+            properties: Cow::Borrowed(&p.raw[p.view.properties.clone()]),
         }),
         Item::Skip => None,
     });
@@ -227,7 +243,7 @@ pub fn deliver_due(
     let mut outcomes = outcomes.into_iter();
     step.next_offset = offset;
     for (at, item) in &items {
-        let Item::Put(_, view, topic, qid) = item else {
+        let Item::Put(p) = item else {
             continue;
         };
         let Some(o) = outcomes.next() else {
@@ -250,9 +266,11 @@ pub fn deliver_due(
             PutStatus::MessageIllegal | PutStatus::PropertiesSizeExceeded => {
                 DROPPED.log(log::Level::Error, || {
                     format!(
-                        "delayed message at CommitLog offset {} is not delivered to {topic} \
-                         queue {qid}: {}",
-                        view.physical_offset,
+                        "delayed message at CommitLog offset {} is not delivered to {} \
+                         queue {}: {}",
+                        p.view.physical_offset,
+                        p.topic,
+                        p.qid,
                         o.reason.as_deref().unwrap_or("refused")
                     )
                 });

@@ -684,14 +684,15 @@ impl Store {
 
     /// Forces the CommitLog (not the queues) to disk and returns the flushed
     /// offset: what the schedule service does before it records progress,
-    /// so saved progress never runs ahead of durable copies. Refused once a
-    /// flush has failed (a later fsync may not report the lost pages).
+    /// so saved progress never runs ahead of durable copies. Refused once the
+    /// store is poisoned: after a failed flush a later fsync may succeed
+    /// without the lost pages.
     pub fn flush_commit_log(&self) -> Result<u64> {
         self.check_open()?;
         if self.opts.read_only {
             return Ok(self.commitlog.flushed_offset());
         }
-        if let Some(why) = self.flusher.failure() {
+        if let Some(why) = self.poison_reason() {
             return Err(StoreError::Poisoned(why));
         }
         self.commitlog.queue().commit(0);

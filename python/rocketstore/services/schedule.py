@@ -116,8 +116,11 @@ class ScheduleService(ServiceThread):
         self._retry_at: dict[int, float] = dict.fromkeys(self._levels, 0.0)
         self._blocked: str | None = None
         self._persisted_at = time.monotonic()
+        #: Copies put and units passed over since the service started.
         self.delivered = 0
         self.dropped = 0
+        #: Rounds completed (tests wait on it instead of sleeping).
+        self.rounds = 0
         self._correct_offsets()
 
     @classmethod
@@ -190,6 +193,7 @@ class ScheduleService(ServiceThread):
             self._deliver_level(level, now, mono)
         if time.monotonic() - self._persisted_at >= self._persist_every:
             self.persist()
+        self.rounds += 1
 
     def _deliver_level(self, level: int, now: int, mono: float) -> None:
         while True:
