@@ -30,9 +30,13 @@ from rocketstore.services import schedule as schedule_mod
 from rocketstore.services.schedule import SCHEDULE_TOPIC, ScheduleService
 
 LEVELS = "1s 2s"
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-if not FIXTURES.is_dir():
-    FIXTURES = Path("/work/shared/fixtures")
+# The project's shared/ folder lies beside the repository (a worktree's lies
+# two levels up).
+FIXTURES = next(
+    (p / "shared" / "fixtures" for p in Path(__file__).resolve().parents
+     if (p / "shared" / "fixtures" / "rocketmq_4_9_8_store").is_dir()),
+    Path("shared/fixtures"),
+)
 FIXTURE_STORE = FIXTURES / "rocketmq_4_9_8_store"
 FIXTURE_EXPECTED = FIXTURES / "rocketmq_4_9_8_expected.json"
 FIXTURE_GEOMETRY: dict[str, Any] = {
@@ -445,7 +449,8 @@ def test_sigkill_with_progress_written_often_loses_nothing(
 
 def _fixture_copy(tmp_path: Path) -> str:
     if not FIXTURE_STORE.is_dir():
-        pytest.skip(f"the RocketMQ fixture store is not at {FIXTURE_STORE}")
+        pytest.fail(f"the RocketMQ 4.9.8 fixture store (shared/fixtures) was not found "
+                    f"beside the repository; looked up to {FIXTURE_STORE}")
     dst = tmp_path / "rmq"
     shutil.copytree(FIXTURE_STORE, dst)
     return str(dst)
