@@ -518,3 +518,29 @@ def test_fixture_pending_level_18_is_delivered_once_when_due(
         finally:
             store.shutdown()
     assert delay_file(path) == {1: 6, 18: 6}
+
+
+# -- a store written by rocketstore 0.1.0 ------------------------------------------
+
+
+def test_a_store_written_before_delayed_delivery_delivers_its_parked_message_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = HERE / "fixtures" / "store_0_1_0"
+    expected = json.loads((HERE / "fixtures" / "store_0_1_0_expected.json").read_text())
+    [parked] = [m for m in expected["messages"] if m["topic"] == SCHEDULE_TOPIC]
+    path = tmp_path / "old"
+    shutil.copytree(src, path)
+    clock = Clock(parked["store_timestamp"] + 3_600_000)
+    monkeypatch.setattr(schedule_mod, "now_ms", clock)
+    real, qid = parked["properties"]["REAL_TOPIC"], int(parked["properties"]["REAL_QID"])
+    for _ in range(2):
+        store = MessageStore(StoreConfig(store_path=str(path), **expected["geometry"])).start()
+        try:
+            wait_rounds(store, 3)
+            copies = [m for m in read_all(store, real, qid) if "DELAY" in m.properties]
+            assert len(copies) == 1
+            assert copies[0].properties == parked["properties"]
+            assert copies[0].body.hex() == parked["body_hex"]
+        finally:
+            store.shutdown()

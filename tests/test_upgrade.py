@@ -20,6 +20,17 @@ FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED: dict[str, Any] = json.loads((FIXTURES / "store_0_1_0_expected.json").read_text())
 
 
+@pytest.fixture(autouse=True)
+def _clock_when_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Delayed delivery sees the time the fixture was written: its delayed
+    record is not due yet, so a writer appends nothing while the test reads
+    (its delivery is tested in test_schedule.py)."""
+    from rocketstore.services import schedule
+
+    written = max(m["store_timestamp"] for m in EXPECTED["messages"])
+    monkeypatch.setattr(schedule, "now_ms", lambda: written)
+
+
 @pytest.fixture
 def old_store(tmp_path: Path) -> Path:
     dest = tmp_path / "store"

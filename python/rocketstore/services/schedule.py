@@ -3,10 +3,10 @@
 A put with ``delay_level`` (or a ``DELAY`` property) is parked in
 ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``; its consume-queue tag code is
 its deliver time (store time + the level's delay). This service keeps one
-timer per level (``message_delay_level``, e.g. ``"1s 5s 10s ..."``): when a
-level is due it asks the engine for one delivery step, which re-puts the due
-messages of that level into their ``REAL_TOPIC``/``REAL_QID`` in one batch
-(GIL released) and answers how far it got. Python only decides when and
+timer per level (``message_delay_level``, e.g. ``"1s 5s 10s ..."``): each
+round it asks the engine, in one call with the GIL released, for a delivery
+step of every due level, which re-puts that level's due messages into their
+``REAL_TOPIC``/``REAL_QID`` in one batch and answers how far it got. Python only decides when and
 keeps the progress; it never touches a message.
 
 Progress is RocketMQ's ``config/delayOffset.json`` (level → next offset in
@@ -185,39 +185,43 @@ class ScheduleService(ServiceThread):
     def run_once(self) -> None:
         now = self._now()
         mono = time.monotonic()
-        for level in self._levels:
-            if self._stop.is_set():
-                break
-            if self._due_at[level] > now or self._retry_at[level] > mono:
-                continue
-            self._deliver_level(level, now, mono)
+        due = [
+            level for level in self._levels
+            if self._due_at[level] <= now and self._retry_at[level] <= mono
+        ]
+        # One engine call for every due level; again for the levels whose
+        # batch was full.
+        while due and not self._stop.is_set():
+            steps = self._native.deliver_delayed(
+                [(level, self._offsets.get(level)) for level in due], now, BATCH
+            )
+            due = [
+                level for level, raw in zip(due, steps, strict=True)
+                if self._record(level, DeliverStep(*raw), mono)
+            ]
         if time.monotonic() - self._persisted_at >= self._persist_every:
             self.persist()
         self.rounds += 1
 
-    def _deliver_level(self, level: int, now: int, mono: float) -> None:
-        while True:
-            step = DeliverStep(*self._native.deliver_delayed(
-                level, self._offsets.get(level), now, BATCH
-            ))
-            if step.next_offset != self._offsets.get(level):
-                self._offsets.set(level, step.next_offset)
-            self.delivered += step.delivered
-            self.dropped += step.dropped
-            if step.blocked is not None:
-                if step.blocked != self._blocked:
-                    log.warning("delayed delivery of level %d waits %.0f s: %s",
-                                level, RETRY_AFTER, step.blocked)
-                self._blocked = step.blocked
-                self._retry_at[level] = mono + RETRY_AFTER
-                self._due_at[level] = 0
-                return
-            if self._blocked is not None and step.delivered:
-                log.info("delayed delivery resumed")
-                self._blocked = None
-            self._due_at[level] = max(step.due_at, 0)
-            if not step.more or self._stop.is_set():
-                return
+    def _record(self, level: int, step: DeliverStep, mono: float) -> bool:
+        """Take in one level's step; True when the level has more due now."""
+        if step.next_offset != self._offsets.get(level):
+            self._offsets.set(level, step.next_offset)
+        self.delivered += step.delivered
+        self.dropped += step.dropped
+        if step.blocked is not None:
+            if step.blocked != self._blocked:
+                log.warning("delayed delivery of level %d waits %.0f s: %s",
+                            level, RETRY_AFTER, step.blocked)
+            self._blocked = step.blocked
+            self._retry_at[level] = mono + RETRY_AFTER
+            self._due_at[level] = 0
+            return False
+        if self._blocked is not None and step.delivered:
+            log.info("delayed delivery resumed")
+            self._blocked = None
+        self._due_at[level] = max(step.due_at, 0)
+        return step.more
 
     def on_shutdown(self) -> None:
         self.persist()
