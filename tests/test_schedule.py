@@ -24,7 +24,14 @@ from typing import Any
 import pytest
 
 from helpers.presets import SMALL
-from rocketstore import GetStatus, MessageExt, MessageStore, PoisonedError, StoreConfig
+from rocketstore import (
+    CorruptedError,
+    GetStatus,
+    MessageExt,
+    MessageStore,
+    PoisonedError,
+    StoreConfig,
+)
 from rocketstore.config_files import loads_fastjson
 from rocketstore.services import schedule as schedule_mod
 from rocketstore.services.schedule import SCHEDULE_TOPIC, ScheduleService
@@ -308,6 +315,22 @@ def test_progress_is_corrected_into_the_queue_range_on_open(
     clock.ms += 10_000
     wait_rounds(store)
     assert [m.properties["UNIQ_KEY"] for m in read_all(store, "orders", 0)] == ["R0", "R1", "R2"]
+
+
+def test_an_unreadable_progress_file_refuses_the_open_and_releases_the_store(
+    opener: Any, store_path: str
+) -> None:
+    opener().shutdown()
+    conf = Path(store_path) / "config"
+    conf.mkdir(exist_ok=True)
+    (conf / "delayOffset.json").write_text('{"offsetTable":{1:"six"}}')
+    (conf / "delayOffset.json.bak").write_text("not json")
+    with pytest.raises(CorruptedError, match=r"delayOffset\.json"):
+        MessageStore(cfg(store_path)).start()
+    assert not (Path(store_path) / "abort").exists()
+    (conf / "delayOffset.json").write_text('{"offsetTable":{1:0}}')
+    store = opener()  # the lock was released
+    assert service(store).offsets() == {1: 0}
 
 
 def test_survives_a_clean_restart_before_it_is_due_and_is_delivered_once(

@@ -209,8 +209,15 @@ class MessageStore:
         self._offsets = offsets
         self._topic_configs = topic_configs
         if not self._read_only:
+            try:
+                # A service may refuse to start (an unreadable progress file).
+                services = self._make_services()
+            except BaseException:
+                native.shutdown()
+                pump_now()
+                raise
             self._reput.start()
-            for service in self._make_services():
+            for service in services:
                 service.start()
                 self._services.append(service)
         for name in _FAST_METHODS:
