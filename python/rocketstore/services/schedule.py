@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -90,6 +91,10 @@ class ScheduleService(ServiceThread):
         clock: ms since the epoch; ``None`` reads :func:`now_ms` each round.
         interval: seconds between rounds.
         on_failure: called with a sentence when a round raises.
+        engine: how a round finds the engine store; ``None`` (or a closed
+            store) ends the service. By default ``native`` itself;
+            :meth:`for_store` passes a weak lookup, so a running service
+            never keeps a dropped store open.
     """
 
     name = "schedule"
@@ -102,9 +107,10 @@ class ScheduleService(ServiceThread):
         clock: Callable[[], int] | None = None,
         interval: float = ROUND_INTERVAL,
         on_failure: Callable[[str], None] | None = None,
+        engine: Callable[[], NativeStore | None] | None = None,
     ) -> None:
         super().__init__(interval=interval, on_failure=on_failure)
-        self._native = native
+        self._engine: Callable[[], NativeStore | None] = engine or (lambda: native)
         self.clock = clock
         self._levels = config.delay_level_table()
         self._persist_every = config.flush_delay_offset_interval / 1000.0
@@ -121,26 +127,42 @@ class ScheduleService(ServiceThread):
         self.dropped = 0
         #: Rounds completed (tests wait on it instead of sleeping).
         self.rounds = 0
-        self._correct_offsets()
+        self._correct_offsets(native)
 
     @classmethod
     def for_store(cls, store: MessageStore) -> ScheduleService:
-        """The service of a started writer store."""
+        """The service of a started writer store (held weakly: dropping the
+        store shuts it down as before, and the service ends with it)."""
         native = store._native
         if native is None:
             raise ValueError("the store is not started")
-        return cls(native, store.config, on_failure=store._service_failed)
+        ref = weakref.ref(store)
+
+        def engine() -> NativeStore | None:
+            s = ref()
+            return None if s is None else s._native
+
+        def failed(why: str) -> None:
+            s = ref()
+            if s is not None:
+                s._service_failed(why)
+
+        return cls(native, store.config, on_failure=failed, engine=engine)
+
+    def _live_engine(self) -> NativeStore | None:
+        n = self._engine()
+        return None if n is None or n.closed else n
 
     # -- progress ----------------------------------------------------------
 
-    def _queue_range(self, level: int) -> tuple[int, int]:
-        n = self._native
+    @staticmethod
+    def _queue_range(n: NativeStore, level: int) -> tuple[int, int]:
         return (
             n.get_min_offset_in_queue(SCHEDULE_TOPIC, level - 1),
             n.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1),
         )
 
-    def _correct_offsets(self) -> None:
+    def _correct_offsets(self, native: NativeStore) -> None:
         """Clamp each level's progress into its queue's range (RocketMQ's
         ``correctDelayOffset``): below the min (files expired) starts at the
         min; past the max (the file was ahead of the queue) falls back to the
@@ -148,7 +170,7 @@ class ScheduleService(ServiceThread):
         for level in self._levels:
             if not self._offsets.has(level):
                 continue
-            lo, hi = self._queue_range(level)
+            lo, hi = self._queue_range(native, level)
             old = self._offsets.get(level)
             new = min(max(old, lo), hi)
             if new != old:
@@ -169,8 +191,11 @@ class ScheduleService(ServiceThread):
         logged and the file is left as it was; the next round tries again.
         """
         self._persisted_at = time.monotonic()
+        n = self._live_engine()
+        if n is None:
+            return False
         try:
-            return self._offsets.persist(before_write=self._native.flush_commit_log)
+            return self._offsets.persist(before_write=n.flush_commit_log)
         except Exception as exc:
             log.error("cannot save delayed-delivery progress to %s: %s",
                       self._offsets.path, exc)
@@ -183,6 +208,10 @@ class ScheduleService(ServiceThread):
         return clock() if clock is not None else now_ms()
 
     def run_once(self) -> None:
+        native = self._live_engine()
+        if native is None:  # the store was closed or dropped
+            self._stop.set()
+            return
         now = self._now()
         mono = time.monotonic()
         due = [
@@ -192,16 +221,20 @@ class ScheduleService(ServiceThread):
         # One engine call for every due level; again for the levels whose
         # batch was full.
         while due and not self._stop.is_set():
-            steps = self._native.deliver_delayed(
+            steps = native.deliver_delayed(
                 [(level, self._offsets.get(level)) for level in due], now, BATCH
             )
             due = [
                 level for level, raw in zip(due, steps, strict=True)
                 if self._record(level, DeliverStep(*raw), mono)
             ]
+            self._persist_if_due()  # a long backlog still saves progress
+        self._persist_if_due()
+        self.rounds += 1
+
+    def _persist_if_due(self) -> None:
         if time.monotonic() - self._persisted_at >= self._persist_every:
             self.persist()
-        self.rounds += 1
 
     def _record(self, level: int, step: DeliverStep, mono: float) -> bool:
         """Take in one level's step; True when the level has more due now."""
