@@ -93,6 +93,7 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "enable_running_flags_in_flush": False,
     # ours
     "store_host": ("127.0.0.1", 10911),
+    "on_corruption": "refuse",
 }
 
 

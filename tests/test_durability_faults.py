@@ -11,7 +11,8 @@
   writeable; reopening rebuilds the queues.
 * Damaged files: a short file in the middle of the CommitLog is refused with
   an error naming it (never SIGBUS); garbage in an old segment never crashes a
-  read, and garbage in a scanned segment is cut cleanly by recovery.
+  read, and garbage in a scanned segment (durable data) is refused, or
+  skipped with ``on_corruption="skip"``.
 
 Fault points (``rocketstore._native._set_fail_point``) are process-global:
 the ``fail_points`` fixture disarms them whatever happens.
@@ -35,6 +36,7 @@ import pytest
 
 from helpers.fault_fixtures import wait_dispatched, wait_for
 from helpers.presets import FAST_FLUSH, SEG, SMALL
+from helpers.store_util import diff_snapshots, snapshot
 from rocketstore import (
     ConfigMismatchError,
     CorruptedError,
@@ -620,7 +622,13 @@ def test_garbage_in_an_old_segment_never_crashes_a_read(store_path: str) -> None
         assert r.status is PutStatus.PUT_OK
 
 
-def test_garbage_in_a_scanned_segment_is_cut_cleanly(store_path: str) -> None:
+def test_garbage_in_a_scanned_segment_is_refused_or_skipped(store_path: str) -> None:
+    """Garbage in durable data is damage, not a torn tail (SPEC "Damage is not a torn tail").
+
+    The old rule cut the log at the garbage and zeroed every later record;
+    now the read-write open refuses with CorruptedError and changes nothing,
+    and ``on_corruption="skip"`` keeps every intact record.
+    """
     acked = make_store(store_path, 200)  # 4 segments: recovery scans 1..3
     files = sorted((Path(store_path) / "commitlog").iterdir())
     assert len(files) == 4
@@ -630,37 +638,40 @@ def test_garbage_in_a_scanned_segment_is_cut_cleanly(store_path: str) -> None:
     with open(files[2], "r+b") as f:
         f.seek(victim.wrote_offset - 2 * SEG)
         f.write(os.urandom(300))
+    before = snapshot(store_path, mtimes=False)
 
-    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
+    with pytest.raises(CorruptedError) as ei:
+        MessageStore(StoreConfig(store_path=store_path, **SMALL)).start()
+    assert files[2].name in str(ei.value)
+    assert str(victim.wrote_offset - 2 * SEG) in str(ei.value)
+    assert diff_snapshots(before, snapshot(store_path, mtimes=False)) == []
+
+    cfg = StoreConfig(store_path=store_path, on_corruption="skip", **SMALL)
+    with MessageStore(cfg) as store:
         rep = store.recovery_report
         assert rep is not None and rep.mode == "normal"
-        assert rep.end_offset == victim.wrote_offset, rep
-        assert rep.bytes_truncated > 0
-        assert store.max_phy_offset == victim.wrote_offset
-        # Later segments are gone, the cut one is zeroed past the end.
-        names = sorted(p.name for p in (Path(store_path) / "commitlog").iterdir())
-        assert names == [f.name for f in files[:3]]
-        survivors = acked[:victim_i]
-        assert_all_present(store, survivors, size=1000)
-        for q in (0, 1):
-            n = sum(1 for i in range(victim_i) if i % 2 == q)
-            assert store.get_max_offset_in_queue("topic", q) == n
-            assert len(pull_all(store, q)) == n
-        assert store.look_message_by_offset(victim.wrote_offset) is None
-        # The store goes on where the valid data ended.
-        r = store.put("topic", body_of(victim_i, 1000), queue_id=victim_i % 2)
-        assert r.status is PutStatus.PUT_OK
-        assert r.wrote_offset == victim.wrote_offset
-        assert r.queue_offset == victim.queue_offset
-    data = files[2].read_bytes()
-    end_in_file = r.wrote_offset + r.wrote_bytes - 2 * SEG
-    assert data[end_in_file:] == bytes(len(data) - end_in_file), "stale bytes survived the cut"
-
+        assert [d[0] for d in rep.damaged] == [victim.wrote_offset], rep
+        assert rep.damaged[0][1] == acked[victim_i + 1].wrote_offset
+        assert rep.bytes_truncated == 0
+        assert_all_present(store, acked[:victim_i], size=1000)
+        assert_all_present(store, acked[victim_i + 1 :], start=victim_i + 1, size=1000)
+        q = victim_i % 2
+        n = sum(1 for i in range(len(acked)) if i % 2 == q)
+        assert store.get_max_offset_in_queue("topic", q) == n
+        g = store.get_message("g", "topic", q, victim.queue_offset, 1)
+        # The damaged record is skipped and counted; the pull goes on.
+        assert g.damaged == 1, g
+        assert [m.queue_offset for m in g.messages] == [victim.queue_offset + 1]
+        assert g.messages[0].body == body_of(victim_i + 2, 1000)
+        assert len(pull_all(store, q)) == n - 1
+        r = store.put("topic", body_of(999, 1000), queue_id=q)
+        assert r.status is PutStatus.PUT_OK and r.queue_offset == n
+    # The skipped range is remembered: a default open accepts it.
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
-        assert store.recovery_report is not None and store.recovery_report.mode == "normal"
+        assert store.recovery_report is not None
+        assert [d[0] for d in store.recovery_report.damaged] == [victim.wrote_offset]
         assert store.max_phy_offset == r.wrote_offset + r.wrote_bytes
-        m = store.look_message_by_offset(victim.wrote_offset)
-        assert m is not None and m.body == body_of(victim_i, 1000)
+        assert store.get_message("g", "topic", q, victim.queue_offset, 1).damaged == 1
 
 
 @pytest.mark.slow

@@ -10,6 +10,9 @@ Subcommands:
     times, recovery report, and every topic and queue with its min/max offsets.
 ``verify PATH``
     Walk every CommitLog record with CRC checks; exit 1 if anything is wrong.
+``repair PATH``
+    Open the store for writing, skipping damaged records in durable data
+    (which a normal open refuses) and remembering them; print what was skipped.
 ``get PATH``
     Read from a consume queue (``--topic T --queue Q --offset N``, with
     ``--count`` and ``--tags``), or print one message by physical offset
@@ -24,7 +27,8 @@ Subcommands:
     temporary store.
 
 Every command that inspects a store opens it read-only, so it never writes a
-byte and may run while a writer has the store open. ``--json`` prints
+byte and may run while a writer has the store open (``repair`` is the one
+command that writes: it takes the writer lock). ``--json`` prints
 machine-readable output on stdout (``tail`` prints one JSON object per line);
 progress bars go to stderr and only appear on a terminal.
 
@@ -1104,6 +1108,55 @@ def verify(ctx: click.Context, path: Path, as_json: bool) -> None:
                       soft_wrap=True)
     if not ok:
         ctx.exit(EXIT_PROBLEM)
+
+
+@main.command()
+@_store_path
+@_with_index_options
+@_json_flag
+def repair(path: Path, hash_slots: int | None, index_num: int | None, as_json: bool) -> None:
+    """Open the store at PATH for writing, skipping damaged records.
+
+    Damage inside durable CommitLog data (invalid bytes that intact records
+    follow) makes a normal open refuse the store. ``repair`` runs recovery
+    as ``StoreConfig(on_corruption="skip")`` does: every intact record is
+    kept, each damaged record is skipped (its queue unit stays, so queue
+    offsets stay dense; pulls skip and count it) and remembered in the
+    checkpoint, so later opens accept the store. It takes the writer lock:
+    no other writer may have the store open. Prints what was skipped.
+    """
+    # The index geometry is taken from the index files, like the other
+    # commands do: a writer opened with another geometry could not use them.
+    cfg = _make_config(path, on_corruption="skip",
+                       **_index_geometry(path, hash_slots, index_num))
+    store = _start(MessageStore(cfg))
+    try:
+        report = store.recovery_report
+    finally:
+        store.shutdown()
+    damaged: list[dict[str, Any]] = [] if report is None else [
+        {"offset": off, "resume_offset": resume, "file": file, "reason": reason}
+        for off, resume, file, reason in report.damaged
+    ]
+    data: dict[str, Any] = {
+        "path": str(path),
+        "damaged": damaged,
+        "recovery": _report_dict(report),
+    }
+    if as_json:
+        _print_json(data)
+        return
+    out = _stdout()
+    for d in damaged:
+        resume, offset = int(d["resume_offset"]), int(d["offset"])
+        what = (f"skipped, intact records resume at {resume}"
+                if resume > offset else "nothing intact follows it")
+        out.print(Text(f"offset {d['offset']} ({d['file']}): {d['reason']}; {what}",
+                       style="yellow"), soft_wrap=True)
+    if damaged:
+        out.print(f"repaired: {len(damaged)} damaged range(s) skipped", soft_wrap=True)
+    else:
+        out.print(Text("nothing to repair", style="green"), soft_wrap=True)
 
 
 # -- get ----------------------------------------------------------------------------

@@ -243,6 +243,12 @@ class StoreConfig:
     max_message_size: int = 1024 * 1024 * 4
     #: Check each record's body CRC during recovery (our default: True).
     check_crc_on_recover: bool = True
+    #: What a read-write open does with damage inside durable CommitLog data
+    #: (invalid bytes that intact, durable records follow; our addition):
+    #: ``"refuse"`` raises :class:`CorruptedError` and changes nothing;
+    #: ``"skip"`` keeps every intact record, skips the damaged ones (pulls
+    #: skip and count them) and lists them in the recovery report.
+    on_corruption: str = "refuse"
     #: Ms a put may hold the CommitLog lock before the page cache counts as busy.
     os_page_cache_busy_time_out_mills: int = 1000
     #: Dispatch backlog (messages) above which puts are flow-controlled.
@@ -319,6 +325,8 @@ class StoreConfig:
                     "multi-path CommitLogs (',' separated) are not supported",
                 )
         _check_store_host(self.store_host)
+        if self.on_corruption not in ("refuse", "skip"):
+            _bad("on_corruption", self.on_corruption, 'must be "refuse" or "skip"')
 
         # segment sizes
         if self.mapped_file_size_commit_log is not None:

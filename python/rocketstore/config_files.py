@@ -579,6 +579,28 @@ class ConsumerOffsets:
                 queues[queue_id] = offset
                 self._version += 1
 
+    def clamp(self, end_of: Callable[[str, int], int]) -> list[tuple[str, int, int, int]]:
+        """Lower every offset above its queue's end to that end.
+
+        ``end_of(topic, queue_id)`` is the queue's max offset after recovery
+        (or a huge number to leave the offset alone). An offset above it would make
+        the group skip the messages written at those offsets after a restart.
+        Returns ``(topic@group, queue_id, old, new)`` for each offset lowered;
+        the table is then dirty (persist it).
+        """
+        lowered: list[tuple[str, int, int, int]] = []
+        with self._lock:
+            for key, queues in self._table.items():
+                topic = key.split("@", 1)[0]
+                for qid, off in queues.items():
+                    end = end_of(topic, qid)
+                    if off > end:
+                        queues[qid] = end
+                        lowered.append((key, qid, off, end))
+            if lowered:
+                self._version += 1
+        return lowered
+
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed next offset, or ``-1`` when the group never committed one."""
         with self._lock:

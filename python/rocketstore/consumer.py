@@ -205,6 +205,8 @@ class Consumer:
         self._assignment: list[int] = []
         self._assign_seq: int | None = None
         self._rr = 0
+        # Damaged records (skipped by recovery) the pulls passed over.
+        self._damaged = 0
         self._refresh(store.dispatch_seq, initial=True)
 
     # -- properties -----------------------------------------------------------
@@ -212,6 +214,12 @@ class Consumer:
     @property
     def group(self) -> str:
         return self._group
+
+    @property
+    def damaged(self) -> int:
+        """Damaged records passed over so far (recovery skipped them, see
+        ``StoreConfig.on_corruption``); their offsets are never delivered."""
+        return self._damaged
 
     @property
     def topic(self) -> str:
@@ -301,6 +309,12 @@ class Consumer:
                     break
                 pos = self._fetch_pos[q]
                 r = store.get_message(group, topic, q, pos, min(budget, share), tags)
+                damaged = getattr(r, "damaged", 0)
+                if damaged:
+                    if not self._damaged:
+                        log.warning("consumer %s: %s/%d: skipping damaged records from "
+                                    "offset %d", group, topic, q, pos)
+                    self._damaged += damaged
                 msgs = r.messages
                 nxt = r.next_begin_offset
                 if msgs:

@@ -10,6 +10,7 @@ orchestrates.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import time
@@ -56,27 +57,30 @@ _FAST_METHODS = (
 )
 
 
+_FORKED_REASON = "store handles do not survive fork(); open the store again"
+
+
 def _after_fork_in_child() -> None:
+    # The child's copy of the engine store is closed already (the engine
+    # notices the fork, and closed the child's copy of the lock descriptor
+    # at fork); dropping it here touches no file and joins no thread.
     for store in list(_LIVE):
-        store._disarm("store handles do not survive fork(); open the store again")
+        store._disarm(_FORKED_REASON)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _at_exit() -> None:
-    """Let threads blocked in engine waits leave the engine before the
-    interpreter finalizes (CPython ends daemon threads that take the GIL back
-    during finalization, which must not happen inside Rust code)."""
-    if _native._begin_exit() == 0:
-        return
-    for store in list(_LIVE):
-        n = store._native
-        if n is not None and not n.closed:
-            n._wake_waiters()
-    deadline = time.monotonic() + 2.0
-    while _native._threads_in_engine() and time.monotonic() < deadline:
-        time.sleep(0.002)
+    """Keep daemon threads out of the GIL once the interpreter finalizes.
+
+    CPython ends a thread that takes the GIL back during finalization with
+    ``pthread_exit``, whose forced unwind must not cross Rust frames (the
+    process would abort). From here on, an engine call that released the GIL
+    never takes it back (the thread waits for the process to end), and new
+    calls keep the GIL; threads already taking it back are let through first.
+    """
+    _native._begin_exit()
 
 
 atexit.register(_at_exit)
@@ -132,6 +136,7 @@ class MessageStore:
         self._recovery: RecoveryReport | None = None
         self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
+        self._pid = os.getpid()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -145,6 +150,7 @@ class MessageStore:
         """
         if self._native is not None and not self._native.closed:
             return self
+        self._pid = os.getpid()
         cfg = self._config
         ensure_log_pump()
         if not self._read_only:
@@ -187,10 +193,14 @@ class MessageStore:
             sync_flush_timeout_ms=cfg.sync_flush_timeout,
         )
         try:
-            report = RecoveryService(native).recover(cfg.check_crc_on_recover)
+            report = RecoveryService(native).recover(
+                cfg.check_crc_on_recover, cfg.on_corruption == "skip"
+            )
             offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
             topic_configs = TopicConfigs.load(cfg.config_dir / "topics.json")
             if not self._read_only:
+                clamped = RecoveryService(native).clamp_consumer_offsets(offsets)
+                report = dataclasses.replace(report, consumer_offsets_clamped=clamped)
                 # Flush threads first: the abort file they create marks the
                 # store as running from here on.
                 native.start_flush()
@@ -238,6 +248,8 @@ class MessageStore:
     def _disarm(self, why: str) -> None:
         """Make every call raise StoreClosedError (after fork in the child)."""
         self._native = None
+        self._reput = None
+        self._services = []  # their threads are the parent's
         self._closed_reason = why
         for name in _FAST_METHODS:
             self.__dict__[name] = _closed_method(why)
@@ -250,6 +262,11 @@ class MessageStore:
         """
         n = self._native
         if n is None or n.closed:
+            return
+        if os.getpid() != self._pid:
+            # A copy in a forked child (whatever forked it): the files, the
+            # threads and the config files are the parent's; touch nothing.
+            self._disarm(_FORKED_REASON)
             return
         try:
             while self._services:

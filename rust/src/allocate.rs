@@ -138,7 +138,13 @@ impl TransientStorePool {
             self.created.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
-        Some(Arc::new(WriteBuffer::new(self.buffer_size)))
+        match WriteBuffer::new(self.buffer_size) {
+            Some(b) => Some(Arc::new(b)),
+            None => {
+                self.created.fetch_sub(1, Ordering::AcqRel);
+                None
+            }
+        }
     }
 
     /// Returns a buffer whose file was committed in full.

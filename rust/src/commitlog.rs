@@ -16,16 +16,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::message::{
-    self, body_crc, compressed_body_problem, encode_blank, encode_v1, find_property, parse_record,
-    props, record_len, sys_flag_problem, sysflag, topic_problem, MessageSpec, Parsed,
-    PropertiesBuilder, RecordView, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, SCHEDULE_TOPIC,
+    self, body_crc, compressed_body_problem, encode_blank, encode_v1, find_next_valid_record,
+    find_property, is_readable_topic_bytes, parse_record, parse_valid_record, props, record_len,
+    sys_flag_problem, sysflag, topic_problem, MessageSpec, Parsed, PropertiesBuilder, RecordView,
+    END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN_V2, SCHEDULE_TOPIC,
 };
 use crate::ratelog::RateLimited;
 
@@ -201,6 +202,9 @@ pub struct CommitLog {
     cfg: CommitLogConfig,
     mfq: Arc<MappedFileQueue>,
     put: Mutex<PutState>,
+    /// Damaged ranges `[start, end)` recovery skipped.
+    damaged: RwLock<Vec<(u64, u64)>>,
+    has_damage: std::sync::atomic::AtomicBool,
 }
 
 /// What a scan of the CommitLog found.
@@ -213,6 +217,69 @@ pub struct ScanReport {
     pub records: u64,
     /// Why the scan stopped, when it stopped before the end of the last file.
     pub stop_reason: Option<String>,
+    /// Damaged ranges inside durable data that the scan skipped (or, with
+    /// `end == offset`, that ended the log because nothing intact follows).
+    pub damaged: Vec<Damage>,
+}
+
+/// Where durable CommitLog data ends, to tell damage from a torn tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DurableBound {
+    /// The durable mark: every byte below this offset was flushed.
+    Mark(u64),
+    /// No mark (a store written by RocketMQ or an older rocketstore):
+    /// records stored at or before this time (the checkpoint's
+    /// physicMsgTimestamp) were flushed.
+    Timestamp(i64),
+}
+
+/// How a recovery scan treats invalid data that intact durable records follow.
+#[derive(Debug, Clone)]
+pub struct DamagePolicy {
+    pub bound: DurableBound,
+    /// Skip (and report) damaged records instead of refusing the open.
+    pub skip: bool,
+    /// Ranges skipped by an earlier recovery (the durable mark lists them):
+    /// always skipped.
+    pub known: Vec<(u64, u64)>,
+}
+
+impl DamagePolicy {
+    /// The durable mark, if the policy judges by one.
+    pub fn bound_mark(&self) -> Option<u64> {
+        match self.bound {
+            DurableBound::Mark(m) => Some(m),
+            DurableBound::Timestamp(_) => None,
+        }
+    }
+}
+
+/// A damaged CommitLog range a recovery scan skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// CommitLog offset of the damaged record.
+    pub offset: u64,
+    /// Where intact data resumes.
+    pub end: u64,
+    pub file: PathBuf,
+    pub reason: String,
+}
+
+/// Where the next valid record after the invalid data at `pos` of file
+/// `index` starts: later in that file, or in a later file.
+fn find_resume_point(
+    files: &[Arc<MappedFile>],
+    index: usize,
+    pos: usize,
+    check_crc: bool,
+) -> Option<(usize, usize)> {
+    let f = &files[index];
+    if let Some(p) = find_next_valid_record(f.raw(), pos + 1, f.file_from_offset(), check_crc) {
+        return Some((index, p));
+    }
+    files.iter().enumerate().skip(index + 1).find_map(|(i, g)| {
+        find_next_valid_record(g.raw(), 0, g.file_from_offset(), check_crc).map(|p| (i, p))
+    })
 }
 
 impl CommitLog {
@@ -230,6 +297,8 @@ impl CommitLog {
                 table: QueueOffsetTable::default(),
                 current: None,
             }),
+            damaged: RwLock::new(Vec::new()),
+            has_damage: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -239,6 +308,13 @@ impl CommitLog {
 
     pub fn queue(&self) -> &MappedFileQueue {
         &self.mfq
+    }
+
+    /// Drops every file (the store shut down): mappings and descriptors are
+    /// released as soon as no reader holds them; no file is created again.
+    pub fn release(&self) {
+        self.put.lock().current = None;
+        self.mfq.release();
     }
 
     /// A shared handle on the file queue (for background threads).
@@ -583,39 +659,61 @@ impl CommitLog {
     }
 
     /// Scans records from the start of file `start_index`, calling `visit`
-    /// for each valid record, and stops at the first invalid one or at the
-    /// end of the last file.
+    /// for each valid record ([`parse_valid_record`]), and stops at the first
+    /// invalid one or at the end of the last file.
     pub fn scan(
         &self,
         start_index: usize,
         check_crc: bool,
         mut visit: impl FnMut(u64, &RecordView, &[u8]),
     ) -> ScanReport {
+        // Without a damage policy the scan has nothing to refuse: no error.
+        self.scan_inner(start_index, check_crc, None, &mut visit)
+            .unwrap_or_default()
+    }
+
+    /// The recovery scan: like [`CommitLog::scan`], but invalid data that
+    /// valid, durable records follow is damage, not a torn tail (see
+    /// [`DamagePolicy`]): it is refused (`CorruptedError` naming file and
+    /// offset; nothing has been written) or skipped and reported.
+    pub fn scan_for_recovery(
+        &self,
+        start_index: usize,
+        check_crc: bool,
+        policy: &DamagePolicy,
+    ) -> Result<ScanReport> {
+        self.scan_inner(start_index, check_crc, Some(policy), &mut |_, _, _| {})
+    }
+
+    fn scan_inner<F: FnMut(u64, &RecordView, &[u8])>(
+        &self,
+        start_index: usize,
+        check_crc: bool,
+        policy: Option<&DamagePolicy>,
+        visit: &mut F,
+    ) -> Result<ScanReport> {
         let files = self.mfq.files();
         let mut rep = ScanReport::default();
         let Some(first) = files.get(start_index) else {
             rep.end_offset = files.first().map(|f| f.file_from_offset()).unwrap_or(0);
-            return rep;
+            return Ok(rep);
         };
         rep.end_offset = first.file_from_offset();
-        for (i, f) in files.iter().enumerate().skip(start_index) {
-            rep.files_scanned += 1;
+        let mut i = start_index;
+        let mut pos = 0usize;
+        while let Some(f) = files.get(i) {
+            if pos == 0 {
+                rep.files_scanned += 1;
+            }
             let data = f.raw();
-            let mut pos = 0usize;
             let from = f.file_from_offset();
+            let began = pos;
             let mut reached_blank = false;
+            let mut resume = None;
             loop {
-                match parse_record(&data[pos..], check_crc) {
+                match parse_valid_record(&data[pos..], from + pos as u64, check_crc) {
                     Parsed::Record(v) => {
                         let rec = &data[pos..pos + v.total_size];
-                        if v.physical_offset != (from + pos as u64) as i64 {
-                            rep.stop_reason = Some(format!(
-                                "record at {} carries physical offset {}",
-                                from + pos as u64,
-                                v.physical_offset
-                            ));
-                            break;
-                        }
                         visit(from + pos as u64, &v, rec);
                         pos += v.total_size;
                         rep.records += 1;
@@ -625,7 +723,11 @@ impl CommitLog {
                         break;
                     }
                     Parsed::End { reason } => {
-                        if data[pos..].iter().take(8).any(|&b| b != 0) {
+                        if let Some(p) = policy {
+                            resume =
+                                self.judge_invalid(&files, i, pos, reason, check_crc, p, &mut rep)?;
+                        }
+                        if resume.is_none() && data[pos..].iter().take(8).any(|&b| b != 0) {
                             rep.stop_reason =
                                 Some(format!("{reason} at offset {}", from + pos as u64));
                         }
@@ -633,19 +735,192 @@ impl CommitLog {
                     }
                 }
             }
-            rep.bytes_scanned += pos as u64;
+            rep.bytes_scanned += (pos - began) as u64;
+            if let Some((ni, npos)) = resume {
+                i = ni;
+                pos = npos;
+                continue;
+            }
             if reached_blank {
                 rep.end_offset = from + f.file_size() as u64;
                 if i + 1 == files.len() {
                     // The log ends with a full file: the next put creates a new one.
                     break;
                 }
+                i += 1;
+                pos = 0;
                 continue;
             }
             rep.end_offset = from + pos as u64;
             break;
         }
-        rep
+        Ok(rep)
+    }
+
+    /// Invalid data at `pos` of file `index`: a torn tail (`Ok(None)`: the
+    /// scan ends here) or damage in durable data, which is refused or
+    /// skipped (`Ok(Some((file, pos)))`: where the next valid record is).
+    #[allow(clippy::too_many_arguments)]
+    fn judge_invalid(
+        &self,
+        files: &[Arc<MappedFile>],
+        index: usize,
+        pos: usize,
+        reason: &'static str,
+        check_crc: bool,
+        policy: &DamagePolicy,
+        rep: &mut ScanReport,
+    ) -> Result<Option<(usize, usize)>> {
+        let f = &files[index];
+        let at = f.file_from_offset() + pos as u64;
+        let known = policy.known.iter().any(|&(s, e)| s <= at && at < e);
+        if let DurableBound::Mark(m) = policy.bound {
+            if at >= m && !known {
+                // Past the durable mark: a torn tail, whatever follows.
+                return Ok(None);
+            }
+        }
+        let next = find_resume_point(files, index, pos, check_crc);
+        let next_offset = next.map(|(i, p)| files[i].file_from_offset() + p as u64);
+        let durable = known
+            || match policy.bound {
+                DurableBound::Mark(m) => at < m,
+                DurableBound::Timestamp(ts) => {
+                    ts > 0
+                        && next.is_some_and(|(i, p)| {
+                            matches!(parse_record(&files[i].raw()[p..], false),
+                                Parsed::Record(v) if v.store_timestamp <= ts)
+                        })
+                }
+            };
+        if !durable {
+            return Ok(None);
+        }
+        let Some(end) = next_offset else {
+            // Nothing intact follows: cutting here zeroes no intact record
+            // (SPEC: only damage that valid records follow is refused), but
+            // the report says that durable data ended the log.
+            log::warn!(
+                "invalid data at CommitLog offset {at} in {} lies inside durable data ({reason}) \
+                 and no intact record follows: the log ends there",
+                f.path().display()
+            );
+            rep.damaged.push(Damage {
+                offset: at,
+                end: at,
+                file: f.path().to_path_buf(),
+                reason: format!("{reason}; no intact record follows"),
+            });
+            return Ok(None);
+        };
+        if !known && !policy.skip {
+            return Err(StoreError::corrupted(
+                f.path(),
+                pos as u64,
+                format!(
+                    "damaged record at CommitLog offset {at} ({reason}) inside durable data, \
+                     intact records resume at {end}; open with on_corruption=\"skip\" or run \
+                     `rocketstore repair` to skip it"
+                ),
+            ));
+        }
+        log::warn!(
+            "skipping damaged CommitLog bytes [{at}, {end}) in {} ({reason})",
+            f.path().display()
+        );
+        rep.damaged.push(Damage {
+            offset: at,
+            end,
+            file: f.path().to_path_buf(),
+            reason: reason.to_string(),
+        });
+        Ok(next)
+    }
+
+    /// Replays the records of `[from, until)`, jumping over the `damaged`
+    /// ranges a recovery scan found (the records were validated by it);
+    /// `visit_damaged` gets each damaged range's start and length and, when
+    /// its header still reads as a record of that length, the record.
+    pub fn replay(
+        &self,
+        from: u64,
+        until: u64,
+        damaged: &[(u64, u64)],
+        mut visit: impl FnMut(u64, &RecordView, &[u8]) -> Result<()>,
+        mut visit_damaged: impl FnMut(u64, Option<(&RecordView, &[u8])>) -> Result<()>,
+    ) -> Result<()> {
+        let mut at = from;
+        while at < until {
+            let Some(f) = self.mfq.find_by_offset(at, false) else {
+                break;
+            };
+            let base = f.file_from_offset();
+            let data = f.raw();
+            let pos = (at - base) as usize;
+            if let Some(&(_, e)) = damaged.iter().find(|&&(s, e)| s == at && e > s) {
+                let len = (e - at) as usize;
+                let view = match data.get(pos..).map(|d| parse_record(d, false)) {
+                    Some(Parsed::Record(v))
+                        if v.total_size == len
+                            && v.physical_offset == at as i64
+                            && is_readable_topic_bytes(
+                                &data[pos..][v.topic.clone()],
+                                MAX_TOPIC_LEN_V2,
+                            )
+                            && v.queue_id >= 0
+                            && v.queue_offset >= 0 =>
+                    {
+                        Some(v)
+                    }
+                    _ => None,
+                };
+                visit_damaged(at, view.as_ref().map(|v| (v, &data[pos..pos + len])))?;
+                at = e;
+                continue;
+            }
+            match parse_valid_record(&data[pos..], at, false) {
+                Parsed::Record(v) => {
+                    visit(at, &v, &data[pos..pos + v.total_size])?;
+                    at += v.total_size as u64;
+                }
+                Parsed::Blank => at = self.roll_next_file(at),
+                Parsed::End { .. } => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Remembers the damaged ranges recovery skipped (pulls skip and count
+    /// the units pointing into them).
+    pub fn set_damaged(&self, ranges: Vec<(u64, u64)>) {
+        let mut d = self.damaged.write();
+        self.has_damage
+            .store(!ranges.is_empty(), std::sync::atomic::Ordering::Release);
+        *d = ranges;
+    }
+
+    /// End of the damaged range holding `phy`, if one does.
+    #[inline]
+    pub fn damaged_range_end(&self, phy: u64) -> Option<u64> {
+        if !self.has_damage.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        self.damaged
+            .read()
+            .iter()
+            .find(|&&(s, e)| s <= phy && phy < e)
+            .map(|&(_, e)| e)
+    }
+
+    /// The damaged ranges recovery skipped.
+    pub fn damaged(&self) -> Vec<(u64, u64)> {
+        self.damaged.read().clone()
+    }
+
+    /// True when `phy` lies in a damaged range recovery skipped.
+    #[inline]
+    pub fn is_damaged(&self, phy: i64) -> bool {
+        u64::try_from(phy).is_ok_and(|p| self.damaged_range_end(p).is_some())
     }
 
     /// Magic and store timestamp of the first record of file `index`.

@@ -22,11 +22,13 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::checkpoint::Checkpoint;
 use crate::commitlog::CommitLog;
+use crate::consume_queue::CqUnit;
 use crate::cq_table::ConsumeQueueTable;
 use crate::error::{Result, StoreError};
 use crate::index_file::IndexStore;
 use crate::message::{
-    iter_properties, parse_record, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
+    find_property, iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView,
+    SCHEDULE_TOPIC,
 };
 
 /// Bytes one dispatch step reads at most.
@@ -176,6 +178,24 @@ impl Dispatcher {
         self.failure.lock().clone()
     }
 
+    /// The consume-queue unit a record gets (`None` for transaction types
+    /// that are not dispatched, or a topic that is not UTF-8).
+    pub fn cq_unit_of(&self, phy: u64, v: &RecordView, rec: &[u8]) -> Option<CqUnit> {
+        let tran = v.sys_flag & sysflag::TRANSACTION_TYPE_MASK;
+        if tran != sysflag::TRANSACTION_NOT && tran != sysflag::TRANSACTION_COMMIT {
+            return None;
+        }
+        let topic = std::str::from_utf8(&rec[v.topic.clone()]).ok()?;
+        let props = &rec[v.properties.clone()];
+        let tags = find_property(props, "TAGS");
+        let delay = find_property(props, "DELAY");
+        Some(CqUnit {
+            phy_offset: phy as i64,
+            size: v.total_size as i32,
+            tags_code: tags_code_of(topic, tags, delay, v.store_timestamp, &self.delay_levels),
+        })
+    }
+
     /// Dispatches one record (also used by abnormal recovery).
     pub fn dispatch_record(
         &self,
@@ -260,7 +280,18 @@ impl Dispatcher {
             let mut p = 0usize;
             let mut roll = false;
             while p < data.len() && (stats.bytes as usize) < max_bytes {
-                match parse_record(&data[p..], false) {
+                let at = from + p as u64;
+                if let Some(end) = self.commitlog.damaged_range_end(at) {
+                    // Recovery skipped this damaged range: nothing to dispatch.
+                    let skip = (end - at) as usize;
+                    if p + skip > data.len() {
+                        p = data.len();
+                        break;
+                    }
+                    p += skip;
+                    continue;
+                }
+                match parse_valid_record(&data[p..], at, false) {
                     Parsed::Record(v) => {
                         let rec = &data[p..p + v.total_size];
                         self.dispatch_record(from + p as u64, &v, rec, true, true)?;

@@ -17,7 +17,9 @@ static ANY_ARMED: AtomicBool = AtomicBool::new(false);
 static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 
 /// The points the engine checks.
-pub const POINTS: &[&str] = &["msync", "create_file", "cq_put"];
+/// `map_new_file` fails the mapping of a file just created (as an
+/// address-space limit would), after the file was made.
+pub const POINTS: &[&str] = &["msync", "create_file", "map_new_file", "cq_put"];
 
 /// Arms `name` to fail with `errno` (0 disarms it).
 pub fn set(name: &str, errno: i32) -> bool {

@@ -249,9 +249,13 @@ impl FlushService {
             .unwrap_or(0);
         let target = self.commitlog.max_offset();
         self.commitlog.flush_all()?;
-        if ts > 0 && self.commitlog.flushed_offset() >= target {
+        let flushed = self.commitlog.flushed_offset();
+        if ts > 0 && flushed >= target {
             self.checkpoint.set_physic_msg_timestamp(ts);
         }
+        // The durable mark: everything below `flushed` is on disk now; the
+        // next checkpoint flush writes it (after this flush, never before).
+        self.checkpoint.set_durable_offset(flushed);
         Ok(())
     }
 

@@ -212,6 +212,24 @@ impl IndexFile {
     ) -> Result<Self> {
         let size = check_geometry(hash_slot_num, index_num)?;
         let mf = MappedFile::create(path, 0, size)?;
+        Self::init_created(
+            mf,
+            hash_slot_num,
+            index_num,
+            prev_end_phy_offset,
+            prev_end_timestamp,
+        )
+        .inspect_err(|_| crate::mapped_file::remove_failed_creation(path))
+    }
+
+    /// Sets up a freshly created file; on error the caller removes it.
+    fn init_created(
+        mf: MappedFile,
+        hash_slot_num: usize,
+        index_num: usize,
+        prev_end_phy_offset: i64,
+        prev_end_timestamp: i64,
+    ) -> Result<Self> {
         let f = Self::with(mf, hash_slot_num, index_num, IndexHeader::default());
         if prev_end_phy_offset > 0 {
             f.begin_phy_offset
@@ -963,6 +981,16 @@ impl IndexStore {
             f.flush()?;
         }
         Ok(())
+    }
+
+    /// Waits for background flushes and drops every file (the store shut
+    /// down): mappings and descriptors are released as soon as no reader
+    /// holds them.
+    pub fn release(&self) {
+        for h in std::mem::take(&mut *self.flushers.lock()) {
+            let _ = h.join();
+        }
+        self.files.write().clear();
     }
 
     /// Follows a writer in another process (read-only stores): drops files

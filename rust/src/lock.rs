@@ -3,38 +3,157 @@
 //! `F_OFD_SETLK` conflicts with Java's `FileChannel.tryLock` (a classic POSIX
 //! record lock), with other processes, and with a second open of the same file
 //! in this process; unlike a classic POSIX lock it is not dropped when some
-//! other descriptor of the file is closed. It is released when the lock's own
-//! descriptor is closed (drop, or process death).
+//! other descriptor of the file is closed. It is released when the last
+//! descriptor of the lock's open file description is closed (drop, or
+//! process death).
+//!
+//! Fork: a child created by `fork()` inherits a copy of the descriptor, which
+//! refers to the same open file description, so the lock would outlive the
+//! parent's release for as long as the child lives. A `pthread_atfork` child
+//! handler therefore closes the child's copies of every lock descriptor at
+//! fork. The child never *unlocks* (`F_UNLCK` on a shared open file
+//! description would drop the parent's lock): closing a copy only releases
+//! the lock once no copy is left, and the parent keeps its own.
 
+use std::cell::UnsafeCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::{AsRawFd, IntoRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Once;
 
 use crate::error::{Result, StoreError};
 
-/// A held writer lock; released on drop.
+/// Descriptors of the locks this process holds, guarded by a spin flag (the
+/// fork handlers may not block on anything a vanished thread could hold,
+/// and the critical sections are a few instructions long).
+struct LockFds {
+    busy: AtomicBool,
+    fds: UnsafeCell<Vec<RawFd>>,
+}
+
+// SAFETY: `fds` is only touched while `busy` is held (see `with`), or by the
+// fork handlers between `prepare` (which takes `busy`) and `parent`/`child`.
+unsafe impl Sync for LockFds {}
+
+static LOCK_FDS: LockFds = LockFds {
+    busy: AtomicBool::new(false),
+    fds: UnsafeCell::new(Vec::new()),
+};
+
+/// Incremented in every forked child: objects remember the value they were
+/// made with, and a different value means "I am a copy in a forked child".
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+static ATFORK: Once = Once::new();
+
+impl LockFds {
+    fn acquire(&self) {
+        while self
+            .busy
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+            std::thread::yield_now();
+        }
+    }
+
+    fn release(&self) {
+        self.busy.store(false, Ordering::Release);
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Vec<RawFd>) -> R) -> R {
+        self.acquire();
+        // SAFETY: `busy` is held, so this is the only access to `fds`.
+        let r = f(unsafe { &mut *self.fds.get() });
+        self.release();
+        r
+    }
+}
+
+extern "C" fn atfork_prepare() {
+    // Holding the flag across fork() means no thread is half-way through
+    // registering or closing a descriptor when the child is made.
+    LOCK_FDS.acquire();
+}
+
+extern "C" fn atfork_parent() {
+    LOCK_FDS.release();
+}
+
+extern "C" fn atfork_child() {
+    // SAFETY: `prepare` took `busy` in the thread that forked, which is the
+    // only thread of the child. `close` is async-signal-safe, and `clear`
+    // frees nothing.
+    let fds = unsafe { &mut *LOCK_FDS.fds.get() };
+    for &fd in fds.iter() {
+        // SAFETY: closes the child's copy only; never F_UNLCK.
+        unsafe { libc::close(fd) };
+    }
+    fds.clear();
+    FORK_GENERATION.fetch_add(1, Ordering::AcqRel);
+    LOCK_FDS.release();
+}
+
+fn install_fork_handlers() {
+    ATFORK.call_once(|| {
+        // SAFETY: registering plain `extern "C"` functions that live forever.
+        let rc = unsafe {
+            libc::pthread_atfork(Some(atfork_prepare), Some(atfork_parent), Some(atfork_child))
+        };
+        if rc != 0 {
+            log::warn!(
+                "cannot install fork handlers ({}); a forked child keeps the store lock while it lives",
+                std::io::Error::from_raw_os_error(rc)
+            );
+        }
+    });
+}
+
+/// The fork generation of this process: it changes in a child after
+/// `fork()`, so an object that recorded it can tell it is a forked copy.
+pub fn fork_generation() -> u64 {
+    FORK_GENERATION.load(Ordering::Acquire)
+}
+
+/// A held writer lock; released on drop (in the process that took it; a
+/// forked child's copy was already closed at fork and is left alone).
 #[derive(Debug)]
 pub struct StoreLock {
-    _file: File,
+    file: Option<File>,
     path: PathBuf,
+    generation: u64,
 }
 
 impl StoreLock {
     /// Takes the lock at `path` (creating the file), or fails with
     /// [`StoreError::Locked`] without waiting.
     pub fn acquire(path: &Path, store_root: &Path) -> Result<Self> {
+        install_fork_handlers();
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::io(format!("create {}", dir.display()), e))?;
         }
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
             .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+        // Registered before locking, so a child forked at any moment from
+        // here on closes its copy; a failure below deregisters it on drop.
+        let fd = file.as_raw_fd();
+        let generation = LOCK_FDS.with(|fds| {
+            fds.push(fd);
+            fork_generation()
+        });
+        let mut lock = Self {
+            file: Some(file),
+            path: path.to_path_buf(),
+            generation,
+        };
         // SAFETY: zero is a valid `flock` value; the fields are set below.
         let mut fl: libc::flock = unsafe { std::mem::zeroed() };
         fl.l_type = libc::F_WRLCK as libc::c_short;
@@ -43,7 +162,7 @@ impl StoreLock {
         fl.l_len = 1;
         fl.l_pid = 0;
         // SAFETY: valid descriptor and a properly initialised `flock`.
-        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+        let rc = unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &fl) };
         if rc != 0 {
             let err = std::io::Error::last_os_error();
             return match err.raw_os_error() {
@@ -55,17 +174,37 @@ impl StoreLock {
         }
         // RocketMQ writes "lock" into the file. We do it only for a new file,
         // so that taking the lock of an existing store changes no byte.
-        if file.metadata().map(|m| m.len() == 0).unwrap_or(false) {
-            let _ = file.write_all(b"lock");
+        if let Some(file) = lock.file.as_mut() {
+            if file.metadata().map(|m| m.len() == 0).unwrap_or(false) {
+                let _ = file.write_all(b"lock");
+            }
         }
-        Ok(Self {
-            _file: file,
-            path: path.to_path_buf(),
-        })
+        Ok(lock)
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+impl Drop for StoreLock {
+    fn drop(&mut self) {
+        let Some(file) = self.file.take() else {
+            return;
+        };
+        LOCK_FDS.with(|fds| {
+            if fork_generation() != self.generation {
+                // A forked child: its copy was closed at fork and the number
+                // may name another file by now. Close nothing, unlock nothing.
+                let _ = file.into_raw_fd();
+                return;
+            }
+            let fd = file.as_raw_fd();
+            fds.retain(|&f| f != fd);
+            // Closed while the registry is held, so no fork sees the number
+            // registered but closed (and a child never closes a reused number).
+            drop(file);
+        });
     }
 }
 
@@ -82,5 +221,68 @@ mod tests {
         assert!(matches!(e, StoreError::Locked(_)));
         drop(a);
         StoreLock::acquire(&p, dir.path()).unwrap();
+    }
+
+    fn pipe() -> [libc::c_int; 2] {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        fds
+    }
+
+    fn write_byte(fd: libc::c_int) {
+        // SAFETY: writes one byte from a live buffer to a pipe.
+        assert_eq!(unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) }, 1);
+    }
+
+    fn read_byte(fd: libc::c_int) {
+        let mut b = [0u8; 1];
+        // SAFETY: reads one byte into a live buffer from a pipe.
+        assert_eq!(unsafe { libc::read(fd, b.as_mut_ptr().cast(), 1) }, 1);
+    }
+
+    /// A forked child closes its copy of the lock descriptor at fork and
+    /// never unlocks: the parent's lock holds after a child dropped its
+    /// copy, and once the parent releases it the lock is free again while
+    /// another child, which never touched its copy, still lives.
+    #[test]
+    fn forked_child_neither_keeps_nor_drops_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("lock");
+        let held = StoreLock::acquire(&p, dir.path()).unwrap();
+        let (a_go, a_ready, b_go, b_ready) = (pipe(), pipe(), pipe(), pipe());
+        // SAFETY: the children only drop the lock, use the pipes and exit.
+        let a = unsafe { libc::fork() };
+        assert!(a >= 0);
+        if a == 0 {
+            drop(held);
+            write_byte(a_ready[1]);
+            read_byte(a_go[0]);
+            // SAFETY: ends the child without running the test harness.
+            unsafe { libc::_exit(0) };
+        }
+        // SAFETY: as above.
+        let b = unsafe { libc::fork() };
+        assert!(b >= 0);
+        if b == 0 {
+            write_byte(b_ready[1]);
+            read_byte(b_go[0]);
+            // SAFETY: as above.
+            unsafe { libc::_exit(0) };
+        }
+        read_byte(a_ready[0]);
+        read_byte(b_ready[0]);
+        let e = StoreLock::acquire(&p, dir.path()).unwrap_err();
+        assert!(matches!(e, StoreError::Locked(_)), "a child unlocked: {e}");
+        drop(held);
+        let again = StoreLock::acquire(&p, dir.path());
+        write_byte(a_go[1]);
+        write_byte(b_go[1]);
+        for pid in [a, b] {
+            let mut status = 0;
+            // SAFETY: reaps a child of this test.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+        }
+        again.expect("the lock is free once the parent released it, though a child lives");
     }
 }

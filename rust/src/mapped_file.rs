@@ -70,9 +70,17 @@ unsafe impl Sync for WriteBuffer {}
 
 impl WriteBuffer {
     /// Allocates `len` zeroed bytes and tries to `mlock` them (a failure is
-    /// logged, not fatal).
-    pub fn new(len: usize) -> Self {
-        let mut owner = vec![0u8; len].into_boxed_slice();
+    /// logged, not fatal). `None` when the memory cannot be had (an
+    /// address-space limit): the caller writes the file directly instead of
+    /// aborting the process.
+    pub fn new(len: usize) -> Option<Self> {
+        let mut v: Vec<u8> = Vec::new();
+        if let Err(e) = v.try_reserve_exact(len) {
+            log::warn!("cannot allocate a {len}-byte transient store buffer: {e}");
+            return None;
+        }
+        v.resize(len, 0);
+        let mut owner = v.into_boxed_slice();
         let ptr = owner.as_mut_ptr();
         // SAFETY: `ptr` points at `len` bytes we own.
         let locked = unsafe { libc::mlock(ptr as *const libc::c_void, len) } == 0;
@@ -82,12 +90,12 @@ impl WriteBuffer {
                 std::io::Error::last_os_error()
             );
         }
-        Self {
+        Some(Self {
             ptr,
             len,
             _owner: owner,
             locked,
-        }
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -151,9 +159,41 @@ fn reserve(file: &File, len: usize, path: &Path) -> Result<()> {
     }
 }
 
+/// fsyncs the directory holding `path`, so a created or removed name is durable.
+fn sync_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(dir) => File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StoreError::io(format!("fsync {}", dir.display()), e)),
+        None => Ok(()),
+    }
+}
+
+/// Removes a file whose creation failed after it was made (its descriptor
+/// and any mapping are already gone), so the name is free for a retry.
+pub(crate) fn remove_failed_creation(path: &Path) {
+    match std::fs::remove_file(path) {
+        Ok(()) => {
+            if let Err(e) = sync_parent(path) {
+                log::warn!(
+                    "removed {} after a failed creation, but {e}",
+                    path.display()
+                );
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => log::error!(
+            "cannot remove {} after its creation failed ({e}); creating it again will fail",
+            path.display()
+        ),
+    }
+}
+
 impl MappedFile {
     /// Creates `path` at full size, reserved and zero-filled, and maps it.
-    /// Fails if the file already exists.
+    /// Fails if the file already exists. A creation that fails after the
+    /// file was made (no space to reserve, no address space to map it)
+    /// removes the file again, so a later attempt can succeed.
     pub fn create(path: &Path, file_from_offset: u64, file_size: usize) -> Result<Self> {
         #[cfg(feature = "failpoints")]
         crate::failpoint::check("create_file")
@@ -169,19 +209,15 @@ impl MappedFile {
         let made = reserve(&file, file_size, path).and_then(|_| {
             file.sync_all()
                 .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
-            if let Some(dir) = path.parent() {
-                File::open(dir)
-                    .and_then(|d| d.sync_all())
-                    .map_err(|e| StoreError::io(format!("fsync {}", dir.display()), e))?;
-            }
-            Ok(())
+            sync_parent(path)
         });
-        if let Err(e) = made {
-            drop(file);
-            let _ = std::fs::remove_file(path);
-            return Err(e);
-        }
-        Self::map(path, file, file_from_offset, file_size, true)
+        let mapped = made.and_then(|()| {
+            #[cfg(feature = "failpoints")]
+            crate::failpoint::check("map_new_file")
+                .map_err(|e| StoreError::io(format!("mmap {}", path.display()), e))?;
+            Self::map(path, file, file_from_offset, file_size, true)
+        });
+        mapped.inspect_err(|_| remove_failed_creation(path))
     }
 
     /// Opens an existing file; its length must equal `file_size` exactly.
@@ -384,6 +420,29 @@ impl MappedFile {
         }
         // SAFETY: in bounds (checked) and above the write position, so no
         // reader sees these bytes; `write_lock` excludes other writers.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(pos), data.len())
+        };
+        Ok(())
+    }
+
+    /// Overwrites `data` at `pos`, below the write position too. Recovery
+    /// only, before any reader exists: rebuilds damaged consume-queue units
+    /// in the middle of written data. The caller syncs the file afterwards.
+    pub fn overwrite_in_recovery(&self, pos: usize, data: &[u8]) -> Result<()> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let _g = self.write_lock.lock();
+        if pos + data.len() > self.file_size {
+            return Err(StoreError::InvalidArgument(format!(
+                "write of {} bytes at {pos} past the end of {}",
+                data.len(),
+                self.path.display()
+            )));
+        }
+        // SAFETY: in bounds (checked); recovery runs before readers exist and
+        // `write_lock` excludes other writers.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(pos), data.len())
         };

@@ -9,7 +9,7 @@
 //! files must be exactly one file size apart.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -114,6 +114,8 @@ pub struct MappedFileQueue {
     flush_lock: Mutex<()>,
     commit_lock: Mutex<()>,
     pool: RwLock<Option<Arc<TransientStorePool>>>,
+    /// Set by [`MappedFileQueue::release`]: no file is created any more.
+    released: AtomicBool,
 }
 
 impl MappedFileQueue {
@@ -129,6 +131,7 @@ impl MappedFileQueue {
             flush_lock: Mutex::new(()),
             commit_lock: Mutex::new(()),
             pool: RwLock::new(None),
+            released: AtomicBool::new(false),
         }
     }
 
@@ -225,11 +228,15 @@ impl MappedFileQueue {
         if !self.writable {
             return Err(StoreError::ReadOnly);
         }
+        if self.released.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
         debug_assert_eq!(offset % self.file_size as u64, 0);
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| StoreError::io(format!("create {}", self.dir.display()), e))?;
         let path = self.dir.join(file_name(offset));
-        let buffer = self.pool.read().as_ref().and_then(|p| {
+        let pool = self.pool.read().clone();
+        let buffer = pool.as_ref().and_then(|p| {
             let b = p.borrow();
             if b.is_none() {
                 log::warn!(
@@ -239,9 +246,14 @@ impl MappedFileQueue {
             }
             b
         });
-        let mf = Arc::new(match buffer {
-            Some(b) => MappedFile::create_transient(&path, offset, self.file_size, b)?,
-            None => MappedFile::create(&path, offset, self.file_size)?,
+        // A failed creation removes the file it made (MappedFile::create) and
+        // returns the buffer to the pool, so the next attempt starts afresh.
+        let mf = Arc::new(match (buffer, &pool) {
+            (Some(b), Some(p)) => {
+                MappedFile::create_transient(&path, offset, self.file_size, b.clone())
+                    .inspect_err(|_| p.give_back(b))?
+            }
+            _ => MappedFile::create(&path, offset, self.file_size)?,
         });
         let mut files = self.files.write();
         if let Some(last) = files.last() {
@@ -430,6 +442,14 @@ impl MappedFileQueue {
         }
         *self.files.write() = keep;
         Ok(discarded)
+    }
+
+    /// Drops the queue's hold on every file (the store shut down): each
+    /// file's mapping and descriptor are released as soon as no reader holds
+    /// it any more, and no file is created from now on.
+    pub fn release(&self) {
+        self.released.store(true, Ordering::Release);
+        self.files.write().clear();
     }
 
     /// Removes `files` from the head of the queue (they must be its first files).

@@ -130,6 +130,9 @@ pub struct GetResult {
     pub min_offset: i64,
     pub max_offset: i64,
     pub messages: Vec<(RecordView, Vec<u8>)>,
+    /// Units skipped because their record lies in a damaged range that
+    /// recovery skipped (`on_corruption="skip"` or `rocketstore repair`).
+    pub damaged: u64,
 }
 
 impl GetResult {
@@ -140,6 +143,7 @@ impl GetResult {
             min_offset: min,
             max_offset: max,
             messages: Vec::new(),
+            damaged: 0,
         }
     }
 }
@@ -197,6 +201,7 @@ pub fn get_message(
     let mut bytes = 0usize;
     let mut scanned = 0usize;
     let mut next_phy_file_start = i64::MIN;
+    let mut damaged = 0u64;
     'scan: loop {
         let fetched = units.len();
         for u in &units {
@@ -218,6 +223,12 @@ pub fn get_message(
                 if !f.matches_code(u.tags_code) {
                     continue;
                 }
+            }
+            if commitlog.is_damaged(u.phy_offset) {
+                // Recovery skipped this damaged record; its unit stays so
+                // queue offsets stay dense: skip it and count it.
+                damaged += 1;
+                continue;
             }
             let Some((view, raw)) = commitlog.read_record_sized(u.phy_offset, u.size) else {
                 if messages.is_empty() {
@@ -268,5 +279,6 @@ pub fn get_message(
         min_offset: min,
         max_offset: max,
         messages,
+        damaged,
     }
 }

@@ -14,16 +14,18 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, DurableMark};
 use crate::commitlog::{
-    CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, Refused, ScanReport,
+    CommitLog, CommitLogConfig, Damage, DamagePolicy, DurableBound, Prepared, PutOutcome,
+    PutStatus, Refused, ScanReport,
 };
+use crate::consume_queue::{ConsumeQueue, CqHole, CqUnit};
 use crate::cq_table::ConsumeQueueTable;
 use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
 use crate::flush::{FlushConfig, FlushService};
 use crate::index_file::IndexStore;
-use crate::lock::StoreLock;
+use crate::lock::{fork_generation, StoreLock};
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::message::{find_property, props, MessageSpec, RecordView};
 use crate::reader::{get_message, total_physical_memory, GetResult, TagFilter, TransferLimits};
@@ -73,6 +75,11 @@ pub struct RecoveryReport {
     /// Index entries rebuilt after an abnormal exit (from this CommitLog offset).
     pub index_redispatch_from: Option<i64>,
     pub index_redispatched_records: u64,
+    /// Damaged CommitLog ranges inside durable data that were skipped.
+    pub damaged: Vec<Damage>,
+    /// The durable mark recovery judged by (`None`: the checkpoint had none
+    /// and its physicMsgTimestamp was used).
+    pub durable_mark: Option<u64>,
 }
 
 /// An open store.
@@ -92,8 +99,15 @@ pub struct Store {
     last_exit_ok: bool,
     index_redispatch_from: Option<i64>,
     closed: AtomicBool,
+    /// Set when a writer's recovery completed: until then shutdown writes
+    /// nothing (a refused open changes no byte).
+    recovered: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
     prefaulter: Mutex<Option<Prefaulter>>,
+    /// The process's fork generation at open: a different value means this
+    /// is a copy inherited by a forked child, whose threads do not exist and
+    /// whose files belong to the parent.
+    fork_generation: u64,
 }
 
 fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
@@ -259,8 +273,10 @@ impl Store {
             last_exit_ok,
             index_redispatch_from,
             closed: AtomicBool::new(false),
+            recovered: AtomicBool::new(false),
             poisoned,
             prefaulter: Mutex::new(prefaulter),
+            fork_generation: fork_generation(),
         })
     }
 
@@ -327,8 +343,29 @@ impl Store {
     /// index rebuilt from its oldest destroyed file. Both cut (and zero) what
     /// lies past the valid end, dispatch what the queues miss and rebuild the
     /// queue-offset table. Read-only stores only find the ends.
-    pub fn recover(&self, check_crc: bool) -> Result<RecoveryReport> {
-        let mut max_phy_cq = self.cqs.recover_all()?;
+    pub fn recover(&self, check_crc: bool, skip_damaged: bool) -> Result<RecoveryReport> {
+        self.check_open()?;
+        let abnormal = !self.last_exit_ok && !self.opts.read_only;
+        let files = self.commitlog.queue().files();
+        let start = if abnormal {
+            self.abnormal_start_file()
+        } else {
+            files.len().saturating_sub(3)
+        };
+        let start_offset = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
+        // The CommitLog is judged first, before anything is written: damage
+        // in durable data refused here leaves every file as it was.
+        let policy = self.damage_policy(skip_damaged);
+        let scan: ScanReport = self
+            .commitlog
+            .scan_for_recovery(start, check_crc, &policy)?;
+        let damaged = damaged_ranges(&policy.known, &scan.damaged, scan.end_offset);
+        self.commitlog.set_damaged(damaged.clone());
+        let mut max_phy_cq = if self.opts.read_only {
+            self.cqs.recover_all()?
+        } else {
+            self.recover_queues_checked(scan.end_offset, &damaged)?
+        };
         // Units pointing past the end of the last CommitLog file cannot be
         // real (damaged queue files): cut them before anything trusts a
         // queue's end, or dispatch would take their records as built.
@@ -350,14 +387,6 @@ impl Store {
                     .unwrap_or(-1);
             }
         }
-        let abnormal = !self.last_exit_ok && !self.opts.read_only;
-        let files = self.commitlog.queue().files();
-        let start = if abnormal {
-            self.abnormal_start_file()
-        } else {
-            files.len().saturating_sub(3)
-        };
-        let start_offset = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
         let mut index_from = self.index_redispatch_from;
         let mut reindexed = 0u64;
         // Abnormal: the index must be rebuilt in offset order (it skips
@@ -368,18 +397,9 @@ impl Store {
                 reindexed += self.reindex(from, start_offset)?;
             }
         }
-        let mut dispatch_err = None;
         let mut redispatched = 0u64;
-        let scan: ScanReport = self.commitlog.scan(start, check_crc, |phy, v, rec| {
-            if abnormal && dispatch_err.is_none() {
-                match self.dispatcher.dispatch_record(phy, v, rec, true, true) {
-                    Ok(()) => redispatched += 1,
-                    Err(e) => dispatch_err = Some(e),
-                }
-            }
-        });
-        if let Some(e) = dispatch_err {
-            return Err(e);
+        if abnormal {
+            redispatched = self.redispatch_scanned(start_offset, scan.end_offset, &damaged)?;
         }
         if abnormal {
             // One summary instead of a line per record: after a crash, the
@@ -401,6 +421,8 @@ impl Store {
             stop_reason: scan.stop_reason.clone(),
             consume_queues: self.cqs.all().len(),
             redispatched_records: redispatched,
+            damaged: scan.damaged.clone(),
+            durable_mark: policy.bound_mark(),
             ..Default::default()
         };
         if self.opts.read_only {
@@ -460,7 +482,145 @@ impl Store {
         }
         let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
         self.commitlog.set_queue_offsets(table);
+        self.renew_durable_mark(start, end, damaged)?;
+        self.recovered.store(true, Ordering::Release);
         Ok(report)
+    }
+
+    /// The writer's consume-queue recovery: every queue keeps its good
+    /// units (checked against the recovered CommitLog end and, where two
+    /// are out of order, against the CommitLog records), is cut past its
+    /// last good one in every file, and gets its holes rebuilt from the
+    /// CommitLog range between each hole's good neighbours (not a rescan of
+    /// the whole log). Returns the largest CommitLog end any queue covers.
+    fn recover_queues_checked(&self, end: u64, damaged: &[(u64, u64)]) -> Result<i64> {
+        let min = self.commitlog.min_offset().max(0);
+        let mut max = -1i64;
+        for q in self.cqs.all() {
+            let verify = |u: &CqUnit, idx: i64| self.unit_matches_record(&q, u, idx);
+            let holes = q.recover_checked(end as i64, min, &verify)?;
+            if !holes.is_empty() {
+                self.fill_queue_holes(&q, &holes, end, damaged)?;
+            }
+            max = max.max(q.max_physic_offset());
+        }
+        Ok(max)
+    }
+
+    /// True when the CommitLog record a unit points at is this queue's
+    /// message at logical offset `idx`.
+    fn unit_matches_record(&self, q: &ConsumeQueue, u: &CqUnit, idx: i64) -> bool {
+        self.commitlog
+            .read_record_sized(u.phy_offset, u.size)
+            .is_some_and(|(v, raw)| {
+                (v.queue_id == q.queue_id()
+                    && v.queue_offset == idx
+                    && &raw[v.topic.clone()] == q.topic().as_bytes())
+                    || find_property(&raw[v.properties.clone()], "INNER_MULTI_DISPATCH").is_some()
+            })
+    }
+
+    /// Rebuilds the units of `holes` from the CommitLog records between each
+    /// hole's good neighbours, then syncs the queue's files.
+    fn fill_queue_holes(
+        &self,
+        q: &ConsumeQueue,
+        holes: &[CqHole],
+        end: u64,
+        damaged: &[(u64, u64)],
+    ) -> Result<()> {
+        let min = self.commitlog.min_offset().max(0) as u64;
+        let mut rebuilt = 0u64;
+        let mut missing = 0i64;
+        for h in holes {
+            let from = (h.phy_from.max(0) as u64).max(min);
+            let until = (h.phy_to.max(0) as u64).min(end);
+            let mut put = |phy: u64, v: &RecordView, rec: &[u8]| -> Result<()> {
+                if v.queue_id == q.queue_id()
+                    && (h.from..h.to).contains(&v.queue_offset)
+                    && &rec[v.topic.clone()] == q.topic().as_bytes()
+                {
+                    if let Some(u) = self.dispatcher.cq_unit_of(phy, v, rec) {
+                        if q.put_at(v.queue_offset, u)? {
+                            rebuilt += 1;
+                        }
+                    }
+                }
+                Ok(())
+            };
+            if from < until {
+                self.commitlog.replay(
+                    from,
+                    until,
+                    damaged,
+                    |phy, v, rec| put(phy, v, rec),
+                    |_, _| Ok(()),
+                )?;
+            }
+            missing += h.to - h.from;
+        }
+        log::warn!(
+            "{}-{}: rebuilt {rebuilt} of {missing} damaged or lost consume-queue units from the CommitLog",
+            q.topic(),
+            q.queue_id()
+        );
+        q.sync_all_files()
+    }
+
+    /// How the recovery scan tells damage from a torn tail: the durable
+    /// mark when the checkpoint has one, else its physicMsgTimestamp.
+    /// Read-only opens skip (and report) damage: they serve the rest.
+    fn damage_policy(&self, skip_damaged: bool) -> DamagePolicy {
+        let mark = self.checkpoint.durable_mark();
+        DamagePolicy {
+            bound: match &mark {
+                Some(m) => DurableBound::Mark(m.durable_offset),
+                None => DurableBound::Timestamp(self.checkpoint.physic_msg_timestamp()),
+            },
+            skip: skip_damaged || self.opts.read_only,
+            known: mark.map(|m| m.damaged).unwrap_or_default(),
+        }
+    }
+
+    /// Abnormal recovery: dispatches every record of `[from, until)` the
+    /// scan accepted to the queues and the index. A damaged record whose
+    /// header still reads gets its queue unit (so queue offsets stay dense;
+    /// pulls skip and count it), never an index entry.
+    fn redispatch_scanned(&self, from: u64, until: u64, damaged: &[(u64, u64)]) -> Result<u64> {
+        let mut n = 0u64;
+        self.commitlog.replay(
+            from,
+            until,
+            damaged,
+            |phy, v, rec| {
+                n += 1;
+                self.dispatcher.dispatch_record(phy, v, rec, true, true)
+            },
+            |phy, rec| match rec {
+                Some((v, raw)) => self.dispatcher.dispatch_record(phy, v, raw, true, false),
+                None => Ok(()),
+            },
+        )?;
+        Ok(n)
+    }
+
+    /// After a writer's recovery: the kept records (which a killed writer
+    /// may have left in the page cache only) are synced, then the durable
+    /// mark is set to the recovered end with the damaged ranges still in
+    /// the log, and written with the checkpoint.
+    fn renew_durable_mark(&self, start: usize, end: u64, damaged: Vec<(u64, u64)>) -> Result<()> {
+        for f in self.commitlog.queue().files().iter().skip(start) {
+            if f.file_from_offset() < end {
+                f.sync_all()?;
+            }
+        }
+        let min = self.commitlog.min_offset().max(0) as u64;
+        let damaged = damaged.into_iter().filter(|&(_, e)| e > min).collect();
+        self.checkpoint.set_durable_mark(DurableMark {
+            durable_offset: end,
+            damaged,
+        });
+        self.checkpoint.flush()
     }
 
     /// Index-only dispatch of the valid records in `[from, until)`; returns
@@ -478,21 +638,29 @@ impl Store {
             .queue()
             .files()
             .iter()
-            .position(|f| f.file_from_offset() + f.file_size() as u64 > from)
+            .find(|f| f.file_from_offset() + f.file_size() as u64 > from)
+            .map(|f| f.file_from_offset())
         else {
             return Ok(0);
         };
+        // Records were validated by the recovery scan; damaged ranges it
+        // skipped are jumped over (a scan would stop at them).
+        let damaged = self.commitlog.damaged();
         let mut n = 0u64;
-        let mut err = None;
-        self.commitlog.scan(first, false, |phy, v, rec| {
-            if err.is_none() && phy >= from && phy < until {
-                match self.dispatcher.dispatch_record(phy, v, rec, false, true) {
-                    Ok(()) => n += 1,
-                    Err(e) => err = Some(e),
+        self.commitlog.replay(
+            first,
+            until,
+            &damaged,
+            |phy, v, rec| {
+                if phy >= from {
+                    self.dispatcher.dispatch_record(phy, v, rec, false, true)?;
+                    n += 1;
                 }
-            }
-        });
-        err.map_or(Ok(n), Err)
+                Ok(())
+            },
+            |_, _| Ok(()),
+        )?;
+        Ok(n)
     }
 
     fn set_read_only_end(&self, end: u64) {
@@ -505,6 +673,7 @@ impl Store {
 
     /// Starts the flush threads and creates the abort file (writer only).
     pub fn start_flush(&self) -> Result<()> {
+        self.check_open()?;
         if self.opts.read_only {
             return Ok(());
         }
@@ -520,6 +689,7 @@ impl Store {
 
     /// Starts the dispatch thread (writer only).
     pub fn start_dispatch(&self) -> Result<()> {
+        self.check_open()?;
         if self.opts.read_only {
             return Ok(());
         }
@@ -541,15 +711,25 @@ impl Store {
         Ok(())
     }
 
-    /// Stops the dispatch thread (its current step completes).
+    /// Stops the dispatch thread (its current step completes). Nothing to
+    /// stop in a forked child (the thread is the parent's).
     pub fn stop_dispatch(&self) {
+        if self.is_forked_copy() {
+            return;
+        }
         if let Some(mut t) = self.dispatch_thread.lock().take() {
             t.stop();
         }
     }
 
+    /// True in a child forked after the store was opened: the store is
+    /// closed there, and closing or dropping it touches nothing.
+    pub fn is_forked_copy(&self) -> bool {
+        fork_generation() != self.fork_generation
+    }
+
     fn check_writable(&self) -> Result<Option<Refused>> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) || self.is_forked_copy() {
             return Err(StoreError::Closed);
         }
         if self.opts.read_only {
@@ -578,7 +758,7 @@ impl Store {
 
     /// Checks the store state for a read.
     pub fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) || self.is_forked_copy() {
             Err(StoreError::Closed)
         } else {
             Ok(())
@@ -853,17 +1033,24 @@ impl Store {
 
     /// Stops dispatch (after dispatching what is left) and the flush threads,
     /// flushes everything, removes the abort file when the stop is clean
-    /// (writeable, nothing left to dispatch), and releases the lock. Later
-    /// calls fail with [`StoreError::Closed`].
+    /// (writeable, nothing left to dispatch), and releases the lock and every
+    /// file (descriptors and mappings are gone when this returns, unless a
+    /// concurrent reader still holds a file). Later calls fail with
+    /// [`StoreError::Closed`]. In a forked child it only marks the store
+    /// closed: the files, the abort file and the threads are the parent's.
     pub fn shutdown(&self) -> Result<()> {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return Ok(());
         }
         if let Some(mut p) = self.prefaulter.lock().take() {
             p.stop();
         }
         let mut result = Ok(());
-        if !self.opts.read_only {
+        if !self.opts.read_only && !self.recovered.load(Ordering::Acquire) {
+            // Recovery did not complete (refused or failed): write nothing.
+            self.stop_dispatch();
+            self.flusher.abandon();
+        } else if !self.opts.read_only {
             self.stop_dispatch();
             if self.poisoned.lock().is_none() {
                 result = self.drain_all();
@@ -886,9 +1073,21 @@ impl Store {
                 }
             }
         }
-        // Release the writer lock even when the final flush failed.
-        self.lock.lock().take();
+        // Release the files and the writer lock even when the final flush failed.
+        self.release_files();
         result
+    }
+
+    /// Lets go of every file: mappings, descriptors, the checkpoint and,
+    /// last, the writer lock. Background threads are stopped by then.
+    fn release_files(&self) {
+        self.commitlog.release();
+        self.cqs.release();
+        if let Some(index) = &self.index {
+            index.release();
+        }
+        self.checkpoint.close();
+        self.lock.lock().take();
     }
 
     /// Commits transient-pool buffers and dispatches everything written, so
@@ -908,7 +1107,7 @@ impl Store {
     /// more is dispatched or flushed, the abort file stays, the lock is
     /// released. What was written stays in the page cache, as after kill -9.
     pub fn abandon(&self) {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return;
         }
         if let Some(mut p) = self.prefaulter.lock().take() {
@@ -916,11 +1115,11 @@ impl Store {
         }
         self.stop_dispatch();
         self.flusher.abandon();
-        self.lock.lock().take();
+        self.release_files();
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.closed.load(Ordering::Acquire) || self.is_forked_copy()
     }
 }
 
@@ -929,13 +1128,44 @@ impl Drop for Store {
     /// here: background threads stop, everything is flushed and the lock is
     /// released. Failures are logged; the abort file then stays and the next
     /// open recovers as after a crash.
+    ///
+    /// A copy in a forked child is leaked instead: its threads do not exist
+    /// in the child (joining them would hang), and flushing, writing the
+    /// checkpoint or removing the abort file would change the parent's
+    /// store under it. The lock's descriptor was closed at fork.
     fn drop(&mut self) {
-        if !self.is_closed() {
+        if self.is_forked_copy() {
+            // `get_mut`: no lock is taken (a vanished thread may hold one).
+            std::mem::forget(self.prefaulter.get_mut().take());
+            std::mem::forget(self.dispatch_thread.get_mut().take());
+            std::mem::forget(Arc::clone(&self.flusher));
+            std::mem::forget(Arc::clone(&self.dispatcher));
+            std::mem::forget(self.index.clone());
+            std::mem::forget(Arc::clone(&self.cqs));
+            std::mem::forget(Arc::clone(&self.commitlog));
+            std::mem::forget(Arc::clone(&self.checkpoint));
+            return;
+        }
+        if !self.closed.load(Ordering::Acquire) {
             if let Err(e) = self.shutdown() {
                 log::error!("shutting down a dropped store failed: {e}");
             }
         }
     }
+}
+
+/// The damaged ranges still in the log after a recovery scan: those an
+/// earlier recovery recorded and those the scan skipped, below `end`.
+fn damaged_ranges(known: &[(u64, u64)], found: &[Damage], end: u64) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = known
+        .iter()
+        .copied()
+        .chain(found.iter().map(|d| (d.offset, d.end)))
+        .filter(|&(s, e)| e > s && s < end)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// fsyncs a directory so a created or removed entry survives a crash.
@@ -965,5 +1195,159 @@ fn wants_wait(spec: &MessageSpec<'_>) -> bool {
     match find_property(&spec.properties, props::WAIT) {
         None => true,
         Some(v) => v.eq_ignore_ascii_case(b"true"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::net::SocketAddr;
+    use std::path::Path;
+
+    use super::*;
+
+    fn options(dir: &Path, sync_flush: bool) -> StoreOptions {
+        StoreOptions {
+            root: dir.to_path_buf(),
+            commit_log_dir: dir.join("commitlog"),
+            commit_log_file_size: Some(8 << 10),
+            consume_queue_file_size: Some(20 * 50),
+            max_message_size: 4 << 10,
+            store_host: "127.0.0.1:10911".parse().unwrap(),
+            delay_levels: vec![1000],
+            read_only: false,
+            message_index_enable: true,
+            max_hash_slot_num: 10,
+            max_index_num: 40,
+            max_msgs_num_batch: 64,
+            max_transfer_bytes_in_memory: 256 << 10,
+            max_transfer_count_in_memory: 32,
+            max_transfer_bytes_in_disk: 64 << 10,
+            max_transfer_count_in_disk: 8,
+            access_message_in_memory_max_ratio: 40,
+            message_index_safe: true,
+            transient_store_pool_enable: false,
+            transient_store_pool_size: 1,
+            flush: FlushConfig {
+                sync_flush,
+                ..FlushConfig::default()
+            },
+        }
+    }
+
+    fn started(dir: &Path, sync_flush: bool) -> Store {
+        let s = Store::open(options(dir, sync_flush)).unwrap();
+        s.recover(true, false).unwrap();
+        s.start_flush().unwrap();
+        s.start_dispatch().unwrap();
+        s
+    }
+
+    fn put(store: &Store, i: usize) -> PutOutcome {
+        let body = format!("message {i}");
+        let props = format!("KEYS\u{1}key{i}");
+        let spec = MessageSpec {
+            topic: Cow::Borrowed("T"),
+            queue_id: (i % 3) as i32,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1_700_000_000_000,
+            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Owned(body.into_bytes()),
+            properties: Cow::Owned(props.into_bytes()),
+        };
+        let p = store.prepare(spec).unwrap().unwrap();
+        let out = store.put_prepared(&p).unwrap();
+        assert_eq!(out.status, PutStatus::PutOk);
+        out
+    }
+
+    /// (descriptors, mapped regions) of this process on files under `dir`.
+    fn held(dir: &Path) -> (usize, usize) {
+        let dir = dir.canonicalize().unwrap();
+        let fds = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .filter(|p| p.starts_with(&dir))
+            .count();
+        let needle = format!("{}/", dir.display());
+        let maps = std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(&needle))
+            .count();
+        (fds, maps)
+    }
+
+    #[test]
+    fn shutdown_releases_every_descriptor_and_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = started(dir.path(), false);
+        for i in 0..300 {
+            put(&store, i);
+        }
+        store.flush().unwrap();
+        let (fds, maps) = held(dir.path());
+        assert!(fds > 10 && maps > 10, "{fds} descriptors, {maps} mappings");
+        store.shutdown().unwrap();
+        assert_eq!(
+            held(dir.path()),
+            (0, 0),
+            "the store is still alive, its files are not"
+        );
+        assert!(store.commitlog().queue().create_file(1 << 20).is_err());
+        drop(store);
+        let again = started(dir.path(), false);
+        assert!(again.commitlog().max_offset() > 0);
+    }
+
+    /// A forked child that drops its copy of an open store joins no thread
+    /// (the child would hang) and touches no file: the parent's abort file
+    /// and lock stay, and its writes go on.
+    #[test]
+    fn dropping_a_forked_copy_touches_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = started(dir.path(), true);
+        for i in 0..50 {
+            put(&store, i);
+        }
+        // SAFETY: the child only drops the store and exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let closed = store.is_closed() && store.shutdown().is_ok();
+            drop(store);
+            // SAFETY: ends the child without running the test harness.
+            unsafe { libc::_exit(if closed { 0 } else { 2 }) };
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut status = 0;
+        // SAFETY: polls the child made above.
+        while unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == 0 {
+            if std::time::Instant::now() > deadline {
+                // SAFETY: as above.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child hung dropping its copy of the store");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert!(dir.path().join("abort").exists());
+        let e = StoreLock::acquire(&dir.path().join("lock"), dir.path()).unwrap_err();
+        assert!(matches!(e, StoreError::Locked(_)));
+        for i in 50..100 {
+            put(&store, i);
+        }
+        store.shutdown().unwrap();
+        assert!(!dir.path().join("abort").exists());
+        drop(store);
+        let again = started(dir.path(), true);
+        let q = again.consume_queues().get("T", 0).unwrap();
+        assert_eq!(q.max_offset_in_queue(), 34);
     }
 }

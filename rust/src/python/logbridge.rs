@@ -88,12 +88,19 @@ pub fn drain_logs(py: Python<'_>, timeout: f64) -> (Vec<(u8, String, String)>, u
         return (Vec::new(), 0);
     };
     let wait = Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
-    py.allow_threads(|| {
+    let drain = || {
         let mut q = l.queue.lock();
         if q.is_empty() && !wait.is_zero() {
             l.ready.wait_for(&mut q, wait);
         }
         let out: Vec<_> = q.drain(..).collect();
         (out, l.dropped.swap(0, Ordering::Relaxed))
-    })
+    };
+    if wait.is_zero() {
+        // Nothing to wait for: keep the GIL (the log pump polls this from a
+        // daemon thread, which must not take the GIL back at exit).
+        drain()
+    } else {
+        super::gil::release_gil(py, drain)
+    }
 }

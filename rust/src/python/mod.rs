@@ -32,8 +32,8 @@ fn body_crc(data: &[u8]) -> i32 {
 }
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
-/// "create_file" or "cq_put". For tests. Returns False for an unknown name.
-/// Only in builds with the `failpoints` feature.
+/// "create_file", "map_new_file" or "cq_put". For tests. Returns False for an
+/// unknown name. Only in builds with the `failpoints` feature.
 #[cfg(feature = "failpoints")]
 #[pyfunction]
 #[pyo3(name = "_set_fail_point")]
@@ -41,13 +41,14 @@ fn set_fail_point(name: &str, errno: i32) -> bool {
     crate::failpoint::set(name, errno)
 }
 
-/// Called at interpreter exit: blocking waits return at once from now on.
-/// Returns how many threads are still inside engine calls.
+/// Called at interpreter exit (by `atexit`, before finalization): from now
+/// on blocking waits return at once and no thread takes the GIL back after
+/// an engine call (see `gil`). Returns how many threads are still inside
+/// engine calls.
 #[pyfunction]
 #[pyo3(name = "_begin_exit")]
-fn begin_exit() -> usize {
-    gil::EXITING.store(true, std::sync::atomic::Ordering::Release);
-    gil::IN_ENGINE.load(std::sync::atomic::Ordering::Acquire)
+fn begin_exit(py: Python<'_>) -> usize {
+    gil::begin_exit(py)
 }
 
 /// Threads currently inside engine calls with the GIL released.
@@ -72,6 +73,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
     m.add_function(wrap_pyfunction!(begin_exit, m)?)?;
     m.add_function(wrap_pyfunction!(threads_in_engine, m)?)?;
+    gil::install_fork_handler();
     logbridge::install();
     m.add_function(wrap_pyfunction!(logbridge::drain_logs, m)?)?;
     m.add_function(wrap_pyfunction!(logbridge::set_log_level, m)?)?;

@@ -151,6 +151,9 @@ pub struct PyGetResult {
     min_offset: i64,
     #[pyo3(get)]
     max_offset: i64,
+    /// Damaged records (skipped by recovery) this pull passed over.
+    #[pyo3(get)]
+    damaged: u64,
     messages: Py<PyList>,
 }
 
@@ -276,10 +279,16 @@ impl PyStore {
 
     /// Finds the end of valid data, cuts anything after it and rebuilds the
     /// queue-offset table. Returns a report dict.
-    fn recover<'py>(&self, py: Python<'py>, check_crc: bool) -> PyResult<Bound<'py, PyDict>> {
+    #[pyo3(signature = (check_crc, skip_damaged=false))]
+    fn recover<'py>(
+        &self,
+        py: Python<'py>,
+        check_crc: bool,
+        skip_damaged: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
             let store = &self.store;
-            let r = nogil(py, || store.recover(check_crc))?;
+            let r = nogil(py, || store.recover(check_crc, skip_damaged))?;
             let d = PyDict::new(py);
             d.set_item("mode", r.mode)?;
             d.set_item("files_scanned", r.files_scanned)?;
@@ -292,6 +301,17 @@ impl PyStore {
             d.set_item("redispatched_records", r.redispatched_records)?;
             d.set_item("index_redispatch_from", r.index_redispatch_from)?;
             d.set_item("index_redispatched_records", r.index_redispatched_records)?;
+            let damaged = PyList::empty(py);
+            for x in &r.damaged {
+                damaged.append((
+                    x.offset,
+                    x.end,
+                    x.file.to_string_lossy().into_owned(),
+                    x.reason.clone(),
+                ))?;
+            }
+            d.set_item("damaged", damaged)?;
+            d.set_item("durable_mark", r.durable_mark)?;
             Ok(d)
         })
     }
@@ -687,6 +707,7 @@ impl PyStore {
                 next_begin_offset: r.next_begin_offset,
                 min_offset: r.min_offset,
                 max_offset: r.max_offset,
+                damaged: r.damaged,
                 messages: list.unbind(),
             })
         })
