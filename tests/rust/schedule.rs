@@ -37,7 +37,7 @@ fn open(dir: &Path) -> Store {
         flush: FlushConfig::default(),
     };
     let store = Store::open(opts).expect("open");
-    store.recover(true).expect("recover");
+    store.recover(true, false).expect("recover");
     store
 }
 
