@@ -624,11 +624,16 @@ class ConsumerOffsets:
         with self._lock:
             return dumps_fastjson({"offsetTable": self._table})
 
-    def persist(self) -> bool:
+    def persist(
+        self, before_write: Callable[[dict[str, dict[int, int]]], None] | None = None
+    ) -> bool:
         """Write the file (see :func:`atomic_write`) if anything changed.
 
         Returns True if it wrote. Commits may continue while the file is being
-        written; they are picked up by the next call.
+        written; they are picked up by the next call (so commits that arrive
+        while one write is under way share the next write). ``before_write``
+        gets a copy of exactly the table about to be written, before it is
+        written (the store makes the messages below those offsets durable).
         """
         with self._persist_lock:
             with self._lock:
@@ -636,6 +641,11 @@ class ConsumerOffsets:
                     return False
                 version = self._version
                 text = dumps_fastjson({"offsetTable": self._table})
+                snapshot = (
+                    {k: dict(v) for k, v in self._table.items()} if before_write else None
+                )
+            if before_write is not None and snapshot is not None:
+                before_write(snapshot)
             atomic_write(self._path, text)
             with self._lock:
                 self._persisted_version = version

@@ -38,7 +38,8 @@ __all__ = ["MessageStore", "RecoveryReport"]
 log = logging.getLogger("rocketstore")
 
 
-#: Seconds between writes of consumerOffset.json triggered by commits.
+#: Seconds between writes of consumerOffset.json triggered by ``sync=False``
+#: commits (RocketMQ's ``flushConsumerOffsetInterval``).
 OFFSETS_PERSIST_INTERVAL = 5.0
 
 # Live stores, so a forked child can disarm the handles it inherited.
@@ -295,7 +296,33 @@ class MessageStore:
             for qid in n.queue_ids(topic):
                 self._topic_configs.ensure(topic, qid)
         self._topic_configs.persist()
-        self._offsets.persist()
+        self._persist_offsets()
+
+    def _persist_offsets(self) -> bool:
+        """Write consumerOffset.json if it changed, after making the messages
+        below the offsets written durable (no persisted offset ever points
+        past data a power loss could take back). Concurrent callers share
+        writes: a commit made while a write is under way goes in the next.
+        """
+        n = self._n
+
+        def flush_below(table: dict[str, dict[int, int]]) -> None:
+            entries = [
+                (key.split("@", 1)[0], qid, off)
+                for key, queues in table.items()
+                for qid, off in queues.items()
+            ]
+            n.flush_for_offsets(entries)
+
+        wrote = self._offsets.persist(flush_below)
+        self._offsets_persisted_at = time.monotonic()
+        return wrote
+
+    def _maybe_persist_offsets(self) -> None:
+        """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed since the last write."""
+        if (time.monotonic() - self._offsets_persisted_at >= OFFSETS_PERSIST_INTERVAL
+                and self._offsets.dirty):
+            self._persist_offsets()
 
     def __enter__(self) -> MessageStore:
         return self.start()
@@ -557,19 +584,17 @@ class MessageStore:
     def commit_offset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         """Record ``next_offset`` as the next message ``group`` reads from the queue.
 
-        Kept in memory and written to ``config/consumerOffset.json`` at most
-        every 5 seconds by a commit, and by :meth:`persist_offsets`,
-        :meth:`flush` and :meth:`shutdown`.
+        Kept in memory, and written to ``config/consumerOffset.json`` by the
+        first commit made 5 seconds or more after the last write (RocketMQ's
+        ``flushConsumerOffsetInterval``), and by :meth:`persist_offsets`,
+        :meth:`flush` and :meth:`shutdown`. To make a commit durable at once,
+        call :meth:`persist_offsets` (``Consumer.commit()`` does).
         """
         self._n  # noqa: B018 - raises StoreClosedError when closed
         if self._read_only:
             raise ReadOnlyStoreError("cannot commit offsets in a read-only store")
         self._offsets.commit(group, topic, queue_id, next_offset)
-        # Like RocketMQ's flushConsumerOffsetInterval: persist at most every 5 s.
-        now = time.monotonic()
-        if now - self._offsets_persisted_at >= OFFSETS_PERSIST_INTERVAL:
-            self._offsets_persisted_at = now
-            self._offsets.persist()
+        self._maybe_persist_offsets()
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed next offset of ``group`` in the queue (-1 when unknown)."""
@@ -577,10 +602,23 @@ class MessageStore:
         return self._offsets.query(group, topic, queue_id)
 
     def persist_offsets(self) -> None:
-        """Write committed offsets to ``config/consumerOffset.json`` now."""
+        """Make the committed offsets durable now.
+
+        First the CommitLog is flushed up to the messages below the committed
+        offsets (in every flush mode; under ``SYNC_FLUSH`` they already are),
+        then ``config/consumerOffset.json`` is written atomically (temporary
+        file, fsync, rename, fsync of the directory). Concurrent calls share
+        writes. Nothing is written when nothing changed, or on a read-only
+        store (whose consumers keep offsets in memory).
+
+        Raises:
+            PoisonedError: the CommitLog cannot be flushed (the file is not written).
+            TimeoutError: the flush did not complete within ``sync_flush_timeout``
+                (SYNC_FLUSH) or the disk took nothing (the file is not written).
+        """
         self._n  # noqa: B018
         if not self._read_only:
-            self._offsets.persist()
+            self._persist_offsets()
 
     def consumer(
         self,
@@ -589,13 +627,16 @@ class MessageStore:
         *,
         start: Literal["earliest", "latest"] = "earliest",
         tags: Sequence[str] | None = None,
-        auto_commit: bool = False,
+        auto_commit: bool = True,
+        auto_commit_interval: float = 5.0,
     ) -> Consumer:
         """A Kafka-style consumer of every queue of ``topic`` for ``group``.
 
         A new group starts at each queue's min offset (``start="latest"``: at
-        the end); a group with committed offsets resumes there. ``close()``
-        commits only with ``auto_commit=True``.
+        the end); a group with committed offsets resumes there. With
+        ``auto_commit`` (the default, as in the Kafka clients) ``poll()``
+        commits what earlier polls returned every ``auto_commit_interval``
+        seconds, and ``close()`` commits durably; see :class:`Consumer`.
 
         Raises:
             ValueError: ``topic`` breaks the topic rule (letters, digits and
@@ -607,4 +648,5 @@ class MessageStore:
         # The read rule: a name that fails the put rule is refused unless the
         # store holds that topic (raises ValueError).
         self._n.get_max_offset_in_queue(topic, 0)
-        return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit)
+        return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
+                        auto_commit_interval=auto_commit_interval)

@@ -60,6 +60,10 @@ pub struct Dispatcher {
     wake_lock: Mutex<()>,
     wake_cv: Condvar,
     failure: Mutex<Option<String>>,
+    /// SYNC_FLUSH: dispatch only what the CommitLog flush covers, so no
+    /// reader (consumer, queue, index, lookup) sees a record before it is on
+    /// disk.
+    flushed_only: AtomicBool,
 }
 
 /// A few keys without a heap allocation (most messages carry one or two).
@@ -153,6 +157,24 @@ impl Dispatcher {
             wake_lock: Mutex::new(()),
             wake_cv: Condvar::new(),
             failure: Mutex::new(None),
+            flushed_only: AtomicBool::new(false),
+        }
+    }
+
+    /// Dispatches only records the CommitLog flush covers (SYNC_FLUSH).
+    pub fn set_flushed_only(&self, on: bool) {
+        self.flushed_only.store(on, Ordering::Release);
+    }
+
+    /// End of what dispatch may read: the CommitLog end, or under
+    /// SYNC_FLUSH its flushed offset.
+    #[inline]
+    fn dispatch_end(&self) -> u64 {
+        let max = self.commitlog.max_offset();
+        if self.flushed_only.load(Ordering::Relaxed) {
+            max.min(self.commitlog.flushed_offset())
+        } else {
+            max
         }
     }
 
@@ -194,6 +216,11 @@ impl Dispatcher {
             size: v.total_size as i32,
             tags_code: tags_code_of(topic, tags, delay, v.store_timestamp, &self.delay_levels),
         })
+    }
+
+    /// Records why dispatch failed (the first failure stays).
+    pub fn record_failure(&self, e: &StoreError) {
+        self.failure.lock().get_or_insert_with(|| e.to_string());
     }
 
     /// Dispatches one record (also used by abnormal recovery).
@@ -260,7 +287,7 @@ impl Dispatcher {
         let mut stats = DispatchStats::default();
         let mut from = self.reput_from.load(Ordering::Acquire);
         loop {
-            let max = self.commitlog.max_offset();
+            let max = self.dispatch_end();
             if from >= max || stats.bytes as usize >= max_bytes {
                 break;
             }
@@ -277,6 +304,8 @@ impl Dispatcher {
             let Some(data) = file.readable_from(pos) else {
                 break;
             };
+            // Never past the dispatch end (the flushed offset under SYNC_FLUSH).
+            let data = &data[..data.len().min((max - from) as usize)];
             let mut p = 0usize;
             let mut roll = false;
             while p < data.len() && (stats.bytes as usize) < max_bytes {
@@ -391,7 +420,7 @@ impl Dispatcher {
     fn sleep_until_woken(&self, max: Duration) {
         let mut g = self.wake_lock.lock();
         self.sleeping.store(true, Ordering::Release);
-        if self.commitlog.max_offset() > self.reput_from() {
+        if self.dispatch_end() > self.reput_from() {
             self.sleeping.store(false, Ordering::Release);
             return;
         }

@@ -18,8 +18,16 @@ static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 
 /// The points the engine checks.
 /// `map_new_file` fails the mapping of a file just created (as an
-/// address-space limit would), after the file was made.
-pub const POINTS: &[&str] = &["msync", "create_file", "map_new_file", "cq_put"];
+/// address-space limit would), after the file was made. `flush_hold` is a
+/// stalled disk: while armed, the flush services flush nothing (the errno
+/// is not used).
+pub const POINTS: &[&str] = &[
+    "msync",
+    "create_file",
+    "map_new_file",
+    "cq_put",
+    "flush_hold",
+];
 
 /// Arms `name` to fail with `errno` (0 disarms it).
 pub fn set(name: &str, errno: i32) -> bool {

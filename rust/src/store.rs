@@ -7,9 +7,9 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -104,10 +104,33 @@ pub struct Store {
     recovered: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
     prefaulter: Mutex<Option<Prefaulter>>,
+    /// End of the furthest put acknowledged with PUT_OK: the horizon every
+    /// read in this process waits for (read-your-writes).
+    acked_end: AtomicU64,
+    /// A horizon reads gave up on because dispatch or flushing failed (the
+    /// store is poisoned for good) or the interpreter is exiting: later
+    /// reads do not wait for it again.
+    vis_abandoned: AtomicU64,
+    vis: VisibilityStats,
     /// The process's fork generation at open: a different value means this
     /// is a copy inherited by a forked child, whose threads do not exist and
     /// whose files belong to the parent.
     fork_generation: u64,
+}
+
+/// How often reads had to wait for the visibility horizon.
+#[derive(Debug, Default)]
+pub struct VisibilityStats {
+    /// Reads that found an acknowledged put not yet visible.
+    pub waits: AtomicU64,
+    /// ... of which dispatched it themselves.
+    pub inline_dispatches: AtomicU64,
+    /// ... of which committed the transient write buffer.
+    pub commits: AtomicU64,
+    /// ... of which gave up after `sync_flush_timeout`.
+    pub timeouts: AtomicU64,
+    /// ... of which gave up at once because dispatch or flushing failed.
+    pub failed: AtomicU64,
 }
 
 fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
@@ -251,6 +274,12 @@ impl Store {
                 p2.lock().get_or_insert(why);
             }),
         );
+        if writable && opts.flush.sync_flush {
+            // Readers see only what is on disk; a flush wakes dispatch.
+            dispatcher.set_flushed_only(true);
+            let d = dispatcher.clone();
+            flusher.set_on_flushed(Box::new(move || d.wakeup()));
+        }
         let limits = TransferLimits {
             max_bytes_in_memory: opts.max_transfer_bytes_in_memory,
             max_count_in_memory: opts.max_transfer_count_in_memory,
@@ -276,6 +305,9 @@ impl Store {
             recovered: AtomicBool::new(false),
             poisoned,
             prefaulter: Mutex::new(prefaulter),
+            acked_end: AtomicU64::new(0),
+            vis_abandoned: AtomicU64::new(0),
+            vis: VisibilityStats::default(),
             fork_generation: fork_generation(),
         })
     }
@@ -785,6 +817,9 @@ impl Store {
         }
         let r = self.commitlog.try_put_prepared(p)?;
         self.dispatcher.wakeup();
+        if let Ok(o) = &r {
+            self.note_acked(o);
+        }
         Some(r)
     }
 
@@ -799,6 +834,7 @@ impl Store {
                 .wait_flushed((out.wrote_offset + out.wrote_bytes as i64) as u64);
             out.reason = self.flush_wait_reason(out.status);
         }
+        self.note_acked(&out);
         Ok(out)
     }
 
@@ -833,6 +869,9 @@ impl Store {
                 o.status = st;
                 o.reason.clone_from(&why);
             }
+        }
+        if let Some(last) = out.iter().rev().find(|o| o.status == PutStatus::PutOk) {
+            self.note_acked(last);
         }
         Ok(out)
     }
@@ -892,6 +931,198 @@ impl Store {
         self.poisoned.lock().clone()
     }
 
+    // -- visibility ----------------------------------------------------------
+
+    /// Raises the visibility horizon to the end of an acknowledged put.
+    #[inline]
+    fn note_acked(&self, o: &PutOutcome) {
+        if o.status == PutStatus::PutOk {
+            let end = (o.wrote_offset + o.wrote_bytes as i64) as u64;
+            self.acked_end.fetch_max(end, Ordering::AcqRel);
+        }
+    }
+
+    /// True when a put acknowledged in this process is not yet visible to
+    /// reads (the hot read path's only cost: two loads and a compare).
+    #[inline]
+    pub fn visibility_pending(&self) -> bool {
+        self.acked_end.load(Ordering::Acquire) > self.dispatcher.reput_from()
+    }
+
+    /// End of what lookups by offset or id in this process may see: under
+    /// SYNC_FLUSH `min(dispatched, flushed)`, the horizon of every read
+    /// (dispatch follows the flushed offset, so queues and the index stop
+    /// there too); otherwise everything written.
+    #[inline]
+    pub fn visible_end(&self) -> u64 {
+        if !self.opts.read_only && self.opts.flush.sync_flush {
+            self.dispatcher
+                .reput_from()
+                .min(self.commitlog.flushed_offset())
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Waits until every put acknowledged before this call is visible to
+    /// reads: dispatched, and under SYNC_FLUSH flushed (read-your-writes).
+    /// The reader dispatches what is pending itself, commits a transient
+    /// write buffer holding the data, asks the group commit for a flush;
+    /// then waits, at most `sync_flush_timeout`. If dispatch or flushing
+    /// failed it returns at once (and later reads do not retry): reads then
+    /// serve what is visible.
+    #[inline]
+    pub fn await_visible(&self) -> Result<()> {
+        if self.visibility_pending() {
+            let deadline = self.visibility_deadline();
+            self.await_visible_until(deadline, deadline).map(|_| ())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Stops every read from waiting for puts acknowledged so far (the
+    /// interpreter is exiting: no thread may stay in the engine).
+    pub fn give_up_visibility(&self) {
+        let acked = self.acked_end.load(Ordering::Acquire);
+        self.vis_abandoned.fetch_max(acked, Ordering::AcqRel);
+    }
+
+    /// When a read starting now stops waiting for the horizon.
+    pub fn visibility_deadline(&self) -> Instant {
+        Instant::now() + self.opts.flush.sync_timeout
+    }
+
+    /// One slice of [`Store::await_visible`], for callers that must check
+    /// for signals or interpreter exit between slices: waits until the
+    /// horizon is visible or given up on (`Ok(true)`), or `stop_at` passes
+    /// first (`Ok(false)`; call again with the same `deadline`).
+    #[cold]
+    #[inline(never)]
+    pub fn await_visible_until(&self, deadline: Instant, stop_at: Instant) -> Result<bool> {
+        let target = self.acked_end.load(Ordering::Acquire);
+        if target <= self.dispatcher.reput_from()
+            || target <= self.vis_abandoned.load(Ordering::Acquire)
+        {
+            return Ok(true);
+        }
+        self.vis.waits.fetch_add(1, Ordering::Relaxed);
+        let mut committed = false;
+        let mut dispatched = false;
+        loop {
+            let seen = self.dispatcher.seq();
+            let from = self.dispatcher.reput_from();
+            if from >= target {
+                return Ok(true);
+            }
+            self.check_open()?;
+            if self.dispatcher.failure().is_some() {
+                self.vis.failed.fetch_add(1, Ordering::Relaxed);
+                self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
+                return Ok(true);
+            }
+            // Transient pool: the data may still be in the write buffer.
+            if self.opts.flush.transient
+                && self.commitlog.queue().committed_where() < target
+                && self.commitlog.queue().commit(0)
+                && !committed
+            {
+                committed = true;
+                self.vis.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            if self.opts.flush.sync_flush && self.commitlog.flushed_offset() < target {
+                self.flusher.request_flush(target);
+            }
+            // Dispatch what is readable now instead of waiting for the thread.
+            match self.dispatcher.dispatch_once((target - from) as usize) {
+                Ok(st) if st.records > 0 && !dispatched => {
+                    dispatched = true;
+                    self.vis.inline_dispatches.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    // As when the dispatch thread fails: the store is
+                    // poisoned; this read serves what is visible.
+                    self.dispatcher.record_failure(&e);
+                    self.poison(format!("WRITE_LOGICS_QUEUE_ERROR: dispatch failed: {e}"));
+                    self.vis.failed.fetch_add(1, Ordering::Relaxed);
+                    self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
+                    return Ok(true);
+                }
+            }
+            if self.dispatcher.reput_from() >= target {
+                return Ok(true);
+            }
+            if self.dispatcher.failure().is_some() || self.flusher.failure().is_some() {
+                self.vis.failed.fetch_add(1, Ordering::Relaxed);
+                self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                self.vis.timeouts.fetch_add(1, Ordering::Relaxed);
+                log::warn!(
+                    "a read waited {:?} for acknowledged messages to become visible \
+                     (visible up to {}, acknowledged up to {target}); serving what is visible",
+                    self.opts.flush.sync_timeout,
+                    self.dispatcher.reput_from()
+                );
+                return Ok(true);
+            }
+            if now >= stop_at {
+                return Ok(false);
+            }
+            self.dispatcher
+                .wait_for_seq(seen, (stop_at - now).min(Duration::from_millis(10)));
+        }
+    }
+
+    /// Visibility statistics: `(waits, inline dispatches, transient
+    /// commits, timeouts, failed)`.
+    pub fn visibility_stats(&self) -> (u64, u64, u64, u64, u64) {
+        let v = &self.vis;
+        (
+            v.waits.load(Ordering::Relaxed),
+            v.inline_dispatches.load(Ordering::Relaxed),
+            v.commits.load(Ordering::Relaxed),
+            v.timeouts.load(Ordering::Relaxed),
+            v.failed.load(Ordering::Relaxed),
+        )
+    }
+
+    /// CommitLog offset just past the messages below committed offsets
+    /// `(topic, queue id, next offset)`: what must be durable before those
+    /// offsets are persisted. An offset above its queue's end counts as the
+    /// end; unknown queues and expired messages count for nothing.
+    pub fn committed_end(&self, entries: &[(String, i32, i64)]) -> u64 {
+        let mut end = 0u64;
+        for (topic, qid, off) in entries {
+            let Some(cq) = self.cqs.get(topic, *qid) else {
+                continue;
+            };
+            let last = (*off).min(cq.max_offset_in_queue()) - 1;
+            if last < cq.min_offset_in_queue().max(0) {
+                continue;
+            }
+            if let Some(u) = cq.unit_at(last).filter(|u| !u.is_pre_blank()) {
+                end = end.max((u.phy_offset + u.size.max(0) as i64).max(0) as u64);
+            }
+        }
+        end
+    }
+
+    /// Makes the CommitLog durable up to the messages below the committed
+    /// offsets `entries`, before they are persisted (so no persisted
+    /// offset ever points past durable data, in any flush mode).
+    pub fn flush_for_offsets(&self, entries: &[(String, i32, i64)]) -> Result<()> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Ok(());
+        }
+        let end = self.committed_end(entries);
+        self.flusher.flush_to(end)
+    }
+
     // -- reads ---------------------------------------------------------------
 
     /// Pulls messages of a queue (SPEC §2.5).
@@ -904,6 +1135,7 @@ impl Store {
         tags: Option<&[String]>,
     ) -> Result<GetResult> {
         self.check_open()?;
+        self.await_visible()?;
         let filter = tags.and_then(TagFilter::new);
         let cq = self.cqs.get(topic, queue_id);
         Ok(get_message(
@@ -935,6 +1167,8 @@ impl Store {
         let Some(index) = &self.index else {
             return Ok(Vec::new());
         };
+        self.await_visible()?;
+        let visible = self.visible_end();
         let mut out: Vec<(RecordView, Vec<u8>)> = Vec::new();
         let mut end = end;
         for _round in 0..3 {
@@ -949,7 +1183,7 @@ impl Store {
                 if out.iter().any(|(v, _)| v.physical_offset == off as i64) {
                     continue;
                 }
-                if let Some((v, raw)) = self.commitlog.read_record(off) {
+                if let Some((v, raw)) = self.read_visible_record(off, visible) {
                     if carries_key(&v, &raw, topic, key) {
                         out.push((v, raw));
                     }
@@ -975,6 +1209,22 @@ impl Store {
         out.sort_by_key(|(v, _)| v.physical_offset);
         out.truncate(max_num);
         Ok(out)
+    }
+
+    /// The record at `offset`, if it lies wholly below the visibility
+    /// horizon `visible` (see [`Store::visible_end`]).
+    pub fn read_visible_record(&self, offset: u64, visible: u64) -> Option<(RecordView, Vec<u8>)> {
+        self.commitlog
+            .read_record(offset)
+            .filter(|(v, _)| offset + v.total_size as u64 <= visible)
+    }
+
+    /// The record at `offset` as a read sees it: after acknowledged puts
+    /// became visible, and only below the visibility horizon.
+    pub fn look_message(&self, offset: u64) -> Result<Option<(RecordView, Vec<u8>)>> {
+        self.check_open()?;
+        self.await_visible()?;
+        Ok(self.read_visible_record(offset, self.visible_end()))
     }
 
     /// Read-only stores: follows the writer (new files, new records, new
@@ -1100,6 +1350,10 @@ impl Store {
 
     fn drain_all(&self) -> Result<()> {
         self.commitlog.queue().commit(0);
+        if self.opts.flush.sync_flush {
+            // Dispatch follows the flushed offset: flush what is written first.
+            self.flusher.flush_to(self.commitlog.max_offset())?;
+        }
         self.dispatcher.drain()
     }
 

@@ -134,10 +134,44 @@ impl PyStore {
         check_queue_id(queue_id)
     }
 
-    fn queue(&self, topic: &str, queue_id: i64) -> PyResult<Option<Arc<ConsumeQueue>>> {
+    fn queue(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i64,
+    ) -> PyResult<Option<Arc<ConsumeQueue>>> {
         let qid = self.check_read_args(topic, queue_id)?;
         self.store.check_open()?;
+        self.visible(py)?;
         Ok(self.store.consume_queues().get(topic, qid))
+    }
+
+    /// Waits (GIL released) until the puts acknowledged so far are visible;
+    /// one atomic comparison when nothing is pending. Waits in slices, so
+    /// Ctrl-C works and interpreter exit is not held up.
+    #[inline]
+    fn visible(&self, py: Python<'_>) -> PyResult<()> {
+        if self.store.visibility_pending() {
+            self.visible_slow(py)?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn visible_slow(&self, py: Python<'_>) -> PyResult<()> {
+        let store = &self.store;
+        let deadline = store.visibility_deadline();
+        loop {
+            if super::gil::exiting() {
+                store.give_up_visibility();
+                return Ok(());
+            }
+            let stop_at = (Instant::now() + SIGNAL_SLICE).min(deadline);
+            if nogil(py, || store.await_visible_until(deadline, stop_at))? {
+                return Ok(());
+            }
+            py.check_signals()?;
+        }
     }
 }
 
@@ -454,8 +488,9 @@ impl PyStore {
             if offset < 0 {
                 return Ok(None);
             }
+            self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || Ok(store.commitlog().read_record(offset as u64)))?;
+            let r = nogil(py, || store.look_message(offset as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
         })
     }
@@ -477,8 +512,9 @@ impl PyStore {
             if off < 0 {
                 return Ok(None);
             }
+            self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || Ok(store.commitlog().read_record(off as u64)))?;
+            let r = nogil(py, || store.look_message(off as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view })
                 .filter(|m| m.view.store_host == host))
         })
@@ -589,10 +625,17 @@ impl PyStore {
         })
     }
 
-    /// Changes whenever new messages become visible to readers.
+    /// Changes whenever new messages become visible to readers. Read after
+    /// the puts acknowledged so far became visible, so a consumer that
+    /// compares it with the last value it saw notices their queues.
     #[getter]
-    fn dispatch_seq(&self) -> u64 {
-        self.store.dispatcher().seq()
+    fn dispatch_seq(&self, py: Python<'_>) -> PyResult<u64> {
+        guarded(|| {
+            if !self.store.is_closed() {
+                self.visible(py)?;
+            }
+            Ok(self.store.dispatcher().seq())
+        })
     }
 
     /// Why dispatch stopped, if it failed.
@@ -651,6 +694,24 @@ impl PyStore {
         })
     }
 
+    /// Makes the CommitLog durable up to the messages below the committed
+    /// offsets `[(topic, queue_id, next_offset), ...]`, before they are
+    /// persisted.
+    fn flush_for_offsets(&self, py: Python<'_>, entries: Vec<(String, i32, i64)>) -> PyResult<()> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || store.flush_for_offsets(&entries))
+        })
+    }
+
+    /// For tests and benchmarks: how often reads waited for acknowledged
+    /// puts to become visible, `(waits, inline_dispatches, commits,
+    /// timeouts, failed)`.
+    #[getter]
+    fn _visibility_stats(&self) -> (u64, u64, u64, u64, u64) {
+        self.store.visibility_stats()
+    }
+
     /// Wakes every thread waiting in `wait_for_dispatch` (interpreter exit).
     fn _wake_waiters(&self) {
         self.store.dispatcher().bump_seq();
@@ -688,6 +749,7 @@ impl PyStore {
                     "max_msg_nums must be > 0, got {max_msg_nums}"
                 )));
             }
+            self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || {
                 store.get_message(
@@ -716,6 +778,7 @@ impl PyStore {
     /// One past the last logical offset of a queue (0 if unknown).
     fn get_max_offset_in_queue(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
@@ -723,7 +786,7 @@ impl PyStore {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
             Ok(self
-                .queue(topic, queue_id)?
+                .queue(py, topic, queue_id)?
                 .map(|q| q.max_offset_in_queue())
                 .unwrap_or(0))
         })
@@ -732,6 +795,7 @@ impl PyStore {
     /// The first logical offset of a queue (0 if unknown).
     fn get_min_offset_in_queue(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
@@ -739,7 +803,7 @@ impl PyStore {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
             Ok(self
-                .queue(topic, queue_id)?
+                .queue(py, topic, queue_id)?
                 .map(|q| q.min_offset_in_queue())
                 .unwrap_or(0))
         })
@@ -748,6 +812,7 @@ impl PyStore {
     /// CommitLog offset of the message at `cq_offset` (0 if none).
     fn get_commit_log_offset_in_queue(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
         cq_offset: &Bound<'_, PyAny>,
@@ -757,7 +822,7 @@ impl PyStore {
             let queue_id = i64_arg(queue_id, "queue_id")?;
             let cq_offset = i64_arg(cq_offset, "cq_offset")?;
             Ok(self
-                .queue(topic, queue_id)?
+                .queue(py, topic, queue_id)?
                 .and_then(|q| q.unit_at(cq_offset))
                 .filter(|u| !u.is_pre_blank())
                 .map(|u| u.phy_offset)
@@ -777,7 +842,7 @@ impl PyStore {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
             let timestamp = i64_arg(timestamp, "timestamp")?;
-            let Some(q) = self.queue(topic, queue_id)? else {
+            let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(0);
             };
             let store = &self.store;
@@ -795,13 +860,14 @@ impl PyStore {
     /// Store time of the first message of a queue (-1 if none).
     fn get_earliest_message_time(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
-            let Some(q) = self.queue(topic, queue_id)? else {
+            let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(-1);
             };
             Ok(q.unit_at(q.min_offset_in_queue())
@@ -813,6 +879,7 @@ impl PyStore {
     /// Store time of the message at `cq_offset` (-1 if none).
     fn get_message_store_timestamp(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
         cq_offset: &Bound<'_, PyAny>,
@@ -821,7 +888,7 @@ impl PyStore {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
             let cq_offset = i64_arg(cq_offset, "cq_offset")?;
-            let Some(q) = self.queue(topic, queue_id)? else {
+            let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(-1);
             };
             Ok(q.unit_at(cq_offset)
@@ -855,6 +922,7 @@ impl PyStore {
                 ));
             }
             let end = end_timestamp.unwrap_or(i64::MAX);
+            self.visible(py)?;
             let store = &self.store;
             let found = nogil(py, || {
                 store.query_message(topic, key, max_num as usize, begin_timestamp, end)
@@ -868,18 +936,20 @@ impl PyStore {
     }
 
     /// Queue ids of `topic` that exist, sorted.
-    fn queue_ids(&self, topic: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+    fn queue_ids(&self, py: Python<'_>, topic: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
         guarded(|| {
             let topic = str_arg(topic, "topic")?;
             self.store.check_open()?;
+            self.visible(py)?;
             Ok(self.store.consume_queues().queue_ids(topic))
         })
     }
 
     /// Topics that have at least one queue, sorted.
-    fn topics(&self) -> PyResult<Vec<String>> {
+    fn topics(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         guarded(|| {
             self.store.check_open()?;
+            self.visible(py)?;
             Ok(self.store.consume_queues().topics())
         })
     }
