@@ -26,6 +26,7 @@ import pytest
 from helpers.presets import SMALL
 from rocketstore import (
     CorruptedError,
+    FlushDiskType,
     GetStatus,
     MessageExt,
     MessageStore,
@@ -215,6 +216,20 @@ def test_a_level_above_the_configured_ones_is_clamped_to_the_last(
     wait_rounds(store)
     [copy] = read_all(store, "orders", 0)
     assert copy.properties["DELAY"] == "2"
+
+
+def test_sync_flush_copies_are_delivered_and_visible(opener: Any, clock: Clock) -> None:
+    # Under SYNC_FLUSH consumers see only flushed records: the copies of a
+    # batch are flushed before the step returns, with no put to push them.
+    store = opener(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    for i in range(3):
+        assert store.put("orders", b"s%d" % i, 0, properties={"UNIQ_KEY": f"Y{i}"},
+                         delay_level=1).ok
+    clock.ms += 1500
+    wait_rounds(store)
+    got = read_all(store, "orders", 0)
+    assert [m.properties["UNIQ_KEY"] for m in got] == ["Y0", "Y1", "Y2"]
+    assert store.flushed_offset >= got[-1].commit_log_offset + got[-1].store_size
 
 
 def test_many_due_messages_are_delivered_in_batches_in_order(
