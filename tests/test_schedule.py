@@ -427,6 +427,7 @@ def _run_child(store_path: str, n: int, mode: str, persist_ms: int) -> None:
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        proc.stdout.close()
 
 
 def _copies_after_reopen(opener: Any, n: int) -> Counter[str]:
