@@ -40,6 +40,7 @@ class FakeResult:
     min_offset: int
     max_offset: int
     messages: list[FakeMsg]
+    damaged: int = 0
 
 
 class FakeStore:

@@ -575,6 +575,10 @@ def pull_all(store: MessageStore, queue_id: int, limit: int = 10_000) -> list[An
 
 
 def test_garbage_in_an_old_segment_never_crashes_a_read(store_path: str) -> None:
+    """Garbage outside the recovery scan: no read crashes or serves an altered
+    body. A record partly overwritten is damaged: ``look_message_*`` and
+    ``query_message`` raise CorruptedError naming file and offset; pulls and
+    consumers skip it and count it, and queue offsets stay dense."""
     acked = make_store(store_path, 300)  # 5 segments
     files = sorted((Path(store_path) / "commitlog").iterdir())
     assert len(files) >= 5
@@ -589,34 +593,71 @@ def test_garbage_in_an_old_segment_never_crashes_a_read(store_path: str) -> None
     }
     assert damaged
 
+    def look(off: int) -> Any:
+        try:
+            return store.look_message_by_offset(off)
+        except CorruptedError as e:
+            assert files[1].name in str(e) and f"offset {off}" in str(e), str(e)
+            return e
+
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
         assert store.recovery_report is not None
         assert store.recovery_report.mode == "normal"
         assert store.is_writeable
-        # Any offset inside the garbage: None (or a genuine record), never a crash.
+        # Any offset inside the garbage: None, a genuine record, or an error
+        # naming the file and offset -- never a crash, never an altered body.
         by_offset = {r.wrote_offset: i for i, r in enumerate(acked)}
         for off in range(lo - 200, hi + 200):
-            m = store.look_message_by_offset(off)
-            if m is not None:
+            m = look(off)
+            if m is not None and not isinstance(m, CorruptedError):
                 assert off in by_offset, f"a message was read at {off}, where no record starts"
                 i = by_offset[off]
                 assert i not in damaged and m.body == body_of(i, 1000)
+        raised = 0
         for i, r in enumerate(acked):
-            m = store.look_message_by_offset(r.wrote_offset)
+            m = look(r.wrote_offset)
             if i in damaged:
-                assert m is None, f"damaged record {i} was returned"
+                assert m is None or isinstance(m, CorruptedError), f"damaged record {i} served"
+                raised += isinstance(m, CorruptedError)
             else:
-                assert m is not None and m.body == body_of(i, 1000)
-        # Pulls skip the damaged records (RocketMQ treats them like a removed
-        # file) and return only intact messages.
+                assert m is not None and not isinstance(m, CorruptedError)
+                assert m.body == body_of(i, 1000)
+        # The record the garbage starts in keeps its header: it is reported.
+        assert raised >= 1
+        # Pulls skip the damaged records and count them; every queue offset
+        # is either served intact or counted.
+        skipped = 0
         for q in (0, 1):
-            for m in pull_all(store, q):
-                i = int(m.body[1:6])
-                assert i not in damaged and m.body == body_of(i, 1000)
-                assert m.commit_log_offset == acked[i].wrote_offset
-        # Key queries return intact messages only.
-        for i in [*sorted(damaged)[:2], 0, 299]:
-            got = store.query_message("topic", f"key{i}")
+            offset, n = 0, store.get_max_offset_in_queue("topic", q)
+            served = []
+            while offset < n:
+                g = store.get_message("g", "topic", q, offset, 32)
+                assert g.next_begin_offset == offset + len(g.messages) + g.damaged, g
+                for m in g.messages:
+                    i = int(m.body[1:6])
+                    assert i not in damaged and m.body == body_of(i, 1000)
+                    assert m.commit_log_offset == acked[i].wrote_offset
+                    served.append(m.queue_offset)
+                skipped += g.damaged
+                offset = g.next_begin_offset
+            assert served == [
+                acked[i].queue_offset for i in range(q, 300, 2) if i not in damaged
+            ]
+        assert skipped == len(damaged)
+        with store.consumer("c", "topic") as consumer:
+            got = []
+            while batch := consumer.poll(timeout=0.5, max_messages=500):
+                got += batch
+            assert sorted(int(m.body[1:6]) for m in got) == sorted(set(range(300)) - damaged)
+            assert all(m.body == body_of(int(m.body[1:6]), 1000) for m in got)
+            assert consumer.damaged == len(damaged)
+        # Key queries: intact messages, or an error naming the damaged record.
+        for i in [*sorted(damaged), 0, 299]:
+            try:
+                got = store.query_message("topic", f"key{i}")
+            except CorruptedError as e:
+                assert i in damaged and files[1].name in str(e), (i, str(e))
+                continue
             assert [m.body for m in got] == ([] if i in damaged else [body_of(i, 1000)])
         r = store.put("topic", b"after", queue_id=0)
         assert r.status is PutStatus.PUT_OK

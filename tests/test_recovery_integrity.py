@@ -287,9 +287,13 @@ def test_flipped_bit_after_kill_is_refused_then_skipped(tmp_path: Path) -> None:
         assert [(d[0], d[1]) for d in rep.damaged] == [(acks[100][0], acks[101][0])]
         assert rep.end_offset == acks[-1][0] + size and rep.bytes_truncated == 0
         for i, (off, _qoff) in enumerate(acks):
+            if i == 100:
+                # A lookup of the skipped record names it instead of serving it.
+                with pytest.raises(CorruptedError, match=f"offset {off}"):
+                    store.look_message_by_offset(off)
+                continue
             m = store.look_message_by_offset(off)
-            if i != 100:
-                assert m is not None and m.body == body_of(i), i
+            assert m is not None and m.body == body_of(i), i
         pulled, damaged, offset = [], 0, 0
         while True:
             g = store.get_message("g", TOPIC, 0, offset, 32)

@@ -82,6 +82,10 @@ class GetResultLike(Protocol):
     @property
     def max_offset(self) -> int: ...
     @property
+    def damaged(self) -> int:
+        """Messages skipped because their record is damaged."""
+        ...
+    @property
     def messages(self) -> Sequence[MessageExt]: ...
 
 
@@ -231,7 +235,7 @@ class Consumer:
         self._assignment: list[int] = []
         self._assign_seq: int | None = None
         self._rr = 0
-        # Damaged records (skipped by recovery) the pulls passed over.
+        # Damaged records the pulls passed over (see `damaged`).
         self._damaged = 0
         self._refresh(store.dispatch_seq, initial=True)
 
@@ -240,12 +244,6 @@ class Consumer:
     @property
     def group(self) -> str:
         return self._group
-
-    @property
-    def damaged(self) -> int:
-        """Damaged records passed over so far (recovery skipped them, see
-        ``StoreConfig.on_corruption``); their offsets are never delivered."""
-        return self._damaged
 
     @property
     def topic(self) -> str:
@@ -258,6 +256,16 @@ class Consumer:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def damaged(self) -> int:
+        """Messages this consumer skipped because their record is damaged.
+
+        A damaged record (body CRC or size fields wrong, or in a range that
+        recovery skipped, see ``StoreConfig.on_corruption``) is never
+        delivered; the position moves past it and the store logs it once.
+        """
+        return self._damaged
 
     # -- assignment -------------------------------------------------------------
 
@@ -335,14 +343,11 @@ class Consumer:
                     break
                 pos = self._fetch_pos[q]
                 r = store.get_message(group, topic, q, pos, min(budget, share), tags)
-                damaged = getattr(r, "damaged", 0)
-                if damaged:
-                    if not self._damaged:
-                        log.warning("consumer %s: %s/%d: skipping damaged records from "
-                                    "offset %d", group, topic, q, pos)
-                    self._damaged += damaged
                 msgs = r.messages
                 nxt = r.next_begin_offset
+                damaged = r.damaged
+                if damaged:
+                    self._damaged += damaged
                 if msgs:
                     buf = self._buffer
                     for m in msgs:

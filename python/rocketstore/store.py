@@ -460,11 +460,22 @@ class MessageStore:
     # -- reads -------------------------------------------------------------
 
     def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
-        """The message whose record starts at CommitLog offset ``phy_offset``."""
+        """The message whose record starts at CommitLog offset ``phy_offset``.
+
+        ``None`` when no record starts there.
+
+        Raises:
+            CorruptedError: the record there is damaged (its body CRC or its
+                size fields do not match); the message names file and offset.
+        """
         return self._n.look_message_by_offset(phy_offset)
 
     def look_message_by_id(self, msg_id: str) -> MessageExt | None:
-        """The message with offset message id ``msg_id`` (as in :attr:`PutResult.msg_id`)."""
+        """The message with offset message id ``msg_id`` (as in :attr:`PutResult.msg_id`).
+
+        Raises:
+            CorruptedError: the record is damaged (see :meth:`look_message_by_offset`).
+        """
         return self._n.look_message_by_id(msg_id)
 
     def queue_offset_table(self) -> dict[tuple[str, int], int]:
@@ -496,6 +507,15 @@ class MessageStore:
         ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
         ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
         unknown queue reads as an empty one (and nothing is created on disk).
+        ``OFFSET_FOUND_NULL`` with ``next_begin_offset == offset`` means the
+        message there is not readable yet: pull again.
+
+        Every message's body CRC is checked: a damaged record is skipped,
+        counted in the result's ``damaged`` and logged once; it is never
+        served, and ``next_begin_offset`` moves past it (offsets stay dense).
+
+        On a read-only store, a pull that reaches the end of what this
+        process knows of the queue first picks up what the writer appended.
 
         Raises:
             ValueError: ``topic`` breaks the topic rule (letters, digits and
@@ -547,6 +567,10 @@ class MessageStore:
 
         Only messages really carrying the key are returned (index hash
         collisions are filtered out); at most ``min(max_num, max_msgs_num_batch)``.
+
+        Raises:
+            CorruptedError: a record the index points at is damaged (the
+                message names file and offset).
         """
         return self._n.query_message(topic, key, max_num, begin_timestamp, end_timestamp)
 

@@ -819,6 +819,29 @@ impl ConsumeQueue {
         Ok(self.max_offset_in_queue())
     }
 
+    /// Read-only queues: true when the writer may have appended since the
+    /// last [`ConsumeQueue::refresh`] (a unit is published past the known
+    /// end, the next file exists, or no file is known), so a refresh is due.
+    /// Costs one unit read, or one `stat` when the last file is full.
+    pub fn may_have_grown(&self) -> bool {
+        if self.mfq.is_writable() {
+            return false;
+        }
+        let Some(last) = self.mfq.last_file() else {
+            return true;
+        };
+        let pos = last.wrote_position();
+        match last.raw().get(pos..pos + CQ_UNIT_SIZE) {
+            Some(unit) => CqUnit::decode_published(unit).is_some_and(|u| u.is_valid()),
+            None => {
+                let next = last.file_from_offset() + self.file_size as u64;
+                self.dir()
+                    .join(crate::mapped_file::file_name(next))
+                    .exists()
+            }
+        }
+    }
+
     /// Logical offset of the message stored nearest to `timestamp` (RocketMQ
     /// 4.9.8 `getOffsetInQueueByTime`, SPEC §2.4): picks the first file
     /// modified at or after `timestamp` (else the last), binary-searches its

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use rustc_hash::FxHashSet;
 
 use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
 use crate::checkpoint::{Checkpoint, DurableMark};
 use crate::commitlog::{
     CommitLog, CommitLogConfig, Damage, DamagePolicy, DurableBound, Prepared, PutOutcome,
-    PutStatus, Refused, ScanReport,
+    PutStatus, RecordRead, Refused, ScanReport,
 };
 use crate::consume_queue::{ConsumeQueue, CqHole, CqUnit};
 use crate::cq_table::ConsumeQueueTable;
@@ -28,7 +29,9 @@ use crate::index_file::IndexStore;
 use crate::lock::{fork_generation, StoreLock};
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::message::{find_property, props, MessageSpec, RecordView};
-use crate::reader::{get_message, total_physical_memory, GetResult, TagFilter, TransferLimits};
+use crate::reader::{
+    get_message, total_physical_memory, Damage as UnitDamage, GetResult, TagFilter, TransferLimits,
+};
 
 /// Default CommitLog segment size for a new store (1 GiB).
 pub const DEFAULT_COMMIT_LOG_FILE_SIZE: usize = 1 << 30;
@@ -112,6 +115,11 @@ pub struct Store {
     /// reads do not wait for it again.
     vis_abandoned: AtomicU64,
     vis: VisibilityStats,
+    /// CommitLog offsets of damaged records already logged (each is logged once).
+    damage_logged: Mutex<FxHashSet<i64>>,
+    /// Read-only stores: when a pull last looked for new queues (µs since `opened`).
+    last_follow_us: AtomicU64,
+    opened: Instant,
     /// The process's fork generation at open: a different value means this
     /// is a copy inherited by a forked child, whose threads do not exist and
     /// whose files belong to the parent.
@@ -132,6 +140,13 @@ pub struct VisibilityStats {
     /// ... of which gave up at once because dispatch or flushing failed.
     pub failed: AtomicU64,
 }
+/// Damaged records remembered for "log once"; beyond this many, new ones are
+/// still logged but no longer remembered.
+const DAMAGE_LOG_MEMORY: usize = 65_536;
+
+/// Read-only stores: least time between two looks for new queue
+/// directories made by pulls of an unknown queue.
+const FOLLOW_NEW_QUEUES_EVERY: Duration = Duration::from_millis(5);
 
 fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
     let files = list_segment_files(&opts.commit_log_dir)?;
@@ -308,6 +323,9 @@ impl Store {
             acked_end: AtomicU64::new(0),
             vis_abandoned: AtomicU64::new(0),
             vis: VisibilityStats::default(),
+            damage_logged: Mutex::new(FxHashSet::default()),
+            last_follow_us: AtomicU64::new(0),
+            opened: Instant::now(),
             fork_generation: fork_generation(),
         })
     }
@@ -542,14 +560,18 @@ impl Store {
     /// True when the CommitLog record a unit points at is this queue's
     /// message at logical offset `idx`.
     fn unit_matches_record(&self, q: &ConsumeQueue, u: &CqUnit, idx: i64) -> bool {
-        self.commitlog
-            .read_record_sized(u.phy_offset, u.size)
-            .is_some_and(|(v, raw)| {
+        let Ok(at) = u64::try_from(u.phy_offset) else {
+            return false;
+        };
+        match self.commitlog.read_checked(at) {
+            RecordRead::Found(v, raw) if v.total_size as i64 == u.size as i64 => {
                 (v.queue_id == q.queue_id()
                     && v.queue_offset == idx
                     && &raw[v.topic.clone()] == q.topic().as_bytes())
                     || find_property(&raw[v.properties.clone()], "INNER_MULTI_DISPATCH").is_some()
-            })
+            }
+            _ => false,
+        }
     }
 
     /// Rebuilds the units of `holes` from the CommitLog records between each
@@ -1137,15 +1159,94 @@ impl Store {
         self.check_open()?;
         self.await_visible()?;
         let filter = tags.and_then(TagFilter::new);
-        let cq = self.cqs.get(topic, queue_id);
-        Ok(get_message(
+        let mut cq = self.cqs.get(topic, queue_id);
+        let follow = self.opts.read_only;
+        if follow
+            && cq
+                .as_ref()
+                .map_or(true, |q| offset >= q.max_offset_in_queue())
+        {
+            cq = self.follow_queue(topic, queue_id, cq)?;
+        }
+        let r = get_message(
             &self.commitlog,
             cq.as_ref(),
             offset,
             max_msgs,
             filter.as_ref(),
             &self.limits,
-        ))
+            follow,
+        );
+        if !r.damaged.is_empty() {
+            self.log_damage(topic, queue_id, &r.damaged);
+        }
+        Ok(r)
+    }
+
+    /// Read-only stores: a pull that reached the end of what this process
+    /// knows of a queue first picks up what the writer appended to it (a
+    /// queue unknown here: new queue directories, at most every 5 ms).
+    fn follow_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        cq: Option<Arc<ConsumeQueue>>,
+    ) -> Result<Option<Arc<ConsumeQueue>>> {
+        if let Some(q) = cq {
+            if q.may_have_grown() {
+                let before = q.max_offset_in_queue();
+                if q.refresh()? != before {
+                    self.dispatcher.bump_seq();
+                }
+            }
+            return Ok(Some(q));
+        }
+        let now = self.opened.elapsed().as_micros() as u64;
+        let last = self.last_follow_us.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= FOLLOW_NEW_QUEUES_EVERY.as_micros() as u64
+            && self
+                .last_follow_us
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.refresh()?;
+        }
+        Ok(self.cqs.get(topic, queue_id))
+    }
+
+    /// Logs each damaged record a pull skipped, once per record.
+    fn log_damage(&self, topic: &str, queue_id: i32, damaged: &[UnitDamage]) {
+        let mut seen = self.damage_logged.lock();
+        for d in damaged {
+            if seen.contains(&d.phy_offset) {
+                continue;
+            }
+            if seen.len() < DAMAGE_LOG_MEMORY {
+                seen.insert(d.phy_offset);
+            }
+            let file = d.path.as_ref().map_or_else(
+                || "no CommitLog file".to_owned(),
+                |p| p.display().to_string(),
+            );
+            log::warn!(
+                "skipped a damaged message of {topic}/{queue_id} at queue offset {}: \
+                 {} ({file}, CommitLog offset {})",
+                d.queue_offset,
+                d.reason,
+                d.phy_offset
+            );
+        }
+    }
+
+    /// The message whose record starts at CommitLog offset `phy`, as a read
+    /// sees it: after acknowledged puts became visible, and only below the
+    /// visibility horizon; `None` when no record starts there. A damaged
+    /// record (body CRC, size fields) is an error naming its file and
+    /// offset, never a message.
+    pub fn look_message_by_offset(&self, phy: u64) -> Result<Option<(RecordView, Vec<u8>)>> {
+        self.check_open()?;
+        self.await_visible()?;
+        self.read_visible_record(phy, self.visible_end())
     }
 
     /// Messages carrying `key` in `[begin, end]`, ascending by offset, hash
@@ -1183,7 +1284,7 @@ impl Store {
                 if out.iter().any(|(v, _)| v.physical_offset == off as i64) {
                     continue;
                 }
-                if let Some((v, raw)) = self.read_visible_record(off, visible) {
+                if let Some((v, raw)) = self.read_visible_record(off, visible)? {
                     if carries_key(&v, &raw, topic, key) {
                         out.push((v, raw));
                     }
@@ -1212,19 +1313,22 @@ impl Store {
     }
 
     /// The record at `offset`, if it lies wholly below the visibility
-    /// horizon `visible` (see [`Store::visible_end`]).
-    pub fn read_visible_record(&self, offset: u64, visible: u64) -> Option<(RecordView, Vec<u8>)> {
-        self.commitlog
-            .read_record(offset)
-            .filter(|(v, _)| offset + v.total_size as u64 <= visible)
-    }
-
-    /// The record at `offset` as a read sees it: after acknowledged puts
-    /// became visible, and only below the visibility horizon.
-    pub fn look_message(&self, offset: u64) -> Result<Option<(RecordView, Vec<u8>)>> {
-        self.check_open()?;
-        self.await_visible()?;
-        Ok(self.read_visible_record(offset, self.visible_end()))
+    /// horizon `visible` (see [`Store::visible_end`]); a damaged record is an
+    /// error naming its file and offset.
+    pub fn read_visible_record(
+        &self,
+        offset: u64,
+        visible: u64,
+    ) -> Result<Option<(RecordView, Vec<u8>)>> {
+        match self.commitlog.read_checked(offset) {
+            RecordRead::Found(v, raw) => {
+                Ok(Some((v, raw)).filter(|(v, _)| offset + v.total_size as u64 <= visible))
+            }
+            RecordRead::Damaged { path, reason } => {
+                Err(StoreError::corrupted(path, offset, reason))
+            }
+            RecordRead::NoFile | RecordRead::NotYet | RecordRead::NoRecord => Ok(None),
+        }
     }
 
     /// Read-only stores: follows the writer (new files, new records, new
@@ -1234,12 +1338,14 @@ impl Store {
         if !self.opts.read_only {
             return Ok(false);
         }
-        self.commitlog.refresh()?;
+        let log_moved = self.commitlog.refresh()?;
         if let Some(i) = &self.index {
             i.refresh()?;
         }
         let changed = self.cqs.refresh()?;
-        if changed {
+        // The CommitLog moving alone also wakes waiters: a pull that stopped
+        // before a unit whose CommitLog file was not adopted yet retries.
+        if changed || log_moved {
             self.dispatcher.bump_seq();
         }
         Ok(changed)

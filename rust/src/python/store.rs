@@ -185,9 +185,11 @@ pub struct PyGetResult {
     min_offset: i64,
     #[pyo3(get)]
     max_offset: i64,
-    /// Damaged records (skipped by recovery) this pull passed over.
+    /// Messages skipped because their record is damaged (body CRC, size
+    /// fields, or not the message its queue unit names); they are never
+    /// served, and `next_begin_offset` moves past them.
     #[pyo3(get)]
-    damaged: u64,
+    damaged: usize,
     messages: Py<PyList>,
 }
 
@@ -208,12 +210,17 @@ impl PyGetResult {
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
-            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>)",
+            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>{})",
             self.status(py)?.bind(py).str()?,
             self.next_begin_offset,
             self.min_offset,
             self.max_offset,
-            self.messages.bind(py).len()
+            self.messages.bind(py).len(),
+            if self.damaged > 0 {
+                format!(", damaged={}", self.damaged)
+            } else {
+                String::new()
+            }
         ))
     }
 }
@@ -490,7 +497,7 @@ impl PyStore {
             }
             self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || store.look_message(offset as u64))?;
+            let r = nogil(py, || store.look_message_by_offset(offset as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
         })
     }
@@ -514,7 +521,7 @@ impl PyStore {
             }
             self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || store.look_message(off as u64))?;
+            let r = nogil(py, || store.look_message_by_offset(off as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view })
                 .filter(|m| m.view.store_host == host))
         })
@@ -769,7 +776,7 @@ impl PyStore {
                 next_begin_offset: r.next_begin_offset,
                 min_offset: r.min_offset,
                 max_offset: r.max_offset,
-                damaged: r.damaged,
+                damaged: r.damaged.len(),
                 messages: list.unbind(),
             })
         })
