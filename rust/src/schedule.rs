@@ -14,7 +14,7 @@
 //! again; its consume-queue tag code is the hash of `TAGS` (dispatch computes
 //! it as for any message outside `SCHEDULE_TOPIC_XXXX`).
 
-use crate::commitlog::PutStatus;
+use crate::commitlog::{PutStatus, RecordRead};
 use crate::error::{Result, StoreError};
 use crate::message::{find_property, props, MessageSpec, RecordView, SCHEDULE_TOPIC};
 use crate::ratelog::RateLimited;
@@ -171,12 +171,28 @@ pub fn deliver_due(
                 step.due_at = at;
                 break 'gather;
             }
-            let item = match commitlog.read_record_sized(u.phy_offset, u.size) {
-                None => {
+            let read = match u64::try_from(u.phy_offset) {
+                Ok(phy) => commitlog.read_checked(phy),
+                Err(_) => RecordRead::NoRecord,
+            };
+            let found = match read {
+                RecordRead::Found(v, raw) if v.total_size as i64 == u.size as i64 => Ok((v, raw)),
+                RecordRead::Found(..) => Err("its unit's size differs from the record's".into()),
+                // Written but not readable yet: try again next time.
+                RecordRead::NotYet => break 'gather,
+                RecordRead::NoFile => Err("its CommitLog file is gone".to_string()),
+                RecordRead::NoRecord => Err("no record starts at its offset".to_string()),
+                RecordRead::Damaged { path, reason } => Err(format!(
+                    "the record is damaged ({reason}) in {}",
+                    path.display()
+                )),
+            };
+            let item = match found {
+                Err(why) => {
                     DROPPED.log(log::Level::Warn, || {
                         format!(
                             "delayed message at {SCHEDULE_TOPIC} queue {} offset {offset} \
-                             (CommitLog offset {}) cannot be read; it is not delivered",
+                             (CommitLog offset {}) cannot be read: {why}; it is not delivered",
                             level - 1,
                             u.phy_offset
                         )
@@ -184,7 +200,7 @@ pub fn deliver_due(
                     step.dropped += 1;
                     Item::Skip
                 }
-                Some((view, raw)) => match real_destination(&view, &raw) {
+                Ok((view, raw)) => match real_destination(&view, &raw) {
                     Ok((topic, qid)) => {
                         puts += 1;
                         Item::Put(Box::new(Parked {
