@@ -1,6 +1,7 @@
 """Type stubs of the private native module (kept in step with rust/src/python)."""
 
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Sequence
 from os import PathLike
 from typing import Any, final
 
@@ -10,6 +11,7 @@ from rocketstore.enums import GetStatus, PutStatus
 _BytesLike = bytes | bytearray | memoryview
 
 __all__ = [
+    "BatchPutResult",
     "GetMessageResult",
     "Message",
     "MessageExt",
@@ -95,6 +97,29 @@ class PutResult:
     def msg_id(self) -> str: ...
     @property
     def reason(self) -> str | None: ...
+
+@final
+class BatchPutResult:
+    @property
+    def status(self) -> PutStatus: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def wrote_offset(self) -> int: ...
+    @property
+    def queue_offset(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def wrote_bytes(self) -> int: ...
+    @property
+    def store_timestamp(self) -> int: ...
+    @property
+    def offsets(self) -> array[int] | None: ...
+    def msg_ids(self) -> list[str]: ...
+    def __len__(self) -> int: ...
 
 @final
 class MessageExt:
@@ -211,6 +236,17 @@ class NativeStore:
     ) -> PutResult: ...
     def put_message(self, msg: Message) -> PutResult: ...
     def put_messages(self, msgs: Iterable[Message]) -> list[PutResult]: ...
+    def put_batch(
+        self,
+        topic: str,
+        bodies: Iterable[bytes | bytearray | memoryview],
+        queue_id: int = 0,
+        *,
+        keys: Sequence[Sequence[str] | str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        properties: Sequence[dict[str, str] | None] | None = None,
+        return_offsets: bool = False,
+    ) -> BatchPutResult: ...
     def look_message_by_offset(self, offset: int) -> MessageExt | None: ...
     def look_message_by_id(self, msg_id: str) -> MessageExt | None: ...
     @property

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _native
 from rocketstore._logging import ensure_log_pump, pump_now
-from rocketstore._native import GetMessageResult, Message, MessageExt, NativeStore, PutResult
+from rocketstore._native import (
+    BatchPutResult,
+    GetMessageResult,
+    Message,
+    MessageExt,
+    NativeStore,
+    PutResult,
+)
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
@@ -53,6 +60,7 @@ _FAST_METHODS = (
     "put",
     "put_message",
     "put_messages",
+    "put_batch",
     "look_message_by_offset",
     "get_max_offset_in_queue",
     "get_min_offset_in_queue",
@@ -448,6 +456,38 @@ class MessageStore:
         written.
         """
         return self._n.put_messages(msgs)
+
+    def put_batch(
+        self,
+        topic: str,
+        bodies: Iterable[bytes | bytearray | memoryview],
+        queue_id: int = 0,
+        *,
+        keys: Sequence[Sequence[str] | str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        properties: Sequence[dict[str, str] | None] | None = None,
+        return_offsets: bool = False,
+    ) -> BatchPutResult:
+        """Append many bodies to one topic and queue; one result for the batch.
+
+        Bodies are bytes-like objects, read in place (no copy into Python
+        objects) and encoded straight into the CommitLog. ``keys``, ``tags``
+        and ``properties``, when given, hold one item (or None) per body.
+
+        All or nothing: every message is checked before any is written, and
+        one refused message refuses the batch (``result.reason`` names its
+        index). Queue offsets are consecutive from ``result.queue_offset``.
+        With ``return_offsets=True``, ``result.offsets`` is an ``array('q')``
+        of each message's CommitLog offset and ``result.msg_ids()`` their
+        offset message ids. Under SYNC_FLUSH the call waits once, for the
+        whole batch. A batch may span CommitLog files; between files other
+        writers get their turn. Delayed messages cannot be batched.
+
+        If a new CommitLog file cannot be created mid-batch, the result has
+        that status and ``count`` says how many messages were written.
+        """
+        return self._n.put_batch(topic, bodies, queue_id, keys=keys, tags=tags,
+                                 properties=properties, return_offsets=return_offsets)
 
     def put(
         self,

@@ -9,6 +9,7 @@
 
 pub mod allocate;
 pub mod checkpoint;
+pub mod clock;
 pub mod commitlog;
 pub mod consume_queue;
 pub mod cq_table;

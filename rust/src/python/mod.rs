@@ -65,6 +65,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
+    m.add_class::<types::PyBatchPutResult>()?;
     m.add_class::<types::PyMessageExt>()?;
     m.add_class::<store::PyGetResult>()?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;

@@ -5,17 +5,19 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use std::time::{Duration, Instant};
 
-use crate::commitlog::{now_ms, PutOutcome, Refused};
+use crate::commitlog::{BatchInput, PutOutcome, PutStatus, Refused};
 use crate::consume_queue::ConsumeQueue;
 use crate::flush::FlushConfig;
 use crate::message::{
     decode_msg_id, is_valid_topic, parse_delay_levels, topic_problem, MessageSpec,
+    PropertiesBuilder,
 };
 use crate::reader::GetStatus;
 use crate::store::{Store, StoreOptions};
@@ -26,8 +28,8 @@ use super::args::{
 };
 use super::gil::{guarded, nogil};
 use super::types::{
-    build_properties, check_queue_id, get_status_obj, parse_host, queue_id_arg, PyMessage,
-    PyMessageExt, PyPutResult, DEFAULT_BORN_HOST,
+    build_properties, build_properties_into, check_queue_id, get_status_obj, parse_host,
+    queue_id_arg, PyBatchPutResult, PyMessage, PyMessageExt, PyPutResult, DEFAULT_BORN_HOST,
 };
 
 /// The engine store (private; use `rocketstore.MessageStore`).
@@ -37,6 +39,12 @@ pub struct PyStore {
 }
 
 impl PyStore {
+    /// Milliseconds now for born timestamps: the store's cached clock.
+    #[inline]
+    fn now_ms(&self) -> i64 {
+        self.store.commitlog().clock_ms()
+    }
+
     fn result(&self, outcome: PutOutcome) -> PyPutResult {
         PyPutResult {
             outcome,
@@ -76,6 +84,29 @@ impl PyStore {
         };
         Ok(self.result(out))
     }
+}
+
+/// The items of a per-message argument of `put_batch`, which must have one
+/// item per body.
+fn per_message<'py>(
+    what: &str,
+    seq: &Option<Bound<'py, PyAny>>,
+    n: usize,
+) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+    let Some(seq) = seq else { return Ok(None) };
+    let v: Vec<Bound<'py, PyAny>> = seq
+        .try_iter()
+        .map_err(|_| {
+            PyTypeError::new_err(format!("{what} must be a sequence with one item per body"))
+        })?
+        .collect::<PyResult<_>>()?;
+    if v.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "{what} has {} items for {n} bodies",
+            v.len()
+        )));
+    }
+    Ok(Some(v))
 }
 
 /// A `tags` argument of a read: None, or an iterable of str.
@@ -415,7 +446,7 @@ impl PyStore {
                 queue_id,
                 flag,
                 sys_flag,
-                born_timestamp: born_timestamp.unwrap_or_else(now_ms),
+                born_timestamp: born_timestamp.unwrap_or_else(|| self.now_ms()),
                 born_host,
                 reconsume_times: 0,
                 prepared_transaction_offset: 0,
@@ -433,7 +464,7 @@ impl PyStore {
                 .downcast::<PyMessage>()
                 .map_err(|_| PyTypeError::new_err("put_message takes a rocketstore.Message"))?;
             let m = m.get();
-            match m.spec(py, now_ms()) {
+            match m.spec(py, self.now_ms()) {
                 Ok(spec) => self.put_spec(py, spec),
                 Err(refused) => self.refuse_illegal(refused),
             }
@@ -458,7 +489,7 @@ impl PyStore {
                 })?;
                 held.push(m);
             }
-            let now = now_ms();
+            let now = self.now_ms();
             // Borrowed views only (no per-batch copies): topic and body are
             // immutable Python objects kept alive by `held`.
             let parts: Vec<Parts<'_>> = held
@@ -480,6 +511,208 @@ impl PyStore {
                 list.append(Bound::new(py, self.result(o))?)?;
             }
             Ok(list)
+        })
+    }
+
+    /// Puts many bodies to one topic and queue: all or nothing, one result.
+    #[pyo3(signature = (topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_batch(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        bodies: &Bound<'_, PyAny>,
+        queue_id: i64,
+        keys: Option<Bound<'_, PyAny>>,
+        tags: Option<Bound<'_, PyAny>>,
+        properties: Option<Bound<'_, PyAny>>,
+        return_offsets: bool,
+    ) -> PyResult<PyBatchPutResult> {
+        guarded(|| {
+            let queue_id = check_queue_id(queue_id)?;
+            if bodies.is_instance_of::<PyBytes>() || bodies.is_instance_of::<PyString>() {
+                return Err(PyTypeError::new_err(
+                    "put_batch takes a sequence of bodies, not one body",
+                ));
+            }
+            let items: Vec<Bound<'_, PyAny>> = bodies
+                .try_iter()
+                .map_err(|_| {
+                    PyTypeError::new_err("bodies must be a sequence of bytes-like objects")
+                })?
+                .collect::<PyResult<_>>()?;
+            let n = items.len();
+            // Bodies are borrowed, not copied: bytes directly, other
+            // bytes-like objects through the buffer protocol (the buffers
+            // stay exported, so they cannot be resized, until the put ends).
+            let mut buffers: Vec<PyBuffer<u8>> = Vec::new();
+            let mut bytes_at: Vec<Option<usize>> = Vec::with_capacity(n);
+            for (i, item) in items.iter().enumerate() {
+                if item.is_instance_of::<PyBytes>() {
+                    bytes_at.push(None);
+                    continue;
+                }
+                let buf = PyBuffer::<u8>::get(item).map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "body {i} must be bytes-like (bytes, bytearray, memoryview of bytes), not {}",
+                        item.get_type().name().map(|s| s.to_string()).unwrap_or_default()
+                    ))
+                })?;
+                if !buf.is_c_contiguous() {
+                    return Err(PyValueError::new_err(format!(
+                        "body {i} is not a contiguous buffer"
+                    )));
+                }
+                bytes_at.push(Some(buffers.len()));
+                buffers.push(buf);
+            }
+            let slices: Vec<&[u8]> = items
+                .iter()
+                .zip(&bytes_at)
+                .map(|(item, at)| match at {
+                    None => item
+                        .downcast::<PyBytes>()
+                        .map(|b| b.as_bytes())
+                        .unwrap_or_default(),
+                    Some(k) => {
+                        let b = &buffers[*k];
+                        // SAFETY: the buffer is exported (kept alive and
+                        // unresizable) until `buffers` drops after the put;
+                        // the record's CRC is computed over the copied bytes,
+                        // so a concurrent change of a mutable buffer cannot
+                        // make the record inconsistent.
+                        unsafe {
+                            std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes())
+                        }
+                    }
+                })
+                .collect();
+            let keys = per_message("keys", &keys, n)?;
+            let tags = per_message("tags", &tags, n)?;
+            let properties = per_message("properties", &properties, n)?;
+            let mut pb = PropertiesBuilder::new();
+            let mut ends: Vec<usize> = Vec::new();
+            let mut illegal: Option<String> = None;
+            if keys.is_some() || tags.is_some() || properties.is_some() {
+                ends.reserve_exact(n);
+                for i in 0..n {
+                    let k = keys.as_ref().map(|v| &v[i]).filter(|o| !o.is_none());
+                    let t = match tags.as_ref().map(|v| &v[i]).filter(|o| !o.is_none()) {
+                        Some(t) => Some(
+                            t.downcast::<PyString>()
+                                .map_err(|_| {
+                                    PyTypeError::new_err(format!("tags[{i}] must be a str or None"))
+                                })?
+                                .to_cow()?,
+                        ),
+                        None => None,
+                    };
+                    let p = match properties.as_ref().map(|v| &v[i]).filter(|o| !o.is_none()) {
+                        Some(p) => Some(
+                            p.downcast::<PyDict>()
+                                .map_err(|_| {
+                                    PyTypeError::new_err(format!(
+                                        "properties[{i}] must be a dict or None"
+                                    ))
+                                })?
+                                .clone(),
+                        ),
+                        None => None,
+                    };
+                    if let Err(m) = build_properties_into(&mut pb, t.as_deref(), k, p.as_ref(), 0)?
+                    {
+                        illegal.get_or_insert_with(|| format!("message {i}: {m}"));
+                    }
+                    ends.push(pb.len());
+                }
+            }
+            let born_timestamp = self.now_ms();
+            let result = |o: Result<
+                crate::commitlog::BatchOutcome,
+                crate::commitlog::BatchRefusal,
+            >|
+             -> PyResult<PyBatchPutResult> {
+                let store_host = self.store.options().store_host;
+                Ok(match o {
+                    Ok(o) => {
+                        let offsets = if return_offsets {
+                            let raw: Vec<u8> =
+                                o.offsets.iter().flat_map(|x| x.to_ne_bytes()).collect();
+                            let array = py.import("array")?.getattr("array")?;
+                            Some(array.call1(("q", PyBytes::new(py, &raw)))?.unbind())
+                        } else {
+                            None
+                        };
+                        PyBatchPutResult {
+                            status: o.status,
+                            reason: (o.status != PutStatus::PutOk).then(|| {
+                                let why = o
+                                    .reason
+                                    .clone()
+                                    .unwrap_or_else(|| format!("{:?}", o.status));
+                                format!("{why} ({} of {n} messages were written)", o.count)
+                            }),
+                            wrote_offset: o.first_offset,
+                            queue_offset: if o.count > 0 {
+                                o.first_queue_offset
+                            } else {
+                                -1
+                            },
+                            count: o.count,
+                            wrote_bytes: o.bytes,
+                            store_timestamp: o.store_timestamp,
+                            offsets,
+                            store_host,
+                        }
+                    }
+                    Err(r) => PyBatchPutResult {
+                        status: r.status,
+                        reason: Some(r.reason),
+                        wrote_offset: -1,
+                        queue_offset: -1,
+                        count: 0,
+                        wrote_bytes: 0,
+                        store_timestamp: 0,
+                        offsets: None,
+                        store_host,
+                    },
+                })
+            };
+            if let Some(m) = illegal {
+                // State errors (closed, read-only) take precedence.
+                self.store
+                    .prepare(MessageSpec {
+                        topic: Cow::Borrowed("x"),
+                        queue_id: 0,
+                        flag: 0,
+                        sys_flag: 0,
+                        born_timestamp: 0,
+                        born_host: DEFAULT_BORN_HOST,
+                        reconsume_times: 0,
+                        prepared_transaction_offset: 0,
+                        body: Cow::Borrowed(b""),
+                        properties: Cow::Borrowed(b""),
+                    })?
+                    .ok();
+                return result(Err(crate::commitlog::BatchRefusal {
+                    status: PutStatus::MessageIllegal,
+                    reason: m,
+                }));
+            }
+            let props = pb.finish();
+            let input = BatchInput {
+                topic,
+                queue_id,
+                flag: 0,
+                born_timestamp,
+                born_host: DEFAULT_BORN_HOST,
+                bodies: &slices,
+                props: &props,
+                props_ends: &ends,
+            };
+            let store = &self.store;
+            let r = nogil(py, || store.put_bodies(&input, return_offsets))?;
+            result(r)
         })
     }
 
