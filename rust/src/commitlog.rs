@@ -1449,7 +1449,7 @@ impl CommitLog {
     /// Bytes of `f` from `pos` that a reader may parse: below the write
     /// position for the writer; for a read-only store (another process
     /// writes) the whole mapped file, whose records are validated as parsed.
-    fn readable<'f>(&self, f: &'f MappedFile, pos: usize) -> Option<&'f [u8]> {
+    pub fn readable<'f>(&self, f: &'f MappedFile, pos: usize) -> Option<&'f [u8]> {
         if self.mfq.is_writable() {
             f.readable_from(pos)
         } else {
