@@ -412,7 +412,8 @@ class DelayOffsets:
     Not thread-safe: the schedule service is its only user.
 
     >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "config", "delayOffset.json")
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, "config", "delayOffset.json")
     >>> offsets = DelayOffsets.load(path)
     >>> offsets.get(1)
     0
@@ -421,6 +422,7 @@ class DelayOffsets:
     (True, False)
     >>> DelayOffsets.load(path).table()
     {1: 6}
+    >>> tmp.cleanup()
     """
 
     FILE_NAME = "delayOffset.json"
