@@ -189,6 +189,8 @@ class MessageStore:
                 cfg.flush_consume_queue_least_pages,
             ),
             sync_flush_timeout_ms=cfg.sync_flush_timeout,
+            warm_mapped_file_enable=cfg.warm_mapped_file_enable,
+            flush_least_pages_when_warm_mapped_file=cfg.flush_least_pages_when_warm_mapped_file,
         )
         try:
             report = RecoveryService(native).recover(cfg.check_crc_on_recover)

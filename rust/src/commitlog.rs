@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
 use crate::error::{Result, StoreError};
-use crate::mapped_file::MappedFile;
+use crate::mapped_file::{MappedFile, Reserve};
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::message::{
     self, body_crc, compressed_body_problem, encode_blank, encode_v1, find_property, parse_record,
@@ -179,6 +179,8 @@ struct PutState {
 
 /// Failed CommitLog file creations (rate-limited log).
 static CREATE_FAILURES: RateLimited = RateLimited::new();
+/// Failed reservations of the next chunk of a CommitLog file (rate-limited).
+static RESERVE_FAILURES: RateLimited = RateLimited::new();
 
 impl From<crate::message::PropertyError> for Refused {
     fn from(e: crate::message::PropertyError) -> Self {
@@ -219,7 +221,12 @@ impl CommitLog {
     /// Loads the CommitLog directory (files marked full; call
     /// [`CommitLog::recover`] next).
     pub fn load(cfg: CommitLogConfig, writable: bool) -> Result<Self> {
-        let (mfq, info) = MappedFileQueue::load(cfg.dir.clone(), cfg.file_size, writable)?;
+        let (mfq, info) = MappedFileQueue::load_with(
+            cfg.dir.clone(),
+            cfg.file_size,
+            writable,
+            Reserve::COMMIT_LOG,
+        )?;
         if let Some(p) = info.extended_short_file {
             log::warn!("extended short CommitLog file {} to full size", p.display());
         }
@@ -487,7 +494,10 @@ impl CommitLog {
                 }
             };
             let from = file.file_from_offset() as i64;
-            let appended = file.append(|tail, at| {
+            // At most the record and the 8 bytes a blank needs are written;
+            // their blocks are reserved first (a chunk at a time). A full
+            // disk fails the put with a status, never a fault.
+            let appended = file.append_reserved(p.len + END_FILE_MIN_BLANK_LENGTH, |tail, at| {
                 if p.len + END_FILE_MIN_BLANK_LENGTH > tail.len() {
                     encode_blank(tail, tail.len());
                     return (tail.len(), None);
@@ -504,7 +514,27 @@ impl CommitLog {
                     ts,
                 );
                 (n, Some(phy))
-            })?;
+            });
+            let appended = match appended {
+                Ok(a) => {
+                    if let Some(n) = RESERVE_FAILURES.reset() {
+                        log::warn!(
+                            "CommitLog space can be reserved again after {n} failed attempts"
+                        );
+                    }
+                    a
+                }
+                Err(e @ StoreError::Io { .. }) => {
+                    RESERVE_FAILURES.log(log::Level::Error, || {
+                        format!("cannot reserve CommitLog space: {e}")
+                    });
+                    return Ok(PutOutcome::rejected(Refused::new(
+                        PutStatus::CreateMappedFileFailed,
+                        format!("cannot reserve space in the CommitLog file: {e}"),
+                    )));
+                }
+                Err(e) => return Err(e),
+            };
             if let Some(phy) = appended {
                 file.set_store_timestamp(ts);
                 if let Some(slot) = slot.as_deref_mut() {

@@ -19,7 +19,16 @@ static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 /// The points the engine checks.
 /// `map_new_file` fails the mapping of a file just created (as an
 /// address-space limit would), after the file was made.
-pub const POINTS: &[&str] = &["msync", "create_file", "map_new_file", "cq_put"];
+/// `reserve` fails reserving disk blocks ahead of a writer (a full disk);
+/// `mlock` fails warm-up's memory lock (RLIMIT_MEMLOCK).
+pub const POINTS: &[&str] = &[
+    "msync",
+    "create_file",
+    "map_new_file",
+    "cq_put",
+    "reserve",
+    "mlock",
+];
 
 /// Arms `name` to fail with `errno` (0 disarms it).
 pub fn set(name: &str, errno: i32) -> bool {

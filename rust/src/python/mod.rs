@@ -32,7 +32,7 @@ fn body_crc(data: &[u8]) -> i32 {
 }
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
-/// "create_file", "map_new_file" or "cq_put". For tests. Returns False for an
+/// "create_file", "map_new_file", "cq_put", "reserve" or "mlock". For tests. Returns False for an
 /// unknown name. Only in builds with the `failpoints` feature.
 #[cfg(feature = "failpoints")]
 #[pyfunction]
