@@ -252,10 +252,24 @@ def test_enospc_on_segment_creation_fails_the_put_cleanly(
     store = opened(flush_disk_type=flush)
     acked = fill_first_segment(store)
     wait_dispatched(store)  # queues and index files exist before the disk "fills"
-    files_before = sorted(os.listdir(Path(store_path) / "commitlog"))
-    assert files_before == [f"{0:020d}"]
-
+    # The next segment was made ahead in the background before the disk
+    # "filled": it takes puts; the one after it cannot be made.
+    wait_for(
+        lambda: len(os.listdir(Path(store_path) / "commitlog")) == 2,
+        10.0,
+        "the next segment was not made ahead",
+    )
     fail_points("create_file", errno.ENOSPC)
+    for _ in range(1000):
+        i = len(acked)
+        r = store.put("topic", body_of(i, 1000), queue_id=i % 2, keys=[f"key{i}"])
+        if r.status is not PutStatus.PUT_OK:
+            assert r.status is PutStatus.CREATE_MAPPED_FILE_FAILED, r.status
+            break
+        acked.append(r)
+    assert SEG <= acked[-1].wrote_offset < 2 * SEG
+    files_before = sorted(os.listdir(Path(store_path) / "commitlog"))
+    assert files_before == [f"{0:020d}", f"{SEG:020d}"]
     for _ in range(3):
         r = store.put("topic", body_of(999, 1000), queue_id=0, keys=["key99999"])
         assert r.status is PutStatus.CREATE_MAPPED_FILE_FAILED, r.status
@@ -276,10 +290,14 @@ def test_enospc_on_segment_creation_fails_the_put_cleanly(
     assert r.status is PutStatus.PUT_OK, r.status
     # The new record starts the next segment; the failed puts consumed no
     # queue offset.
-    assert r.wrote_offset == SEG
+    assert r.wrote_offset == 2 * SEG
     assert r.queue_offset == sum(1 for i in range(n) if i % 2 == n % 2)
     acked.append(r)
-    assert sorted(os.listdir(Path(store_path) / "commitlog")) == [f"{0:020d}", f"{SEG:020d}"]
+    assert sorted(os.listdir(Path(store_path) / "commitlog"))[:3] == [
+        f"{0:020d}",
+        f"{SEG:020d}",
+        f"{2 * SEG:020d}",
+    ]
     assert_all_present(store, acked, size=1000)
     store.flush()
 
@@ -359,22 +377,22 @@ def test_failed_cq_append_stops_writes_and_reopen_rebuilds(
     assert [r.queue_offset for r in more] == [7, 7]
 
 
-def test_enospc_creating_a_cq_file_stops_writes_and_reopen_rebuilds(
+def test_enospc_creating_a_cq_file_stalls_dispatch_until_space_is_back(
     fail_points: Callable[[str, int], None],
     opened: Callable[..., MessageStore],
     store_path: str,
 ) -> None:
-    """The first message of a new queue needs a new ConsumeQueue file."""
+    """The first message of a new queue needs a new ConsumeQueue file. A full
+    disk stalls dispatch (it retries) instead of poisoning the store: the
+    message becomes visible once space is back."""
     store = opened()
     acked = put_ok(store, 4)
     wait_dispatched(store)
     fail_points("create_file", errno.ENOSPC)
     r = store.put("fresh", b"first of its queue", queue_id=5)
     assert r.status is PutStatus.PUT_OK  # the CommitLog segment exists already
-    wait_for(lambda: not store.is_writeable, 5.0, "store not writeable after a CQ create error")
-    why = flags_text(store)
-    assert "No space left on device" in why or "os error 28" in why, why
-    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    time.sleep(0.3)
+    assert store.is_writeable, store.running_flags
     assert store.get_message("g", "fresh", 5, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE
     # Reads of what was dispatched work (dispatch itself is stuck behind "fresh").
     assert store.dispatch_behind_bytes() > 0
@@ -386,10 +404,13 @@ def test_enospc_creating_a_cq_file_stops_writes_and_reopen_rebuilds(
     assert [m.body for m in store.query_message("topic", "key3")] == [body_of(3)]
 
     fail_points("create_file", 0)
+    wait_dispatched(store)
+    g = store.get_message("g", "fresh", 5, 0)
+    assert [m.body for m in g.messages] == [b"first of its queue"]
     err = shutdown_bounded(store)
-    assert err is None or isinstance(err, PoisonedError), repr(err)
+    assert err is None, repr(err)
     again = opened()
-    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    assert again.recovery_report is not None and again.recovery_report.mode == "normal"
     assert again.is_writeable
     wait_dispatched(again)
     g = again.get_message("g", "fresh", 5, 0)
@@ -639,7 +660,12 @@ def test_garbage_in_a_scanned_segment_is_cut_cleanly(store_path: str) -> None:
         assert store.max_phy_offset == victim.wrote_offset
         # Later segments are gone, the cut one is zeroed past the end.
         names = sorted(p.name for p in (Path(store_path) / "commitlog").iterdir())
-        assert names == [f.name for f in files[:3]]
+        # The fourth segment was destroyed; a file of that name may have been
+        # made ahead again since, holding none of the old bytes.
+        made_ahead = f"{3 * SEG:020d}"
+        assert [n for n in names if n != made_ahead] == [f.name for f in files[:3]]
+        if made_ahead in names:
+            assert (Path(store_path) / "commitlog" / made_ahead).read_bytes() == bytes(SEG)
         survivors = acked[:victim_i]
         assert_all_present(store, survivors, size=1000)
         for q in (0, 1):
