@@ -104,7 +104,12 @@ fn us(d: Duration) -> String {
 /// files, pacing the producer so the allocator (a background thread) is not
 /// starved of the CPU; returns (all latencies, latencies of the puts that
 /// rolled into a new file).
-fn roll_run(segment: usize, rolls: usize, preallocate: bool, warm: bool) -> (Vec<Duration>, Vec<Duration>) {
+fn roll_run(
+    segment: usize,
+    rolls: usize,
+    preallocate: bool,
+    warm: bool,
+) -> (Vec<Duration>, Vec<Duration>) {
     let dir = tempfile::tempdir_in(base_dir()).unwrap();
     let store = open(dir.path(), segment, false, preallocate, warm);
     let body = vec![b'r'; 1024];
@@ -131,7 +136,9 @@ fn roll_run(segment: usize, rolls: usize, preallocate: bool, warm: bool) -> (Vec
         i += 1;
         // ~ a producer writing 100 MB/s, one segment per (segment / 100 MB) s.
         if i % 256 == 0 {
-            std::thread::sleep(Duration::from_micros((256 * 1024 * 1_000_000 / (100 << 20)) as u64));
+            std::thread::sleep(Duration::from_micros(
+                (256 * 1024 * 1_000_000 / (100 << 20)) as u64,
+            ));
         }
     }
     store.shutdown().unwrap();
@@ -144,7 +151,10 @@ fn bench_roll() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(64)
         << 20;
-    let rolls: usize = std::env::var("ROLLS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+    let rolls: usize = std::env::var("ROLLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
     println!(
         "## put latency across {rolls} CommitLog rolls ({} MiB segments, 1 KiB bodies, ASYNC_FLUSH)",
         segment >> 20
@@ -183,8 +193,13 @@ fn sync_run(threads: usize, warm: bool, secs: f64) -> f64 {
     let count = Arc::new(AtomicU64::new(0));
     let hs: Vec<_> = (0..threads)
         .map(|_| {
-            let (store, stop, counting, count, body) =
-                (store.clone(), stop.clone(), counting.clone(), count.clone(), body.clone());
+            let (store, stop, counting, count, body) = (
+                store.clone(),
+                stop.clone(),
+                counting.clone(),
+                count.clone(),
+                body.clone(),
+            );
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let p = store.prepare(spec(&body)).unwrap().unwrap();
@@ -212,7 +227,10 @@ fn sync_run(threads: usize, warm: bool, secs: f64) -> f64 {
 }
 
 fn bench_sync() {
-    let secs: f64 = std::env::var("SYNC_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(5.0);
+    let secs: f64 = std::env::var("SYNC_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5.0);
     println!("## SYNC_FLUSH, 1 KiB bodies, 256 MiB segments, {secs} s per run");
     println!("| producers | warm-up | msg/s | × one fsync per message |");
     println!("|---|---|---|---|");
@@ -225,7 +243,10 @@ fn bench_sync() {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let want = |name: &str| args.is_empty() || args.iter().any(|a| a == name);
     if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
         println!("load average at start: {}", l.trim());

@@ -179,7 +179,8 @@ impl ConsumeQueue {
             ));
         }
         let dir = queue_dir(root, topic, queue_id);
-        let (mfq, info) = MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
+        let (mfq, info) =
+            MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
         if let Some(p) = info.extended_short_file {
             log::warn!(
                 "extended short ConsumeQueue file {} to full size",

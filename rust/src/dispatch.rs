@@ -25,10 +25,10 @@ use crate::commitlog::CommitLog;
 use crate::cq_table::ConsumeQueueTable;
 use crate::error::{Result, StoreError};
 use crate::index_file::IndexStore;
-use crate::ratelog::RateLimited;
 use crate::message::{
     iter_properties, parse_record, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
 };
+use crate::ratelog::RateLimited;
 
 /// Bytes one dispatch step reads at most.
 pub const DEFAULT_STEP_BYTES: usize = 4 << 20;

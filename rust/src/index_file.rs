@@ -275,7 +275,8 @@ impl IndexFile {
                 path.display()
             )));
         }
-        let mf = MappedFile::open(path, 0, size, writable)?.with_reserve(index_reserve(hash_slot_num));
+        let mf =
+            MappedFile::open(path, 0, size, writable)?.with_reserve(index_reserve(hash_slot_num));
         let header = IndexHeader::decode(mf.raw())
             .ok_or_else(|| StoreError::corrupted(path, 0, "index header truncated"))?;
         if header.index_count as i64 > index_num as i64 {

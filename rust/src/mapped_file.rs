@@ -23,10 +23,10 @@
 //! see only bytes below the write position, published with release/acquire
 //! ordering. All `unsafe` code of the crate lives here.
 
+use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -298,7 +298,11 @@ fn zero_data_regions(file: &File, from: usize, to: usize, path: &Path) -> Result
             let start = (start as usize).max(off);
             // SAFETY: as above.
             let hole = unsafe { libc::lseek(fd, start as libc::off_t, libc::SEEK_HOLE) };
-            let stop = if hole < 0 { to } else { (hole as usize).min(to) };
+            let stop = if hole < 0 {
+                to
+            } else {
+                (hole as usize).min(to)
+            };
             (start, stop)
         };
         if start >= to {
@@ -654,7 +658,10 @@ impl MappedFile {
         // at most `need` bytes, whose blocks were reserved above.
         let tail = unsafe { std::slice::from_raw_parts_mut(base.add(wrote), tail_len) };
         let (n, r) = f(tail, wrote);
-        assert!(n <= need, "append wrote {n} bytes, more than the {need} reserved");
+        assert!(
+            n <= need,
+            "append wrote {n} bytes, more than the {need} reserved"
+        );
         self.wrote.store(wrote + n, Ordering::Release);
         Ok(r)
     }
@@ -1089,7 +1096,11 @@ mod tests {
             sync_on_create: true,
         };
         let mf = MappedFile::create_with(&p, 0, 16 << 20, policy).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().len(), 16 << 20, "full logical size");
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().len(),
+            16 << 20,
+            "full logical size"
+        );
         assert_eq!(mf.reserved(), 64 << 10);
         assert!(blocks(&p) <= 68 << 10, "{}", blocks(&p));
         let mut written = 0;

@@ -1157,8 +1157,15 @@ mod tests {
             let f = q.queue().last_file().unwrap();
             assert!(f.needs_sync());
             let md = std::fs::metadata(f.path()).unwrap();
-            assert_eq!(md.len() as usize, crate::consume_queue::DEFAULT_CQ_FILE_SIZE);
-            assert!(md.blocks() * 512 <= 68 << 10, "{} bytes of blocks", md.blocks() * 512);
+            assert_eq!(
+                md.len() as usize,
+                crate::consume_queue::DEFAULT_CQ_FILE_SIZE
+            );
+            assert!(
+                md.blocks() * 512 <= 68 << 10,
+                "{} bytes of blocks",
+                md.blocks() * 512
+            );
         }
         store.flusher().final_flush().unwrap();
         assert!(crate::mapped_file::syncs_on_this_thread() > before);

@@ -196,7 +196,10 @@ fn a_failed_reservation_refuses_the_put_and_writes_nothing() {
         assert!(out.reason.unwrap().contains("reserve"));
     }
     assert_eq!(cl.max_offset(), end);
-    assert!(file.raw()[end as usize..].iter().take(4 << 20).all(|&b| b == 0));
+    assert!(file.raw()[end as usize..]
+        .iter()
+        .take(4 << 20)
+        .all(|&b| b == 0));
     p.arm("reserve", 0);
     let out = cl.put(spec(&body)).unwrap();
     assert_eq!(out.status, PutStatus::PutOk);

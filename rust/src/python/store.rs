@@ -11,6 +11,7 @@ use pyo3::types::{PyDict, PyList, PyString};
 
 use std::time::{Duration, Instant};
 
+use crate::allocate::WarmConfig;
 use crate::commitlog::{now_ms, PutOutcome, Refused};
 use crate::consume_queue::ConsumeQueue;
 use crate::flush::FlushConfig;
@@ -18,7 +19,6 @@ use crate::message::{
     decode_msg_id, is_valid_topic, parse_delay_levels, topic_problem, MessageSpec,
 };
 use crate::reader::GetStatus;
-use crate::allocate::WarmConfig;
 use crate::store::{Store, StoreOptions};
 
 use super::args::{
