@@ -331,6 +331,21 @@ fn sync_parent(path: &Path) -> Result<()> {
     }
 }
 
+/// `syncfs` of the file system holding `dir`: every file created there so
+/// far, and its directory entry, is durable when it returns.
+pub fn sync_file_system(dir: &Path) -> Result<()> {
+    count_sync();
+    let d = File::open(dir).map_err(|e| StoreError::io(format!("open {}", dir.display()), e))?;
+    // SAFETY: plain syscall on a descriptor we own.
+    if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
+        return Err(StoreError::io(
+            format!("syncfs {}", dir.display()),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
 /// Removes a file whose creation failed after it was made (its descriptor
 /// and any mapping are already gone), so the name is free for a retry.
 pub(crate) fn remove_failed_creation(path: &Path) {
@@ -840,6 +855,12 @@ impl MappedFile {
         sync_parent(&self.path)?;
         self.needs_sync.store(false, Ordering::Release);
         Ok(())
+    }
+
+    /// Records that the file's creation was made durable by other means
+    /// (a `syncfs` of its file system after it was created).
+    pub fn mark_created_synced(&self) {
+        self.needs_sync.store(false, Ordering::Release);
     }
 
     /// True while the file's creation is not yet durable.

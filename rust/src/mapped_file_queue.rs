@@ -255,7 +255,15 @@ impl MappedFileQueue {
             return Err(StoreError::Closed);
         }
         debug_assert_eq!(offset % self.file_size as u64, 0);
-        let allocator = self.allocator.read().clone();
+        // With a transient store pool a file binds its buffer when it is
+        // made: a file made ahead would hold a second buffer while the
+        // previous file's is not yet committed back, and the pool would run
+        // dry. Such files are made on the put path, as before.
+        let allocator = if self.pool.read().is_some() {
+            None
+        } else {
+            self.allocator.read().clone()
+        };
         let mf = match &allocator {
             Some(a) => a.take(offset)?,
             None => Arc::new(self.make_file(offset)?),

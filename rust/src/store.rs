@@ -165,7 +165,8 @@ impl Store {
             delay_levels: opts.delay_levels.clone(),
         };
         let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
-        if writable && opts.transient_store_pool_enable && !opts.flush.sync_flush {
+        let pooled = writable && opts.transient_store_pool_enable && !opts.flush.sync_flush;
+        if pooled {
             commitlog
                 .queue()
                 .set_transient_pool(Some(Arc::new(TransientStorePool::new(
@@ -235,7 +236,9 @@ impl Store {
         } else {
             None
         };
-        let allocator = if writable && opts.preallocate {
+        // Not with the transient store pool: a file binds its buffer when it
+        // is made, and one made ahead would starve the pool.
+        let allocator = if writable && opts.preallocate && !pooled {
             let a = Allocator::start(&commitlog.queue_arc(), opts.warm)
                 .map_err(|e| StoreError::io("start the allocator thread", e))?;
             commitlog.queue().set_allocator(Some(a.clone()));
