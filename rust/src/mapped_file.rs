@@ -1044,7 +1044,11 @@ impl MappedFile {
             if start >= stop {
                 break;
             }
-            end = end.max(scan_nonzero(data, start, stop));
+            // A data region of zeros (reserved, or prefaulted) is not dirty.
+            let e = scan_nonzero(data, start, stop);
+            if e > start {
+                end = end.max(e);
+            }
             off = stop;
         }
         end
