@@ -64,6 +64,7 @@ fn open(
         warm: WarmConfig {
             enabled: warm,
             flush_every_pages: 4096,
+            ..Default::default()
         },
     };
     let s = Store::open(opts).unwrap();
@@ -137,7 +138,7 @@ fn roll_run(
         // ~ a producer writing 100 MB/s, one segment per (segment / 100 MB) s.
         if i % 256 == 0 {
             std::thread::sleep(Duration::from_micros(
-                (256 * 1024 * 1_000_000 / (100 << 20)) as u64,
+                256u64 * 1024 * 1_000_000 / (100 << 20),
             ));
         }
     }

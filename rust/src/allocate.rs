@@ -37,6 +37,11 @@ pub struct WarmConfig {
     pub enabled: bool,
     /// `flush_least_pages_when_warm_mapped_file` (0: flush once at the end).
     pub flush_every_pages: usize,
+    /// Without warm-up: bytes at the head of a new file to prefault
+    /// (`MADV_POPULATE_WRITE`) before the writer gets it, so the first
+    /// appends after a roll do not fault (the store sets it for
+    /// ASYNC_FLUSH; 0: none).
+    pub prefault_head: usize,
 }
 
 enum Slot {
@@ -254,6 +259,9 @@ fn run_allocator(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
                     let _ = f.destroy();
                     return Err(e);
                 }
+            } else if shared.warm.prefault_head > 0 {
+                // Not yet the writer's: nothing races with this.
+                f.prefault(0, shared.warm.prefault_head);
             }
             Ok(f)
         });

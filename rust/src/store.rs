@@ -239,7 +239,14 @@ impl Store {
         // Not with the transient store pool: a file binds its buffer when it
         // is made, and one made ahead would starve the pool.
         let allocator = if writable && opts.preallocate && !pooled {
-            let a = Allocator::start(&commitlog.queue_arc(), opts.warm)
+            let mut warm = opts.warm;
+            // As the prefault thread: not under SYNC_FLUSH (see below).
+            warm.prefault_head = if opts.flush.sync_flush {
+                0
+            } else {
+                DEFAULT_WINDOW
+            };
+            let a = Allocator::start(&commitlog.queue_arc(), warm)
                 .map_err(|e| StoreError::io("start the allocator thread", e))?;
             commitlog.queue().set_allocator(Some(a.clone()));
             Some(a)

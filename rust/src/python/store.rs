@@ -274,6 +274,7 @@ impl PyStore {
                 warm: WarmConfig {
                     enabled: warm_mapped_file_enable,
                     flush_every_pages: flush_least_pages_when_warm_mapped_file,
+                    ..Default::default()
                 },
             };
             let store = nogil(py, || Store::open(opts))?;
