@@ -47,7 +47,7 @@ fn open(dir: &std::path::Path) -> Arc<Store> {
         warm: Default::default(),
     };
     let s = Store::open(opts).unwrap();
-    s.recover(true).unwrap();
+    s.recover(true, false).unwrap();
     s.start_flush().unwrap();
     s.start_dispatch().unwrap();
     Arc::new(s)

@@ -33,7 +33,8 @@ from pathlib import Path
 #: Bytes that exist in the extension only when the ``failpoints`` cargo
 #: feature is compiled in: the binding's name and the point names (``msync``
 #: is not one of them: it also names real I/O errors).
-FAIL_POINT_MARKERS = (b"_set_fail_point", b"cq_put", b"create_file", b"map_new_file")
+FAIL_POINT_MARKERS = (b"_set_fail_point", b"cq_put", b"create_file", b"map_new_file",
+                      b"flush_hold")
 
 #: Libraries a manylinux2014 wheel may load from the system (PEP 599).
 MANYLINUX2014_LIBS = {

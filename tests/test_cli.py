@@ -235,7 +235,9 @@ def test_verify_detects_flipped_body_byte(store: Store) -> None:
     assert [p["offset"] for p in data["problems"]] == [victim.offset]
     # Records behind the damaged one are still walked and counted.
     assert data["records"] == len(store.messages)
-    assert data["recovery"]["end_offset"] == victim.offset
+    # The read-only recovery reports the damage and serves what follows it.
+    assert data["recovery"]["end_offset"] == store.messages[-1].offset + store.messages[-1].size
+    assert [d[0] for d in data["recovery"]["damaged"]] == [victim.offset]
 
 
 def test_verify_detects_garbage_record_header(store: Store) -> None:
@@ -248,8 +250,10 @@ def test_verify_detects_garbage_record_header(store: Store) -> None:
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert [p["offset"] for p in data["problems"]] == [victim.offset]
-    assert "not checked" in data["problems"][0]["problem"]
-    assert data["records"] == len(store.messages) // 2
+    # Damage inside durable data: the read-only recovery reports it and
+    # reads on (it no longer ends the readable data).
+    assert [d[0] for d in data["recovery"]["damaged"]] == [victim.offset]
+    assert data["recovery"]["end_offset"] == store.messages[-1].offset + store.messages[-1].size
 
 
 def test_crc_matches_what_the_store_wrote(store: Store) -> None:

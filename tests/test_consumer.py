@@ -12,6 +12,7 @@ import dataclasses
 import inspect
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ class FakeResult:
     min_offset: int
     max_offset: int
     messages: list[FakeMsg]
+    damaged: int = 0
 
 
 class FakeStore:
@@ -52,6 +54,7 @@ class FakeStore:
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.get_calls: list[tuple[Any, ...]] = []
         self.commit_calls: list[tuple[str, str, int, int]] = []
+        self.persist_calls = 0
         self.wait_calls: list[float | None] = []
         self._seq = 0
         self._cond = threading.Condition()
@@ -150,6 +153,10 @@ class FakeStore:
             raise ReadOnlyStoreError("read-only")
         self.commit_calls.append((group, topic, queue_id, offset))
         self.offsets[(group, topic, queue_id)] = offset
+
+    def persist_offsets(self) -> None:
+        self._check()
+        self.persist_calls += 1
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         self._check()
@@ -430,10 +437,18 @@ def test_read_only_store_keeps_commits_in_memory(fake: FakeStore) -> None:
     assert c.position(0) == 1
     assert c.committed(0) == 1
     drain(c, 2)
-    c.commit()
+    with pytest.warns(RuntimeWarning, match="nothing is persisted"):
+        c.commit()
     assert fake.commit_calls == []
+    assert fake.persist_calls == 0
     assert fake.offsets[("g", "T", 0)] == 1
     assert c.committed(0) == 3
+    # The warning comes once per consumer; commits keep working.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c.commit({0: 2})
+        c.close()  # the auto-commit of close does not warn either
+    assert c._committed == {0: 3}
 
 
 def test_commit_survives_a_store_that_raises_read_only(fake: FakeStore) -> None:
@@ -444,7 +459,8 @@ def test_commit_survives_a_store_that_raises_read_only(fake: FakeStore) -> None:
         raise ReadOnlyStoreError("read-only")
 
     fake.commit_offset = refuse  # type: ignore[method-assign]
-    c.commit()
+    with pytest.warns(RuntimeWarning, match="nothing is persisted"):
+        c.commit()
     assert c.committed(0) == -1  # the store has nothing ...
     assert c._committed == {0: 0}  # ... the consumer remembers
 
@@ -488,19 +504,74 @@ def test_iteration_moves_positions_one_message_at_a_time(store: Any) -> None:
     assert [m.queue_offset for m in c.poll(timeout=0)] == [8, 9]
 
 
-def test_close_does_not_commit_unless_auto_commit(store: Any) -> None:
+def test_close_commits_unless_auto_commit_is_off(store: Any) -> None:
+    # Auto-commit is on by default, as in the Kafka clients: close commits.
     fill(store, "T", {0: 2})
-    with consumer(store) as c:
+    with consumer(store, group="manual", auto_commit=False) as c:
         drain(c, 2)
     assert c.closed
-    assert store.query_offset("g", "T", 0) == -1
-    with consumer(store, group="auto", auto_commit=True) as c2:
+    assert store.query_offset("manual", "T", 0) == -1
+    with consumer(store) as c2:
         drain(c2, 2)
-    assert store.query_offset("auto", "T", 0) == 2
+    assert store.query_offset("g", "T", 0) == 2
     c2.close()  # idempotent
     with pytest.raises(ValueError, match="closed"):
         c2.poll()
     assert list(c2) == []
+
+
+def test_sync_commit_persists_and_sync_false_does_not(fake: FakeStore) -> None:
+    fill(fake, "T", {0: 3})
+    c = Consumer(fake, "g", "T", auto_commit=False)
+    drain(c, 3)
+    c.commit(sync=False)
+    assert fake.offsets[("g", "T", 0)] == 3 and fake.persist_calls == 0
+    c.commit()
+    assert fake.persist_calls == 1
+
+
+def test_auto_commit_in_poll_commits_what_earlier_polls_returned(fake: FakeStore) -> None:
+    fill(fake, "T", {0: 10})
+    c = Consumer(fake, "g", "T", auto_commit_interval=0)
+    assert ids(c.poll(timeout=0, max_messages=4)) == [(0, i) for i in range(4)]
+    # The first poll had nothing to commit yet (position 0).
+    assert fake.offsets[("g", "T", 0)] == 0
+    assert ids(c.poll(timeout=0, max_messages=4)) == [(0, i) for i in range(4, 8)]
+    # Committed before fetching: what the first poll returned, not this one.
+    assert fake.offsets[("g", "T", 0)] == 4
+    assert fake.persist_calls == 0  # sync=False inside poll
+    c.close()
+    assert fake.offsets[("g", "T", 0)] == 8
+    assert fake.persist_calls == 1  # close commits durably
+
+
+def test_auto_commit_waits_for_its_interval(fake: FakeStore) -> None:
+    fill(fake, "T", {0: 10})
+    c = Consumer(fake, "g", "T", auto_commit_interval=3600)
+    c.poll(timeout=0, max_messages=4)
+    c.poll(timeout=0, max_messages=4)
+    assert fake.commit_calls == []
+    c._last_auto_commit -= 3600  # the interval passed
+    c.poll(timeout=0, max_messages=1)
+    assert fake.commit_calls == [("g", "T", 0, 8)]
+
+
+def test_auto_commit_off_never_commits(fake: FakeStore) -> None:
+    fill(fake, "T", {0: 10})
+    c = Consumer(fake, "g", "T", auto_commit=False, auto_commit_interval=0)
+    c.poll(timeout=0, max_messages=4)
+    c.poll(timeout=0, max_messages=4)
+    c.close()
+    assert fake.commit_calls == [] and fake.persist_calls == 0
+
+
+def test_close_after_store_shutdown_does_not_raise(fake: FakeStore) -> None:
+    fill(fake, "T", {0: 2})
+    c = Consumer(fake, "g", "T")
+    drain(c, 2)
+    fake.shutdown()
+    c.close()
+    assert c.closed
 
 
 def test_argument_validation(fake: FakeStore) -> None:

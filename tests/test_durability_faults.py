@@ -11,7 +11,8 @@
   writeable; reopening rebuilds the queues.
 * Damaged files: a short file in the middle of the CommitLog is refused with
   an error naming it (never SIGBUS); garbage in an old segment never crashes a
-  read, and garbage in a scanned segment is cut cleanly by recovery.
+  read, and garbage in a scanned segment (durable data) is refused, or
+  skipped with ``on_corruption="skip"``.
 
 Fault points (``rocketstore._native._set_fail_point``) are process-global:
 the ``fail_points`` fixture disarms them whatever happens.
@@ -35,6 +36,7 @@ import pytest
 
 from helpers.fault_fixtures import wait_dispatched, wait_for
 from helpers.presets import FAST_FLUSH, SEG, SMALL
+from helpers.store_util import diff_snapshots, snapshot
 from rocketstore import (
     ConfigMismatchError,
     CorruptedError,
@@ -594,6 +596,10 @@ def pull_all(store: MessageStore, queue_id: int, limit: int = 10_000) -> list[An
 
 
 def test_garbage_in_an_old_segment_never_crashes_a_read(store_path: str) -> None:
+    """Garbage outside the recovery scan: no read crashes or serves an altered
+    body. A record partly overwritten is damaged: ``look_message_*`` and
+    ``query_message`` raise CorruptedError naming file and offset; pulls and
+    consumers skip it and count it, and queue offsets stay dense."""
     acked = make_store(store_path, 300)  # 5 segments
     files = sorted((Path(store_path) / "commitlog").iterdir())
     assert len(files) >= 5
@@ -608,40 +614,83 @@ def test_garbage_in_an_old_segment_never_crashes_a_read(store_path: str) -> None
     }
     assert damaged
 
+    def look(off: int) -> Any:
+        try:
+            return store.look_message_by_offset(off)
+        except CorruptedError as e:
+            assert files[1].name in str(e) and f"offset {off}" in str(e), str(e)
+            return e
+
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
         assert store.recovery_report is not None
         assert store.recovery_report.mode == "normal"
         assert store.is_writeable
-        # Any offset inside the garbage: None (or a genuine record), never a crash.
+        # Any offset inside the garbage: None, a genuine record, or an error
+        # naming the file and offset -- never a crash, never an altered body.
         by_offset = {r.wrote_offset: i for i, r in enumerate(acked)}
         for off in range(lo - 200, hi + 200):
-            m = store.look_message_by_offset(off)
-            if m is not None:
+            m = look(off)
+            if m is not None and not isinstance(m, CorruptedError):
                 assert off in by_offset, f"a message was read at {off}, where no record starts"
                 i = by_offset[off]
                 assert i not in damaged and m.body == body_of(i, 1000)
+        raised = 0
         for i, r in enumerate(acked):
-            m = store.look_message_by_offset(r.wrote_offset)
+            m = look(r.wrote_offset)
             if i in damaged:
-                assert m is None, f"damaged record {i} was returned"
+                assert m is None or isinstance(m, CorruptedError), f"damaged record {i} served"
+                raised += isinstance(m, CorruptedError)
             else:
-                assert m is not None and m.body == body_of(i, 1000)
-        # Pulls skip the damaged records (RocketMQ treats them like a removed
-        # file) and return only intact messages.
+                assert m is not None and not isinstance(m, CorruptedError)
+                assert m.body == body_of(i, 1000)
+        # The record the garbage starts in keeps its header: it is reported.
+        assert raised >= 1
+        # Pulls skip the damaged records and count them; every queue offset
+        # is either served intact or counted.
+        skipped = 0
         for q in (0, 1):
-            for m in pull_all(store, q):
-                i = int(m.body[1:6])
-                assert i not in damaged and m.body == body_of(i, 1000)
-                assert m.commit_log_offset == acked[i].wrote_offset
-        # Key queries return intact messages only.
-        for i in [*sorted(damaged)[:2], 0, 299]:
-            got = store.query_message("topic", f"key{i}")
+            offset, n = 0, store.get_max_offset_in_queue("topic", q)
+            served = []
+            while offset < n:
+                g = store.get_message("g", "topic", q, offset, 32)
+                assert g.next_begin_offset == offset + len(g.messages) + g.damaged, g
+                for m in g.messages:
+                    i = int(m.body[1:6])
+                    assert i not in damaged and m.body == body_of(i, 1000)
+                    assert m.commit_log_offset == acked[i].wrote_offset
+                    served.append(m.queue_offset)
+                skipped += g.damaged
+                offset = g.next_begin_offset
+            assert served == [
+                acked[i].queue_offset for i in range(q, 300, 2) if i not in damaged
+            ]
+        assert skipped == len(damaged)
+        with store.consumer("c", "topic") as consumer:
+            got = []
+            while batch := consumer.poll(timeout=0.5, max_messages=500):
+                got += batch
+            assert sorted(int(m.body[1:6]) for m in got) == sorted(set(range(300)) - damaged)
+            assert all(m.body == body_of(int(m.body[1:6]), 1000) for m in got)
+            assert consumer.damaged == len(damaged)
+        # Key queries: intact messages, or an error naming the damaged record.
+        for i in [*sorted(damaged), 0, 299]:
+            try:
+                got = store.query_message("topic", f"key{i}")
+            except CorruptedError as e:
+                assert i in damaged and files[1].name in str(e), (i, str(e))
+                continue
             assert [m.body for m in got] == ([] if i in damaged else [body_of(i, 1000)])
         r = store.put("topic", b"after", queue_id=0)
         assert r.status is PutStatus.PUT_OK
 
 
-def test_garbage_in_a_scanned_segment_is_cut_cleanly(store_path: str) -> None:
+def test_garbage_in_a_scanned_segment_is_refused_or_skipped(store_path: str) -> None:
+    """Garbage in durable data is damage, not a torn tail (SPEC "Damage is not a torn tail").
+
+    The old rule cut the log at the garbage and zeroed every later record;
+    now the read-write open refuses with CorruptedError and changes nothing,
+    and ``on_corruption="skip"`` keeps every intact record.
+    """
     acked = make_store(store_path, 200)  # 4 segments: recovery scans 1..3
     files = sorted((Path(store_path) / "commitlog").iterdir())
     assert len(files) == 4
@@ -651,42 +700,40 @@ def test_garbage_in_a_scanned_segment_is_cut_cleanly(store_path: str) -> None:
     with open(files[2], "r+b") as f:
         f.seek(victim.wrote_offset - 2 * SEG)
         f.write(os.urandom(300))
+    before = snapshot(store_path, mtimes=False)
 
-    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
+    with pytest.raises(CorruptedError) as ei:
+        MessageStore(StoreConfig(store_path=store_path, **SMALL)).start()
+    assert files[2].name in str(ei.value)
+    assert str(victim.wrote_offset - 2 * SEG) in str(ei.value)
+    assert diff_snapshots(before, snapshot(store_path, mtimes=False)) == []
+
+    cfg = StoreConfig(store_path=store_path, on_corruption="skip", **SMALL)
+    with MessageStore(cfg) as store:
         rep = store.recovery_report
         assert rep is not None and rep.mode == "normal"
-        assert rep.end_offset == victim.wrote_offset, rep
-        assert rep.bytes_truncated > 0
-        assert store.max_phy_offset == victim.wrote_offset
-        # Later segments are gone, the cut one is zeroed past the end.
-        names = sorted(p.name for p in (Path(store_path) / "commitlog").iterdir())
-        # The fourth segment was destroyed; a file of that name may have been
-        # made ahead again since, holding none of the old bytes.
-        made_ahead = f"{3 * SEG:020d}"
-        assert [n for n in names if n != made_ahead] == [f.name for f in files[:3]]
-        if made_ahead in names:
-            assert (Path(store_path) / "commitlog" / made_ahead).read_bytes() == bytes(SEG)
-        survivors = acked[:victim_i]
-        assert_all_present(store, survivors, size=1000)
-        for q in (0, 1):
-            n = sum(1 for i in range(victim_i) if i % 2 == q)
-            assert store.get_max_offset_in_queue("topic", q) == n
-            assert len(pull_all(store, q)) == n
-        assert store.look_message_by_offset(victim.wrote_offset) is None
-        # The store goes on where the valid data ended.
-        r = store.put("topic", body_of(victim_i, 1000), queue_id=victim_i % 2)
-        assert r.status is PutStatus.PUT_OK
-        assert r.wrote_offset == victim.wrote_offset
-        assert r.queue_offset == victim.queue_offset
-    data = files[2].read_bytes()
-    end_in_file = r.wrote_offset + r.wrote_bytes - 2 * SEG
-    assert data[end_in_file:] == bytes(len(data) - end_in_file), "stale bytes survived the cut"
-
+        assert [d[0] for d in rep.damaged] == [victim.wrote_offset], rep
+        assert rep.damaged[0][1] == acked[victim_i + 1].wrote_offset
+        assert rep.bytes_truncated == 0
+        assert_all_present(store, acked[:victim_i], size=1000)
+        assert_all_present(store, acked[victim_i + 1 :], start=victim_i + 1, size=1000)
+        q = victim_i % 2
+        n = sum(1 for i in range(len(acked)) if i % 2 == q)
+        assert store.get_max_offset_in_queue("topic", q) == n
+        g = store.get_message("g", "topic", q, victim.queue_offset, 1)
+        # The damaged record is skipped and counted; the pull goes on.
+        assert g.damaged == 1, g
+        assert [m.queue_offset for m in g.messages] == [victim.queue_offset + 1]
+        assert g.messages[0].body == body_of(victim_i + 2, 1000)
+        assert len(pull_all(store, q)) == n - 1
+        r = store.put("topic", body_of(999, 1000), queue_id=q)
+        assert r.status is PutStatus.PUT_OK and r.queue_offset == n
+    # The skipped range is remembered: a default open accepts it.
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
-        assert store.recovery_report is not None and store.recovery_report.mode == "normal"
+        assert store.recovery_report is not None
+        assert [d[0] for d in store.recovery_report.damaged] == [victim.wrote_offset]
         assert store.max_phy_offset == r.wrote_offset + r.wrote_bytes
-        m = store.look_message_by_offset(victim.wrote_offset)
-        assert m is not None and m.body == body_of(victim_i, 1000)
+        assert store.get_message("g", "topic", q, victim.queue_offset, 1).damaged == 1
 
 
 @pytest.mark.slow

@@ -5,8 +5,9 @@ transient store pool and the checkpoint.
   producers share fsyncs (group commit).
 * A message with ``WAIT=false`` is acknowledged without waiting for the disk.
 * ASYNC_FLUSH flushes in the background within the configured intervals.
-* With the transient store pool, appends go to off-heap buffers and readers
-  see a message once it is committed into the mapping; two buffers serve any
+* With the transient store pool, appends go to off-heap buffers and are
+  committed into the mapping every 200 ms, or at once when a read in the
+  writer's process needs them (read-your-writes); two buffers serve any
   number of segments; a low RLIMIT_MEMLOCK is not fatal; SYNC_FLUSH ignores
   the pool.
 * The checkpoint records the store time of the last flushed message.
@@ -135,13 +136,20 @@ def test_wait_false_is_acknowledged_without_waiting(
     fail_points("msync", errno.EIO)
     r = store.put("t", b"nowait", properties={"WAIT": "false"})
     assert r.status is PutStatus.PUT_OK, r.status
-    # The message is there (kept with its WAIT property) even if not on disk yet.
-    m = store.look_message_by_offset(r.wrote_offset)
-    assert m is not None and m.body == b"nowait"
-    assert m.properties.get("WAIT") == "false"
     # A waiting put learns that the disk failed.
     r2 = store.put("t", b"waits")
     assert r2.status in (PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.SERVICE_NOT_AVAILABLE), r2.status
+    # Under SYNC_FLUSH reads in the writer's process see only flushed data:
+    # the message never reached the disk, so no read serves it (and the read
+    # does not wait for a flush that failed).
+    assert store.look_message_by_offset(r.wrote_offset) is None
+    assert store.get_max_offset_in_queue("t", 0) == 1
+    # It is in the CommitLog all the same (with its WAIT property), as a
+    # reader in another process sees.
+    with MessageStore(store.config, read_only=True) as ro:
+        m = ro.look_message_by_offset(r.wrote_offset)
+        assert m is not None and m.body == b"nowait"
+        assert m.properties.get("WAIT") == "false"
 
 
 def test_wait_false_batch_is_acknowledged_without_waiting(
@@ -286,12 +294,13 @@ def test_transient_pool_puts_commit_and_survive_restart(
 def test_transient_pool_buffers_are_reused_across_segments(
     opened: Callable[..., MessageStore],
 ) -> None:
-    """Readers see a message only once committed; two buffers serve six segments.
+    """Appends stay in a pool buffer until committed; two buffers serve six segments.
 
     The commit service is made too slow to run during the test, so only
-    ``flush()`` commits. If a fully committed file did not give its buffer
-    back, the third segment would be written straight into the mapping and
-    its messages would be visible before any commit.
+    ``flush()`` commits (no read is made before it: a read would commit). If
+    a fully committed file did not give its buffer back, the third segment
+    would be written straight into the mapping and the CommitLog's readable
+    end would cover its messages before any commit.
     """
     store = opened(
         **{
@@ -309,11 +318,10 @@ def test_transient_pool_buffers_are_reused_across_segments(
             acked.append(r)
             if r.wrote_offset >= seg * SEG:
                 break
-        # Written into a pool buffer, not committed: invisible to readers.
-        assert store.look_message_by_offset(r.wrote_offset) is None, (
+        # Written into a pool buffer, not committed: not in the mapping yet.
+        assert store.max_phy_offset < end_of(r), (
             f"segment {seg} was written directly: the pool's buffers were not reused"
         )
-        assert store.max_phy_offset < end_of(r)
         store.flush()  # commits (and returns the full segment's buffer)
         assert store.max_phy_offset == end_of(r)
         m = store.look_message_by_offset(r.wrote_offset)
@@ -329,9 +337,11 @@ def test_transient_pool_buffers_are_reused_across_segments(
         off = g.next_begin_offset
 
 
-def test_transient_pool_uncommitted_message_invisible_until_commit(
+def test_transient_pool_a_read_commits_what_it_needs(
     opened: Callable[..., MessageStore],
 ) -> None:
+    """An acknowledged put still in the write buffer is committed by the
+    first read that needs it (read-your-writes), not by the commit service."""
     store = opened(
         **{
             **POOL,
@@ -341,13 +351,12 @@ def test_transient_pool_uncommitted_message_invisible_until_commit(
     )
     r = store.put("t", b"pending")
     assert r.status is PutStatus.PUT_OK
-    time.sleep(0.1)
-    assert store.look_message_by_offset(r.wrote_offset) is None
-    assert store.get_message("g", "t", 0, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE
-    store.flush()
+    assert store.max_phy_offset < end_of(r)  # in the write buffer only
+    commits_before = store._n._visibility_stats[2]
     m = store.look_message_by_offset(r.wrote_offset)
     assert m is not None and m.body == b"pending"
-    wait_dispatched(store)
+    assert store._n._visibility_stats[2] == commits_before + 1
+    assert store.max_phy_offset == end_of(r)
     g = store.get_message("g", "t", 0, 0)
     assert g.status is GetStatus.FOUND and g.messages[0].body == b"pending"
 

@@ -6,11 +6,13 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from helpers.read_util import SMALL, wait_dispatched
 from rocketstore import MessageStore
+from rocketstore.config_files import loads_fastjson
 
 OpenStore = Callable[..., MessageStore]
 
@@ -81,15 +83,21 @@ def test_commit_reopen_resume(open_store: OpenStore, store_path: str) -> None:
     assert other.positions() == {q: 0 for q in range(QUEUES)}
 
 
-def test_close_does_not_commit_unless_auto_commit(open_store: OpenStore) -> None:
+def test_close_commits_durably_unless_auto_commit_is_off(
+    open_store: OpenStore, store_path: str
+) -> None:
     store = open_store(**SMALL)
     _fill(store, 3)
-    with store.consumer("g1", "T") as c:
+    with store.consumer("g1", "T", auto_commit=False) as c:
         assert len(_drain(c, 12)) == 12
     assert store.query_offset("g1", "T", 0) == -1
-    with store.consumer("g2", "T", auto_commit=True) as c:
+    with store.consumer("g2", "T") as c:  # auto-commit is on by default
         assert len(_drain(c, 12)) == 12
     assert [store.query_offset("g2", "T", q) for q in range(QUEUES)] == [3] * QUEUES
+    # Durable on close: the file holds the offsets before any flush or shutdown.
+    text = (Path(store_path) / "config" / "consumerOffset.json").read_text()
+    assert loads_fastjson(text)["offsetTable"]["T@g2"] == {q: 3 for q in range(QUEUES)}
+    assert "T@g1" not in text
 
 
 def test_seek_and_position(open_store: OpenStore) -> None:

@@ -163,7 +163,8 @@ def test_read_only_store_cannot_commit_and_writes_nothing(
     c = ro.consumer("g", "T")
     assert c.position(0) == 1
     c.seek(0, 0)
-    c.commit()  # kept in memory only
+    with pytest.warns(RuntimeWarning, match="nothing is persisted"):
+        c.commit()  # kept in memory only
     assert c.committed(0) == 0
     c.close()
     ro.shutdown()

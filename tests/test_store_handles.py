@@ -38,16 +38,27 @@ def test_dropped_store_is_shut_down_cleanly(tmp_path: Path) -> None:
             assert m is not None and m.body == b"m%d" % i
 
 
-def test_commit_persists_offsets_on_schedule(
+def test_commit_is_durable_and_sync_false_persists_on_schedule(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "config" / "consumerOffset.json"
     with MessageStore(_cfg(tmp_path)) as store:
-        store.put("T", b"x")
+        for _ in range(3):
+            store.put("T", b"x")
         monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
-        store.commit_offset("g", "T", 0, 1)
+        c = store.consumer("g", "T", auto_commit=False)
+        assert len(c.poll(timeout=5.0, max_messages=1)) == 1
+        # commit(sync=False): in memory; written by a later commit once the
+        # interval has passed.
+        c.commit(sync=False)
+        assert store.query_offset("g", "T", 0) == 1
         assert not path.exists(), "persisted before the interval passed"
+        # commit(): on disk when it returns, before any flush or shutdown.
+        c.commit()
+        assert "T@g" in path.read_text() and "0:1" in path.read_text()
+        assert len(c.poll(timeout=5.0, max_messages=1)) == 1
+        c.commit(sync=False)
+        assert "0:1" in path.read_text()
         monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 0.0)
-        store.commit_offset("g", "T", 0, 2)
-        # Written by the commit itself, before any flush or shutdown.
-        assert "T@g" in path.read_text() and "0:2" in path.read_text()
+        store.commit_offset("g", "T", 0, 2)  # the interval passed: this commit writes
+        assert "0:2" in path.read_text()

@@ -105,3 +105,30 @@ def test_put_by_flush_mode(benchmark: Any, mode: str) -> None:
 
             benchmark.pedantic(run, rounds=5)
     benchmark.extra_info["msg_per_s_median"] = round(n / benchmark.stats.stats.median)
+
+
+def test_sync_flush_visibility_latency(benchmark: Any, sync_store: MessageStore) -> None:
+    """SYNC_FLUSH: put (acknowledged once on disk), then pull it. Reads see
+    only flushed records, so dispatch follows the flush."""
+    import time
+
+    from rocketstore import GetStatus
+
+    store = sync_store
+    lat: list[float] = []
+
+    def one() -> None:
+        seq = store.dispatch_seq
+        t0 = time.perf_counter()
+        r = store.put("vis", BODY)
+        while True:
+            g = store.get_message("g", "vis", 0, r.queue_offset, 1)
+            if g.status is GetStatus.FOUND:
+                break
+            seq = store.wait_for_dispatch(seq, 1.0)
+        lat.append(time.perf_counter() - t0)
+
+    benchmark.pedantic(one, rounds=500, iterations=1)
+    lat.sort()
+    benchmark.extra_info["p50_ms"] = round(lat[len(lat) // 2] * 1e3, 3)
+    benchmark.extra_info["p99_ms"] = round(lat[int(len(lat) * 0.99)] * 1e3, 3)

@@ -22,6 +22,7 @@ from rocketstore.errors import (
     StoreLockedError,
 )
 from rocketstore.message import (
+    BatchPutResult,
     GetMessageResult,
     GetStatus,
     Message,
@@ -32,6 +33,7 @@ from rocketstore.message import (
 from rocketstore.store import MessageStore, RecoveryReport
 
 __all__ = [
+    "BatchPutResult",
     "BrokerRole",
     "ConfigMismatchError",
     "CorruptedError",

@@ -577,6 +577,28 @@ class ConsumerOffsets:
                 queues[queue_id] = offset
                 self._version += 1
 
+    def clamp(self, end_of: Callable[[str, int], int]) -> list[tuple[str, int, int, int]]:
+        """Lower every offset above its queue's end to that end.
+
+        ``end_of(topic, queue_id)`` is the queue's max offset after recovery
+        (or a huge number to leave the offset alone). An offset above it would make
+        the group skip the messages written at those offsets after a restart.
+        Returns ``(topic@group, queue_id, old, new)`` for each offset lowered;
+        the table is then dirty (persist it).
+        """
+        lowered: list[tuple[str, int, int, int]] = []
+        with self._lock:
+            for key, queues in self._table.items():
+                topic = key.split("@", 1)[0]
+                for qid, off in queues.items():
+                    end = end_of(topic, qid)
+                    if off > end:
+                        queues[qid] = end
+                        lowered.append((key, qid, off, end))
+            if lowered:
+                self._version += 1
+        return lowered
+
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed next offset, or ``-1`` when the group never committed one."""
         with self._lock:
@@ -600,11 +622,16 @@ class ConsumerOffsets:
         with self._lock:
             return dumps_fastjson({"offsetTable": self._table})
 
-    def persist(self) -> bool:
+    def persist(
+        self, before_write: Callable[[dict[str, dict[int, int]]], None] | None = None
+    ) -> bool:
         """Write the file (see :func:`atomic_write`) if anything changed.
 
         Returns True if it wrote. Commits may continue while the file is being
-        written; they are picked up by the next call.
+        written; they are picked up by the next call (so commits that arrive
+        while one write is under way share the next write). ``before_write``
+        gets a copy of exactly the table about to be written, before it is
+        written (the store makes the messages below those offsets durable).
         """
         with self._persist_lock:
             with self._lock:
@@ -612,6 +639,11 @@ class ConsumerOffsets:
                     return False
                 version = self._version
                 text = dumps_fastjson({"offsetTable": self._table})
+                snapshot = (
+                    {k: dict(v) for k, v in self._table.items()} if before_write else None
+                )
+            if before_write is not None and snapshot is not None:
+                before_write(snapshot)
             atomic_write(self._path, text)
             with self._lock:
                 self._persisted_version = version

@@ -4,7 +4,9 @@
 (there is no group rebalancing: a group's consumer reads all queues), keeps a
 *position* per queue — the next offset to read, as in Kafka — and stores it in
 the group's committed offsets (``consumerOffset.json``) when you call
-:meth:`Consumer.commit`.
+:meth:`Consumer.commit` (durable when it returns), and, as Kafka clients do
+by default, every ``auto_commit_interval`` seconds inside :meth:`Consumer.poll`
+and in :meth:`Consumer.close`.
 
 Example::
 
@@ -12,7 +14,7 @@ Example::
         while running:
             for msg in consumer.poll(timeout=1.0, max_messages=100):
                 handle(msg.queue_id, msg.queue_offset, msg.body)
-            consumer.commit()          # at-least-once: commit after handling
+            consumer.commit()          # at-least-once: durable when it returns
 
     # or block forever, one message at a time (ends when the store shuts down):
     for msg in store.consumer("group-b", "orders", tags=["paid"]):
@@ -30,12 +32,13 @@ from __future__ import annotations
 import collections
 import logging
 import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from rocketstore.enums import GetStatus
-from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, StoreError
 
 if TYPE_CHECKING:
     from rocketstore._native import MessageExt
@@ -66,6 +69,9 @@ _CORRECTIONS = {
     GetStatus.NO_MESSAGE_IN_QUEUE: "in a queue that holds no message",
 }
 
+# Corrections that mean retention deleted messages the group had not read.
+_EXPIRED = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.MESSAGE_WAS_REMOVING})
+
 
 class GetResultLike(Protocol):
     """What :meth:`ConsumerStore.get_message` returns (the store's GetResult)."""
@@ -78,6 +84,10 @@ class GetResultLike(Protocol):
     def min_offset(self) -> int: ...
     @property
     def max_offset(self) -> int: ...
+    @property
+    def damaged(self) -> int:
+        """Messages skipped because their record is damaged."""
+        ...
     @property
     def messages(self) -> Sequence[MessageExt]: ...
 
@@ -115,6 +125,9 @@ class ConsumerStore(Protocol):
     def get_min_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, /) -> None: ...
+    def persist_offsets(self) -> None:
+        """Make committed offsets durable now (a no-op on a read-only store)."""
+        ...
     def query_offset(self, group: str, topic: str, queue_id: int, /) -> int: ...
 
 
@@ -130,7 +143,8 @@ class Consumer:
     """Reads every queue of ``topic`` for consumer group ``group``.
 
     Made by ``store.consumer(group, topic, start="earliest", tags=None,
-    auto_commit=False)``; the arguments are the same here after ``store``.
+    auto_commit=True, auto_commit_interval=5.0)``; the arguments are the
+    same here after ``store``.
 
     Args:
         store: the store to read (anything implementing :class:`ConsumerStore`).
@@ -145,8 +159,16 @@ class Consumer:
             newer than the consumer.
         tags: deliver only messages whose tag is one of these (exact match;
             ``None`` or ``["*"]`` = every message).
-        auto_commit: :meth:`close` (and leaving a ``with`` block) commits the
-            positions first. Off by default: close does **not** commit.
+        auto_commit: commit as the Kafka clients do (on by default): each
+            :meth:`poll` (and each fetch of the iterator) first commits, once
+            ``auto_commit_interval`` seconds have passed since the last
+            auto-commit, the positions that earlier polls returned — never
+            the messages it is about to return — with ``sync=False``; and
+            :meth:`close` (leaving a ``with`` block) commits durably. There is
+            no timer thread: a consumer that is not polled does not commit.
+            ``auto_commit=False``: only :meth:`commit` commits.
+        auto_commit_interval: seconds between auto-commits in :meth:`poll`
+            (Kafka's ``auto.commit.interval.ms``; default 5).
 
     Positions are Kafka's: ``position(q)`` is the offset of the next message
     :meth:`poll` will return from queue ``q``, and :meth:`commit` stores these
@@ -155,7 +177,8 @@ class Consumer:
 
     On a read-only store (``MessageStore(cfg, read_only=True)``) nothing is
     written: :meth:`commit` keeps the positions in memory (see
-    :meth:`committed`), and they are lost with the consumer.
+    :meth:`committed`; it warns once that nothing is persisted), and they
+    are lost with the consumer.
 
     Example::
 
@@ -163,7 +186,7 @@ class Consumer:
         batch = consumer.poll(timeout=1.0)          # [] after 1 s without data
         consumer.position(0)                        # next offset of queue 0
         consumer.seek(0, 10)                        # re-read queue 0 from 10
-        consumer.commit()                           # group-a resumes here next time
+        consumer.commit()                           # on disk: group-a resumes here
         consumer.close()
     """
 
@@ -175,7 +198,8 @@ class Consumer:
         start: StartPosition = "earliest",
         *,
         tags: Iterable[str] | None = None,
-        auto_commit: bool = False,
+        auto_commit: bool = True,
+        auto_commit_interval: float = 5.0,
     ) -> None:
         for name, value in (("group", group), ("topic", topic)):
             if not isinstance(value, str):
@@ -186,12 +210,21 @@ class Consumer:
             raise ValueError(f"start must be 'earliest' or 'latest', not {start!r}")
         if isinstance(tags, str):
             raise TypeError("tags must be a list of tags, not a str (use [tag])")
+        if (not isinstance(auto_commit_interval, (int, float))
+                or isinstance(auto_commit_interval, bool)):
+            raise TypeError("auto_commit_interval must be a number of seconds, "
+                            f"not {type(auto_commit_interval).__name__}")
+        if not auto_commit_interval >= 0:
+            raise ValueError(f"auto_commit_interval must be >= 0, got {auto_commit_interval}")
         self._store = store
         self._group = group
         self._topic = topic
         self._start = start
         self._tags: list[str] | None = None if tags is None else list(tags)
         self._auto_commit = auto_commit
+        self._auto_commit_interval = float(auto_commit_interval)
+        self._last_auto_commit = time.monotonic()
+        self._warned_read_only = False
         self._closed = False
         # Next offset to deliver, per queue; also the assignment's key set.
         self._positions: dict[int, int] = {}
@@ -205,6 +238,9 @@ class Consumer:
         self._assignment: list[int] = []
         self._assign_seq: int | None = None
         self._rr = 0
+        self._skipped = 0
+        # Damaged records the pulls passed over (see `damaged`).
+        self._damaged = 0
         self._refresh(store.dispatch_seq, initial=True)
 
     # -- properties -----------------------------------------------------------
@@ -222,8 +258,29 @@ class Consumer:
         return None if self._tags is None else list(self._tags)
 
     @property
+    def skipped(self) -> int:
+        """Messages retention deleted before this consumer read them.
+
+        When a queue's min offset passed this consumer's position (expired
+        files were deleted), reading continues from the min offset; the
+        messages in between are counted here and logged naming the group.
+        (Not ``lag``: in Kafka that means messages not read yet.)
+        """
+        return self._skipped
+
+    @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def damaged(self) -> int:
+        """Messages this consumer skipped because their record is damaged.
+
+        A damaged record (body CRC or size fields wrong, or in a range that
+        recovery skipped, see ``StoreConfig.on_corruption``) is never
+        delivered; the position moves past it and the store logs it once.
+        """
+        return self._damaged
 
     # -- assignment -------------------------------------------------------------
 
@@ -303,6 +360,9 @@ class Consumer:
                 r = store.get_message(group, topic, q, pos, min(budget, share), tags)
                 msgs = r.messages
                 nxt = r.next_begin_offset
+                damaged = r.damaged
+                if damaged:
+                    self._damaged += damaged
                 if msgs:
                     buf = self._buffer
                     for m in msgs:
@@ -313,7 +373,13 @@ class Consumer:
                     continue  # caught up (OFFSET_OVERFLOW_ONE) or nothing to do
                 else:
                     why = _CORRECTIONS.get(r.status)
-                    if why is not None:
+                    if r.status in _EXPIRED and nxt > pos:
+                        # Retention deleted these before the group read them.
+                        self._skipped += nxt - pos
+                        log.warning("consumer group %s: %s/%d messages %d..%d were deleted "
+                                    "by retention before they were consumed; skipping %d",
+                                    group, topic, q, pos, nxt - 1, nxt - pos)
+                    elif why is not None:
                         log.info("consumer %s: %s/%d offset %d is %s; moving to %d",
                                  group, topic, q, pos, why, nxt)
                 self._fetch_pos[q] = nxt
@@ -385,6 +451,10 @@ class Consumer:
         ``NO_MATCHED_MESSAGE``, ``OFFSET_FOUND_NULL``, ``MESSAGE_WAS_REMOVING``).
         Queues that appeared since the last call are read too.
 
+        With ``auto_commit``, a poll made ``auto_commit_interval`` seconds or
+        more after the last auto-commit first commits the current positions
+        (what earlier polls returned), with ``sync=False``.
+
         Raises:
             StoreClosedError: the store was shut down.
             ValueError: the consumer is closed, or ``max_messages < 1``.
@@ -392,6 +462,7 @@ class Consumer:
         self._check_open()
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
+        self._maybe_auto_commit()
         if self._fill(timeout, max_messages):
             return self._deliver(max_messages)
         return []
@@ -410,6 +481,7 @@ class Consumer:
             if self._closed:
                 raise StopIteration
             try:
+                self._maybe_auto_commit()
                 self._fill(None, _ITER_BATCH)
             except StoreClosedError:
                 raise StopIteration from None
@@ -470,20 +542,51 @@ class Consumer:
 
     # -- committing -----------------------------------------------------------------
 
-    def commit(self, offsets: Mapping[int, int] | None = None) -> None:
+    def commit(self, offsets: Mapping[int, int] | None = None, *, sync: bool = True) -> None:
         """Store next offsets as the group's committed offsets.
 
         ``offsets`` defaults to :meth:`positions`; pass ``{queue_id: offset}``
-        to commit other values. Goes through ``store.commit_offset`` (the
-        store writes ``consumerOffset.json`` at most every 5 seconds, and at
-        flush and shutdown). On a read-only store the offsets are kept in this consumer
-        only.
+        to commit other values. Goes through ``store.commit_offset``.
+
+        ``sync=True`` (default): durable when it returns — the CommitLog is
+        flushed up to the committed messages, then ``consumerOffset.json`` is
+        written atomically and synced (commits made concurrently share one
+        write), so a crash right after ``commit()`` redelivers nothing.
+        ``sync=False``: kept in memory and written by the first commit or
+        auto-commit made 5 seconds or more after the last write, and at
+        flush, close and shutdown.
+
+        On a read-only store the offsets are kept in this consumer only;
+        the first commit warns that nothing is persisted.
 
         Raises:
             StoreClosedError: the store was shut down.
             ValueError: the consumer is closed, or a negative offset/queue id.
+            PoisonedError: the store is poisoned: the CommitLog cannot be
+                flushed (the offsets file is not written).
+            TimeoutError: the flush did not complete (a stalled disk; the
+                offsets file is not written).
         """
         self._check_open()
+        self._commit(offsets, sync=sync, explicit=True)
+
+    def _maybe_auto_commit(self) -> None:
+        if not self._auto_commit:
+            return
+        now = time.monotonic()
+        if now - self._last_auto_commit >= self._auto_commit_interval:
+            self._last_auto_commit = now
+            try:
+                self._commit(None, sync=False, explicit=False)
+            except StoreClosedError:
+                raise
+            except (StoreError, OSError) as e:
+                # The offsets are committed in memory; writing them failed
+                # (a poisoned store). Reading goes on, as it does for the store.
+                log.warning("consumer %s: auto-commit could not persist offsets: %s",
+                            self._group, e)
+
+    def _commit(self, offsets: Mapping[int, int] | None, *, sync: bool, explicit: bool) -> None:
         if offsets is None:
             todo = dict(self._positions)
         else:
@@ -501,6 +604,16 @@ class Consumer:
                 except ReadOnlyStoreError:
                     writable = False
             self._committed[q] = off
+        if writable and sync:
+            store.persist_offsets()
+        elif not writable and explicit and not self._warned_read_only:
+            self._warned_read_only = True
+            warnings.warn(
+                f"consumer {group!r} reads a read-only store: committed offsets are kept "
+                "in memory by this consumer only, nothing is persisted",
+                RuntimeWarning,
+                stacklevel=3,
+            )
 
     def committed(self, queue_id: int) -> int:
         """The group's committed next offset for ``queue_id``; -1 if none.
@@ -523,14 +636,19 @@ class Consumer:
     def close(self) -> None:
         """Close the consumer; idempotent.
 
-        Commits first only if the consumer was made with ``auto_commit=True``;
-        otherwise uncommitted positions are dropped.
+        With ``auto_commit`` (the default) the positions are committed first,
+        durably (``commit(sync=True)``), unless the store is already shut
+        down; otherwise uncommitted positions are dropped.
         """
         if self._closed:
             return
         try:
             if self._auto_commit:
-                self.commit()
+                try:
+                    self._commit(None, sync=True, explicit=False)
+                except StoreClosedError:
+                    log.info("consumer %s: store already shut down; positions not committed",
+                             self._group)
         finally:
             self._closed = True
             self._buffer.clear()

@@ -10,6 +10,7 @@ orchestrates.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import logging
 import os
 import time
@@ -20,11 +21,19 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _native
 from rocketstore._logging import ensure_log_pump, pump_now
-from rocketstore._native import GetMessageResult, Message, MessageExt, NativeStore, PutResult
+from rocketstore._native import (
+    BatchPutResult,
+    GetMessageResult,
+    Message,
+    MessageExt,
+    NativeStore,
+    PutResult,
+)
 from rocketstore.config import FlushDiskType, StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.base import ServiceThread
+from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
 
@@ -36,7 +45,8 @@ __all__ = ["MessageStore", "RecoveryReport"]
 log = logging.getLogger("rocketstore")
 
 
-#: Seconds between writes of consumerOffset.json triggered by commits.
+#: Seconds between writes of consumerOffset.json triggered by ``sync=False``
+#: commits (RocketMQ's ``flushConsumerOffsetInterval``).
 OFFSETS_PERSIST_INTERVAL = 5.0
 
 # Live stores, so a forked child can disarm the handles it inherited.
@@ -49,6 +59,7 @@ _FAST_METHODS = (
     "put",
     "put_message",
     "put_messages",
+    "put_batch",
     "look_message_by_offset",
     "get_max_offset_in_queue",
     "get_min_offset_in_queue",
@@ -126,6 +137,7 @@ class MessageStore:
         self._read_only = read_only
         self._native: NativeStore | None = None
         self._reput: ReputService | None = None
+        self._clean: CleanService | None = None
         # Python services (ServiceThread subclasses) started after recovery,
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
@@ -193,10 +205,14 @@ class MessageStore:
             flush_least_pages_when_warm_mapped_file=cfg.flush_least_pages_when_warm_mapped_file,
         )
         try:
-            report = RecoveryService(native).recover(cfg.check_crc_on_recover)
+            report = RecoveryService(native).recover(
+                cfg.check_crc_on_recover, cfg.on_corruption == "skip"
+            )
             offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
             topic_configs = TopicConfigs.load(cfg.config_dir / "topics.json")
             if not self._read_only:
+                clamped = RecoveryService(native).clamp_consumer_offsets(offsets)
+                report = dataclasses.replace(report, consumer_offsets_clamped=clamped)
                 # Flush threads first: the abort file they create marks the
                 # store as running from here on.
                 native.start_flush()
@@ -205,6 +221,7 @@ class MessageStore:
             pump_now()
             raise
         pump_now()
+        native.set_os_page_cache_busy_timeout(cfg.os_page_cache_busy_time_out_mills)
         self._config = cfg.replace(
             mapped_file_size_commit_log=native.commit_log_file_size,
             mapped_file_size_consume_queue=native.consume_queue_file_size,
@@ -225,8 +242,26 @@ class MessageStore:
         return self
 
     def _make_services(self) -> list[ServiceThread]:
-        """The Python services a writer runs (none yet besides dispatch)."""
-        return []
+        """The Python services a writer runs (dispatch runs in the engine)."""
+        # The service refers to the store weakly: a running thread must not
+        # keep a dropped store (and its engine store) alive.
+        ref = weakref.ref(self)
+
+        def native() -> NativeStore | None:
+            store = ref()
+            return None if store is None else store._native
+
+        def offsets() -> dict[str, dict[int, int]]:
+            store = ref()
+            return {} if store is None else store._offsets.table()
+
+        def failed(reason: str) -> None:
+            store = ref()
+            if store is not None:
+                store._service_failed(reason)
+
+        self._clean = CleanService(native, self._config, offsets=offsets, on_failure=failed)
+        return [self._clean]
 
     def _service_failed(self, reason: str) -> None:
         """A Python service died: refuse puts from now on, keeping the reason."""
@@ -284,7 +319,33 @@ class MessageStore:
             for qid in n.queue_ids(topic):
                 self._topic_configs.ensure(topic, qid)
         self._topic_configs.persist()
-        self._offsets.persist()
+        self._persist_offsets()
+
+    def _persist_offsets(self) -> bool:
+        """Write consumerOffset.json if it changed, after making the messages
+        below the offsets written durable (no persisted offset ever points
+        past data a power loss could take back). Concurrent callers share
+        writes: a commit made while a write is under way goes in the next.
+        """
+        n = self._n
+
+        def flush_below(table: dict[str, dict[int, int]]) -> None:
+            entries = [
+                (key.split("@", 1)[0], qid, off)
+                for key, queues in table.items()
+                for qid, off in queues.items()
+            ]
+            n.flush_for_offsets(entries)
+
+        wrote = self._offsets.persist(flush_below)
+        self._offsets_persisted_at = time.monotonic()
+        return wrote
+
+    def _maybe_persist_offsets(self) -> None:
+        """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed since the last write."""
+        if (time.monotonic() - self._offsets_persisted_at >= OFFSETS_PERSIST_INTERVAL
+                and self._offsets.dirty):
+            self._persist_offsets()
 
     def __enter__(self) -> MessageStore:
         return self.start()
@@ -354,7 +415,7 @@ class MessageStore:
         """False when puts are refused (read-only, closed, or poisoned)."""
         n = self._native
         return (n is not None and not n.closed and not self._read_only
-                and n.poison_reason is None)
+                and n.poison_reason is None and n.disk_full_reason is None)
 
     @property
     def running_flags(self) -> list[str]:
@@ -367,6 +428,8 @@ class MessageStore:
             flags.append("READ_ONLY")
         if n is not None and n.poison_reason is not None:
             flags.append(f"NOT_WRITEABLE: {n.poison_reason}")
+        if n is not None and not n.closed and n.disk_full_reason is not None:
+            flags.append(f"DISK_FULL: {n.disk_full_reason}")
         return flags
 
     # -- writes ------------------------------------------------------------
@@ -387,6 +450,38 @@ class MessageStore:
         written.
         """
         return self._n.put_messages(msgs)
+
+    def put_batch(
+        self,
+        topic: str,
+        bodies: Iterable[bytes | bytearray | memoryview],
+        queue_id: int = 0,
+        *,
+        keys: Sequence[Sequence[str] | str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        properties: Sequence[dict[str, str] | None] | None = None,
+        return_offsets: bool = False,
+    ) -> BatchPutResult:
+        """Append many bodies to one topic and queue; one result for the batch.
+
+        Bodies are bytes-like objects, read in place (no copy into Python
+        objects) and encoded straight into the CommitLog. ``keys``, ``tags``
+        and ``properties``, when given, hold one item (or None) per body.
+
+        All or nothing: every message is checked before any is written, and
+        one refused message refuses the batch (``result.reason`` names its
+        index). Queue offsets are consecutive from ``result.queue_offset``.
+        With ``return_offsets=True``, ``result.offsets`` is an ``array('q')``
+        of each message's CommitLog offset and ``result.msg_ids()`` their
+        offset message ids. Under SYNC_FLUSH the call waits once, for the
+        whole batch. A batch may span CommitLog files; between files other
+        writers get their turn. Delayed messages cannot be batched.
+
+        If a new CommitLog file cannot be created mid-batch, the result has
+        that status and ``count`` says how many messages were written.
+        """
+        return self._n.put_batch(topic, bodies, queue_id, keys=keys, tags=tags,
+                                 properties=properties, return_offsets=return_offsets)
 
     def put(
         self,
@@ -412,6 +507,25 @@ class MessageStore:
         return self._n.put(topic, body, queue_id, tags, keys, properties, delay_level, flag,
                            born_timestamp, born_host, sys_flag)
 
+    def delete_expired_files(self, force: bool = False) -> int:
+        """Run one manual round of the clean service; returns CommitLog files deleted.
+
+        Deletes up to ``delete_file_batch_max`` of the oldest CommitLog files
+        older than ``file_reserved_time`` hours (by mtime, which the store sets
+        to the store time of a file's last message when it fills), never the
+        file being written, then the ConsumeQueue and index files wholly below
+        the new CommitLog min offset. ``force=True`` ignores age (RocketMQ's
+        clean-immediately). The disk watermarks and ``max_store_size_bytes``
+        belong to the periodic rounds (every ``clean_resource_interval`` ms).
+
+        Raises:
+            ReadOnlyStoreError: the store was opened read-only.
+        """
+        self._n  # noqa: B018 - raises StoreClosedError when closed
+        if self._read_only or self._clean is None:
+            raise ReadOnlyStoreError("cannot delete files of a read-only store")
+        return self._clean.clean(manual=True, force=force).commit_log_files
+
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""
         off = self._n.flush()
@@ -422,11 +536,22 @@ class MessageStore:
     # -- reads -------------------------------------------------------------
 
     def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
-        """The message whose record starts at CommitLog offset ``phy_offset``."""
+        """The message whose record starts at CommitLog offset ``phy_offset``.
+
+        ``None`` when no record starts there.
+
+        Raises:
+            CorruptedError: the record there is damaged (its body CRC or its
+                size fields do not match); the message names file and offset.
+        """
         return self._n.look_message_by_offset(phy_offset)
 
     def look_message_by_id(self, msg_id: str) -> MessageExt | None:
-        """The message with offset message id ``msg_id`` (as in :attr:`PutResult.msg_id`)."""
+        """The message with offset message id ``msg_id`` (as in :attr:`PutResult.msg_id`).
+
+        Raises:
+            CorruptedError: the record is damaged (see :meth:`look_message_by_offset`).
+        """
         return self._n.look_message_by_id(msg_id)
 
     def queue_offset_table(self) -> dict[tuple[str, int], int]:
@@ -458,6 +583,15 @@ class MessageStore:
         ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
         ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
         unknown queue reads as an empty one (and nothing is created on disk).
+        ``OFFSET_FOUND_NULL`` with ``next_begin_offset == offset`` means the
+        message there is not readable yet: pull again.
+
+        Every message's body CRC is checked: a damaged record is skipped,
+        counted in the result's ``damaged`` and logged once; it is never
+        served, and ``next_begin_offset`` moves past it (offsets stay dense).
+
+        On a read-only store, a pull that reaches the end of what this
+        process knows of the queue first picks up what the writer appended.
 
         Raises:
             ValueError: ``topic`` breaks the topic rule (letters, digits and
@@ -509,6 +643,10 @@ class MessageStore:
 
         Only messages really carrying the key are returned (index hash
         collisions are filtered out); at most ``min(max_num, max_msgs_num_batch)``.
+
+        Raises:
+            CorruptedError: a record the index points at is damaged (the
+                message names file and offset).
         """
         return self._n.query_message(topic, key, max_num, begin_timestamp, end_timestamp)
 
@@ -546,19 +684,17 @@ class MessageStore:
     def commit_offset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         """Record ``next_offset`` as the next message ``group`` reads from the queue.
 
-        Kept in memory and written to ``config/consumerOffset.json`` at most
-        every 5 seconds by a commit, and by :meth:`persist_offsets`,
-        :meth:`flush` and :meth:`shutdown`.
+        Kept in memory, and written to ``config/consumerOffset.json`` by the
+        first commit made 5 seconds or more after the last write (RocketMQ's
+        ``flushConsumerOffsetInterval``), and by :meth:`persist_offsets`,
+        :meth:`flush` and :meth:`shutdown`. To make a commit durable at once,
+        call :meth:`persist_offsets` (``Consumer.commit()`` does).
         """
         self._n  # noqa: B018 - raises StoreClosedError when closed
         if self._read_only:
             raise ReadOnlyStoreError("cannot commit offsets in a read-only store")
         self._offsets.commit(group, topic, queue_id, next_offset)
-        # Like RocketMQ's flushConsumerOffsetInterval: persist at most every 5 s.
-        now = time.monotonic()
-        if now - self._offsets_persisted_at >= OFFSETS_PERSIST_INTERVAL:
-            self._offsets_persisted_at = now
-            self._offsets.persist()
+        self._maybe_persist_offsets()
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed next offset of ``group`` in the queue (-1 when unknown)."""
@@ -566,10 +702,23 @@ class MessageStore:
         return self._offsets.query(group, topic, queue_id)
 
     def persist_offsets(self) -> None:
-        """Write committed offsets to ``config/consumerOffset.json`` now."""
+        """Make the committed offsets durable now.
+
+        First the CommitLog is flushed up to the messages below the committed
+        offsets (in every flush mode; under ``SYNC_FLUSH`` they already are),
+        then ``config/consumerOffset.json`` is written atomically (temporary
+        file, fsync, rename, fsync of the directory). Concurrent calls share
+        writes. Nothing is written when nothing changed, or on a read-only
+        store (whose consumers keep offsets in memory).
+
+        Raises:
+            PoisonedError: the CommitLog cannot be flushed (the file is not written).
+            TimeoutError: the flush did not complete within ``sync_flush_timeout``
+                (SYNC_FLUSH) or the disk took nothing (the file is not written).
+        """
         self._n  # noqa: B018
         if not self._read_only:
-            self._offsets.persist()
+            self._persist_offsets()
 
     def consumer(
         self,
@@ -578,13 +727,16 @@ class MessageStore:
         *,
         start: Literal["earliest", "latest"] = "earliest",
         tags: Sequence[str] | None = None,
-        auto_commit: bool = False,
+        auto_commit: bool = True,
+        auto_commit_interval: float = 5.0,
     ) -> Consumer:
         """A Kafka-style consumer of every queue of ``topic`` for ``group``.
 
         A new group starts at each queue's min offset (``start="latest"``: at
-        the end); a group with committed offsets resumes there. ``close()``
-        commits only with ``auto_commit=True``.
+        the end); a group with committed offsets resumes there. With
+        ``auto_commit`` (the default, as in the Kafka clients) ``poll()``
+        commits what earlier polls returned every ``auto_commit_interval``
+        seconds, and ``close()`` commits durably; see :class:`Consumer`.
 
         Raises:
             ValueError: ``topic`` breaks the topic rule (letters, digits and
@@ -596,4 +748,5 @@ class MessageStore:
         # The read rule: a name that fails the put rule is refused unless the
         # store holds that topic (raises ValueError).
         self._n.get_max_offset_in_queue(topic, 0)
-        return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit)
+        return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
+                        auto_commit_interval=auto_commit_interval)

@@ -17,6 +17,21 @@
 //!
 //! The checkpoint is written with `pwrite` + `fdatasync` rather than through a
 //! mapping: the bytes on disk are the same as RocketMQ's mmap writes.
+//!
+//! Our own block, the **durable mark**, lives at byte 2048, where neither
+//! RocketMQ 4.9.8 (bytes 0..24) nor 5.x (0..48: 5.x adds
+//! masterFlushedOffset @24, confirmPhyOffset @32, logicsPhysicalOffset @40)
+//! reads or writes:
+//! ```text
+//!  2048 +0  magic "RSDMARK1"          +24 u32 damaged-range count n (≤ 126)
+//!       +8  durable CommitLog offset  +28 u32 crc32 of [+0,+28) and the ranges
+//!       +16 physicMsgTs it was written with
+//!       +32 n × (u64 start, u64 end)  damaged CommitLog ranges known to recovery
+//! ```
+//! The mark counts only if its magic and CRC match and its copy of
+//! physicMsgTimestamp equals the one at byte 0 (a RocketMQ broker that ran
+//! on the store since rewrote byte 0 but not the mark: the mark is stale and
+//! ignored).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -33,6 +48,81 @@ pub const CHECKPOINT_FILE_SIZE: usize = 4096;
 pub const CHECKPOINT_MIN_LEN: usize = 24;
 /// Bytes we write: the three timestamps and the two 5.x fields (as zeros).
 pub const CHECKPOINT_WRITE_LEN: usize = 40;
+/// Where the durable mark block starts (past every field RocketMQ uses).
+pub const MARK_AT: usize = 2048;
+/// Magic of the durable mark block.
+pub const MARK_MAGIC: &[u8; 8] = b"RSDMARK1";
+/// Fixed part of the mark block.
+const MARK_HEADER_LEN: usize = 32;
+/// Most damaged ranges the block holds.
+pub const MAX_DAMAGED_RANGES: usize = (CHECKPOINT_FILE_SIZE - MARK_AT - MARK_HEADER_LEN) / 16;
+
+/// The durable mark: the CommitLog offset known to be on disk, and the
+/// damaged CommitLog ranges recovery skipped (`[start, end)`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DurableMark {
+    pub durable_offset: u64,
+    pub damaged: Vec<(u64, u64)>,
+}
+
+impl DurableMark {
+    /// The mark block, tagged with `physic_ts` (the value at byte 0).
+    pub fn encode(&self, physic_ts: i64) -> Vec<u8> {
+        let ranges = &self.damaged[..self.damaged.len().min(MAX_DAMAGED_RANGES)];
+        let mut b = Vec::with_capacity(MARK_HEADER_LEN + ranges.len() * 16);
+        b.extend_from_slice(MARK_MAGIC);
+        b.extend_from_slice(&self.durable_offset.to_be_bytes());
+        b.extend_from_slice(&physic_ts.to_be_bytes());
+        b.extend_from_slice(&(ranges.len() as u32).to_be_bytes());
+        b.extend_from_slice(&[0u8; 4]);
+        for (s, e) in ranges {
+            b.extend_from_slice(&s.to_be_bytes());
+            b.extend_from_slice(&e.to_be_bytes());
+        }
+        let mut h = crc32fast::Hasher::new();
+        h.update(&b[..28]);
+        h.update(&b[MARK_HEADER_LEN..]);
+        b[28..32].copy_from_slice(&h.finalize().to_be_bytes());
+        b
+    }
+
+    /// Decodes the block at [`MARK_AT`] of a whole checkpoint file; `None`
+    /// when there is none, it is damaged, or it is stale (its timestamp
+    /// copy differs from `physic_ts`).
+    pub fn decode(file: &[u8], physic_ts: i64) -> Option<Self> {
+        let b = file.get(MARK_AT..)?;
+        if b.get(..8)? != MARK_MAGIC {
+            return None;
+        }
+        let durable_offset = u64::from_be_bytes(b.get(8..16)?.try_into().ok()?);
+        let tag = i64::from_be_bytes(b.get(16..24)?.try_into().ok()?);
+        let n = u32::from_be_bytes(b.get(24..28)?.try_into().ok()?) as usize;
+        let crc = u32::from_be_bytes(b.get(28..32)?.try_into().ok()?);
+        if n > MAX_DAMAGED_RANGES {
+            return None;
+        }
+        let ranges = b.get(MARK_HEADER_LEN..MARK_HEADER_LEN + n * 16)?;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&b[..28]);
+        h.update(ranges);
+        if h.finalize() != crc || tag != physic_ts {
+            return None;
+        }
+        let damaged = ranges
+            .chunks_exact(16)
+            .map(|c| {
+                (
+                    u64::from_be_bytes(c[..8].try_into().expect("8 bytes")),
+                    u64::from_be_bytes(c[8..].try_into().expect("8 bytes")),
+                )
+            })
+            .collect();
+        Some(Self {
+            durable_offset,
+            damaged,
+        })
+    }
+}
 
 /// The values held by a checkpoint file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
@@ -91,6 +181,9 @@ pub struct Checkpoint {
     physic: AtomicI64,
     logics: AtomicI64,
     index: AtomicI64,
+    /// The durable mark read at open (`None`: the store has none) and kept
+    /// up to date by the flush service and recovery.
+    mark: Mutex<Option<DurableMark>>,
     flush_lock: Mutex<()>,
 }
 
@@ -136,7 +229,8 @@ impl Checkpoint {
             sync_parent(path);
             CheckpointData::default()
         };
-        Ok(Self::with(path, Some(file), true, data))
+        let whole = read_whole(&file);
+        Ok(Self::with(path, Some(file), true, data).with_mark(whole))
     }
 
     /// Opens `path` read-only; a missing file reads as all zeros.
@@ -144,7 +238,8 @@ impl Checkpoint {
         match File::open(path) {
             Ok(file) => {
                 let data = read_prefix(&file, path)?;
-                Ok(Self::with(path, Some(file), false, data))
+                let whole = read_whole(&file);
+                Ok(Self::with(path, Some(file), false, data).with_mark(whole))
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 Ok(Self::with(path, None, false, CheckpointData::default()))
@@ -161,8 +256,35 @@ impl Checkpoint {
             physic: AtomicI64::new(d.physic_msg_timestamp),
             logics: AtomicI64::new(d.logics_msg_timestamp),
             index: AtomicI64::new(d.index_msg_timestamp),
+            mark: Mutex::new(None),
             flush_lock: Mutex::new(()),
         }
+    }
+
+    /// Reads the durable mark of `file` (if valid for `physic_ts`).
+    fn with_mark(self, file_bytes: Option<Vec<u8>>) -> Self {
+        if let Some(b) = file_bytes {
+            *self.mark.lock() = DurableMark::decode(&b, self.physic_msg_timestamp());
+        }
+        self
+    }
+
+    /// The durable mark as read at open or set since (`None`: no mark).
+    pub fn durable_mark(&self) -> Option<DurableMark> {
+        self.mark.lock().clone()
+    }
+
+    /// Sets the durable CommitLog offset (written by the next [`Checkpoint::flush`]).
+    /// Call only after the flush that made `offset` durable has returned.
+    pub fn set_durable_offset(&self, offset: u64) {
+        let mut m = self.mark.lock();
+        m.get_or_insert_with(DurableMark::default).durable_offset = offset;
+    }
+
+    /// Replaces the mark (recovery: after cutting, or with the damaged
+    /// ranges it skipped).
+    pub fn set_durable_mark(&self, mark: DurableMark) {
+        *self.mark.lock() = Some(mark);
     }
 
     pub fn path(&self) -> &Path {
@@ -222,9 +344,14 @@ impl Checkpoint {
         let Some(file) = file.as_ref() else {
             return Err(StoreError::Closed);
         };
-        let bytes = self.snapshot().encode();
+        let snap = self.snapshot();
+        let bytes = snap.encode();
         file.write_all_at(&bytes, 0)
             .map_err(|e| StoreError::io(format!("write {}", self.path.display()), e))?;
+        if let Some(m) = self.durable_mark() {
+            file.write_all_at(&m.encode(snap.physic_msg_timestamp), MARK_AT as u64)
+                .map_err(|e| StoreError::io(format!("write {}", self.path.display()), e))?;
+        }
         file.sync_data()
             .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))
     }
@@ -277,6 +404,21 @@ fn read_prefix(file: &File, path: &Path) -> Result<CheckpointData> {
         .ok_or_else(|| StoreError::corrupted(path, 0, "checkpoint file too short"))
 }
 
+/// The whole file (at most 4096 bytes), for the mark; `None` on a read error.
+fn read_whole(file: &File) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; CHECKPOINT_FILE_SIZE];
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(got);
+    Some(buf)
+}
+
 /// Best-effort fsync of `path`'s directory, so a new file's name is durable.
 fn sync_parent(path: &Path) {
     if let Some(dir) = path.parent() {
@@ -315,6 +457,42 @@ mod tests {
         let r = Checkpoint::load_read_only(&p).unwrap();
         assert_eq!(r.snapshot(), c.snapshot());
         assert!(r.flush().is_err());
+    }
+
+    #[test]
+    fn durable_mark_layout_and_staleness() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("checkpoint");
+        let c = Checkpoint::load_or_create(&p).unwrap();
+        assert_eq!(c.durable_mark(), None);
+        c.set_physic_msg_timestamp(1_700_000_000_123);
+        c.set_durable_offset(4242);
+        c.set_durable_mark(DurableMark {
+            durable_offset: 9000,
+            damaged: vec![(100, 300), (5000, 5200)],
+        });
+        c.flush().unwrap();
+        drop(c);
+        let bytes = std::fs::read(&p).unwrap();
+        // RocketMQ's fields (4.9.8: 0..24, 5.x: 0..48) are untouched.
+        assert_eq!(&bytes[0..8], &1_700_000_000_123i64.to_be_bytes());
+        assert!(bytes[24..MARK_AT].iter().all(|&b| b == 0));
+        assert_eq!(&bytes[MARK_AT..MARK_AT + 8], MARK_MAGIC);
+        let c = Checkpoint::load_or_create(&p).unwrap();
+        let m = c.durable_mark().unwrap();
+        assert_eq!(m.durable_offset, 9000);
+        assert_eq!(m.damaged, vec![(100, 300), (5000, 5200)]);
+        drop(c);
+        // A RocketMQ broker rewrote physicMsgTimestamp: the mark is stale.
+        let mut b = bytes.clone();
+        b[0..8].copy_from_slice(&1_800_000_000_000i64.to_be_bytes());
+        std::fs::write(&p, &b).unwrap();
+        assert_eq!(Checkpoint::load_read_only(&p).unwrap().durable_mark(), None);
+        // A damaged mark is no mark.
+        let mut b = bytes.clone();
+        b[MARK_AT + 12] ^= 1;
+        std::fs::write(&p, &b).unwrap();
+        assert_eq!(Checkpoint::load_read_only(&p).unwrap().durable_mark(), None);
     }
 
     #[test]

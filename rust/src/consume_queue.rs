@@ -33,6 +33,7 @@ use parking_lot::Mutex;
 use crate::error::{Result, StoreError};
 use crate::mapped_file::{MappedFile, Reserve};
 use crate::mapped_file_queue::MappedFileQueue;
+use crate::message::is_readable_topic;
 
 /// Size of one ConsumeQueue unit.
 pub const CQ_UNIT_SIZE: usize = 20;
@@ -282,6 +283,129 @@ impl ConsumeQueue {
         drop(st);
         self.correct_min_offset(0);
         Ok(process)
+    }
+
+    /// The writer's recovery of this queue (SPEC "Recovery rebuilds every
+    /// ConsumeQueue unit"): scans from the third-last file to the end and
+    /// keeps the units that are *good* — valid, pointing below `bound` (the
+    /// recovered CommitLog end) and in CommitLog order. When two units are
+    /// out of order, `verify(unit, logical_offset)` (the CommitLog record
+    /// there is this queue's message at that offset) decides which one is
+    /// bad, so one wild unit never hides the units after it. The queue is
+    /// cut just past its last good unit (in every file: units past `bound`
+    /// go wherever they are), and the runs of bad or zeroed units between
+    /// good ones are returned as holes, each with the CommitLog range
+    /// between its good neighbours, for [`ConsumeQueue::put_at`] to rebuild.
+    pub fn recover_checked(
+        &self,
+        bound: i64,
+        phy_min: i64,
+        verify: &dyn Fn(&CqUnit, i64) -> bool,
+    ) -> Result<Vec<CqHole>> {
+        let mut st = self.state.lock();
+        let files = self.mfq.files();
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        // From the third-last file, or earlier while a file does not start
+        // with a good unit (newest files lost: the units before them must be
+        // checked against the bound too).
+        let mut first = files.len().saturating_sub(3);
+        while first > 0 {
+            match CqUnit::decode(files[first].raw()) {
+                Some(u) if u.is_valid() && (u.is_pre_blank() || u.end_phy_offset() <= bound) => {
+                    break
+                }
+                _ => first -= 1,
+            }
+        }
+        let unit = CQ_UNIT_SIZE as u64;
+        let window_start = (files[first].file_from_offset() / unit) as i64;
+        // The good unit just before the window, if any (for a hole's lower bound).
+        let before = (first > 0)
+            .then(|| self.last_unit_phy_of_file(&files[first - 1]))
+            .flatten()
+            .and_then(|_| {
+                let f = &files[first - 1];
+                f.read(self.file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
+                    .and_then(CqUnit::decode)
+            })
+            .filter(|u| u.is_valid() && !u.is_pre_blank() && u.end_phy_offset() <= bound);
+        let mut good = GoodUnits::new(window_start - 1, before, phy_min);
+        for f in &files[first..] {
+            let from = (f.file_from_offset() / unit) as i64;
+            for (k, chunk) in f.raw().chunks_exact(CQ_UNIT_SIZE).enumerate() {
+                let idx = from + k as i64;
+                let Some(u) = CqUnit::decode(chunk) else {
+                    break;
+                };
+                if !u.is_valid() {
+                    continue;
+                }
+                if u.is_pre_blank() {
+                    good.push(idx, u);
+                    continue;
+                }
+                if u.end_phy_offset() > bound {
+                    continue;
+                }
+                loop {
+                    match good.last_real() {
+                        Some((pi, p)) if u.phy_offset < p.end_phy_offset() => {
+                            if verify(&u, idx) && !verify(&p, pi) {
+                                // The earlier unit was the wild one.
+                                good.pop_real();
+                                continue;
+                            }
+                            break;
+                        }
+                        _ => {
+                            good.push(idx, u);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let end = ((good.last_index + 1).max(window_start) as u64) * unit;
+        self.cut_at(&mut st, end)?;
+        self.mfq.set_flushed_where(end);
+        self.max_physic_offset
+            .store(good.last_real_end().unwrap_or(-1), Ordering::Release);
+        drop(st);
+        self.correct_min_offset(0);
+        Ok(good.holes)
+    }
+
+    /// Writes `unit` at logical offset `index` inside the queue's written
+    /// data (recovery only: rebuilding a hole). Returns false when `index`
+    /// lies outside it. The caller syncs the files afterwards
+    /// ([`ConsumeQueue::sync_all_files`]).
+    pub fn put_at(&self, index: i64, unit: CqUnit) -> Result<bool> {
+        let _st = self.state.lock();
+        let Some(off) = u64::try_from(index)
+            .ok()
+            .and_then(|i| i.checked_mul(CQ_UNIT_SIZE as u64))
+        else {
+            return Ok(false);
+        };
+        let Some(f) = self.mfq.find_by_offset(off, false) else {
+            return Ok(false);
+        };
+        let pos = (off - f.file_from_offset()) as usize;
+        if pos + CQ_UNIT_SIZE > f.wrote_position() {
+            return Ok(false);
+        }
+        f.overwrite_in_recovery(pos, &unit.encode())?;
+        Ok(true)
+    }
+
+    /// Forces every file of the queue to disk (after [`ConsumeQueue::put_at`]).
+    pub fn sync_all_files(&self) -> Result<()> {
+        for f in self.mfq.files() {
+            f.sync_all()?;
+        }
+        Ok(())
     }
 
     /// Cuts the queue at logical byte offset `end`: the containing file keeps
@@ -696,6 +820,29 @@ impl ConsumeQueue {
         Ok(self.max_offset_in_queue())
     }
 
+    /// Read-only queues: true when the writer may have appended since the
+    /// last [`ConsumeQueue::refresh`] (a unit is published past the known
+    /// end, the next file exists, or no file is known), so a refresh is due.
+    /// Costs one unit read, or one `stat` when the last file is full.
+    pub fn may_have_grown(&self) -> bool {
+        if self.mfq.is_writable() {
+            return false;
+        }
+        let Some(last) = self.mfq.last_file() else {
+            return true;
+        };
+        let pos = last.wrote_position();
+        match last.raw().get(pos..pos + CQ_UNIT_SIZE) {
+            Some(unit) => CqUnit::decode_published(unit).is_some_and(|u| u.is_valid()),
+            None => {
+                let next = last.file_from_offset() + self.file_size as u64;
+                self.dir()
+                    .join(crate::mapped_file::file_name(next))
+                    .exists()
+            }
+        }
+    }
+
     /// Logical offset of the message stored nearest to `timestamp` (RocketMQ
     /// 4.9.8 `getOffsetInQueueByTime`, SPEC §2.4): picks the first file
     /// modified at or after `timestamp` (else the last), binary-searches its
@@ -790,13 +937,110 @@ impl ConsumeQueue {
     }
 }
 
-/// A topic usable as a directory name: non-empty `[%|a-zA-Z0-9_-]+`. No
-/// length limit here, so a 5.x store's long (V2) topics still load.
+/// A run of bad or zeroed units between good ones, found by
+/// [`ConsumeQueue::recover_checked`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CqHole {
+    /// Logical offsets `[from, to)` of the units to rebuild.
+    pub from: i64,
+    pub to: i64,
+    /// The CommitLog range between the hole's good neighbours: the records
+    /// of the missing units lie in `[phy_from, phy_to)`.
+    pub phy_from: i64,
+    pub phy_to: i64,
+}
+
+/// The good units recovery keeps, newest last (a bounded tail of them: a
+/// wild unit is caught by its successor), and the holes between them.
+struct GoodUnits {
+    stack: Vec<(i64, CqUnit)>,
+    /// Logical offset of the last good unit (window start − 1 when none).
+    last_index: i64,
+    /// End of the good real unit before the window, or the CommitLog min.
+    floor: i64,
+    holes: Vec<CqHole>,
+}
+
+impl GoodUnits {
+    const KEEP: usize = 4096;
+
+    fn new(last_index: i64, before: Option<CqUnit>, phy_min: i64) -> Self {
+        let mut stack = Vec::new();
+        let floor = match before {
+            Some(u) => {
+                stack.push((last_index, u));
+                u.end_phy_offset()
+            }
+            None => phy_min.max(0),
+        };
+        Self {
+            stack,
+            last_index,
+            floor,
+            holes: Vec::new(),
+        }
+    }
+
+    fn last_real(&self) -> Option<(i64, CqUnit)> {
+        self.stack
+            .iter()
+            .rev()
+            .find(|(_, u)| !u.is_pre_blank())
+            .copied()
+    }
+
+    fn last_real_end(&self) -> Option<i64> {
+        self.last_real().map(|(_, u)| u.end_phy_offset())
+    }
+
+    fn push(&mut self, idx: i64, u: CqUnit) {
+        if idx > self.last_index + 1 {
+            let phy_from = self.last_real_end().unwrap_or(self.floor);
+            let phy_to = if u.is_pre_blank() {
+                phy_from
+            } else {
+                u.phy_offset
+            };
+            self.holes.push(CqHole {
+                from: self.last_index + 1,
+                to: idx,
+                phy_from,
+                phy_to,
+            });
+        }
+        self.last_index = idx;
+        self.stack.push((idx, u));
+        if self.stack.len() > 2 * Self::KEEP {
+            self.stack.drain(..Self::KEEP);
+        }
+    }
+
+    /// Drops the last good real unit (it turned out wild): the hole that
+    /// ended at it is re-made, larger, by the next push.
+    fn pop_real(&mut self) {
+        let Some(pos) = self.stack.iter().rposition(|(_, u)| !u.is_pre_blank()) else {
+            return;
+        };
+        let (idx, _) = self.stack[pos];
+        self.stack.truncate(pos);
+        if self.holes.last().is_some_and(|h| h.to == idx) {
+            let h = self.holes.pop().expect("checked above");
+            self.last_index = h.from - 1;
+        } else {
+            self.last_index = idx - 1;
+        }
+        if let Some(&(i, _)) = self.stack.last() {
+            self.last_index = self.last_index.max(i).min(idx - 1);
+        }
+    }
+}
+
+/// A topic usable as a directory name: the topic read rule
+/// ([`is_readable_topic`]: non-empty UTF-8, no `/` or NUL, not `.`/`..`),
+/// so every topic a valid record carries — a 5.x store's long (V2) topics
+/// included — has a queue directory.
 fn is_valid_dir_topic(topic: &str) -> bool {
-    !topic.is_empty()
-        && topic
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
+    is_readable_topic(topic)
 }
 
 /// `root/<topic>/<queue_id>`.
@@ -1023,6 +1267,128 @@ mod tests {
             "the file starting at the end stays, empty"
         );
         assert!(!dir.path().join("T/0").join(file_name(400)).exists());
+    }
+
+    /// A queue of 25 units (phy i*10, size 10) in 3 files, reloaded.
+    fn written(root: &Path) -> ConsumeQueue {
+        let cq = open(root, true);
+        for i in 0..25i64 {
+            cq.put(i * 10, 10, 0, i).unwrap();
+        }
+        drop(cq);
+        ConsumeQueue::load(root, "T", 0, FS, true).unwrap()
+    }
+
+    fn write_unit(root: &Path, index: usize, bytes: &[u8; CQ_UNIT_SIZE]) {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(root.join("T/0").join(file_name((index / 10 * FS) as u64)))
+            .unwrap();
+        f.write_all_at(bytes, (index % 10 * CQ_UNIT_SIZE) as u64)
+            .unwrap();
+    }
+
+    /// The record of unit i is at phy i*10 (what the CommitLog would say).
+    fn verify(u: &CqUnit, idx: i64) -> bool {
+        u.phy_offset == idx * 10 && u.size == 10
+    }
+
+    #[test]
+    fn recover_checked_finds_holes_between_good_units() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = written(dir.path());
+        // The middle file lost its pages; one unit of the last file is zero.
+        for i in 10..20 {
+            write_unit(dir.path(), i, &[0u8; 20]);
+        }
+        write_unit(dir.path(), 22, &[0u8; 20]);
+        let holes = cq.recover_checked(250, 0, &verify).unwrap();
+        assert_eq!(
+            holes,
+            vec![
+                CqHole {
+                    from: 10,
+                    to: 20,
+                    phy_from: 100,
+                    phy_to: 200
+                },
+                CqHole {
+                    from: 22,
+                    to: 23,
+                    phy_from: 220,
+                    phy_to: 230
+                },
+            ]
+        );
+        assert_eq!(cq.max_offset_in_queue(), 25);
+        assert_eq!(cq.max_physic_offset(), 250);
+        for i in (10..20).chain([22]) {
+            let u = CqUnit {
+                phy_offset: i * 10,
+                size: 10,
+                tags_code: 0,
+            };
+            assert!(cq.put_at(i, u).unwrap());
+        }
+        assert!(!cq
+            .put_at(
+                25,
+                CqUnit {
+                    phy_offset: 250,
+                    size: 10,
+                    tags_code: 0
+                }
+            )
+            .unwrap());
+        assert_eq!(cq.recover_checked(250, 0, &verify).unwrap(), vec![]);
+        assert_eq!(cq.unit_at(15).unwrap().phy_offset, 150);
+    }
+
+    #[test]
+    fn recover_checked_drops_wild_units_and_units_past_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = written(dir.path());
+        // Unit 3 points far past the log; unit 6 points inside it, at unit
+        // 12's record (its successors look out of order).
+        let wild = CqUnit {
+            phy_offset: 1 << 50,
+            size: 10,
+            tags_code: 0,
+        };
+        write_unit(dir.path(), 3, &wild.encode());
+        let inside = CqUnit {
+            phy_offset: 120,
+            size: 10,
+            tags_code: 0,
+        };
+        write_unit(dir.path(), 6, &inside.encode());
+        // The newest file lost its pages: units 10..19 (phy ≥ 100) in the
+        // middle file point past the recovered end 95 and must go as well.
+        for i in 20..25 {
+            write_unit(dir.path(), i, &[0u8; 20]);
+        }
+        let holes = cq.recover_checked(95, 0, &verify).unwrap();
+        assert_eq!(
+            holes,
+            vec![
+                CqHole {
+                    from: 3,
+                    to: 4,
+                    phy_from: 30,
+                    phy_to: 40
+                },
+                CqHole {
+                    from: 6,
+                    to: 7,
+                    phy_from: 60,
+                    phy_to: 70
+                },
+            ]
+        );
+        assert_eq!(cq.max_offset_in_queue(), 9);
+        assert_eq!(cq.max_physic_offset(), 90);
+        assert_eq!(cq.queue().len(), 1);
     }
 
     #[test]

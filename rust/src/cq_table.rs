@@ -17,7 +17,7 @@ use crate::commitlog::QueueOffsetTable;
 use crate::consume_queue::{round_cq_file_size, ConsumeQueue, DEFAULT_CQ_FILE_SIZE};
 use crate::error::{Result, StoreError};
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
-use crate::message::is_valid_topic;
+use crate::message::is_readable_topic;
 
 /// New queue files in one flush round above which one `syncfs` is cheaper
 /// than an fsync of each file and its directory.
@@ -46,11 +46,7 @@ fn list_queue_dirs(root: &Path) -> Result<Vec<(String, i32, PathBuf)>> {
         let Some(topic) = t.file_name().to_str().map(str::to_owned) else {
             continue;
         };
-        if !t.path().is_dir()
-            || topic
-                .bytes()
-                .any(|b| !(b.is_ascii_alphanumeric() || b"%|_-".contains(&b)))
-        {
+        if !t.path().is_dir() || !is_readable_topic(&topic) {
             continue;
         }
         let qdirs = std::fs::read_dir(t.path())
@@ -171,7 +167,7 @@ impl ConsumeQueueTable {
         if !self.writable {
             return Err(StoreError::ReadOnly);
         }
-        if queue_id < 0 || topic.is_empty() || topic.contains('/') {
+        if queue_id < 0 || !is_readable_topic(topic) {
             return Err(StoreError::InvalidArgument(format!(
                 "no consume queue for {topic:?}/{queue_id}"
             )));
@@ -273,7 +269,7 @@ impl ConsumeQueueTable {
     pub fn refresh(&self) -> Result<bool> {
         let mut changed = false;
         for (topic, qid, _) in list_queue_dirs(&self.root)? {
-            if self.get(&topic, qid).is_none() && is_valid_topic(&topic) {
+            if self.get(&topic, qid).is_none() && is_readable_topic(&topic) {
                 let cq = ConsumeQueue::load_read_only(&self.root, &topic, qid, self.file_size)?;
                 self.queues
                     .write()

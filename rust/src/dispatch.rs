@@ -22,11 +22,13 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::checkpoint::Checkpoint;
 use crate::commitlog::CommitLog;
+use crate::consume_queue::CqUnit;
 use crate::cq_table::ConsumeQueueTable;
 use crate::error::{Result, StoreError};
 use crate::index_file::IndexStore;
 use crate::message::{
-    iter_properties, parse_record, sysflag, tags_code, Parsed, RecordView, SCHEDULE_TOPIC,
+    find_property, iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView,
+    SCHEDULE_TOPIC,
 };
 use crate::ratelog::RateLimited;
 
@@ -59,6 +61,10 @@ pub struct Dispatcher {
     wake_lock: Mutex<()>,
     wake_cv: Condvar,
     failure: Mutex<Option<String>>,
+    /// SYNC_FLUSH: dispatch only what the CommitLog flush covers, so no
+    /// reader (consumer, queue, index, lookup) sees a record before it is on
+    /// disk.
+    flushed_only: AtomicBool,
 }
 
 /// A few keys without a heap allocation (most messages carry one or two).
@@ -152,6 +158,24 @@ impl Dispatcher {
             wake_lock: Mutex::new(()),
             wake_cv: Condvar::new(),
             failure: Mutex::new(None),
+            flushed_only: AtomicBool::new(false),
+        }
+    }
+
+    /// Dispatches only records the CommitLog flush covers (SYNC_FLUSH).
+    pub fn set_flushed_only(&self, on: bool) {
+        self.flushed_only.store(on, Ordering::Release);
+    }
+
+    /// End of what dispatch may read: the CommitLog end, or under
+    /// SYNC_FLUSH its flushed offset.
+    #[inline]
+    fn dispatch_end(&self) -> u64 {
+        let max = self.commitlog.max_offset();
+        if self.flushed_only.load(Ordering::Relaxed) {
+            max.min(self.commitlog.flushed_offset())
+        } else {
+            max
         }
     }
 
@@ -175,6 +199,29 @@ impl Dispatcher {
     /// Why dispatch stopped, if it failed.
     pub fn failure(&self) -> Option<String> {
         self.failure.lock().clone()
+    }
+
+    /// The consume-queue unit a record gets (`None` for transaction types
+    /// that are not dispatched, or a topic that is not UTF-8).
+    pub fn cq_unit_of(&self, phy: u64, v: &RecordView, rec: &[u8]) -> Option<CqUnit> {
+        let tran = v.sys_flag & sysflag::TRANSACTION_TYPE_MASK;
+        if tran != sysflag::TRANSACTION_NOT && tran != sysflag::TRANSACTION_COMMIT {
+            return None;
+        }
+        let topic = std::str::from_utf8(&rec[v.topic.clone()]).ok()?;
+        let props = &rec[v.properties.clone()];
+        let tags = find_property(props, "TAGS");
+        let delay = find_property(props, "DELAY");
+        Some(CqUnit {
+            phy_offset: phy as i64,
+            size: v.total_size as i32,
+            tags_code: tags_code_of(topic, tags, delay, v.store_timestamp, &self.delay_levels),
+        })
+    }
+
+    /// Records why dispatch failed (the first failure stays).
+    pub fn record_failure(&self, e: &StoreError) {
+        self.failure.lock().get_or_insert_with(|| e.to_string());
     }
 
     /// Dispatches one record (also used by abnormal recovery).
@@ -241,7 +288,7 @@ impl Dispatcher {
         let mut stats = DispatchStats::default();
         let mut from = self.reput_from.load(Ordering::Acquire);
         loop {
-            let max = self.commitlog.max_offset();
+            let max = self.dispatch_end();
             if from >= max || stats.bytes as usize >= max_bytes {
                 break;
             }
@@ -258,10 +305,23 @@ impl Dispatcher {
             let Some(data) = file.readable_from(pos) else {
                 break;
             };
+            // Never past the dispatch end (the flushed offset under SYNC_FLUSH).
+            let data = &data[..data.len().min((max - from) as usize)];
             let mut p = 0usize;
             let mut roll = false;
             while p < data.len() && (stats.bytes as usize) < max_bytes {
-                match parse_record(&data[p..], false) {
+                let at = from + p as u64;
+                if let Some(end) = self.commitlog.damaged_range_end(at) {
+                    // Recovery skipped this damaged range: nothing to dispatch.
+                    let skip = (end - at) as usize;
+                    if p + skip > data.len() {
+                        p = data.len();
+                        break;
+                    }
+                    p += skip;
+                    continue;
+                }
+                match parse_valid_record(&data[p..], at, false) {
                     Parsed::Record(v) => {
                         let rec = &data[p..p + v.total_size];
                         self.dispatch_record(from + p as u64, &v, rec, true, true)?;
@@ -361,7 +421,7 @@ impl Dispatcher {
     fn sleep_until_woken(&self, max: Duration) {
         let mut g = self.wake_lock.lock();
         self.sleeping.store(true, Ordering::Release);
-        if self.commitlog.max_offset() > self.reput_from() {
+        if self.dispatch_end() > self.reput_from() {
             self.sleeping.store(false, Ordering::Release);
             return;
         }

@@ -18,7 +18,9 @@ static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 
 /// The points the engine checks.
 /// `map_new_file` fails the mapping of a file just created (as an
-/// address-space limit would), after the file was made.
+/// address-space limit would), after the file was made. `flush_hold` is a
+/// stalled disk: while armed, the flush services flush nothing (the errno
+/// is not used).
 /// `reserve` fails reserving disk blocks ahead of a writer (a full disk);
 /// `mlock` fails warm-up's memory lock (RLIMIT_MEMLOCK).
 pub const POINTS: &[&str] = &[
@@ -26,6 +28,7 @@ pub const POINTS: &[&str] = &[
     "create_file",
     "map_new_file",
     "cq_put",
+    "flush_hold",
     "reserve",
     "mlock",
 ];

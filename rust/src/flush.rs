@@ -60,6 +60,14 @@ impl Default for FlushConfig {
 
 type OnError = Box<dyn Fn(String) + Send + Sync>;
 
+/// A flush that did not reach `end` (a stalled disk): `ETIMEDOUT`.
+fn not_flushed(end: u64, how: &str) -> crate::error::StoreError {
+    crate::error::StoreError::io(
+        format!("flush the CommitLog up to offset {end} {how}"),
+        std::io::Error::from_raw_os_error(libc::ETIMEDOUT),
+    )
+}
+
 struct Group {
     /// Highest CommitLog offset a producer waits for.
     requested: u64,
@@ -91,6 +99,9 @@ pub struct FlushService {
     flush_ns: std::sync::atomic::AtomicU64,
     gather_ns: std::sync::atomic::AtomicU64,
     on_error: OnError,
+    /// Called after every CommitLog flush that succeeded (wakes dispatch,
+    /// which under SYNC_FLUSH follows the flushed offset).
+    on_flushed: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -126,8 +137,14 @@ impl FlushService {
             flush_ns: std::sync::atomic::AtomicU64::new(0),
             gather_ns: std::sync::atomic::AtomicU64::new(0),
             on_error,
+            on_flushed: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Sets the hook called after each successful CommitLog flush.
+    pub fn set_on_flushed(&self, f: Box<dyn Fn() + Send + Sync>) {
+        *self.on_flushed.lock() = Some(f);
     }
 
     pub fn config(&self) -> &FlushConfig {
@@ -239,7 +256,60 @@ impl FlushService {
         }
     }
 
+    /// Asks the group-commit thread to flush up to `end` without waiting
+    /// (a reader waiting for a record to be flushed).
+    pub fn request_flush(&self, end: u64) {
+        if !self.cfg.sync_flush {
+            return;
+        }
+        let mut g = self.group.lock();
+        if end > g.requested {
+            g.requested = end;
+        }
+        self.work.notify_one();
+    }
+
+    /// Makes the CommitLog durable up to `end` (committed offsets are
+    /// persisted only above durable data). Under SYNC_FLUSH this joins the
+    /// group commit; otherwise it commits transient buffers and flushes in
+    /// the caller's thread. A failure poisons the store.
+    pub fn flush_to(&self, end: u64) -> Result<()> {
+        if self.commitlog.flushed_offset() >= end {
+            return Ok(());
+        }
+        if let Some(f) = self.failure() {
+            return Err(crate::error::StoreError::Poisoned(f));
+        }
+        if self.cfg.sync_flush
+            && !self.stop.load(Ordering::Acquire)
+            && !self.threads.lock().is_empty()
+        {
+            return match self.wait_flushed(end) {
+                PutStatus::PutOk => Ok(()),
+                _ => Err(self.failure().map_or_else(
+                    || not_flushed(end, "within sync_flush_timeout"),
+                    crate::error::StoreError::Poisoned,
+                )),
+            };
+        }
+        self.commitlog.queue().commit(0);
+        if let Err(e) = self.flush_commitlog() {
+            let why = format!("CommitLog flush failed: {e}");
+            self.fail(why.clone());
+            return Err(crate::error::StoreError::Poisoned(why));
+        }
+        if self.commitlog.flushed_offset() < end {
+            return Err(not_flushed(end, "(the disk did not take it)"));
+        }
+        Ok(())
+    }
+
     fn flush_commitlog(&self) -> Result<()> {
+        // A stalled disk (fault injection): nothing reaches it.
+        #[cfg(feature = "failpoints")]
+        if crate::failpoint::check("flush_hold").is_err() {
+            return Ok(());
+        }
         // Messages stored up to this timestamp are on disk once the flush returns.
         let ts = self
             .commitlog
@@ -249,8 +319,15 @@ impl FlushService {
             .unwrap_or(0);
         let target = self.commitlog.max_offset();
         self.commitlog.flush_all()?;
-        if ts > 0 && self.commitlog.flushed_offset() >= target {
+        let flushed = self.commitlog.flushed_offset();
+        if ts > 0 && flushed >= target {
             self.checkpoint.set_physic_msg_timestamp(ts);
+        }
+        // The durable mark: everything below `flushed` is on disk now; the
+        // next checkpoint flush writes it (after this flush, never before).
+        self.checkpoint.set_durable_offset(flushed);
+        if let Some(f) = self.on_flushed.lock().as_ref() {
+            f();
         }
         Ok(())
     }
@@ -320,6 +397,10 @@ impl FlushService {
         while !self.stop.load(Ordering::Acquire) {
             self.idle(self.cfg.flush_interval);
             if self.stop.load(Ordering::Acquire) || self.failed.lock().is_some() {
+                continue;
+            }
+            #[cfg(feature = "failpoints")]
+            if crate::failpoint::check("flush_hold").is_err() {
                 continue;
             }
             let thorough = last_thorough.elapsed() >= self.cfg.flush_thorough_interval;

@@ -9,11 +9,13 @@
 
 pub mod allocate;
 pub mod checkpoint;
+pub mod clock;
 pub mod commitlog;
 pub mod consume_queue;
 pub mod cq_table;
 pub mod dispatch;
 pub mod error;
+pub mod expiry;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;
 pub mod flush;

@@ -705,6 +705,30 @@ impl MappedFile {
         Ok(())
     }
 
+    /// Overwrites `data` at `pos`, below the write position too. Recovery
+    /// only, before any reader exists: rebuilds damaged consume-queue units
+    /// in the middle of written data. The caller syncs the file afterwards.
+    pub fn overwrite_in_recovery(&self, pos: usize, data: &[u8]) -> Result<()> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let _g = self.write_lock.lock();
+        if pos + data.len() > self.file_size {
+            return Err(StoreError::InvalidArgument(format!(
+                "write of {} bytes at {pos} past the end of {}",
+                data.len(),
+                self.path.display()
+            )));
+        }
+        self.ensure_reserved_locked(pos + data.len())?;
+        // SAFETY: in bounds (checked), reserved (above); recovery runs before
+        // readers exist and `write_lock` excludes other writers.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(pos), data.len())
+        };
+        Ok(())
+    }
+
     /// Fills `[from, to)` with zeros; both must be ≥ the write position.
     /// Uses `pwrite` over the data regions only, never the mapping: a cut
     /// tail may lie beyond the reserved range, where a store through the
@@ -820,6 +844,11 @@ impl MappedFile {
                 .flush_range(start, read - start)
                 .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
             self.flushed.fetch_max(read, Ordering::AcqRel);
+            if read >= self.file_size {
+                // The last write into this file: writes through the mapping
+                // (a transient-pool commit) may have moved mtime since the fill.
+                self.stamp_mtime_when_full();
+            }
         }
         Ok(self.flushed_position())
     }
@@ -1052,6 +1081,29 @@ impl MappedFile {
             off = stop;
         }
         end
+    }
+
+    /// Sets the file's modification time to `ms` (since the epoch). A full
+    /// CommitLog file gets the store time of its last message this way, so
+    /// its age does not depend on when the kernel noticed writes through
+    /// the mapping (which do not reliably move mtime).
+    pub fn set_modified_ms(&self, ms: i64) -> Result<()> {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+        self.reopen()?
+            .set_modified(t)
+            .map_err(|e| StoreError::io(format!("set mtime of {}", self.path.display()), e))
+    }
+
+    /// Gives a full file the store time of its last message as mtime (when
+    /// this process wrote one), logging a failure: the file's age then
+    /// falls back to whatever mtime the kernel set.
+    pub fn stamp_mtime_when_full(&self) {
+        let ts = self.store_timestamp();
+        if self.writable && ts > 0 && self.is_full() {
+            if let Err(e) = self.set_modified_ms(ts) {
+                log::warn!("{e}");
+            }
+        }
     }
 
     /// The file's modification time in ms since the epoch.

@@ -298,6 +298,56 @@ pub fn encode_v1(
     phy_offset: i64,
     store_timestamp: i64,
 ) -> usize {
+    encode_v1_with(
+        dst,
+        m,
+        sys_flag,
+        Some(crc),
+        store_host,
+        queue_offset,
+        phy_offset,
+        store_timestamp,
+    )
+}
+
+/// [`encode_v1`] with the body CRC computed over the bytes as copied into
+/// `dst`, so the record is self-consistent even if the source buffer was
+/// changed by another thread while it was read (a `bytearray` body).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn encode_v1_crc_of_copy(
+    dst: &mut [u8],
+    m: &MessageSpec<'_>,
+    sys_flag: i32,
+    store_host: &SocketAddr,
+    queue_offset: i64,
+    phy_offset: i64,
+    store_timestamp: i64,
+) -> usize {
+    encode_v1_with(
+        dst,
+        m,
+        sys_flag,
+        None,
+        store_host,
+        queue_offset,
+        phy_offset,
+        store_timestamp,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn encode_v1_with(
+    dst: &mut [u8],
+    m: &MessageSpec<'_>,
+    sys_flag: i32,
+    crc: Option<i32>,
+    store_host: &SocketAddr,
+    queue_offset: i64,
+    phy_offset: i64,
+    store_timestamp: i64,
+) -> usize {
     let body = &m.body[..];
     let topic = m.topic.as_bytes();
     let props = &m.properties[..];
@@ -312,7 +362,9 @@ pub fn encode_v1(
     // TOTALSIZE is written last (below), after a release fence, so a reader
     // in another process that sees a non-zero size sees the whole record.
     d[4..8].copy_from_slice(&MAGIC_V1.to_be_bytes());
-    d[8..12].copy_from_slice(&crc.to_be_bytes());
+    if let Some(crc) = crc {
+        d[8..12].copy_from_slice(&crc.to_be_bytes());
+    }
     d[12..16].copy_from_slice(&m.queue_id.to_be_bytes());
     d[16..20].copy_from_slice(&m.flag.to_be_bytes());
     d[20..28].copy_from_slice(&queue_offset.to_be_bytes());
@@ -330,6 +382,10 @@ pub fn encode_v1(
     d[p..p + 4].copy_from_slice(&(body.len() as i32).to_be_bytes());
     p += 4;
     d[p..p + body.len()].copy_from_slice(body);
+    if crc.is_none() {
+        let c = body_crc(&d[p..p + body.len()]);
+        d[8..12].copy_from_slice(&c.to_be_bytes());
+    }
     p += body.len();
     d[p] = topic.len() as u8;
     p += 1;
@@ -419,6 +475,7 @@ pub enum Parsed {
 /// ends). A record is valid only if its magic is V1/V2, its total size equals
 /// the sum of its field lengths, it lies inside `buf`, and (with `check_crc`)
 /// the body CRC matches (SPEC "A record is valid").
+#[inline]
 pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
     if buf.len() < 8 {
         return Parsed::End {
@@ -528,6 +585,142 @@ pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
     })
 }
 
+/// Longest topic a V2 record can carry (signed 2-byte length).
+pub const MAX_TOPIC_LEN_V2: usize = i16::MAX as usize;
+
+/// The topic *read* rule (what a stored record may carry; laxer than the
+/// put rule of [`is_valid_topic`]): non-empty UTF-8 of at most `max_len`
+/// bytes (127 for V1 records, 32,767 for V2), without `/` or NUL, and not
+/// `.` or `..` — so it is always a single, harmless directory name.
+#[inline]
+pub fn is_readable_topic_bytes(topic: &[u8], max_len: usize) -> bool {
+    !topic.is_empty()
+        && topic.len() <= max_len
+        && topic != b"."
+        && topic != b".."
+        && !topic.iter().any(|&b| b == b'/' || b == 0)
+        && std::str::from_utf8(topic).is_ok()
+}
+
+/// [`is_readable_topic_bytes`] with the V2 length limit: every topic some
+/// stored record may carry, the rule the read APIs accept.
+#[inline]
+pub fn is_readable_topic(topic: &str) -> bool {
+    is_readable_topic_bytes(topic.as_bytes(), MAX_TOPIC_LEN_V2)
+}
+
+/// True when `props` is empty or a run of `name\x01value` pairs separated
+/// by `\x02` (one trailing `\x02` allowed, as 5.x's property CRC writes it).
+/// Names are non-empty and hold neither `\x01` nor NUL; values hold no
+/// `\x02` (RocketMQ's parser takes everything after the first `\x01`).
+pub fn properties_well_formed(props: &[u8]) -> bool {
+    let body = match props.split_last() {
+        None => return true,
+        Some((&PROPERTY_SEPARATOR, rest)) => rest,
+        Some(_) => props,
+    };
+    // One pass: a name (non-empty, no 0x01/0x02/NUL) up to its 0x01, then a
+    // value up to the next 0x02.
+    let mut in_name = true;
+    let mut name_len = 0usize;
+    for &b in body {
+        if in_name {
+            match b {
+                NAME_VALUE_SEPARATOR if name_len > 0 => in_name = false,
+                NAME_VALUE_SEPARATOR | PROPERTY_SEPARATOR | 0 => return false,
+                _ => name_len += 1,
+            }
+        } else if b == PROPERTY_SEPARATOR {
+            in_name = true;
+            name_len = 0;
+        }
+    }
+    !in_name
+}
+
+/// The record-validity rule of recovery and dispatch (SPEC "A record is
+/// valid", docs/format.md "Record validity"): the record at the start of
+/// `buf`, stored at CommitLog offset `phy`, is valid only if
+/// [`parse_record`] accepts it (magic, sizes, CRC when `check_crc`), its
+/// PHYSICALOFFSET equals `phy`, its properties are well-formed, its topic
+/// passes the read rule for its version, and its queue id and queue offset
+/// are not negative.
+#[inline]
+pub fn parse_valid_record(buf: &[u8], phy: u64, check_crc: bool) -> Parsed {
+    let parsed = parse_record(buf, check_crc);
+    if let Parsed::Record(v) = &parsed {
+        if let Some(reason) = record_rule_violation(buf, v, phy) {
+            return Parsed::End { reason };
+        }
+    }
+    parsed
+}
+
+/// Why a structurally valid record at `phy` breaks the record rules of
+/// [`parse_valid_record`], if it does.
+#[inline]
+fn record_rule_violation(buf: &[u8], v: &RecordView, phy: u64) -> Option<&'static str> {
+    if v.physical_offset != phy as i64 {
+        return Some("record carries another physical offset than its position");
+    }
+    if v.queue_id < 0 {
+        return Some("negative queue id");
+    }
+    if v.queue_offset < 0 {
+        return Some("negative queue offset");
+    }
+    let max_topic = if v.magic == MAGIC_V1 {
+        MAX_TOPIC_LEN
+    } else {
+        MAX_TOPIC_LEN_V2
+    };
+    if !is_readable_topic_bytes(&buf[v.topic.clone()], max_topic) {
+        return Some("illegal topic");
+    }
+    if !properties_well_formed(&buf[v.properties.clone()]) {
+        return Some("malformed properties");
+    }
+    None
+}
+
+/// Offset (from the start of `data`, at or after `from`) of the first valid
+/// record (by [`parse_valid_record`], with `check_crc`) when `data` starts at
+/// CommitLog offset `base`; `None` when there is none. Used to find where
+/// intact data resumes after a damaged record.
+pub fn find_next_valid_record(
+    data: &[u8],
+    from: usize,
+    base: u64,
+    check_crc: bool,
+) -> Option<usize> {
+    let v1 = MAGIC_V1.to_be_bytes();
+    let v2 = MAGIC_V2.to_be_bytes();
+    const BLOCK: usize = 256;
+    let mut i = from;
+    while i + FIXED_OVERHEAD_V4 <= data.len() {
+        // Zeroed space (the common case past the end of data) is skipped a
+        // block at a time: no magic starts inside an all-zero block.
+        if let Some(block) = data.get(i + 4..i + 4 + BLOCK) {
+            if block.iter().fold(0u8, |a, &b| a | b) == 0 {
+                i += BLOCK - 4;
+                continue;
+            }
+        }
+        let m = &data[i + 4..i + 8];
+        if (m == v1 || m == v2)
+            && be_i64(data, i + pos::PHYSICAL_OFFSET) == (base + i as u64) as i64
+            && matches!(
+                parse_valid_record(&data[i..], base + i as u64, check_crc),
+                Parsed::Record(_)
+            )
+        {
+            return Some(i);
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Iterates `(name, value)` pairs of a serialized properties string, skipping
 /// malformed segments exactly as RocketMQ's parser does.
 pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
@@ -588,6 +781,9 @@ pub enum PropertyError {
 #[derive(Debug, Default, Clone)]
 pub struct PropertiesBuilder {
     buf: Vec<u8>,
+    /// Where the current message's properties start (several messages'
+    /// properties can be built back to back in one buffer).
+    start: usize,
 }
 
 impl PropertiesBuilder {
@@ -598,7 +794,58 @@ impl PropertiesBuilder {
     pub fn with_capacity(n: usize) -> Self {
         Self {
             buf: Vec::with_capacity(n),
+            start: 0,
         }
+    }
+
+    /// Starts the next message's properties after what was built so far.
+    pub fn next_message(&mut self) {
+        self.start = self.buf.len();
+    }
+
+    /// Bytes built so far (every message's).
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Drops the current message's properties.
+    pub fn discard_message(&mut self) {
+        self.buf.truncate(self.start);
+    }
+
+    /// Appends one key to the current message's `KEYS` property (`started`
+    /// tracks whether the property was begun). Empty keys are skipped; a key
+    /// with a space or a separator byte is illegal.
+    pub fn push_key(&mut self, k: &str, started: &mut bool) -> Result<(), PropertyError> {
+        if k.is_empty() {
+            return Ok(());
+        }
+        if k.contains(' ') {
+            return Err(PropertyError::Illegal(format!(
+                "key {k:?} contains a space; keys are stored space-separated, so a key \
+                 cannot hold one"
+            )));
+        }
+        if k.bytes()
+            .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+        {
+            return Err(PropertyError::Illegal(format!(
+                "key {k:?} contains a control character 0x01 or 0x02, which separates \
+                 properties in a record"
+            )));
+        }
+        if *started {
+            self.buf.push(b' ');
+        } else {
+            if self.buf.len() > self.start {
+                self.buf.push(PROPERTY_SEPARATOR);
+            }
+            self.buf.extend_from_slice(props::KEYS.as_bytes());
+            self.buf.push(NAME_VALUE_SEPARATOR);
+            *started = true;
+        }
+        self.buf.extend_from_slice(k.as_bytes());
+        Ok(())
     }
 
     /// Appends `name=value`; both must be non-empty and free of 0x01/0x02
@@ -607,7 +854,7 @@ impl PropertiesBuilder {
         if let Some(why) = property_problem(name, value) {
             return Err(PropertyError::Illegal(why));
         }
-        if !self.buf.is_empty() {
+        if self.buf.len() > self.start {
             self.buf.push(PROPERTY_SEPARATOR);
         }
         self.buf.extend_from_slice(name.as_bytes());
@@ -621,7 +868,7 @@ impl PropertiesBuilder {
         if raw.is_empty() {
             return;
         }
-        if !self.buf.is_empty() {
+        if self.buf.len() > self.start {
             self.buf.push(PROPERTY_SEPARATOR);
         }
         self.buf.extend_from_slice(raw);
@@ -629,7 +876,7 @@ impl PropertiesBuilder {
 
     /// Appends a pair taken from an already-parsed properties string.
     pub fn push_pair_raw(&mut self, name: &[u8], value: &[u8]) {
-        if !self.buf.is_empty() {
+        if self.buf.len() > self.start {
             self.buf.push(PROPERTY_SEPARATOR);
         }
         self.buf.extend_from_slice(name);
@@ -700,6 +947,97 @@ mod tests {
         assert!(!is_valid_topic("a b"));
         assert!(is_valid_topic(&"a".repeat(127)));
         assert!(!is_valid_topic(&"a".repeat(128)));
+    }
+
+    #[test]
+    fn topic_read_rule() {
+        assert!(is_readable_topic("TopicTest"));
+        assert!(is_readable_topic("a b"));
+        assert!(is_readable_topic("中文"));
+        assert!(is_readable_topic(&"t".repeat(200)));
+        assert!(!is_readable_topic(""));
+        assert!(!is_readable_topic("."));
+        assert!(!is_readable_topic(".."));
+        assert!(!is_readable_topic("../x"));
+        assert!(!is_readable_topic("a/b"));
+        assert!(!is_readable_topic("a\0b"));
+        assert!(is_readable_topic_bytes(&[b'a'; 127], MAX_TOPIC_LEN));
+        assert!(!is_readable_topic_bytes(&[b'a'; 128], MAX_TOPIC_LEN));
+        assert!(is_readable_topic_bytes(&[b'a'; 32767], MAX_TOPIC_LEN_V2));
+        assert!(!is_readable_topic_bytes(&[0xff, 0xfe], MAX_TOPIC_LEN_V2));
+    }
+
+    #[test]
+    fn properties_must_be_pairs() {
+        assert!(properties_well_formed(b""));
+        assert!(properties_well_formed(b"A\x011"));
+        assert!(properties_well_formed(b"A\x011\x02B\x01two"));
+        assert!(properties_well_formed(
+            b"A\x01\x02__CRC32#\x011234567890\x02"
+        ));
+        assert!(!properties_well_formed(&[0u8; 11]));
+        assert!(!properties_well_formed(b"A"));
+        assert!(!properties_well_formed(b"\x01x"));
+        assert!(!properties_well_formed(b"A\x011\x02\x02B\x012"));
+        assert!(!properties_well_formed(b"\x02"));
+        assert!(!properties_well_formed(b"A\0\x011"));
+    }
+
+    fn record_at(phy: i64, topic: &str, queue_id: i32, props: &[u8]) -> Vec<u8> {
+        let spec = MessageSpec {
+            topic: Cow::Borrowed(topic),
+            queue_id,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Borrowed(b"body"),
+            properties: Cow::Borrowed(props),
+        };
+        let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let len = record_len(4, topic.len(), props.len(), &spec.born_host, &store);
+        let mut buf = vec![0u8; len];
+        encode_v1(&mut buf, &spec, 0, body_crc(b"body"), &store, 0, phy, 2);
+        buf
+    }
+
+    #[test]
+    fn record_validity_rule() {
+        let ok = record_at(500, "T", 1, b"K\x01v");
+        assert!(matches!(
+            parse_valid_record(&ok, 500, true),
+            Parsed::Record(_)
+        ));
+        assert!(matches!(
+            parse_valid_record(&ok, 501, true),
+            Parsed::End { .. }
+        ));
+        let bad_qid = record_at(500, "T", -5, b"");
+        assert!(matches!(parse_record(&bad_qid, true), Parsed::Record(_)));
+        assert!(matches!(
+            parse_valid_record(&bad_qid, 500, true),
+            Parsed::End { .. }
+        ));
+        let bad_props = record_at(500, "T", 1, &[0u8; 5]);
+        assert!(matches!(
+            parse_valid_record(&bad_props, 500, true),
+            Parsed::End { .. }
+        ));
+        let bad_topic = record_at(500, "a/b", 1, b"");
+        assert!(matches!(
+            parse_valid_record(&bad_topic, 500, true),
+            Parsed::End { .. }
+        ));
+        // Garbage, zeros, then the record: found where it starts.
+        let mut data = vec![0x55u8; 37];
+        data.extend_from_slice(&[0u8; 1000]);
+        let at = data.len();
+        data.extend_from_slice(&record_at(10_000 + at as i64, "T", 1, b""));
+        data.extend_from_slice(&[0u8; 100]);
+        assert_eq!(find_next_valid_record(&data, 1, 10_000, true), Some(at));
+        assert_eq!(find_next_valid_record(&data, 1, 10_001, true), None);
     }
 
     #[test]

@@ -6,11 +6,12 @@
 //! The tagsCode is only a prefilter; a candidate's stored TAGS string is then
 //! compared exactly, so hash collisions ("Aa" vs "BB") never leak.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
-use crate::commitlog::CommitLog;
+use crate::commitlog::{CommitLog, RecordRead};
 use crate::consume_queue::{ConsumeQueue, CQ_UNIT_SIZE};
 use crate::message::{find_property, java_string_hash, props, RecordView};
 
@@ -122,6 +123,20 @@ pub fn total_physical_memory() -> u64 {
     }
 }
 
+/// A queue unit a pull skipped because what it points at cannot be served:
+/// a damaged record (size fields, body CRC), no record at all, or a record
+/// that is not this queue's message at this offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// CommitLog offset the unit points at.
+    pub phy_offset: i64,
+    /// Logical offset of the unit in its queue.
+    pub queue_offset: i64,
+    /// The CommitLog file holding `phy_offset`, when one does.
+    pub path: Option<PathBuf>,
+    pub reason: &'static str,
+}
+
 /// What a pull found.
 #[derive(Debug, Clone)]
 pub struct GetResult {
@@ -130,6 +145,11 @@ pub struct GetResult {
     pub min_offset: i64,
     pub max_offset: i64,
     pub messages: Vec<(RecordView, Vec<u8>)>,
+    /// Units skipped as damaged: records that fail the read checks, and
+    /// records in a range recovery skipped (`on_corruption="skip"` or
+    /// `rocketstore repair`). Queue offsets stay dense: the next pull starts
+    /// after them; they are never served.
+    pub damaged: Vec<Damage>,
 }
 
 impl GetResult {
@@ -140,8 +160,20 @@ impl GetResult {
             min_offset: min,
             max_offset: max,
             messages: Vec::new(),
+            damaged: Vec::new(),
         }
     }
+}
+
+/// How a pull treats one unit whose message it could not read.
+enum Unreadable {
+    /// The CommitLog file expired: skip every unit pointing into it.
+    Removed,
+    /// Not readable yet (a writer's pending bytes, or a CommitLog file a
+    /// read-only store has not adopted): the pull stops before this unit.
+    Later,
+    /// The unit cannot be served: skip it, count it.
+    Damaged(Option<PathBuf>, &'static str),
 }
 
 /// Units scanned per pull at least (RocketMQ reads 16000 bytes of units).
@@ -152,6 +184,13 @@ const MIN_SCAN_UNITS: usize = 16_000 / CQ_UNIT_SIZE;
 /// `NO_MATCHED_LOGIC_QUEUE` cannot occur here: like RocketMQ 4.9.8, an
 /// unknown queue reads as an empty one (`NO_MESSAGE_IN_QUEUE`), except that
 /// we create nothing on disk for it.
+///
+/// A unit whose message cannot be read is never served: the pull skips
+/// the units pointing into an expired CommitLog file
+/// (`MESSAGE_WAS_REMOVING`), stops before a unit whose message is not
+/// readable yet (`follow`: a read-only store first adopts CommitLog files
+/// another process created), and skips and reports a unit whose record is
+/// damaged (see [`Damage`]).
 pub fn get_message(
     commitlog: &CommitLog,
     cq: Option<&Arc<ConsumeQueue>>,
@@ -159,6 +198,7 @@ pub fn get_message(
     max_msgs: usize,
     filter: Option<&TagFilter>,
     limits: &TransferLimits,
+    follow: bool,
 ) -> GetResult {
     let Some(cq) = cq else {
         return GetResult::empty(GetStatus::NoMessageInQueue, 0, 0, 0);
@@ -194,9 +234,11 @@ pub fn get_message(
     let max_phy = commitlog.max_offset() as i64;
     let mut status = GetStatus::NoMatchedMessage;
     let mut messages = Vec::with_capacity(max_msgs.min(units.len()));
+    let mut damaged = Vec::new();
     let mut bytes = 0usize;
     let mut scanned = 0usize;
     let mut next_phy_file_start = i64::MIN;
+    let mut refreshed = false;
     'scan: loop {
         let fetched = units.len();
         for u in &units {
@@ -219,26 +261,71 @@ pub fn get_message(
                     continue;
                 }
             }
-            let Some((view, raw)) = commitlog.read_record_sized(u.phy_offset, u.size) else {
-                if messages.is_empty() {
-                    status = GetStatus::MessageWasRemoving;
-                }
-                next_phy_file_start = commitlog.roll_next_file(u.phy_offset.max(0) as u64) as i64;
+            let logical = offset + scanned as i64 - 1;
+            if commitlog.is_damaged(u.phy_offset) {
+                // Recovery skipped this damaged record; its unit stays so
+                // queue offsets stay dense: skip it and count it.
+                damaged.push(Damage {
+                    phy_offset: u.phy_offset,
+                    queue_offset: logical,
+                    path: commitlog
+                        .file_for(u.phy_offset.max(0) as u64)
+                        .map(|f| f.path().into()),
+                    reason: "the record is in a damaged range recovery skipped",
+                });
                 continue;
+            }
+            let read = match read_unit(commitlog, u.phy_offset, u.size, follow, &mut refreshed) {
+                Ok(r) => Ok(r),
+                Err(Unreadable::Removed) => {
+                    if messages.is_empty() {
+                        status = GetStatus::MessageWasRemoving;
+                    }
+                    next_phy_file_start =
+                        commitlog.roll_next_file(u.phy_offset.max(0) as u64) as i64;
+                    continue;
+                }
+                Err(Unreadable::Later) => {
+                    // Serve what came before; the next pull starts here.
+                    scanned -= 1;
+                    if messages.is_empty() {
+                        status = GetStatus::OffsetFoundNull;
+                    }
+                    break 'scan;
+                }
+                Err(Unreadable::Damaged(path, reason)) => Err((path, reason)),
             };
             // A damaged unit can point at another valid record of the right
             // size: deliver a record only if it is this queue's message at
-            // this logical offset.
-            let logical = offset + scanned as i64 - 1;
-            // (5.x multi-dispatch messages sit in several queues at other
-            // offsets; they are taken as the unit says.)
-            if (view.queue_id != cq.queue_id()
-                || view.queue_offset != logical
-                || &raw[view.topic.clone()] != cq.topic().as_bytes())
-                && find_property(&raw[view.properties.clone()], "INNER_MULTI_DISPATCH").is_none()
-            {
-                continue;
-            }
+            // this logical offset. (5.x multi-dispatch messages sit in
+            // several queues at other offsets; they are taken as the unit says.)
+            let read = read.and_then(|(view, raw)| {
+                if (view.queue_id != cq.queue_id()
+                    || view.queue_offset != logical
+                    || &raw[view.topic.clone()] != cq.topic().as_bytes())
+                    && find_property(&raw[view.properties.clone()], "INNER_MULTI_DISPATCH")
+                        .is_none()
+                {
+                    let path = commitlog
+                        .file_for(u.phy_offset as u64)
+                        .map(|f| f.path().into());
+                    Err((path, "the record there is another queue's message"))
+                } else {
+                    Ok((view, raw))
+                }
+            });
+            let (view, raw) = match read {
+                Ok(r) => r,
+                Err((path, reason)) => {
+                    damaged.push(Damage {
+                        phy_offset: u.phy_offset,
+                        queue_offset: logical,
+                        path,
+                        reason,
+                    });
+                    continue;
+                }
+            };
             if let Some(f) = filter {
                 if !f.matches_record(&raw[view.properties.clone()]) {
                     continue;
@@ -268,5 +355,68 @@ pub fn get_message(
         min_offset: min,
         max_offset: max,
         messages,
+        damaged,
+    }
+}
+
+/// Reads the message a unit points at, or says why it cannot be served.
+/// `follow` (read-only stores): a unit past the CommitLog files known here
+/// makes the CommitLog adopt new files once per pull (`refreshed`) before it
+/// is judged; a writer makes a record readable before its unit is visible.
+fn read_unit(
+    commitlog: &CommitLog,
+    phy: i64,
+    size: i32,
+    follow: bool,
+    refreshed: &mut bool,
+) -> Result<(RecordView, Vec<u8>), Unreadable> {
+    let Ok(at) = u64::try_from(phy) else {
+        return Err(Unreadable::Damaged(None, "negative CommitLog offset"));
+    };
+    loop {
+        return match commitlog.read_checked(at) {
+            RecordRead::Found(v, raw) if v.total_size as i64 == size as i64 => Ok((v, raw)),
+            RecordRead::Found(v, _) => Err(Unreadable::Damaged(
+                commitlog.file_for(at).map(|f| f.path().into()),
+                if (v.total_size as i64) < size as i64 {
+                    "the unit's size is larger than the record there"
+                } else {
+                    "the unit's size is smaller than the record there"
+                },
+            )),
+            RecordRead::NoFile if phy < commitlog.min_offset() => Err(Unreadable::Removed),
+            RecordRead::NoFile if follow && !*refreshed => {
+                *refreshed = true;
+                if let Err(e) = commitlog.refresh() {
+                    log::warn!("cannot follow the CommitLog: {e}");
+                    return Err(Unreadable::Later);
+                }
+                continue;
+            }
+            RecordRead::NoFile => {
+                // Past the last CommitLog file. A read-only store may see the
+                // unit of a file still being created: wait for it when it is
+                // the next file; anything further cannot be real.
+                let next_end = commitlog
+                    .queue()
+                    .last_file()
+                    .map(|f| f.file_from_offset() + 2 * f.file_size() as u64)
+                    .unwrap_or(0);
+                if follow && (at < next_end || commitlog.min_offset() < 0) {
+                    Err(Unreadable::Later)
+                } else {
+                    Err(Unreadable::Damaged(
+                        None,
+                        "the unit points past the end of the CommitLog",
+                    ))
+                }
+            }
+            RecordRead::NotYet => Err(Unreadable::Later),
+            RecordRead::NoRecord => Err(Unreadable::Damaged(
+                commitlog.file_for(at).map(|f| f.path().into()),
+                "no record starts where the unit points",
+            )),
+            RecordRead::Damaged { path, reason } => Err(Unreadable::Damaged(Some(path), reason)),
+        };
     }
 }

@@ -7,17 +7,21 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use rustc_hash::FxHashSet;
 
 use crate::allocate::{Allocator, Prefaulter, TransientStorePool, WarmConfig, DEFAULT_WINDOW};
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, DurableMark};
+use crate::clock::CachedClock;
 use crate::commitlog::{
-    CommitLog, CommitLogConfig, Prepared, PutOutcome, PutStatus, Refused, ScanReport,
+    BatchInput, BatchOutcome, BatchRefusal, CommitLog, CommitLogConfig, Damage, DamagePolicy,
+    DurableBound, Prepared, PutOutcome, PutStatus, RecordRead, Refused, ScanReport,
 };
+use crate::consume_queue::{ConsumeQueue, CqHole, CqUnit};
 use crate::cq_table::ConsumeQueueTable;
 use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
@@ -26,7 +30,9 @@ use crate::index_file::IndexStore;
 use crate::lock::{fork_generation, StoreLock};
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::message::{find_property, props, MessageSpec, RecordView};
-use crate::reader::{get_message, total_physical_memory, GetResult, TagFilter, TransferLimits};
+use crate::reader::{
+    get_message, total_physical_memory, Damage as UnitDamage, GetResult, TagFilter, TransferLimits,
+};
 
 /// Default CommitLog segment size for a new store (1 GiB).
 pub const DEFAULT_COMMIT_LOG_FILE_SIZE: usize = 1 << 30;
@@ -78,6 +84,11 @@ pub struct RecoveryReport {
     /// Index entries rebuilt after an abnormal exit (from this CommitLog offset).
     pub index_redispatch_from: Option<i64>,
     pub index_redispatched_records: u64,
+    /// Damaged CommitLog ranges inside durable data that were skipped.
+    pub damaged: Vec<Damage>,
+    /// The durable mark recovery judged by (`None`: the checkpoint had none
+    /// and its physicMsgTimestamp was used).
+    pub durable_mark: Option<u64>,
 }
 
 /// An open store.
@@ -97,14 +108,57 @@ pub struct Store {
     last_exit_ok: bool,
     index_redispatch_from: Option<i64>,
     closed: AtomicBool,
+    /// Set when a writer's recovery completed: until then shutdown writes
+    /// nothing (a refused open changes no byte).
+    recovered: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
+    /// Set by the clean service while disk usage is above
+    /// `disk_space_warning_level_ratio` (RocketMQ's DISK_FULL running
+    /// flag): puts are refused until usage falls. One load per put.
+    disk_full: AtomicBool,
+    disk_full_reason: Mutex<String>,
     prefaulter: Mutex<Option<Prefaulter>>,
     allocator: Option<Arc<Allocator>>,
+    /// End of the furthest put acknowledged with PUT_OK: the horizon every
+    /// read in this process waits for (read-your-writes).
+    acked_end: AtomicU64,
+    /// A horizon reads gave up on because dispatch or flushing failed (the
+    /// store is poisoned for good) or the interpreter is exiting: later
+    /// reads do not wait for it again.
+    vis_abandoned: AtomicU64,
+    vis: VisibilityStats,
+    /// CommitLog offsets of damaged records already logged (each is logged once).
+    damage_logged: Mutex<FxHashSet<i64>>,
+    /// Read-only stores: when a pull last looked for new queues (µs since `opened`).
+    last_follow_us: AtomicU64,
+    opened: Instant,
     /// The process's fork generation at open: a different value means this
     /// is a copy inherited by a forked child, whose threads do not exist and
     /// whose files belong to the parent.
     fork_generation: u64,
 }
+
+/// How often reads had to wait for the visibility horizon.
+#[derive(Debug, Default)]
+pub struct VisibilityStats {
+    /// Reads that found an acknowledged put not yet visible.
+    pub waits: AtomicU64,
+    /// ... of which dispatched it themselves.
+    pub inline_dispatches: AtomicU64,
+    /// ... of which committed the transient write buffer.
+    pub commits: AtomicU64,
+    /// ... of which gave up after `sync_flush_timeout`.
+    pub timeouts: AtomicU64,
+    /// ... of which gave up at once because dispatch or flushing failed.
+    pub failed: AtomicU64,
+}
+/// Damaged records remembered for "log once"; beyond this many, new ones are
+/// still logged but no longer remembered.
+const DAMAGE_LOG_MEMORY: usize = 65_536;
+
+/// Read-only stores: least time between two looks for new queue
+/// directories made by pulls of an unknown queue.
+const FOLLOW_NEW_QUEUES_EVERY: Duration = Duration::from_millis(5);
 
 fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
     let files = list_segment_files(&opts.commit_log_dir)?;
@@ -165,6 +219,12 @@ impl Store {
             delay_levels: opts.delay_levels.clone(),
         };
         let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
+        if writable {
+            // Store timestamps from a cached clock: no clock read per put.
+            commitlog.use_clock(Arc::new(
+                CachedClock::start().map_err(|e| StoreError::io("start the clock thread", e))?,
+            ));
+        }
         let pooled = writable && opts.transient_store_pool_enable && !opts.flush.sync_flush;
         if pooled {
             commitlog
@@ -265,6 +325,12 @@ impl Store {
                 p2.lock().get_or_insert(why);
             }),
         );
+        if writable && opts.flush.sync_flush {
+            // Readers see only what is on disk; a flush wakes dispatch.
+            dispatcher.set_flushed_only(true);
+            let d = dispatcher.clone();
+            flusher.set_on_flushed(Box::new(move || d.wakeup()));
+        }
         let limits = TransferLimits {
             max_bytes_in_memory: opts.max_transfer_bytes_in_memory,
             max_count_in_memory: opts.max_transfer_count_in_memory,
@@ -287,9 +353,18 @@ impl Store {
             last_exit_ok,
             index_redispatch_from,
             closed: AtomicBool::new(false),
+            recovered: AtomicBool::new(false),
             poisoned,
+            disk_full: AtomicBool::new(false),
+            disk_full_reason: Mutex::new(String::new()),
             prefaulter: Mutex::new(prefaulter),
             allocator,
+            acked_end: AtomicU64::new(0),
+            vis_abandoned: AtomicU64::new(0),
+            vis: VisibilityStats::default(),
+            damage_logged: Mutex::new(FxHashSet::default()),
+            last_follow_us: AtomicU64::new(0),
+            opened: Instant::now(),
             fork_generation: fork_generation(),
         })
     }
@@ -357,9 +432,29 @@ impl Store {
     /// index rebuilt from its oldest destroyed file. Both cut (and zero) what
     /// lies past the valid end, dispatch what the queues miss and rebuild the
     /// queue-offset table. Read-only stores only find the ends.
-    pub fn recover(&self, check_crc: bool) -> Result<RecoveryReport> {
+    pub fn recover(&self, check_crc: bool, skip_damaged: bool) -> Result<RecoveryReport> {
         self.check_open()?;
-        let mut max_phy_cq = self.cqs.recover_all()?;
+        let abnormal = !self.last_exit_ok && !self.opts.read_only;
+        let files = self.commitlog.queue().files();
+        let start = if abnormal {
+            self.abnormal_start_file()
+        } else {
+            files.len().saturating_sub(3)
+        };
+        let start_offset = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
+        // The CommitLog is judged first, before anything is written: damage
+        // in durable data refused here leaves every file as it was.
+        let policy = self.damage_policy(skip_damaged);
+        let scan: ScanReport = self
+            .commitlog
+            .scan_for_recovery(start, check_crc, &policy)?;
+        let damaged = damaged_ranges(&policy.known, &scan.damaged, scan.end_offset);
+        self.commitlog.set_damaged(damaged.clone());
+        let mut max_phy_cq = if self.opts.read_only {
+            self.cqs.recover_all()?
+        } else {
+            self.recover_queues_checked(scan.end_offset, &damaged)?
+        };
         // Units pointing past the end of the last CommitLog file cannot be
         // real (damaged queue files): cut them before anything trusts a
         // queue's end, or dispatch would take their records as built.
@@ -381,14 +476,6 @@ impl Store {
                     .unwrap_or(-1);
             }
         }
-        let abnormal = !self.last_exit_ok && !self.opts.read_only;
-        let files = self.commitlog.queue().files();
-        let start = if abnormal {
-            self.abnormal_start_file()
-        } else {
-            files.len().saturating_sub(3)
-        };
-        let start_offset = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
         let mut index_from = self.index_redispatch_from;
         let mut reindexed = 0u64;
         // Abnormal: the index must be rebuilt in offset order (it skips
@@ -399,18 +486,9 @@ impl Store {
                 reindexed += self.reindex(from, start_offset)?;
             }
         }
-        let mut dispatch_err = None;
         let mut redispatched = 0u64;
-        let scan: ScanReport = self.commitlog.scan(start, check_crc, |phy, v, rec| {
-            if abnormal && dispatch_err.is_none() {
-                match self.dispatcher.dispatch_record(phy, v, rec, true, true) {
-                    Ok(()) => redispatched += 1,
-                    Err(e) => dispatch_err = Some(e),
-                }
-            }
-        });
-        if let Some(e) = dispatch_err {
-            return Err(e);
+        if abnormal {
+            redispatched = self.redispatch_scanned(start_offset, scan.end_offset, &damaged)?;
         }
         if abnormal {
             // One summary instead of a line per record: after a crash, the
@@ -432,6 +510,8 @@ impl Store {
             stop_reason: scan.stop_reason.clone(),
             consume_queues: self.cqs.all().len(),
             redispatched_records: redispatched,
+            damaged: scan.damaged.clone(),
+            durable_mark: policy.bound_mark(),
             ..Default::default()
         };
         if self.opts.read_only {
@@ -491,6 +571,8 @@ impl Store {
         }
         let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
         self.commitlog.set_queue_offsets(table);
+        self.renew_durable_mark(start, end, damaged)?;
+        self.recovered.store(true, Ordering::Release);
         // Have the file after the current one ready before the first roll.
         if let (Some(a), Some(last)) = (&self.allocator, self.commitlog.queue().last_file()) {
             a.request(last.file_from_offset() + last.file_size() as u64);
@@ -501,6 +583,145 @@ impl Store {
     /// The background file maker, when preallocation is on.
     pub fn allocator(&self) -> Option<&Allocator> {
         self.allocator.as_deref()
+    }
+    /// The writer's consume-queue recovery: every queue keeps its good
+    /// units (checked against the recovered CommitLog end and, where two
+    /// are out of order, against the CommitLog records), is cut past its
+    /// last good one in every file, and gets its holes rebuilt from the
+    /// CommitLog range between each hole's good neighbours (not a rescan of
+    /// the whole log). Returns the largest CommitLog end any queue covers.
+    fn recover_queues_checked(&self, end: u64, damaged: &[(u64, u64)]) -> Result<i64> {
+        let min = self.commitlog.min_offset().max(0);
+        let mut max = -1i64;
+        for q in self.cqs.all() {
+            let verify = |u: &CqUnit, idx: i64| self.unit_matches_record(&q, u, idx);
+            let holes = q.recover_checked(end as i64, min, &verify)?;
+            if !holes.is_empty() {
+                self.fill_queue_holes(&q, &holes, end, damaged)?;
+            }
+            max = max.max(q.max_physic_offset());
+        }
+        Ok(max)
+    }
+
+    /// True when the CommitLog record a unit points at is this queue's
+    /// message at logical offset `idx`.
+    fn unit_matches_record(&self, q: &ConsumeQueue, u: &CqUnit, idx: i64) -> bool {
+        let Ok(at) = u64::try_from(u.phy_offset) else {
+            return false;
+        };
+        match self.commitlog.read_checked(at) {
+            RecordRead::Found(v, raw) if v.total_size as i64 == u.size as i64 => {
+                (v.queue_id == q.queue_id()
+                    && v.queue_offset == idx
+                    && &raw[v.topic.clone()] == q.topic().as_bytes())
+                    || find_property(&raw[v.properties.clone()], "INNER_MULTI_DISPATCH").is_some()
+            }
+            _ => false,
+        }
+    }
+
+    /// Rebuilds the units of `holes` from the CommitLog records between each
+    /// hole's good neighbours, then syncs the queue's files.
+    fn fill_queue_holes(
+        &self,
+        q: &ConsumeQueue,
+        holes: &[CqHole],
+        end: u64,
+        damaged: &[(u64, u64)],
+    ) -> Result<()> {
+        let min = self.commitlog.min_offset().max(0) as u64;
+        let mut rebuilt = 0u64;
+        let mut missing = 0i64;
+        for h in holes {
+            let from = (h.phy_from.max(0) as u64).max(min);
+            let until = (h.phy_to.max(0) as u64).min(end);
+            let mut put = |phy: u64, v: &RecordView, rec: &[u8]| -> Result<()> {
+                if v.queue_id == q.queue_id()
+                    && (h.from..h.to).contains(&v.queue_offset)
+                    && &rec[v.topic.clone()] == q.topic().as_bytes()
+                {
+                    if let Some(u) = self.dispatcher.cq_unit_of(phy, v, rec) {
+                        if q.put_at(v.queue_offset, u)? {
+                            rebuilt += 1;
+                        }
+                    }
+                }
+                Ok(())
+            };
+            if from < until {
+                self.commitlog.replay(
+                    from,
+                    until,
+                    damaged,
+                    |phy, v, rec| put(phy, v, rec),
+                    |_, _| Ok(()),
+                )?;
+            }
+            missing += h.to - h.from;
+        }
+        log::warn!(
+            "{}-{}: rebuilt {rebuilt} of {missing} damaged or lost consume-queue units from the CommitLog",
+            q.topic(),
+            q.queue_id()
+        );
+        q.sync_all_files()
+    }
+
+    /// How the recovery scan tells damage from a torn tail: the durable
+    /// mark when the checkpoint has one, else its physicMsgTimestamp.
+    /// Read-only opens skip (and report) damage: they serve the rest.
+    fn damage_policy(&self, skip_damaged: bool) -> DamagePolicy {
+        let mark = self.checkpoint.durable_mark();
+        DamagePolicy {
+            bound: match &mark {
+                Some(m) => DurableBound::Mark(m.durable_offset),
+                None => DurableBound::Timestamp(self.checkpoint.physic_msg_timestamp()),
+            },
+            skip: skip_damaged || self.opts.read_only,
+            known: mark.map(|m| m.damaged).unwrap_or_default(),
+        }
+    }
+
+    /// Abnormal recovery: dispatches every record of `[from, until)` the
+    /// scan accepted to the queues and the index. A damaged record whose
+    /// header still reads gets its queue unit (so queue offsets stay dense;
+    /// pulls skip and count it), never an index entry.
+    fn redispatch_scanned(&self, from: u64, until: u64, damaged: &[(u64, u64)]) -> Result<u64> {
+        let mut n = 0u64;
+        self.commitlog.replay(
+            from,
+            until,
+            damaged,
+            |phy, v, rec| {
+                n += 1;
+                self.dispatcher.dispatch_record(phy, v, rec, true, true)
+            },
+            |phy, rec| match rec {
+                Some((v, raw)) => self.dispatcher.dispatch_record(phy, v, raw, true, false),
+                None => Ok(()),
+            },
+        )?;
+        Ok(n)
+    }
+
+    /// After a writer's recovery: the kept records (which a killed writer
+    /// may have left in the page cache only) are synced, then the durable
+    /// mark is set to the recovered end with the damaged ranges still in
+    /// the log, and written with the checkpoint.
+    fn renew_durable_mark(&self, start: usize, end: u64, damaged: Vec<(u64, u64)>) -> Result<()> {
+        for f in self.commitlog.queue().files().iter().skip(start) {
+            if f.file_from_offset() < end {
+                f.sync_all()?;
+            }
+        }
+        let min = self.commitlog.min_offset().max(0) as u64;
+        let damaged = damaged.into_iter().filter(|&(_, e)| e > min).collect();
+        self.checkpoint.set_durable_mark(DurableMark {
+            durable_offset: end,
+            damaged,
+        });
+        self.checkpoint.flush()
     }
 
     /// Index-only dispatch of the valid records in `[from, until)`; returns
@@ -518,21 +739,29 @@ impl Store {
             .queue()
             .files()
             .iter()
-            .position(|f| f.file_from_offset() + f.file_size() as u64 > from)
+            .find(|f| f.file_from_offset() + f.file_size() as u64 > from)
+            .map(|f| f.file_from_offset())
         else {
             return Ok(0);
         };
+        // Records were validated by the recovery scan; damaged ranges it
+        // skipped are jumped over (a scan would stop at them).
+        let damaged = self.commitlog.damaged();
         let mut n = 0u64;
-        let mut err = None;
-        self.commitlog.scan(first, false, |phy, v, rec| {
-            if err.is_none() && phy >= from && phy < until {
-                match self.dispatcher.dispatch_record(phy, v, rec, false, true) {
-                    Ok(()) => n += 1,
-                    Err(e) => err = Some(e),
+        self.commitlog.replay(
+            first,
+            until,
+            &damaged,
+            |phy, v, rec| {
+                if phy >= from {
+                    self.dispatcher.dispatch_record(phy, v, rec, false, true)?;
+                    n += 1;
                 }
-            }
-        });
-        err.map_or(Ok(n), Err)
+                Ok(())
+            },
+            |_, _| Ok(()),
+        )?;
+        Ok(n)
     }
 
     fn set_read_only_end(&self, end: u64) {
@@ -613,7 +842,71 @@ impl Store {
                 format!("the store is not writeable: {why}"),
             )));
         }
+        if self.disk_full.load(Ordering::Acquire) {
+            return Ok(Some(Refused::new(
+                PutStatus::ServiceNotAvailable,
+                format!("the disk is full: {}", self.disk_full_reason.lock()),
+            )));
+        }
         Ok(None)
+    }
+
+    /// Sets or clears the DISK_FULL flag (`reason` says why, for the put
+    /// result and `running_flags`). Returns the previous state.
+    pub fn set_disk_full(&self, full: bool, reason: &str) -> bool {
+        if full {
+            *self.disk_full_reason.lock() = reason.to_owned();
+        }
+        self.disk_full.swap(full, Ordering::AcqRel)
+    }
+
+    /// Why puts are refused for lack of disk, if they are.
+    pub fn disk_full_reason(&self) -> Option<String> {
+        self.disk_full
+            .load(Ordering::Acquire)
+            .then(|| self.disk_full_reason.lock().clone())
+    }
+
+    /// One CommitLog step of the clean service (see [`crate::expiry`]).
+    pub fn delete_expired_commit_log(
+        &self,
+        now_ms: i64,
+        reserved_ms: i64,
+        interval: Duration,
+        immediately: bool,
+        max_files: usize,
+    ) -> Result<crate::expiry::CommitLogExpiry> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        crate::expiry::delete_expired_commit_log(
+            &self.commitlog,
+            now_ms,
+            reserved_ms,
+            interval,
+            immediately,
+            max_files,
+        )
+    }
+
+    /// The queue step of the clean service: ConsumeQueue and index files
+    /// wholly below CommitLog offset `min_phy`.
+    pub fn delete_expired_queues(
+        &self,
+        min_phy: i64,
+        interval: Duration,
+    ) -> Result<crate::expiry::QueueExpiry> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        Ok(crate::expiry::delete_expired_queues(
+            &self.cqs,
+            self.index.as_deref(),
+            min_phy,
+            interval,
+        ))
     }
 
     /// Why a flush wait ended with `status` (None for PUT_OK).
@@ -657,6 +950,9 @@ impl Store {
         }
         let r = self.commitlog.try_put_prepared(p)?;
         self.dispatcher.wakeup();
+        if let Ok(o) = &r {
+            self.note_acked(o);
+        }
         Some(r)
     }
 
@@ -671,6 +967,7 @@ impl Store {
                 .wait_flushed((out.wrote_offset + out.wrote_bytes as i64) as u64);
             out.reason = self.flush_wait_reason(out.status);
         }
+        self.note_acked(&out);
         Ok(out)
     }
 
@@ -706,7 +1003,45 @@ impl Store {
                 o.reason.clone_from(&why);
             }
         }
+        if let Some(last) = out.iter().rev().find(|o| o.status == PutStatus::PutOk) {
+            self.note_acked(last);
+        }
         Ok(out)
+    }
+
+    /// Appends a batch of messages to one queue: every message is checked
+    /// first and one refused message refuses the batch (nothing written);
+    /// then one append per CommitLog file's worth and, under SYNC_FLUSH,
+    /// one flush wait for the whole batch.
+    pub fn put_bodies(
+        &self,
+        b: &BatchInput<'_>,
+        want_offsets: bool,
+    ) -> Result<std::result::Result<BatchOutcome, BatchRefusal>> {
+        if let Some(r) = self.check_writable()? {
+            return Ok(Err(r));
+        }
+        if let Err(r) = self.commitlog.validate_batch(b) {
+            return Ok(Err(r));
+        }
+        let dispatcher = &self.dispatcher;
+        let mut out = self
+            .commitlog
+            .append_batch(b, want_offsets, || dispatcher.wakeup())?;
+        let wait = self.opts.flush.sync_flush
+            && out.status == PutStatus::PutOk
+            && out.count > 0
+            && (0..b.bodies.len()).any(|i| wants_wait_props(b.props_of(i)));
+        if wait {
+            out.status = self.flusher.wait_flushed(out.end_offset as u64);
+            out.reason = self.flush_wait_reason(out.status);
+        }
+        if out.status == PutStatus::PutOk && out.count > 0 {
+            // Reads in this process wait until the whole batch is visible.
+            self.acked_end
+                .fetch_max(out.end_offset as u64, Ordering::AcqRel);
+        }
+        Ok(Ok(out))
     }
 
     /// Marks the store unwriteable after a failed write or flush.
@@ -718,6 +1053,198 @@ impl Store {
     /// Why puts are refused, if they are.
     pub fn poison_reason(&self) -> Option<String> {
         self.poisoned.lock().clone()
+    }
+
+    // -- visibility ----------------------------------------------------------
+
+    /// Raises the visibility horizon to the end of an acknowledged put.
+    #[inline]
+    fn note_acked(&self, o: &PutOutcome) {
+        if o.status == PutStatus::PutOk {
+            let end = (o.wrote_offset + o.wrote_bytes as i64) as u64;
+            self.acked_end.fetch_max(end, Ordering::AcqRel);
+        }
+    }
+
+    /// True when a put acknowledged in this process is not yet visible to
+    /// reads (the hot read path's only cost: two loads and a compare).
+    #[inline]
+    pub fn visibility_pending(&self) -> bool {
+        self.acked_end.load(Ordering::Acquire) > self.dispatcher.reput_from()
+    }
+
+    /// End of what lookups by offset or id in this process may see: under
+    /// SYNC_FLUSH `min(dispatched, flushed)`, the horizon of every read
+    /// (dispatch follows the flushed offset, so queues and the index stop
+    /// there too); otherwise everything written.
+    #[inline]
+    pub fn visible_end(&self) -> u64 {
+        if !self.opts.read_only && self.opts.flush.sync_flush {
+            self.dispatcher
+                .reput_from()
+                .min(self.commitlog.flushed_offset())
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Waits until every put acknowledged before this call is visible to
+    /// reads: dispatched, and under SYNC_FLUSH flushed (read-your-writes).
+    /// The reader dispatches what is pending itself, commits a transient
+    /// write buffer holding the data, asks the group commit for a flush;
+    /// then waits, at most `sync_flush_timeout`. If dispatch or flushing
+    /// failed it returns at once (and later reads do not retry): reads then
+    /// serve what is visible.
+    #[inline]
+    pub fn await_visible(&self) -> Result<()> {
+        if self.visibility_pending() {
+            let deadline = self.visibility_deadline();
+            self.await_visible_until(deadline, deadline).map(|_| ())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Stops every read from waiting for puts acknowledged so far (the
+    /// interpreter is exiting: no thread may stay in the engine).
+    pub fn give_up_visibility(&self) {
+        let acked = self.acked_end.load(Ordering::Acquire);
+        self.vis_abandoned.fetch_max(acked, Ordering::AcqRel);
+    }
+
+    /// When a read starting now stops waiting for the horizon.
+    pub fn visibility_deadline(&self) -> Instant {
+        Instant::now() + self.opts.flush.sync_timeout
+    }
+
+    /// One slice of [`Store::await_visible`], for callers that must check
+    /// for signals or interpreter exit between slices: waits until the
+    /// horizon is visible or given up on (`Ok(true)`), or `stop_at` passes
+    /// first (`Ok(false)`; call again with the same `deadline`).
+    #[cold]
+    #[inline(never)]
+    pub fn await_visible_until(&self, deadline: Instant, stop_at: Instant) -> Result<bool> {
+        let target = self.acked_end.load(Ordering::Acquire);
+        if target <= self.dispatcher.reput_from()
+            || target <= self.vis_abandoned.load(Ordering::Acquire)
+        {
+            return Ok(true);
+        }
+        self.vis.waits.fetch_add(1, Ordering::Relaxed);
+        let mut committed = false;
+        let mut dispatched = false;
+        loop {
+            let seen = self.dispatcher.seq();
+            let from = self.dispatcher.reput_from();
+            if from >= target {
+                return Ok(true);
+            }
+            self.check_open()?;
+            if self.dispatcher.failure().is_some() {
+                self.vis.failed.fetch_add(1, Ordering::Relaxed);
+                self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
+                return Ok(true);
+            }
+            // Transient pool: the data may still be in the write buffer.
+            if self.opts.flush.transient
+                && self.commitlog.queue().committed_where() < target
+                && self.commitlog.queue().commit(0)
+                && !committed
+            {
+                committed = true;
+                self.vis.commits.fetch_add(1, Ordering::Relaxed);
+            }
+            if self.opts.flush.sync_flush && self.commitlog.flushed_offset() < target {
+                self.flusher.request_flush(target);
+            }
+            // Dispatch what is readable now instead of waiting for the thread.
+            match self.dispatcher.dispatch_once((target - from) as usize) {
+                Ok(st) if st.records > 0 && !dispatched => {
+                    dispatched = true;
+                    self.vis.inline_dispatches.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    // As when the dispatch thread fails: the store is
+                    // poisoned; this read serves what is visible.
+                    self.dispatcher.record_failure(&e);
+                    self.poison(format!("WRITE_LOGICS_QUEUE_ERROR: dispatch failed: {e}"));
+                    self.vis.failed.fetch_add(1, Ordering::Relaxed);
+                    self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
+                    return Ok(true);
+                }
+            }
+            if self.dispatcher.reput_from() >= target {
+                return Ok(true);
+            }
+            if self.dispatcher.failure().is_some() || self.flusher.failure().is_some() {
+                self.vis.failed.fetch_add(1, Ordering::Relaxed);
+                self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                self.vis.timeouts.fetch_add(1, Ordering::Relaxed);
+                log::warn!(
+                    "a read waited {:?} for acknowledged messages to become visible \
+                     (visible up to {}, acknowledged up to {target}); serving what is visible",
+                    self.opts.flush.sync_timeout,
+                    self.dispatcher.reput_from()
+                );
+                return Ok(true);
+            }
+            if now >= stop_at {
+                return Ok(false);
+            }
+            self.dispatcher
+                .wait_for_seq(seen, (stop_at - now).min(Duration::from_millis(10)));
+        }
+    }
+
+    /// Visibility statistics: `(waits, inline dispatches, transient
+    /// commits, timeouts, failed)`.
+    pub fn visibility_stats(&self) -> (u64, u64, u64, u64, u64) {
+        let v = &self.vis;
+        (
+            v.waits.load(Ordering::Relaxed),
+            v.inline_dispatches.load(Ordering::Relaxed),
+            v.commits.load(Ordering::Relaxed),
+            v.timeouts.load(Ordering::Relaxed),
+            v.failed.load(Ordering::Relaxed),
+        )
+    }
+
+    /// CommitLog offset just past the messages below committed offsets
+    /// `(topic, queue id, next offset)`: what must be durable before those
+    /// offsets are persisted. An offset above its queue's end counts as the
+    /// end; unknown queues and expired messages count for nothing.
+    pub fn committed_end(&self, entries: &[(String, i32, i64)]) -> u64 {
+        let mut end = 0u64;
+        for (topic, qid, off) in entries {
+            let Some(cq) = self.cqs.get(topic, *qid) else {
+                continue;
+            };
+            let last = (*off).min(cq.max_offset_in_queue()) - 1;
+            if last < cq.min_offset_in_queue().max(0) {
+                continue;
+            }
+            if let Some(u) = cq.unit_at(last).filter(|u| !u.is_pre_blank()) {
+                end = end.max((u.phy_offset + u.size.max(0) as i64).max(0) as u64);
+            }
+        }
+        end
+    }
+
+    /// Makes the CommitLog durable up to the messages below the committed
+    /// offsets `entries`, before they are persisted (so no persisted
+    /// offset ever points past durable data, in any flush mode).
+    pub fn flush_for_offsets(&self, entries: &[(String, i32, i64)]) -> Result<()> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Ok(());
+        }
+        let end = self.committed_end(entries);
+        self.flusher.flush_to(end)
     }
 
     // -- reads ---------------------------------------------------------------
@@ -732,16 +1259,96 @@ impl Store {
         tags: Option<&[String]>,
     ) -> Result<GetResult> {
         self.check_open()?;
+        self.await_visible()?;
         let filter = tags.and_then(TagFilter::new);
-        let cq = self.cqs.get(topic, queue_id);
-        Ok(get_message(
+        let mut cq = self.cqs.get(topic, queue_id);
+        let follow = self.opts.read_only;
+        if follow
+            && cq
+                .as_ref()
+                .map_or(true, |q| offset >= q.max_offset_in_queue())
+        {
+            cq = self.follow_queue(topic, queue_id, cq)?;
+        }
+        let r = get_message(
             &self.commitlog,
             cq.as_ref(),
             offset,
             max_msgs,
             filter.as_ref(),
             &self.limits,
-        ))
+            follow,
+        );
+        if !r.damaged.is_empty() {
+            self.log_damage(topic, queue_id, &r.damaged);
+        }
+        Ok(r)
+    }
+
+    /// Read-only stores: a pull that reached the end of what this process
+    /// knows of a queue first picks up what the writer appended to it (a
+    /// queue unknown here: new queue directories, at most every 5 ms).
+    fn follow_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        cq: Option<Arc<ConsumeQueue>>,
+    ) -> Result<Option<Arc<ConsumeQueue>>> {
+        if let Some(q) = cq {
+            if q.may_have_grown() {
+                let before = q.max_offset_in_queue();
+                if q.refresh()? != before {
+                    self.dispatcher.bump_seq();
+                }
+            }
+            return Ok(Some(q));
+        }
+        let now = self.opened.elapsed().as_micros() as u64;
+        let last = self.last_follow_us.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= FOLLOW_NEW_QUEUES_EVERY.as_micros() as u64
+            && self
+                .last_follow_us
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.refresh()?;
+        }
+        Ok(self.cqs.get(topic, queue_id))
+    }
+
+    /// Logs each damaged record a pull skipped, once per record.
+    fn log_damage(&self, topic: &str, queue_id: i32, damaged: &[UnitDamage]) {
+        let mut seen = self.damage_logged.lock();
+        for d in damaged {
+            if seen.contains(&d.phy_offset) {
+                continue;
+            }
+            if seen.len() < DAMAGE_LOG_MEMORY {
+                seen.insert(d.phy_offset);
+            }
+            let file = d.path.as_ref().map_or_else(
+                || "no CommitLog file".to_owned(),
+                |p| p.display().to_string(),
+            );
+            log::warn!(
+                "skipped a damaged message of {topic}/{queue_id} at queue offset {}: \
+                 {} ({file}, CommitLog offset {})",
+                d.queue_offset,
+                d.reason,
+                d.phy_offset
+            );
+        }
+    }
+
+    /// The message whose record starts at CommitLog offset `phy`, as a read
+    /// sees it: after acknowledged puts became visible, and only below the
+    /// visibility horizon; `None` when no record starts there. A damaged
+    /// record (body CRC, size fields) is an error naming its file and
+    /// offset, never a message.
+    pub fn look_message_by_offset(&self, phy: u64) -> Result<Option<(RecordView, Vec<u8>)>> {
+        self.check_open()?;
+        self.await_visible()?;
+        self.read_visible_record(phy, self.visible_end())
     }
 
     /// Messages carrying `key` in `[begin, end]`, ascending by offset, hash
@@ -763,6 +1370,8 @@ impl Store {
         let Some(index) = &self.index else {
             return Ok(Vec::new());
         };
+        self.await_visible()?;
+        let visible = self.visible_end();
         let mut out: Vec<(RecordView, Vec<u8>)> = Vec::new();
         let mut end = end;
         for _round in 0..3 {
@@ -777,7 +1386,7 @@ impl Store {
                 if out.iter().any(|(v, _)| v.physical_offset == off as i64) {
                     continue;
                 }
-                if let Some((v, raw)) = self.commitlog.read_record(off) {
+                if let Some((v, raw)) = self.read_visible_record(off, visible)? {
                     if carries_key(&v, &raw, topic, key) {
                         out.push((v, raw));
                     }
@@ -805,6 +1414,25 @@ impl Store {
         Ok(out)
     }
 
+    /// The record at `offset`, if it lies wholly below the visibility
+    /// horizon `visible` (see [`Store::visible_end`]); a damaged record is an
+    /// error naming its file and offset.
+    pub fn read_visible_record(
+        &self,
+        offset: u64,
+        visible: u64,
+    ) -> Result<Option<(RecordView, Vec<u8>)>> {
+        match self.commitlog.read_checked(offset) {
+            RecordRead::Found(v, raw) => {
+                Ok(Some((v, raw)).filter(|(v, _)| offset + v.total_size as u64 <= visible))
+            }
+            RecordRead::Damaged { path, reason } => {
+                Err(StoreError::corrupted(path, offset, reason))
+            }
+            RecordRead::NoFile | RecordRead::NotYet | RecordRead::NoRecord => Ok(None),
+        }
+    }
+
     /// Read-only stores: follows the writer (new files, new records, new
     /// queue units). Returns true when new messages became visible.
     pub fn refresh(&self) -> Result<bool> {
@@ -812,12 +1440,14 @@ impl Store {
         if !self.opts.read_only {
             return Ok(false);
         }
-        self.commitlog.refresh()?;
+        let log_moved = self.commitlog.refresh()?;
         if let Some(i) = &self.index {
             i.refresh()?;
         }
         let changed = self.cqs.refresh()?;
-        if changed {
+        // The CommitLog moving alone also wakes waiters: a pull that stopped
+        // before a unit whose CommitLog file was not adopted yet retries.
+        if changed || log_moved {
             self.dispatcher.bump_seq();
         }
         Ok(changed)
@@ -874,7 +1504,11 @@ impl Store {
             p.stop();
         }
         let mut result = Ok(());
-        if !self.opts.read_only {
+        if !self.opts.read_only && !self.recovered.load(Ordering::Acquire) {
+            // Recovery did not complete (refused or failed): write nothing.
+            self.stop_dispatch();
+            self.flusher.abandon();
+        } else if !self.opts.read_only {
             self.stop_dispatch();
             if self.poisoned.lock().is_none() {
                 result = self.drain_all();
@@ -929,6 +1563,10 @@ impl Store {
 
     fn drain_all(&self) -> Result<()> {
         self.commitlog.queue().commit(0);
+        if self.opts.flush.sync_flush {
+            // Dispatch follows the flushed offset: flush what is written first.
+            self.flusher.flush_to(self.commitlog.max_offset())?;
+        }
         self.dispatcher.drain()
     }
 
@@ -990,6 +1628,20 @@ impl Drop for Store {
     }
 }
 
+/// The damaged ranges still in the log after a recovery scan: those an
+/// earlier recovery recorded and those the scan skipped, below `end`.
+fn damaged_ranges(known: &[(u64, u64)], found: &[Damage], end: u64) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = known
+        .iter()
+        .copied()
+        .chain(found.iter().map(|d| (d.offset, d.end)))
+        .filter(|&(s, e)| e > s && s < end)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// fsyncs a directory so a created or removed entry survives a crash.
 fn sync_dir(dir: &std::path::Path) -> Result<()> {
     std::fs::File::open(dir)
@@ -1014,7 +1666,11 @@ fn carries_key(v: &RecordView, raw: &[u8], topic: &str, key: &str) -> bool {
 /// A message waits for the disk when its `WAIT` property is absent or
 /// "true" (Java's `Boolean.parseBoolean`: any other value means false).
 fn wants_wait(spec: &MessageSpec<'_>) -> bool {
-    match find_property(&spec.properties, props::WAIT) {
+    wants_wait_props(&spec.properties)
+}
+
+fn wants_wait_props(properties: &[u8]) -> bool {
+    match find_property(properties, props::WAIT) {
         None => true,
         Some(v) => v.eq_ignore_ascii_case(b"true"),
     }
@@ -1061,7 +1717,7 @@ mod tests {
 
     fn started(dir: &Path, sync_flush: bool) -> Store {
         let s = Store::open(options(dir, sync_flush)).unwrap();
-        s.recover(true).unwrap();
+        s.recover(true, false).unwrap();
         s.start_flush().unwrap();
         s.start_dispatch().unwrap();
         s

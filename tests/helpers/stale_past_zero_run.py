@@ -48,6 +48,13 @@ def main() -> int:
         store._native._simulate_crash()  # type: ignore[union-attr]
         del store
         end = rs[500].wrote_offset
+        # The lost pages were never flushed: the checkpoint on disk (its
+        # durable mark cleared, physicMsgTimestamp before record 500) says so, so
+        # what follows the zeros is a stale tail, not damage in durable data.
+        with open(os.path.join(path, "checkpoint"), "r+b") as f:
+            f.write((rs[499].store_timestamp - 1).to_bytes(8, "big"))
+            f.seek(2048)
+            f.write(bytes(2048))
         seg0 = os.path.join(path, "commitlog", f"{0:020d}")
         with open(seg0, "r+b") as f:
             f.seek(end)

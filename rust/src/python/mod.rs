@@ -32,8 +32,9 @@ fn body_crc(data: &[u8]) -> i32 {
 }
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
-/// "create_file", "map_new_file", "cq_put", "reserve" or "mlock". For tests. Returns False for an
-/// unknown name. Only in builds with the `failpoints` feature.
+/// "create_file", "map_new_file", "cq_put", "flush_hold" (a stalled disk:
+/// nothing is flushed while armed), "reserve" or "mlock". For tests. Returns
+/// False for an unknown name. Only in builds with the `failpoints` feature.
 #[cfg(feature = "failpoints")]
 #[pyfunction]
 #[pyo3(name = "_set_fail_point")]
@@ -64,6 +65,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
+    m.add_class::<types::PyBatchPutResult>()?;
     m.add_class::<types::PyMessageExt>()?;
     m.add_class::<store::PyGetResult>()?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;

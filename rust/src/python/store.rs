@@ -5,18 +5,20 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use std::time::{Duration, Instant};
 
 use crate::allocate::WarmConfig;
-use crate::commitlog::{now_ms, PutOutcome, Refused};
+use crate::commitlog::{BatchInput, PutOutcome, PutStatus, Refused};
 use crate::consume_queue::ConsumeQueue;
 use crate::flush::FlushConfig;
 use crate::message::{
     decode_msg_id, is_valid_topic, parse_delay_levels, topic_problem, MessageSpec,
+    PropertiesBuilder,
 };
 use crate::reader::GetStatus;
 use crate::store::{Store, StoreOptions};
@@ -27,8 +29,8 @@ use super::args::{
 };
 use super::gil::{guarded, nogil};
 use super::types::{
-    build_properties, check_queue_id, get_status_obj, parse_host, queue_id_arg, PyMessage,
-    PyMessageExt, PyPutResult, DEFAULT_BORN_HOST,
+    build_properties, build_properties_into, check_queue_id, get_status_obj, parse_host,
+    queue_id_arg, PyBatchPutResult, PyMessage, PyMessageExt, PyPutResult, DEFAULT_BORN_HOST,
 };
 
 /// The engine store (private; use `rocketstore.MessageStore`).
@@ -38,6 +40,12 @@ pub struct PyStore {
 }
 
 impl PyStore {
+    /// Milliseconds now for born timestamps: the store's cached clock.
+    #[inline]
+    fn now_ms(&self) -> i64 {
+        self.store.commitlog().clock_ms()
+    }
+
     fn result(&self, outcome: PutOutcome) -> PyPutResult {
         PyPutResult {
             outcome,
@@ -77,6 +85,29 @@ impl PyStore {
         };
         Ok(self.result(out))
     }
+}
+
+/// The items of a per-message argument of `put_batch`, which must have one
+/// item per body.
+fn per_message<'py>(
+    what: &str,
+    seq: &Option<Bound<'py, PyAny>>,
+    n: usize,
+) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+    let Some(seq) = seq else { return Ok(None) };
+    let v: Vec<Bound<'py, PyAny>> = seq
+        .try_iter()
+        .map_err(|_| {
+            PyTypeError::new_err(format!("{what} must be a sequence with one item per body"))
+        })?
+        .collect::<PyResult<_>>()?;
+    if v.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "{what} has {} items for {n} bodies",
+            v.len()
+        )));
+    }
+    Ok(Some(v))
 }
 
 /// A `tags` argument of a read: None, or an iterable of str.
@@ -135,10 +166,44 @@ impl PyStore {
         check_queue_id(queue_id)
     }
 
-    fn queue(&self, topic: &str, queue_id: i64) -> PyResult<Option<Arc<ConsumeQueue>>> {
+    fn queue(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i64,
+    ) -> PyResult<Option<Arc<ConsumeQueue>>> {
         let qid = self.check_read_args(topic, queue_id)?;
         self.store.check_open()?;
+        self.visible(py)?;
         Ok(self.store.consume_queues().get(topic, qid))
+    }
+
+    /// Waits (GIL released) until the puts acknowledged so far are visible;
+    /// one atomic comparison when nothing is pending. Waits in slices, so
+    /// Ctrl-C works and interpreter exit is not held up.
+    #[inline]
+    fn visible(&self, py: Python<'_>) -> PyResult<()> {
+        if self.store.visibility_pending() {
+            self.visible_slow(py)?;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn visible_slow(&self, py: Python<'_>) -> PyResult<()> {
+        let store = &self.store;
+        let deadline = store.visibility_deadline();
+        loop {
+            if super::gil::exiting() {
+                store.give_up_visibility();
+                return Ok(());
+            }
+            let stop_at = (Instant::now() + SIGNAL_SLICE).min(deadline);
+            if nogil(py, || store.await_visible_until(deadline, stop_at))? {
+                return Ok(());
+            }
+            py.check_signals()?;
+        }
     }
 }
 
@@ -152,6 +217,11 @@ pub struct PyGetResult {
     min_offset: i64,
     #[pyo3(get)]
     max_offset: i64,
+    /// Messages skipped because their record is damaged (body CRC, size
+    /// fields, or not the message its queue unit names); they are never
+    /// served, and `next_begin_offset` moves past them.
+    #[pyo3(get)]
+    damaged: usize,
     messages: Py<PyList>,
 }
 
@@ -172,12 +242,17 @@ impl PyGetResult {
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
-            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>)",
+            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>{})",
             self.status(py)?.bind(py).str()?,
             self.next_begin_offset,
             self.min_offset,
             self.max_offset,
-            self.messages.bind(py).len()
+            self.messages.bind(py).len(),
+            if self.damaged > 0 {
+                format!(", damaged={}", self.damaged)
+            } else {
+                String::new()
+            }
         ))
     }
 }
@@ -286,10 +361,16 @@ impl PyStore {
 
     /// Finds the end of valid data, cuts anything after it and rebuilds the
     /// queue-offset table. Returns a report dict.
-    fn recover<'py>(&self, py: Python<'py>, check_crc: bool) -> PyResult<Bound<'py, PyDict>> {
+    #[pyo3(signature = (check_crc, skip_damaged=false))]
+    fn recover<'py>(
+        &self,
+        py: Python<'py>,
+        check_crc: bool,
+        skip_damaged: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
         guarded(|| {
             let store = &self.store;
-            let r = nogil(py, || store.recover(check_crc))?;
+            let r = nogil(py, || store.recover(check_crc, skip_damaged))?;
             let d = PyDict::new(py);
             d.set_item("mode", r.mode)?;
             d.set_item("files_scanned", r.files_scanned)?;
@@ -302,6 +383,17 @@ impl PyStore {
             d.set_item("redispatched_records", r.redispatched_records)?;
             d.set_item("index_redispatch_from", r.index_redispatch_from)?;
             d.set_item("index_redispatched_records", r.index_redispatched_records)?;
+            let damaged = PyList::empty(py);
+            for x in &r.damaged {
+                damaged.append((
+                    x.offset,
+                    x.end,
+                    x.file.to_string_lossy().into_owned(),
+                    x.reason.clone(),
+                ))?;
+            }
+            d.set_item("damaged", damaged)?;
+            d.set_item("durable_mark", r.durable_mark)?;
             Ok(d)
         })
     }
@@ -364,7 +456,7 @@ impl PyStore {
                 queue_id,
                 flag,
                 sys_flag,
-                born_timestamp: born_timestamp.unwrap_or_else(now_ms),
+                born_timestamp: born_timestamp.unwrap_or_else(|| self.now_ms()),
                 born_host,
                 reconsume_times: 0,
                 prepared_transaction_offset: 0,
@@ -382,7 +474,7 @@ impl PyStore {
                 .downcast::<PyMessage>()
                 .map_err(|_| PyTypeError::new_err("put_message takes a rocketstore.Message"))?;
             let m = m.get();
-            match m.spec(py, now_ms()) {
+            match m.spec(py, self.now_ms()) {
                 Ok(spec) => self.put_spec(py, spec),
                 Err(refused) => self.refuse_illegal(refused),
             }
@@ -407,7 +499,7 @@ impl PyStore {
                 })?;
                 held.push(m);
             }
-            let now = now_ms();
+            let now = self.now_ms();
             // Borrowed views only (no per-batch copies): topic and body are
             // immutable Python objects kept alive by `held`.
             let parts: Vec<Parts<'_>> = held
@@ -432,6 +524,208 @@ impl PyStore {
         })
     }
 
+    /// Puts many bodies to one topic and queue: all or nothing, one result.
+    #[pyo3(signature = (topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_batch(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        bodies: &Bound<'_, PyAny>,
+        queue_id: i64,
+        keys: Option<Bound<'_, PyAny>>,
+        tags: Option<Bound<'_, PyAny>>,
+        properties: Option<Bound<'_, PyAny>>,
+        return_offsets: bool,
+    ) -> PyResult<PyBatchPutResult> {
+        guarded(|| {
+            let queue_id = check_queue_id(queue_id)?;
+            if bodies.is_instance_of::<PyBytes>() || bodies.is_instance_of::<PyString>() {
+                return Err(PyTypeError::new_err(
+                    "put_batch takes a sequence of bodies, not one body",
+                ));
+            }
+            let items: Vec<Bound<'_, PyAny>> = bodies
+                .try_iter()
+                .map_err(|_| {
+                    PyTypeError::new_err("bodies must be a sequence of bytes-like objects")
+                })?
+                .collect::<PyResult<_>>()?;
+            let n = items.len();
+            // Bodies are borrowed, not copied: bytes directly, other
+            // bytes-like objects through the buffer protocol (the buffers
+            // stay exported, so they cannot be resized, until the put ends).
+            let mut buffers: Vec<PyBuffer<u8>> = Vec::new();
+            let mut bytes_at: Vec<Option<usize>> = Vec::with_capacity(n);
+            for (i, item) in items.iter().enumerate() {
+                if item.is_instance_of::<PyBytes>() {
+                    bytes_at.push(None);
+                    continue;
+                }
+                let buf = PyBuffer::<u8>::get(item).map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "body {i} must be bytes-like (bytes, bytearray, memoryview of bytes), not {}",
+                        item.get_type().name().map(|s| s.to_string()).unwrap_or_default()
+                    ))
+                })?;
+                if !buf.is_c_contiguous() {
+                    return Err(PyValueError::new_err(format!(
+                        "body {i} is not a contiguous buffer"
+                    )));
+                }
+                bytes_at.push(Some(buffers.len()));
+                buffers.push(buf);
+            }
+            let slices: Vec<&[u8]> = items
+                .iter()
+                .zip(&bytes_at)
+                .map(|(item, at)| match at {
+                    None => item
+                        .downcast::<PyBytes>()
+                        .map(|b| b.as_bytes())
+                        .unwrap_or_default(),
+                    Some(k) => {
+                        let b = &buffers[*k];
+                        // SAFETY: the buffer is exported (kept alive and
+                        // unresizable) until `buffers` drops after the put;
+                        // the record's CRC is computed over the copied bytes,
+                        // so a concurrent change of a mutable buffer cannot
+                        // make the record inconsistent.
+                        unsafe {
+                            std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes())
+                        }
+                    }
+                })
+                .collect();
+            let keys = per_message("keys", &keys, n)?;
+            let tags = per_message("tags", &tags, n)?;
+            let properties = per_message("properties", &properties, n)?;
+            let mut pb = PropertiesBuilder::new();
+            let mut ends: Vec<usize> = Vec::new();
+            let mut illegal: Option<String> = None;
+            if keys.is_some() || tags.is_some() || properties.is_some() {
+                ends.reserve_exact(n);
+                for i in 0..n {
+                    let k = keys.as_ref().map(|v| &v[i]).filter(|o| !o.is_none());
+                    let t = match tags.as_ref().map(|v| &v[i]).filter(|o| !o.is_none()) {
+                        Some(t) => Some(
+                            t.downcast::<PyString>()
+                                .map_err(|_| {
+                                    PyTypeError::new_err(format!("tags[{i}] must be a str or None"))
+                                })?
+                                .to_cow()?,
+                        ),
+                        None => None,
+                    };
+                    let p = match properties.as_ref().map(|v| &v[i]).filter(|o| !o.is_none()) {
+                        Some(p) => Some(
+                            p.downcast::<PyDict>()
+                                .map_err(|_| {
+                                    PyTypeError::new_err(format!(
+                                        "properties[{i}] must be a dict or None"
+                                    ))
+                                })?
+                                .clone(),
+                        ),
+                        None => None,
+                    };
+                    if let Err(m) = build_properties_into(&mut pb, t.as_deref(), k, p.as_ref(), 0)?
+                    {
+                        illegal.get_or_insert_with(|| format!("message {i}: {m}"));
+                    }
+                    ends.push(pb.len());
+                }
+            }
+            let born_timestamp = self.now_ms();
+            let result = |o: Result<
+                crate::commitlog::BatchOutcome,
+                crate::commitlog::BatchRefusal,
+            >|
+             -> PyResult<PyBatchPutResult> {
+                let store_host = self.store.options().store_host;
+                Ok(match o {
+                    Ok(o) => {
+                        let offsets = if return_offsets {
+                            let raw: Vec<u8> =
+                                o.offsets.iter().flat_map(|x| x.to_ne_bytes()).collect();
+                            let array = py.import("array")?.getattr("array")?;
+                            Some(array.call1(("q", PyBytes::new(py, &raw)))?.unbind())
+                        } else {
+                            None
+                        };
+                        PyBatchPutResult {
+                            status: o.status,
+                            reason: (o.status != PutStatus::PutOk).then(|| {
+                                let why = o
+                                    .reason
+                                    .clone()
+                                    .unwrap_or_else(|| format!("{:?}", o.status));
+                                format!("{why} ({} of {n} messages were written)", o.count)
+                            }),
+                            wrote_offset: o.first_offset,
+                            queue_offset: if o.count > 0 {
+                                o.first_queue_offset
+                            } else {
+                                -1
+                            },
+                            count: o.count,
+                            wrote_bytes: o.bytes,
+                            store_timestamp: o.store_timestamp,
+                            offsets,
+                            store_host,
+                        }
+                    }
+                    Err(r) => PyBatchPutResult {
+                        status: r.status,
+                        reason: Some(r.reason),
+                        wrote_offset: -1,
+                        queue_offset: -1,
+                        count: 0,
+                        wrote_bytes: 0,
+                        store_timestamp: 0,
+                        offsets: None,
+                        store_host,
+                    },
+                })
+            };
+            if let Some(m) = illegal {
+                // State errors (closed, read-only) take precedence.
+                self.store
+                    .prepare(MessageSpec {
+                        topic: Cow::Borrowed("x"),
+                        queue_id: 0,
+                        flag: 0,
+                        sys_flag: 0,
+                        born_timestamp: 0,
+                        born_host: DEFAULT_BORN_HOST,
+                        reconsume_times: 0,
+                        prepared_transaction_offset: 0,
+                        body: Cow::Borrowed(b""),
+                        properties: Cow::Borrowed(b""),
+                    })?
+                    .ok();
+                return result(Err(crate::commitlog::BatchRefusal {
+                    status: PutStatus::MessageIllegal,
+                    reason: m,
+                }));
+            }
+            let props = pb.finish();
+            let input = BatchInput {
+                topic,
+                queue_id,
+                flag: 0,
+                born_timestamp,
+                born_host: DEFAULT_BORN_HOST,
+                bodies: &slices,
+                props: &props,
+                props_ends: &ends,
+            };
+            let store = &self.store;
+            let r = nogil(py, || store.put_bodies(&input, return_offsets))?;
+            result(r)
+        })
+    }
+
     /// The message whose record starts at `offset`, or None.
     fn look_message_by_offset(
         &self,
@@ -444,8 +738,9 @@ impl PyStore {
             if offset < 0 {
                 return Ok(None);
             }
+            self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || Ok(store.commitlog().read_record(offset as u64)))?;
+            let r = nogil(py, || store.look_message_by_offset(offset as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
         })
     }
@@ -467,8 +762,9 @@ impl PyStore {
             if off < 0 {
                 return Ok(None);
             }
+            self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || Ok(store.commitlog().read_record(off as u64)))?;
+            let r = nogil(py, || store.look_message_by_offset(off as u64))?;
             Ok(r.map(|(view, raw)| PyMessageExt { raw, view })
                 .filter(|m| m.view.store_host == host))
         })
@@ -517,6 +813,78 @@ impl PyStore {
     /// The first reason given is kept.
     fn poison(&self, reason: String) {
         self.store.poison(reason);
+    }
+
+    /// Sets ``os_page_cache_busy_time_out_mills``: a put that finds the put
+    /// lock held longer than this returns ``OS_PAGE_CACHE_BUSY``.
+    fn set_os_page_cache_busy_timeout(&self, ms: i64) {
+        self.store.commitlog().set_busy_timeout_ms(ms);
+    }
+
+    /// Sets (``reason`` given) or clears (``None``) the DISK_FULL flag: while
+    /// set, puts return ``SERVICE_NOT_AVAILABLE`` with the reason. Returns
+    /// whether it was set before.
+    #[pyo3(signature = (reason))]
+    fn set_disk_full(&self, reason: Option<String>) -> bool {
+        match reason {
+            Some(r) => self.store.set_disk_full(true, &r),
+            None => self.store.set_disk_full(false, ""),
+        }
+    }
+
+    /// Why puts are refused for lack of disk space (None when they are not).
+    #[getter]
+    fn disk_full_reason(&self) -> Option<String> {
+        self.store.disk_full_reason()
+    }
+
+    /// One CommitLog step of the clean service, with the GIL released:
+    /// deletes the oldest files whose mtime is at least ``reserved_ms`` before
+    /// ``now_ms`` (any age with ``immediately``), never the last file, at
+    /// most ``max_files``, sleeping ``interval_ms`` between two deletions.
+    /// Returns ``(deleted, from_offset, min_offset)``.
+    fn delete_expired_commit_log(
+        &self,
+        py: Python<'_>,
+        now_ms: i64,
+        reserved_ms: i64,
+        interval_ms: u64,
+        immediately: bool,
+        max_files: usize,
+    ) -> PyResult<(usize, i64, i64)> {
+        guarded(|| {
+            let store = &self.store;
+            let r = nogil(py, || {
+                store.delete_expired_commit_log(
+                    now_ms,
+                    reserved_ms,
+                    Duration::from_millis(interval_ms),
+                    immediately,
+                    max_files,
+                )
+            })?;
+            Ok((r.deleted, r.from_offset, r.min_offset))
+        })
+    }
+
+    /// The queue step of the clean service, with the GIL released: deletes
+    /// ConsumeQueue files wholly below CommitLog offset ``min_phy`` (then
+    /// corrects every queue's min offset; ``interval_ms`` pause after each
+    /// queue that lost files) and index files below it. Returns
+    /// ``(consume_queue_files, index_files)``.
+    fn delete_expired_queues(
+        &self,
+        py: Python<'_>,
+        min_phy: i64,
+        interval_ms: u64,
+    ) -> PyResult<(usize, usize)> {
+        guarded(|| {
+            let store = &self.store;
+            let r = nogil(py, || {
+                store.delete_expired_queues(min_phy, Duration::from_millis(interval_ms))
+            })?;
+            Ok((r.consume_queue_files, r.index_files))
+        })
     }
 
     #[getter]
@@ -579,10 +947,17 @@ impl PyStore {
         })
     }
 
-    /// Changes whenever new messages become visible to readers.
+    /// Changes whenever new messages become visible to readers. Read after
+    /// the puts acknowledged so far became visible, so a consumer that
+    /// compares it with the last value it saw notices their queues.
     #[getter]
-    fn dispatch_seq(&self) -> u64 {
-        self.store.dispatcher().seq()
+    fn dispatch_seq(&self, py: Python<'_>) -> PyResult<u64> {
+        guarded(|| {
+            if !self.store.is_closed() {
+                self.visible(py)?;
+            }
+            Ok(self.store.dispatcher().seq())
+        })
     }
 
     /// Why dispatch stopped, if it failed.
@@ -641,6 +1016,24 @@ impl PyStore {
         })
     }
 
+    /// Makes the CommitLog durable up to the messages below the committed
+    /// offsets `[(topic, queue_id, next_offset), ...]`, before they are
+    /// persisted.
+    fn flush_for_offsets(&self, py: Python<'_>, entries: Vec<(String, i32, i64)>) -> PyResult<()> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || store.flush_for_offsets(&entries))
+        })
+    }
+
+    /// For tests and benchmarks: how often reads waited for acknowledged
+    /// puts to become visible, `(waits, inline_dispatches, commits,
+    /// timeouts, failed)`.
+    #[getter]
+    fn _visibility_stats(&self) -> (u64, u64, u64, u64, u64) {
+        self.store.visibility_stats()
+    }
+
     /// Wakes every thread waiting in `wait_for_dispatch` (interpreter exit).
     fn _wake_waiters(&self) {
         self.store.dispatcher().bump_seq();
@@ -678,6 +1071,7 @@ impl PyStore {
                     "max_msg_nums must be > 0, got {max_msg_nums}"
                 )));
             }
+            self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || {
                 store.get_message(
@@ -697,6 +1091,7 @@ impl PyStore {
                 next_begin_offset: r.next_begin_offset,
                 min_offset: r.min_offset,
                 max_offset: r.max_offset,
+                damaged: r.damaged.len(),
                 messages: list.unbind(),
             })
         })
@@ -705,6 +1100,7 @@ impl PyStore {
     /// One past the last logical offset of a queue (0 if unknown).
     fn get_max_offset_in_queue(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
@@ -712,7 +1108,7 @@ impl PyStore {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
             Ok(self
-                .queue(topic, queue_id)?
+                .queue(py, topic, queue_id)?
                 .map(|q| q.max_offset_in_queue())
                 .unwrap_or(0))
         })
@@ -721,6 +1117,7 @@ impl PyStore {
     /// The first logical offset of a queue (0 if unknown).
     fn get_min_offset_in_queue(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
@@ -728,7 +1125,7 @@ impl PyStore {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
             Ok(self
-                .queue(topic, queue_id)?
+                .queue(py, topic, queue_id)?
                 .map(|q| q.min_offset_in_queue())
                 .unwrap_or(0))
         })
@@ -737,6 +1134,7 @@ impl PyStore {
     /// CommitLog offset of the message at `cq_offset` (0 if none).
     fn get_commit_log_offset_in_queue(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
         cq_offset: &Bound<'_, PyAny>,
@@ -746,7 +1144,7 @@ impl PyStore {
             let queue_id = i64_arg(queue_id, "queue_id")?;
             let cq_offset = i64_arg(cq_offset, "cq_offset")?;
             Ok(self
-                .queue(topic, queue_id)?
+                .queue(py, topic, queue_id)?
                 .and_then(|q| q.unit_at(cq_offset))
                 .filter(|u| !u.is_pre_blank())
                 .map(|u| u.phy_offset)
@@ -766,7 +1164,7 @@ impl PyStore {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
             let timestamp = i64_arg(timestamp, "timestamp")?;
-            let Some(q) = self.queue(topic, queue_id)? else {
+            let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(0);
             };
             let store = &self.store;
@@ -784,13 +1182,14 @@ impl PyStore {
     /// Store time of the first message of a queue (-1 if none).
     fn get_earliest_message_time(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
-            let Some(q) = self.queue(topic, queue_id)? else {
+            let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(-1);
             };
             Ok(q.unit_at(q.min_offset_in_queue())
@@ -802,6 +1201,7 @@ impl PyStore {
     /// Store time of the message at `cq_offset` (-1 if none).
     fn get_message_store_timestamp(
         &self,
+        py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
         cq_offset: &Bound<'_, PyAny>,
@@ -810,7 +1210,7 @@ impl PyStore {
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
             let cq_offset = i64_arg(cq_offset, "cq_offset")?;
-            let Some(q) = self.queue(topic, queue_id)? else {
+            let Some(q) = self.queue(py, topic, queue_id)? else {
                 return Ok(-1);
             };
             Ok(q.unit_at(cq_offset)
@@ -844,6 +1244,7 @@ impl PyStore {
                 ));
             }
             let end = end_timestamp.unwrap_or(i64::MAX);
+            self.visible(py)?;
             let store = &self.store;
             let found = nogil(py, || {
                 store.query_message(topic, key, max_num as usize, begin_timestamp, end)
@@ -857,18 +1258,20 @@ impl PyStore {
     }
 
     /// Queue ids of `topic` that exist, sorted.
-    fn queue_ids(&self, topic: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+    fn queue_ids(&self, py: Python<'_>, topic: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
         guarded(|| {
             let topic = str_arg(topic, "topic")?;
             self.store.check_open()?;
+            self.visible(py)?;
             Ok(self.store.consume_queues().queue_ids(topic))
         })
     }
 
     /// Topics that have at least one queue, sorted.
-    fn topics(&self) -> PyResult<Vec<String>> {
+    fn topics(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         guarded(|| {
             self.store.check_open()?;
+            self.visible(py)?;
             Ok(self.store.consume_queues().topics())
         })
     }
