@@ -68,7 +68,7 @@ fn open(
         },
     };
     let s = Store::open(opts).unwrap();
-    s.recover(true).unwrap();
+    s.recover(true, false).unwrap();
     s.start_flush().unwrap();
     s.start_dispatch().unwrap();
     Arc::new(s)

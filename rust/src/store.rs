@@ -1794,7 +1794,7 @@ mod tests {
         let mut o = options(dir.path(), false);
         o.consume_queue_file_size = Some(crate::consume_queue::DEFAULT_CQ_FILE_SIZE);
         let store = Store::open(o).unwrap();
-        store.recover(true).unwrap();
+        store.recover(true, false).unwrap();
         let n = 300;
         for q in 0..n {
             let spec = MessageSpec {
