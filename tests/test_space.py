@@ -149,7 +149,8 @@ def test_next_commitlog_file_is_made_ahead_and_an_unused_one_removed_on_close(
     store_path: str,
 ) -> None:
     seg = SMALL["mapped_file_size_commit_log"]
-    cfg = StoreConfig(store_path=store_path, **SMALL)
+    # Files are made ahead with warm-up (see python/rocketstore/store.py).
+    cfg = StoreConfig(store_path=store_path, warm_mapped_file_enable=True, **SMALL)
     store = MessageStore(cfg).start()
     try:
         assert store.put("T", b"first").ok
@@ -178,7 +179,7 @@ from rocketstore import MessageStore, StoreConfig
 path, seg = sys.argv[1], int(sys.argv[2])
 cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=seg,
                   mapped_file_size_consume_queue=20 * 500, max_hash_slot_num=100,
-                  max_index_num=2000)
+                  max_index_num=2000, warm_mapped_file_enable=True)
 store = MessageStore(cfg).start()
 acked = []
 i = 0
@@ -223,6 +224,7 @@ def test_recovery_after_sigkill_ignores_a_preallocated_never_written_file(
         mapped_file_size_consume_queue=20 * 500,
         max_hash_slot_num=100,
         max_index_num=2000,
+        warm_mapped_file_enable=True,
     )
     with MessageStore(cfg) as store:
         assert store.recovery_report is not None
