@@ -11,6 +11,7 @@ from rocketstore.enums import GetStatus, PutStatus
 _BytesLike = bytes | bytearray | memoryview
 
 __all__ = [
+    "ArrowStream",
     "BatchPutResult",
     "GetMessageResult",
     "Message",
@@ -186,6 +187,18 @@ class GetMessageResult:
     def __len__(self) -> int: ...
 
 @final
+class ArrowStream:
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def skipped_corrupt(self) -> int: ...
+    @property
+    def lost(self) -> int: ...
+    @property
+    def filtered(self) -> int: ...
+
+@final
 class NativeStore:
     def __new__(
         cls,
@@ -305,6 +318,22 @@ class NativeStore:
         begin_timestamp: int = 0,
         end_timestamp: int | None = None,
     ) -> list[MessageExt]: ...
+    def put_arrow(
+        self, stream: object, properties: list[tuple[str, str]] | None = None
+    ) -> tuple[int, tuple[int, int, str] | None]: ...
+    def read_arrow(
+        self,
+        queue_ranges: list[tuple[str, int, int, int]] | None = None,
+        commitlog_ranges: list[tuple[int, int]] | None = None,
+        *,
+        topics: list[str] | None = None,
+        include_system: bool = False,
+        include_uncommitted: bool = False,
+        min_store_timestamp: int | None = None,
+        batch_size: int = 65536,
+        store_name: str | None = None,
+        threads: int = 1,
+    ) -> ArrowStream: ...
     def queue_ids(self, topic: str) -> list[int]: ...
     def topics(self) -> list[str]: ...
     @property
@@ -316,4 +345,8 @@ class NativeStore:
     @property
     def _visibility_stats(self) -> tuple[int, int, int, int, int]: ...
     def flush(self) -> int: ...
+    def deliver_delayed(
+        self, levels: list[tuple[int, int]], now_ms: int, max_msgs: int
+    ) -> list[tuple[int, int, int, int, bool, str | None, int]]: ...
+    def flush_commit_log(self) -> int: ...
     def shutdown(self) -> None: ...

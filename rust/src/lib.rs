@@ -10,6 +10,8 @@
 pub mod allocate;
 pub mod checkpoint;
 pub mod clock;
+#[cfg(feature = "arrow")]
+pub mod columnar;
 pub mod commitlog;
 pub mod consume_queue;
 pub mod cq_table;
@@ -26,6 +28,7 @@ pub mod mapped_file_queue;
 pub mod message;
 pub mod ratelog;
 pub mod reader;
+pub mod schedule;
 pub mod store;
 
 #[cfg(feature = "python")]

@@ -2,6 +2,7 @@
 //! Python package, which wraps these classes.
 
 pub mod args;
+pub mod arrow;
 pub mod errors;
 pub mod gil;
 pub mod logbridge;
@@ -68,6 +69,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyBatchPutResult>()?;
     m.add_class::<types::PyMessageExt>()?;
     m.add_class::<store::PyGetResult>()?;
+    m.add_class::<arrow::PyArrowStream>()?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;

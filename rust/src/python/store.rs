@@ -207,6 +207,9 @@ impl PyStore {
     }
 }
 
+/// A row an Arrow append refused: `(row index, PutStatus value, reason)`.
+type RefusedRow = (u64, u8, String);
+
 /// The result of `get_message`.
 #[pyclass(frozen, module = "rocketstore._native", name = "GetMessageResult")]
 pub struct PyGetResult {
@@ -1257,6 +1260,143 @@ impl PyStore {
         })
     }
 
+    /// Appends every row of an Arrow stream (columns `topic, body` and
+    /// optional `queue_id, tags, keys, properties`) in order, batch by batch
+    /// with batch puts; `properties` are added to every message. Stops after
+    /// the first batch with a refused row. Returns `(appended, refused)`
+    /// where `refused` is `None` or `(row index, PutStatus value, reason)`; rows after a
+    /// refused one in the same batch may be appended too (they are counted).
+    #[pyo3(signature = (stream, properties=None))]
+    fn put_arrow(
+        &self,
+        py: Python<'_>,
+        stream: &Bound<'_, PyAny>,
+        properties: Option<Vec<(String, String)>>,
+    ) -> PyResult<(u64, Option<RefusedRow>)> {
+        guarded(|| {
+            self.store.check_open()?;
+            if self.store.is_read_only() {
+                return Err(crate::error::StoreError::ReadOnly.into());
+            }
+            let extra = properties.unwrap_or_default();
+            let reader = super::arrow::import_stream(stream)?;
+            let mut appended = 0u64;
+            let mut row = 0u64;
+            for batch in reader {
+                let batch = batch.map_err(|e| {
+                    pyo3::exceptions::PyValueError::new_err(format!("arrow stream: {e}"))
+                })?;
+                let mut specs = super::arrow::specs_of_batch(&batch, self.now_ms(), &extra)?;
+                // A row refused before writing (bad topic, properties, null)
+                // ends the append: only the rows before it are put.
+                let mut refused = specs.iter().position(|s| s.is_err()).map(|i| {
+                    let (status, why) = match &specs[i] {
+                        Err(r) => (r.status as u8, r.reason.clone()),
+                        Ok(_) => (0, String::new()),
+                    };
+                    (row + i as u64, status, why)
+                });
+                if let Some((r, _, _)) = refused {
+                    specs.truncate((r - row) as usize);
+                }
+                let store = &self.store;
+                let outs = nogil(py, || store.put_batch(specs))?;
+                for (i, o) in outs.iter().enumerate() {
+                    if o.status == crate::commitlog::PutStatus::PutOk {
+                        appended += 1;
+                    } else if refused.as_ref().map_or(true, |r| row + (i as u64) < r.0) {
+                        let why = o.reason.clone().unwrap_or_default();
+                        refused = Some((row + i as u64, o.status as u8, why));
+                    }
+                }
+                if refused.is_some() {
+                    return Ok((appended, refused));
+                }
+                row += outs.len() as u64;
+            }
+            Ok((appended, None))
+        })
+    }
+
+    /// Decodes ranges into an Arrow stream: `queue_ranges` as
+    /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
+    /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
+    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, batch_size=65_536, store_name=None, threads=1))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_arrow(
+        &self,
+        queue_ranges: Option<Vec<(String, i64, i64, i64)>>,
+        commitlog_ranges: Option<Vec<(i64, i64)>>,
+        topics: Option<Vec<String>>,
+        include_system: bool,
+        include_uncommitted: bool,
+        min_store_timestamp: Option<i64>,
+        batch_size: i64,
+        store_name: Option<String>,
+        threads: usize,
+    ) -> PyResult<super::arrow::PyArrowStream> {
+        use crate::columnar::{
+            split_at_segments, ParallelReader, Range, RangeReader, ReadStats, RowFilter,
+        };
+        guarded(|| {
+            self.store.check_open()?;
+            if batch_size <= 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "batch_size must be > 0, got {batch_size}"
+                )));
+            }
+            let mut ranges = Vec::new();
+            for (topic, qid, from, to) in queue_ranges.unwrap_or_default() {
+                let queue_id = self.check_read_args(&topic, qid)?;
+                ranges.push(Range::Queue {
+                    topic,
+                    queue_id,
+                    from: from.max(0),
+                    to,
+                });
+            }
+            for (from, to) in commitlog_ranges.unwrap_or_default() {
+                ranges.push(Range::CommitLog {
+                    from: from.max(0) as u64,
+                    to: to.max(0) as u64,
+                });
+            }
+            let filter = RowFilter {
+                topics: topics.map(|t| t.into_iter().map(String::into_bytes).collect()),
+                include_system,
+                include_uncommitted,
+                min_store_timestamp,
+            };
+            let stats = Arc::new(ReadStats::default());
+            if threads > 1 {
+                // Pieces decode independently: CommitLog ranges are cut at
+                // segment boundaries; queue ranges are pieces already.
+                let seg = self.store.commitlog().file_size() as u64;
+                let ranges = split_at_segments(ranges, seg);
+                let reader = ParallelReader::start(
+                    self.store.clone(),
+                    ranges,
+                    filter,
+                    batch_size as usize,
+                    store_name,
+                    threads,
+                    stats.clone(),
+                )
+                .map_err(|e| crate::error::StoreError::io("start decode threads", e))?;
+                return Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats));
+            }
+            let reader = RangeReader::new(
+                self.store.clone(),
+                ranges,
+                filter,
+                batch_size as usize,
+                store_name,
+            )
+            .with_stats(stats.clone());
+            Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats))
+        })
+    }
+
     /// Queue ids of `topic` that exist, sorted.
     fn queue_ids(&self, py: Python<'_>, topic: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
         guarded(|| {
@@ -1297,6 +1437,55 @@ impl PyStore {
         guarded(|| {
             let store = &self.store;
             nogil(py, || store.flush())
+        })
+    }
+
+    /// One delivery step for each `(level, offset)` (level 1-based): re-puts
+    /// the messages of `SCHEDULE_TOPIC_XXXX` queue `level - 1` due at
+    /// `now_ms`, from consume-queue offset `offset`, at most `max_msgs` per
+    /// level, one batch per level, all with the GIL released once. Returns
+    /// one `(next_offset, delivered, dropped, due_at, more, blocked,
+    /// end_offset)` per level, in order.
+    #[allow(clippy::type_complexity)]
+    fn deliver_delayed(
+        &self,
+        py: Python<'_>,
+        levels: Vec<(usize, i64)>,
+        now_ms: i64,
+        max_msgs: usize,
+    ) -> PyResult<Vec<(i64, u64, u64, i64, bool, Option<String>, u64)>> {
+        guarded(|| {
+            let store = &self.store;
+            let steps = nogil(py, || {
+                levels
+                    .iter()
+                    .map(|&(level, offset)| {
+                        crate::schedule::deliver_due(store, level, offset, now_ms, max_msgs)
+                    })
+                    .collect::<crate::error::Result<Vec<_>>>()
+            })?;
+            Ok(steps
+                .into_iter()
+                .map(|s| {
+                    (
+                        s.next_offset,
+                        s.delivered,
+                        s.dropped,
+                        s.due_at,
+                        s.more,
+                        s.blocked,
+                        s.end_offset,
+                    )
+                })
+                .collect())
+        })
+    }
+
+    /// Forces the CommitLog to disk (not the queues); returns the flushed offset.
+    fn flush_commit_log(&self, py: Python<'_>) -> PyResult<u64> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || store.flush_commit_log())
         })
     }
 
