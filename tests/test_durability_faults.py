@@ -361,22 +361,22 @@ def test_failed_cq_append_stops_writes_and_reopen_rebuilds(
     assert [r.queue_offset for r in more] == [7, 7]
 
 
-def test_enospc_creating_a_cq_file_stops_writes_and_reopen_rebuilds(
+def test_enospc_creating_a_cq_file_stalls_dispatch_until_space_is_back(
     fail_points: Callable[[str, int], None],
     opened: Callable[..., MessageStore],
     store_path: str,
 ) -> None:
-    """The first message of a new queue needs a new ConsumeQueue file."""
+    """The first message of a new queue needs a new ConsumeQueue file. A full
+    disk stalls dispatch (it retries) instead of poisoning the store: the
+    message becomes visible once space is back."""
     store = opened()
     acked = put_ok(store, 4)
     wait_dispatched(store)
     fail_points("create_file", errno.ENOSPC)
     r = store.put("fresh", b"first of its queue", queue_id=5)
     assert r.status is PutStatus.PUT_OK  # the CommitLog segment exists already
-    wait_for(lambda: not store.is_writeable, 5.0, "store not writeable after a CQ create error")
-    why = flags_text(store)
-    assert "No space left on device" in why or "os error 28" in why, why
-    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    time.sleep(0.3)
+    assert store.is_writeable, store.running_flags
     assert store.get_message("g", "fresh", 5, 0).status is GetStatus.NO_MESSAGE_IN_QUEUE
     # Reads of what was dispatched work (dispatch itself is stuck behind "fresh").
     assert store.dispatch_behind_bytes() > 0
@@ -388,10 +388,13 @@ def test_enospc_creating_a_cq_file_stops_writes_and_reopen_rebuilds(
     assert [m.body for m in store.query_message("topic", "key3")] == [body_of(3)]
 
     fail_points("create_file", 0)
+    wait_dispatched(store)
+    g = store.get_message("g", "fresh", 5, 0)
+    assert [m.body for m in g.messages] == [b"first of its queue"]
     err = shutdown_bounded(store)
-    assert err is None or isinstance(err, PoisonedError), repr(err)
+    assert err is None, repr(err)
     again = opened()
-    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    assert again.recovery_report is not None
     assert again.is_writeable
     wait_dispatched(again)
     g = again.get_message("g", "fresh", 5, 0)

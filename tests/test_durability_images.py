@@ -185,9 +185,20 @@ def _garbage(img: Image, rng: random.Random) -> None:
     _write_phy(img, img.flushed, rng.randbytes(img.written_end - img.flushed + 3000))
 
 
+def _drop_made_ahead(img: Image, after: Path) -> None:
+    """Removes CommitLog files after ``after``: files made ahead, never written."""
+    for p in sorted((img.path / "commitlog").iterdir()):
+        if p.name > after.name:
+            assert p.read_bytes().count(0) == p.stat().st_size, f"{p} holds data"
+            p.unlink()
+
+
 def _truncate_newest(img: Image, rng: random.Random) -> None:
     last = img.acks[-1]
     p = _cl_path(img, last.wrote_offset)
+    # A file can be cut short only while it is created, when no later file
+    # exists yet (the next one is made ahead only after it).
+    _drop_made_ahead(img, p)
     assert p == sorted((img.path / "commitlog").iterdir())[-1]
     os.truncate(p, last.wrote_offset % CL_FILE + last.wrote_bytes // 2)
 
@@ -424,6 +435,11 @@ def test_lone_short_newest_file_is_extended(tmp_path: Path, which: str) -> None:
     del store
     if which == "commitlog":
         short = path / "commitlog" / f"{0:020d}"
+        # Cut short while it was created: no file was made after it yet.
+        for p in (path / "commitlog").iterdir():
+            if p != short:
+                assert p.read_bytes().count(0) == p.stat().st_size, f"{p} holds data"
+                p.unlink()
         last = acks[-1]
         os.truncate(short, last.wrote_offset + last.wrote_bytes // 2)
         survivors, size = acks[:-1], CL_FILE
@@ -472,8 +488,10 @@ def test_truncated_bytes_never_resurface(
     # On disk: zeros from the new end to the end of its file; no later file.
     tail = _read_phy(img.path, new_end, new_end - new_end % CL_FILE + CL_FILE)
     assert tail == b"\0" * len(tail), f"non-zero bytes survive past {new_end}"
-    files = sorted(int(p.name) for p in (img.path / "commitlog").iterdir())
-    assert files[-1] <= new_end - new_end % CL_FILE
+    # No later file holds data (one made ahead holds only zeros).
+    for p in sorted((img.path / "commitlog").iterdir()):
+        if int(p.name) > new_end - new_end % CL_FILE:
+            assert p.read_bytes().count(0) == p.stat().st_size, f"{p} holds data"
 
     with MessageStore(config(img.path, "async")) as store:
         rep = store.recovery_report

@@ -268,6 +268,9 @@ class NativeStore:
         flush_intervals_ms: tuple[int, int, int, int, int, int] | None = None,
         flush_least_pages: tuple[int, int, int] | None = None,
         sync_flush_timeout_ms: int = 5000,
+        warm_mapped_file_enable: bool = False,
+        flush_least_pages_when_warm_mapped_file: int = 4096,
+        preallocate: bool = True,
     ) -> NativeStore: ...
     def start_flush(self) -> None: ...
     def drain_dispatch(self) -> None: ...

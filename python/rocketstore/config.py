@@ -269,9 +269,14 @@ class StoreConfig:
     transient_store_pool_size: int = 5
     #: Fail a put at once when no pool buffer is free instead of waiting.
     fast_fail_if_no_buffer_in_store_pool: bool = False
-    #: Pre-touch and mlock each new CommitLog file.
+    #: Make each next CommitLog file ahead in the background and warm it
+    #: before it is written: reserve all of it, write every page (so a
+    #: SYNC_FLUSH write never pays for allocating blocks), lock it in memory
+    #: (mlock; a failure is logged once) until the writer leaves it. Off:
+    #: a roll creates the file, and blocks are reserved in 64 MiB chunks
+    #: ahead of the writer.
     warm_mapped_file_enable: bool = False
-    #: Pages (4 KiB) between flushes while warming a file under SYNC_FLUSH (4096 = 16 MiB).
+    #: Pages (4 KiB) between flushes while warming a file (4096 = 16 MiB; 0: once at the end).
     flush_least_pages_when_warm_mapped_file: int = 1024 // 4 * 16
     #: 5.x: write without mmap (file channel writes).
     #: *Inert*: no effect in rocketstore (warns once when set).

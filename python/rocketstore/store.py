@@ -209,6 +209,12 @@ class MessageStore:
                 cfg.flush_consume_queue_least_pages,
             ),
             sync_flush_timeout_ms=cfg.sync_flush_timeout,
+            warm_mapped_file_enable=cfg.warm_mapped_file_enable,
+            flush_least_pages_when_warm_mapped_file=cfg.flush_least_pages_when_warm_mapped_file,
+            # The next CommitLog file is made ahead in the background with
+            # warm-up: a made-ahead file is not yet understood by read-only
+            # followers (they take a later file as proof the earlier is full).
+            preallocate=cfg.warm_mapped_file_enable,
         )
         try:
             report = RecoveryService(native).recover(

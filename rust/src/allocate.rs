@@ -1,4 +1,10 @@
-//! Keeping page faults off the put path.
+//! Keeping file creation and page faults off the put path.
+//!
+//! The [`Allocator`] thread (RocketMQ's `AllocateMappedFileService`) makes
+//! the next CommitLog file while the current one fills: created, its first
+//! chunk reserved, and with warm-up every page written and the file locked
+//! in memory. A roll takes the ready file and requests the one after it, so
+//! a put waits for a file only when the allocator is behind.
 //!
 //! A fresh CommitLog page faults on its first write; on a virtual machine
 //! that costs several microseconds, more than the whole put. The
@@ -8,15 +14,293 @@
 //! (RocketMQ's `warmMappedFile` writes zeros over a whole new file instead,
 //! which is only safe before the file is handed to the writer.)
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::mapped_file::WriteBuffer;
+use crate::error::{Result, StoreError};
+use crate::mapped_file::{MappedFile, WriteBuffer};
 use crate::mapped_file_queue::MappedFileQueue;
+use crate::ratelog::RateLimited;
+
+/// How long a roll waits for the allocator (RocketMQ: 5 s).
+pub const ALLOCATE_WAIT: Duration = Duration::from_secs(5);
+
+/// Warm-up settings of the allocator.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WarmConfig {
+    /// `warm_mapped_file_enable`: pre-touch, flush and mlock new files.
+    pub enabled: bool,
+    /// `flush_least_pages_when_warm_mapped_file` (0: flush once at the end).
+    pub flush_every_pages: usize,
+    /// Without warm-up: bytes at the head of a new file to prefault
+    /// (`MADV_POPULATE_WRITE`) before the writer gets it, so the first
+    /// appends after a roll do not fault (the store sets it for
+    /// ASYNC_FLUSH; 0: none).
+    pub prefault_head: usize,
+}
+
+enum Slot {
+    /// Requested, not yet made.
+    Pending,
+    /// Made and waiting for the writer.
+    Ready(Arc<MappedFile>),
+    /// Making it failed (the file was removed again).
+    Failed(StoreError),
+}
+
+#[derive(Default)]
+struct AllocState {
+    /// File start offset -> its state. Lowest offsets are made first.
+    slots: BTreeMap<u64, Slot>,
+    /// Files the writer left behind, to unlock from memory.
+    unlock: Vec<Arc<MappedFile>>,
+    /// The thread is making this offset now.
+    making: Option<u64>,
+    stop: bool,
+}
+
+struct AllocShared {
+    state: Mutex<AllocState>,
+    /// Wakes the thread (new request, stop).
+    work: Condvar,
+    /// Wakes writers waiting for a file.
+    done: Condvar,
+    warm: WarmConfig,
+    /// Files handed to the writer ready-made / after waiting for the thread.
+    hits: AtomicU64,
+    waits: AtomicU64,
+}
+
+/// Failed background creations (rate-limited log: a full disk fails each).
+static ALLOC_FAILURES: RateLimited = RateLimited::new();
+
+/// The background maker of CommitLog files.
+pub struct Allocator {
+    shared: Arc<AllocShared>,
+    handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Allocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allocator").finish_non_exhaustive()
+    }
+}
+
+impl Allocator {
+    /// Starts the thread making files for `queue` (held weakly: the queue
+    /// owns the allocator handle).
+    pub fn start(queue: &Arc<MappedFileQueue>, warm: WarmConfig) -> std::io::Result<Arc<Self>> {
+        let shared = Arc::new(AllocShared {
+            state: Mutex::new(AllocState::default()),
+            work: Condvar::new(),
+            done: Condvar::new(),
+            warm,
+            hits: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+        });
+        let s = shared.clone();
+        let q = Arc::downgrade(queue);
+        let handle = std::thread::Builder::new()
+            .name("rocketstore-allocate".into())
+            .spawn(move || run_allocator(&s, &q))?;
+        Ok(Arc::new(Self {
+            shared,
+            handle: Mutex::new(Some(handle)),
+        }))
+    }
+
+    /// Asks for the file starting at `offset` to be made in the background.
+    pub fn request(&self, offset: u64) {
+        let mut st = self.shared.state.lock();
+        if st.stop {
+            return;
+        }
+        st.slots.entry(offset).or_insert(Slot::Pending);
+        self.shared.work.notify_one();
+    }
+
+    /// The file starting at `offset`: the ready one, or (requesting it if
+    /// needed) the one the thread makes within [`ALLOCATE_WAIT`]. A failed
+    /// creation is returned as an error once; the next call tries again.
+    pub fn take(&self, offset: u64) -> Result<Arc<MappedFile>> {
+        let deadline = Instant::now() + ALLOCATE_WAIT;
+        let mut st = self.shared.state.lock();
+        let mut waited = false;
+        loop {
+            if st.stop {
+                return Err(StoreError::Closed);
+            }
+            match st.slots.remove(&offset) {
+                Some(Slot::Ready(f)) => {
+                    let counter = if waited {
+                        &self.shared.waits
+                    } else {
+                        &self.shared.hits
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    return Ok(f);
+                }
+                // Made in vain before this call asked (a full disk then):
+                // try once more now; a failure after waiting is returned.
+                Some(Slot::Failed(e)) if waited => return Err(e),
+                Some(Slot::Pending) | Some(Slot::Failed(_)) | None => {
+                    st.slots.insert(offset, Slot::Pending);
+                    self.shared.work.notify_one();
+                }
+            }
+            waited = true;
+            if self.shared.done.wait_until(&mut st, deadline).timed_out() {
+                if let Some(Slot::Ready(_)) = st.slots.get(&offset) {
+                    continue;
+                }
+                return Err(StoreError::io(
+                    format!(
+                        "the allocator did not make CommitLog file {offset} within {} s",
+                        ALLOCATE_WAIT.as_secs()
+                    ),
+                    std::io::Error::from(std::io::ErrorKind::TimedOut),
+                ));
+            }
+        }
+    }
+
+    /// Unlocks `file` from memory on the allocator's thread (munlock of a
+    /// large file takes milliseconds: not on the put path).
+    pub fn unlock_later(&self, file: Arc<MappedFile>) {
+        let mut st = self.shared.state.lock();
+        st.unlock.push(file);
+        self.shared.work.notify_one();
+    }
+
+    /// `(files ready when the writer asked, files the writer waited for)`.
+    pub fn stats(&self) -> (u64, u64) {
+        (
+            self.shared.hits.load(Ordering::Relaxed),
+            self.shared.waits.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Stops the thread. With `remove_unused`, files made but never handed
+    /// to the writer are deleted (a clean shutdown); without it they stay,
+    /// as after a crash (recovery drops them).
+    pub fn stop(&self, remove_unused: bool) {
+        let slots = {
+            let mut st = self.shared.state.lock();
+            st.stop = true;
+            self.shared.work.notify_all();
+            self.shared.done.notify_all();
+            std::mem::take(&mut st.slots)
+        };
+        if let Some(h) = self.handle.lock().take() {
+            let _ = h.join();
+        }
+        // The thread may have finished one more file after `take` above.
+        let late = std::mem::take(&mut self.shared.state.lock().slots);
+        for slot in slots.into_values().chain(late.into_values()) {
+            if let Slot::Ready(f) = slot {
+                f.munlock();
+                if remove_unused {
+                    match f.destroy() {
+                        Ok(()) => log::debug!("removed unused preallocated {}", f.path().display()),
+                        Err(e) => log::warn!("cannot remove unused preallocated file: {e}"),
+                    }
+                }
+            }
+        }
+        if remove_unused {
+            for f in std::mem::take(&mut self.shared.state.lock().unlock) {
+                f.munlock();
+            }
+        }
+    }
+
+    /// Drops the thread handle without joining (a forked child's copy).
+    pub fn forget_thread(&self) {
+        if let Some(h) = self.handle.lock().take() {
+            std::mem::forget(h);
+        }
+    }
+}
+
+fn run_allocator(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
+    loop {
+        let (offset, unlock) = {
+            let mut st = shared.state.lock();
+            loop {
+                if st.stop {
+                    return;
+                }
+                let unlock = std::mem::take(&mut st.unlock);
+                let next = st
+                    .slots
+                    .iter()
+                    .find(|(_, s)| matches!(s, Slot::Pending))
+                    .map(|(o, _)| *o);
+                if next.is_some() || !unlock.is_empty() {
+                    st.making = next;
+                    break (next, unlock);
+                }
+                shared.work.wait(&mut st);
+            }
+        };
+        for f in unlock {
+            f.munlock();
+        }
+        let Some(offset) = offset else { continue };
+        let Some(q) = queue.upgrade() else { return };
+        let made = q.make_file(offset).and_then(|f| {
+            if shared.warm.enabled {
+                if let Err(e) = f.warm(shared.warm.flush_every_pages) {
+                    let _ = f.destroy();
+                    return Err(e);
+                }
+            } else if shared.warm.prefault_head > 0 {
+                // Not yet the writer's: nothing races with this.
+                f.prefault(0, shared.warm.prefault_head);
+            }
+            Ok(f)
+        });
+        drop(q);
+        let mut st = shared.state.lock();
+        st.making = None;
+        let slot = match made {
+            Ok(f) => {
+                ALLOC_FAILURES.reset();
+                Slot::Ready(Arc::new(f))
+            }
+            Err(e) => {
+                // The writer that takes this file reports the failure (its
+                // put fails with a status and a rate-limited log line).
+                ALLOC_FAILURES.log(log::Level::Debug, || {
+                    format!("cannot make CommitLog file {offset} in the background: {e}")
+                });
+                Slot::Failed(e)
+            }
+        };
+        if st.stop {
+            // Stopped while making it: hand it to `stop` for removal.
+            st.slots.insert(offset, slot);
+            return;
+        }
+        // Only a file someone still wants is kept.
+        match st.slots.get(&offset) {
+            Some(Slot::Pending) => {
+                st.slots.insert(offset, slot);
+            }
+            _ => {
+                if let Slot::Ready(f) = slot {
+                    let _ = f.destroy();
+                }
+            }
+        }
+        shared.done.notify_all();
+    }
+}
 
 /// Bytes kept prefaulted ahead of the write position.
 pub const DEFAULT_WINDOW: usize = 32 << 20;

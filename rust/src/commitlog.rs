@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap;
 
 use crate::clock::CachedClock;
 use crate::error::{Result, StoreError};
-use crate::mapped_file::MappedFile;
+use crate::mapped_file::{MappedFile, Reserve};
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::message::{
     self, body_crc, compressed_body_problem, encode_blank, encode_v1, encode_v1_crc_of_copy,
@@ -197,6 +197,8 @@ impl PutState {
 
 /// Failed CommitLog file creations (rate-limited log).
 static CREATE_FAILURES: RateLimited = RateLimited::new();
+/// Failed reservations of the next chunk of a CommitLog file (rate-limited).
+static RESERVE_FAILURES: RateLimited = RateLimited::new();
 
 impl From<crate::message::PropertyError> for Refused {
     fn from(e: crate::message::PropertyError) -> Self {
@@ -421,7 +423,12 @@ impl CommitLog {
     /// Loads the CommitLog directory (files marked full; call
     /// [`CommitLog::recover`] next).
     pub fn load(cfg: CommitLogConfig, writable: bool) -> Result<Self> {
-        let (mfq, info) = MappedFileQueue::load(cfg.dir.clone(), cfg.file_size, writable)?;
+        let (mfq, info) = MappedFileQueue::load_with(
+            cfg.dir.clone(),
+            cfg.file_size,
+            writable,
+            Reserve::COMMIT_LOG,
+        )?;
         if let Some(p) = info.extended_short_file {
             log::warn!("extended short CommitLog file {} to full size", p.display());
         }
@@ -1005,7 +1012,17 @@ impl CommitLog {
             let offsets = &mut out.offsets;
             let mut bytes = 0u64;
             let mut end = -1i64;
-            let first_phy = file.append(|tail, at| {
+            // Reserve blocks for what this file will take: the records that
+            // fit and a blank's 8 bytes (at most the rest of the file).
+            let room = file.file_size() - file.wrote_position();
+            let mut need = END_FILE_MIN_BLANK_LENGTH;
+            for j in i..n {
+                need += b.record_len(j, &store_host);
+                if need >= room {
+                    break;
+                }
+            }
+            let appended = file.append_reserved(need, |tail, at| {
                 let mut pos = 0usize;
                 let mut first = None;
                 while i < n {
@@ -1050,7 +1067,19 @@ impl CommitLog {
                     i += 1;
                 }
                 (pos, first)
-            })?;
+            });
+            let first_phy = match appended {
+                Ok(f) => f,
+                Err(e @ StoreError::Io { .. }) => {
+                    RESERVE_FAILURES.log(log::Level::Error, || {
+                        format!("cannot reserve CommitLog space: {e}")
+                    });
+                    out.status = PutStatus::CreateMappedFileFailed;
+                    out.reason = Some(format!("cannot reserve space in the CommitLog file: {e}"));
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             if i > start {
                 file.set_store_timestamp(ts);
                 *hold.st.table.slot(b.topic, b.queue_id) = qo;
@@ -1104,7 +1133,10 @@ impl CommitLog {
                 }
             };
             let from = file.file_from_offset() as i64;
-            let appended = file.append(|tail, at| {
+            // At most the record and the 8 bytes a blank needs are written;
+            // their blocks are reserved first (a chunk at a time). A full
+            // disk fails the put with a status, never a fault.
+            let appended = file.append_reserved(p.len + END_FILE_MIN_BLANK_LENGTH, |tail, at| {
                 if p.len + END_FILE_MIN_BLANK_LENGTH > tail.len() {
                     encode_blank(tail, tail.len());
                     return (tail.len(), None);
@@ -1121,7 +1153,27 @@ impl CommitLog {
                     ts,
                 );
                 (n, Some(phy))
-            })?;
+            });
+            let appended = match appended {
+                Ok(a) => {
+                    if let Some(n) = RESERVE_FAILURES.reset() {
+                        log::warn!(
+                            "CommitLog space can be reserved again after {n} failed attempts"
+                        );
+                    }
+                    a
+                }
+                Err(e @ StoreError::Io { .. }) => {
+                    RESERVE_FAILURES.log(log::Level::Error, || {
+                        format!("cannot reserve CommitLog space: {e}")
+                    });
+                    return Ok(PutOutcome::rejected(Refused::new(
+                        PutStatus::CreateMappedFileFailed,
+                        format!("cannot reserve space in the CommitLog file: {e}"),
+                    )));
+                }
+                Err(e) => return Err(e),
+            };
             if appended.is_none() {
                 // The blank filled the file: its age is now fixed.
                 file.stamp_mtime_when_full();

@@ -31,7 +31,7 @@ use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::error::{Result, StoreError};
-use crate::mapped_file::MappedFile;
+use crate::mapped_file::{MappedFile, Reserve};
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::message::is_readable_topic;
 
@@ -180,7 +180,8 @@ impl ConsumeQueue {
             ));
         }
         let dir = queue_dir(root, topic, queue_id);
-        let (mfq, info) = MappedFileQueue::load(dir, file_size, writable)?;
+        let (mfq, info) =
+            MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
         if let Some(p) = info.extended_short_file {
             log::warn!(
                 "extended short ConsumeQueue file {} to full size",
@@ -504,7 +505,7 @@ impl ConsumeQueue {
                 );
             }
         }
-        let ok = file.append(|tail, _| {
+        let ok = file.append_reserved(CQ_UNIT_SIZE, |tail, _| {
             if tail.len() < CQ_UNIT_SIZE {
                 return (0, false);
             }
@@ -1079,7 +1080,7 @@ fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
 /// Appends pre-blank units from the file's start up to byte `until`.
 fn fill_pre_blank(file: &MappedFile, until: usize) -> Result<()> {
     let n = until / CQ_UNIT_SIZE * CQ_UNIT_SIZE;
-    let filled = file.append(|tail, _| {
+    let filled = file.append_reserved(n, |tail, _| {
         if tail.len() < n {
             return (0, false);
         }

@@ -19,6 +19,10 @@ use crate::error::{Result, StoreError};
 use crate::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::message::is_readable_topic;
 
+/// New queue files in one flush round above which one `syncfs` is cheaper
+/// than an fsync of each file and its directory.
+const SYNCFS_THRESHOLD: usize = 32;
+
 type Queues = FxHashMap<String, FxHashMap<i32, Arc<ConsumeQueue>>>;
 
 /// Every consume queue of a store.
@@ -285,8 +289,25 @@ impl ConsumeQueueTable {
     }
 
     /// Flushes every queue; returns false if any flush failed (logged).
+    ///
+    /// New queue files are made durable here (dispatch does not sync them).
+    /// When many were created since the last round (thousands of new queue
+    /// ids), one `syncfs` of the store's file system replaces an fsync of
+    /// each file and its directory.
     pub fn flush_all(&self, least_pages: usize) -> Result<()> {
-        for q in self.all() {
+        let queues = self.all();
+        let created: Vec<_> = queues
+            .iter()
+            .filter_map(|q| q.queue().last_file())
+            .filter(|f| f.needs_sync())
+            .collect();
+        if created.len() >= SYNCFS_THRESHOLD {
+            crate::mapped_file::sync_file_system(&self.root)?;
+            for f in &created {
+                f.mark_created_synced();
+            }
+        }
+        for q in queues {
             q.flush(least_pages)?;
         }
         Ok(())

@@ -30,6 +30,7 @@ use crate::message::{
     find_property, iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView,
     SCHEDULE_TOPIC,
 };
+use crate::ratelog::RateLimited;
 
 /// Bytes one dispatch step reads at most.
 pub const DEFAULT_STEP_BYTES: usize = 4 << 20;
@@ -435,6 +436,15 @@ impl Dispatcher {
     }
 }
 
+/// Dispatch steps that failed for want of disk space (rate-limited log).
+static NO_SPACE: RateLimited = RateLimited::new();
+
+/// True for an I/O error meaning "no disk space" (ENOSPC, EDQUOT).
+pub fn is_no_space(e: &StoreError) -> bool {
+    matches!(e, StoreError::Io { source, .. }
+        if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)))
+}
+
 /// The dispatch loop thread.
 pub struct DispatchThread {
     stop: Arc<AtomicBool>,
@@ -456,8 +466,26 @@ impl DispatchThread {
                 let mut failed = false;
                 while !s.load(Ordering::Acquire) {
                     match d.dispatch_once(DEFAULT_STEP_BYTES) {
-                        Ok(st) if st.records > 0 => continue,
-                        Ok(_) => d.sleep_until_woken(Duration::from_millis(1)),
+                        Ok(st) => {
+                            if let Some(n) = NO_SPACE.reset() {
+                                log::warn!(
+                                    "dispatch goes on: disk space was found after {n} attempts"
+                                );
+                            }
+                            if st.records == 0 {
+                                d.sleep_until_woken(Duration::from_millis(1));
+                            }
+                        }
+                        // A full disk (a queue or index file cannot get its
+                        // blocks) stalls dispatch instead of poisoning the
+                        // store: the step is retried, re-dispatching nothing
+                        // twice, and goes on once space is freed.
+                        Err(e) if is_no_space(&e) => {
+                            NO_SPACE.log(log::Level::Error, || {
+                                format!("dispatch stalled, retrying: {e}")
+                            });
+                            d.sleep_until_woken(Duration::from_millis(100));
+                        }
                         Err(e) => {
                             if !failed {
                                 d.failure.lock().get_or_insert_with(|| e.to_string());

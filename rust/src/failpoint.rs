@@ -21,12 +21,16 @@ static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 /// address-space limit would), after the file was made. `flush_hold` is a
 /// stalled disk: while armed, the flush services flush nothing (the errno
 /// is not used).
+/// `reserve` fails reserving disk blocks ahead of a writer (a full disk);
+/// `mlock` fails warm-up's memory lock (RLIMIT_MEMLOCK).
 pub const POINTS: &[&str] = &[
     "msync",
     "create_file",
     "map_new_file",
     "cq_put",
     "flush_hold",
+    "reserve",
+    "mlock",
 ];
 
 /// Arms `name` to fail with `errno` (0 disarms it).

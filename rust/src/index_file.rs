@@ -38,7 +38,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StoreError};
-use crate::mapped_file::MappedFile;
+use crate::mapped_file::{MappedFile, Reserve};
 use crate::message::{java_string_hash, sysflag};
 
 /// Header length.
@@ -166,6 +166,12 @@ pub fn split_keys(keys: &str) -> impl Iterator<Item = &str> {
     keys.split(' ').filter(|k| !k.is_empty())
 }
 
+/// Index files reserve the header and slot table (written anywhere) at
+/// creation and the entries (written in order) ahead of the writer.
+fn index_reserve(hash_slot_num: usize) -> Reserve {
+    Reserve::index(INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE)
+}
+
 fn check_geometry(hash_slot_num: usize, index_num: usize) -> Result<usize> {
     if hash_slot_num == 0
         || hash_slot_num > i32::MAX as usize
@@ -211,7 +217,7 @@ impl IndexFile {
         prev_end_timestamp: i64,
     ) -> Result<Self> {
         let size = check_geometry(hash_slot_num, index_num)?;
-        let mf = MappedFile::create(path, 0, size)?;
+        let mf = MappedFile::create_with(path, 0, size, index_reserve(hash_slot_num))?;
         Self::init_created(
             mf,
             hash_slot_num,
@@ -269,7 +275,8 @@ impl IndexFile {
                 path.display()
             )));
         }
-        let mf = MappedFile::open(path, 0, size, writable)?;
+        let mf =
+            MappedFile::open(path, 0, size, writable)?.with_reserve(index_reserve(hash_slot_num));
         let header = IndexHeader::decode(mf.raw())
             .ok_or_else(|| StoreError::corrupted(path, 0, "index header truncated"))?;
         if header.index_count as i64 > index_num as i64 {

@@ -4,13 +4,26 @@
 //!  0                      flushed      wrote                      file_size
 //!  |=========== on disk ====|~~ dirty ~~|....... zeros .............|
 //! ```
-//! A file is created at its full size with its space reserved
-//! (`posix_fallocate`), so a full disk fails the creation instead of raising
-//! SIGBUS on a later write; an existing file is mapped only after its length
-//! has been checked. One writer appends (serialised by an internal mutex);
-//! readers see only bytes below the write position, published with
-//! release/acquire ordering. All `unsafe` code of the crate lives here.
+//! ```text
+//!  0                 wrote          reserved                        file_size
+//!  |==== written ====|.. reserved ..|........ hole (no blocks) ........|
+//!                                    ^ the next write past here first
+//!                                      reserves another chunk (fallocate)
+//! ```
+//! A file is created at its full logical size (a RocketMQ broker must be
+//! able to open it) but disk blocks are reserved ahead of the writer in
+//! chunks ([`Reserve`]): nothing is ever written through the mapping
+//! outside the reserved range, so a full disk fails the reservation with a
+//! status instead of raising SIGBUS on a later write, and a small store
+//! stays small. An existing file is mapped only after its length has been
+//! checked. No descriptor stays open once a file is mapped (10,000 queues
+//! must fit under a 1,024 open-files limit): the rare operations that need
+//! one (reserving, zeroing a cut tail with `pwrite`, fsync) open the file
+//! by path. One writer appends (serialised by an internal mutex); readers
+//! see only bytes below the write position, published with release/acquire
+//! ordering. All `unsafe` code of the crate lives here.
 
+use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -30,13 +43,86 @@ pub fn file_name(offset: u64) -> String {
     format!("{offset:020}")
 }
 
+/// How a file's disk blocks are reserved ahead of its writer.
+///
+/// At creation `initial` bytes are reserved; a write that would end past
+/// the reserved range first reserves up to its end plus a step, the step
+/// growing with the file's fill (`clamp(end, min_step, max_step)`), so a
+/// busy file makes few `fallocate` calls and an idle one stays small.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserve {
+    pub initial: usize,
+    pub min_step: usize,
+    pub max_step: usize,
+    /// fsync the new file and its directory at creation; otherwise the
+    /// first flush does it ([`MappedFile::sync_created`]).
+    pub sync_on_create: bool,
+}
+
+impl Reserve {
+    /// The whole file at creation, synced at creation.
+    pub const WHOLE: Reserve = Reserve {
+        initial: usize::MAX,
+        min_step: usize::MAX,
+        max_step: usize::MAX,
+        sync_on_create: true,
+    };
+    /// CommitLog segments: 64 MiB chunks ahead of the writer.
+    pub const COMMIT_LOG: Reserve = Reserve {
+        initial: 64 << 20,
+        min_step: 64 << 20,
+        max_step: 64 << 20,
+        sync_on_create: true,
+    };
+    /// ConsumeQueue files: one 64 KiB chunk (3,276 units) for a new file,
+    /// steps growing to 1 MiB; the queue flush makes a new file durable
+    /// (queues can be rebuilt from the CommitLog), not dispatch.
+    pub const CONSUME_QUEUE: Reserve = Reserve {
+        initial: 64 << 10,
+        min_step: 64 << 10,
+        max_step: 1 << 20,
+        sync_on_create: false,
+    };
+
+    /// Index files: the header and slot table (written anywhere) plus a
+    /// 1 MiB window of entries, which grows in steps of up to 16 MiB.
+    pub fn index(slot_table_end: usize) -> Reserve {
+        Reserve {
+            initial: slot_table_end.saturating_add(1 << 20),
+            min_step: 1 << 20,
+            max_step: 16 << 20,
+            sync_on_create: true,
+        }
+    }
+}
+
+thread_local! {
+    static SYNCS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// fsyncs (files and directories) and msyncs made by the calling thread
+/// since it started: lets tests check that a code path does none.
+pub fn syncs_on_this_thread() -> u64 {
+    SYNCS.with(|c| c.get())
+}
+
+fn count_sync() {
+    SYNCS.with(|c| c.set(c.get() + 1));
+}
+
 /// A mapped segment file.
 pub struct MappedFile {
     path: PathBuf,
     file_from_offset: u64,
     file_size: usize,
-    file: File,
     map: MmapRaw,
+    /// Bytes `[0, reserved)` have their disk blocks reserved.
+    reserved: AtomicUsize,
+    reserve: Reserve,
+    /// Created without an fsync: the first flush syncs it and its directory.
+    needs_sync: AtomicBool,
+    /// Locked in memory by warm-up.
+    locked: AtomicBool,
     writable: bool,
     wrote: AtomicUsize,
     committed: AtomicUsize,
@@ -137,36 +223,127 @@ impl std::fmt::Debug for MappedFile {
     }
 }
 
-/// Reserves `len` bytes for `file`: `posix_fallocate`, or `set_len` where the
-/// file system cannot reserve space.
-fn reserve(file: &File, len: usize, path: &Path) -> Result<()> {
-    // SAFETY: plain syscall on a valid descriptor we own.
-    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
-    match rc {
-        0 => Ok(()),
-        libc::EOPNOTSUPP | libc::EINVAL => {
-            log::warn!(
-                "{}: file system cannot reserve space; falling back to a sparse file",
-                path.display()
-            );
-            file.set_len(len as u64)
-                .map_err(|e| StoreError::io(format!("set length of {}", path.display()), e))
-        }
-        errno => Err(StoreError::io(
-            format!("reserve {len} bytes for {}", path.display()),
-            std::io::Error::from_raw_os_error(errno),
-        )),
+/// Logged once per process: the file system cannot reserve space.
+static NO_FALLOCATE: AtomicBool = AtomicBool::new(false);
+/// Logged once per process: warm-up could not lock a file in memory.
+static MLOCK_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Reserves the blocks of `[from, to)` of `file` (`fallocate`, size kept).
+/// Where the file system cannot reserve space, logs it once and goes on
+/// (the file stays sparse there, as before reservation existed).
+fn reserve_range(file: &File, from: usize, to: usize, path: &Path) -> Result<()> {
+    if to <= from {
+        return Ok(());
     }
+    #[cfg(feature = "failpoints")]
+    crate::failpoint::check("reserve").map_err(|e| {
+        StoreError::io(
+            format!("reserve bytes {from}..{to} of {}", path.display()),
+            e,
+        )
+    })?;
+    loop {
+        // SAFETY: plain syscall on a valid descriptor we own.
+        let rc = unsafe {
+            libc::fallocate(
+                file.as_raw_fd(),
+                0,
+                from as libc::off_t,
+                (to - from) as libc::off_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
+                if !NO_FALLOCATE.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "{}: the file system cannot reserve space (fallocate); files stay \
+                         sparse and a full disk may fault a write",
+                        path.display()
+                    );
+                }
+                return Ok(());
+            }
+            _ => {
+                return Err(StoreError::io(
+                    format!("reserve bytes {from}..{to} of {}", path.display()),
+                    err,
+                ))
+            }
+        }
+    }
+}
+
+/// Writes zeros over the data regions of `[from, to)` with `pwrite` (holes
+/// already read as zeros and are left alone, so zeroing needs no new blocks).
+fn zero_data_regions(file: &File, from: usize, to: usize, path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let fd = file.as_raw_fd();
+    let zeros = vec![0u8; (to - from).min(1 << 20)];
+    let mut off = from;
+    while off < to {
+        // SAFETY: plain syscalls on a descriptor we own.
+        let start = unsafe { libc::lseek(fd, off as libc::off_t, libc::SEEK_DATA) };
+        let (start, stop) = if start < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::ENXIO) {
+                break; // nothing but holes after `off`
+            }
+            (off, to) // SEEK_DATA unsupported: zero everything
+        } else {
+            let start = (start as usize).max(off);
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, start as libc::off_t, libc::SEEK_HOLE) };
+            let stop = if hole < 0 {
+                to
+            } else {
+                (hole as usize).min(to)
+            };
+            (start, stop)
+        };
+        if start >= to {
+            break;
+        }
+        let mut p = start;
+        while p < stop {
+            let n = (stop - p).min(zeros.len());
+            file.write_all_at(&zeros[..n], p as u64)
+                .map_err(|e| StoreError::io(format!("zero {}", path.display()), e))?;
+            p += n;
+        }
+        off = stop.max(start + 1);
+    }
+    Ok(())
 }
 
 /// fsyncs the directory holding `path`, so a created or removed name is durable.
 fn sync_parent(path: &Path) -> Result<()> {
+    count_sync();
     match path.parent() {
         Some(dir) => File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| StoreError::io(format!("fsync {}", dir.display()), e)),
         None => Ok(()),
     }
+}
+
+/// `syncfs` of the file system holding `dir`: every file created there so
+/// far, and its directory entry, is durable when it returns.
+pub fn sync_file_system(dir: &Path) -> Result<()> {
+    count_sync();
+    let d = File::open(dir).map_err(|e| StoreError::io(format!("open {}", dir.display()), e))?;
+    // SAFETY: plain syscall on a descriptor we own.
+    if unsafe { libc::syncfs(d.as_raw_fd()) } != 0 {
+        return Err(StoreError::io(
+            format!("syncfs {}", dir.display()),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
 }
 
 /// Removes a file whose creation failed after it was made (its descriptor
@@ -190,11 +367,23 @@ pub(crate) fn remove_failed_creation(path: &Path) {
 }
 
 impl MappedFile {
-    /// Creates `path` at full size, reserved and zero-filled, and maps it.
-    /// Fails if the file already exists. A creation that fails after the
-    /// file was made (no space to reserve, no address space to map it)
-    /// removes the file again, so a later attempt can succeed.
+    /// Creates `path` at full size, wholly reserved and zero-filled, and
+    /// maps it (see [`MappedFile::create_with`]).
     pub fn create(path: &Path, file_from_offset: u64, file_size: usize) -> Result<Self> {
+        Self::create_with(path, file_from_offset, file_size, Reserve::WHOLE)
+    }
+
+    /// Creates `path` at full logical size (zero-filled, sparse), reserves
+    /// its first `reserve.initial` bytes and maps it. Fails if the file
+    /// already exists. A creation that fails after the file was made (no
+    /// space to reserve, no address space to map it) removes the file
+    /// again, so a later attempt can succeed.
+    pub fn create_with(
+        path: &Path,
+        file_from_offset: u64,
+        file_size: usize,
+        reserve: Reserve,
+    ) -> Result<Self> {
         #[cfg(feature = "failpoints")]
         crate::failpoint::check("create_file")
             .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
@@ -204,23 +393,39 @@ impl MappedFile {
             .create_new(true)
             .open(path)
             .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
-        // Reserve the space, and make the file's size and name durable before
-        // anything is written into it.
-        let made = reserve(&file, file_size, path).and_then(|_| {
-            file.sync_all()
-                .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
-            sync_parent(path)
-        });
+        let initial = reserve.initial.min(file_size);
+        // Size the file, reserve its first chunk, and (unless deferred to the
+        // first flush) make its size and name durable before anything is
+        // written into it.
+        let made = file
+            .set_len(file_size as u64)
+            .map_err(|e| StoreError::io(format!("set length of {}", path.display()), e))
+            .and_then(|()| reserve_range(&file, 0, initial, path))
+            .and_then(|()| {
+                if !reserve.sync_on_create {
+                    return Ok(());
+                }
+                count_sync();
+                file.sync_all()
+                    .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
+                sync_parent(path)
+            });
         let mapped = made.and_then(|()| {
             #[cfg(feature = "failpoints")]
             crate::failpoint::check("map_new_file")
                 .map_err(|e| StoreError::io(format!("mmap {}", path.display()), e))?;
             Self::map(path, file, file_from_offset, file_size, true)
         });
-        mapped.inspect_err(|_| remove_failed_creation(path))
+        let mf = mapped.inspect_err(|_| remove_failed_creation(path))?;
+        mf.reserved.store(initial, Ordering::Release);
+        mf.needs_sync
+            .store(!reserve.sync_on_create, Ordering::Release);
+        Ok(mf.with_reserve(reserve))
     }
 
     /// Opens an existing file; its length must equal `file_size` exactly.
+    /// Nothing is known to be reserved: the first write reserves from the
+    /// start of the file up to past its end (cheap where blocks exist).
     pub fn open(
         path: &Path,
         file_from_offset: u64,
@@ -245,20 +450,27 @@ impl MappedFile {
         Self::map(path, file, file_from_offset, file_size, writable)
     }
 
+    /// Sets how writes past the reserved range reserve more.
+    pub fn with_reserve(mut self, reserve: Reserve) -> Self {
+        self.reserve = reserve;
+        self
+    }
+
     /// Extends a short file (a crash while it was being created) to full size
-    /// with zeros, reserving the space.
+    /// with zeros. Blocks are reserved as the file is written.
     pub fn extend_short_file(path: &Path, file_size: usize) -> Result<()> {
         let file = OpenOptions::new()
             .write(true)
             .open(path)
             .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
-        reserve(&file, file_size, path)?;
         file.set_len(file_size as u64)
             .map_err(|e| StoreError::io(format!("extend {}", path.display()), e))?;
+        count_sync();
         file.sync_all()
             .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))
     }
 
+    /// Maps `file` and closes it: a mapping needs no open descriptor.
     fn map(path: &Path, file: File, from: u64, size: usize, writable: bool) -> Result<Self> {
         let map = if writable {
             MmapOptions::new().len(size).map_raw(&file)
@@ -266,12 +478,16 @@ impl MappedFile {
             MmapOptions::new().len(size).map_raw_read_only(&file)
         }
         .map_err(|e| StoreError::io(format!("mmap {}", path.display()), e))?;
+        drop(file);
         Ok(Self {
             path: path.to_path_buf(),
             file_from_offset: from,
             file_size: size,
-            file,
             map,
+            reserved: AtomicUsize::new(0),
+            reserve: Reserve::WHOLE,
+            needs_sync: AtomicBool::new(false),
+            locked: AtomicBool::new(false),
             writable,
             wrote: AtomicUsize::new(0),
             committed: AtomicUsize::new(0),
@@ -284,8 +500,51 @@ impl MappedFile {
         })
     }
 
-    /// Creates `path` like [`MappedFile::create`], with appends going to
-    /// `buffer` until committed.
+    /// Opens the file again by path (for reserving, zeroing, fsync).
+    fn reopen(&self) -> Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(self.writable)
+            .open(&self.path)
+            .map_err(|e| StoreError::io(format!("open {}", self.path.display()), e))
+    }
+
+    /// Bytes `[0, n)` have their disk blocks reserved.
+    pub fn reserved(&self) -> usize {
+        self.reserved.load(Ordering::Acquire)
+    }
+
+    /// Reserves blocks so that `[0, end)` may be written; a no-op when they
+    /// already are. Takes the write lock.
+    pub fn ensure_reserved(&self, end: usize) -> Result<()> {
+        let _g = self.write_lock.lock();
+        self.ensure_reserved_locked(end)
+    }
+
+    /// [`MappedFile::ensure_reserved`] with the write lock held.
+    fn ensure_reserved_locked(&self, end: usize) -> Result<()> {
+        let end = end.min(self.file_size);
+        let have = self.reserved.load(Ordering::Acquire);
+        if end <= have {
+            return Ok(());
+        }
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let step = end.clamp(self.reserve.min_step, self.reserve.max_step);
+        let target = end
+            .next_multiple_of(OS_PAGE_SIZE)
+            .saturating_add(step)
+            .min(self.file_size);
+        let file = self.reopen()?;
+        reserve_range(&file, have, target, &self.path)?;
+        self.reserved.store(target, Ordering::Release);
+        Ok(())
+    }
+
+    /// Creates `path` like [`MappedFile::create_with`], with appends going
+    /// to `buffer` until committed. The whole file is reserved: commits copy
+    /// into the mapping from a background thread that cannot fail a put.
     pub fn create_transient(
         path: &Path,
         file_from_offset: u64,
@@ -370,14 +629,27 @@ impl MappedFile {
 
     /// Appends at the write position: `f` gets the writable tail of the file
     /// (`file_size - wrote` bytes) and returns how many bytes it wrote, which
-    /// then become visible to readers. Returns `f`'s result.
+    /// then become visible to readers. Returns `f`'s result. Reserves the
+    /// whole rest of the file first; see [`MappedFile::append_reserved`].
     pub fn append<R>(&self, f: impl FnOnce(&mut [u8], usize) -> (usize, R)) -> Result<R> {
+        self.append_reserved(usize::MAX, f)
+    }
+
+    /// Like [`MappedFile::append`] for a closure that writes at most `need`
+    /// bytes: only those are reserved first (a failed reservation is an
+    /// error and writes nothing). Writing more than `need` is a bug.
+    pub fn append_reserved<R>(
+        &self,
+        need: usize,
+        f: impl FnOnce(&mut [u8], usize) -> (usize, R),
+    ) -> Result<R> {
         if !self.writable {
             return Err(StoreError::ReadOnly);
         }
         let _g = self.write_lock.lock();
         let wrote = self.wrote.load(Ordering::Relaxed);
         let tail_len = self.file_size - wrote;
+        let need = need.min(tail_len);
         let base = if self.transient {
             match self.write_buffer.lock().as_ref() {
                 Some(b) => b.ptr,
@@ -389,6 +661,7 @@ impl MappedFile {
                 }
             }
         } else {
+            self.ensure_reserved_locked(wrote + need)?;
             self.map.as_mut_ptr()
         };
         // SAFETY: `base` is the mapping (or the file's transient buffer), at
@@ -396,10 +669,14 @@ impl MappedFile {
         // are never handed to readers or the committer, and `write_lock` makes
         // this the only writer, so no other reference to this range exists. A
         // transient buffer stays attached until the file is full and
-        // committed, after which no append reaches here.
+        // committed, after which no append reaches here. The closure writes
+        // at most `need` bytes, whose blocks were reserved above.
         let tail = unsafe { std::slice::from_raw_parts_mut(base.add(wrote), tail_len) };
         let (n, r) = f(tail, wrote);
-        assert!(n <= tail_len, "append wrote past the end of the file");
+        assert!(
+            n <= need,
+            "append wrote {n} bytes, more than the {need} reserved"
+        );
         self.wrote.store(wrote + n, Ordering::Release);
         Ok(r)
     }
@@ -418,8 +695,10 @@ impl MappedFile {
                 self.path.display()
             )));
         }
-        // SAFETY: in bounds (checked) and above the write position, so no
-        // reader sees these bytes; `write_lock` excludes other writers.
+        self.ensure_reserved_locked(pos + data.len())?;
+        // SAFETY: in bounds (checked), reserved (above) and above the write
+        // position, so no reader sees these bytes; `write_lock` excludes
+        // other writers.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(pos), data.len())
         };
@@ -441,8 +720,9 @@ impl MappedFile {
                 self.path.display()
             )));
         }
-        // SAFETY: in bounds (checked); recovery runs before readers exist and
-        // `write_lock` excludes other writers.
+        self.ensure_reserved_locked(pos + data.len())?;
+        // SAFETY: in bounds (checked), reserved (above); recovery runs before
+        // readers exist and `write_lock` excludes other writers.
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(pos), data.len())
         };
@@ -450,6 +730,9 @@ impl MappedFile {
     }
 
     /// Fills `[from, to)` with zeros; both must be ≥ the write position.
+    /// Uses `pwrite` over the data regions only, never the mapping: a cut
+    /// tail may lie beyond the reserved range, where a store through the
+    /// mapping could fault on a full disk.
     pub fn zero_range(&self, from: usize, to: usize) -> Result<()> {
         if !self.writable {
             return Err(StoreError::ReadOnly);
@@ -462,9 +745,10 @@ impl MappedFile {
                 self.path.display()
             )));
         }
-        // SAFETY: in bounds and above the write position (checked above).
-        unsafe { std::ptr::write_bytes(self.map.as_mut_ptr().add(from), 0, to - from) };
-        Ok(())
+        if from == to {
+            return Ok(());
+        }
+        zero_data_regions(&self.reopen()?, from, to, &self.path)
     }
 
     /// The whole mapped file, ignoring positions. For recovery scans and
@@ -554,6 +838,7 @@ impl MappedFile {
             #[cfg(feature = "failpoints")]
             crate::failpoint::check("msync")
                 .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
+            count_sync();
             let start = flushed - flushed % OS_PAGE_SIZE;
             self.map
                 .flush_range(start, read - start)
@@ -576,12 +861,40 @@ impl MappedFile {
         #[cfg(feature = "failpoints")]
         crate::failpoint::check("msync")
             .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
+        count_sync();
         self.map
             .flush()
             .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
-        self.file
+        self.reopen()?
             .sync_all()
-            .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))
+            .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))?;
+        self.sync_created()
+    }
+
+    /// Makes a file created without an fsync durable (its size and its
+    /// directory entry); a no-op otherwise. Called by the first flush.
+    pub fn sync_created(&self) -> Result<()> {
+        if !self.writable || !self.needs_sync.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        count_sync();
+        self.reopen()?
+            .sync_all()
+            .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))?;
+        sync_parent(&self.path)?;
+        self.needs_sync.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// Records that the file's creation was made durable by other means
+    /// (a `syncfs` of its file system after it was created).
+    pub fn mark_created_synced(&self) {
+        self.needs_sync.store(false, Ordering::Release);
+    }
+
+    /// True while the file's creation is not yet durable.
+    pub fn needs_sync(&self) -> bool {
+        self.needs_sync.load(Ordering::Acquire)
     }
 
     /// Advises the kernel that the file will be needed (`MADV_WILLNEED`).
@@ -596,7 +909,9 @@ impl MappedFile {
         if !self.writable {
             return false;
         }
-        let to = to.min(self.file_size);
+        // Only reserved pages: populating a hole would allocate blocks the
+        // writer has not reserved (and fail on a full disk).
+        let to = to.min(self.reserved());
         let from = from - from % OS_PAGE_SIZE;
         if from >= to {
             return true;
@@ -606,21 +921,108 @@ impl MappedFile {
             .is_ok()
     }
 
-    /// Touches every page so later appends do not fault (warm-up).
+    /// Touches every page so later appends do not fault (the whole file is
+    /// reserved first).
     pub fn pretouch(&self) -> Result<()> {
         if !self.writable {
             return Err(StoreError::ReadOnly);
         }
         let _g = self.write_lock.lock();
+        self.ensure_reserved_locked(self.file_size)?;
         let wrote = self.wrote.load(Ordering::Relaxed);
         let mut p = wrote.next_multiple_of(OS_PAGE_SIZE);
         while p < self.file_size {
-            // SAFETY: in bounds, above the write position, under the write lock;
-            // the page already holds zero, so storing zero changes no content.
+            // SAFETY: in bounds, reserved, above the write position, under
+            // the write lock; the page already holds zero, so storing zero
+            // changes no content.
             unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(p), 0) };
             p += OS_PAGE_SIZE;
         }
         Ok(())
+    }
+
+    /// Warm-up (RocketMQ's `warmMappedFile` + `mlock`), for a file not yet
+    /// handed to a writer: reserves the whole file, writes a zero into every
+    /// page above the write position (so the blocks are really written and a
+    /// later SYNC_FLUSH never pays for converting extents), msyncs every
+    /// `flush_every_pages` pages (0: only at the end), then `mlock`s the
+    /// mapping and advises `MADV_WILLNEED`. An mlock failure (RLIMIT_MEMLOCK)
+    /// is logged once per process and is not an error.
+    pub fn warm(&self, flush_every_pages: usize) -> Result<()> {
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let _g = self.write_lock.lock();
+        self.ensure_reserved_locked(self.file_size)?;
+        let wrote = self.wrote.load(Ordering::Relaxed);
+        let first = wrote.next_multiple_of(OS_PAGE_SIZE);
+        let mut synced = first;
+        let mut p = first;
+        while p < self.file_size {
+            // SAFETY: as in `pretouch`.
+            unsafe { std::ptr::write_volatile(self.map.as_mut_ptr().add(p), 0) };
+            p += OS_PAGE_SIZE;
+            if flush_every_pages > 0 && (p - synced) / OS_PAGE_SIZE >= flush_every_pages {
+                count_sync();
+                self.map
+                    .flush_range(synced, p - synced)
+                    .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
+                synced = p;
+            }
+        }
+        let end = p.min(self.file_size);
+        if end > synced {
+            count_sync();
+            self.map
+                .flush_range(synced, end - synced)
+                .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
+        }
+        self.lock_in_memory();
+        self.advise_willneed();
+        Ok(())
+    }
+
+    /// `mlock`s the mapping; a failure is logged once per process.
+    fn lock_in_memory(&self) {
+        #[cfg(feature = "failpoints")]
+        let armed = crate::failpoint::check("mlock").err();
+        #[cfg(not(feature = "failpoints"))]
+        let armed: Option<std::io::Error> = None;
+        let err = match armed {
+            Some(e) => Some(e),
+            None => {
+                // SAFETY: locking pages of a mapping we own, in bounds.
+                let rc = unsafe {
+                    libc::mlock(self.map.as_ptr() as *const libc::c_void, self.file_size)
+                };
+                (rc != 0).then(std::io::Error::last_os_error)
+            }
+        };
+        match err {
+            None => self.locked.store(true, Ordering::Release),
+            Some(e) => {
+                if !MLOCK_FAILED.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "cannot lock {} in memory for warm-up ({e}; see RLIMIT_MEMLOCK); \
+                         continuing unlocked (logged once)",
+                        self.path.display()
+                    );
+                }
+            }
+        }
+    }
+
+    /// True while warm-up holds the file locked in memory.
+    pub fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Acquire)
+    }
+
+    /// Releases warm-up's memory lock (the writer left the file behind).
+    pub fn munlock(&self) {
+        if self.locked.swap(false, Ordering::AcqRel) {
+            // SAFETY: unlocking the range `lock_in_memory` locked.
+            unsafe { libc::munlock(self.map.as_ptr() as *const libc::c_void, self.file_size) };
+        }
     }
 
     /// Marks the file unavailable and unlinks it. The mapping itself is
@@ -642,8 +1044,11 @@ impl MappedFile {
     /// stale records behind a gap of lost pages are found too.
     pub fn dirty_extent(&self, pos: usize) -> usize {
         let data = self.raw();
-        let fd = self.file.as_raw_fd();
         let len = self.file_size;
+        let Ok(file) = self.reopen() else {
+            return scan_nonzero(data, pos, len).max(pos);
+        };
+        let fd = file.as_raw_fd();
         let mut end = pos;
         let mut off = pos;
         while off < len {
@@ -668,7 +1073,11 @@ impl MappedFile {
             if start >= stop {
                 break;
             }
-            end = end.max(scan_nonzero(data, start, stop));
+            // A data region of zeros (reserved, or prefaulted) is not dirty.
+            let e = scan_nonzero(data, start, stop);
+            if e > start {
+                end = end.max(e);
+            }
             off = stop;
         }
         end
@@ -680,7 +1089,7 @@ impl MappedFile {
     /// the mapping (which do not reliably move mtime).
     pub fn set_modified_ms(&self, ms: i64) -> Result<()> {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
-        self.file
+        self.reopen()?
             .set_modified(t)
             .map_err(|e| StoreError::io(format!("set mtime of {}", self.path.display()), e))
     }
@@ -746,6 +1155,58 @@ mod tests {
         assert_eq!(mf.flush(1).unwrap(), 0, "less than one page dirty");
         assert_eq!(mf.flush(0).unwrap(), 5);
         assert!(MappedFile::create(&p, 0, 4096).is_err(), "create_new");
+    }
+
+    fn blocks(p: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).unwrap().blocks() * 512
+    }
+
+    #[test]
+    fn blocks_are_reserved_ahead_of_the_writer_in_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(file_name(0));
+        let policy = Reserve {
+            initial: 64 << 10,
+            min_step: 64 << 10,
+            max_step: 64 << 10,
+            sync_on_create: true,
+        };
+        let mf = MappedFile::create_with(&p, 0, 16 << 20, policy).unwrap();
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().len(),
+            16 << 20,
+            "full logical size"
+        );
+        assert_eq!(mf.reserved(), 64 << 10);
+        assert!(blocks(&p) <= 68 << 10, "{}", blocks(&p));
+        let mut written = 0;
+        while written < 200 << 10 {
+            mf.append_reserved(1000, |tail, _| {
+                tail[..1000].fill(7);
+                (1000, ())
+            })
+            .unwrap();
+            written += 1000;
+            assert!(mf.reserved() >= mf.wrote_position());
+        }
+        assert!(mf.reserved() < 400 << 10, "{}", mf.reserved());
+        assert!(blocks(&p) >= written as u64);
+        assert!(blocks(&p) <= 400 << 10);
+        // Zeroing a cut tail writes nothing into holes.
+        let before = blocks(&p);
+        mf.zero_range(mf.wrote_position(), 16 << 20).unwrap();
+        assert_eq!(blocks(&p), before);
+        assert!(mf.raw()[mf.wrote_position()..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn zero_range_clears_written_bytes_past_the_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let mf = MappedFile::create(&dir.path().join("f"), 0, 64 << 10).unwrap();
+        mf.write_at(5000, b"stale record").unwrap();
+        mf.zero_range(0, 64 << 10).unwrap();
+        assert!(mf.raw().iter().all(|&b| b == 0));
     }
 
     #[test]

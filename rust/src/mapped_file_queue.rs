@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::allocate::TransientStorePool;
+use crate::allocate::{Allocator, TransientStorePool};
 use crate::error::{Result, StoreError};
-use crate::mapped_file::{file_name, MappedFile};
+use crate::mapped_file::{file_name, MappedFile, Reserve};
 
 /// What loading a directory found.
 #[derive(Debug, Clone, Default)]
@@ -116,11 +116,20 @@ pub struct MappedFileQueue {
     pool: RwLock<Option<Arc<TransientStorePool>>>,
     /// Set by [`MappedFileQueue::release`]: no file is created any more.
     released: AtomicBool,
+    /// How new and loaded files reserve disk blocks.
+    reserve: Reserve,
+    /// Creates the next file in the background (CommitLog only).
+    allocator: RwLock<Option<Arc<Allocator>>>,
 }
 
 impl MappedFileQueue {
     /// An empty queue over `dir` (created lazily by the first file).
     pub fn new(dir: PathBuf, file_size: usize, writable: bool) -> Self {
+        Self::new_with(dir, file_size, writable, Reserve::WHOLE)
+    }
+
+    /// An empty queue whose files reserve their blocks as `reserve` says.
+    pub fn new_with(dir: PathBuf, file_size: usize, writable: bool, reserve: Reserve) -> Self {
         Self {
             dir,
             file_size,
@@ -132,6 +141,8 @@ impl MappedFileQueue {
             commit_lock: Mutex::new(()),
             pool: RwLock::new(None),
             released: AtomicBool::new(false),
+            reserve,
+            allocator: RwLock::new(None),
         }
     }
 
@@ -140,7 +151,17 @@ impl MappedFileQueue {
     /// (read-only). Loaded files are marked fully written; recovery sets the
     /// real positions.
     pub fn load(dir: PathBuf, file_size: usize, writable: bool) -> Result<(Self, LoadInfo)> {
-        let q = Self::new(dir, file_size, writable);
+        Self::load_with(dir, file_size, writable, Reserve::WHOLE)
+    }
+
+    /// [`MappedFileQueue::load`] for files reserving blocks as `reserve` says.
+    pub fn load_with(
+        dir: PathBuf,
+        file_size: usize,
+        writable: bool,
+        reserve: Reserve,
+    ) -> Result<(Self, LoadInfo)> {
+        let q = Self::new_with(dir, file_size, writable, reserve);
         let mut info = LoadInfo::default();
         let names = list_segment_files(&q.dir)?;
         let mut files = Vec::with_capacity(names.len());
@@ -181,7 +202,7 @@ impl MappedFileQueue {
                     format!("file is {len} bytes, the configured size is {file_size}"),
                 ));
             }
-            let mf = MappedFile::open(&path, off, file_size, writable)?;
+            let mf = MappedFile::open(&path, off, file_size, writable)?.with_reserve(reserve);
             mf.set_positions(file_size);
             files.push(Arc::new(mf));
         }
@@ -223,7 +244,9 @@ impl MappedFileQueue {
     }
 
     /// Creates the file starting at `offset` (a multiple of the file size) and
-    /// appends it to the queue.
+    /// appends it to the queue. With an allocator, the file is taken from it
+    /// (made in the background, waiting only if it is behind) and the file
+    /// after it is requested; the file left behind is unlocked from memory.
     pub fn create_file(&self, offset: u64) -> Result<Arc<MappedFile>> {
         if !self.writable {
             return Err(StoreError::ReadOnly);
@@ -232,6 +255,47 @@ impl MappedFileQueue {
             return Err(StoreError::Closed);
         }
         debug_assert_eq!(offset % self.file_size as u64, 0);
+        // With a transient store pool a file binds its buffer when it is
+        // made: a file made ahead would hold a second buffer while the
+        // previous file's is not yet committed back, and the pool would run
+        // dry. Such files are made on the put path, as before.
+        let allocator = if self.pool.read().is_some() {
+            None
+        } else {
+            self.allocator.read().clone()
+        };
+        let mf = match &allocator {
+            Some(a) => a.take(offset)?,
+            None => Arc::new(self.make_file(offset)?),
+        };
+        let mut files = self.files.write();
+        if let Some(last) = files.last() {
+            if last.file_from_offset() + self.file_size as u64 != offset {
+                drop(files);
+                let _ = mf.destroy();
+                return Err(StoreError::InvalidArgument(format!(
+                    "new file at {offset} does not follow the last file"
+                )));
+            }
+        }
+        let left_behind = files.last().cloned();
+        files.push(mf.clone());
+        drop(files);
+        if let Some(a) = &allocator {
+            a.request(offset + self.file_size as u64);
+            if let Some(prev) = left_behind.filter(|f| f.is_locked()) {
+                a.unlock_later(prev);
+            }
+        }
+        Ok(mf)
+    }
+
+    /// Makes the file starting at `offset` without adding it to the queue
+    /// (the allocator's work, or [`MappedFileQueue::create_file`]'s).
+    pub fn make_file(&self, offset: u64) -> Result<MappedFile> {
+        if self.released.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| StoreError::io(format!("create {}", self.dir.display()), e))?;
         let path = self.dir.join(file_name(offset));
@@ -248,25 +312,18 @@ impl MappedFileQueue {
         });
         // A failed creation removes the file it made (MappedFile::create) and
         // returns the buffer to the pool, so the next attempt starts afresh.
-        let mf = Arc::new(match (buffer, &pool) {
+        Ok(match (buffer, &pool) {
             (Some(b), Some(p)) => {
                 MappedFile::create_transient(&path, offset, self.file_size, b.clone())
                     .inspect_err(|_| p.give_back(b))?
             }
-            _ => MappedFile::create(&path, offset, self.file_size)?,
-        });
-        let mut files = self.files.write();
-        if let Some(last) = files.last() {
-            if last.file_from_offset() + self.file_size as u64 != offset {
-                drop(files);
-                let _ = mf.destroy();
-                return Err(StoreError::InvalidArgument(format!(
-                    "new file at {offset} does not follow the last file"
-                )));
-            }
-        }
-        files.push(mf.clone());
-        Ok(mf)
+            _ => MappedFile::create_with(&path, offset, self.file_size, self.reserve)?,
+        })
+    }
+
+    /// Creates new files through `allocator` from now on.
+    pub fn set_allocator(&self, allocator: Option<Arc<Allocator>>) {
+        *self.allocator.write() = allocator;
     }
 
     /// The last file if it has room; else a new file following it (or, for an
@@ -356,6 +413,7 @@ impl MappedFileQueue {
             return Ok(true);
         };
         let pos = f.flush(least_pages)?;
+        f.sync_created()?;
         let where_ = f.file_from_offset() + pos as u64;
         if where_ > old {
             self.flushed_where.store(where_, Ordering::Release);
@@ -403,6 +461,7 @@ impl MappedFileQueue {
                 continue;
             }
             let pos = f.flush(0)?;
+            f.sync_created()?;
             where_ = where_.max(f.file_from_offset() + pos as u64);
         }
         self.flushed_where.fetch_max(where_, Ordering::AcqRel);
@@ -496,7 +555,10 @@ impl MappedFileQueue {
             if len != size {
                 break;
             }
-            let mf = Arc::new(MappedFile::open(&path, off, self.file_size, self.writable)?);
+            let mf = Arc::new(
+                MappedFile::open(&path, off, self.file_size, self.writable)?
+                    .with_reserve(self.reserve),
+            );
             mf.set_positions(0);
             let mut files = self.files.write();
             match files.last() {

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rustc_hash::FxHashSet;
 
-use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
+use crate::allocate::{Allocator, Prefaulter, TransientStorePool, WarmConfig, DEFAULT_WINDOW};
 use crate::checkpoint::{Checkpoint, DurableMark};
 use crate::clock::CachedClock;
 use crate::commitlog::{
@@ -62,6 +62,11 @@ pub struct StoreOptions {
     pub transient_store_pool_enable: bool,
     pub transient_store_pool_size: usize,
     pub flush: FlushConfig,
+    /// Make the next CommitLog file in the background (RocketMQ's
+    /// AllocateMappedFileService); off: a roll creates it on the put path.
+    pub preallocate: bool,
+    /// Warm-up of new CommitLog files (made by the allocator).
+    pub warm: WarmConfig,
 }
 
 /// What recovery found and did.
@@ -113,6 +118,7 @@ pub struct Store {
     disk_full: AtomicBool,
     disk_full_reason: Mutex<String>,
     prefaulter: Mutex<Option<Prefaulter>>,
+    allocator: Option<Arc<Allocator>>,
     /// End of the furthest put acknowledged with PUT_OK: the horizon every
     /// read in this process waits for (read-your-writes).
     acked_end: AtomicU64,
@@ -219,7 +225,8 @@ impl Store {
                 CachedClock::start().map_err(|e| StoreError::io("start the clock thread", e))?,
             ));
         }
-        if writable && opts.transient_store_pool_enable && !opts.flush.sync_flush {
+        let pooled = writable && opts.transient_store_pool_enable && !opts.flush.sync_flush;
+        if pooled {
             commitlog
                 .queue()
                 .set_transient_pool(Some(Arc::new(TransientStorePool::new(
@@ -289,6 +296,23 @@ impl Store {
         } else {
             None
         };
+        // Not with the transient store pool: a file binds its buffer when it
+        // is made, and one made ahead would starve the pool.
+        let allocator = if writable && opts.preallocate && !pooled {
+            let mut warm = opts.warm;
+            // As the prefault thread: not under SYNC_FLUSH (see below).
+            warm.prefault_head = if opts.flush.sync_flush {
+                0
+            } else {
+                DEFAULT_WINDOW
+            };
+            let a = Allocator::start(&commitlog.queue_arc(), warm)
+                .map_err(|e| StoreError::io("start the allocator thread", e))?;
+            commitlog.queue().set_allocator(Some(a.clone()));
+            Some(a)
+        } else {
+            None
+        };
         let poisoned = Arc::new(Mutex::new(None::<String>));
         let p2 = poisoned.clone();
         let flusher = FlushService::new(
@@ -334,6 +358,7 @@ impl Store {
             disk_full: AtomicBool::new(false),
             disk_full_reason: Mutex::new(String::new()),
             prefaulter: Mutex::new(prefaulter),
+            allocator,
             acked_end: AtomicU64::new(0),
             vis_abandoned: AtomicU64::new(0),
             vis: VisibilityStats::default(),
@@ -548,9 +573,17 @@ impl Store {
         self.commitlog.set_queue_offsets(table);
         self.renew_durable_mark(start, end, damaged)?;
         self.recovered.store(true, Ordering::Release);
+        // Have the file after the current one ready before the first roll.
+        if let (Some(a), Some(last)) = (&self.allocator, self.commitlog.queue().last_file()) {
+            a.request(last.file_from_offset() + last.file_size() as u64);
+        }
         Ok(report)
     }
 
+    /// The background file maker, when preallocation is on.
+    pub fn allocator(&self) -> Option<&Allocator> {
+        self.allocator.as_deref()
+    }
     /// The writer's consume-queue recovery: every queue keeps its good
     /// units (checked against the recovered CommitLog end and, where two
     /// are out of order, against the CommitLog records), is cut past its
@@ -1542,6 +1575,10 @@ impl Store {
                 }
             }
         }
+        // Files made ahead and never used go: a clean store holds none.
+        if let Some(a) = &self.allocator {
+            a.stop(true);
+        }
         // Release the files and the writer lock even when the final flush failed.
         self.release_files();
         result
@@ -1550,6 +1587,7 @@ impl Store {
     /// Lets go of every file: mappings, descriptors, the checkpoint and,
     /// last, the writer lock. Background threads are stopped by then.
     fn release_files(&self) {
+        self.commitlog.queue().set_allocator(None);
         self.commitlog.release();
         self.cqs.release();
         if let Some(index) = &self.index {
@@ -1588,6 +1626,9 @@ impl Store {
         }
         self.stop_dispatch();
         self.flusher.abandon();
+        if let Some(a) = &self.allocator {
+            a.stop(false);
+        }
         self.release_files();
     }
 
@@ -1611,6 +1652,10 @@ impl Drop for Store {
             // `get_mut`: no lock is taken (a vanished thread may hold one).
             std::mem::forget(self.prefaulter.get_mut().take());
             std::mem::forget(self.dispatch_thread.get_mut().take());
+            if let Some(a) = &self.allocator {
+                a.forget_thread();
+                std::mem::forget(Arc::clone(a));
+            }
             std::mem::forget(Arc::clone(&self.flusher));
             std::mem::forget(Arc::clone(&self.dispatcher));
             std::mem::forget(self.index.clone());
@@ -1709,6 +1754,8 @@ mod tests {
                 sync_flush,
                 ..FlushConfig::default()
             },
+            preallocate: true,
+            warm: WarmConfig::default(),
         }
     }
 
@@ -1767,7 +1814,9 @@ mod tests {
         }
         store.flush().unwrap();
         let (fds, maps) = held(dir.path());
-        assert!(fds > 10 && maps > 10, "{fds} descriptors, {maps} mappings");
+        // A mapped file keeps no descriptor: only the lock and the
+        // checkpoint do.
+        assert!(fds <= 2 && maps > 10, "{fds} descriptors, {maps} mappings");
         store.shutdown().unwrap();
         assert_eq!(
             held(dir.path()),
@@ -1778,6 +1827,62 @@ mod tests {
         drop(store);
         let again = started(dir.path(), false);
         assert!(again.commitlog().max_offset() > 0);
+    }
+
+    /// Dispatch creates each new queue's file without an fsync (the queue
+    /// flush makes it durable), and the file holds one small chunk of blocks.
+    #[test]
+    fn dispatch_creates_queue_files_without_fsync() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(dir.path(), false);
+        o.consume_queue_file_size = Some(crate::consume_queue::DEFAULT_CQ_FILE_SIZE);
+        let store = Store::open(o).unwrap();
+        store.recover(true, false).unwrap();
+        let n = 300;
+        for q in 0..n {
+            let spec = MessageSpec {
+                topic: Cow::Borrowed("T"),
+                queue_id: q,
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp: 1_700_000_000_000,
+                born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: Cow::Borrowed(b"m"),
+                properties: Cow::Borrowed(b""),
+            };
+            let p = store.prepare(spec).unwrap().unwrap();
+            assert_eq!(store.put_prepared(&p).unwrap().status, PutStatus::PutOk);
+        }
+        // No dispatch thread: dispatch runs here, where its syncs are counted.
+        let before = crate::mapped_file::syncs_on_this_thread();
+        store.dispatcher().drain().unwrap();
+        assert_eq!(crate::mapped_file::syncs_on_this_thread(), before);
+        let queues = store.consume_queues().all();
+        assert_eq!(queues.len(), n as usize);
+        for q in &queues {
+            assert_eq!(q.max_offset_in_queue(), 1);
+            let f = q.queue().last_file().unwrap();
+            assert!(f.needs_sync());
+            let md = std::fs::metadata(f.path()).unwrap();
+            assert_eq!(
+                md.len() as usize,
+                crate::consume_queue::DEFAULT_CQ_FILE_SIZE
+            );
+            assert!(
+                md.blocks() * 512 <= 68 << 10,
+                "{} bytes of blocks",
+                md.blocks() * 512
+            );
+        }
+        store.flusher().final_flush().unwrap();
+        assert!(crate::mapped_file::syncs_on_this_thread() > before);
+        for q in &queues {
+            assert!(!q.queue().last_file().unwrap().needs_sync());
+        }
+        store.shutdown().unwrap();
     }
 
     /// A forked child that drops its copy of an open store joins no thread

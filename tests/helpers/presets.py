@@ -22,7 +22,7 @@ FAST_FLUSH: dict[str, Any] = {
     "flush_consume_queue_thorough_interval": 100,
 }
 #: The engine's fault-injection points (cargo feature ``failpoints``).
-POINTS = ("msync", "create_file", "map_new_file", "cq_put", "flush_hold")
+POINTS = ("msync", "create_file", "map_new_file", "cq_put", "flush_hold", "reserve", "mlock")
 #: Why a fault test fails on an engine built without them.
 FAILPOINTS_MISSING = (
     "this build of rocketstore._native lacks the `failpoints` cargo feature, which the "

@@ -166,3 +166,43 @@ fn cq_put_fails_and_writes_no_unit() {
     assert!(cq.put(100, 100, 0, 1).unwrap());
     assert_eq!(cq.max_offset_in_queue(), 2);
 }
+
+/// A put past the reserved chunk of a CommitLog file first reserves the next
+/// chunk; when that fails (a full disk) the put fails with a status, writes
+/// nothing and takes no queue offset, and puts resume once it succeeds.
+#[test]
+fn a_failed_reservation_refuses_the_put_and_writes_nothing() {
+    let p = Points::take();
+    let dir = tempfile::tempdir().unwrap();
+    // Larger than one reservation chunk (64 MiB): the file is reserved lazily.
+    let cl = commitlog(dir.path(), 128 << 20);
+    let body = vec![5u8; 1 << 20];
+    let mut n = 0i64;
+    let file = loop {
+        let out = cl.put(spec(&body)).unwrap();
+        assert_eq!(out.status, PutStatus::PutOk);
+        n += 1;
+        let f = cl.queue().last_file().unwrap();
+        // The next record (and a blank's 8 bytes) no longer fits the chunk.
+        if f.reserved() - f.wrote_position() < out.wrote_bytes as usize + 8 {
+            break f;
+        }
+    };
+    let end = cl.max_offset();
+    p.arm("reserve", libc::ENOSPC);
+    for _ in 0..3 {
+        let out = cl.put(spec(&body)).unwrap();
+        assert_eq!(out.status, PutStatus::CreateMappedFileFailed, "{out:?}");
+        assert!(out.reason.unwrap().contains("reserve"));
+    }
+    assert_eq!(cl.max_offset(), end);
+    assert!(file.raw()[end as usize..]
+        .iter()
+        .take(4 << 20)
+        .all(|&b| b == 0));
+    p.arm("reserve", 0);
+    let out = cl.put(spec(&body)).unwrap();
+    assert_eq!(out.status, PutStatus::PutOk);
+    assert_eq!((out.wrote_offset, out.queue_offset), (end as i64, n));
+    assert!(file.reserved() > file.wrote_position());
+}

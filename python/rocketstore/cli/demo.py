@@ -207,7 +207,9 @@ def _run_demo(root: Path, count: int, segment_size: int) -> dict[str, Any]:
         store = _start(MessageStore(cfg))
         recovery_seconds = time.perf_counter() - t0
         try:
-            segments = len(_segment_files(store))
+            # Files holding data (the next file, made ahead, holds none yet).
+            end = store.max_phy_offset
+            segments = sum(1 for n in _segment_files(store) if int(n) < end)
             actual_segment_size = _segment_size(store)
             report = store.recovery_report
             intact, problems, read_seconds = _demo_read_back(store, written.offsets, progress)

@@ -34,9 +34,9 @@ fn body_crc(data: &[u8]) -> i32 {
 }
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
-/// "create_file", "map_new_file", "cq_put" or "flush_hold" (a stalled disk:
-/// nothing is flushed while armed). For tests. Returns False for an unknown
-/// name. Only in builds with the `failpoints` feature.
+/// "create_file", "map_new_file", "cq_put", "flush_hold" (a stalled disk:
+/// nothing is flushed while armed), "reserve" or "mlock". For tests. Returns
+/// False for an unknown name. Only in builds with the `failpoints` feature.
 #[cfg(feature = "failpoints")]
 #[pyfunction]
 #[pyo3(name = "_set_fail_point")]

@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use std::time::{Duration, Instant};
 
+use crate::allocate::WarmConfig;
 use crate::commitlog::{BatchInput, PutOutcome, PutStatus, Refused};
 use crate::consume_queue::ConsumeQueue;
 use crate::flush::FlushConfig;
@@ -263,7 +264,7 @@ impl PyGetResult {
 impl PyStore {
     /// Takes the writer lock (unless `read_only`) and loads the store's files.
     #[new]
-    #[pyo3(signature = (store_path, commit_log_dir, commit_log_file_size, max_message_size, store_host, message_delay_level, sync_flush, read_only, *, consume_queue_file_size=None, message_index_enable=true, max_hash_slot_num=5_000_000, max_index_num=20_000_000, max_msgs_num_batch=64, max_transfer_bytes_on_message_in_memory=262_144, max_transfer_count_on_message_in_memory=32, max_transfer_bytes_on_message_in_disk=65_536, max_transfer_count_on_message_in_disk=8, access_message_in_memory_max_ratio=40, message_index_safe=true, transient_store_pool_enable=false, transient_store_pool_size=5, flush_intervals_ms=None, flush_least_pages=None, sync_flush_timeout_ms=5000))]
+    #[pyo3(signature = (store_path, commit_log_dir, commit_log_file_size, max_message_size, store_host, message_delay_level, sync_flush, read_only, *, consume_queue_file_size=None, message_index_enable=true, max_hash_slot_num=5_000_000, max_index_num=20_000_000, max_msgs_num_batch=64, max_transfer_bytes_on_message_in_memory=262_144, max_transfer_count_on_message_in_memory=32, max_transfer_bytes_on_message_in_disk=65_536, max_transfer_count_on_message_in_disk=8, access_message_in_memory_max_ratio=40, message_index_safe=true, transient_store_pool_enable=false, transient_store_pool_size=5, flush_intervals_ms=None, flush_least_pages=None, sync_flush_timeout_ms=5000, warm_mapped_file_enable=false, flush_least_pages_when_warm_mapped_file=4096, preallocate=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -291,6 +292,9 @@ impl PyStore {
         flush_intervals_ms: Option<(u64, u64, u64, u64, u64, u64)>,
         flush_least_pages: Option<(usize, usize, usize)>,
         sync_flush_timeout_ms: u64,
+        warm_mapped_file_enable: bool,
+        flush_least_pages_when_warm_mapped_file: usize,
+        preallocate: bool,
     ) -> PyResult<Self> {
         guarded(|| {
             let store_host = parse_host(&store_host, "store_host")?;
@@ -343,6 +347,12 @@ impl PyStore {
                         f.cq_least_pages = c;
                     }
                     f
+                },
+                preallocate,
+                warm: WarmConfig {
+                    enabled: warm_mapped_file_enable,
+                    flush_every_pages: flush_least_pages_when_warm_mapped_file,
+                    ..Default::default()
                 },
             };
             let store = nogil(py, || Store::open(opts))?;
