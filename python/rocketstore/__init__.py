@@ -15,6 +15,7 @@ from rocketstore.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.errors import (
     ConfigMismatchError,
     CorruptedError,
+    InternalError,
     PoisonedError,
     ReadOnlyStoreError,
     StoreClosedError,
@@ -38,6 +39,7 @@ __all__ = [
     "FlushDiskType",
     "GetMessageResult",
     "GetStatus",
+    "InternalError",
     "Message",
     "MessageExt",
     "MessageStore",

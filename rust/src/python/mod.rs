@@ -2,6 +2,7 @@
 //! Python package, which wraps these classes.
 
 pub mod args;
+pub mod config;
 pub mod errors;
 pub mod gil;
 pub mod logbridge;
@@ -42,6 +43,30 @@ fn set_fail_point(name: &str, errno: i32) -> bool {
     crate::failpoint::set(name, errno)
 }
 
+/// Every kind of engine error, by name. For tests; only in builds with the
+/// `failpoints` feature.
+#[cfg(feature = "failpoints")]
+#[pyfunction]
+#[pyo3(name = "_error_kinds")]
+fn error_kinds() -> Vec<&'static str> {
+    crate::error::ERROR_KINDS.to_vec()
+}
+
+/// Raises the Python exception an engine error of kind `kind` (one of
+/// `_error_kinds()`) becomes, through the same conversion every engine call
+/// uses. For tests; only in builds with the `failpoints` feature.
+#[cfg(feature = "failpoints")]
+#[pyfunction]
+#[pyo3(name = "_raise_store_error")]
+fn raise_store_error(kind: &str) -> PyResult<()> {
+    match crate::error::StoreError::sample(kind) {
+        Some(e) => Err(e.into()),
+        None => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown error kind {kind:?}"
+        ))),
+    }
+}
+
 /// Called at interpreter exit (by `atexit`, before finalization): from now
 /// on blocking waits return at once and no thread takes the GIL back after
 /// an engine call (see `gil`). Returns how many threads are still inside
@@ -70,8 +95,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
+    m.add_function(wrap_pyfunction!(config::default_options, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
+    #[cfg(feature = "failpoints")]
+    m.add_function(wrap_pyfunction!(error_kinds, m)?)?;
+    #[cfg(feature = "failpoints")]
+    m.add_function(wrap_pyfunction!(raise_store_error, m)?)?;
     m.add_function(wrap_pyfunction!(begin_exit, m)?)?;
     m.add_function(wrap_pyfunction!(threads_in_engine, m)?)?;
     gil::install_fork_handler();
