@@ -15,21 +15,21 @@ use crate::message;
 
 /// Java `String.hashCode` of `s` (over UTF-16 code units).
 #[pyfunction]
-fn java_string_hash(s: &str) -> i32 {
-    message::java_string_hash(s)
+fn java_string_hash(s: &Bound<'_, PyAny>) -> PyResult<i32> {
+    Ok(message::java_string_hash(args::str_arg(s, "s")?))
 }
 
 /// Consume-queue tag code of a TAGS string (0 for None or empty).
 #[pyfunction]
 #[pyo3(signature = (tags))]
-fn tags_code(tags: Option<&str>) -> i64 {
-    message::tags_code(tags)
+fn tags_code(tags: Option<&Bound<'_, PyAny>>) -> PyResult<i64> {
+    Ok(message::tags_code(args::opt_str_arg(tags, "tags")?))
 }
 
 /// `crc32(data) & 0x7FFFFFFF`, the CommitLog body CRC.
 #[pyfunction]
-fn body_crc(data: &[u8]) -> i32 {
-    message::body_crc(data)
+fn body_crc(data: &Bound<'_, PyAny>) -> PyResult<i32> {
+    Ok(message::body_crc(args::body_arg(data)?.as_bytes()))
 }
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
