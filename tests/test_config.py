@@ -110,7 +110,9 @@ def test_defaults_match_spec() -> None:
     assert mismatches == {}
     # every field of the dataclass is accounted for (store_path checked below)
     fields = {f.name for f in dataclasses.fields(StoreConfig)}
-    assert fields - set(SPEC_DEFAULTS) == {"store_path"}
+    # our additions: store_path is checked below; the size cap is off by default
+    assert fields - set(SPEC_DEFAULTS) == {"store_path", "max_store_size_bytes"}
+    assert cfg.max_store_size_bytes is None
 
 
 def test_default_store_path_is_home_store() -> None:
@@ -535,8 +537,41 @@ def test_to_properties_round_trip() -> None:
 def test_every_field_round_trips_through_its_rocketmq_name() -> None:
     props = StoreConfig(store_path_commit_log="/c").to_properties()
     # one key per field, none dropped except None-valued ones
-    none_fields = {"mapped_file_size_commit_log", "mapped_file_size_consume_queue"}
+    none_fields = {
+        "mapped_file_size_commit_log",
+        "mapped_file_size_consume_queue",
+        "max_store_size_bytes",
+    }
     assert len(props) == len(dataclasses.fields(StoreConfig)) - len(none_fields)
     for key, value in props.items():
         single = StoreConfig.from_properties({key: value})
         assert single.to_properties()[key] == value
+
+
+def test_inert_fields_are_marked_and_warn_once(caplog: pytest.LogCaptureFixture) -> None:
+    import inspect
+
+    from rocketstore import config as config_mod
+
+    source = inspect.getsource(config_mod.StoreConfig)
+    marked = set()
+    lines = source.splitlines()
+    for i, line in enumerate(lines):
+        if "*Inert*" in line:
+            j = i + 1
+            while lines[j].lstrip().startswith("#:"):
+                j += 1
+            marked.add(lines[j].split(":")[0].strip())
+    assert marked == set(config_mod._INERT), "docstring marks match the inert table"
+    fields = {f.name: f for f in dataclasses.fields(StoreConfig)}
+    assert set(config_mod._INERT) <= set(fields)
+    config_mod._WARNED_INERT.discard("ha_listen_port")
+    with caplog.at_level(logging.WARNING, logger="rocketstore"):
+        StoreConfig(store_path="/x")
+        StoreConfig(store_path="/x", ha_listen_port=10912)  # the default: silent
+        assert not [r for r in caplog.records if "ha_listen_port" in r.getMessage()]
+        StoreConfig(store_path="/x", ha_listen_port=1)
+        StoreConfig(store_path="/x", ha_listen_port=2)
+    warned = [r for r in caplog.records if "ha_listen_port" in r.getMessage()]
+    assert len(warned) == 1
+    assert "no effect" in warned[0].getMessage()

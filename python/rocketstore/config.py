@@ -85,6 +85,48 @@ _INDEX_SLOT_SIZE: Final = 4
 _INDEX_ENTRY_SIZE: Final = 20
 
 
+#: Fields accepted for compatibility with RocketMQ's ``MessageStoreConfig`` that
+#: change nothing here, and why (replication, DLedger and 5.x-only settings
+#: among them). Setting one to a non-default value logs a warning once.
+_INERT: Final[dict[str, str]] = {
+    "enable_consume_queue_ext": "the ConsumeQueue extension is not written",
+    "mapped_file_size_consume_queue_ext": "the ConsumeQueue extension is not written",
+    "bit_map_length_consume_queue_ext": "the ConsumeQueue extension is not written",
+    "flush_commit_log_timed": (
+        "the flush thread always waits on "
+        "a timed condition that puts can wake"
+    ),
+    "slave_timeout": "replication (HA) is not implemented",
+    "put_message_timeout": "5.x setting; the put wait follows sync_flush_timeout",
+    "destroy_mapped_file_interval_forcibly": (
+        "a deleted file is unmapped when its "
+        "last reader lets go (reference count), never forcibly"
+    ),
+    "redelete_hanged_file_interval": (
+        "deletion unlinks a file at once, so no "
+        "file hangs; a failed deletion is retried every round"
+    ),
+    "disk_fall_recorded": "broker statistics are not kept",
+    "write_without_mmap": "5.x setting; files are always memory-mapped",
+    "mapped_file_swap_enable": "5.x setting; files stay mapped while in the queue",
+    "store_type": "5.x setting; there is one store implementation",
+    "default_query_max_num": "a broker-side default; query_message's max_num defaults to 32",
+    "put_msg_index_hight_water": "puts are not flow-controlled by the dispatch backlog",
+    "use_reentrant_lock_when_put_message": "puts always take one mutex",
+    "max_topic_length": "5.x setting; topics are limited to 127 bytes (4.9.8 rule)",
+    "auto_message_version_on_topic_len": "5.x setting; records are always written as V1",
+    "enabled_append_prop_crc": "5.x setting; no property CRC is written",
+    "force_verify_prop_crc": "5.x setting; property CRCs are not verified",
+    "max_filter_message_size": "5.x setting; there is no server-side filter",
+    "enable_running_flags_in_flush": "5.x setting",
+    "max_recovery_commitlog_files": "5.x setting; recovery scans as 4.9.8 does",
+    "ha_listen_port": "replication (HA) is not implemented",
+    "offset_check_in_slave": "replication (HA) is not implemented",
+    "duplication_enable": "replication (HA) is not implemented",
+}
+_WARNED_INERT: set[str] = set()
+
+
 class FlushDiskType(enum.Enum):
     """How a put waits for the disk (RocketMQ ``FlushDiskType``)."""
 
@@ -139,10 +181,13 @@ class StoreConfig:
     #: ConsumeQueue file size in bytes, rounded up to x20; None: 6,000,000 for a new store.
     mapped_file_size_consume_queue: int | None = None
     #: Whether the ConsumeQueue extension (``consumequeue_ext``) is written.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     enable_consume_queue_ext: bool = False
     #: ConsumeQueueExt file size in bytes (48 MiB).
+    #: *Inert*: no effect in rocketstore (warns once when set).
     mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
     #: Length of the ConsumeQueueExt filter bitmap, in bits.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     bit_map_length_consume_queue_ext: int = 64
 
     # --- CommitLog flush and commit -----------------------------------------
@@ -155,6 +200,7 @@ class StoreConfig:
     #: Period after which the CommitLog is flushed whatever is dirty (flush(0)), ms.
     flush_commit_log_thorough_interval: int = 10_000
     #: True: the flush thread sleeps a fixed period; False: it can be woken by puts.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     flush_commit_log_timed: bool = True
     #: Commit period of the transient store pool (write buffer -> file channel), ms.
     commit_interval_commit_log: int = 200
@@ -165,8 +211,10 @@ class StoreConfig:
     #: Deadline of a SYNC_FLUSH group commit, ms (then FLUSH_DISK_TIMEOUT).
     sync_flush_timeout: int = 5000
     #: Deadline of a SYNC_MASTER replica ack, ms (then FLUSH_SLAVE_TIMEOUT).
+    #: *Inert*: no effect in rocketstore (warns once when set).
     slave_timeout: int = 3000
     #: 5.x config for the put wait; unused by the put path (see ``put_result_wait_timeout``), ms.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     put_message_timeout: int = 8000
 
     # --- ConsumeQueue flush -------------------------------------------------
@@ -194,16 +242,23 @@ class StoreConfig:
     delete_commit_log_files_interval: int = 100
     #: Pause between two ConsumeQueue file deletions, ms.
     delete_consume_queue_files_interval: int = 100
-    #: Time after which a file still referenced is released forcibly on delete, ms.
+    #: RocketMQ: time after which a deleted file still referenced is released forcibly, ms.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     destroy_mapped_file_interval_forcibly: int = 120_000
     #: Period for retrying the deletion of a file that failed to delete, ms.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     redelete_hanged_file_interval: int = 120_000
     #: Period of the clean (expiry) task, ms.
     clean_resource_interval: int = 10_000
     #: Most files deleted in one clean pass (4.9.8 constant; 5.x ``deleteFileBatchMax``).
     delete_file_batch_max: int = 10
     #: Whether a disk-full transition is recorded (logged) when it happens.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     disk_fall_recorded: bool = True
+    #: Cap on the CommitLog's data, bytes (our addition, Kafka's ``retention.bytes``):
+    #: the periodic clean round deletes the oldest files, whatever their age, until
+    #: the data fits. None: no cap.
+    max_store_size_bytes: int | None = None
 
     # --- write buffers and warm-up ------------------------------------------
     #: Write through an off-heap buffer pool (effective only with ASYNC_FLUSH, not SLAVE).
@@ -217,10 +272,13 @@ class StoreConfig:
     #: Pages (4 KiB) between flushes while warming a file under SYNC_FLUSH (4096 = 16 MiB).
     flush_least_pages_when_warm_mapped_file: int = 1024 // 4 * 16
     #: 5.x: write without mmap (file channel writes).
+    #: *Inert*: no effect in rocketstore (warns once when set).
     write_without_mmap: bool = False
     #: 5.x: allow unmapping cold files to save address space.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     mapped_file_swap_enable: bool = True
     #: 5.x: message store implementation name.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     store_type: str = "default"
 
     # --- index --------------------------------------------------------------
@@ -236,6 +294,7 @@ class StoreConfig:
     #: Cap on messages returned by one key query.
     max_msgs_num_batch: int = 64
     #: Default number of messages returned by a key query.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     default_query_max_num: int = 32
 
     # --- put limits and checks ----------------------------------------------
@@ -252,20 +311,28 @@ class StoreConfig:
     #: Ms a put may hold the CommitLog lock before the page cache counts as busy.
     os_page_cache_busy_time_out_mills: int = 1000
     #: Dispatch backlog (messages) above which puts are flow-controlled.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     put_msg_index_hight_water: int = 600_000
     #: Lock puts with a reentrant lock (True) or a spin lock (False).
+    #: *Inert*: no effect in rocketstore (warns once when set).
     use_reentrant_lock_when_put_message: bool = True
     #: 5.x: topic length limit in bytes (deprecated in 5.x).
+    #: *Inert*: no effect in rocketstore (warns once when set).
     max_topic_length: int = 127
     #: 5.x: write V2 records automatically when a topic is longer than 127 bytes.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     auto_message_version_on_topic_len: bool = True
     #: 5.x: append a CRC property to each record.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     enabled_append_prop_crc: bool = False
     #: 5.x: refuse records whose property CRC is missing or wrong.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     force_verify_prop_crc: bool = False
     #: 5.x: largest message a server-side filter evaluates, bytes.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     max_filter_message_size: int = 16_000
     #: 5.x: check the store's running flags in the flush services.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     enable_running_flags_in_flush: bool = False
 
     # --- reads --------------------------------------------------------------
@@ -286,16 +353,21 @@ class StoreConfig:
     #: Period at which delay offsets (``config/delayOffset.json``) are persisted, ms.
     flush_delay_offset_interval: int = 10_000
     #: 5.x: most CommitLog files scanned by a normal recovery.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     max_recovery_commitlog_files: int = 30
 
     # --- replication --------------------------------------------------------
-    #: Replication role.
+    #: Replication role. Replication is not implemented; the role's one effect here is
+    #: RocketMQ's: a SLAVE never uses the transient store pool.
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     #: HA listen port.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     ha_listen_port: int = 10912
     #: Slave checks pull offsets against its own store.
+    #: *Inert*: no effect in rocketstore (warns once when set).
     offset_check_in_slave: bool = False
     #: Allow re-dispatch of CommitLog entries below the confirm offset (duplication).
+    #: *Inert*: no effect in rocketstore (warns once when set).
     duplication_enable: bool = False
 
     # ------------------------------------------------------------------------
@@ -306,6 +378,20 @@ class StoreConfig:
             if checked is not value:
                 object.__setattr__(self, f.name, checked)
         self._check_ranges()
+        self._warn_inert()
+
+    def _warn_inert(self) -> None:
+        """Log once per field (per process) that a non-default inert field does nothing."""
+        for name, why in _INERT.items():
+            if name in _WARNED_INERT or getattr(self, name) == _DEFAULTS[name]:
+                continue
+            _WARNED_INERT.add(name)
+            _log.warning(
+                "StoreConfig.%s=%r has no effect in rocketstore: %s",
+                name,
+                getattr(self, name),
+                why,
+            )
 
     def _check_ranges(self) -> None:
         # paths
@@ -407,6 +493,9 @@ class StoreConfig:
             "max_recovery_commitlog_files",
         ):
             _in_range(name, getattr(self, name), 1, _INT32_MAX)
+
+        if self.max_store_size_bytes is not None:
+            _in_range("max_store_size_bytes", self.max_store_size_bytes, 1, _INT64_MAX)
 
         # index geometry: the file size is a Java int
         _in_range("max_hash_slot_num", self.max_hash_slot_num, 1, _INT32_MAX)
@@ -1042,4 +1131,9 @@ _JAVA_NAMES: Final[dict[str, str]] = {
 }
 _KEY_TO_FIELD: Final[dict[str, str]] = {
     java: name for name, java in _JAVA_NAMES.items()
+}
+
+#: Default value of every field (for the inert-field warning).
+_DEFAULTS: Final[dict[str, object]] = {
+    f.name: f.default for f in dataclasses.fields(StoreConfig) if f.name in _INERT
 }

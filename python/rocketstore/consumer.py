@@ -69,6 +69,9 @@ _CORRECTIONS = {
     GetStatus.NO_MESSAGE_IN_QUEUE: "in a queue that holds no message",
 }
 
+# Corrections that mean retention deleted messages the group had not read.
+_EXPIRED = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.MESSAGE_WAS_REMOVING})
+
 
 class GetResultLike(Protocol):
     """What :meth:`ConsumerStore.get_message` returns (the store's GetResult)."""
@@ -235,6 +238,7 @@ class Consumer:
         self._assignment: list[int] = []
         self._assign_seq: int | None = None
         self._rr = 0
+        self._skipped = 0
         # Damaged records the pulls passed over (see `damaged`).
         self._damaged = 0
         self._refresh(store.dispatch_seq, initial=True)
@@ -252,6 +256,17 @@ class Consumer:
     @property
     def tags(self) -> list[str] | None:
         return None if self._tags is None else list(self._tags)
+
+    @property
+    def skipped(self) -> int:
+        """Messages retention deleted before this consumer read them.
+
+        When a queue's min offset passed this consumer's position (expired
+        files were deleted), reading continues from the min offset; the
+        messages in between are counted here and logged naming the group.
+        (Not ``lag``: in Kafka that means messages not read yet.)
+        """
+        return self._skipped
 
     @property
     def closed(self) -> bool:
@@ -358,7 +373,13 @@ class Consumer:
                     continue  # caught up (OFFSET_OVERFLOW_ONE) or nothing to do
                 else:
                     why = _CORRECTIONS.get(r.status)
-                    if why is not None:
+                    if r.status in _EXPIRED and nxt > pos:
+                        # Retention deleted these before the group read them.
+                        self._skipped += nxt - pos
+                        log.warning("consumer group %s: %s/%d messages %d..%d were deleted "
+                                    "by retention before they were consumed; skipping %d",
+                                    group, topic, q, pos, nxt - 1, nxt - pos)
+                    elif why is not None:
                         log.info("consumer %s: %s/%d offset %d is %s; moving to %d",
                                  group, topic, q, pos, why, nxt)
                 self._fetch_pos[q] = nxt

@@ -26,6 +26,7 @@ from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.base import ServiceThread
+from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
 
@@ -128,6 +129,7 @@ class MessageStore:
         self._read_only = read_only
         self._native: NativeStore | None = None
         self._reput: ReputService | None = None
+        self._clean: CleanService | None = None
         # Python services (ServiceThread subclasses) started after recovery,
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
@@ -174,6 +176,7 @@ class MessageStore:
             pump_now()
             raise
         pump_now()
+        native.set_os_page_cache_busy_timeout(cfg.os_page_cache_busy_time_out_mills)
         self._config = cfg.replace(
             mapped_file_size_commit_log=native.commit_log_file_size,
             mapped_file_size_consume_queue=native.consume_queue_file_size,
@@ -194,8 +197,26 @@ class MessageStore:
         return self
 
     def _make_services(self) -> list[ServiceThread]:
-        """The Python services a writer runs (none yet besides dispatch)."""
-        return []
+        """The Python services a writer runs (dispatch runs in the engine)."""
+        # The service refers to the store weakly: a running thread must not
+        # keep a dropped store (and its engine store) alive.
+        ref = weakref.ref(self)
+
+        def native() -> NativeStore | None:
+            store = ref()
+            return None if store is None else store._native
+
+        def offsets() -> dict[str, dict[int, int]]:
+            store = ref()
+            return {} if store is None else store._offsets.table()
+
+        def failed(reason: str) -> None:
+            store = ref()
+            if store is not None:
+                store._service_failed(reason)
+
+        self._clean = CleanService(native, self._config, offsets=offsets, on_failure=failed)
+        return [self._clean]
 
     def _service_failed(self, reason: str) -> None:
         """A Python service died: refuse puts from now on, keeping the reason."""
@@ -349,7 +370,7 @@ class MessageStore:
         """False when puts are refused (read-only, closed, or poisoned)."""
         n = self._native
         return (n is not None and not n.closed and not self._read_only
-                and n.poison_reason is None)
+                and n.poison_reason is None and n.disk_full_reason is None)
 
     @property
     def running_flags(self) -> list[str]:
@@ -362,6 +383,8 @@ class MessageStore:
             flags.append("READ_ONLY")
         if n is not None and n.poison_reason is not None:
             flags.append(f"NOT_WRITEABLE: {n.poison_reason}")
+        if n is not None and not n.closed and n.disk_full_reason is not None:
+            flags.append(f"DISK_FULL: {n.disk_full_reason}")
         return flags
 
     # -- writes ------------------------------------------------------------
@@ -406,6 +429,25 @@ class MessageStore:
         """
         return self._n.put(topic, body, queue_id, tags, keys, properties, delay_level, flag,
                            born_timestamp, born_host, sys_flag)
+
+    def delete_expired_files(self, force: bool = False) -> int:
+        """Run one manual round of the clean service; returns CommitLog files deleted.
+
+        Deletes up to ``delete_file_batch_max`` of the oldest CommitLog files
+        older than ``file_reserved_time`` hours (by mtime, which the store sets
+        to the store time of a file's last message when it fills), never the
+        file being written, then the ConsumeQueue and index files wholly below
+        the new CommitLog min offset. ``force=True`` ignores age (RocketMQ's
+        clean-immediately). The disk watermarks and ``max_store_size_bytes``
+        belong to the periodic rounds (every ``clean_resource_interval`` ms).
+
+        Raises:
+            ReadOnlyStoreError: the store was opened read-only.
+        """
+        self._n  # noqa: B018 - raises StoreClosedError when closed
+        if self._read_only or self._clean is None:
+            raise ReadOnlyStoreError("cannot delete files of a read-only store")
+        return self._clean.clean(manual=True, force=force).commit_log_files
 
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""

@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -202,10 +203,31 @@ pub struct CommitLog {
     cfg: CommitLogConfig,
     mfq: Arc<MappedFileQueue>,
     put: Mutex<PutState>,
+    /// When the put lock was taken (ms), 0 while it is free (RocketMQ's
+    /// `beginTimeInLock`).
+    lock_since: AtomicI64,
+    /// `os_page_cache_busy_time_out_mills`.
+    busy_timeout_ms: AtomicI64,
     /// Damaged ranges `[start, end)` recovery skipped.
     damaged: RwLock<Vec<(u64, u64)>>,
     has_damage: std::sync::atomic::AtomicBool,
 }
+
+/// The held put lock; clears the lock time when dropped.
+struct LockedPut<'a> {
+    g: parking_lot::MutexGuard<'a, PutState>,
+    since: &'a AtomicI64,
+    ts: i64,
+}
+
+impl Drop for LockedPut<'_> {
+    fn drop(&mut self) {
+        self.since.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Default `os_page_cache_busy_time_out_mills`.
+pub const DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS: i64 = 1000;
 
 /// What a scan of the CommitLog found.
 #[derive(Debug, Clone, Default)]
@@ -297,6 +319,8 @@ impl CommitLog {
                 table: QueueOffsetTable::default(),
                 current: None,
             }),
+            lock_since: AtomicI64::new(0),
+            busy_timeout_ms: AtomicI64::new(DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS),
             damaged: RwLock::new(Vec::new()),
             has_damage: std::sync::atomic::AtomicBool::new(false),
         })
@@ -480,10 +504,63 @@ impl CommitLog {
         }
     }
 
+    /// Sets `os_page_cache_busy_time_out_mills` (ms, ≥ 1).
+    pub fn set_busy_timeout_ms(&self, ms: i64) {
+        self.busy_timeout_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    /// RocketMQ's `isOSPageCacheBusy`: a put finding the put lock held for
+    /// longer than `os_page_cache_busy_time_out_mills` is refused with
+    /// `OS_PAGE_CACHE_BUSY` instead of queueing behind it (the holder is
+    /// stuck on page cache or disk). Free lock: one relaxed load.
+    #[inline]
+    fn page_cache_busy(&self) -> Option<Refused> {
+        let since = self.lock_since.load(Ordering::Relaxed);
+        if since == 0 {
+            return None;
+        }
+        let held = now_ms() - since;
+        let limit = self.busy_timeout_ms.load(Ordering::Relaxed);
+        // RocketMQ ignores absurd differences (a clock step) the same way.
+        (held > limit && held < 10_000_000).then(|| {
+            Refused::new(
+                PutStatus::OsPageCacheBusy,
+                format!(
+                    "the CommitLog put lock has been held for {held} ms, over \
+                     os_page_cache_busy_time_out_mills ({limit} ms)"
+                ),
+            )
+        })
+    }
+
+    /// Takes the put lock, noting when (for [`CommitLog::page_cache_busy`]).
+    #[inline]
+    fn lock_put(&self) -> LockedPut<'_> {
+        let g = self.put.lock();
+        let ts = now_ms();
+        self.lock_since.store(ts, Ordering::Relaxed);
+        LockedPut {
+            g,
+            since: &self.lock_since,
+            ts,
+        }
+    }
+
     /// Appends a prepared message, waiting for the put lock.
     pub fn put_prepared(&self, p: &Prepared<'_>) -> Result<PutOutcome> {
-        let mut st = self.put.lock();
-        self.append_locked(&mut st, p, now_ms())
+        if let Some(busy) = self.page_cache_busy() {
+            return Ok(PutOutcome::rejected(busy));
+        }
+        let mut st = self.lock_put();
+        let ts = st.ts;
+        self.append_locked(&mut st.g, p, ts)
+    }
+
+    /// Holds the put lock for `d` (tests of the busy check).
+    #[doc(hidden)]
+    pub fn hold_put_lock_for(&self, d: std::time::Duration) {
+        let _st = self.lock_put();
+        std::thread::sleep(d);
     }
 
     /// Appends a prepared message only if that cannot block: the put lock is
@@ -495,6 +572,8 @@ impl CommitLog {
         if last.wrote_position() + p.len + END_FILE_MIN_BLANK_LENGTH > last.file_size() {
             return None;
         }
+        // Held only for one copy into a mapped page: not tracked for the
+        // busy check, which needs a holder stuck for a second.
         Some(self.append_locked(&mut st, p, now_ms()))
     }
 
@@ -508,11 +587,15 @@ impl CommitLog {
         // intermediate batch-sized buffers: those cost more than the work).
         let specs = specs.into_iter();
         let mut out = Vec::with_capacity(specs.size_hint().0);
-        let mut st = self.put.lock();
-        let ts = now_ms();
+        if let Some(busy) = self.page_cache_busy() {
+            out.extend(specs.map(|_| PutOutcome::rejected(busy.clone())));
+            return Ok(out);
+        }
+        let mut st = self.lock_put();
+        let ts = st.ts;
         for s in specs {
             match s.and_then(|s| self.prepare(s)) {
-                Ok(p) => out.push(self.append_locked(&mut st, &p, ts)?),
+                Ok(p) => out.push(self.append_locked(&mut st.g, &p, ts)?),
                 Err(refused) => out.push(PutOutcome::rejected(refused)),
             }
         }
@@ -574,6 +657,10 @@ impl CommitLog {
                 );
                 (n, Some(phy))
             })?;
+            if appended.is_none() {
+                // The blank filled the file: its age is now fixed.
+                file.stamp_mtime_when_full();
+            }
             if let Some(phy) = appended {
                 file.set_store_timestamp(ts);
                 if let Some(slot) = slot.as_deref_mut() {

@@ -14,6 +14,7 @@ pub mod consume_queue;
 pub mod cq_table;
 pub mod dispatch;
 pub mod error;
+pub mod expiry;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;
 pub mod flush;

@@ -562,6 +562,11 @@ impl MappedFile {
                 .flush_range(start, read - start)
                 .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
             self.flushed.fetch_max(read, Ordering::AcqRel);
+            if read >= self.file_size {
+                // The last write into this file: writes through the mapping
+                // (a transient-pool commit) may have moved mtime since the fill.
+                self.stamp_mtime_when_full();
+            }
         }
         Ok(self.flushed_position())
     }
@@ -670,6 +675,29 @@ impl MappedFile {
             off = stop;
         }
         end
+    }
+
+    /// Sets the file's modification time to `ms` (since the epoch). A full
+    /// CommitLog file gets the store time of its last message this way, so
+    /// its age does not depend on when the kernel noticed writes through
+    /// the mapping (which do not reliably move mtime).
+    pub fn set_modified_ms(&self, ms: i64) -> Result<()> {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+        self.file
+            .set_modified(t)
+            .map_err(|e| StoreError::io(format!("set mtime of {}", self.path.display()), e))
+    }
+
+    /// Gives a full file the store time of its last message as mtime (when
+    /// this process wrote one), logging a failure: the file's age then
+    /// falls back to whatever mtime the kernel set.
+    pub fn stamp_mtime_when_full(&self) {
+        let ts = self.store_timestamp();
+        if self.writable && ts > 0 && self.is_full() {
+            if let Err(e) = self.set_modified_ms(ts) {
+                log::warn!("{e}");
+            }
+        }
     }
 
     /// The file's modification time in ms since the epoch.

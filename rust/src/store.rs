@@ -169,6 +169,11 @@ pub struct Store {
     /// nothing (a refused open changes no byte).
     recovered: AtomicBool,
     poisoned: Arc<Mutex<Option<String>>>,
+    /// Set by the clean service while disk usage is above
+    /// `disk_space_warning_level_ratio` (RocketMQ's DISK_FULL running
+    /// flag): puts are refused until usage falls. One load per put.
+    disk_full: AtomicBool,
+    disk_full_reason: Mutex<String>,
     prefaulter: Mutex<Option<Prefaulter>>,
     /// End of the furthest put acknowledged with PUT_OK: the horizon every
     /// read in this process waits for (read-your-writes).
@@ -383,6 +388,8 @@ impl Store {
             closed: AtomicBool::new(false),
             recovered: AtomicBool::new(false),
             poisoned,
+            disk_full: AtomicBool::new(false),
+            disk_full_reason: Mutex::new(String::new()),
             prefaulter: Mutex::new(prefaulter),
             acked_end: AtomicU64::new(0),
             vis_abandoned: AtomicU64::new(0),
@@ -859,7 +866,71 @@ impl Store {
                 format!("the store is not writeable: {why}"),
             )));
         }
+        if self.disk_full.load(Ordering::Acquire) {
+            return Ok(Some(Refused::new(
+                PutStatus::ServiceNotAvailable,
+                format!("the disk is full: {}", self.disk_full_reason.lock()),
+            )));
+        }
         Ok(None)
+    }
+
+    /// Sets or clears the DISK_FULL flag (`reason` says why, for the put
+    /// result and `running_flags`). Returns the previous state.
+    pub fn set_disk_full(&self, full: bool, reason: &str) -> bool {
+        if full {
+            *self.disk_full_reason.lock() = reason.to_owned();
+        }
+        self.disk_full.swap(full, Ordering::AcqRel)
+    }
+
+    /// Why puts are refused for lack of disk, if they are.
+    pub fn disk_full_reason(&self) -> Option<String> {
+        self.disk_full
+            .load(Ordering::Acquire)
+            .then(|| self.disk_full_reason.lock().clone())
+    }
+
+    /// One CommitLog step of the clean service (see [`crate::expiry`]).
+    pub fn delete_expired_commit_log(
+        &self,
+        now_ms: i64,
+        reserved_ms: i64,
+        interval: Duration,
+        immediately: bool,
+        max_files: usize,
+    ) -> Result<crate::expiry::CommitLogExpiry> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        crate::expiry::delete_expired_commit_log(
+            &self.commitlog,
+            now_ms,
+            reserved_ms,
+            interval,
+            immediately,
+            max_files,
+        )
+    }
+
+    /// The queue step of the clean service: ConsumeQueue and index files
+    /// wholly below CommitLog offset `min_phy`.
+    pub fn delete_expired_queues(
+        &self,
+        min_phy: i64,
+        interval: Duration,
+    ) -> Result<crate::expiry::QueueExpiry> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        Ok(crate::expiry::delete_expired_queues(
+            &self.cqs,
+            self.index.as_deref(),
+            min_phy,
+            interval,
+        ))
     }
 
     /// Why a flush wait ended with `status` (None for PUT_OK).

@@ -1510,3 +1510,32 @@ fn concurrent_puts_are_serialised() {
         assert_eq!(cl.next_queue_offset("Conc", qid), n);
     }
 }
+
+#[test]
+fn put_lock_held_past_the_busy_timeout_is_os_page_cache_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    let cl = std::sync::Arc::new(open(dir.path(), 4096));
+    cl.set_busy_timeout_ms(50);
+    ok(&cl.put(spec("t", 0, b"before", Vec::new())).unwrap());
+    let holder = {
+        let cl = cl.clone();
+        std::thread::spawn(move || cl.hold_put_lock_for(std::time::Duration::from_millis(600)))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(250));
+    let out = cl.put(spec("t", 0, b"busy", Vec::new())).unwrap();
+    assert_eq!(out.status, PutStatus::OsPageCacheBusy, "{:?}", out.reason);
+    assert!(out
+        .reason
+        .as_deref()
+        .unwrap()
+        .contains("os_page_cache_busy_time_out_mills"));
+    let batch = cl
+        .put_batch([Ok(spec("t", 0, b"busy", Vec::new()))])
+        .unwrap();
+    assert_eq!(batch[0].status, PutStatus::OsPageCacheBusy);
+    holder.join().unwrap();
+    // Free again: puts go through, and nothing was written for the refused ones.
+    let out = cl.put(spec("t", 0, b"after", Vec::new())).unwrap();
+    ok(&out);
+    assert_eq!(out.queue_offset, 1);
+}

@@ -492,6 +492,78 @@ impl PyStore {
         self.store.poison(reason);
     }
 
+    /// Sets ``os_page_cache_busy_time_out_mills``: a put that finds the put
+    /// lock held longer than this returns ``OS_PAGE_CACHE_BUSY``.
+    fn set_os_page_cache_busy_timeout(&self, ms: i64) {
+        self.store.commitlog().set_busy_timeout_ms(ms);
+    }
+
+    /// Sets (``reason`` given) or clears (``None``) the DISK_FULL flag: while
+    /// set, puts return ``SERVICE_NOT_AVAILABLE`` with the reason. Returns
+    /// whether it was set before.
+    #[pyo3(signature = (reason))]
+    fn set_disk_full(&self, reason: Option<String>) -> bool {
+        match reason {
+            Some(r) => self.store.set_disk_full(true, &r),
+            None => self.store.set_disk_full(false, ""),
+        }
+    }
+
+    /// Why puts are refused for lack of disk space (None when they are not).
+    #[getter]
+    fn disk_full_reason(&self) -> Option<String> {
+        self.store.disk_full_reason()
+    }
+
+    /// One CommitLog step of the clean service, with the GIL released:
+    /// deletes the oldest files whose mtime is at least ``reserved_ms`` before
+    /// ``now_ms`` (any age with ``immediately``), never the last file, at
+    /// most ``max_files``, sleeping ``interval_ms`` between two deletions.
+    /// Returns ``(deleted, from_offset, min_offset)``.
+    fn delete_expired_commit_log(
+        &self,
+        py: Python<'_>,
+        now_ms: i64,
+        reserved_ms: i64,
+        interval_ms: u64,
+        immediately: bool,
+        max_files: usize,
+    ) -> PyResult<(usize, i64, i64)> {
+        guarded(|| {
+            let store = &self.store;
+            let r = nogil(py, || {
+                store.delete_expired_commit_log(
+                    now_ms,
+                    reserved_ms,
+                    Duration::from_millis(interval_ms),
+                    immediately,
+                    max_files,
+                )
+            })?;
+            Ok((r.deleted, r.from_offset, r.min_offset))
+        })
+    }
+
+    /// The queue step of the clean service, with the GIL released: deletes
+    /// ConsumeQueue files wholly below CommitLog offset ``min_phy`` (then
+    /// corrects every queue's min offset; ``interval_ms`` pause after each
+    /// queue that lost files) and index files below it. Returns
+    /// ``(consume_queue_files, index_files)``.
+    fn delete_expired_queues(
+        &self,
+        py: Python<'_>,
+        min_phy: i64,
+        interval_ms: u64,
+    ) -> PyResult<(usize, usize)> {
+        guarded(|| {
+            let store = &self.store;
+            let r = nogil(py, || {
+                store.delete_expired_queues(min_phy, Duration::from_millis(interval_ms))
+            })?;
+            Ok((r.consume_queue_files, r.index_files))
+        })
+    }
+
     #[getter]
     fn closed(&self) -> bool {
         self.store.is_closed()

@@ -1,0 +1,229 @@
+//! Expired-file deletion: the single steps the Python clean service runs
+//! (SPEC §10). The service decides *when* (clock, `delete_when`, disk
+//! usage, size cap); these steps do the file work, each a batch.
+//!
+//! ```text
+//!  CommitLog  [f0][f1][f2][f3][f4]  <- f4 is written: never deleted
+//!              ^^^^^^^^ expired (mtime + file_reserved_time <= now), at most
+//!                       `max_files` a round, stopping at the first file
+//!                       that is not expired (never a hole in the middle)
+//!  new CommitLog min = start of f2
+//!  ConsumeQueue files whose last unit points below it, then the min
+//!  offset of every queue (`correct_min_offset`), then index files whose
+//!  last entry points below it (never the newest of each).
+//! ```
+//!
+//! A file's age is its mtime: a CommitLog file gets the store time of its
+//! last message as mtime when it fills (`MappedFile::stamp_mtime_when_full`),
+//! and files written by an earlier process or by RocketMQ keep theirs.
+//!
+//! Deleting unlinks the file at once; the mapping lives as long as a reader
+//! still holds the file (`Arc<MappedFile>`), so a read in progress finishes
+//! on intact bytes and nothing is ever unmapped under a reader. RocketMQ's
+//! forced release after `destroyMapedFileIntervalForcibly` is not needed:
+//! the last holder unmaps, whenever it lets go.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::commitlog::CommitLog;
+use crate::cq_table::ConsumeQueueTable;
+use crate::error::Result;
+use crate::index_file::IndexStore;
+use crate::mapped_file::MappedFile;
+
+/// What one CommitLog step did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommitLogExpiry {
+    /// CommitLog files deleted.
+    pub deleted: usize,
+    /// Start of the first deleted file (-1 when none).
+    pub from_offset: i64,
+    /// New CommitLog min offset (-1 when the log holds no file).
+    pub min_offset: i64,
+}
+
+/// What one queue step did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QueueExpiry {
+    pub consume_queue_files: usize,
+    pub index_files: usize,
+}
+
+/// Whether `file` may go: old enough, or `immediately`.
+fn expired(file: &MappedFile, now_ms: i64, reserved_ms: i64, immediately: bool) -> bool {
+    immediately || now_ms >= file.last_modified_ms().saturating_add(reserved_ms)
+}
+
+/// Deletes the oldest CommitLog files whose age reached `reserved_ms` at
+/// `now_ms` (every one of them with `immediately`), never the last file,
+/// at most `max_files`, pausing `interval` between two deletions. Stops at
+/// the first file that is not expired or cannot be deleted.
+pub fn delete_expired_commit_log(
+    commitlog: &CommitLog,
+    now_ms: i64,
+    reserved_ms: i64,
+    interval: Duration,
+    immediately: bool,
+    max_files: usize,
+) -> Result<CommitLogExpiry> {
+    let mfq = commitlog.queue();
+    let mut report = CommitLogExpiry {
+        from_offset: -1,
+        ..Default::default()
+    };
+    if !mfq.is_writable() {
+        return Err(crate::error::StoreError::ReadOnly);
+    }
+    let files = mfq.files();
+    let candidates = files.len().saturating_sub(1);
+    let mut first_err = None;
+    for f in files.iter().take(candidates.min(max_files)) {
+        if !expired(f, now_ms, reserved_ms, immediately) {
+            break;
+        }
+        if report.deleted > 0 && !interval.is_zero() {
+            std::thread::sleep(interval);
+        }
+        // Out of the queue first, so no new reader finds it; readers that
+        // already hold it keep the mapping until they let go.
+        let removed = mfq.remove_head(1);
+        debug_assert!(removed.first().is_some_and(|r| Arc::ptr_eq(r, f)));
+        if let Err(e) = f.destroy() {
+            log::warn!("cannot delete expired CommitLog file: {e}");
+            first_err = Some(e);
+            break;
+        }
+        log::info!(
+            "deleted expired CommitLog file {} (age {} h)",
+            f.path().display(),
+            (now_ms - f.last_modified_ms()).max(0) / 3_600_000
+        );
+        if report.deleted == 0 {
+            report.from_offset = f.file_from_offset() as i64;
+        }
+        report.deleted += 1;
+    }
+    report.min_offset = commitlog.min_offset();
+    if report.deleted > 0 {
+        if let Some(dir) = mfq.dir().to_str() {
+            sync_dir(dir);
+        }
+    }
+    match first_err {
+        Some(e) if report.deleted == 0 => Err(e),
+        _ => Ok(report),
+    }
+}
+
+/// Deletes ConsumeQueue files wholly below CommitLog offset `min_phy` (and
+/// corrects every queue's min offset), pausing `interval` after each queue
+/// that lost files, then index files whose entries all point below it.
+pub fn delete_expired_queues(
+    cqs: &ConsumeQueueTable,
+    index: Option<&IndexStore>,
+    min_phy: i64,
+    interval: Duration,
+) -> QueueExpiry {
+    let mut report = QueueExpiry::default();
+    for cq in cqs.all() {
+        let n = cq.delete_expired_by_offset(min_phy);
+        if n > 0 {
+            log::info!(
+                "deleted {n} expired consume queue file(s) of {}/{}",
+                cq.topic(),
+                cq.queue_id()
+            );
+            report.consume_queue_files += n;
+            if !interval.is_zero() {
+                std::thread::sleep(interval);
+            }
+        }
+    }
+    if let Some(index) = index {
+        report.index_files = index.delete_expired(min_phy);
+        if report.index_files > 0 {
+            log::info!("deleted {} expired index file(s)", report.index_files);
+        }
+    }
+    report
+}
+
+fn sync_dir(dir: &str) {
+    if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
+        log::warn!("fsync {dir}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commitlog::CommitLogConfig;
+    use crate::message::MessageSpec;
+    use std::borrow::Cow;
+
+    fn log(dir: &std::path::Path) -> CommitLog {
+        CommitLog::load(
+            CommitLogConfig {
+                dir: dir.join("commitlog"),
+                file_size: 256,
+                max_message_size: 1024,
+                store_host: "127.0.0.1:10911".parse().unwrap(),
+                delay_levels: vec![1000],
+            },
+            true,
+        )
+        .unwrap()
+    }
+
+    fn put(cl: &CommitLog) {
+        let spec = MessageSpec {
+            topic: Cow::Borrowed("t"),
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Borrowed(&[7u8; 100]),
+            properties: Cow::Owned(Vec::new()),
+        };
+        let out = cl.put(spec).unwrap();
+        assert_eq!(out.status, crate::commitlog::PutStatus::PutOk);
+    }
+
+    #[test]
+    fn deletes_oldest_files_never_the_last_and_a_reader_keeps_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = log(dir.path());
+        for _ in 0..8 {
+            put(&cl); // one 191-byte record per 256-byte file
+        }
+        let files = cl.queue().files();
+        assert_eq!(files.len(), 8);
+        let held = files[0].clone();
+        let before = held.read(0, 191).unwrap().to_vec();
+        let now = crate::commitlog::now_ms();
+        // Nothing is old enough yet.
+        let r = delete_expired_commit_log(&cl, now, 3_600_000, Duration::ZERO, false, 10).unwrap();
+        assert_eq!(r.deleted, 0);
+        // Everything is, but at most 3 a round.
+        let r =
+            delete_expired_commit_log(&cl, now + 7_200_000, 3_600_000, Duration::ZERO, false, 3)
+                .unwrap();
+        assert_eq!(r.deleted, 3);
+        assert_eq!(r.from_offset, 0);
+        assert_eq!(r.min_offset, 3 * 256);
+        assert!(!held.path().exists(), "unlinked at once");
+        assert_eq!(
+            held.read(0, 191).unwrap(),
+            &before[..],
+            "reader's bytes intact"
+        );
+        let r = delete_expired_commit_log(&cl, 0, 0, Duration::ZERO, true, 100).unwrap();
+        assert_eq!(r.deleted, 4, "immediately: all but the last");
+        assert_eq!(cl.queue().len(), 1);
+        assert_eq!(cl.min_offset(), 7 * 256);
+    }
+}
