@@ -176,7 +176,6 @@ class MessageStore:
             pump_now()
             raise
         pump_now()
-        native.set_os_page_cache_busy_timeout(cfg.os_page_cache_busy_time_out_mills)
         self._config = cfg.replace(
             mapped_file_size_commit_log=native.commit_log_file_size,
             mapped_file_size_consume_queue=native.consume_queue_file_size,

@@ -67,6 +67,9 @@ pub struct StoreOptions {
     pub message_index_safe: bool,
     pub transient_store_pool_enable: bool,
     pub transient_store_pool_size: usize,
+    /// `os_page_cache_busy_time_out_mills`: a put that finds the put lock
+    /// held longer than this is refused with `OS_PAGE_CACHE_BUSY` (ms, ≥ 1).
+    pub os_page_cache_busy_timeout_ms: i64,
     pub flush: FlushConfig,
 }
 
@@ -94,6 +97,7 @@ impl Default for StoreOptions {
             message_index_safe: true,
             transient_store_pool_enable: false,
             transient_store_pool_size: 5,
+            os_page_cache_busy_timeout_ms: crate::commitlog::DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS,
             flush: FlushConfig::default(),
         }
     }
@@ -276,6 +280,7 @@ impl Store {
             delay_levels: opts.delay_levels.clone(),
         };
         let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
+        commitlog.set_busy_timeout_ms(opts.os_page_cache_busy_timeout_ms);
         if writable && opts.transient_store_pool_enable && !opts.flush.sync_flush {
             commitlog
                 .queue()
@@ -1679,6 +1684,7 @@ mod tests {
             message_index_safe: true,
             transient_store_pool_enable: false,
             transient_store_pool_size: 1,
+            os_page_cache_busy_timeout_ms: 1000,
             flush: FlushConfig {
                 sync_flush,
                 ..FlushConfig::default()

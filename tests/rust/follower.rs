@@ -36,6 +36,7 @@ fn open(dir: &Path, read_only: bool) -> Store {
         transient_store_pool_enable: false,
         transient_store_pool_size: 1,
         flush: FlushConfig::default(),
+        ..StoreOptions::default()
     };
     let s = Store::open(opts).unwrap();
     s.recover(true, false).unwrap();

@@ -46,6 +46,10 @@ impl<'py> Fields<'_, 'py> {
             .map_err(|_| type_error(&Self::label(name), "bool", &v))
     }
 
+    fn i64(&self, name: &str) -> PyResult<i64> {
+        i64_arg(&self.get(name)?, &Self::label(name))
+    }
+
     fn u64(&self, name: &str) -> PyResult<u64> {
         let v = self.get(name)?;
         let i = i64_arg(&v, &Self::label(name))?;
@@ -156,6 +160,7 @@ pub fn options_from_config(cfg: &Bound<'_, PyAny>, read_only: bool) -> PyResult<
         message_index_safe: f.bool("message_index_safe")?,
         transient_store_pool_enable,
         transient_store_pool_size: f.usize("transient_store_pool_size")?,
+        os_page_cache_busy_timeout_ms: f.i64("os_page_cache_busy_time_out_mills")?,
         flush,
     })
 }
@@ -216,6 +221,10 @@ pub fn default_options(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("message_index_safe", o.message_index_safe)?;
     d.set_item("transient_store_pool_enable", o.transient_store_pool_enable)?;
     d.set_item("transient_store_pool_size", o.transient_store_pool_size)?;
+    d.set_item(
+        "os_page_cache_busy_time_out_mills",
+        o.os_page_cache_busy_timeout_ms,
+    )?;
     d.set_item("flush_interval_commit_log", ms(f.flush_interval))?;
     d.set_item("flush_commit_log_least_pages", f.flush_least_pages)?;
     d.set_item(

@@ -492,12 +492,6 @@ impl PyStore {
         self.store.poison(reason);
     }
 
-    /// Sets ``os_page_cache_busy_time_out_mills``: a put that finds the put
-    /// lock held longer than this returns ``OS_PAGE_CACHE_BUSY``.
-    fn set_os_page_cache_busy_timeout(&self, ms: i64) {
-        self.store.commitlog().set_busy_timeout_ms(ms);
-    }
-
     /// Sets (``reason`` given) or clears (``None``) the DISK_FULL flag: while
     /// set, puts return ``SERVICE_NOT_AVAILABLE`` with the reason. Returns
     /// whether it was set before.
