@@ -187,3 +187,13 @@ def test_module_helpers_use_python_type_names() -> None:
     with pytest.raises(TypeError, match=r"^body must be a bytes-like object"):
         _native.body_crc("x")  # type: ignore[arg-type]
     assert _native.body_crc(bytearray(b"abc")) == _native.body_crc(b"abc")
+
+
+def test_put_message_type_errors_name_the_type(store_path: str) -> None:
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
+        with pytest.raises(TypeError, match=r"^msg must be rocketstore\.Message, not str$"):
+            store.put_message("x")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^msgs must be a list of rocketstore\.Message, not int$"):
+            store.put_messages(3)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^each message must be rocketstore\.Message, not int$"):
+            store.put_messages([1])  # type: ignore[list-item]

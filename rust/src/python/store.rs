@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
@@ -351,7 +350,7 @@ impl PyStore {
         guarded(|| {
             let m = msg
                 .downcast::<PyMessage>()
-                .map_err(|_| PyTypeError::new_err("put_message takes a rocketstore.Message"))?;
+                .map_err(|_| type_error("msg", "rocketstore.Message", msg))?;
             let m = m.get();
             match m.spec(py, now_ms()) {
                 Ok(spec) => self.put_spec(py, spec),
@@ -370,11 +369,11 @@ impl PyStore {
             let mut held: Vec<Bound<'py, PyMessage>> = Vec::new();
             for item in msgs
                 .try_iter()
-                .map_err(|_| PyTypeError::new_err("put_messages takes a list of Message"))?
+                .map_err(|_| type_error("msgs", "a list of rocketstore.Message", msgs))?
             {
                 let item = item?;
-                let m = item.downcast_into::<PyMessage>().map_err(|_| {
-                    PyTypeError::new_err("put_messages takes a list of rocketstore.Message")
+                let m = item.downcast_into::<PyMessage>().map_err(|e| {
+                    type_error("each message", "rocketstore.Message", &e.into_inner())
                 })?;
                 held.push(m);
             }
