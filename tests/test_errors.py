@@ -193,7 +193,9 @@ def test_put_message_type_errors_name_the_type(store_path: str) -> None:
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
         with pytest.raises(TypeError, match=r"^msg must be rocketstore\.Message, not str$"):
             store.put_message("x")  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match=r"^msgs must be a list of rocketstore\.Message, not int$"):
+        msgs_error = r"^msgs must be a list of rocketstore\.Message, not int$"
+        with pytest.raises(TypeError, match=msgs_error):
             store.put_messages(3)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match=r"^each message must be rocketstore\.Message, not int$"):
+        each_error = r"^each message must be rocketstore\.Message, not int$"
+        with pytest.raises(TypeError, match=each_error):
             store.put_messages([1])  # type: ignore[list-item]
