@@ -199,3 +199,22 @@ def test_put_message_type_errors_name_the_type(store_path: str) -> None:
         each_error = r"^each message must be rocketstore\.Message, not int$"
         with pytest.raises(TypeError, match=each_error):
             store.put_messages([1])  # type: ignore[list-item]
+
+
+def test_stored_body_that_does_not_inflate_is_corruption(store_path: str) -> None:
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as store:
+        offset = store.put("T", b"plain, not zlib").wrote_offset
+    # sys_flag (record offset 36, an int) is outside the body CRC: flag the
+    # plain body as zlib-compressed, as a damaged or foreign record would be.
+    seg = Path(store_path) / "commitlog" / f"{offset - offset % SEG:020d}"
+    with open(seg, "r+b") as f:
+        f.seek(offset % SEG + 36 + 3)
+        b = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([b[0] | 0x01]))
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL), read_only=True) as ro:
+        m = ro.look_message_by_offset(offset)
+        assert m is not None
+        with pytest.raises(CorruptedError, match=f"offset {offset}.*does not inflate"):
+            m.body  # noqa: B018
+        assert m.stored_body == b"plain, not zlib"

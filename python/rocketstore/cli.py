@@ -989,7 +989,7 @@ def _body_problem(m: MessageExt) -> str | None:
         return None
     try:
         m.body  # noqa: B018 - inflates the body
-    except ValueError as exc:
+    except (CorruptedError, ValueError) as exc:  # does not inflate; LZ4/ZSTD
         return f"body flagged compressed (sys_flag 0x1) {_one_line(str(exc))}"
     return None
 
@@ -1005,7 +1005,7 @@ def _readable(messages: Iterable[MessageExt]) -> list[MessageExt]:
     for m in messages:
         try:
             m.body  # noqa: B018 - inflates a compressed body
-        except ValueError as exc:
+        except (CorruptedError, ValueError) as exc:  # does not inflate; LZ4/ZSTD
             _warn_skipped(m, exc)
             continue
         out.append(m)
@@ -1524,7 +1524,7 @@ def _tail_printer(as_json: bool) -> Callable[[MessageExt], None]:
     def emit(m: MessageExt) -> None:
         try:
             m.body  # noqa: B018 - inflates a compressed body
-        except ValueError as exc:
+        except (CorruptedError, ValueError) as exc:  # does not inflate; LZ4/ZSTD
             _warn_skipped(m, exc)
             return
         if as_json:
