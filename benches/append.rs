@@ -1,15 +1,28 @@
-//! Engine append throughput: 100-byte bodies into a pre-touched segment.
+//! Engine append throughput: 100-byte bodies into a pre-touched segment,
+//! on tmpfs and on the real disk side by side.
 //!
 //! `cargo bench --bench append`. Only the appends are timed; creating and
 //! pre-touching segments happens outside the measured region.
+//!
+//! - `append_100B`: one put per message, store timestamps from the system
+//!   clock (one `clock_gettime` per put);
+//! - `append_100B_cached_clock`: the same with the cached clock a store uses;
+//! - `append_batch_100B`: `validate_batch` + `append_batch` of 10,000
+//!   bodies to one queue (the engine side of `put_batch`).
+//!
+//! Media: `tmpfs` is `/dev/shm` (or `ROCKETSTORE_BENCH_DIR`), `disk` the
+//! temp dir (or `ROCKETSTORE_DISK_BENCH_DIR`).
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::commitlog::{CommitLog, CommitLogConfig};
+use _native::clock::CachedClock;
+use _native::commitlog::{BatchInput, CommitLog, CommitLogConfig};
 use _native::message::MessageSpec;
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const SEGMENT: usize = 256 << 20;
 const BATCH: u64 = 10_000;
@@ -19,18 +32,24 @@ struct Log {
     log: CommitLog,
 }
 
-/// Where segments live: `ROCKETSTORE_BENCH_DIR`, else /dev/shm (no writeback
-/// re-protecting pages mid-measurement), else the temp dir.
-fn bench_dir() -> tempfile::TempDir {
-    let base = std::env::var_os("ROCKETSTORE_BENCH_DIR")
-        .map(std::path::PathBuf::from)
-        .or_else(|| Some(std::path::PathBuf::from("/dev/shm")).filter(|p| p.is_dir()))
+/// The media measured: (name, base directory).
+fn media() -> Vec<(&'static str, PathBuf)> {
+    let mut v = Vec::new();
+    let tmpfs = std::env::var_os("ROCKETSTORE_BENCH_DIR")
+        .map(PathBuf::from)
+        .or_else(|| Some(PathBuf::from("/dev/shm")).filter(|p| p.is_dir()));
+    if let Some(p) = tmpfs {
+        v.push(("tmpfs", p));
+    }
+    let disk = std::env::var_os("ROCKETSTORE_DISK_BENCH_DIR")
+        .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
-    tempfile::tempdir_in(base).unwrap()
+    v.push(("disk", disk));
+    v
 }
 
-fn fresh() -> Log {
-    let dir = bench_dir();
+fn fresh(base: &PathBuf, clock: Option<&Arc<CachedClock>>) -> Log {
+    let dir = tempfile::tempdir_in(base).unwrap();
     let cfg = CommitLogConfig {
         dir: dir.path().join("commitlog"),
         file_size: SEGMENT,
@@ -39,6 +58,9 @@ fn fresh() -> Log {
         delay_levels: vec![1000],
     };
     let log = CommitLog::load(cfg, true).unwrap();
+    if let Some(c) = clock {
+        log.use_clock(c.clone());
+    }
     log.put(spec(b"warm-up")).unwrap();
     log.queue().last_file().unwrap().pretouch().unwrap();
     Log { _dir: dir, log }
@@ -59,30 +81,77 @@ fn spec(body: &[u8]) -> MessageSpec<'_> {
     }
 }
 
+/// Times `BATCH` messages per iteration, starting a fresh segment when the
+/// current one could not take the next round.
+fn run(
+    base: &PathBuf,
+    clock: Option<&Arc<CachedClock>>,
+    iters: u64,
+    mut round: impl FnMut(&CommitLog),
+) -> Duration {
+    let mut cur = fresh(base, clock);
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let f = cur.log.queue().last_file().unwrap();
+        if f.wrote_position() + (BATCH as usize + 1) * 256 > SEGMENT {
+            cur = fresh(base, clock);
+        }
+        let t = Instant::now();
+        round(&cur.log);
+        total += t.elapsed();
+    }
+    total
+}
+
 fn bench_append(c: &mut Criterion) {
     let body = [7u8; 100];
+    let bodies: Vec<&[u8]> = (0..BATCH).map(|_| &body[..]).collect();
+    let props_one = b"TAGS\x01t";
+    let props: Vec<u8> = (0..BATCH).flat_map(|_| props_one.iter().copied()).collect();
+    let ends: Vec<usize> = (1..=BATCH as usize).map(|i| i * props_one.len()).collect();
+    let clock = Arc::new(CachedClock::start().unwrap());
     let mut g = c.benchmark_group("commitlog");
     g.throughput(Throughput::Elements(BATCH));
-    g.measurement_time(Duration::from_secs(8));
-    let mut cur = fresh();
-    g.bench_function("append_100B", |b| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let f = cur.log.queue().last_file().unwrap();
-                if f.wrote_position() + (BATCH as usize + 1) * 256 > SEGMENT {
-                    cur = fresh();
-                }
-                let t = Instant::now();
-                for _ in 0..BATCH {
-                    let r = cur.log.put(spec(&body)).unwrap();
-                    std::hint::black_box(r);
-                }
-                total += t.elapsed();
-            }
-            total
-        })
-    });
+    g.measurement_time(Duration::from_secs(6));
+    for (medium, base) in media() {
+        g.bench_function(BenchmarkId::new("append_100B", medium), |b| {
+            b.iter_custom(|iters| {
+                run(&base, None, iters, |log| {
+                    for _ in 0..BATCH {
+                        std::hint::black_box(log.put(spec(&body)).unwrap());
+                    }
+                })
+            })
+        });
+        g.bench_function(BenchmarkId::new("append_100B_cached_clock", medium), |b| {
+            b.iter_custom(|iters| {
+                run(&base, Some(&clock), iters, |log| {
+                    for _ in 0..BATCH {
+                        std::hint::black_box(log.put(spec(&body)).unwrap());
+                    }
+                })
+            })
+        });
+        g.bench_function(BenchmarkId::new("append_batch_100B", medium), |b| {
+            b.iter_custom(|iters| {
+                run(&base, Some(&clock), iters, |log| {
+                    let input = BatchInput {
+                        topic: "bench",
+                        queue_id: 0,
+                        flag: 0,
+                        born_timestamp: 1_700_000_000_000,
+                        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+                        bodies: &bodies,
+                        props: &props,
+                        props_ends: &ends,
+                    };
+                    log.validate_batch(&input).unwrap();
+                    let out = log.append_batch(&input, false, || {}).unwrap();
+                    assert_eq!(out.count, BATCH as usize);
+                })
+            })
+        });
+    }
     g.finish();
 }
 

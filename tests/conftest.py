@@ -36,3 +36,31 @@ def open_store(store_path: str) -> Iterator[Callable[..., MessageStore]]:
     yield _open
     for s in reversed(opened):
         s.shutdown()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession (``local[2]``) for the Spark tests, with the
+    ``rocketstore`` format registered. Workers run this interpreter."""
+    pytest.importorskip("pyspark")
+    import os
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from rocketstore.spark import RocketStoreDataSource
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("rocketstore-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    session.dataSource.register(RocketStoreDataSource)
+    yield session
+    session.stop()

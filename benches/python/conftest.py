@@ -11,22 +11,35 @@ import pytest
 
 from rocketstore import FlushDiskType, MessageStore, StoreConfig
 
+#: The media every throughput benchmark runs on, side by side.
+MEDIA = ("tmpfs", "disk")
 
-def bench_base() -> str | None:
-    """Where stores live: ROCKETSTORE_BENCH_DIR, else /dev/shm, else the temp dir.
 
-    tmpfs keeps kernel writeback from re-protecting mapped pages in the middle
-    of a measurement, so the numbers show the library's own cost.
+def bench_base(medium: str = "tmpfs") -> str | None:
+    """Where stores live.
+
+    ``tmpfs``: ROCKETSTORE_BENCH_DIR, else /dev/shm, else the temp dir (no
+    kernel writeback re-protecting mapped pages mid-measurement: the library's
+    own cost). ``disk``: ROCKETSTORE_DISK_BENCH_DIR, else the temp dir (what a
+    user meets).
     """
+    if medium == "disk":
+        return os.environ.get("ROCKETSTORE_DISK_BENCH_DIR") or tempfile.gettempdir()
     env = os.environ.get("ROCKETSTORE_BENCH_DIR")
     if env:
         return env
     return "/dev/shm" if Path("/dev/shm").is_dir() else None
 
 
+@pytest.fixture(params=MEDIA)
+def medium(request: pytest.FixtureRequest) -> str:
+    """The medium of the store (parametrizes every benchmark that uses it)."""
+    return str(request.param)
+
+
 @pytest.fixture
-def store_dir() -> Iterator[str]:
-    with tempfile.TemporaryDirectory(dir=bench_base()) as d:
+def store_dir(medium: str) -> Iterator[str]:
+    with tempfile.TemporaryDirectory(dir=bench_base(medium)) as d:
         yield d
 
 

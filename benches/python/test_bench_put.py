@@ -46,6 +46,34 @@ def test_put_message(benchmark: Any, async_store: MessageStore) -> None:
     _report(benchmark, N)
 
 
+def test_put_batch_10000(benchmark: Any, async_store: MessageStore) -> None:
+    """``put_batch`` of 10,000 bodies (one list reused, as a producer would
+    hand over its buffered bodies)."""
+    put_batch = async_store.put_batch
+    bodies = [BODY] * N
+
+    def run() -> None:
+        r = put_batch("bench", bodies)
+        assert r.count == N
+
+    benchmark.pedantic(run, rounds=ROUNDS, warmup_rounds=2)
+    _report(benchmark, N)
+
+
+def test_put_batch_with_keys(benchmark: Any, async_store: MessageStore) -> None:
+    """``put_batch`` of 1,000 bodies with one key each (keys built per call)."""
+    put_batch = async_store.put_batch
+    bodies = [BODY] * BATCH
+    rounds = 10
+
+    def run() -> None:
+        for r in range(rounds):
+            put_batch("bench", bodies, keys=[f"k{r}-{i}" for i in range(BATCH)])
+
+    benchmark.pedantic(run, rounds=ROUNDS, warmup_rounds=2)
+    _report(benchmark, rounds * BATCH)
+
+
 def test_put_messages_batch_1000(benchmark: Any, async_store: MessageStore) -> None:
     put_messages = async_store.put_messages
     rounds = 10

@@ -17,13 +17,13 @@ N = 64_000
 BODY = b"x" * 100
 
 
-@pytest.fixture(scope="module")
-def filled_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MessageStore]:
+@pytest.fixture(scope="module", params=["tmpfs", "disk"])
+def filled_store(request: pytest.FixtureRequest) -> Iterator[MessageStore]:
     import tempfile
 
     from conftest import bench_base
 
-    with tempfile.TemporaryDirectory(dir=bench_base()) as d:
+    with tempfile.TemporaryDirectory(dir=bench_base(request.param)) as d:
         cfg = StoreConfig(
             store_path=d,
             mapped_file_size_commit_log=256 << 20,

@@ -23,6 +23,7 @@ from rocketstore.errors import (
     StoreLockedError,
 )
 from rocketstore.message import (
+    BatchPutResult,
     GetMessageResult,
     GetStatus,
     Message,
@@ -33,6 +34,7 @@ from rocketstore.message import (
 from rocketstore.store import MessageStore, RecoveryReport
 
 __all__ = [
+    "BatchPutResult",
     "BrokerRole",
     "ConfigMismatchError",
     "CorruptedError",

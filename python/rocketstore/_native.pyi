@@ -1,6 +1,8 @@
 """Type stubs of the private native module (kept in step with rust/src/python)."""
 
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Sequence
+from os import PathLike
 from typing import Any, final
 
 from rocketstore.config import StoreConfig
@@ -10,6 +12,8 @@ from rocketstore.enums import GetStatus, PutStatus
 _BytesLike = bytes | bytearray | memoryview
 
 __all__ = [
+    "ArrowStream",
+    "BatchPutResult",
     "GetMessageResult",
     "Message",
     "MessageExt",
@@ -103,6 +107,29 @@ class PutResult:
     def reason(self) -> str | None: ...
 
 @final
+class BatchPutResult:
+    @property
+    def status(self) -> PutStatus: ...
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def wrote_offset(self) -> int: ...
+    @property
+    def queue_offset(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def wrote_bytes(self) -> int: ...
+    @property
+    def store_timestamp(self) -> int: ...
+    @property
+    def offsets(self) -> array[int] | None: ...
+    def msg_ids(self) -> list[str]: ...
+    def __len__(self) -> int: ...
+
+@final
 class MessageExt:
     @property
     def topic(self) -> str: ...
@@ -167,6 +194,18 @@ class GetMessageResult:
     def __len__(self) -> int: ...
 
 @final
+class ArrowStream:
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def skipped_corrupt(self) -> int: ...
+    @property
+    def lost(self) -> int: ...
+    @property
+    def filtered(self) -> int: ...
+
+@final
 class NativeStore:
     def __new__(cls, config: StoreConfig, read_only: bool = False) -> NativeStore: ...
     def start_flush(self) -> None: ...
@@ -190,6 +229,17 @@ class NativeStore:
     ) -> PutResult: ...
     def put_message(self, msg: Message) -> PutResult: ...
     def put_messages(self, msgs: Iterable[Message]) -> list[PutResult]: ...
+    def put_batch(
+        self,
+        topic: str,
+        bodies: Iterable[bytes | bytearray | memoryview],
+        queue_id: int = 0,
+        *,
+        keys: Sequence[Sequence[str] | str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        properties: Sequence[dict[str, str] | None] | None = None,
+        return_offsets: bool = False,
+    ) -> BatchPutResult: ...
     def look_message_by_offset(self, offset: int) -> MessageExt | None: ...
     def look_message_by_id(self, msg_id: str) -> MessageExt | None: ...
     @property
@@ -244,6 +294,22 @@ class NativeStore:
         begin_timestamp: int = 0,
         end_timestamp: int | None = None,
     ) -> list[MessageExt]: ...
+    def put_arrow(
+        self, stream: object, properties: list[tuple[str, str]] | None = None
+    ) -> tuple[int, tuple[int, int, str] | None]: ...
+    def read_arrow(
+        self,
+        queue_ranges: list[tuple[str, int, int, int]] | None = None,
+        commitlog_ranges: list[tuple[int, int]] | None = None,
+        *,
+        topics: list[str] | None = None,
+        include_system: bool = False,
+        include_uncommitted: bool = False,
+        min_store_timestamp: int | None = None,
+        batch_size: int = 65536,
+        store_name: str | None = None,
+        threads: int = 1,
+    ) -> ArrowStream: ...
     def queue_ids(self, topic: str) -> list[int]: ...
     def topics(self) -> list[str]: ...
     @property

@@ -1855,10 +1855,14 @@ def _bench_dir(path: Path | None) -> tuple[Path, bool]:
               show_default=True, help="CommitLog segment (file) size in bytes.")
 @click.option("--queries", type=click.IntRange(min=0), default=100, show_default=True,
               help="Key queries timed.")
+@click.option("--peers", is_flag=True,
+              help="Compare put, get and batch with persist-queue, litequeue, diskcache.Deque "
+                   "and raw sqlite3 on the real disk instead (20,000 messages of 100 B unless "
+                   "given; PATH: where the temporary directory goes, default the current one).")
 @_json_flag
 @click.pass_context
 def bench(ctx: click.Context, path: Path | None, count: int, body_size: int, threads: int,
-          flush: str, segment_size: int, queries: int, as_json: bool) -> None:
+          flush: str, segment_size: int, queries: int, peers: bool, as_json: bool) -> None:
     """A quick self-benchmark of this machine in a temporary store (or new, kept PATH).
 
     Writes N messages with put and N more with put_messages batches of 32 to
@@ -1867,6 +1871,11 @@ def bench(ctx: click.Context, path: Path | None, count: int, body_size: int, thr
     percentiles; exits 1 if a put failed or a message did not read back.
     The real benchmarks live in benches/.
     """
+    if peers:
+        from rocketstore import bench_peers
+
+        bench_peers.cli(ctx, path, count, body_size, as_json, _stdout())
+        return
     root, temporary = _bench_dir(path)
     try:
         summary = _run_bench(root, count, body_size, threads, flush, segment_size, queries)

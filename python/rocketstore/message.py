@@ -7,7 +7,15 @@ path, where a Python dataclass costs several times more to build.
 
 from __future__ import annotations
 
-from rocketstore._native import GetMessageResult, Message, MessageExt, PutResult
+from rocketstore._native import BatchPutResult, GetMessageResult, Message, MessageExt, PutResult
 from rocketstore.enums import GetStatus, PutStatus
 
-__all__ = ["GetMessageResult", "GetStatus", "Message", "MessageExt", "PutResult", "PutStatus"]
+__all__ = [
+    "BatchPutResult",
+    "GetMessageResult",
+    "GetStatus",
+    "Message",
+    "MessageExt",
+    "PutResult",
+    "PutStatus",
+]

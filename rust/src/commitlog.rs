@@ -14,20 +14,21 @@ use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, OnceLock};
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use rustc_hash::FxHashMap;
 
+use crate::clock::CachedClock;
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::message::{
-    self, body_crc, compressed_body_problem, encode_blank, encode_v1, find_next_valid_record,
-    find_property, is_readable_topic_bytes, parse_record, parse_valid_record, props, record_len,
-    sys_flag_problem, sysflag, topic_problem, MessageSpec, Parsed, PropertiesBuilder, RecordView,
-    END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN_V2, SCHEDULE_TOPIC,
+    self, body_crc, compressed_body_problem, encode_blank, encode_v1, encode_v1_crc_of_copy,
+    find_next_valid_record, find_property, is_readable_topic_bytes, parse_record,
+    parse_valid_record, props, record_len, sys_flag_problem, sysflag, topic_problem, MessageSpec,
+    Parsed, PropertiesBuilder, RecordView, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN,
+    MAX_TOPIC_LEN_V2, SCHEDULE_TOPIC,
 };
 use crate::ratelog::RateLimited;
 
@@ -106,13 +107,10 @@ pub struct CommitLogConfig {
     pub delay_levels: Vec<i64>,
 }
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch (the system clock).
 #[inline]
 pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    crate::clock::system_now_ms()
 }
 
 /// `topic -> queue id -> next queue offset`.
@@ -177,6 +175,24 @@ struct PutState {
     /// The file being appended to (saves a queue lookup per put). Only puts
     /// add files, expiry never removes the last one, and truncation resets it.
     current: Option<Arc<MappedFile>>,
+    /// Last store timestamp given out: timestamps never decrease along the
+    /// log (by-time lookups binary-search them).
+    last_ts: i64,
+    /// Queues a batch is appending to while it lets other writers in
+    /// between CommitLog files: their other writers wait, so queue offsets
+    /// stay in CommitLog order.
+    busy: Vec<(String, i32)>,
+}
+
+impl PutState {
+    #[inline]
+    fn is_busy(&self, topic: &str, queue_id: i32) -> bool {
+        !self.busy.is_empty()
+            && self
+                .busy
+                .iter()
+                .any(|(t, q)| *q == queue_id && t.as_str() == topic)
+    }
 }
 
 /// Failed CommitLog file creations (rate-limited log).
@@ -198,11 +214,108 @@ pub struct Prepared<'a> {
     pub len: usize,
 }
 
+/// Messages for one topic and queue, appended by [`CommitLog::append_batch`].
+#[derive(Debug, Clone)]
+pub struct BatchInput<'a> {
+    pub topic: &'a str,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub bodies: &'a [&'a [u8]],
+    /// Every message's serialized properties, concatenated: message `i`
+    /// has `props[props_ends[i - 1]..props_ends[i]]`. Empty `props_ends`:
+    /// no message has properties.
+    pub props: &'a [u8],
+    pub props_ends: &'a [usize],
+}
+
+impl BatchInput<'_> {
+    /// Serialized properties of message `i`.
+    #[inline]
+    pub fn props_of(&self, i: usize) -> &[u8] {
+        if self.props_ends.is_empty() {
+            return b"";
+        }
+        let from = if i == 0 { 0 } else { self.props_ends[i - 1] };
+        &self.props[from..self.props_ends[i]]
+    }
+
+    /// Encoded length of message `i`.
+    #[inline]
+    pub fn record_len(&self, i: usize, store_host: &SocketAddr) -> usize {
+        record_len(
+            self.bodies[i].len(),
+            self.topic.len(),
+            self.props_of(i).len(),
+            &self.born_host,
+            store_host,
+        )
+    }
+}
+
+/// Why a batch was refused before anything was written (the message's
+/// index is in the reason).
+pub type BatchRefusal = Refused;
+
+/// What a batch put did: one result for the whole batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchOutcome {
+    pub status: PutStatus,
+    /// CommitLog offset of the first message (-1 when none was written).
+    pub first_offset: i64,
+    /// Queue offset of the first message; the others follow consecutively.
+    pub first_queue_offset: i64,
+    /// Messages written.
+    pub count: usize,
+    /// Record bytes written.
+    pub bytes: u64,
+    /// Store timestamp of the first message.
+    pub store_timestamp: i64,
+    /// CommitLog offset just past the last message written.
+    pub end_offset: i64,
+    /// Why the status is not `PUT_OK`, when the store knows more.
+    pub reason: Option<String>,
+    /// Every message's CommitLog offset, when asked for.
+    pub offsets: Vec<i64>,
+}
+
+/// A batch's hold on its queue: on drop (also on unwinding) the queue is
+/// released and waiting writers are woken.
+struct BatchHold<'a, 'b> {
+    st: MutexGuard<'a, PutState>,
+    cv: &'a Condvar,
+    since: &'a AtomicI64,
+    topic: &'b str,
+    queue_id: i32,
+}
+
+impl Drop for BatchHold<'_, '_> {
+    fn drop(&mut self) {
+        let (topic, queue_id) = (self.topic, self.queue_id);
+        if let Some(i) = self
+            .st
+            .busy
+            .iter()
+            .position(|(t, q)| *q == queue_id && t == topic)
+        {
+            self.st.busy.swap_remove(i);
+        }
+        self.since.store(0, Ordering::Relaxed);
+        self.cv.notify_all();
+    }
+}
+
 /// The CommitLog.
 pub struct CommitLog {
     cfg: CommitLogConfig,
     mfq: Arc<MappedFileQueue>,
     put: Mutex<PutState>,
+    /// Signalled when a batch releases its queue.
+    batch_done: Condvar,
+    /// Where store timestamps come from: the cached clock once a writer
+    /// installs one, else the system clock.
+    clock: OnceLock<Arc<CachedClock>>,
     /// When the put lock was taken (ms), 0 while it is free (RocketMQ's
     /// `beginTimeInLock`).
     lock_since: AtomicI64,
@@ -318,7 +431,11 @@ impl CommitLog {
             put: Mutex::new(PutState {
                 table: QueueOffsetTable::default(),
                 current: None,
+                last_ts: 0,
+                busy: Vec::new(),
             }),
+            batch_done: Condvar::new(),
+            clock: OnceLock::new(),
             lock_since: AtomicI64::new(0),
             busy_timeout_ms: AtomicI64::new(DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS),
             damaged: RwLock::new(Vec::new()),
@@ -328,6 +445,50 @@ impl CommitLog {
 
     pub fn config(&self) -> &CommitLogConfig {
         &self.cfg
+    }
+
+    /// Takes store timestamps from `clock` from now on (once; later calls
+    /// are ignored).
+    pub fn use_clock(&self, clock: Arc<CachedClock>) {
+        let _ = self.clock.set(clock);
+    }
+
+    /// Milliseconds now, from the cached clock when one is installed.
+    #[inline]
+    pub fn clock_ms(&self) -> i64 {
+        match self.clock.get() {
+            Some(c) => c.now_ms(),
+            None => now_ms(),
+        }
+    }
+
+    /// The store timestamp of the next append (under the put lock).
+    #[inline]
+    fn stamp(&self, st: &mut PutState) -> i64 {
+        let ts = self.clock_ms().max(st.last_ts);
+        st.last_ts = ts;
+        ts
+    }
+
+    /// Waits while a batch holds `topic-queue_id`; true if it waited. The
+    /// put lock is free while waiting, so it does not count as held for the
+    /// busy check.
+    #[inline]
+    fn wait_queue_free(
+        &self,
+        st: &mut MutexGuard<'_, PutState>,
+        topic: &str,
+        queue_id: i32,
+    ) -> bool {
+        let mut waited = false;
+        while st.is_busy(topic, queue_id) {
+            let since = self.lock_since.swap(0, Ordering::Relaxed);
+            self.batch_done.wait(st);
+            self.lock_since
+                .store(since.max(now_ms()), Ordering::Relaxed);
+            waited = true;
+        }
+        waited
     }
 
     pub fn queue(&self) -> &MappedFileQueue {
@@ -536,8 +697,8 @@ impl CommitLog {
     /// Takes the put lock, noting when (for [`CommitLog::page_cache_busy`]).
     #[inline]
     fn lock_put(&self) -> LockedPut<'_> {
-        let g = self.put.lock();
-        let ts = now_ms();
+        let mut g = self.put.lock();
+        let ts = self.stamp(&mut g);
         self.lock_since.store(ts, Ordering::Relaxed);
         LockedPut {
             g,
@@ -552,7 +713,11 @@ impl CommitLog {
             return Ok(PutOutcome::rejected(busy));
         }
         let mut st = self.lock_put();
-        let ts = st.ts;
+        let ts = if self.wait_queue_free(&mut st.g, &p.spec.topic, p.spec.queue_id) {
+            self.stamp(&mut st.g)
+        } else {
+            st.ts
+        };
         self.append_locked(&mut st.g, p, ts)
     }
 
@@ -569,12 +734,15 @@ impl CommitLog {
     pub fn try_put_prepared(&self, p: &Prepared<'_>) -> Option<Result<PutOutcome>> {
         let mut st = self.put.try_lock()?;
         let last = st.current.as_ref()?;
-        if last.wrote_position() + p.len + END_FILE_MIN_BLANK_LENGTH > last.file_size() {
+        if last.wrote_position() + p.len + END_FILE_MIN_BLANK_LENGTH > last.file_size()
+            || st.is_busy(&p.spec.topic, p.spec.queue_id)
+        {
             return None;
         }
         // Held only for one copy into a mapped page: not tracked for the
         // busy check, which needs a holder stuck for a second.
-        Some(self.append_locked(&mut st, p, now_ms()))
+        let ts = self.stamp(&mut st);
+        Some(self.append_locked(&mut st, p, ts))
     }
 
     /// Appends messages in order under one lock hold; a message that fails
@@ -592,13 +760,262 @@ impl CommitLog {
             return Ok(out);
         }
         let mut st = self.lock_put();
-        let ts = st.ts;
+        let mut ts = st.ts;
         for s in specs {
             match s.and_then(|s| self.prepare(s)) {
-                Ok(p) => out.push(self.append_locked(&mut st.g, &p, ts)?),
+                Ok(p) => {
+                    if self.wait_queue_free(&mut st.g, &p.spec.topic, p.spec.queue_id) {
+                        // Others wrote while this waited: take a fresh time.
+                        ts = self.stamp(&mut st.g);
+                    }
+                    out.push(self.append_locked(&mut st.g, &p, ts)?)
+                }
                 Err(refused) => out.push(PutOutcome::rejected(refused)),
             }
         }
+        Ok(out)
+    }
+
+    /// Checks every message of a batch; nothing is written. `Err` names
+    /// the first refused message (its index and why) and the status it gets.
+    pub fn validate_batch(&self, b: &BatchInput<'_>) -> std::result::Result<(), BatchRefusal> {
+        let refuse = |index: Option<usize>, status, why: String| BatchRefusal {
+            status,
+            reason: match index {
+                Some(i) => format!("message {i}: {why}"),
+                None => why,
+            },
+        };
+        if let Some(why) = topic_problem(b.topic) {
+            return Err(refuse(None, PutStatus::MessageIllegal, why));
+        }
+        if b.queue_id < 0 {
+            return Err(refuse(
+                None,
+                PutStatus::MessageIllegal,
+                format!("queue_id {} is negative", b.queue_id),
+            ));
+        }
+        let n = b.bodies.len();
+        if !b.props_ends.is_empty() && b.props_ends.len() != n {
+            return Err(refuse(
+                None,
+                PutStatus::MessageIllegal,
+                format!("{} property sets for {n} bodies", b.props_ends.len()),
+            ));
+        }
+        for i in 0..n {
+            let body = b.bodies[i].len();
+            if body > self.cfg.max_message_size {
+                return Err(refuse(
+                    Some(i),
+                    PutStatus::MessageIllegal,
+                    format!(
+                        "body of {body} bytes exceeds max_message_size {}",
+                        self.cfg.max_message_size
+                    ),
+                ));
+            }
+            let p = b.props_of(i);
+            if !p.is_empty() {
+                if p.len() > MAX_PROPERTIES_LEN {
+                    let chars = String::from_utf8_lossy(p).encode_utf16().count();
+                    let status = if chars > MAX_PROPERTIES_LEN {
+                        PutStatus::MessageIllegal
+                    } else {
+                        PutStatus::PropertiesSizeExceeded
+                    };
+                    return Err(refuse(
+                        Some(i),
+                        status,
+                        format!(
+                            "properties of {} bytes exceed {MAX_PROPERTIES_LEN}",
+                            p.len()
+                        ),
+                    ));
+                }
+                // Like RocketMQ's batches: no delayed messages (they would
+                // leave the queue for SCHEDULE_TOPIC_XXXX).
+                if let Some(level) = find_property(p, props::DELAY) {
+                    let delayed = std::str::from_utf8(level)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<i64>().ok())
+                        .map_or(true, |l| l > 0);
+                    if delayed {
+                        return Err(refuse(
+                            Some(i),
+                            PutStatus::MessageIllegal,
+                            "delayed messages cannot be put in a batch".into(),
+                        ));
+                    }
+                }
+            }
+            let len = b.record_len(i, &self.cfg.store_host);
+            if len > self.cfg.max_message_size + 64 * 1024
+                || len + END_FILE_MIN_BLANK_LENGTH > self.cfg.file_size
+            {
+                return Err(refuse(
+                    Some(i),
+                    PutStatus::MessageIllegal,
+                    format!(
+                        "a record of {len} bytes does not fit a CommitLog file of {} bytes",
+                        self.cfg.file_size
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends a validated batch (see [`CommitLog::validate_batch`]) to one
+    /// queue: consecutive queue offsets, CommitLog order. The put lock is
+    /// held for one CommitLog file's worth at a time; between files other
+    /// writers get in (writers to this queue wait for the batch to finish).
+    /// `on_file` runs after each file's worth is published.
+    ///
+    /// A failure to create a CommitLog file mid-batch stops it: the
+    /// outcome then carries that status and counts the messages written.
+    pub fn append_batch(
+        &self,
+        b: &BatchInput<'_>,
+        want_offsets: bool,
+        mut on_file: impl FnMut(),
+    ) -> Result<BatchOutcome> {
+        let n = b.bodies.len();
+        let mut out = BatchOutcome {
+            status: PutStatus::PutOk,
+            first_offset: -1,
+            first_queue_offset: -1,
+            count: 0,
+            bytes: 0,
+            store_timestamp: 0,
+            end_offset: -1,
+            reason: None,
+            offsets: if want_offsets {
+                Vec::with_capacity(n)
+            } else {
+                Vec::new()
+            },
+        };
+        if n == 0 {
+            return Ok(out);
+        }
+        if let Some(busy) = self.page_cache_busy() {
+            out.status = busy.status;
+            out.reason = Some(busy.reason);
+            return Ok(out);
+        }
+        let mut st = self.put.lock();
+        self.wait_queue_free(&mut st, b.topic, b.queue_id);
+        st.busy.push((b.topic.to_owned(), b.queue_id));
+        let mut hold = BatchHold {
+            st,
+            cv: &self.batch_done,
+            since: &self.lock_since,
+            topic: b.topic,
+            queue_id: b.queue_id,
+        };
+        let mut sys_flag = sysflag::TRANSACTION_NOT;
+        if b.born_host.is_ipv6() {
+            sys_flag |= sysflag::BORNHOST_V6;
+        }
+        if self.cfg.store_host.is_ipv6() {
+            sys_flag |= sysflag::STOREHOST_V6;
+        }
+        let store_host = self.cfg.store_host;
+        let mut i = 0usize;
+        let mut qo = *hold.st.table.slot(b.topic, b.queue_id);
+        out.first_queue_offset = qo;
+        while i < n {
+            if i > 0 {
+                // A file's worth is done: let waiting writers in.
+                self.lock_since.store(0, Ordering::Relaxed);
+                MutexGuard::bump(&mut hold.st);
+            }
+            let ts = self.stamp(&mut hold.st);
+            // The busy check sees how long this file's worth holds the lock.
+            self.lock_since.store(ts, Ordering::Relaxed);
+            if i == 0 {
+                out.store_timestamp = ts;
+            }
+            let file = match &hold.st.current {
+                Some(f) if !f.is_full() => f.clone(),
+                _ => match self.mfq.last_file_or_create(0) {
+                    Ok(f) => {
+                        hold.st.current = Some(f.clone());
+                        f
+                    }
+                    Err(e) => {
+                        log::error!("cannot create CommitLog file: {e}");
+                        out.status = PutStatus::CreateMappedFileFailed;
+                        break;
+                    }
+                },
+            };
+            let from = file.file_from_offset() as i64;
+            let start = i;
+            let offsets = &mut out.offsets;
+            let mut bytes = 0u64;
+            let mut end = -1i64;
+            let first_phy = file.append(|tail, at| {
+                let mut pos = 0usize;
+                let mut first = None;
+                while i < n {
+                    let len = b.record_len(i, &store_host);
+                    if pos + len + END_FILE_MIN_BLANK_LENGTH > tail.len() {
+                        // END_OF_FILE: the blank fills the file; go on in the next.
+                        let rest = tail.len() - pos;
+                        encode_blank(&mut tail[pos..], rest);
+                        return (tail.len(), first);
+                    }
+                    let phy = from + (at + pos) as i64;
+                    first.get_or_insert(phy);
+                    let spec = MessageSpec {
+                        topic: Cow::Borrowed(b.topic),
+                        queue_id: b.queue_id,
+                        flag: b.flag,
+                        sys_flag,
+                        born_timestamp: b.born_timestamp,
+                        born_host: b.born_host,
+                        reconsume_times: 0,
+                        prepared_transaction_offset: 0,
+                        body: Cow::Borrowed(b.bodies[i]),
+                        properties: Cow::Borrowed(b.props_of(i)),
+                    };
+                    let w = encode_v1_crc_of_copy(
+                        &mut tail[pos..],
+                        &spec,
+                        sys_flag,
+                        &store_host,
+                        qo,
+                        phy,
+                        ts,
+                    );
+                    debug_assert_eq!(w, len);
+                    if want_offsets {
+                        offsets.push(phy);
+                    }
+                    pos += len;
+                    bytes += len as u64;
+                    end = phy + len as i64;
+                    qo += 1;
+                    i += 1;
+                }
+                (pos, first)
+            })?;
+            if i > start {
+                file.set_store_timestamp(ts);
+                *hold.st.table.slot(b.topic, b.queue_id) = qo;
+                if out.first_offset < 0 {
+                    out.first_offset = first_phy.unwrap_or(-1);
+                }
+                out.count += i - start;
+                out.bytes += bytes;
+                out.end_offset = end;
+                on_file();
+            }
+        }
+        drop(hold);
         Ok(out)
     }
 
@@ -984,7 +1401,7 @@ impl CommitLog {
     /// Bytes of `f` from `pos` that a reader may parse: below the write
     /// position for the writer; for a read-only store (another process
     /// writes) the whole mapped file, whose records are validated as parsed.
-    fn readable<'f>(&self, f: &'f MappedFile, pos: usize) -> Option<&'f [u8]> {
+    pub fn readable<'f>(&self, f: &'f MappedFile, pos: usize) -> Option<&'f [u8]> {
         if self.mfq.is_writable() {
             f.readable_from(pos)
         } else {

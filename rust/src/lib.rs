@@ -9,6 +9,9 @@
 
 pub mod allocate;
 pub mod checkpoint;
+pub mod clock;
+#[cfg(feature = "arrow")]
+pub mod columnar;
 pub mod commitlog;
 pub mod consume_queue;
 pub mod cq_table;

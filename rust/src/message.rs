@@ -298,6 +298,56 @@ pub fn encode_v1(
     phy_offset: i64,
     store_timestamp: i64,
 ) -> usize {
+    encode_v1_with(
+        dst,
+        m,
+        sys_flag,
+        Some(crc),
+        store_host,
+        queue_offset,
+        phy_offset,
+        store_timestamp,
+    )
+}
+
+/// [`encode_v1`] with the body CRC computed over the bytes as copied into
+/// `dst`, so the record is self-consistent even if the source buffer was
+/// changed by another thread while it was read (a `bytearray` body).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub fn encode_v1_crc_of_copy(
+    dst: &mut [u8],
+    m: &MessageSpec<'_>,
+    sys_flag: i32,
+    store_host: &SocketAddr,
+    queue_offset: i64,
+    phy_offset: i64,
+    store_timestamp: i64,
+) -> usize {
+    encode_v1_with(
+        dst,
+        m,
+        sys_flag,
+        None,
+        store_host,
+        queue_offset,
+        phy_offset,
+        store_timestamp,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn encode_v1_with(
+    dst: &mut [u8],
+    m: &MessageSpec<'_>,
+    sys_flag: i32,
+    crc: Option<i32>,
+    store_host: &SocketAddr,
+    queue_offset: i64,
+    phy_offset: i64,
+    store_timestamp: i64,
+) -> usize {
     let body = &m.body[..];
     let topic = m.topic.as_bytes();
     let props = &m.properties[..];
@@ -312,7 +362,9 @@ pub fn encode_v1(
     // TOTALSIZE is written last (below), after a release fence, so a reader
     // in another process that sees a non-zero size sees the whole record.
     d[4..8].copy_from_slice(&MAGIC_V1.to_be_bytes());
-    d[8..12].copy_from_slice(&crc.to_be_bytes());
+    if let Some(crc) = crc {
+        d[8..12].copy_from_slice(&crc.to_be_bytes());
+    }
     d[12..16].copy_from_slice(&m.queue_id.to_be_bytes());
     d[16..20].copy_from_slice(&m.flag.to_be_bytes());
     d[20..28].copy_from_slice(&queue_offset.to_be_bytes());
@@ -330,6 +382,10 @@ pub fn encode_v1(
     d[p..p + 4].copy_from_slice(&(body.len() as i32).to_be_bytes());
     p += 4;
     d[p..p + body.len()].copy_from_slice(body);
+    if crc.is_none() {
+        let c = body_crc(&d[p..p + body.len()]);
+        d[8..12].copy_from_slice(&c.to_be_bytes());
+    }
     p += body.len();
     d[p] = topic.len() as u8;
     p += 1;
@@ -725,6 +781,9 @@ pub enum PropertyError {
 #[derive(Debug, Default, Clone)]
 pub struct PropertiesBuilder {
     buf: Vec<u8>,
+    /// Where the current message's properties start (several messages'
+    /// properties can be built back to back in one buffer).
+    start: usize,
 }
 
 impl PropertiesBuilder {
@@ -735,7 +794,58 @@ impl PropertiesBuilder {
     pub fn with_capacity(n: usize) -> Self {
         Self {
             buf: Vec::with_capacity(n),
+            start: 0,
         }
+    }
+
+    /// Starts the next message's properties after what was built so far.
+    pub fn next_message(&mut self) {
+        self.start = self.buf.len();
+    }
+
+    /// Bytes built so far (every message's).
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Drops the current message's properties.
+    pub fn discard_message(&mut self) {
+        self.buf.truncate(self.start);
+    }
+
+    /// Appends one key to the current message's `KEYS` property (`started`
+    /// tracks whether the property was begun). Empty keys are skipped; a key
+    /// with a space or a separator byte is illegal.
+    pub fn push_key(&mut self, k: &str, started: &mut bool) -> Result<(), PropertyError> {
+        if k.is_empty() {
+            return Ok(());
+        }
+        if k.contains(' ') {
+            return Err(PropertyError::Illegal(format!(
+                "key {k:?} contains a space; keys are stored space-separated, so a key \
+                 cannot hold one"
+            )));
+        }
+        if k.bytes()
+            .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+        {
+            return Err(PropertyError::Illegal(format!(
+                "key {k:?} contains a control character 0x01 or 0x02, which separates \
+                 properties in a record"
+            )));
+        }
+        if *started {
+            self.buf.push(b' ');
+        } else {
+            if self.buf.len() > self.start {
+                self.buf.push(PROPERTY_SEPARATOR);
+            }
+            self.buf.extend_from_slice(props::KEYS.as_bytes());
+            self.buf.push(NAME_VALUE_SEPARATOR);
+            *started = true;
+        }
+        self.buf.extend_from_slice(k.as_bytes());
+        Ok(())
     }
 
     /// Appends `name=value`; both must be non-empty and free of 0x01/0x02
@@ -744,7 +854,7 @@ impl PropertiesBuilder {
         if let Some(why) = property_problem(name, value) {
             return Err(PropertyError::Illegal(why));
         }
-        if !self.buf.is_empty() {
+        if self.buf.len() > self.start {
             self.buf.push(PROPERTY_SEPARATOR);
         }
         self.buf.extend_from_slice(name.as_bytes());
@@ -758,7 +868,7 @@ impl PropertiesBuilder {
         if raw.is_empty() {
             return;
         }
-        if !self.buf.is_empty() {
+        if self.buf.len() > self.start {
             self.buf.push(PROPERTY_SEPARATOR);
         }
         self.buf.extend_from_slice(raw);
@@ -766,7 +876,7 @@ impl PropertiesBuilder {
 
     /// Appends a pair taken from an already-parsed properties string.
     pub fn push_pair_raw(&mut self, name: &[u8], value: &[u8]) {
-        if !self.buf.is_empty() {
+        if self.buf.len() > self.start {
             self.buf.push(PROPERTY_SEPARATOR);
         }
         self.buf.extend_from_slice(name);

@@ -16,9 +16,10 @@ use rustc_hash::FxHashSet;
 
 use crate::allocate::{Prefaulter, TransientStorePool, DEFAULT_WINDOW};
 use crate::checkpoint::{Checkpoint, DurableMark};
+use crate::clock::CachedClock;
 use crate::commitlog::{
-    CommitLog, CommitLogConfig, Damage, DamagePolicy, DurableBound, Prepared, PutOutcome,
-    PutStatus, RecordRead, Refused, ScanReport,
+    BatchInput, BatchOutcome, BatchRefusal, CommitLog, CommitLogConfig, Damage, DamagePolicy,
+    DurableBound, Prepared, PutOutcome, PutStatus, RecordRead, Refused, ScanReport,
 };
 use crate::consume_queue::{ConsumeQueue, CqHole, CqUnit};
 use crate::cq_table::ConsumeQueueTable;
@@ -281,6 +282,12 @@ impl Store {
         };
         let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
         commitlog.set_busy_timeout_ms(opts.os_page_cache_busy_timeout_ms);
+        if writable {
+            // Store timestamps from a cached clock: no clock read per put.
+            commitlog.use_clock(Arc::new(
+                CachedClock::start().map_err(|e| StoreError::io("start the clock thread", e))?,
+            ));
+        }
         if writable && opts.transient_store_pool_enable && !opts.flush.sync_flush {
             commitlog
                 .queue()
@@ -1038,6 +1045,41 @@ impl Store {
         Ok(out)
     }
 
+    /// Appends a batch of messages to one queue: every message is checked
+    /// first and one refused message refuses the batch (nothing written);
+    /// then one append per CommitLog file's worth and, under SYNC_FLUSH,
+    /// one flush wait for the whole batch.
+    pub fn put_bodies(
+        &self,
+        b: &BatchInput<'_>,
+        want_offsets: bool,
+    ) -> Result<std::result::Result<BatchOutcome, BatchRefusal>> {
+        if let Some(r) = self.check_writable()? {
+            return Ok(Err(r));
+        }
+        if let Err(r) = self.commitlog.validate_batch(b) {
+            return Ok(Err(r));
+        }
+        let dispatcher = &self.dispatcher;
+        let mut out = self
+            .commitlog
+            .append_batch(b, want_offsets, || dispatcher.wakeup())?;
+        let wait = self.opts.flush.sync_flush
+            && out.status == PutStatus::PutOk
+            && out.count > 0
+            && (0..b.bodies.len()).any(|i| wants_wait_props(b.props_of(i)));
+        if wait {
+            out.status = self.flusher.wait_flushed(out.end_offset as u64);
+            out.reason = self.flush_wait_reason(out.status);
+        }
+        if out.status == PutStatus::PutOk && out.count > 0 {
+            // Reads in this process wait until the whole batch is visible.
+            self.acked_end
+                .fetch_max(out.end_offset as u64, Ordering::AcqRel);
+        }
+        Ok(Ok(out))
+    }
+
     /// Marks the store unwriteable after a failed write or flush.
     pub fn poison(&self, why: String) {
         log::error!("store poisoned: {why}");
@@ -1648,7 +1690,11 @@ fn carries_key(v: &RecordView, raw: &[u8], topic: &str, key: &str) -> bool {
 /// A message waits for the disk when its `WAIT` property is absent or
 /// "true" (Java's `Boolean.parseBoolean`: any other value means false).
 fn wants_wait(spec: &MessageSpec<'_>) -> bool {
-    match find_property(&spec.properties, props::WAIT) {
+    wants_wait_props(&spec.properties)
+}
+
+fn wants_wait_props(properties: &[u8]) -> bool {
+    match find_property(properties, props::WAIT) {
         None => true,
         Some(v) => v.eq_ignore_ascii_case(b"true"),
     }

@@ -2,6 +2,7 @@
 //! Python package, which wraps these classes.
 
 pub mod args;
+pub mod arrow;
 pub mod config;
 pub mod errors;
 pub mod gil;
@@ -90,8 +91,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyStore>()?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
+    m.add_class::<types::PyBatchPutResult>()?;
     m.add_class::<types::PyMessageExt>()?;
     m.add_class::<store::PyGetResult>()?;
+    m.add_class::<arrow::PyArrowStream>()?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;

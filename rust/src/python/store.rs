@@ -4,14 +4,18 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use std::time::{Duration, Instant};
 
-use crate::commitlog::{now_ms, PutOutcome, Refused};
+use crate::commitlog::{BatchInput, PutOutcome, PutStatus, Refused};
 use crate::consume_queue::ConsumeQueue;
-use crate::message::{decode_msg_id, is_valid_topic, topic_problem, MessageSpec};
+use crate::message::{
+    decode_msg_id, is_valid_topic, topic_problem, MessageSpec, PropertiesBuilder,
+};
 use crate::reader::GetStatus;
 use crate::store::Store;
 
@@ -22,8 +26,8 @@ use super::args::{
 use super::config::options_from_config;
 use super::gil::{guarded, nogil};
 use super::types::{
-    build_properties, check_queue_id, get_status_obj, parse_host, queue_id_arg, PyMessage,
-    PyMessageExt, PyPutResult, DEFAULT_BORN_HOST,
+    build_properties, build_properties_into, check_queue_id, get_status_obj, parse_host,
+    queue_id_arg, PyBatchPutResult, PyMessage, PyMessageExt, PyPutResult, DEFAULT_BORN_HOST,
 };
 
 /// The engine store (private; use `rocketstore.MessageStore`).
@@ -33,6 +37,12 @@ pub struct PyStore {
 }
 
 impl PyStore {
+    /// Milliseconds now for born timestamps: the store's cached clock.
+    #[inline]
+    fn now_ms(&self) -> i64 {
+        self.store.commitlog().clock_ms()
+    }
+
     fn result(&self, outcome: PutOutcome) -> PyPutResult {
         PyPutResult {
             outcome,
@@ -72,6 +82,29 @@ impl PyStore {
         };
         Ok(self.result(out))
     }
+}
+
+/// The items of a per-message argument of `put_batch`, which must have one
+/// item per body.
+fn per_message<'py>(
+    what: &str,
+    seq: &Option<Bound<'py, PyAny>>,
+    n: usize,
+) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
+    let Some(seq) = seq else { return Ok(None) };
+    let v: Vec<Bound<'py, PyAny>> = seq
+        .try_iter()
+        .map_err(|_| {
+            PyTypeError::new_err(format!("{what} must be a sequence with one item per body"))
+        })?
+        .collect::<PyResult<_>>()?;
+    if v.len() != n {
+        return Err(PyValueError::new_err(format!(
+            "{what} has {} items for {n} bodies",
+            v.len()
+        )));
+    }
+    Ok(Some(v))
 }
 
 /// A `tags` argument of a read: None, or an iterable of str.
@@ -170,6 +203,9 @@ impl PyStore {
         }
     }
 }
+
+/// A row an Arrow append refused: `(row index, PutStatus value, reason)`.
+type RefusedRow = (u64, u8, String);
 
 /// The result of `get_message`.
 #[pyclass(frozen, module = "rocketstore._native", name = "GetMessageResult")]
@@ -334,7 +370,7 @@ impl PyStore {
                 queue_id,
                 flag,
                 sys_flag,
-                born_timestamp: born_timestamp.unwrap_or_else(now_ms),
+                born_timestamp: born_timestamp.unwrap_or_else(|| self.now_ms()),
                 born_host,
                 reconsume_times: 0,
                 prepared_transaction_offset: 0,
@@ -352,7 +388,7 @@ impl PyStore {
                 .downcast::<PyMessage>()
                 .map_err(|_| type_error("msg", "rocketstore.Message", msg))?;
             let m = m.get();
-            match m.spec(py, now_ms()) {
+            match m.spec(py, self.now_ms()) {
                 Ok(spec) => self.put_spec(py, spec),
                 Err(refused) => self.refuse_illegal(refused),
             }
@@ -377,7 +413,7 @@ impl PyStore {
                 })?;
                 held.push(m);
             }
-            let now = now_ms();
+            let now = self.now_ms();
             // Borrowed views only (no per-batch copies): topic and body are
             // immutable Python objects kept alive by `held`.
             let parts: Vec<Parts<'_>> = held
@@ -399,6 +435,208 @@ impl PyStore {
                 list.append(Bound::new(py, self.result(o))?)?;
             }
             Ok(list)
+        })
+    }
+
+    /// Puts many bodies to one topic and queue: all or nothing, one result.
+    #[pyo3(signature = (topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_batch(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        bodies: &Bound<'_, PyAny>,
+        queue_id: i64,
+        keys: Option<Bound<'_, PyAny>>,
+        tags: Option<Bound<'_, PyAny>>,
+        properties: Option<Bound<'_, PyAny>>,
+        return_offsets: bool,
+    ) -> PyResult<PyBatchPutResult> {
+        guarded(|| {
+            let queue_id = check_queue_id(queue_id)?;
+            if bodies.is_instance_of::<PyBytes>() || bodies.is_instance_of::<PyString>() {
+                return Err(PyTypeError::new_err(
+                    "put_batch takes a sequence of bodies, not one body",
+                ));
+            }
+            let items: Vec<Bound<'_, PyAny>> = bodies
+                .try_iter()
+                .map_err(|_| {
+                    PyTypeError::new_err("bodies must be a sequence of bytes-like objects")
+                })?
+                .collect::<PyResult<_>>()?;
+            let n = items.len();
+            // Bodies are borrowed, not copied: bytes directly, other
+            // bytes-like objects through the buffer protocol (the buffers
+            // stay exported, so they cannot be resized, until the put ends).
+            let mut buffers: Vec<PyBuffer<u8>> = Vec::new();
+            let mut bytes_at: Vec<Option<usize>> = Vec::with_capacity(n);
+            for (i, item) in items.iter().enumerate() {
+                if item.is_instance_of::<PyBytes>() {
+                    bytes_at.push(None);
+                    continue;
+                }
+                let buf = PyBuffer::<u8>::get(item).map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "body {i} must be bytes-like (bytes, bytearray, memoryview of bytes), not {}",
+                        item.get_type().name().map(|s| s.to_string()).unwrap_or_default()
+                    ))
+                })?;
+                if !buf.is_c_contiguous() {
+                    return Err(PyValueError::new_err(format!(
+                        "body {i} is not a contiguous buffer"
+                    )));
+                }
+                bytes_at.push(Some(buffers.len()));
+                buffers.push(buf);
+            }
+            let slices: Vec<&[u8]> = items
+                .iter()
+                .zip(&bytes_at)
+                .map(|(item, at)| match at {
+                    None => item
+                        .downcast::<PyBytes>()
+                        .map(|b| b.as_bytes())
+                        .unwrap_or_default(),
+                    Some(k) => {
+                        let b = &buffers[*k];
+                        // SAFETY: the buffer is exported (kept alive and
+                        // unresizable) until `buffers` drops after the put;
+                        // the record's CRC is computed over the copied bytes,
+                        // so a concurrent change of a mutable buffer cannot
+                        // make the record inconsistent.
+                        unsafe {
+                            std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes())
+                        }
+                    }
+                })
+                .collect();
+            let keys = per_message("keys", &keys, n)?;
+            let tags = per_message("tags", &tags, n)?;
+            let properties = per_message("properties", &properties, n)?;
+            let mut pb = PropertiesBuilder::new();
+            let mut ends: Vec<usize> = Vec::new();
+            let mut illegal: Option<String> = None;
+            if keys.is_some() || tags.is_some() || properties.is_some() {
+                ends.reserve_exact(n);
+                for i in 0..n {
+                    let k = keys.as_ref().map(|v| &v[i]).filter(|o| !o.is_none());
+                    let t = match tags.as_ref().map(|v| &v[i]).filter(|o| !o.is_none()) {
+                        Some(t) => Some(
+                            t.downcast::<PyString>()
+                                .map_err(|_| {
+                                    PyTypeError::new_err(format!("tags[{i}] must be a str or None"))
+                                })?
+                                .to_cow()?,
+                        ),
+                        None => None,
+                    };
+                    let p = match properties.as_ref().map(|v| &v[i]).filter(|o| !o.is_none()) {
+                        Some(p) => Some(
+                            p.downcast::<PyDict>()
+                                .map_err(|_| {
+                                    PyTypeError::new_err(format!(
+                                        "properties[{i}] must be a dict or None"
+                                    ))
+                                })?
+                                .clone(),
+                        ),
+                        None => None,
+                    };
+                    if let Err(m) = build_properties_into(&mut pb, t.as_deref(), k, p.as_ref(), 0)?
+                    {
+                        illegal.get_or_insert_with(|| format!("message {i}: {m}"));
+                    }
+                    ends.push(pb.len());
+                }
+            }
+            let born_timestamp = self.now_ms();
+            let result = |o: Result<
+                crate::commitlog::BatchOutcome,
+                crate::commitlog::BatchRefusal,
+            >|
+             -> PyResult<PyBatchPutResult> {
+                let store_host = self.store.options().store_host;
+                Ok(match o {
+                    Ok(o) => {
+                        let offsets = if return_offsets {
+                            let raw: Vec<u8> =
+                                o.offsets.iter().flat_map(|x| x.to_ne_bytes()).collect();
+                            let array = py.import("array")?.getattr("array")?;
+                            Some(array.call1(("q", PyBytes::new(py, &raw)))?.unbind())
+                        } else {
+                            None
+                        };
+                        PyBatchPutResult {
+                            status: o.status,
+                            reason: (o.status != PutStatus::PutOk).then(|| {
+                                let why = o
+                                    .reason
+                                    .clone()
+                                    .unwrap_or_else(|| format!("{:?}", o.status));
+                                format!("{why} ({} of {n} messages were written)", o.count)
+                            }),
+                            wrote_offset: o.first_offset,
+                            queue_offset: if o.count > 0 {
+                                o.first_queue_offset
+                            } else {
+                                -1
+                            },
+                            count: o.count,
+                            wrote_bytes: o.bytes,
+                            store_timestamp: o.store_timestamp,
+                            offsets,
+                            store_host,
+                        }
+                    }
+                    Err(r) => PyBatchPutResult {
+                        status: r.status,
+                        reason: Some(r.reason),
+                        wrote_offset: -1,
+                        queue_offset: -1,
+                        count: 0,
+                        wrote_bytes: 0,
+                        store_timestamp: 0,
+                        offsets: None,
+                        store_host,
+                    },
+                })
+            };
+            if let Some(m) = illegal {
+                // State errors (closed, read-only) take precedence.
+                self.store
+                    .prepare(MessageSpec {
+                        topic: Cow::Borrowed("x"),
+                        queue_id: 0,
+                        flag: 0,
+                        sys_flag: 0,
+                        born_timestamp: 0,
+                        born_host: DEFAULT_BORN_HOST,
+                        reconsume_times: 0,
+                        prepared_transaction_offset: 0,
+                        body: Cow::Borrowed(b""),
+                        properties: Cow::Borrowed(b""),
+                    })?
+                    .ok();
+                return result(Err(crate::commitlog::BatchRefusal {
+                    status: PutStatus::MessageIllegal,
+                    reason: m,
+                }));
+            }
+            let props = pb.finish();
+            let input = BatchInput {
+                topic,
+                queue_id,
+                flag: 0,
+                born_timestamp,
+                born_host: DEFAULT_BORN_HOST,
+                bodies: &slices,
+                props: &props,
+                props_ends: &ends,
+            };
+            let store = &self.store;
+            let r = nogil(py, || store.put_bodies(&input, return_offsets))?;
+            result(r)
         })
     }
 
@@ -924,6 +1162,143 @@ impl PyStore {
                 list.append(Bound::new(py, PyMessageExt { raw, view })?)?;
             }
             Ok(list)
+        })
+    }
+
+    /// Appends every row of an Arrow stream (columns `topic, body` and
+    /// optional `queue_id, tags, keys, properties`) in order, batch by batch
+    /// with batch puts; `properties` are added to every message. Stops after
+    /// the first batch with a refused row. Returns `(appended, refused)`
+    /// where `refused` is `None` or `(row index, PutStatus value, reason)`; rows after a
+    /// refused one in the same batch may be appended too (they are counted).
+    #[pyo3(signature = (stream, properties=None))]
+    fn put_arrow(
+        &self,
+        py: Python<'_>,
+        stream: &Bound<'_, PyAny>,
+        properties: Option<Vec<(String, String)>>,
+    ) -> PyResult<(u64, Option<RefusedRow>)> {
+        guarded(|| {
+            self.store.check_open()?;
+            if self.store.is_read_only() {
+                return Err(crate::error::StoreError::ReadOnly.into());
+            }
+            let extra = properties.unwrap_or_default();
+            let reader = super::arrow::import_stream(stream)?;
+            let mut appended = 0u64;
+            let mut row = 0u64;
+            for batch in reader {
+                let batch = batch.map_err(|e| {
+                    pyo3::exceptions::PyValueError::new_err(format!("arrow stream: {e}"))
+                })?;
+                let mut specs = super::arrow::specs_of_batch(&batch, self.now_ms(), &extra)?;
+                // A row refused before writing (bad topic, properties, null)
+                // ends the append: only the rows before it are put.
+                let mut refused = specs.iter().position(|s| s.is_err()).map(|i| {
+                    let (status, why) = match &specs[i] {
+                        Err(r) => (r.status as u8, r.reason.clone()),
+                        Ok(_) => (0, String::new()),
+                    };
+                    (row + i as u64, status, why)
+                });
+                if let Some((r, _, _)) = refused {
+                    specs.truncate((r - row) as usize);
+                }
+                let store = &self.store;
+                let outs = nogil(py, || store.put_batch(specs))?;
+                for (i, o) in outs.iter().enumerate() {
+                    if o.status == crate::commitlog::PutStatus::PutOk {
+                        appended += 1;
+                    } else if refused.as_ref().map_or(true, |r| row + (i as u64) < r.0) {
+                        let why = o.reason.clone().unwrap_or_default();
+                        refused = Some((row + i as u64, o.status as u8, why));
+                    }
+                }
+                if refused.is_some() {
+                    return Ok((appended, refused));
+                }
+                row += outs.len() as u64;
+            }
+            Ok((appended, None))
+        })
+    }
+
+    /// Decodes ranges into an Arrow stream: `queue_ranges` as
+    /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
+    /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
+    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, batch_size=65_536, store_name=None, threads=1))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_arrow(
+        &self,
+        queue_ranges: Option<Vec<(String, i64, i64, i64)>>,
+        commitlog_ranges: Option<Vec<(i64, i64)>>,
+        topics: Option<Vec<String>>,
+        include_system: bool,
+        include_uncommitted: bool,
+        min_store_timestamp: Option<i64>,
+        batch_size: i64,
+        store_name: Option<String>,
+        threads: usize,
+    ) -> PyResult<super::arrow::PyArrowStream> {
+        use crate::columnar::{
+            split_at_segments, ParallelReader, Range, RangeReader, ReadStats, RowFilter,
+        };
+        guarded(|| {
+            self.store.check_open()?;
+            if batch_size <= 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "batch_size must be > 0, got {batch_size}"
+                )));
+            }
+            let mut ranges = Vec::new();
+            for (topic, qid, from, to) in queue_ranges.unwrap_or_default() {
+                let queue_id = self.check_read_args(&topic, qid)?;
+                ranges.push(Range::Queue {
+                    topic,
+                    queue_id,
+                    from: from.max(0),
+                    to,
+                });
+            }
+            for (from, to) in commitlog_ranges.unwrap_or_default() {
+                ranges.push(Range::CommitLog {
+                    from: from.max(0) as u64,
+                    to: to.max(0) as u64,
+                });
+            }
+            let filter = RowFilter {
+                topics: topics.map(|t| t.into_iter().map(String::into_bytes).collect()),
+                include_system,
+                include_uncommitted,
+                min_store_timestamp,
+            };
+            let stats = Arc::new(ReadStats::default());
+            if threads > 1 {
+                // Pieces decode independently: CommitLog ranges are cut at
+                // segment boundaries; queue ranges are pieces already.
+                let seg = self.store.commitlog().file_size() as u64;
+                let ranges = split_at_segments(ranges, seg);
+                let reader = ParallelReader::start(
+                    self.store.clone(),
+                    ranges,
+                    filter,
+                    batch_size as usize,
+                    store_name,
+                    threads,
+                    stats.clone(),
+                )
+                .map_err(|e| crate::error::StoreError::io("start decode threads", e))?;
+                return Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats));
+            }
+            let reader = RangeReader::new(
+                self.store.clone(),
+                ranges,
+                filter,
+                batch_size as usize,
+                store_name,
+            )
+            .with_stats(stats.clone());
+            Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats))
         })
     }
 

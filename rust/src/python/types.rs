@@ -84,6 +84,20 @@ pub fn build_properties(
     delay_level: i32,
 ) -> PyResult<std::result::Result<Vec<u8>, String>> {
     let mut b = PropertiesBuilder::with_capacity(32);
+    Ok(build_properties_into(&mut b, tags, keys, properties, delay_level)?.map(|()| b.finish()))
+}
+
+/// [`build_properties`] appending to `b` (after what it holds, as the
+/// properties of a new message), so a batch builds all its messages'
+/// properties in one buffer.
+pub fn build_properties_into(
+    b: &mut PropertiesBuilder,
+    tags: Option<&str>,
+    keys: Option<&Bound<'_, PyAny>>,
+    properties: Option<&Bound<'_, PyDict>>,
+    delay_level: i32,
+) -> PyResult<std::result::Result<(), String>> {
+    b.next_message();
     let mut illegal: Option<String> = None;
     fn note(
         illegal: &mut Option<String>,
@@ -135,29 +149,11 @@ pub fn build_properties(
         }
     }
     if let Some(k) = keys {
-        let bad_key = |s: &str| -> Option<String> {
-            if s.contains(' ') {
-                Some(format!(
-                    "key {s:?} contains a space; keys are stored space-separated, so a key \
-                     cannot hold one"
-                ))
-            } else if s.bytes().any(|c| c == 1 || c == 2) {
-                Some(format!(
-                    "key {s:?} contains a control character 0x01 or 0x02, which separates \
-                     properties in a record"
-                ))
-            } else {
-                None
-            }
-        };
-        let joined = if let Ok(s) = k.downcast::<PyString>() {
-            let s = s.to_cow()?;
-            if let Some(why) = bad_key(&s) {
-                illegal.get_or_insert(why);
-            }
-            s.into_owned()
+        // Keys go straight into the buffer (no joined string per message).
+        let mut started = false;
+        if let Ok(s) = k.downcast::<PyString>() {
+            note(&mut illegal, b.push_key(&s.to_cow()?, &mut started));
         } else {
-            let mut parts = Vec::new();
             for item in k
                 .try_iter()
                 .map_err(|_| type_error("keys", "a str or an iterable of str", k))?
@@ -166,18 +162,8 @@ pub fn build_properties(
                 let s: Bound<'_, PyString> = item
                     .downcast_into()
                     .map_err(|e| type_error("each key", "str", &e.into_inner()))?;
-                let s = s.to_cow()?.into_owned();
-                if let Some(why) = bad_key(&s) {
-                    illegal.get_or_insert(why);
-                }
-                if !s.is_empty() {
-                    parts.push(s);
-                }
+                note(&mut illegal, b.push_key(&s.to_cow()?, &mut started));
             }
-            parts.join(" ")
-        };
-        if !joined.is_empty() {
-            note(&mut illegal, b.push(props::KEYS, &joined));
         }
     }
     if delay_level < 0 {
@@ -190,7 +176,7 @@ pub fn build_properties(
     }
     Ok(match illegal {
         Some(m) => Err(m),
-        None => Ok(b.finish()),
+        None => Ok(()),
     })
 }
 
@@ -494,6 +480,102 @@ impl PyPutResult {
             self.outcome.wrote_offset,
             self.outcome.wrote_bytes,
             self.outcome.queue_offset
+        ))
+    }
+}
+
+/// The result of a batch put: one object for the whole batch.
+#[pyclass(frozen, module = "rocketstore._native", name = "BatchPutResult")]
+pub struct PyBatchPutResult {
+    pub status: PutStatus,
+    pub reason: Option<String>,
+    pub wrote_offset: i64,
+    pub queue_offset: i64,
+    pub count: usize,
+    pub wrote_bytes: u64,
+    pub store_timestamp: i64,
+    /// `array('q')` of every message's CommitLog offset, when asked for.
+    pub offsets: Option<PyObject>,
+    pub store_host: SocketAddr,
+}
+
+#[pymethods]
+impl PyBatchPutResult {
+    /// `PutStatus` of the batch.
+    #[getter]
+    fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
+        put_status_obj(py, self.status)
+    }
+    /// True when every message was stored (and, under SYNC_FLUSH, flushed).
+    #[getter]
+    fn ok(&self) -> bool {
+        self.status == PutStatus::PutOk
+    }
+    /// Why the batch was refused (which message, and what is wrong), or None.
+    #[getter]
+    fn reason(&self) -> Option<String> {
+        self.reason.clone()
+    }
+    /// CommitLog offset of the first message (-1 when nothing was written).
+    #[getter]
+    fn wrote_offset(&self) -> i64 {
+        self.wrote_offset
+    }
+    /// Queue offset of the first message; message `i` has `queue_offset + i`.
+    #[getter]
+    fn queue_offset(&self) -> i64 {
+        self.queue_offset
+    }
+    /// Messages written.
+    #[getter]
+    fn count(&self) -> usize {
+        self.count
+    }
+    /// Record bytes written.
+    #[getter]
+    fn wrote_bytes(&self) -> u64 {
+        self.wrote_bytes
+    }
+    /// Store timestamp of the first message (0 when nothing was written).
+    #[getter]
+    fn store_timestamp(&self) -> i64 {
+        self.store_timestamp
+    }
+    /// Every message's CommitLog offset as an `array('q')`, or None unless
+    /// the put asked for them (`return_offsets=True`).
+    #[getter]
+    fn offsets(&self, py: Python<'_>) -> Option<PyObject> {
+        self.offsets.as_ref().map(|o| o.clone_ref(py))
+    }
+    /// Offset message ids of every message (needs `return_offsets=True`).
+    fn msg_ids(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let Some(o) = &self.offsets else {
+            return Err(PyValueError::new_err(
+                "msg_ids() needs the offsets: put the batch with return_offsets=True",
+            ));
+        };
+        let offsets: Vec<i64> = o.bind(py).call_method0("tolist")?.extract()?;
+        Ok(offsets
+            .into_iter()
+            .map(|off| offset_msg_id(&self.store_host, off))
+            .collect())
+    }
+    fn __len__(&self) -> usize {
+        self.count
+    }
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let st = self.status(py)?;
+        Ok(format!(
+            "BatchPutResult(status={}, count={}, wrote_offset={}, queue_offset={}, wrote_bytes={}{})",
+            st.bind(py).str()?,
+            self.count,
+            self.wrote_offset,
+            self.queue_offset,
+            self.wrote_bytes,
+            self.reason
+                .as_ref()
+                .map(|r| format!(", reason={r:?}"))
+                .unwrap_or_default()
         ))
     }
 }

@@ -1,0 +1,108 @@
+"""Throughput regression guard: ``python benches/guard.py`` (run by .ci/run).
+
+A quick benchmark on the real disk (a store in the temp dir, or
+``ROCKETSTORE_DISK_BENCH_DIR``), 100-byte bodies, ASYNC_FLUSH:
+
+- put: ``store.put(topic, body)`` from one thread;
+- get: ``get_message`` batches of 32, touching each ``.body``;
+- put_batch: batches of 10,000 bodies (reported, not gated).
+
+Each is the best of ``ROUNDS`` timed rounds, so a busy moment does not
+decide the result. The run fails (exit 1) if put or get falls below its
+floor: 10 % of the target (2 M puts/s, 4 M gets/s), a level that load on
+the CI machine (which moves numbers 2-4x) does not reach but a real
+regression does. Not a timed unit test: it asserts a floor, never an
+upper bound, and takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+from rocketstore import MessageStore, StoreConfig
+
+BODY = b"x" * 100
+PER_ROUND = 50_000
+ROUNDS = 5
+TARGETS = {"put": 2_000_000, "get": 4_000_000}
+FLOOR_SHARE = 0.10
+
+
+def _best(rates: list[float]) -> float:
+    return max(rates)
+
+
+def measure(path: str) -> dict[str, float]:
+    cfg = StoreConfig(
+        store_path=path,
+        mapped_file_size_commit_log=64 << 20,
+        mapped_file_size_consume_queue=20 * 300_000,
+        max_hash_slot_num=10_000,
+        max_index_num=40_000,
+    )
+    with MessageStore(cfg) as store:
+        put = store.put
+        put_rates: list[float] = []
+        for _ in range(ROUNDS):
+            t0 = time.perf_counter()
+            for _ in range(PER_ROUND):
+                put("guard", BODY)
+            put_rates.append(PER_ROUND / (time.perf_counter() - t0))
+        store.flush()  # dispatched and on disk before reading
+        total = store.get_max_offset_in_queue("guard", 0)
+        get = store.get_message
+        get_rates: list[float] = []
+        for r in range(ROUNDS):
+            off = (r * PER_ROUND) % max(total - PER_ROUND, 1)
+            end = off + PER_ROUND
+            seen = 0
+            t0 = time.perf_counter()
+            while off < end:
+                res = get("g", "guard", 0, off, 32)
+                for m in res.messages:
+                    seen += len(m.body)
+                if not res.messages:
+                    break
+                off = res.next_begin_offset
+            got = seen // len(BODY)
+            get_rates.append(got / (time.perf_counter() - t0))
+            assert got >= PER_ROUND, f"get_message returned {got} of {PER_ROUND} messages"
+        bodies = [BODY] * 10_000
+        batch_rates: list[float] = []
+        for _ in range(ROUNDS):
+            t0 = time.perf_counter()
+            res = store.put_batch("guard-batch", bodies)
+            batch_rates.append(len(bodies) / (time.perf_counter() - t0))
+            assert res.ok, res
+    return {"put": _best(put_rates), "get": _best(get_rates), "put_batch": _best(batch_rates)}
+
+
+def main() -> int:
+    base = os.environ.get("ROCKETSTORE_DISK_BENCH_DIR") or tempfile.gettempdir()
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=base, prefix="rocketstore-guard-") as d:
+        rates = measure(d)
+    failed = []
+    report = {"seconds": round(time.perf_counter() - t0, 2), "rates": {}}
+    for name, rate in rates.items():
+        floor = TARGETS[name] * FLOOR_SHARE if name in TARGETS else None
+        report["rates"][name] = {"msgs_per_s": round(rate), "floor": floor}  # type: ignore[index]
+        ok = floor is None or rate >= floor
+        mark = "ok" if ok else "BELOW FLOOR"
+        floor_s = f"floor {floor:,.0f}" if floor is not None else "not gated"
+        print(f"{name:10s} {rate:>14,.0f} msg/s  ({floor_s}) {mark}")
+        if not ok:
+            failed.append(name)
+    print(json.dumps(report))
+    if failed:
+        print(f"throughput regression: {', '.join(failed)} below 10 % of target", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,423 @@
+"""The ``rocketstore`` Spark data source (PySpark Python Data Source API).
+
+Reads decode whole ranges in the engine into Arrow batches that are handed to
+Spark as they are (no per-row Python). Every task opens its store read-only
+inside ``read()``; partitions and readers hold only plain values (paths,
+offsets), never an open store, so they pickle safely.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from rocketstore.errors import StoreError
+from rocketstore.spark import _commit
+from rocketstore.spark._options import (
+    ReadOptions,
+    WriteOptions,
+    open_read_only,
+    queue_key,
+    split_key,
+    store_config,
+)
+from rocketstore.store import MessageStore
+
+__all__ = ["RocketStoreDataSource"]
+
+log = logging.getLogger("rocketstore")
+
+SCHEMA_DDL = (
+    "topic string, queue_id int, queue_offset long, commit_log_offset long, msg_id string, "
+    "tags string, keys array<string>, properties map<string,string>, body binary, "
+    "body_crc int, flag int, sys_flag int, born_timestamp timestamp, born_host string, "
+    "store_timestamp timestamp, store_host string, reconsume_times int"
+)
+
+
+class RocketStoreDataSource(DataSource):
+    """Spark format ``rocketstore``: read, stream, write and sink rocketstore stores.
+
+    Read options: ``path`` (a store directory; a comma list, or ``paths``, reads
+    several stores into one DataFrame with a ``store`` column), ``topic``
+    (comma list; absent = every topic but system ones), ``queues`` (comma
+    list of queue ids), ``startingOffsets`` / ``endingOffsets`` (``earliest``,
+    ``latest`` or JSON ``{"topic/queue": offset}``), ``startingTimestamp``
+    (ms: each queue starts at its first message stored at or after it; in a
+    CommitLog scan, a filter on store time), ``includeSystemTopics``,
+    ``includeUncommitted`` (transaction prepared/rolled-back records),
+    ``maxRecordsPerPartition`` (queue ranges), ``maxBytesPerPartition``
+    (CommitLog ranges; default one segment), ``batchSize`` (rows per Arrow
+    batch), and any ``StoreConfig`` field under its snake_case name.
+    Streaming adds ``maxOffsetsPerTrigger`` and ``failOnDataLoss`` (default
+    true). Write options: ``path``, ``stagingDir`` (default
+    ``<path>.spark-staging``, on a file system the driver can read),
+    ``sinkName`` (streaming: names the sink's batch tags).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketstore"
+
+    def schema(self) -> str:
+        several = ReadOptions.parse(self.options).several if self._has_path() else False
+        return SCHEMA_DDL + (", store string" if several else "")
+
+    def _has_path(self) -> bool:
+        return any(k.lower() in ("path", "paths") for k in self.options)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _BatchReader(ReadOptions.parse(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _StreamReader(ReadOptions.parse(self.options, streaming=True), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        _check_write(schema, overwrite)
+        return _BatchWriter(WriteOptions.parse(self.options))
+
+    def streamWriter(
+        self, schema: StructType, overwrite: bool
+    ) -> DataSourceStreamWriter:
+        _check_write(schema, overwrite)
+        return _StreamWriter(WriteOptions.parse(self.options))
+
+
+def _check_write(schema: StructType, overwrite: bool) -> None:
+    if overwrite:
+        raise ValueError("a rocketstore is append-only: use mode('append')")
+    _commit.check_write_schema(schema.fieldNames())
+
+
+# -- partitions ---------------------------------------------------------------
+
+
+class QueuePartition(InputPartition):
+    """Messages of one queue at logical offsets ``[start, end)``."""
+
+    def __init__(self, path: str, store_name: str | None, topic: str, queue_id: int,
+                 start: int, end: int) -> None:
+        self.path = path
+        self.store_name = store_name
+        self.topic = topic
+        self.queue_id = queue_id
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return (f"QueuePartition({self.path!r}, {self.topic}/{self.queue_id}, "
+                f"[{self.start}, {self.end}))")
+
+
+class SegmentPartition(InputPartition):
+    """CommitLog records starting in ``[start, end)`` (physical offsets)."""
+
+    def __init__(self, path: str, store_name: str | None, start: int, end: int) -> None:
+        self.path = path
+        self.store_name = store_name
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"SegmentPartition({self.path!r}, [{self.start}, {self.end}))"
+
+
+def _split(lo: int, hi: int, size: int) -> list[tuple[int, int]]:
+    return [(a, min(a + size, hi)) for a in range(lo, hi, size)]
+
+
+def _segment_partitions(opts: ReadOptions, path: str, store: MessageStore) -> list[InputPartition]:
+    seg = store.config.mapped_file_size_commit_log or 1
+    size = opts.max_bytes_per_partition or seg
+    lo, hi = max(store.min_phy_offset, 0), store.max_phy_offset
+    out: list[InputPartition] = []
+    first = lo - lo % seg
+    for s in range(first, hi, seg):
+        for a, b in _split(max(s, lo), min(s + seg, hi), size):
+            out.append(SegmentPartition(path, opts.store_name(path), a, b))
+    return out
+
+
+def _read_partition(opts: ReadOptions, schema: StructType, p: InputPartition,
+                    *, stream: bool = False) -> Iterator[pa.RecordBatch]:
+    """Open the store read-only here (on the executor) and yield its batches."""
+    store = open_read_only(p.path, opts.fields)  # type: ignore[attr-defined]
+    try:
+        if isinstance(p, QueuePartition):
+            s = store._arrow_stream(p.topic, p.queue_id, p.start, p.end, opts.batch_size,
+                                    store_name=p.store_name)
+        elif isinstance(p, SegmentPartition):
+            s = store._arrow_stream(None, None, p.start, p.end, opts.batch_size,
+                                    include_system=opts.include_system,
+                                    include_uncommitted=opts.include_uncommitted,
+                                    min_store_timestamp=opts.starting_timestamp,
+                                    store_name=p.store_name)
+        else:  # pragma: no cover
+            raise TypeError(f"unknown partition {p!r}")
+        yield from pa.RecordBatchReader.from_stream(s)
+        if s.skipped_corrupt:
+            log.warning("rocketstore %s: %d damaged records skipped in %r",
+                        p.path, s.skipped_corrupt, p)
+        if s.lost and isinstance(p, QueuePartition):
+            msg = (f"{p.topic}/{p.queue_id}: {s.lost} messages in offsets "
+                   f"[{p.start}, {p.end}) were deleted by retention before they were read")
+            if stream and opts.fail_on_data_loss:
+                raise StoreError(msg + " (set failOnDataLoss=false to skip them)")
+            log.warning("rocketstore %s: %s", p.path, msg)
+    finally:
+        store.shutdown()
+
+
+# -- batch read -----------------------------------------------------------------
+
+
+class _BatchReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        out: list[InputPartition] = []
+        o = self.opts
+        for path in o.paths:
+            store = open_read_only(path, o.fields)
+            try:
+                if o.topics is None and o.queues is None and (
+                        o.starting == "earliest" and o.ending == "latest"):
+                    out.extend(_segment_partitions(o, path, store))
+                    continue
+                for t, q in o.queues_of(store):
+                    lo, hi = o.start_of(store, t, q), o.end_of(store, t, q)
+                    for a, b in _split(lo, hi, o.max_records_per_partition):
+                        out.append(QueuePartition(path, o.store_name(path), t, q, a, b))
+            finally:
+                store.shutdown()
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_partition(self.opts, self.schema, partition)
+
+
+# -- streaming read ---------------------------------------------------------------
+
+# Read-only stores the driver keeps open between triggers (never pickled:
+# readers hold only their key).
+_DRIVER_STORES: dict[tuple[str, tuple[tuple[str, str], ...]], MessageStore] = {}
+
+
+def _driver_store(path: str, fields: dict[str, str]) -> MessageStore:
+    key = (path, tuple(sorted(fields.items())))
+    s = _DRIVER_STORES.get(key)
+    if s is None or s._native is None or s._native.closed:
+        s = open_read_only(path, fields)
+        _DRIVER_STORES[key] = s
+    else:
+        s.refresh()
+    return s
+
+
+def _canonical(offsets: dict[str, int]) -> dict[str, int]:
+    """Offsets in canonical key order (topic, then numeric queue id)."""
+    return {k: offsets[k] for k in sorted(offsets, key=split_key)}
+
+
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are ``{"topic/queue": next offset}`` (several stores:
+    ``{"<path>|topic/queue": ...}``)."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._target: dict[str, int] | None = None
+
+    def _key(self, path: str, topic: str, qid: int) -> str:
+        k = queue_key(topic, qid)
+        return f"{path}|{k}" if self.opts.several else k
+
+    def _unkey(self, key: str) -> tuple[str, str, int]:
+        if self.opts.several:
+            path, _, k = key.partition("|")
+        else:
+            path, k = self.opts.paths[0], key
+        t, q = split_key(k)
+        return path, t, q
+
+    def _sort(self, offsets: dict[str, int]) -> dict[str, int]:
+        def order(k: str) -> tuple[str, str, int]:
+            return self._unkey(k)
+        return {k: offsets[k] for k in sorted(offsets, key=order)}
+
+    def _ends(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for path in self.opts.paths:
+            store = _driver_store(path, self.opts.fields)
+            for t, q in self.opts.queues_of(store):
+                out[self._key(path, t, q)] = store.get_max_offset_in_queue(t, q)
+        return out
+
+    def initialOffset(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for path in self.opts.paths:
+            store = _driver_store(path, self.opts.fields)
+            for t, q in self.opts.queues_of(store):
+                out[self._key(path, t, q)] = self.opts.start_of(store, t, q)
+        return self._sort(out)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._ends()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(
+        self, start: dict[str, int], limit: ReadLimit
+    ) -> dict[str, int]:
+        ends = self._ends()
+        if self._target is not None:
+            ends = {k: min(v, self._target[k]) for k, v in ends.items() if k in self._target}
+        start = start or {}
+        merged = {**start}
+        for k, v in ends.items():
+            merged[k] = max(v, start.get(k, 0)) if k in start else v
+        if isinstance(limit, ReadMaxRows):
+            merged = self._admit(start, merged, int(limit.max_rows))
+        return self._sort(merged)
+
+    def _admit(self, start: dict[str, int], ends: dict[str, int], budget: int) -> dict[str, int]:
+        """At most ``budget`` new offsets in total, shared fairly between queues."""
+        begin = {k: start.get(k, self._begin_of_new(k)) for k in ends}
+        want = {k: max(0, ends[k] - begin[k]) for k in ends}
+        out = dict(begin)
+        pending = [k for k in ends if want[k] > 0]
+        while budget > 0 and pending:
+            share = max(1, budget // len(pending))
+            nxt = []
+            for k in pending:
+                take = min(share, want[k], budget)
+                out[k] += take
+                want[k] -= take
+                budget -= take
+                if want[k] > 0:
+                    nxt.append(k)
+                if budget == 0:
+                    break
+            pending = nxt
+        return out
+
+    def _begin_of_new(self, key: str) -> int:
+        """Where a queue that appeared after the query started begins."""
+        path, t, q = self._unkey(key)
+        return _driver_store(path, self.opts.fields).get_min_offset_in_queue(t, q)
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        out: list[InputPartition] = []
+        for key, hi in end.items():
+            path, t, q = self._unkey(key)
+            lo = start.get(key)
+            store = _driver_store(path, self.opts.fields)
+            first = store.get_min_offset_in_queue(t, q)
+            if lo is None:
+                lo = first
+            if lo < first and hi > lo:
+                msg = (f"{t}/{q}: offsets [{lo}, {min(first, hi)}) of {path} were deleted by "
+                       f"retention before they were read")
+                if self.opts.fail_on_data_loss:
+                    raise StoreError(msg + " (set failOnDataLoss=false to skip them)")
+                log.warning("rocketstore: %s; skipping them", msg)
+                lo = min(first, hi)
+            for a, b in _split(lo, hi, self.opts.max_records_per_partition):
+                out.append(QueuePartition(path, self.opts.store_name(path), t, q, a, b))
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read_partition(self.opts, self.schema, partition, stream=True)
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass
+
+    def stop(self) -> None:
+        for key in [k for k in _DRIVER_STORES if k[0] in self.opts.paths]:
+            _DRIVER_STORES.pop(key).shutdown()
+
+
+# -- write -------------------------------------------------------------------------
+
+
+class _Staged(WriterCommitMessage):
+    def __init__(self, staged: _commit.StagedFile) -> None:
+        self.staged = staged
+
+
+def _task_partition() -> int:
+    try:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is not None:
+            return int(ctx.partitionId())
+    except Exception:  # pragma: no cover - outside a task
+        pass
+    return os.getpid()
+
+
+def _files(messages: Sequence[WriterCommitMessage | None]) -> list[_commit.StagedFile]:
+    return [m.staged for m in messages if isinstance(m, _Staged)]
+
+
+class _BatchWriter(DataSourceArrowWriter):
+    """Tasks stage Arrow files; the driver's commit appends them (one writer)."""
+
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+        self.job_id = _commit.new_job_id()
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _Staged(_commit.stage_batches(iterator, self.opts, self.job_id, _task_partition()))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        n = _commit.append_staged(self.opts, self.job_id, _files(messages))
+        log.info("rocketstore: appended %d rows to %s", n, self.opts.path)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _commit.remove_staging(self.opts, self.job_id)
+
+
+class _StreamWriter(DataSourceStreamArrowWriter):
+    """A micro-batch is appended once per (sinkName, batch id): see ``_commit``."""
+
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+        self.job_id = _commit.new_job_id()
+        store_config(opts.path, opts.fields)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _Staged(_commit.stage_batches(iterator, self.opts, self.job_id, _task_partition()))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _commit.append_stream_batch(self.opts, self.job_id, _files(messages), batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _commit.remove_staging(self.opts, self.job_id)

@@ -1,0 +1,341 @@
+"""The ``rocketstore`` Spark format with a real local SparkSession.
+
+Marked ``spark``: deselected by the default run, run by ``.ci/run`` with
+``python -m pytest -m spark``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyspark")
+pa = pytest.importorskip("pyarrow")
+
+from helpers.arrow_util import (  # noqa: E402
+    FIXTURE_GEOMETRY,
+    GEOMETRY,
+    all_api_rows,
+    api_rows,
+    copy_fixture,
+    fill_rich_store,
+    fixture_expected,
+    key,
+    normalize,
+)
+from helpers.read_util import wait_dispatched  # noqa: E402
+from rocketstore import MessageStore, StoreConfig  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+FMT = "rocketstore"
+
+
+def rows_of(df: Any) -> list[dict[str, Any]]:
+    return [normalize(r) for r in df.toArrow().to_pylist()]
+
+
+def write(df: Any, path: str, mode: str = "append") -> None:
+    w = df.write.format(FMT).option("path", path).mode(mode)
+    for k, v in GEOMETRY.items():
+        w = w.option(k, str(v))
+    w.save()
+
+
+def read(spark: Any, path: str | Path, **opts: Any) -> Any:
+    r = spark.read.format(FMT).option("path", str(path))
+    for k, v in opts.items():
+        r = r.option(k, str(v))
+    return r.load()
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A closed store with several topics, queues and segments."""
+    path = str(tmp_path_factory.mktemp("spark") / "rich")
+    fill_rich_store(path).shutdown()
+    return path
+
+
+def test_batch_read_equals_python_api(spark: Any, rich: str) -> None:
+    with MessageStore(StoreConfig(store_path=rich), read_only=True) as store:
+        want = sorted(all_api_rows(store, ["events", "orders"]), key=key)
+    # No topic: partitions by CommitLog segment, system/uncommitted left out.
+    df = read(spark, rich, maxBytesPerPartition=5000)
+    assert df.schema.simpleString().startswith("struct<topic:string,queue_id:int,")
+    assert sorted(rows_of(df), key=key) == want
+    # Topic given: partitions by (topic, queue, offset range).
+    df = read(spark, rich, topic="orders,events", maxRecordsPerPartition=7, batchSize=3)
+    got = sorted(rows_of(df), key=key)
+    assert got == want
+    assert any(r["body"] == b"" for r in got)
+    assert any(r["tags"] == "標籤-ü" for r in got)
+    assert any(r["born_host"].startswith("[2001:db8::7]") for r in got)
+    assert df.count() == len(want)
+
+
+def test_filter_topic_queues_and_offsets(spark: Any, rich: str) -> None:
+    with MessageStore(StoreConfig(store_path=rich), read_only=True) as store:
+        q1 = api_rows(store, "orders", 1)
+        q2 = api_rows(store, "orders", 2)
+        ev = all_api_rows(store, ["events"])
+        ts = q1[10]["store_timestamp"]
+    assert sorted(rows_of(read(spark, rich, topic="events")), key=key) == sorted(ev, key=key)
+    got = rows_of(read(spark, rich, topic="orders", queues="1,2"))
+    assert sorted(got, key=key) == sorted(q1 + q2, key=key)
+    df = read(spark, rich, topic="orders", queues="1",
+              startingOffsets=json.dumps({"orders/1": 3}),
+              endingOffsets=json.dumps({"orders/1": 9}))
+    assert sorted(rows_of(df), key=key) == q1[3:9]
+    df = read(spark, rich, topic="orders", queues="1", startingTimestamp=ts)
+    first = next(i for i, r in enumerate(q1) if r["store_timestamp"] >= ts)
+    assert sorted(rows_of(df), key=key) == q1[first:]
+    from pyspark.sql import functions as F
+
+    n = read(spark, rich).where(F.col("topic") == "events").count()
+    assert n == len(ev)
+
+
+def test_store_config_options_and_bad_options(spark: Any, rich: str) -> None:
+    assert read(spark, rich, topic="events", max_hash_slot_num=100).count() > 0
+    with pytest.raises(Exception, match="max_hash_slot_num"):
+        read(spark, rich, max_hash_slot_num="many").count()
+    with pytest.raises(Exception, match="startingOffsets"):
+        read(spark, rich, startingOffsets="{bad").count()
+    with pytest.raises(Exception, match="needs option path"):
+        spark.read.format(FMT).load().count()
+
+
+def test_two_stores_in_one_read(spark: Any, rich: str, tmp_path: Path) -> None:
+    other = str(tmp_path / "other")
+    with MessageStore(StoreConfig(store_path=other, **GEOMETRY)) as s:
+        for i in range(30):
+            s.put("orders", f"other-{i}".encode(), queue_id=i % 2)
+    df = spark.read.format(FMT).option("paths", f"{rich},{other}").option("topic", "orders").load()
+    assert df.columns[-1] == "store"
+    rows = df.toArrow().to_pylist()
+    by_store: dict[str, int] = {}
+    for r in rows:
+        by_store[r["store"]] = by_store.get(r["store"], 0) + 1
+    with MessageStore(StoreConfig(store_path=rich), read_only=True) as store:
+        n_rich = len(all_api_rows(store, ["orders"]))
+    assert by_store == {rich: n_rich, other: 30}
+    # A comma list in path means the same.
+    assert read(spark, f"{rich},{other}", topic="orders").count() == n_rich + 30
+
+
+def test_rocketmq_4_9_8_store(spark: Any, tmp_path: Path) -> None:
+    path = copy_fixture(tmp_path)
+    exp = fixture_expected()
+    want = sorted(e["phy"] for e in exp["records"]
+                  if e["tran_type"] in (0, 8) and e["topic"] != "SCHEDULE_TOPIC_XXXX")
+    df = read(spark, path, **FIXTURE_GEOMETRY)
+    rows = rows_of(df)
+    assert sorted(r["commit_log_offset"] for r in rows) == want
+    by_phy = {e["phy"]: e for e in exp["records"]}
+    for r in rows:
+        e = by_phy[r["commit_log_offset"]]
+        assert (r["topic"], r["queue_id"], r["queue_offset"], r["msg_id"], r["keys"], r["tags"],
+                r["properties"], r["body"]) == (
+            e["topic"], e["queue_id"], e["queue_offset"], e["msg_id"], e["keys"], e["tags"],
+            e["properties"], bytes.fromhex(e["body_hex"]))
+    # With just the path (index geometry aside), through the consume queues too.
+    cfg = StoreConfig(store_path=str(path), **FIXTURE_GEOMETRY)
+    with MessageStore(cfg, read_only=True) as store:
+        t1 = all_api_rows(store, ["RmqT1"])
+    assert sorted(rows_of(read(spark, path, topic="RmqT1")), key=key) == sorted(t1, key=key)
+
+
+def _stream_to_parquet(spark: Any, src: str, out: Path, ckpt: Path, **opts: Any) -> None:
+    r = spark.readStream.format(FMT).option("path", src)
+    for k, v in opts.items():
+        r = r.option(k, str(v))
+    q = (r.load().writeStream.format("parquet").option("path", str(out))
+         .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+
+
+def _parquet_rows(spark: Any, out: Path) -> list[dict[str, Any]]:
+    return sorted(rows_of(spark.read.parquet(str(out))), key=key)
+
+
+def test_streaming_two_available_now_runs_with_writer_in_between(
+    spark: Any, tmp_path: Path
+) -> None:
+    src = str(tmp_path / "src")
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    store = MessageStore(StoreConfig(store_path=src, **GEOMETRY)).start()
+    try:
+        for i in range(50):
+            store.put("orders", f"a{i}".encode(), queue_id=i % 2)
+        wait_dispatched(store)
+        _stream_to_parquet(spark, src, out, ckpt, topic="orders",
+                           startingOffsets="earliest", maxOffsetsPerTrigger=20)
+        assert _parquet_rows(spark, out) == sorted(all_api_rows(store, ["orders"]), key=key)
+        # The writer keeps writing; a queue appears after the query started.
+        for i in range(40):
+            store.put("orders", f"b{i}".encode(), queue_id=i % 3)
+        wait_dispatched(store)
+        _stream_to_parquet(spark, src, out, ckpt, topic="orders",
+                           startingOffsets="earliest", maxOffsetsPerTrigger=20)
+        rows = _parquet_rows(spark, out)
+        assert rows == sorted(all_api_rows(store, ["orders"]), key=key)
+        assert len({key(r) for r in rows}) == len(rows) == 90  # no duplicates, no gaps
+        offsets = json.loads(sorted((ckpt / "offsets").glob("[0-9]*"),
+                                    key=lambda p: int(p.name))[-1].read_text().splitlines()[-1])
+        assert list(offsets) == ["orders/0", "orders/1", "orders/2"]
+        assert offsets == {"orders/0": 39, "orders/1": 38, "orders/2": 13}
+        # Admission control: no micro-batch read more than 20 rows.
+        files = sorted((ckpt / "offsets").glob("[0-9]*"), key=lambda p: int(p.name))
+        ends = [json.loads(f.read_text().splitlines()[-1]) for f in files]
+        starts = [{}, *ends[:-1]]
+        sizes = [sum(e.values()) - sum(p.values()) for p, e in zip(starts, ends, strict=True)]
+        assert sum(sizes) == 90 and max(sizes) <= 20 and len(sizes) >= 90 // 20
+    finally:
+        store.shutdown()
+
+
+def test_streaming_data_loss(spark: Any, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    with MessageStore(StoreConfig(store_path=str(src), **GEOMETRY)) as s:
+        for _ in range(400):
+            s.put("orders", b"x" * 100, queue_id=0)
+    # What retention does: the oldest CommitLog segment and queue file go.
+    (src / "commitlog" / f"{0:020d}").unlink()
+    (src / "consumequeue" / "orders" / "0" / f"{0:020d}").unlink()
+    with MessageStore(StoreConfig(store_path=str(src), **GEOMETRY), read_only=True) as s:
+        assert s.get_min_offset_in_queue("orders", 0) > 0
+    start = json.dumps({"orders/0": 0})
+    r = (spark.readStream.format(FMT).option("path", str(src)).option("topic", "orders")
+         .option("startingOffsets", start).load())
+    q = (r.writeStream.format("parquet").option("path", str(tmp_path / "o1"))
+         .option("checkpointLocation", str(tmp_path / "c1")).trigger(availableNow=True).start())
+    with pytest.raises(Exception, match=r"orders/0: .*deleted by retention"):
+        q.awaitTermination(120)
+    _stream_to_parquet(spark, str(src), tmp_path / "o2", tmp_path / "c2", topic="orders",
+                       startingOffsets=start, failOnDataLoss="false")
+    with MessageStore(StoreConfig(store_path=str(src), **GEOMETRY), read_only=True) as s:
+        assert _parquet_rows(spark, tmp_path / "o2") == api_rows(s, "orders", 0)
+
+
+def test_write_then_read_round_trip(spark: Any, tmp_path: Path) -> None:
+    out = str(tmp_path / "written")
+    data = [
+        ("orders", b"one", 0, "paid", ["k1", "k2"], {"a": "1"}),
+        ("orders", b"", 1, None, None, None),
+        ("events", "ünï".encode(), 2, "標籤", ["ключ"], {"ü": "😀"}),
+    ] * 20
+    df = spark.createDataFrame(
+        data, "topic string, body binary, queue_id int, tags string, keys array<string>, "
+              "properties map<string,string>").repartition(2)
+    write(df, out)
+    write(df.select("topic", "body"), out)
+    assert not os.path.exists(out + ".spark-staging")
+    got = rows_of(read(spark, out))
+    assert len(got) == 120
+    with MessageStore(StoreConfig(store_path=out), read_only=True) as s:
+        assert sorted(got, key=key) == sorted(all_api_rows(s), key=key)
+    first = next(r for r in got if r["topic"] == "events" and r["queue_id"] == 2)
+    assert first["tags"] == "標籤" and first["keys"] == ["ключ"]
+    assert first["properties"]["ü"] == "😀" and first["body"] == "ünï".encode()
+    with pytest.raises(Exception, match="append"):
+        write(df, out, "overwrite")
+    with pytest.raises(Exception, match="topic and body"):
+        write(df.select("topic"), out)
+
+
+def test_write_abort_leaves_store_unchanged(spark: Any, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    out = str(tmp_path / "w")
+    with MessageStore(StoreConfig(store_path=out, **GEOMETRY)) as s:
+        s.put("orders", b"before")
+        before = s.max_phy_offset
+
+    @F.udf("binary")
+    def boom(i: int) -> bytes:
+        if i == 37:
+            raise ValueError("task failure on purpose")
+        return b"x"
+
+    df = spark.range(100).repartition(2).select(F.lit("orders").alias("topic"),
+                                                boom("id").alias("body"))
+    with pytest.raises(Exception, match="on purpose"):
+        write(df, out)
+    with MessageStore(StoreConfig(store_path=out), read_only=True) as s:
+        assert s.max_phy_offset == before
+    assert not os.path.exists(out + ".spark-staging")
+
+
+def test_write_to_locked_store_fails_with_lock_error(spark: Any, tmp_path: Path) -> None:
+    out = str(tmp_path / "locked")
+    df = spark.createDataFrame([("orders", b"x")], "topic string, body binary")
+    with MessageStore(StoreConfig(store_path=out, **GEOMETRY)) as s:
+        s.put("orders", b"held")
+        with pytest.raises(Exception, match="locked by another writer"):
+            write(df, out)
+        assert s.get_max_offset_in_queue("orders", 0) == 1
+    assert not os.path.exists(out + ".spark-staging")
+
+
+def test_streaming_sink_appends_each_batch_once(spark: Any, tmp_path: Path) -> None:
+    src = str(tmp_path / "src")
+    dst = str(tmp_path / "dst")
+    ckpt = tmp_path / "ckpt"
+    with MessageStore(StoreConfig(store_path=src, **GEOMETRY)) as s:
+        for i in range(30):
+            s.put("orders", f"m{i}".encode(), queue_id=i % 2)
+
+    def run() -> None:
+        q = (spark.readStream.format(FMT).option("path", src).option("topic", "orders")
+             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "10").load()
+             .select("topic", "body", "queue_id")
+             .writeStream.format(FMT).option("path", dst)
+             .option("mapped_file_size_commit_log", str(GEOMETRY["mapped_file_size_commit_log"]))
+             .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+        q.awaitTermination(120)
+        assert q.exception() is None
+
+    run()
+    # Forget that the last batch was committed (a crash between the append
+    # and the commit record): Spark replays it, the sink must not append it twice.
+    commits = sorted((ckpt / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    assert len(commits) >= 3
+    commits[-1].unlink()
+    crc = commits[-1].with_name(f".{commits[-1].name}.crc")
+    if crc.exists():
+        crc.unlink()
+    run()
+    with MessageStore(StoreConfig(store_path=dst), read_only=True) as s:
+        rows = all_api_rows(s)
+    assert sorted(r["body"] for r in rows) == sorted(f"m{i}".encode() for i in range(30))
+    tags = {r["properties"]["SPARK_SINK_BATCH"] for r in rows}
+    assert tags == {f"default:{i}" for i in range(len(commits))}
+
+
+def test_commit_failure_leaves_a_prefix_and_says_how_much(spark: Any, tmp_path: Path) -> None:
+    out = str(tmp_path / "prefix")
+    rows = [("orders", f"r{i}".encode()) for i in range(60)]
+    rows[50] = ("bad topic!", b"refused")
+    df = spark.createDataFrame(rows, "topic string, body binary").coalesce(1)
+    with pytest.raises(Exception, match=r"50 of 60 rows appended; row 50 was refused"):
+        write(df, out)
+    with MessageStore(StoreConfig(store_path=out), read_only=True) as s:
+        assert [r["body"] for r in api_rows(s, "orders", 0)] == [
+            f"r{i}".encode() for i in range(50)]
+    assert not os.path.exists(out + ".spark-staging")
+
+
+def test_ipv6_store_host(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "v6")
+    fill_rich_store(path, ipv6_store=True, n=60).shutdown()
+    with MessageStore(StoreConfig(store_path=path), read_only=True) as store:
+        want = sorted(all_api_rows(store, ["events", "orders"]), key=key)
+    got = sorted(rows_of(read(spark, path)), key=key)
+    assert got == want
+    assert all(len(r["msg_id"]) == 56 and r["store_host"] == "[::1]:10911" for r in got)
