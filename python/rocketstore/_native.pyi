@@ -2,7 +2,6 @@
 
 from array import array
 from collections.abc import Iterable, Sequence
-from os import PathLike
 from typing import Any, final
 
 from rocketstore.config import StoreConfig
