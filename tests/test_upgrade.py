@@ -14,10 +14,22 @@ from typing import Any
 
 import pytest
 
-from rocketstore import GetStatus, MessageStore, StoreConfig
+from helpers.make_upgrade_fixture import read_all
+from rocketstore import MessageStore, StoreConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED: dict[str, Any] = json.loads((FIXTURES / "store_0_1_0_expected.json").read_text())
+
+
+@pytest.fixture(autouse=True)
+def _clock_when_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Delayed delivery sees the time the fixture was written: its delayed
+    record is not due yet, so a writer appends nothing while the test reads
+    (its delivery is tested in test_schedule.py)."""
+    from rocketstore.services import schedule
+
+    written = max(m["store_timestamp"] for m in EXPECTED["messages"])
+    monkeypatch.setattr(schedule, "now_ms", lambda: written)
 
 
 @pytest.fixture
@@ -27,41 +39,13 @@ def old_store(tmp_path: Path) -> Path:
     return dest
 
 
-def _read_all(store: MessageStore) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for topic in sorted(store.topics()):
-        for qid in sorted(store.queue_ids(topic)):
-            off = store.get_min_offset_in_queue(topic, qid)
-            end = store.get_max_offset_in_queue(topic, qid)
-            while off < end:
-                g = store.get_message("upgrade", topic, qid, off, 32)
-                assert g.status is GetStatus.FOUND, (topic, qid, off, g.status)
-                for m in g.messages:
-                    out.append(
-                        {
-                            "topic": m.topic,
-                            "queue_id": m.queue_id,
-                            "queue_offset": m.queue_offset,
-                            "phy": m.commit_log_offset,
-                            "msg_id": m.msg_id,
-                            "tags": m.tags,
-                            "keys": list(m.keys),
-                            "properties": dict(m.properties),
-                            "body_hex": m.body.hex(),
-                            "store_timestamp": m.store_timestamp,
-                        }
-                    )
-                off = g.next_begin_offset
-    return out
-
-
 @pytest.mark.parametrize("read_only", [False, True])
 def test_old_store_reads_identically(old_store: Path, read_only: bool) -> None:
     cfg = StoreConfig(store_path=str(old_store), **EXPECTED["geometry"])
     before = {p: p.read_bytes() for p in (old_store / "commitlog").iterdir()}
     with MessageStore(cfg, read_only=read_only) as store:
         assert store.max_phy_offset == EXPECTED["max_phy_offset"]
-        assert _read_all(store) == EXPECTED["messages"]
+        assert read_all(store) == EXPECTED["messages"]
         for key, want in EXPECTED["offsets"].items():
             group, topic, qid = key.split("/")
             assert store.query_offset(group, topic, int(qid)) == want
@@ -83,5 +67,5 @@ def test_old_store_accepts_new_writes(old_store: Path) -> None:
     with MessageStore(cfg) as store:
         g = store.get_message("upgrade", "orders", 1, end, 1)
         assert [m.body for m in g.messages] == [b"after upgrade"]
-        rest = [m for m in _read_all(store) if m["body_hex"] != b"after upgrade".hex()]
+        rest = [m for m in read_all(store) if m["body_hex"] != b"after upgrade".hex()]
         assert rest == EXPECTED["messages"]

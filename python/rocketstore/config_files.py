@@ -10,8 +10,9 @@ writes the same shape and reads both that and standard JSON:
 * :func:`atomic_write` / :func:`load_with_backup`: RocketMQ's ``.tmp`` /
   ``.bak`` protocol (``MixAll.string2File``), made crash-safe with
   ``os.replace`` and fsyncs.
-* :class:`ConsumerOffsets` (``consumerOffset.json``) and
-  :class:`TopicConfigs` (``topics.json``).
+* :class:`ConsumerOffsets` (``consumerOffset.json``),
+  :class:`DelayOffsets` (``delayOffset.json``) and :class:`TopicConfigs`
+  (``topics.json``).
 
 The exact layout :func:`dumps_fastjson` produces (fastjson's ``PrettyFormat``,
 as seen in real broker dumps; each ``\t`` is one tab character)::
@@ -66,6 +67,7 @@ from rocketstore.errors import CorruptedError
 
 __all__ = [
     "ConsumerOffsets",
+    "DelayOffsets",
     "TopicConfigs",
     "atomic_write",
     "dumps_fastjson",
@@ -653,6 +655,132 @@ class ConsumerOffsets:
         with self._lock:
             n = len(self._table)
         return f"ConsumerOffsets({self._path!r}, {n} topic@group entries)"
+
+
+# ---------------------------------------------------------------------------
+# delayOffset.json
+# ---------------------------------------------------------------------------
+
+
+def _parse_delay_offsets(text: str) -> dict[int, int]:
+    doc = loads_fastjson(text)
+    if not isinstance(doc, dict):
+        raise ValueError("delay offsets: the document is not a JSON object")
+    raw = doc.get("offsetTable")
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError("delay offsets: offsetTable is not an object")
+    table: dict[int, int] = {}
+    for level, offset in raw.items():
+        if isinstance(level, str):
+            try:
+                level = int(level)
+            except ValueError:
+                raise ValueError(
+                    f"delay offsets: {level!r} is not a delay level (an integer)"
+                ) from None
+        if not _is_int(offset):
+            raise ValueError(f"delay offsets: level {level} = {offset!r} is not an int")
+        table[level] = offset
+    return table
+
+
+class DelayOffsets:
+    """Delayed-delivery progress: ``<store>/config/delayOffset.json``.
+
+    RocketMQ's ``ScheduleMessageService`` dump: delay level (1-based) → the
+    next offset to deliver in ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``::
+
+        {"offsetTable":{1:6,2:17}}
+
+    written with :func:`dumps_fastjson` (unquoted levels), read with quoted or
+    unquoted levels; other top-level keys (5.x ``dataVersion``) are ignored.
+    Not thread-safe: the schedule service is its only user.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "config", "delayOffset.json")
+    >>> offsets = DelayOffsets.load(path)
+    >>> offsets.get(1)
+    0
+    >>> offsets.set(1, 6)
+    >>> offsets.persist(), offsets.persist()          # writes only when changed
+    (True, False)
+    >>> DelayOffsets.load(path).table()
+    {1: 6}
+    """
+
+    FILE_NAME = "delayOffset.json"
+
+    def __init__(self, path: StrPath, table: Mapping[int, int] | None = None) -> None:
+        """A progress table bound to ``path`` (nothing is read; see :meth:`load`)."""
+        self._path = os.fspath(path)
+        self._table: dict[int, int] = dict(table or {})
+        self._dirty = False
+
+    @classmethod
+    def load(cls, path: StrPath) -> DelayOffsets:
+        """Read ``path`` (or its ``.bak``); empty when neither exists.
+
+        Raises:
+            CorruptedError: the file and its backup both have content and
+                neither is a valid table.
+        """
+        found = _load_parsed(path, _parse_delay_offsets)
+        return cls(path, None if found is None else found[1])
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def dirty(self) -> bool:
+        """True when the table changed since the last :meth:`persist`."""
+        return self._dirty
+
+    def get(self, level: int) -> int:
+        """The next offset to deliver of ``level`` (0 when never recorded)."""
+        return self._table.get(level, 0)
+
+    def has(self, level: int) -> bool:
+        """True when the table holds ``level``."""
+        return level in self._table
+
+    def set(self, level: int, offset: int) -> None:
+        """Record ``offset`` as the next offset to deliver of ``level``."""
+        _check_int("level", level, minimum=1)
+        _check_int("offset", offset)
+        if self._table.get(level) != offset:
+            self._table[level] = offset
+            self._dirty = True
+
+    def table(self) -> dict[int, int]:
+        """A copy of the table, ``{level: next offset}``."""
+        return dict(self._table)
+
+    def to_json(self) -> str:
+        """The file content :meth:`persist` would write now."""
+        return dumps_fastjson({"offsetTable": self._table})
+
+    def persist(self, before_write: Callable[[], object] | None = None) -> bool:
+        """Write the file (see :func:`atomic_write`) if anything changed.
+
+        ``before_write`` runs after the table is taken and before the file is
+        written (the schedule service flushes the CommitLog there, so saved
+        progress never runs ahead of durable copies); if it raises, nothing
+        is written. Returns True if it wrote.
+        """
+        if not self._dirty:
+            return False
+        text = self.to_json()
+        if before_write is not None:
+            before_write()
+        atomic_write(self._path, text)
+        self._dirty = False
+        return True
+
+    def __repr__(self) -> str:
+        return f"DelayOffsets({self._path!r}, {self._table!r})"
 
 
 # ---------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from rocketstore.services.base import ServiceThread
 from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
+from rocketstore.services.schedule import ScheduleService
 
 if TYPE_CHECKING:
     import pyarrow
@@ -197,8 +198,15 @@ class MessageStore:
         self._offsets = offsets
         self._topic_configs = topic_configs
         if not self._read_only:
+            try:
+                # A service may refuse to start (an unreadable progress file).
+                services = self._make_services()
+            except BaseException:
+                native.shutdown()
+                pump_now()
+                raise
             self._reput.start()
-            for service in self._make_services():
+            for service in services:
                 service.start()
                 self._services.append(service)
         for name in _FAST_METHODS:
@@ -226,7 +234,7 @@ class MessageStore:
                 store._service_failed(reason)
 
         self._clean = CleanService(native, self._config, offsets=offsets, on_failure=failed)
-        return [self._clean]
+        return [self._clean, ScheduleService.for_store(self)]
 
     def _service_failed(self, reason: str) -> None:
         """A Python service died: refuse puts from now on, keeping the reason."""

@@ -537,6 +537,20 @@ impl CommitLog {
     /// cost nothing more than before on the success path (the sentence is
     /// built only when a check fails).
     pub fn prepare<'a>(&self, spec: MessageSpec<'a>) -> std::result::Result<Prepared<'a>, Refused> {
+        self.prepare_as(spec, false)
+    }
+
+    /// [`CommitLog::prepare`] for a put from a producer (`redelivery` false),
+    /// or for the delivered copy of a delayed message (`redelivery` true):
+    /// the copy of a record already stored skips the producer's sys_flag and
+    /// compressed-body rules (the stored flags and body are kept as they are;
+    /// the IPv6 host bits are derived again) and the delay conversion, which
+    /// would park it in `SCHEDULE_TOPIC_XXXX` once more (SPEC §1.9).
+    fn prepare_as<'a>(
+        &self,
+        spec: MessageSpec<'a>,
+        redelivery: bool,
+    ) -> std::result::Result<Prepared<'a>, Refused> {
         let mut spec = spec;
         if let Some(why) = topic_problem(&spec.topic) {
             return Err(Refused::illegal(why));
@@ -554,7 +568,7 @@ impl CommitLog {
                 self.cfg.max_message_size
             )));
         }
-        if spec.sys_flag != 0 {
+        if spec.sys_flag != 0 && !redelivery {
             if let Some(why) = sys_flag_problem(spec.sys_flag) {
                 return Err(Refused::illegal(why));
             }
@@ -565,7 +579,8 @@ impl CommitLog {
             }
         }
         let tran = spec.transaction_type();
-        if tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT {
+        if !redelivery && (tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT)
+        {
             if let Some(level) = find_property(&spec.properties, props::DELAY) {
                 let level: i64 = std::str::from_utf8(level)
                     .ok()
@@ -771,6 +786,39 @@ impl CommitLog {
                     out.push(self.append_locked(&mut st.g, &p, ts)?)
                 }
                 Err(refused) => out.push(PutOutcome::rejected(refused)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Appends the delivered copies of delayed messages in order under one
+    /// lock hold, without the delay conversion (see [`CommitLog::prepare_as`]).
+    ///
+    /// A copy refused for good (`MESSAGE_ILLEGAL`, `PROPERTIES_SIZE_EXCEEDED`)
+    /// gets its outcome and the next one is tried; the first put that fails
+    /// for a reason that may pass (no CommitLog file could be created) ends
+    /// the batch, so the result may be shorter than `specs` and nothing after
+    /// a failed copy is ever written before it.
+    pub fn put_redeliveries<'a>(
+        &self,
+        specs: impl IntoIterator<Item = MessageSpec<'a>>,
+    ) -> Result<Vec<PutOutcome>> {
+        let specs = specs.into_iter();
+        let mut out = Vec::with_capacity(specs.size_hint().0);
+        let mut st = self.put.lock();
+        let ts = now_ms();
+        for s in specs {
+            let o = match self.prepare_as(s, true) {
+                Ok(p) => self.append_locked(&mut st, &p, ts)?,
+                Err(refused) => PutOutcome::rejected(refused),
+            };
+            let stop = !matches!(
+                o.status,
+                PutStatus::PutOk | PutStatus::MessageIllegal | PutStatus::PropertiesSizeExceeded
+            );
+            out.push(o);
+            if stop {
+                break;
             }
         }
         Ok(out)

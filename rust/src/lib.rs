@@ -28,6 +28,7 @@ pub mod mapped_file_queue;
 pub mod message;
 pub mod ratelog;
 pub mod reader;
+pub mod schedule;
 pub mod store;
 
 #[cfg(feature = "python")]

@@ -1045,6 +1045,31 @@ impl Store {
         Ok(out)
     }
 
+    /// Appends the delivered copies of delayed messages (see
+    /// [`CommitLog::put_redeliveries`]); under SYNC_FLUSH waits once for the
+    /// batch to be on disk (a FLUSH_DISK_TIMEOUT copy is written all the
+    /// same). `Err(refused)` when the store takes no puts now (poisoned).
+    #[allow(clippy::type_complexity)]
+    pub fn put_redeliveries<'a>(
+        &self,
+        specs: impl IntoIterator<Item = MessageSpec<'a>>,
+    ) -> Result<std::result::Result<Vec<PutOutcome>, Refused>> {
+        if let Some(r) = self.check_writable()? {
+            return Ok(Err(r));
+        }
+        let out = self.commitlog.put_redeliveries(specs)?;
+        self.dispatcher.wakeup();
+        let end = out
+            .iter()
+            .filter(|o| o.status == PutStatus::PutOk)
+            .map(|o| (o.wrote_offset + o.wrote_bytes as i64) as u64)
+            .max();
+        if let (true, Some(end)) = (self.opts.flush.sync_flush, end) {
+            self.flusher.wait_flushed(end);
+        }
+        Ok(Ok(out))
+    }
+
     /// Appends a batch of messages to one queue: every message is checked
     /// first and one refused message refuses the batch (nothing written);
     /// then one append per CommitLog file's worth and, under SYNC_FLUSH,
@@ -1078,6 +1103,25 @@ impl Store {
                 .fetch_max(out.end_offset as u64, Ordering::AcqRel);
         }
         Ok(Ok(out))
+    }
+
+    /// Forces the CommitLog (not the queues) to disk and returns the flushed
+    /// offset: what the schedule service does before it records progress,
+    /// so saved progress never runs ahead of durable copies. Refused once the
+    /// store is poisoned: after a failed flush a later fsync may succeed
+    /// without the lost pages.
+    pub fn flush_commit_log(&self) -> Result<u64> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Ok(self.commitlog.flushed_offset());
+        }
+        if let Some(why) = self.poison_reason() {
+            return Err(StoreError::Poisoned(why));
+        }
+        self.commitlog.queue().commit(0);
+        self.commitlog
+            .flush_all()
+            .inspect_err(|e| self.poison(format!("CommitLog flush failed: {e}")))
     }
 
     /// Marks the store unwriteable after a failed write or flush.

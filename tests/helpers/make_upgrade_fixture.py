@@ -51,33 +51,38 @@ def _write(path: Path) -> None:
         store.put("orders", b"from ipv6", queue_id=3, keys=["v6"])
 
 
+def read_all(store: MessageStore) -> list[dict[str, object]]:
+    """Every message of every queue, in topic/queue/offset order, as JSON-ready dicts."""
+    out: list[dict[str, object]] = []
+    for topic in sorted(store.topics()):
+        for qid in sorted(store.queue_ids(topic)):
+            off = store.get_min_offset_in_queue(topic, qid)
+            end = store.get_max_offset_in_queue(topic, qid)
+            while off < end:
+                g = store.get_message("fixture", topic, qid, off, 32)
+                assert g.status is GetStatus.FOUND, (topic, qid, off, g.status)
+                for m in g.messages:
+                    out.append(
+                        {
+                            "topic": m.topic,
+                            "queue_id": m.queue_id,
+                            "queue_offset": m.queue_offset,
+                            "phy": m.commit_log_offset,
+                            "msg_id": m.msg_id,
+                            "tags": m.tags,
+                            "keys": list(m.keys),
+                            "properties": dict(m.properties),
+                            "body_hex": m.body.hex(),
+                            "store_timestamp": m.store_timestamp,
+                        }
+                    )
+                off = g.next_begin_offset
+    return out
+
+
 def _expected(path: Path) -> dict[str, object]:
     cfg = StoreConfig(store_path=str(path), **GEOMETRY)
-    out: list[dict[str, object]] = []
     with MessageStore(cfg, read_only=True) as store:
-        for topic in sorted(store.topics()):
-            for qid in sorted(store.queue_ids(topic)):
-                off = store.get_min_offset_in_queue(topic, qid)
-                end = store.get_max_offset_in_queue(topic, qid)
-                while off < end:
-                    g = store.get_message("fixture", topic, qid, off, 32)
-                    assert g.status is GetStatus.FOUND, (topic, qid, off, g.status)
-                    for m in g.messages:
-                        out.append(
-                            {
-                                "topic": m.topic,
-                                "queue_id": m.queue_id,
-                                "queue_offset": m.queue_offset,
-                                "phy": m.commit_log_offset,
-                                "msg_id": m.msg_id,
-                                "tags": m.tags,
-                                "keys": list(m.keys),
-                                "properties": dict(m.properties),
-                                "body_hex": m.body.hex(),
-                                "store_timestamp": m.store_timestamp,
-                            }
-                        )
-                    off = g.next_begin_offset
         return {
             "geometry": GEOMETRY,
             "max_phy_offset": store.max_phy_offset,
@@ -85,7 +90,7 @@ def _expected(path: Path) -> dict[str, object]:
                 "group-a/orders/0": store.query_offset("group-a", "orders", 0),
                 "group-a/audit/1": store.query_offset("group-a", "audit", 1),
             },
-            "messages": out,
+            "messages": read_all(store),
         }
 
 

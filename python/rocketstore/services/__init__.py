@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
+from rocketstore.services.schedule import ScheduleService
 
-__all__ = ["RecoveryReport", "RecoveryService", "ReputService"]
+__all__ = ["RecoveryReport", "RecoveryService", "ReputService", "ScheduleService"]

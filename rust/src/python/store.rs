@@ -1345,6 +1345,55 @@ impl PyStore {
         })
     }
 
+    /// One delivery step for each `(level, offset)` (level 1-based): re-puts
+    /// the messages of `SCHEDULE_TOPIC_XXXX` queue `level - 1` due at
+    /// `now_ms`, from consume-queue offset `offset`, at most `max_msgs` per
+    /// level, one batch per level, all with the GIL released once. Returns
+    /// one `(next_offset, delivered, dropped, due_at, more, blocked,
+    /// end_offset)` per level, in order.
+    #[allow(clippy::type_complexity)]
+    fn deliver_delayed(
+        &self,
+        py: Python<'_>,
+        levels: Vec<(usize, i64)>,
+        now_ms: i64,
+        max_msgs: usize,
+    ) -> PyResult<Vec<(i64, u64, u64, i64, bool, Option<String>, u64)>> {
+        guarded(|| {
+            let store = &self.store;
+            let steps = nogil(py, || {
+                levels
+                    .iter()
+                    .map(|&(level, offset)| {
+                        crate::schedule::deliver_due(store, level, offset, now_ms, max_msgs)
+                    })
+                    .collect::<crate::error::Result<Vec<_>>>()
+            })?;
+            Ok(steps
+                .into_iter()
+                .map(|s| {
+                    (
+                        s.next_offset,
+                        s.delivered,
+                        s.dropped,
+                        s.due_at,
+                        s.more,
+                        s.blocked,
+                        s.end_offset,
+                    )
+                })
+                .collect())
+        })
+    }
+
+    /// Forces the CommitLog to disk (not the queues); returns the flushed offset.
+    fn flush_commit_log(&self, py: Python<'_>) -> PyResult<u64> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || store.flush_commit_log())
+        })
+    }
+
     /// For tests: stop as if the process were killed (no final flush, the
     /// abort file stays, the lock is released).
     fn _simulate_crash(&self, py: Python<'_>) -> PyResult<()> {
