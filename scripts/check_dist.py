@@ -233,7 +233,7 @@ def check_wheel(c: Checks, path: Path) -> None:
             [n for n in names if not WHEEL_PACKAGE.match(n)] or "")
     c.check(not [n for n in names if TEST_ONLY.search(n)], "wheel: nothing test- or bench-only",
             [n for n in names if TEST_ONLY.search(n)] or "")
-    for need in ("rocketstore/_native.pyi", "rocketstore/py.typed", "rocketstore/cli.py"):
+    for need in ("rocketstore/_native.pyi", "rocketstore/py.typed", "rocketstore/cli/__init__.py"):
         c.check(need in names, f"wheel: has {need}")
     c.check(any(n.endswith(".dist-info/licenses/LICENSE") for n in names), "wheel: has LICENSE")
     c.check("Root-Is-Purelib: false" in wheel_info, "wheel: platform wheel (not purelib)")

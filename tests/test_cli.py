@@ -256,6 +256,45 @@ def test_verify_detects_garbage_record_header(store: Store) -> None:
     assert data["recovery"]["end_offset"] == store.messages[-1].offset + store.messages[-1].size
 
 
+def test_verify_checks_queue_units_and_index_entries(store: Store) -> None:
+    data = run_json(["verify", str(store.path)])
+    assert data["consume_queue_units"] == len(store.messages)
+    # Every single put carries one key; the batch none.
+    assert data["index_entries"] == 60
+    assert data["not_checked"] == 0
+
+
+def test_verify_detects_a_queue_unit_with_a_wrong_size(store: Store) -> None:
+    victim = next(m for m in store.messages if (m.topic, m.queue_id, m.queue_offset)
+                  == ("orders", 0, 1))
+    unit = store.path / "consumequeue" / "orders" / "0" / f"{0:020d}"
+    with open(unit, "r+b") as f:
+        f.seek(1 * 20 + 8)
+        f.write((victim.size + 4).to_bytes(4, "big"))
+    result = run(["verify", str(store.path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [victim.offset]
+    assert "ConsumeQueue orders/0@1" in data["problems"][0]["problem"]
+
+
+def test_verify_detects_an_index_entry_with_a_wrong_hash(store: Store) -> None:
+    (index,) = sorted((store.path / "index").iterdir())
+    entry = 40 + SMALL["max_hash_slot_num"] * 4 + 1 * 20  # entry 0 is unused
+    with open(index, "r+b") as f:
+        f.seek(entry)
+        key_hash = int.from_bytes(f.read(4), "big")
+        f.seek(entry)
+        f.write(((key_hash + 1) % 2**31).to_bytes(4, "big"))
+        f.seek(entry + 4)
+        phy = int.from_bytes(f.read(8), "big")
+    result = run(["verify", str(store.path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [phy]
+    assert "index file" in data["problems"][0]["problem"]
+
+
 def test_crc_matches_what_the_store_wrote(store: Store) -> None:
     # verify computes CRC32 & 0x7FFFFFFF over the stored body: the store agrees.
     data = run_json(["get", str(store.path), "--offset", str(store.messages[0].offset)])

@@ -2,9 +2,12 @@
 
 >>> import tempfile
 >>> from rocketstore import MessageStore, StoreConfig, PutStatus
->>> with MessageStore(StoreConfig(store_path=tempfile.mkdtemp())) as store:
-...     r = store.put("orders", b"hello", tags="paid")
-...     r.status is PutStatus.PUT_OK, store.look_message_by_offset(r.wrote_offset).body
+>>> with tempfile.TemporaryDirectory() as path:
+...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
+...                       max_hash_slot_num=64, max_index_num=256)  # small files
+...     with MessageStore(cfg) as store:
+...         r = store.put("orders", b"hello", tags="paid")
+...         r.status is PutStatus.PUT_OK, store.look_message_by_offset(r.wrote_offset).body
 (True, b'hello')
 """
 

@@ -2,6 +2,7 @@
 
 from array import array
 from collections.abc import Iterable, Sequence
+from os import PathLike
 from typing import Any, final
 
 from rocketstore.config import StoreConfig
@@ -18,6 +19,8 @@ __all__ = [
     "MessageExt",
     "NativeStore",
     "PutResult",
+    "VerifyProgress",
+    "VerifyReport",
     "__version__",
     "_begin_exit",
     "_default_options",
@@ -28,8 +31,11 @@ __all__ = [
     "_set_log_level",
     "_threads_in_engine",
     "body_crc",
+    "index_geometry",
     "java_string_hash",
     "tags_code",
+    "verify_store",
+    "writer_running",
 ]
 
 __version__: str
@@ -46,6 +52,42 @@ def _set_log_level(level: int) -> None: ...
 def _drain_logs(timeout: float) -> tuple[list[tuple[int, str, str]], int]: ...
 def _begin_exit() -> int: ...
 def _threads_in_engine() -> int: ...
+def verify_store(
+    store_path: str | PathLike[str],
+    commit_log_file_size: int,
+    start: int,
+    end: int,
+    max_hash_slot_num: int,
+    max_index_num: int,
+    progress: VerifyProgress | None = None,
+) -> VerifyReport: ...
+def index_geometry(
+    store_path: str | PathLike[str],
+    max_hash_slot_num: int | None = None,
+    max_index_num: int | None = None,
+) -> tuple[int | None, int | None]: ...
+def writer_running(store_path: str | PathLike[str]) -> bool | None: ...
+
+@final
+class VerifyProgress:
+    def __new__(cls) -> VerifyProgress: ...
+    @property
+    def done(self) -> int: ...
+
+@final
+class VerifyReport:
+    @property
+    def records(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+    @property
+    def cq_units(self) -> int: ...
+    @property
+    def index_entries(self) -> int: ...
+    @property
+    def not_checked(self) -> int: ...
+    @property
+    def problems(self) -> list[tuple[int | None, str]]: ...
 
 @final
 class Message:

@@ -45,6 +45,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Self
 
+from rocketstore.formats.properties import read_properties
+
 __all__ = [
     "CQ_STORE_UNIT_SIZE",
     "DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG",
@@ -701,7 +703,7 @@ class StoreConfig:
             items: list[tuple[str, object]] = [(str(k), v) for k, v in source.items()]
         else:
             origin = os.fspath(source)
-            items = list(_read_properties_file(Path(origin)).items())
+            items = list(read_properties(Path(origin)).items())
 
         values: dict[str, Any] = {}
         broker_ip: str | None = None
@@ -1049,66 +1051,6 @@ def _convert(origin: str, key: str, kind: _Kind, raw: object, name: str) -> Any:
     if name in _RATIO_FIELDS:
         value = _percent_to_fraction(value)
     return value
-
-
-_UNESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    def repl(match: re.Match[str]) -> str:
-        body = match.group(1)
-        if body.startswith("u") and len(body) > 1:  # a \\uXXXX escape
-            return chr(int(body[1:], 16))
-        return _UNESCAPES.get(body, body)
-
-    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", repl, text, flags=re.DOTALL)
-
-
-def _logical_lines(text: str) -> list[str]:
-    """Join Java-properties continuation lines (odd number of trailing backslashes)."""
-    lines: list[str] = []
-    pending: str | None = None
-    for physical in text.splitlines():
-        line = physical.lstrip() if pending is not None else physical
-        if pending is None and line.lstrip()[:1] in ("#", "!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        continued = trailing % 2 == 1
-        if continued:
-            line = line[:-1]
-        pending = line if pending is None else pending + line
-        if not continued:
-            lines.append(pending)
-            pending = None
-    if pending is not None:
-        lines.append(pending)
-    return lines
-
-
-def _read_properties_file(path: Path) -> dict[str, str]:
-    """Parse a Java properties file: ``key=value``, ``key: value`` or ``key value``.
-
-    ``#``/``!`` comments, blank lines, backslash continuations and escapes
-    (``\\t``, ``\\uXXXX``, ...) are understood; keys and values are trimmed;
-    a later duplicate key wins.
-    """
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        text = data.decode("latin-1")  # Java's Properties.load(InputStream) encoding
-    result: dict[str, str] = {}
-    for logical in _logical_lines(text):
-        line = logical.strip()
-        if not line:
-            continue
-        # the key ends at the first unescaped '=', ':' or whitespace
-        match = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:]?\s*(.*)$", line, flags=re.DOTALL)
-        assert match is not None  # the pattern matches any string
-        key = _unescape(match.group(1)).strip()
-        if key:
-            result[key] = _unescape(match.group(2)).strip()
-    return result
 
 
 def _format_value(value: object) -> str:

@@ -128,10 +128,14 @@ class MessageStore:
     disk before :meth:`start`.
 
     >>> import tempfile
-    >>> store = MessageStore(tempfile.mkdtemp()).start()
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> cfg = StoreConfig(store_path=tmp.name, mapped_file_size_commit_log=64 * 1024,
+    ...                   max_hash_slot_num=64, max_index_num=256)  # small files
+    >>> store = MessageStore(cfg).start()
     >>> store.put("orders", b"x").queue_offset
     0
     >>> store.shutdown()
+    >>> tmp.cleanup()
     """
 
     def __init__(
@@ -659,9 +663,12 @@ class MessageStore:
         hosts ``"ip:port"``).
 
         >>> import tempfile
-        >>> with MessageStore(tempfile.mkdtemp()) as store:
-        ...     _ = store.put("orders", b"hello", tags="paid")
-        ...     table = store.read_arrow("orders").read_all()
+        >>> with tempfile.TemporaryDirectory() as path:
+        ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
+        ...                       max_hash_slot_num=64, max_index_num=256)  # small files
+        ...     with MessageStore(cfg) as store:
+        ...         _ = store.put("orders", b"hello", tags="paid")
+        ...         table = store.read_arrow("orders").read_all()
         >>> table.column("body").to_pylist(), table.column("tags").to_pylist()
         ([b'hello'], ['paid'])
         """

@@ -30,6 +30,7 @@ pub mod ratelog;
 pub mod reader;
 pub mod schedule;
 pub mod store;
+pub mod verify;
 
 #[cfg(feature = "python")]
 pub mod python;

@@ -9,6 +9,7 @@ pub mod gil;
 pub mod logbridge;
 pub mod store;
 pub mod types;
+pub mod verify;
 
 use pyo3::prelude::*;
 
@@ -106,6 +107,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(raise_store_error, m)?)?;
     m.add_function(wrap_pyfunction!(begin_exit, m)?)?;
+    m.add_class::<verify::PyVerifyProgress>()?;
+    m.add_class::<verify::PyVerifyReport>()?;
+    m.add_function(wrap_pyfunction!(verify::verify_store, m)?)?;
+    m.add_function(wrap_pyfunction!(verify::index_geometry, m)?)?;
+    m.add_function(wrap_pyfunction!(verify::writer_running, m)?)?;
     m.add_function(wrap_pyfunction!(threads_in_engine, m)?)?;
     gil::install_fork_handler();
     logbridge::install();

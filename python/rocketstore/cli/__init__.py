@@ -1,0 +1,55 @@
+"""The ``rocketstore`` command line.
+
+Subcommands:
+
+``demo``
+    Write messages into a store (a temporary one by default), reopen it, read
+    every message back by physical offset and print a summary.
+``info PATH``
+    Segment sizes, files, offsets, how the last writer stopped, checkpoint
+    times, recovery report, and every topic and queue with its min/max offsets.
+``verify PATH``
+    Check every CommitLog record (with its CRC), every ConsumeQueue unit and
+    every index entry; exit 1 if anything is wrong.
+``repair PATH``
+    Open the store for writing, skipping damaged records in durable data
+    (which a normal open refuses) and remembering them; print what was skipped.
+``get PATH``
+    Read from a consume queue (``--topic T --queue Q --offset N``, with
+    ``--count`` and ``--tags``), or print one message by physical offset
+    (``--offset N`` without ``--topic``) or by message id (``--id``).
+``tail PATH``
+    The last messages of a topic's queues (or of every topic); ``--follow``
+    keeps printing new messages as the writer dispatches them.
+``query PATH --topic T --key K``
+    Messages carrying a key, found through the index files.
+``bench [PATH]``
+    A quick self-benchmark (put, batched put, get, key queries) in a
+    temporary store.
+
+Every command that inspects a store opens it read-only, so it never writes a
+byte and may run while a writer has the store open (``repair`` is the one
+command that writes: it takes the writer lock). ``--json`` prints
+machine-readable output on stdout (``tail`` prints one JSON object per line);
+progress bars go to stderr and only appear on a terminal.
+
+One module per group of commands: ``demo``, ``info``, ``verify``
+(``verify`` and ``repair``), ``read`` (``get``, ``tail``, ``query``) and
+``bench``; ``_common`` holds what they share (the ``main`` group, errors,
+output, opening a store).
+
+Exit codes: 0 success; 1 the command ran but found a problem (a damaged
+record, a message not found, a demo or bench message that did not read back);
+2 the command could not run (bad arguments, no store, an error from the store
+or the operating system). Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+# Importing the command modules registers their commands on ``main``.
+from rocketstore.cli import bench, demo, info, read, verify  # noqa: F401
+from rocketstore.cli._common import EXIT_ERROR, EXIT_PROBLEM, CliError, main, version_text
+from rocketstore.cli.demo import _demo_min_segment_size as _demo_min_segment_size
+from rocketstore.cli.demo import _run_demo as _run_demo
+
+__all__ = ["EXIT_ERROR", "EXIT_PROBLEM", "CliError", "main", "version_text"]

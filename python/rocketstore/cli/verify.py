@@ -1,0 +1,178 @@
+"""The ``verify`` and ``repair`` commands: check a whole store, skip damaged records."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.text import Text
+
+from rocketstore import _native
+from rocketstore.cli._common import (
+    EXIT_PROBLEM,
+    _index_geometry,
+    _json_flag,
+    _make_config,
+    _open_read_only,
+    _print_json,
+    _progress,
+    _report_dict,
+    _segment_files,
+    _segment_size,
+    _start,
+    _stderr,
+    _stdout,
+    _store_path,
+    _with_index_options,
+    main,
+)
+from rocketstore.store import MessageStore
+
+# -- verify -------------------------------------------------------------------------
+
+
+def _run_verifier(path: Path, store: MessageStore, start: int,
+                  end: int) -> _native.VerifyReport:
+    """The engine's whole-store check, on a worker thread (it runs without
+    the GIL) while this one draws its progress."""
+    counter = _native.VerifyProgress()
+    cfg = store.config
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(_native.verify_store, str(path), _segment_size(store), start, end,
+                             cfg.max_hash_slot_num, cfg.max_index_num, counter)
+        with _progress(_stderr(), byte_counts=True) as progress:
+            task = progress.add_task("verifying", total=max(end - start, 0))
+            while True:
+                try:
+                    result = future.result(timeout=0.1)
+                except TimeoutError:
+                    progress.update(task, completed=counter.done)
+                    continue
+                progress.update(task, completed=counter.done)
+                return result
+
+
+@main.command()
+@_store_path
+@_json_flag
+@click.pass_context
+def verify(ctx: click.Context, path: Path, as_json: bool) -> None:
+    """Check the whole store at PATH (exit 1 on a problem).
+
+    Recovery is run read-only with body CRC checks; then the engine checks
+    every CommitLog record from the first file to the end of the data (the
+    record rules of recovery and its body CRC; a body flagged compressed
+    must inflate; the scan goes on behind a damaged record), every
+    ConsumeQueue unit (it must point at a record of its topic, queue, queue
+    offset and size) and every index entry (it must point at a record
+    carrying a key of its hash). Exits 2 if PATH is not a store.
+    """
+    geometry: dict[str, Any] = dict(_index_geometry(path, None, None))
+    with _open_read_only(path, check_crc=True, **geometry) as store:
+        segment_size = _segment_size(store)
+        report = store.recovery_report
+        start = max(store.min_phy_offset, 0)
+        end = store.max_phy_offset
+        if report is not None:
+            # The store reads no further than its recovered end; where the
+            # scan stopped early, everything behind it is reported below.
+            end = report.end_offset if report.stop_reason else max(end, report.end_offset)
+        checked = _run_verifier(path, store, start, end)
+        files = _segment_files(store)
+    found: dict[int | None, list[str]] = {}
+    for off, text in checked.problems:
+        found.setdefault(off, []).append(text)
+    if report is not None and report.stop_reason:
+        found.setdefault(report.end_offset, []).append(
+            f"recovery stopped: {report.stop_reason}")
+        later = sum(1 for name in files if int(name) > report.end_offset)
+        found[report.end_offset].append(
+            "the rest of the CommitLog cannot be read and was not checked"
+            + (f" ({later} later segment file(s))" if later else ""))
+    problems = [{"offset": off, "problem": "; ".join(texts)}
+                for off, texts in sorted(found.items(),
+                                         key=lambda kv: (kv[0] is not None, kv[0] or 0))]
+    ok = not problems
+    data: dict[str, Any] = {
+        "path": str(path),
+        "ok": ok,
+        "records": checked.records,
+        "bytes": checked.bytes,
+        "consume_queue_units": checked.cq_units,
+        "index_entries": checked.index_entries,
+        "not_checked": checked.not_checked,
+        "start_offset": start,
+        "end_offset": end,
+        "segments": len(files),
+        "segment_size": segment_size,
+        "recovery": _report_dict(report),
+        "problems": problems,
+    }
+    if as_json:
+        _print_json(data)
+    else:
+        out = _stdout()
+        scanned = (f"{checked.records:,} records, {checked.bytes:,} bytes in {len(files)} "
+                   f"segment(s); {checked.cq_units:,} queue units and "
+                   f"{checked.index_entries:,} index entries checked")
+        for p in problems:
+            where = "" if p["offset"] is None else f"offset {p['offset']}: "
+            out.print(Text(f"{where}{p['problem']}", style="red"), soft_wrap=True)
+        if ok:
+            out.print(Text(f"OK: {scanned}", style="green"), soft_wrap=True)
+        else:
+            out.print(Text(f"FAILED: {len(problems)} problem(s); {scanned}", style="red"),
+                      soft_wrap=True)
+    if not ok:
+        ctx.exit(EXIT_PROBLEM)
+
+
+@main.command()
+@_store_path
+@_with_index_options
+@_json_flag
+def repair(path: Path, hash_slots: int | None, index_num: int | None, as_json: bool) -> None:
+    """Open the store at PATH for writing, skipping damaged records.
+
+    Damage inside durable CommitLog data (invalid bytes that intact records
+    follow) makes a normal open refuse the store. ``repair`` runs recovery
+    as ``StoreConfig(on_corruption="skip")`` does: every intact record is
+    kept, each damaged record is skipped (its queue unit stays, so queue
+    offsets stay dense; pulls skip and count it) and remembered in the
+    checkpoint, so later opens accept the store. It takes the writer lock:
+    no other writer may have the store open. Prints what was skipped.
+    """
+    # The index geometry is taken from the index files, like the other
+    # commands do: a writer opened with another geometry could not use them.
+    cfg = _make_config(path, on_corruption="skip",
+                       **_index_geometry(path, hash_slots, index_num))
+    store = _start(MessageStore(cfg))
+    try:
+        report = store.recovery_report
+    finally:
+        store.shutdown()
+    damaged: list[dict[str, Any]] = [] if report is None else [
+        {"offset": off, "resume_offset": resume, "file": file, "reason": reason}
+        for off, resume, file, reason in report.damaged
+    ]
+    data: dict[str, Any] = {
+        "path": str(path),
+        "damaged": damaged,
+        "recovery": _report_dict(report),
+    }
+    if as_json:
+        _print_json(data)
+        return
+    out = _stdout()
+    for d in damaged:
+        resume, offset = int(d["resume_offset"]), int(d["offset"])
+        what = (f"skipped, intact records resume at {resume}"
+                if resume > offset else "nothing intact follows it")
+        out.print(Text(f"offset {d['offset']} ({d['file']}): {d['reason']}; {what}",
+                       style="yellow"), soft_wrap=True)
+    if damaged:
+        out.print(f"repaired: {len(damaged)} damaged range(s) skipped", soft_wrap=True)
+    else:
+        out.print(Text("nothing to repair", style="green"), soft_wrap=True)

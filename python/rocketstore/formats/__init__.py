@@ -1,0 +1,2 @@
+"""File formats RocketMQ uses besides the store itself: Java ``.properties``
+(``broker.conf``) and fastjson's JSON (the broker's config files)."""
