@@ -43,8 +43,7 @@ fn open(dir: &std::path::Path) -> Arc<Store> {
             sync_flush: true,
             ..FlushConfig::default()
         },
-        preallocate: true,
-        warm: Default::default(),
+        ..StoreOptions::default()
     };
     let s = Store::open(opts).unwrap();
     s.recover(true, false).unwrap();

@@ -66,6 +66,7 @@ fn open(
             flush_every_pages: 4096,
             ..Default::default()
         },
+        ..StoreOptions::default()
     };
     let s = Store::open(opts).unwrap();
     s.recover(true, false).unwrap();

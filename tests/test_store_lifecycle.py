@@ -290,7 +290,7 @@ def test_read_only_never_repairs(open_store: OpenStore, store_path: str) -> None
 
 
 def test_read_only_open_of_missing_dir(store_path: str) -> None:
-    with pytest.raises((ValueError, FileNotFoundError)):
+    with pytest.raises(FileNotFoundError):
         MessageStore(StoreConfig(store_path=store_path), read_only=True).start()
     assert not Path(store_path).exists()
 

@@ -18,6 +18,7 @@ from rocketstore.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.errors import (
     ConfigMismatchError,
     CorruptedError,
+    InternalError,
     PoisonedError,
     ReadOnlyStoreError,
     StoreClosedError,
@@ -43,6 +44,7 @@ __all__ = [
     "FlushDiskType",
     "GetMessageResult",
     "GetStatus",
+    "InternalError",
     "Message",
     "MessageExt",
     "MessageStore",

@@ -5,6 +5,7 @@ from collections.abc import Iterable, Sequence
 from os import PathLike
 from typing import Any, final
 
+from rocketstore.config import StoreConfig
 from rocketstore.enums import GetStatus, PutStatus
 
 #: A body: any bytes-like object (copied once unless it is ``bytes``).
@@ -22,7 +23,10 @@ __all__ = [
     "VerifyReport",
     "__version__",
     "_begin_exit",
+    "_default_options",
     "_drain_logs",
+    "_error_kinds",
+    "_raise_store_error",
     "_set_fail_point",
     "_set_log_level",
     "_threads_in_engine",
@@ -38,9 +42,12 @@ __version__: str
 
 def java_string_hash(s: str) -> int: ...
 def tags_code(tags: str | None) -> int: ...
-def body_crc(data: bytes) -> int: ...
+def body_crc(data: bytes | bytearray | memoryview) -> int: ...
+def _default_options() -> dict[str, Any]: ...
 # Only in builds with the `failpoints` cargo feature (the test install).
 def _set_fail_point(name: str, errno: int) -> bool: ...
+def _error_kinds() -> list[str]: ...
+def _raise_store_error(kind: str) -> None: ...
 def _set_log_level(level: int) -> None: ...
 def _drain_logs(timeout: float) -> tuple[list[tuple[int, str, str]], int]: ...
 def _begin_exit() -> int: ...
@@ -241,37 +248,7 @@ class ArrowStream:
 
 @final
 class NativeStore:
-    def __new__(
-        cls,
-        store_path: str | PathLike[str],
-        commit_log_dir: str | PathLike[str],
-        commit_log_file_size: int | None,
-        max_message_size: int,
-        store_host: tuple[str, int],
-        message_delay_level: str,
-        sync_flush: bool,
-        read_only: bool,
-        *,
-        consume_queue_file_size: int | None = None,
-        message_index_enable: bool = True,
-        max_hash_slot_num: int = 5_000_000,
-        max_index_num: int = 20_000_000,
-        max_msgs_num_batch: int = 64,
-        max_transfer_bytes_on_message_in_memory: int = 262_144,
-        max_transfer_count_on_message_in_memory: int = 32,
-        max_transfer_bytes_on_message_in_disk: int = 65_536,
-        max_transfer_count_on_message_in_disk: int = 8,
-        access_message_in_memory_max_ratio: int = 40,
-        message_index_safe: bool = True,
-        transient_store_pool_enable: bool = False,
-        transient_store_pool_size: int = 5,
-        flush_intervals_ms: tuple[int, int, int, int, int, int] | None = None,
-        flush_least_pages: tuple[int, int, int] | None = None,
-        sync_flush_timeout_ms: int = 5000,
-        warm_mapped_file_enable: bool = False,
-        flush_least_pages_when_warm_mapped_file: int = 4096,
-        preallocate: bool = True,
-    ) -> NativeStore: ...
+    def __new__(cls, config: StoreConfig, read_only: bool = False) -> NativeStore: ...
     def start_flush(self) -> None: ...
     def drain_dispatch(self) -> None: ...
     @property
@@ -317,7 +294,6 @@ class NativeStore:
     @property
     def poison_reason(self) -> str | None: ...
     def poison(self, reason: str) -> None: ...
-    def set_os_page_cache_busy_timeout(self, ms: int) -> None: ...
     def set_disk_full(self, reason: str | None) -> bool: ...
     @property
     def disk_full_reason(self) -> str | None: ...

@@ -2,7 +2,11 @@
 
 ``StoreError`` is the root. I/O failures from the operating system are raised
 as :class:`OSError` (with ``errno`` set, so ``FileNotFoundError`` and friends
-work); bad arguments as :class:`ValueError` / :class:`TypeError`.
+work: a missing store opened read-only is a ``FileNotFoundError``); bad
+arguments from the caller, and only those, as :class:`ValueError` /
+:class:`TypeError`. Damaged files (a gap between segments, a misaligned or
+wrong-length segment, a bad record) are :class:`CorruptedError`; a broken
+engine invariant is an :class:`InternalError`, a bug to report.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigMismatchError",
     "CorruptedError",
+    "InternalError",
     "PoisonedError",
     "ReadOnlyStoreError",
     "StoreClosedError",
@@ -44,3 +49,10 @@ class ReadOnlyStoreError(StoreError):
 
 class PoisonedError(StoreError):
     """A write or flush failed; the store refuses writes until reopened."""
+
+
+class InternalError(StoreError):
+    """An engine invariant does not hold: a bug in rocketstore (please report it).
+
+    Never caused by the caller's input or by the files on disk.
+    """

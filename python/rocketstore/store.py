@@ -29,7 +29,7 @@ from rocketstore._native import (
     NativeStore,
     PutResult,
 )
-from rocketstore.config import FlushDiskType, StoreConfig
+from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.base import ServiceThread
@@ -173,49 +173,8 @@ class MessageStore:
         ensure_log_pump()
         if not self._read_only:
             os.makedirs(cfg.store_path, exist_ok=True)
-        native = NativeStore(
-            cfg.store_path,
-            str(cfg.commit_log_dir),
-            cfg.mapped_file_size_commit_log,
-            cfg.max_message_size,
-            cfg.store_host,
-            cfg.message_delay_level,
-            cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH,
-            self._read_only,
-            consume_queue_file_size=cfg.mapped_file_size_consume_queue,
-            message_index_enable=cfg.message_index_enable,
-            max_hash_slot_num=cfg.max_hash_slot_num,
-            max_index_num=cfg.max_index_num,
-            max_msgs_num_batch=cfg.max_msgs_num_batch,
-            max_transfer_bytes_on_message_in_memory=cfg.max_transfer_bytes_on_message_in_memory,
-            max_transfer_count_on_message_in_memory=cfg.max_transfer_count_on_message_in_memory,
-            max_transfer_bytes_on_message_in_disk=cfg.max_transfer_bytes_on_message_in_disk,
-            max_transfer_count_on_message_in_disk=cfg.max_transfer_count_on_message_in_disk,
-            access_message_in_memory_max_ratio=cfg.access_message_in_memory_max_ratio,
-            message_index_safe=cfg.message_index_safe,
-            transient_store_pool_enable=cfg.effective_transient_store_pool_enable,
-            transient_store_pool_size=cfg.transient_store_pool_size,
-            flush_intervals_ms=(
-                cfg.flush_interval_commit_log,
-                cfg.flush_commit_log_thorough_interval,
-                cfg.commit_interval_commit_log,
-                cfg.commit_commit_log_thorough_interval,
-                cfg.flush_interval_consume_queue,
-                cfg.flush_consume_queue_thorough_interval,
-            ),
-            flush_least_pages=(
-                cfg.flush_commit_log_least_pages,
-                cfg.commit_commit_log_least_pages,
-                cfg.flush_consume_queue_least_pages,
-            ),
-            sync_flush_timeout_ms=cfg.sync_flush_timeout,
-            warm_mapped_file_enable=cfg.warm_mapped_file_enable,
-            flush_least_pages_when_warm_mapped_file=cfg.flush_least_pages_when_warm_mapped_file,
-            # The next CommitLog file is made ahead in the background with
-            # warm-up: a made-ahead file is not yet understood by read-only
-            # followers (they take a later file as proof the earlier is full).
-            preallocate=cfg.warm_mapped_file_enable,
-        )
+        # The engine reads the config object itself (field by field).
+        native = NativeStore(cfg, self._read_only)
         try:
             report = RecoveryService(native).recover(
                 cfg.check_crc_on_recover, cfg.on_corruption == "skip"
@@ -233,7 +192,6 @@ class MessageStore:
             pump_now()
             raise
         pump_now()
-        native.set_os_page_cache_busy_timeout(cfg.os_page_cache_busy_time_out_mills)
         self._config = cfg.replace(
             mapped_file_size_commit_log=native.commit_log_file_size,
             mapped_file_size_consume_queue=native.consume_queue_file_size,

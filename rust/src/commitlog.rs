@@ -1194,8 +1194,8 @@ impl CommitLog {
             }
             // END_OF_FILE: the blank filled the file; retry in the next one.
         }
-        Err(StoreError::InvalidArgument(
-            "message did not fit in a fresh CommitLog file".into(),
+        Err(StoreError::internal(
+            "message did not fit in a fresh CommitLog file",
         ))
     }
 

@@ -440,7 +440,7 @@ impl ConsumeQueue {
         crate::failpoint::check("cq_put")
             .map_err(|e| StoreError::io(format!("append to {}", self.mfq.dir().display()), e))?;
         if phy_offset < 0 || size <= 0 || cq_offset < 0 {
-            return Err(StoreError::InvalidArgument(format!(
+            return Err(StoreError::internal(format!(
                 "bad ConsumeQueue unit (phy {phy_offset}, size {size}, queue offset {cq_offset})"
             )));
         }
@@ -462,9 +462,7 @@ impl ConsumeQueue {
         }
         let expect = (cq_offset as u64)
             .checked_mul(CQ_UNIT_SIZE as u64)
-            .ok_or_else(|| {
-                StoreError::InvalidArgument(format!("queue offset {cq_offset} too large"))
-            })?;
+            .ok_or_else(|| StoreError::internal(format!("queue offset {cq_offset} too large")))?;
         let was_empty = self.mfq.is_empty();
         let file = self.mfq.last_file_or_create(expect)?;
         if was_empty {
@@ -1092,7 +1090,7 @@ fn fill_pre_blank(file: &MappedFile, until: usize) -> Result<()> {
     if filled {
         Ok(())
     } else {
-        Err(StoreError::InvalidArgument(format!(
+        Err(StoreError::internal(format!(
             "no room for {n} bytes of pre-blank units in {}",
             file.path().display()
         )))

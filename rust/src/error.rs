@@ -41,7 +41,24 @@ pub enum StoreError {
     /// The store was opened read-only.
     #[error("store is opened read-only")]
     ReadOnly,
+    /// An engine invariant does not hold: a bug in rocketstore, not a
+    /// problem with the caller's input or the files on disk.
+    #[error("internal error in the rocketstore engine (please report this bug): {0}")]
+    Internal(String),
 }
+
+/// Every kind of [`StoreError`], by name (see [`StoreError::kind`]).
+pub const ERROR_KINDS: &[&str] = &[
+    "Io",
+    "Corrupted",
+    "Mismatch",
+    "Locked",
+    "InvalidArgument",
+    "Poisoned",
+    "Closed",
+    "ReadOnly",
+    "Internal",
+];
 
 /// Engine result alias.
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -55,6 +72,46 @@ impl StoreError {
         }
     }
 
+    /// The name of this error's kind (its variant), as listed in [`ERROR_KINDS`].
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Io { .. } => "Io",
+            StoreError::Corrupted { .. } => "Corrupted",
+            StoreError::Mismatch(_) => "Mismatch",
+            StoreError::Locked(_) => "Locked",
+            StoreError::InvalidArgument(_) => "InvalidArgument",
+            StoreError::Poisoned(_) => "Poisoned",
+            StoreError::Closed => "Closed",
+            StoreError::ReadOnly => "ReadOnly",
+            StoreError::Internal(_) => "Internal",
+        }
+    }
+
+    /// A broken engine invariant (the message asks the user to report it).
+    pub fn internal(what: impl Into<String>) -> Self {
+        StoreError::Internal(what.into())
+    }
+
+    /// One error of the kind named `kind` (from [`ERROR_KINDS`]), for tests
+    /// that pin each kind to what callers see.
+    pub fn sample(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "Io" => StoreError::io(
+                "open /nonexistent/sample",
+                std::io::Error::from_raw_os_error(libc::ENOENT),
+            ),
+            "Corrupted" => StoreError::corrupted("/sample/00000000000000000000", 8, "sample"),
+            "Mismatch" => StoreError::Mismatch("sample mismatch".into()),
+            "Locked" => StoreError::Locked(PathBuf::from("/sample")),
+            "InvalidArgument" => StoreError::InvalidArgument("sample argument".into()),
+            "Poisoned" => StoreError::Poisoned("sample".into()),
+            "Closed" => StoreError::Closed,
+            "ReadOnly" => StoreError::ReadOnly,
+            "Internal" => StoreError::internal("sample invariant"),
+            _ => return None,
+        })
+    }
+
     /// A corruption error at `offset` of `path`.
     pub fn corrupted(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
         StoreError::Corrupted {
@@ -62,5 +119,25 @@ impl StoreError {
             offset,
             reason: reason.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_a_sample_of_that_kind() {
+        for kind in ERROR_KINDS {
+            let e = StoreError::sample(kind).expect("a sample for every kind");
+            assert_eq!(e.kind(), *kind);
+        }
+        assert!(StoreError::sample("NoSuchKind").is_none());
+    }
+
+    #[test]
+    fn internal_errors_ask_for_a_bug_report() {
+        let msg = StoreError::internal("x").to_string();
+        assert!(msg.contains("please report this bug"), "{msg}");
     }
 }

@@ -849,7 +849,7 @@ impl IndexStore {
         if next.put_key(key, phy, ts)? {
             Ok(next)
         } else {
-            Err(StoreError::InvalidArgument(format!(
+            Err(StoreError::internal(format!(
                 "fresh index file {} refused a key",
                 next.path().display()
             )))

@@ -442,10 +442,13 @@ impl MappedFile {
             .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?
             .len();
         if len != file_size as u64 {
-            return Err(StoreError::Mismatch(format!(
-                "{} is {len} bytes, expected {file_size}; refusing to map it",
-                path.display()
-            )));
+            return Err(StoreError::corrupted(
+                path,
+                len.min(file_size as u64),
+                format!(
+                    "wrong-length segment: {len} bytes, expected {file_size}; refusing to map it"
+                ),
+            ));
         }
         Self::map(path, file, file_from_offset, file_size, writable)
     }
@@ -552,7 +555,7 @@ impl MappedFile {
         buffer: Arc<WriteBuffer>,
     ) -> Result<Self> {
         if buffer.len() < file_size {
-            return Err(StoreError::InvalidArgument(format!(
+            return Err(StoreError::internal(format!(
                 "transient buffer of {} bytes for a {file_size}-byte file",
                 buffer.len()
             )));
@@ -654,7 +657,7 @@ impl MappedFile {
             match self.write_buffer.lock().as_ref() {
                 Some(b) => b.ptr,
                 None => {
-                    return Err(StoreError::InvalidArgument(format!(
+                    return Err(StoreError::internal(format!(
                         "{} was committed in full; it takes no more appends",
                         self.path.display()
                     )))
@@ -689,7 +692,7 @@ impl MappedFile {
         }
         let _g = self.write_lock.lock();
         if pos < self.wrote.load(Ordering::Relaxed) || pos + data.len() > self.file_size {
-            return Err(StoreError::InvalidArgument(format!(
+            return Err(StoreError::internal(format!(
                 "write of {} bytes at {pos} outside the writable tail of {}",
                 data.len(),
                 self.path.display()
@@ -714,7 +717,7 @@ impl MappedFile {
         }
         let _g = self.write_lock.lock();
         if pos + data.len() > self.file_size {
-            return Err(StoreError::InvalidArgument(format!(
+            return Err(StoreError::internal(format!(
                 "write of {} bytes at {pos} past the end of {}",
                 data.len(),
                 self.path.display()
@@ -740,7 +743,7 @@ impl MappedFile {
         let _g = self.write_lock.lock();
         let to = to.min(self.file_size);
         if from < self.wrote.load(Ordering::Relaxed) || from > to {
-            return Err(StoreError::InvalidArgument(format!(
+            return Err(StoreError::internal(format!(
                 "cannot zero {from}..{to} of {}",
                 self.path.display()
             )));

@@ -64,18 +64,22 @@ pub fn detect_file_size(dir: &Path) -> Result<Option<usize>> {
         return Ok(None);
     }
     if size == 0 {
-        return Err(StoreError::Mismatch(format!(
-            "{} is empty; cannot infer the file size",
-            considered[0].1.display()
-        )));
+        return Err(StoreError::corrupted(
+            &considered[0].1,
+            0,
+            "file is empty while newer files follow; cannot infer the file size",
+        ));
     }
     if sizes.len() > 1 && sizes[sizes.len() - 1].0 > size {
         let p = &sizes[sizes.len() - 1].1;
-        return Err(StoreError::Mismatch(format!(
-            "{} is larger than the other files of {} ({size} bytes)",
-            p.display(),
-            dir.display()
-        )));
+        return Err(StoreError::corrupted(
+            p,
+            size as u64,
+            format!(
+                "file is larger than the other files of {} ({size} bytes)",
+                dir.display()
+            ),
+        ));
     }
     Ok(Some(size))
 }
@@ -168,20 +172,29 @@ impl MappedFileQueue {
         let n = names.len();
         for (i, (off, path)) in names.into_iter().enumerate() {
             if off % file_size as u64 != 0 {
-                return Err(StoreError::Mismatch(format!(
-                    "{} does not start at a multiple of the file size {file_size}",
-                    path.display()
-                )));
+                return Err(StoreError::corrupted(
+                    &path,
+                    0,
+                    format!(
+                        "misaligned segment: its name (offset {off}) is not a multiple \
+                         of the file size {file_size}"
+                    ),
+                ));
             }
             if let Some(prev) = files.last() {
                 let prev: &Arc<MappedFile> = prev;
                 if prev.file_from_offset() + file_size as u64 != off {
-                    return Err(StoreError::Mismatch(format!(
-                        "gap in {}: {} does not follow {}",
-                        q.dir.display(),
-                        path.display(),
-                        prev.path().display()
-                    )));
+                    return Err(StoreError::corrupted(
+                        &path,
+                        0,
+                        format!(
+                            "gap between segments in {}: this file does not follow {} \
+                             (expected offset {})",
+                            q.dir.display(),
+                            prev.path().display(),
+                            prev.file_from_offset() + file_size as u64
+                        ),
+                    ));
                 }
             }
             let len = std::fs::metadata(&path)
@@ -273,7 +286,7 @@ impl MappedFileQueue {
             if last.file_from_offset() + self.file_size as u64 != offset {
                 drop(files);
                 let _ = mf.destroy();
-                return Err(StoreError::InvalidArgument(format!(
+                return Err(StoreError::internal(format!(
                     "new file at {offset} does not follow the last file"
                 )));
             }

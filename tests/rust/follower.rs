@@ -37,7 +37,7 @@ fn open(dir: &Path, read_only: bool) -> Store {
         transient_store_pool_size: 1,
         flush: FlushConfig::default(),
         preallocate: false,
-        warm: Default::default(),
+        ..StoreOptions::default()
     };
     let s = Store::open(opts).unwrap();
     s.recover(true, false).unwrap();

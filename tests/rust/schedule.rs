@@ -35,8 +35,7 @@ fn open(dir: &Path) -> Store {
         transient_store_pool_enable: false,
         transient_store_pool_size: 1,
         flush: FlushConfig::default(),
-        preallocate: true,
-        warm: Default::default(),
+        ..StoreOptions::default()
     };
     let store = Store::open(opts).expect("open");
     store.recover(true, false).expect("recover");

@@ -39,7 +39,7 @@ from rocketstore.cli._common import (
     _with_index_options,
     main,
 )
-from rocketstore.errors import StoreError
+from rocketstore.errors import CorruptedError, StoreError
 from rocketstore.message import GetMessageResult, GetStatus, MessageExt
 from rocketstore.store import MessageStore
 
@@ -57,7 +57,7 @@ def _readable(messages: Iterable[MessageExt]) -> list[MessageExt]:
     for m in messages:
         try:
             m.body  # noqa: B018 - inflates a compressed body
-        except ValueError as exc:
+        except (CorruptedError, ValueError) as exc:  # does not inflate; LZ4/ZSTD
             _warn_skipped(m, exc)
             continue
         out.append(m)
@@ -409,7 +409,7 @@ def _tail_printer(as_json: bool) -> Callable[[MessageExt], None]:
     def emit(m: MessageExt) -> None:
         try:
             m.body  # noqa: B018 - inflates a compressed body
-        except ValueError as exc:
+        except (CorruptedError, ValueError) as exc:  # does not inflate; LZ4/ZSTD
             _warn_skipped(m, exc)
             return
         if as_json:

@@ -22,21 +22,35 @@ fn raise(name: &str, msg: String) -> PyErr {
     })
 }
 
+/// The Python exception each engine error kind becomes, by name: a class of
+/// `rocketstore.errors`, or a builtin (`OSError` is raised with the errno,
+/// so Python picks the subclass: `FileNotFoundError` for `ENOENT`, ...).
+/// `tests/test_errors.py` pins this table from Python.
+pub fn python_exception(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::Io { .. } => "OSError",
+        StoreError::Corrupted { .. } => "CorruptedError",
+        StoreError::Mismatch(_) => "ConfigMismatchError",
+        StoreError::Locked(_) => "StoreLockedError",
+        StoreError::InvalidArgument(_) => "ValueError",
+        StoreError::Poisoned(_) => "PoisonedError",
+        StoreError::Closed => "StoreClosedError",
+        StoreError::ReadOnly => "ReadOnlyStoreError",
+        StoreError::Internal(_) => "InternalError",
+    }
+}
+
 /// Converts an engine error into the matching Python exception.
 pub fn to_pyerr(e: StoreError) -> PyErr {
     let msg = e.to_string();
+    let name = python_exception(&e);
     match e {
         StoreError::Io { context, source } => match source.raw_os_error() {
             Some(errno) => PyOSError::new_err((errno, format!("{context}: {source}"))),
             None => PyOSError::new_err(msg),
         },
-        StoreError::Corrupted { .. } => raise("CorruptedError", msg),
-        StoreError::Mismatch(_) => raise("ConfigMismatchError", msg),
-        StoreError::Locked(_) => raise("StoreLockedError", msg),
         StoreError::InvalidArgument(_) => PyValueError::new_err(msg),
-        StoreError::Poisoned(_) => raise("PoisonedError", msg),
-        StoreError::Closed => raise("StoreClosedError", msg),
-        StoreError::ReadOnly => raise("ReadOnlyStoreError", msg),
+        _ => raise(name, msg),
     }
 }
 
@@ -53,8 +67,8 @@ pub fn panic_to_pyerr(payload: Box<dyn std::any::Any + Send>) -> PyErr {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "unknown panic".into());
-    let msg = format!("internal error in the rocketstore engine (please report): {what}");
-    Python::with_gil(|py| match class(py, "StoreError") {
+    let msg = StoreError::internal(format!("panic: {what}")).to_string();
+    Python::with_gil(|py| match class(py, "InternalError") {
         Ok(t) => PyErr::from_type(t, msg),
         Err(_) => PyRuntimeError::new_err(msg),
     })

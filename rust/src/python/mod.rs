@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod arrow;
+pub mod config;
 pub mod errors;
 pub mod gil;
 pub mod logbridge;
@@ -16,21 +17,21 @@ use crate::message;
 
 /// Java `String.hashCode` of `s` (over UTF-16 code units).
 #[pyfunction]
-fn java_string_hash(s: &str) -> i32 {
-    message::java_string_hash(s)
+fn java_string_hash(s: &Bound<'_, PyAny>) -> PyResult<i32> {
+    Ok(message::java_string_hash(args::str_arg(s, "s")?))
 }
 
 /// Consume-queue tag code of a TAGS string (0 for None or empty).
 #[pyfunction]
 #[pyo3(signature = (tags))]
-fn tags_code(tags: Option<&str>) -> i64 {
-    message::tags_code(tags)
+fn tags_code(tags: Option<&Bound<'_, PyAny>>) -> PyResult<i64> {
+    Ok(message::tags_code(args::opt_str_arg(tags, "tags")?))
 }
 
 /// `crc32(data) & 0x7FFFFFFF`, the CommitLog body CRC.
 #[pyfunction]
-fn body_crc(data: &[u8]) -> i32 {
-    message::body_crc(data)
+fn body_crc(data: &Bound<'_, PyAny>) -> PyResult<i32> {
+    Ok(message::body_crc(args::body_arg(data)?.as_bytes()))
 }
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
@@ -42,6 +43,30 @@ fn body_crc(data: &[u8]) -> i32 {
 #[pyo3(name = "_set_fail_point")]
 fn set_fail_point(name: &str, errno: i32) -> bool {
     crate::failpoint::set(name, errno)
+}
+
+/// Every kind of engine error, by name. For tests; only in builds with the
+/// `failpoints` feature.
+#[cfg(feature = "failpoints")]
+#[pyfunction]
+#[pyo3(name = "_error_kinds")]
+fn error_kinds() -> Vec<&'static str> {
+    crate::error::ERROR_KINDS.to_vec()
+}
+
+/// Raises the Python exception an engine error of kind `kind` (one of
+/// `_error_kinds()`) becomes, through the same conversion every engine call
+/// uses. For tests; only in builds with the `failpoints` feature.
+#[cfg(feature = "failpoints")]
+#[pyfunction]
+#[pyo3(name = "_raise_store_error")]
+fn raise_store_error(kind: &str) -> PyResult<()> {
+    match crate::error::StoreError::sample(kind) {
+        Some(e) => Err(e.into()),
+        None => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown error kind {kind:?}"
+        ))),
+    }
 }
 
 /// Called at interpreter exit (by `atexit`, before finalization): from now
@@ -74,8 +99,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
+    m.add_function(wrap_pyfunction!(config::default_options, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
+    #[cfg(feature = "failpoints")]
+    m.add_function(wrap_pyfunction!(error_kinds, m)?)?;
+    #[cfg(feature = "failpoints")]
+    m.add_function(wrap_pyfunction!(raise_store_error, m)?)?;
     m.add_function(wrap_pyfunction!(begin_exit, m)?)?;
     m.add_class::<verify::PyVerifyProgress>()?;
     m.add_class::<verify::PyVerifyReport>()?;

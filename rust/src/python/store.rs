@@ -2,7 +2,6 @@
 //! `rocketstore.MessageStore` (Python) owns one and orchestrates it.
 
 use std::borrow::Cow;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::buffer::PyBuffer;
@@ -12,21 +11,19 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use std::time::{Duration, Instant};
 
-use crate::allocate::WarmConfig;
 use crate::commitlog::{BatchInput, PutOutcome, PutStatus, Refused};
 use crate::consume_queue::ConsumeQueue;
-use crate::flush::FlushConfig;
 use crate::message::{
-    decode_msg_id, is_valid_topic, parse_delay_levels, topic_problem, MessageSpec,
-    PropertiesBuilder,
+    decode_msg_id, is_valid_topic, topic_problem, MessageSpec, PropertiesBuilder,
 };
 use crate::reader::GetStatus;
-use crate::store::{Store, StoreOptions};
+use crate::store::Store;
 
 use super::args::{
     body_arg, defaulted, i32_arg, i64_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, str_arg,
     type_error,
 };
+use super::config::options_from_config;
 use super::gil::{guarded, nogil};
 use super::types::{
     build_properties, build_properties_into, check_queue_id, get_status_obj, parse_host,
@@ -262,99 +259,13 @@ impl PyGetResult {
 
 #[pymethods]
 impl PyStore {
-    /// Takes the writer lock (unless `read_only`) and loads the store's files.
+    /// Takes the writer lock (unless `read_only`) and loads the store's
+    /// files. `config` is a `rocketstore.StoreConfig`, read field by field.
     #[new]
-    #[pyo3(signature = (store_path, commit_log_dir, commit_log_file_size, max_message_size, store_host, message_delay_level, sync_flush, read_only, *, consume_queue_file_size=None, message_index_enable=true, max_hash_slot_num=5_000_000, max_index_num=20_000_000, max_msgs_num_batch=64, max_transfer_bytes_on_message_in_memory=262_144, max_transfer_count_on_message_in_memory=32, max_transfer_bytes_on_message_in_disk=65_536, max_transfer_count_on_message_in_disk=8, access_message_in_memory_max_ratio=40, message_index_safe=true, transient_store_pool_enable=false, transient_store_pool_size=5, flush_intervals_ms=None, flush_least_pages=None, sync_flush_timeout_ms=5000, warm_mapped_file_enable=false, flush_least_pages_when_warm_mapped_file=4096, preallocate=true))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        store_path: PathBuf,
-        commit_log_dir: PathBuf,
-        commit_log_file_size: Option<usize>,
-        max_message_size: usize,
-        store_host: Bound<'_, PyAny>,
-        message_delay_level: &str,
-        sync_flush: bool,
-        read_only: bool,
-        consume_queue_file_size: Option<usize>,
-        message_index_enable: bool,
-        max_hash_slot_num: usize,
-        max_index_num: usize,
-        max_msgs_num_batch: usize,
-        max_transfer_bytes_on_message_in_memory: usize,
-        max_transfer_count_on_message_in_memory: usize,
-        max_transfer_bytes_on_message_in_disk: usize,
-        max_transfer_count_on_message_in_disk: usize,
-        access_message_in_memory_max_ratio: u64,
-        message_index_safe: bool,
-        transient_store_pool_enable: bool,
-        transient_store_pool_size: usize,
-        flush_intervals_ms: Option<(u64, u64, u64, u64, u64, u64)>,
-        flush_least_pages: Option<(usize, usize, usize)>,
-        sync_flush_timeout_ms: u64,
-        warm_mapped_file_enable: bool,
-        flush_least_pages_when_warm_mapped_file: usize,
-        preallocate: bool,
-    ) -> PyResult<Self> {
+    #[pyo3(signature = (config, read_only=false))]
+    fn new(py: Python<'_>, config: &Bound<'_, PyAny>, read_only: bool) -> PyResult<Self> {
         guarded(|| {
-            let store_host = parse_host(&store_host, "store_host")?;
-            let delay_levels = parse_delay_levels(message_delay_level).ok_or_else(|| {
-                pyo3::exceptions::PyValueError::new_err(format!(
-                    "cannot parse message_delay_level {message_delay_level:?}"
-                ))
-            })?;
-            let opts = StoreOptions {
-                root: store_path,
-                commit_log_dir,
-                commit_log_file_size,
-                consume_queue_file_size,
-                max_message_size,
-                store_host,
-                delay_levels,
-                read_only,
-                message_index_enable,
-                max_hash_slot_num,
-                max_index_num,
-                max_msgs_num_batch,
-                max_transfer_bytes_in_memory: max_transfer_bytes_on_message_in_memory,
-                max_transfer_count_in_memory: max_transfer_count_on_message_in_memory,
-                max_transfer_bytes_in_disk: max_transfer_bytes_on_message_in_disk,
-                max_transfer_count_in_disk: max_transfer_count_on_message_in_disk,
-                access_message_in_memory_max_ratio,
-                message_index_safe,
-                transient_store_pool_enable,
-                transient_store_pool_size,
-                flush: {
-                    let mut f = FlushConfig {
-                        sync_flush,
-                        transient: transient_store_pool_enable && !sync_flush,
-                        sync_timeout: Duration::from_millis(sync_flush_timeout_ms),
-                        ..FlushConfig::default()
-                    };
-                    // (commit log flush, its thorough interval, commit, its
-                    // thorough interval, consume queue flush, its thorough interval)
-                    if let Some((a, b, c, d, e, g)) = flush_intervals_ms {
-                        f.flush_interval = Duration::from_millis(a);
-                        f.flush_thorough_interval = Duration::from_millis(b);
-                        f.commit_interval = Duration::from_millis(c);
-                        f.commit_thorough_interval = Duration::from_millis(d);
-                        f.cq_interval = Duration::from_millis(e);
-                        f.cq_thorough_interval = Duration::from_millis(g);
-                    }
-                    if let Some((a, b, c)) = flush_least_pages {
-                        f.flush_least_pages = a;
-                        f.commit_least_pages = b;
-                        f.cq_least_pages = c;
-                    }
-                    f
-                },
-                preallocate,
-                warm: WarmConfig {
-                    enabled: warm_mapped_file_enable,
-                    flush_every_pages: flush_least_pages_when_warm_mapped_file,
-                    ..Default::default()
-                },
-            };
+            let opts = options_from_config(config, read_only)?;
             let store = nogil(py, || Store::open(opts))?;
             Ok(Self {
                 store: Arc::new(store),
@@ -475,7 +386,7 @@ impl PyStore {
         guarded(|| {
             let m = msg
                 .downcast::<PyMessage>()
-                .map_err(|_| PyTypeError::new_err("put_message takes a rocketstore.Message"))?;
+                .map_err(|_| type_error("msg", "rocketstore.Message", msg))?;
             let m = m.get();
             match m.spec(py, self.now_ms()) {
                 Ok(spec) => self.put_spec(py, spec),
@@ -494,11 +405,11 @@ impl PyStore {
             let mut held: Vec<Bound<'py, PyMessage>> = Vec::new();
             for item in msgs
                 .try_iter()
-                .map_err(|_| PyTypeError::new_err("put_messages takes a list of Message"))?
+                .map_err(|_| type_error("msgs", "a list of rocketstore.Message", msgs))?
             {
                 let item = item?;
-                let m = item.downcast_into::<PyMessage>().map_err(|_| {
-                    PyTypeError::new_err("put_messages takes a list of rocketstore.Message")
+                let m = item.downcast_into::<PyMessage>().map_err(|e| {
+                    type_error("each message", "rocketstore.Message", &e.into_inner())
                 })?;
                 held.push(m);
             }
@@ -816,12 +727,6 @@ impl PyStore {
     /// The first reason given is kept.
     fn poison(&self, reason: String) {
         self.store.poison(reason);
-    }
-
-    /// Sets ``os_page_cache_busy_time_out_mills``: a put that finds the put
-    /// lock held longer than this returns ``OS_PAGE_CACHE_BUSY``.
-    fn set_os_page_cache_busy_timeout(&self, ms: i64) {
-        self.store.commitlog().set_busy_timeout_ms(ms);
     }
 
     /// Sets (``reason`` given) or clears (``None``) the DISK_FULL flag: while

@@ -596,15 +596,20 @@ impl PyMessageExt {
     }
 }
 
-/// Inflates a compressed body (zlib for type 0 and 3).
-fn decompress(sys_flag: i32, data: &[u8]) -> PyResult<Vec<u8>> {
+/// Inflates a compressed body (zlib for type 0 and 3). A stored body that
+/// does not inflate is damage in the record at CommitLog offset `offset`
+/// (`CorruptedError`), not a mistake of the caller.
+fn decompress(sys_flag: i32, data: &[u8], offset: i64) -> PyResult<Vec<u8>> {
+    let corrupted = |why: String| -> PyErr {
+        crate::error::StoreError::corrupted("CommitLog", offset.max(0) as u64, why).into()
+    };
     let kind = (sys_flag & sysflag::COMPRESSION_TYPE_MASK) >> 8;
     match kind {
         0 | 3 => {
             let mut out = Vec::with_capacity(data.len() * 4);
             flate2::read::ZlibDecoder::new(data)
                 .read_to_end(&mut out)
-                .map_err(|e| PyValueError::new_err(format!("cannot inflate zlib body: {e}")))?;
+                .map_err(|e| corrupted(format!("the compressed body does not inflate: {e}")))?;
             Ok(out)
         }
         1 => Err(PyValueError::new_err(
@@ -613,8 +618,8 @@ fn decompress(sys_flag: i32, data: &[u8]) -> PyResult<Vec<u8>> {
         2 => Err(PyValueError::new_err(
             "ZSTD-compressed bodies are not supported by this build; use stored_body",
         )),
-        k => Err(PyValueError::new_err(format!(
-            "unknown compression type {k}"
+        k => Err(corrupted(format!(
+            "the record's sysFlag names unknown compression type {k}"
         ))),
     }
 }
@@ -645,7 +650,7 @@ impl PyMessageExt {
     #[getter]
     fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         if self.view.sys_flag & sysflag::COMPRESSED != 0 {
-            let d = decompress(self.view.sys_flag, self.stored())?;
+            let d = decompress(self.view.sys_flag, self.stored(), self.view.physical_offset)?;
             Ok(PyBytes::new(py, &d))
         } else {
             Ok(PyBytes::new(py, self.stored()))
