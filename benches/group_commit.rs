@@ -19,8 +19,6 @@ const PER_ROUND: usize = 400;
 
 fn open(dir: &std::path::Path) -> Arc<Store> {
     let opts = StoreOptions {
-        root: dir.to_path_buf(),
-        commit_log_dir: dir.join("commitlog"),
         commit_log_file_size: Some(64 << 20),
         consume_queue_file_size: Some(20 * 100_000),
         max_message_size: 4 << 20,
@@ -30,20 +28,12 @@ fn open(dir: &std::path::Path) -> Arc<Store> {
         message_index_enable: false,
         max_hash_slot_num: 1000,
         max_index_num: 4000,
-        max_msgs_num_batch: 64,
-        max_transfer_bytes_in_memory: 256 << 10,
-        max_transfer_count_in_memory: 32,
-        max_transfer_bytes_in_disk: 64 << 10,
-        max_transfer_count_in_disk: 8,
-        access_message_in_memory_max_ratio: 40,
-        message_index_safe: true,
-        transient_store_pool_enable: false,
         transient_store_pool_size: 1,
         flush: FlushConfig {
             sync_flush: true,
             ..FlushConfig::default()
         },
-        ..StoreOptions::default()
+        ..StoreOptions::at(dir)
     };
     let s = Store::open(opts).unwrap();
     s.recover(true, false).unwrap();

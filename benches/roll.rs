@@ -36,8 +36,6 @@ fn open(
     warm: bool,
 ) -> Arc<Store> {
     let opts = StoreOptions {
-        root: dir.to_path_buf(),
-        commit_log_dir: dir.join("commitlog"),
         commit_log_file_size: Some(segment),
         consume_queue_file_size: None,
         max_message_size: 4 << 20,
@@ -47,14 +45,6 @@ fn open(
         message_index_enable: false,
         max_hash_slot_num: 1000,
         max_index_num: 4000,
-        max_msgs_num_batch: 64,
-        max_transfer_bytes_in_memory: 256 << 10,
-        max_transfer_count_in_memory: 32,
-        max_transfer_bytes_in_disk: 64 << 10,
-        max_transfer_count_in_disk: 8,
-        access_message_in_memory_max_ratio: 40,
-        message_index_safe: true,
-        transient_store_pool_enable: false,
         transient_store_pool_size: 1,
         flush: FlushConfig {
             sync_flush,
@@ -66,7 +56,7 @@ fn open(
             flush_every_pages: 4096,
             ..Default::default()
         },
-        ..StoreOptions::default()
+        ..StoreOptions::at(dir)
     };
     let s = Store::open(opts).unwrap();
     s.recover(true, false).unwrap();

@@ -1803,8 +1803,6 @@ mod tests {
 
     fn options(dir: &Path, sync_flush: bool) -> StoreOptions {
         StoreOptions {
-            root: dir.to_path_buf(),
-            commit_log_dir: dir.join("commitlog"),
             commit_log_file_size: Some(8 << 10),
             consume_queue_file_size: Some(20 * 50),
             max_message_size: 4 << 10,
@@ -1814,22 +1812,13 @@ mod tests {
             message_index_enable: true,
             max_hash_slot_num: 10,
             max_index_num: 40,
-            max_msgs_num_batch: 64,
-            max_transfer_bytes_in_memory: 256 << 10,
-            max_transfer_count_in_memory: 32,
-            max_transfer_bytes_in_disk: 64 << 10,
-            max_transfer_count_in_disk: 8,
-            access_message_in_memory_max_ratio: 40,
-            message_index_safe: true,
-            transient_store_pool_enable: false,
             transient_store_pool_size: 1,
-            os_page_cache_busy_timeout_ms: 1000,
             flush: FlushConfig {
                 sync_flush,
                 ..FlushConfig::default()
             },
             preallocate: true,
-            warm: WarmConfig::default(),
+            ..StoreOptions::at(dir)
         }
     }
 
