@@ -190,20 +190,23 @@ def _parse_offset_table(text: str) -> dict[str, dict[int, int]]:
             raise ValueError(f"consumer offsets: key {key!r} is not 'topic@group'")
         if not isinstance(queues, dict):
             raise ValueError(f"consumer offsets: {key!r} is not an object")
-        entry: dict[int, int] = {}
-        for qid, offset in queues.items():
-            if isinstance(qid, str):
-                try:
-                    qid = int(qid)
-                except ValueError:
-                    raise ValueError(
-                        f"consumer offsets: {key!r} has a non-integer queue id {qid!r}"
-                    ) from None
-            if not _is_int(offset):
-                raise ValueError(f"consumer offsets: {key!r}[{qid}] = {offset!r} is not an int")
-            entry[qid] = offset
-        table[key] = entry
+        table[key] = _int_map(queues, f"consumer offsets: {key!r}", "queue id")
     return table
+
+
+def _int_map(raw: dict[Any, Any], where: str, key_name: str) -> dict[int, int]:
+    """``{int: int}`` from a fastjson object (keys quoted or not), or ValueError."""
+    out: dict[int, int] = {}
+    for key, value in raw.items():
+        if isinstance(key, str):
+            try:
+                key = int(key)
+            except ValueError:
+                raise ValueError(f"{where}: {key!r} is not a {key_name} (an integer)") from None
+        if not _is_int(value):
+            raise ValueError(f"{where}: {key_name} {key} = {value!r} is not an int")
+        out[key] = value
+    return out
 
 
 class ConsumerOffsets:
@@ -384,19 +387,7 @@ def _parse_delay_offsets(text: str) -> dict[int, int]:
         return {}
     if not isinstance(raw, dict):
         raise ValueError("delay offsets: offsetTable is not an object")
-    table: dict[int, int] = {}
-    for level, offset in raw.items():
-        if isinstance(level, str):
-            try:
-                level = int(level)
-            except ValueError:
-                raise ValueError(
-                    f"delay offsets: {level!r} is not a delay level (an integer)"
-                ) from None
-        if not _is_int(offset):
-            raise ValueError(f"delay offsets: level {level} = {offset!r} is not an int")
-        table[level] = offset
-    return table
+    return _int_map(raw, "delay offsets", "delay level")
 
 
 class DelayOffsets:
