@@ -396,17 +396,20 @@ class MessageStore:
 
     @property
     def running_flags(self) -> list[str]:
-        """Why puts are refused, if they are (empty when writeable)."""
+        """Why puts are refused, if they are (empty when writeable).
+
+        ``CLOSED`` and ``READ_ONLY``, then the engine's running flags by
+        name (RocketMQ's ``RunningFlags``); the first failure's flag and
+        ``DISK_FULL`` carry their reason (``"NAME: reason"``).
+        """
         n = self._native
         flags: list[str] = []
         if n is None or n.closed:
             flags.append("CLOSED")
         if self._read_only:
             flags.append("READ_ONLY")
-        if n is not None and n.poison_reason is not None:
-            flags.append(f"NOT_WRITEABLE: {n.poison_reason}")
-        if n is not None and not n.closed and n.disk_full_reason is not None:
-            flags.append(f"DISK_FULL: {n.disk_full_reason}")
+        if n is not None:
+            flags.extend(n.running_flags)
         return flags
 
     # -- writes ------------------------------------------------------------

@@ -15,9 +15,8 @@
 //! which is only safe before the file is handed to the writer.)
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -26,6 +25,7 @@ use crate::error::{Result, StoreError};
 use crate::mapped_file::{MappedFile, WriteBuffer};
 use crate::mapped_file_queue::MappedFileQueue;
 use crate::ratelog::RateLimited;
+use crate::service::{ServiceThread, Signal, STOP_TIMEOUT};
 
 /// How long a roll waits for the allocator (RocketMQ: 5 s).
 pub const ALLOCATE_WAIT: Duration = Duration::from_secs(5);
@@ -67,7 +67,11 @@ struct AllocState {
 struct AllocShared {
     state: Mutex<AllocState>,
     /// Wakes the thread (new request, stop).
-    work: Condvar,
+    signal: Arc<Signal>,
+    /// Changes (under `state`) whenever the thread has new work; read
+    /// without `state` by the thread before it sleeps, so a wake-up given
+    /// while `state` is held never waits for the thread's lock.
+    work_seq: AtomicU64,
     /// Wakes writers waiting for a file.
     done: Condvar,
     warm: WarmConfig,
@@ -82,7 +86,7 @@ static ALLOC_FAILURES: RateLimited = RateLimited::new();
 /// The background maker of CommitLog files.
 pub struct Allocator {
     shared: Arc<AllocShared>,
-    handle: Mutex<Option<JoinHandle<()>>>,
+    service: Mutex<Option<ServiceThread>>,
 }
 
 impl std::fmt::Debug for Allocator {
@@ -93,11 +97,18 @@ impl std::fmt::Debug for Allocator {
 
 impl Allocator {
     /// Starts the thread making files for `queue` (held weakly: the queue
-    /// owns the allocator handle).
-    pub fn start(queue: &Arc<MappedFileQueue>, warm: WarmConfig) -> std::io::Result<Arc<Self>> {
+    /// owns the allocator handle). A panic in it stops the allocator (a
+    /// writer waiting for a file gets an error at once) and is handed to
+    /// `on_panic`.
+    pub fn start(
+        queue: &Arc<MappedFileQueue>,
+        warm: WarmConfig,
+        on_panic: impl Fn(String) + Send + 'static,
+    ) -> std::io::Result<Arc<Self>> {
         let shared = Arc::new(AllocShared {
             state: Mutex::new(AllocState::default()),
-            work: Condvar::new(),
+            signal: Arc::new(Signal::new()),
+            work_seq: AtomicU64::new(0),
             done: Condvar::new(),
             warm,
             hits: AtomicU64::new(0),
@@ -105,13 +116,27 @@ impl Allocator {
         });
         let s = shared.clone();
         let q = Arc::downgrade(queue);
-        let handle = std::thread::Builder::new()
-            .name("rocketstore-allocate".into())
-            .spawn(move || run_allocator(&s, &q))?;
+        let dead = shared.clone();
+        let service = ServiceThread::start_with(
+            "allocate",
+            shared.signal.clone(),
+            move |why| {
+                dead.state.lock().stop = true;
+                dead.done.notify_all();
+                on_panic(why);
+            },
+            move |_| allocate_round(&s, &q),
+        )?;
         Ok(Arc::new(Self {
             shared,
-            handle: Mutex::new(Some(handle)),
+            service: Mutex::new(Some(service)),
         }))
+    }
+
+    /// Wakes the thread: call with new work recorded in `state`.
+    fn notify_work(&self) {
+        self.shared.work_seq.fetch_add(1, Ordering::SeqCst);
+        self.shared.signal.wakeup();
     }
 
     /// Asks for the file starting at `offset` to be made in the background.
@@ -121,7 +146,7 @@ impl Allocator {
             return;
         }
         st.slots.entry(offset).or_insert(Slot::Pending);
-        self.shared.work.notify_one();
+        self.notify_work();
     }
 
     /// The file starting at `offset`: the ready one, or (requesting it if
@@ -150,7 +175,7 @@ impl Allocator {
                 Some(Slot::Failed(e)) if waited => return Err(e),
                 Some(Slot::Pending) | Some(Slot::Failed(_)) | None => {
                     st.slots.insert(offset, Slot::Pending);
-                    self.shared.work.notify_one();
+                    self.notify_work();
                 }
             }
             waited = true;
@@ -174,7 +199,7 @@ impl Allocator {
     pub fn unlock_later(&self, file: Arc<MappedFile>) {
         let mut st = self.shared.state.lock();
         st.unlock.push(file);
-        self.shared.work.notify_one();
+        self.notify_work();
     }
 
     /// `(files ready when the writer asked, files the writer waited for)`.
@@ -192,12 +217,11 @@ impl Allocator {
         let slots = {
             let mut st = self.shared.state.lock();
             st.stop = true;
-            self.shared.work.notify_all();
             self.shared.done.notify_all();
             std::mem::take(&mut st.slots)
         };
-        if let Some(h) = self.handle.lock().take() {
-            let _ = h.join();
+        if let Some(t) = self.service.lock().take() {
+            t.stop(STOP_TIMEOUT);
         }
         // The thread may have finished one more file after `take` above.
         let late = std::mem::take(&mut self.shared.state.lock().slots);
@@ -221,38 +245,50 @@ impl Allocator {
 
     /// Drops the thread handle without joining (a forked child's copy).
     pub fn forget_thread(&self) {
-        if let Some(h) = self.handle.lock().take() {
-            std::mem::forget(h);
+        if let Some(t) = self.service.lock().take() {
+            std::mem::forget(t);
         }
     }
 }
 
-fn run_allocator(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
-    loop {
-        let (offset, unlock) = {
-            let mut st = shared.state.lock();
-            loop {
-                if st.stop {
-                    return;
-                }
-                let unlock = std::mem::take(&mut st.unlock);
-                let next = st
-                    .slots
-                    .iter()
-                    .find(|(_, s)| matches!(s, Slot::Pending))
-                    .map(|(o, _)| *o);
-                if next.is_some() || !unlock.is_empty() {
-                    st.making = next;
-                    break (next, unlock);
-                }
-                shared.work.wait(&mut st);
-            }
-        };
+/// How long the allocator sleeps without a request (a wake-up ends it).
+const ALLOCATOR_IDLE: Duration = Duration::from_secs(1);
+
+/// One round of the allocator: unlocks the files the writer left, and
+/// makes the lowest requested file; sleeps when there is nothing to do.
+fn allocate_round(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
+    let seen = shared.work_seq.load(Ordering::SeqCst);
+    let (offset, unlock) = {
+        let mut st = shared.state.lock();
+        if st.stop {
+            drop(st);
+            shared.signal.request_stop();
+            return;
+        }
+        let unlock = std::mem::take(&mut st.unlock);
+        let next = st
+            .slots
+            .iter()
+            .find(|(_, s)| matches!(s, Slot::Pending))
+            .map(|(o, _)| *o);
+        st.making = next;
+        (next, unlock)
+    };
+    if offset.is_none() && unlock.is_empty() {
+        shared.signal.wait_unless(ALLOCATOR_IDLE, || {
+            shared.work_seq.load(Ordering::SeqCst) != seen
+        });
+        return;
+    }
+    {
         for f in unlock {
             f.munlock();
         }
-        let Some(offset) = offset else { continue };
-        let Some(q) = queue.upgrade() else { return };
+        let Some(offset) = offset else { return };
+        let Some(q) = queue.upgrade() else {
+            shared.signal.request_stop();
+            return;
+        };
         let made = q.make_file(offset).and_then(|f| {
             if shared.warm.enabled {
                 if let Err(e) = f.warm(shared.warm.flush_every_pages) {
@@ -285,6 +321,8 @@ fn run_allocator(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
         if st.stop {
             // Stopped while making it: hand it to `stop` for removal.
             st.slots.insert(offset, slot);
+            drop(st);
+            shared.signal.request_stop();
             return;
         }
         // Only a file someone still wants is kept.
@@ -305,88 +343,67 @@ fn run_allocator(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
 /// Bytes kept prefaulted ahead of the write position.
 pub const DEFAULT_WINDOW: usize = 32 << 20;
 
-struct Shared {
-    stop: AtomicBool,
-    lock: Mutex<()>,
-    wake: Condvar,
-}
-
 /// Background thread prefaulting the CommitLog ahead of the writer.
 pub struct Prefaulter {
-    shared: Arc<Shared>,
-    handle: Option<JoinHandle<()>>,
+    service: ServiceThread,
 }
 
 impl Prefaulter {
-    /// Starts the thread over `queue`.
-    pub fn start(queue: Arc<MappedFileQueue>, window: usize) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
-            lock: Mutex::new(()),
-            wake: Condvar::new(),
-        });
-        let s = shared.clone();
-        let handle = std::thread::Builder::new()
-            .name("rocketstore-prefault".into())
-            .spawn(move || run(&s, &queue, window))?;
-        Ok(Self {
-            shared,
-            handle: Some(handle),
-        })
+    /// Starts the thread over `queue`; a panic in it is handed to `on_panic`.
+    pub fn start(
+        queue: Arc<MappedFileQueue>,
+        window: usize,
+        on_panic: impl Fn(String) + Send + 'static,
+    ) -> std::io::Result<Self> {
+        // (file start, prefaulted up to)
+        let mut done: Option<(u64, usize)> = None;
+        let service = ServiceThread::start("prefault", on_panic, move |s| {
+            prefault_round(s, &queue, window, &mut done)
+        })?;
+        Ok(Self { service })
     }
 
-    /// Stops and joins the thread.
+    /// Stops and joins the thread (bounded: see [`ServiceThread::stop`]).
     pub fn stop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        {
-            let _g = self.shared.lock.lock();
-            self.shared.wake.notify_all();
-        }
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
+        self.service.stop(STOP_TIMEOUT);
     }
 }
 
-impl Drop for Prefaulter {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-fn run(shared: &Shared, queue: &MappedFileQueue, window: usize) {
-    // (file start, prefaulted up to)
-    let mut done: Option<(u64, usize)> = None;
+/// One step of the prefaulter: prefaults the next chunk of the window
+/// ahead of the writer, or sleeps 2 ms when the window is prefaulted.
+fn prefault_round(
+    s: &Signal,
+    queue: &MappedFileQueue,
+    window: usize,
+    done: &mut Option<(u64, usize)>,
+) {
     let step = 4 << 20;
-    while !shared.stop.load(Ordering::Acquire) {
-        let mut worked = false;
-        if let Some(f) = queue.last_file() {
-            let from = f.file_from_offset();
-            let mut upto = match done {
-                Some((start, upto)) if start == from => upto,
-                _ => 0,
-            };
-            let wrote = f.wrote_position();
-            let target = (wrote + window).min(f.file_size());
-            upto = upto.max(wrote);
-            // Work in large steps only: chasing every few appended bytes would
-            // turn this thread into a busy loop of tiny madvise calls.
-            if upto < target && (target - upto >= step / 2 || target == f.file_size()) {
-                let end = (upto + step).min(target);
-                if !f.prefault(upto, end) {
-                    return; // kernel without MADV_POPULATE_WRITE: nothing to do
-                }
-                upto = end;
-                worked = true;
+    let mut worked = false;
+    if let Some(f) = queue.last_file() {
+        let from = f.file_from_offset();
+        let mut upto = match *done {
+            Some((start, upto)) if start == from => upto,
+            _ => 0,
+        };
+        let wrote = f.wrote_position();
+        let target = (wrote + window).min(f.file_size());
+        upto = upto.max(wrote);
+        // Work in large steps only: chasing every few appended bytes would
+        // turn this thread into a busy loop of tiny madvise calls.
+        if upto < target && (target - upto >= step / 2 || target == f.file_size()) {
+            let end = (upto + step).min(target);
+            if !f.prefault(upto, end) {
+                // Kernel without MADV_POPULATE_WRITE: nothing to do.
+                s.request_stop();
+                return;
             }
-            done = Some((from, upto));
+            upto = end;
+            worked = true;
         }
-        if !worked {
-            let mut g = shared.lock.lock();
-            if !shared.stop.load(Ordering::Acquire) {
-                shared.wake.wait_for(&mut g, Duration::from_millis(2));
-            }
-        }
+        *done = Some((from, upto));
+    }
+    if !worked {
+        s.wait(Duration::from_millis(2));
     }
 }
 

@@ -14,10 +14,11 @@
 //! clock is no substitute: its resolution is one scheduler tick (4 ms at
 //! HZ=250).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::service::ServiceThread;
 
 /// How often the clock thread refreshes the cached value.
 pub const REFRESH: Duration = Duration::from_micros(500);
@@ -76,7 +77,6 @@ struct Shared {
     valid_until: AtomicU64,
     /// Counter ticks per 1024 ns (0 until calibrated).
     ticks_per_1024ns: AtomicU64,
-    stop: AtomicBool,
 }
 
 impl Shared {
@@ -99,11 +99,11 @@ impl Shared {
     }
 }
 
-/// A millisecond clock kept current by its own thread; the thread stops
-/// when the clock is dropped.
+/// A millisecond clock kept current by its own thread (the `clock`
+/// [`ServiceThread`]); the thread stops when the clock is dropped.
 pub struct CachedClock {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    _service: ServiceThread,
 }
 
 impl std::fmt::Debug for CachedClock {
@@ -116,38 +116,40 @@ impl std::fmt::Debug for CachedClock {
 }
 
 impl CachedClock {
-    /// Starts the refresh thread.
+    /// Starts the refresh thread (a panic in it is logged).
     pub fn start() -> std::io::Result<Self> {
+        Self::start_with(|_| {})
+    }
+
+    /// Starts the refresh thread; a panic in it is handed to `on_panic`.
+    /// Reads stay correct without the thread (each becomes a system clock
+    /// read once the cached millisecond is over).
+    pub fn start_with(on_panic: impl Fn(String) + Send + 'static) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             now: AtomicI64::new(system_now_ms()),
             valid_until: AtomicU64::new(0),
             ticks_per_1024ns: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
         });
         let s = shared.clone();
         let trusted = counter_trusted();
-        let thread = std::thread::Builder::new()
-            .name("rocketstore-clock".into())
-            .spawn(move || {
-                let (t0, i0) = (counter(), Instant::now());
-                while !s.stop.load(Ordering::Acquire) {
-                    std::thread::sleep(REFRESH);
-                    if trusted {
-                        // Calibrate over the whole life of the clock (more
-                        // precise as it runs); first after 20 ms.
-                        let ns = i0.elapsed().as_nanos() as u64;
-                        if ns >= 20_000_000 {
-                            let ticks = counter().wrapping_sub(t0) as u128;
-                            let rate = (ticks * 1024 / ns as u128) as u64;
-                            s.ticks_per_1024ns.store(rate, Ordering::Relaxed);
-                        }
-                    }
-                    s.refresh();
+        let (t0, i0) = (counter(), Instant::now());
+        let service = ServiceThread::start("clock", on_panic, move |sig| {
+            sig.wait(REFRESH);
+            if trusted {
+                // Calibrate over the whole life of the clock (more
+                // precise as it runs); first after 20 ms.
+                let ns = i0.elapsed().as_nanos() as u64;
+                if ns >= 20_000_000 {
+                    let ticks = counter().wrapping_sub(t0) as u128;
+                    let rate = (ticks * 1024 / ns as u128) as u64;
+                    s.ticks_per_1024ns.store(rate, Ordering::Relaxed);
                 }
-            })?;
+            }
+            s.refresh();
+        })?;
         Ok(Self {
             shared,
-            thread: Some(thread),
+            _service: service,
         })
     }
 
@@ -168,15 +170,6 @@ impl CachedClock {
     /// and calibrated).
     pub fn is_cached(&self) -> bool {
         self.shared.valid_until.load(Ordering::Acquire) != 0
-    }
-}
-
-impl Drop for CachedClock {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

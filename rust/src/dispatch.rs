@@ -7,15 +7,14 @@
 //!                 v    v    v
 //!  consumequeue/<topic>/<qid>: (phy, size, tagsCode)   index/: topic#key -> phy
 //! ```
-//! [`Dispatcher::dispatch_once`] is one batch step. [`DispatchThread`] runs
-//! it in a loop: a Python thread woken per put would cap puts far below what
+//! [`Dispatcher::dispatch_once`] is one batch step. The `reput`
+//! [`ServiceThread`] ([`Dispatcher::start_thread`]) runs it in a loop: a Python thread woken per put would cap puts far below what
 //! the engine does and add the interpreter's switch interval to visibility
 //! latency. A put wakes the thread only when it is asleep (one atomic load
 //! otherwise). Consumers wait on [`Dispatcher::wait_for_seq`].
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -31,6 +30,8 @@ use crate::message::{
     SCHEDULE_TOPIC,
 };
 use crate::ratelog::RateLimited;
+use crate::running::{Flag, RunningFlags};
+use crate::service::{ServiceThread, Signal};
 
 /// Bytes one dispatch step reads at most.
 pub const DEFAULT_STEP_BYTES: usize = 4 << 20;
@@ -56,11 +57,13 @@ pub struct Dispatcher {
     waiters: AtomicUsize,
     seq_lock: Mutex<()>,
     seq_cv: Condvar,
-    // the dispatch thread's sleep
-    sleeping: AtomicBool,
-    wake_lock: Mutex<()>,
-    wake_cv: Condvar,
-    failure: Mutex<Option<String>>,
+    /// Wakes the dispatch thread (a put, a flush).
+    signal: Arc<Signal>,
+    /// The store's running state: a failed step sets
+    /// WRITE_LOGICS_QUEUE_ERROR or WRITE_INDEX_FILE_ERROR.
+    flags: Arc<RunningFlags>,
+    /// The flag the last failed step sets (which structure failed).
+    step_error: AtomicU32,
     /// SYNC_FLUSH: dispatch only what the CommitLog flush covers, so no
     /// reader (consumer, queue, index, lookup) sees a record before it is on
     /// disk.
@@ -154,12 +157,17 @@ impl Dispatcher {
             waiters: AtomicUsize::new(0),
             seq_lock: Mutex::new(()),
             seq_cv: Condvar::new(),
-            sleeping: AtomicBool::new(false),
-            wake_lock: Mutex::new(()),
-            wake_cv: Condvar::new(),
-            failure: Mutex::new(None),
+            signal: Arc::new(Signal::new()),
+            flags: Arc::new(RunningFlags::new()),
+            step_error: AtomicU32::new(Flag::WriteLogicsQueueError as u32),
             flushed_only: AtomicBool::new(false),
         }
+    }
+
+    /// Shares the store's running state (a dispatcher made alone has its own).
+    pub fn with_running_flags(mut self, flags: Arc<RunningFlags>) -> Self {
+        self.flags = flags;
+        self
     }
 
     /// Dispatches only records the CommitLog flush covers (SYNC_FLUSH).
@@ -196,9 +204,11 @@ impl Dispatcher {
             .saturating_sub(self.reput_from())
     }
 
-    /// Why dispatch stopped, if it failed.
+    /// Why dispatch stopped, if it failed (the store's first failure).
     pub fn failure(&self) -> Option<String> {
-        self.failure.lock().clone()
+        self.flags
+            .reason_if(Flag::WriteLogicsQueueError)
+            .or_else(|| self.flags.reason_if(Flag::WriteIndexFileError))
     }
 
     /// The consume-queue unit a record gets (`None` for transaction types
@@ -219,9 +229,16 @@ impl Dispatcher {
         })
     }
 
-    /// Records why dispatch failed (the first failure stays).
-    pub fn record_failure(&self, e: &StoreError) {
-        self.failure.lock().get_or_insert_with(|| e.to_string());
+    /// Records that a dispatch step failed with `e`: sets the flag of the
+    /// structure that failed (the first reason stays). Returns true for the
+    /// store's first failure.
+    pub fn record_failure(&self, e: &StoreError) -> bool {
+        let flag = if self.step_error.load(Ordering::Acquire) == Flag::WriteIndexFileError as u32 {
+            Flag::WriteIndexFileError
+        } else {
+            Flag::WriteLogicsQueueError
+        };
+        self.flags.fail(flag, format!("dispatch failed: {e}"))
     }
 
     /// Dispatches one record (also used by abnormal recovery).
@@ -268,14 +285,19 @@ impl Dispatcher {
                     for k in keys_str.split(' ').filter(|k| !k.is_empty()) {
                         keys.push(k);
                     }
-                    index.build_index(
-                        topic,
-                        keys.as_slice(),
-                        uniq,
-                        phy as i64,
-                        v.store_timestamp,
-                        tran,
-                    )?;
+                    index
+                        .build_index(
+                            topic,
+                            keys.as_slice(),
+                            uniq,
+                            phy as i64,
+                            v.store_timestamp,
+                            tran,
+                        )
+                        .inspect_err(|_| {
+                            self.step_error
+                                .store(Flag::WriteIndexFileError as u32, Ordering::Release)
+                        })?;
                 }
             }
         }
@@ -285,6 +307,8 @@ impl Dispatcher {
     /// Dispatches records from the reput offset, up to `max_bytes` of them.
     pub fn dispatch_once(&self, max_bytes: usize) -> Result<DispatchStats> {
         let _g = self.step.lock();
+        self.step_error
+            .store(Flag::WriteLogicsQueueError as u32, Ordering::Relaxed);
         let mut stats = DispatchStats::default();
         let mut from = self.reput_from.load(Ordering::Acquire);
         loop {
@@ -349,10 +373,13 @@ impl Dispatcher {
                         if skippable {
                             p += size as usize;
                         } else {
-                            *self.failure.lock() = Some(format!(
-                                "invalid record at CommitLog offset {}: {reason}",
-                                from + p as u64
-                            ));
+                            self.flags.fail(
+                                Flag::WriteLogicsQueueError,
+                                format!(
+                                    "dispatch failed: invalid record at CommitLog offset {}: {reason}",
+                                    from + p as u64
+                                ),
+                            );
                             self.reput_from.store(from + p as u64, Ordering::Release);
                             return Err(StoreError::corrupted(
                                 file.path(),
@@ -412,21 +439,12 @@ impl Dispatcher {
     /// Called after a put: wakes the dispatch thread if it sleeps.
     #[inline]
     pub fn wakeup(&self) {
-        if self.sleeping.load(Ordering::Relaxed) && self.sleeping.swap(false, Ordering::AcqRel) {
-            let _g = self.wake_lock.lock();
-            self.wake_cv.notify_one();
-        }
+        self.signal.wakeup();
     }
 
     fn sleep_until_woken(&self, max: Duration) {
-        let mut g = self.wake_lock.lock();
-        self.sleeping.store(true, Ordering::Release);
-        if self.dispatch_end() > self.reput_from() {
-            self.sleeping.store(false, Ordering::Release);
-            return;
-        }
-        self.wake_cv.wait_for(&mut g, max);
-        self.sleeping.store(false, Ordering::Release);
+        self.signal
+            .wait_unless(max, || self.dispatch_end() > self.reput_from());
     }
 
     /// Dispatches until nothing is left (or a step fails).
@@ -445,78 +463,50 @@ pub fn is_no_space(e: &StoreError) -> bool {
         if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)))
 }
 
-/// The dispatch loop thread.
-pub struct DispatchThread {
-    stop: Arc<AtomicBool>,
-    dispatcher: Arc<Dispatcher>,
-    handle: Option<JoinHandle<()>>,
-}
-
-impl DispatchThread {
-    /// Starts dispatching; `on_error` is called once when a step fails.
-    pub fn start(
-        dispatcher: Arc<Dispatcher>,
-        on_error: Box<dyn Fn(&StoreError) + Send>,
-    ) -> std::io::Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s, d) = (stop.clone(), dispatcher.clone());
-        let handle = std::thread::Builder::new()
-            .name("rocketstore-reput".into())
-            .spawn(move || {
-                let mut failed = false;
-                while !s.load(Ordering::Acquire) {
-                    match d.dispatch_once(DEFAULT_STEP_BYTES) {
-                        Ok(st) => {
-                            if let Some(n) = NO_SPACE.reset() {
-                                log::warn!(
-                                    "dispatch goes on: disk space was found after {n} attempts"
-                                );
-                            }
-                            if st.records == 0 {
-                                d.sleep_until_woken(Duration::from_millis(1));
-                            }
-                        }
-                        // A full disk (a queue or index file cannot get its
-                        // blocks) stalls dispatch instead of poisoning the
-                        // store: the step is retried, re-dispatching nothing
-                        // twice, and goes on once space is freed.
-                        Err(e) if is_no_space(&e) => {
-                            NO_SPACE.log(log::Level::Error, || {
-                                format!("dispatch stalled, retrying: {e}")
-                            });
-                            d.sleep_until_woken(Duration::from_millis(100));
-                        }
-                        Err(e) => {
-                            if !failed {
-                                d.failure.lock().get_or_insert_with(|| e.to_string());
-                                on_error(&e);
-                                failed = true;
-                            }
-                            d.sleep_until_woken(Duration::from_millis(100));
-                        }
+impl Dispatcher {
+    /// Starts the dispatch loop (the `reput` service). A failed step sets
+    /// the failed structure's running flag once (the loop goes on trying,
+    /// so a full disk that is freed lets it continue); a panic sets
+    /// WRITE_LOGICS_QUEUE_ERROR with the panic message.
+    pub fn start_thread(self: &Arc<Self>) -> std::io::Result<ServiceThread> {
+        let d = self.clone();
+        let on_panic = {
+            let d = self.clone();
+            move |why: String| {
+                d.flags.fail(Flag::WriteLogicsQueueError, why);
+                d.bump_seq();
+            }
+        };
+        let mut failed = false;
+        ServiceThread::start_with("reput", self.signal.clone(), on_panic, move |_| {
+            match d.dispatch_once(DEFAULT_STEP_BYTES) {
+                Ok(st) => {
+                    if let Some(n) = NO_SPACE.reset() {
+                        log::warn!("dispatch goes on: disk space was found after {n} attempts");
+                    }
+                    if st.records == 0 {
+                        d.sleep_until_woken(Duration::from_millis(1));
                     }
                 }
-            })?;
-        Ok(Self {
-            stop,
-            dispatcher,
-            handle: Some(handle),
+                // A full disk (a queue or index file cannot get its
+                // blocks) stalls dispatch instead of poisoning the
+                // store: the step is retried, re-dispatching nothing
+                // twice, and goes on once space is freed.
+                Err(e) if is_no_space(&e) => {
+                    NO_SPACE.log(log::Level::Error, || {
+                        format!("dispatch stalled, retrying: {e}")
+                    });
+                    d.sleep_until_woken(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    if !failed {
+                        log::error!("dispatch failed: {e}");
+                        d.record_failure(&e);
+                        failed = true;
+                    }
+                    d.sleep_until_woken(Duration::from_millis(100));
+                }
+            }
         })
-    }
-
-    /// Stops the loop and waits for it; the last step completes first.
-    pub fn stop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.dispatcher.sleeping.store(true, Ordering::Release);
-        self.dispatcher.wakeup();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-impl Drop for DispatchThread {
-    fn drop(&mut self) {
-        self.stop();
     }
 }

@@ -23,6 +23,9 @@ static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 /// is not used).
 /// `reserve` fails reserving disk blocks ahead of a writer (a full disk);
 /// `mlock` fails warm-up's memory lock (RLIMIT_MEMLOCK).
+/// `panic_<service>` makes the next round of that background service panic
+/// (the errno is not used): the service must poison the store, not die
+/// silently (see [`crate::service`]).
 pub const POINTS: &[&str] = &[
     "msync",
     "create_file",
@@ -31,6 +34,15 @@ pub const POINTS: &[&str] = &[
     "flush_hold",
     "reserve",
     "mlock",
+    "panic_flush",
+    "panic_group_commit",
+    "panic_commit",
+    "panic_cq_flush",
+    "panic_reput",
+    "panic_allocate",
+    "panic_prefault",
+    "panic_index_flush",
+    "panic_clock",
 ];
 
 /// Arms `name` to fail with `errno` (0 disarms it).

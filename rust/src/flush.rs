@@ -1,17 +1,17 @@
 //! Flush services (SPEC §9): group commit for SYNC_FLUSH, periodic flush for
 //! ASYNC_FLUSH, the transient-pool commit, and the consume-queue flush that
-//! also persists the checkpoint. Each is a Rust thread.
+//! also persists the checkpoint. Each is a [`ServiceThread`].
 //!
 //! ```text
 //!  producers --append--> CommitLog --wait_flushed(end)--> [group commit] --msync--> disk
 //!                                                         one msync per group
 //! ```
-//! A failed msync/fsync poisons the store (through `on_error`) and completes
-//! every waiting producer with FLUSH_DISK_TIMEOUT.
+//! A failed msync/fsync, or a panic in one of the threads, sets the store's
+//! FLUSH_FAILED running flag and completes every waiting producer with
+//! FLUSH_DISK_TIMEOUT.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -21,6 +21,8 @@ use crate::commitlog::{CommitLog, PutStatus};
 use crate::cq_table::ConsumeQueueTable;
 use crate::error::Result;
 use crate::index_file::IndexStore;
+use crate::running::{Flag, RunningFlags};
+use crate::service::{Signal, ServiceThread, STOP_TIMEOUT};
 
 /// Flush settings (MessageStoreConfig names, in Durations).
 #[derive(Debug, Clone)]
@@ -58,8 +60,6 @@ impl Default for FlushConfig {
     }
 }
 
-type OnError = Box<dyn Fn(String) + Send + Sync>;
-
 /// A flush that did not reach `end` (a stalled disk): `ETIMEDOUT`.
 fn not_flushed(end: u64, how: &str) -> crate::error::StoreError {
     crate::error::StoreError::io(
@@ -89,20 +89,19 @@ pub struct FlushService {
     group: Mutex<Group>,
     work: Condvar,
     done: Condvar,
-    sleep_lock: Mutex<()>,
-    sleep: Condvar,
+    /// Set when the threads are asked to stop (producers stop waiting).
     stop: AtomicBool,
-    failed: Mutex<Option<String>>,
+    /// The store's running state: FLUSH_FAILED is this service's failure.
+    flags: Arc<RunningFlags>,
     /// Group-commit flushes done and producers they covered (statistics).
     groups: std::sync::atomic::AtomicU64,
     grouped: std::sync::atomic::AtomicU64,
     flush_ns: std::sync::atomic::AtomicU64,
     gather_ns: std::sync::atomic::AtomicU64,
-    on_error: OnError,
     /// Called after every CommitLog flush that succeeded (wakes dispatch,
     /// which under SYNC_FLUSH follows the flushed offset).
     on_flushed: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    threads: Mutex<Vec<ServiceThread>>,
 }
 
 impl FlushService {
@@ -112,7 +111,7 @@ impl FlushService {
         cqs: Arc<ConsumeQueueTable>,
         index: Option<Arc<IndexStore>>,
         checkpoint: Arc<Checkpoint>,
-        on_error: OnError,
+        flags: Arc<RunningFlags>,
     ) -> Arc<Self> {
         Arc::new(Self {
             cfg,
@@ -128,15 +127,12 @@ impl FlushService {
             }),
             work: Condvar::new(),
             done: Condvar::new(),
-            sleep_lock: Mutex::new(()),
-            sleep: Condvar::new(),
             stop: AtomicBool::new(false),
-            failed: Mutex::new(None),
+            flags,
             groups: std::sync::atomic::AtomicU64::new(0),
             grouped: std::sync::atomic::AtomicU64::new(0),
             flush_ns: std::sync::atomic::AtomicU64::new(0),
             gather_ns: std::sync::atomic::AtomicU64::new(0),
-            on_error,
             on_flushed: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
         })
@@ -157,53 +153,53 @@ impl FlushService {
         if !threads.is_empty() {
             return Ok(());
         }
-        let me = self.clone();
-        let name = if self.cfg.sync_flush {
-            "rocketstore-group-commit"
-        } else {
-            "rocketstore-flush"
+        // A panicking thread fails the service as a failed flush does.
+        let on_panic = |me: &Arc<Self>| {
+            let me = me.clone();
+            move |why: String| me.fail(why)
         };
-        threads.push(
-            std::thread::Builder::new()
-                .name(name.into())
-                .spawn(move || {
-                    if me.cfg.sync_flush {
-                        me.run_group_commit()
-                    } else {
-                        me.run_async_flush()
-                    }
-                })?,
-        );
+        if self.cfg.sync_flush {
+            let me = self.clone();
+            threads.push(ServiceThread::start(
+                "group_commit",
+                on_panic(self),
+                move |s| me.group_commit_round(s),
+            )?);
+        } else {
+            let me = self.clone();
+            let mut last_thorough = Instant::now();
+            threads.push(ServiceThread::start("flush", on_panic(self), move |s| {
+                me.async_flush_round(s, &mut last_thorough)
+            })?);
+        }
         if self.cfg.transient && !self.cfg.sync_flush {
             let me = self.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("rocketstore-commit".into())
-                    .spawn(move || me.run_commit())?,
-            );
+            let mut last_thorough = Instant::now();
+            threads.push(ServiceThread::start("commit", on_panic(self), move |s| {
+                me.commit_round(s, &mut last_thorough)
+            })?);
         }
         let me = self.clone();
-        threads.push(
-            std::thread::Builder::new()
-                .name("rocketstore-cq-flush".into())
-                .spawn(move || me.run_cq_flush())?,
-        );
+        let mut last_thorough = Instant::now();
+        threads.push(ServiceThread::start("cq_flush", on_panic(self), move |s| {
+            me.cq_flush_round(s, &mut last_thorough)
+        })?);
         Ok(())
     }
 
+    /// Flushing failed (or a flush thread panicked): sets FLUSH_FAILED
+    /// (the first reason is kept) and completes every waiting producer.
     fn fail(&self, what: String) {
-        let first = {
-            let mut f = self.failed.lock();
-            let first = f.is_none();
-            f.get_or_insert_with(|| what.clone());
-            first
-        };
-        if first {
-            log::error!("{what}");
-            (self.on_error)(what);
-        }
+        log::error!("{what}");
+        self.flags.fail(Flag::FlushFailed, what);
         let _g = self.group.lock();
         self.done.notify_all();
+    }
+
+    /// True once flushing failed.
+    #[inline]
+    fn failed(&self) -> bool {
+        self.flags.is_set(Flag::FlushFailed)
     }
 
     /// Group-commit statistics so far: `(flushes, producer requests they
@@ -217,9 +213,9 @@ impl FlushService {
         )
     }
 
-    /// Why flushing failed, if it did.
+    /// Why flushing failed, if it did (the store's first failure).
     pub fn failure(&self) -> Option<String> {
-        self.failed.lock().clone()
+        self.flags.reason_if(Flag::FlushFailed)
     }
 
     /// Waits until the CommitLog is flushed up to `end` (group commit).
@@ -245,7 +241,7 @@ impl FlushService {
             if self.commitlog.flushed_offset() >= end {
                 return PutStatus::PutOk;
             }
-            if self.failed.lock().is_some() || self.stop.load(Ordering::Acquire) {
+            if self.failed() || self.stop.load(Ordering::Acquire) {
                 return PutStatus::FlushDiskTimeout;
             }
             if self.done.wait_until(g, deadline).timed_out()
@@ -332,30 +328,33 @@ impl FlushService {
         Ok(())
     }
 
-    fn run_group_commit(&self) {
-        while !self.stop.load(Ordering::Acquire) {
-            {
+    /// One group commit: waits (10 ms at most) for a producer's request,
+    /// gathers the group, forces the CommitLog once for all of it.
+    fn group_commit_round(&self, s: &Signal) {
+        {
+            let mut g = self.group.lock();
+            if g.requested <= self.commitlog.flushed_offset() && !s.is_stopped() {
+                self.work.wait_for(&mut g, Duration::from_millis(10));
+            }
+        }
+        if s.is_stopped() {
+            return;
+        }
+        if self.failed() {
+            s.wait(Duration::from_millis(100));
+            return;
+        }
+        self.gather_group();
+        let t = Instant::now();
+        match self.flush_commitlog() {
+            Ok(()) => {
                 let mut g = self.group.lock();
-                if g.requested <= self.commitlog.flushed_offset() {
-                    self.work.wait_for(&mut g, Duration::from_millis(10));
-                }
+                g.last_flush = t.elapsed();
+                self.flush_ns
+                    .fetch_add(g.last_flush.as_nanos() as u64, Ordering::Relaxed);
+                self.done.notify_all();
             }
-            if self.failed.lock().is_some() {
-                self.idle(Duration::from_millis(100));
-                continue;
-            }
-            self.gather_group();
-            let t = Instant::now();
-            match self.flush_commitlog() {
-                Ok(()) => {
-                    let mut g = self.group.lock();
-                    g.last_flush = t.elapsed();
-                    self.flush_ns
-                        .fetch_add(g.last_flush.as_nanos() as u64, Ordering::Relaxed);
-                    self.done.notify_all();
-                }
-                Err(e) => self.fail(format!("CommitLog flush failed: {e}")),
-            }
+            Err(e) => self.fail(format!("CommitLog flush failed: {e}")),
         }
     }
 
@@ -385,54 +384,46 @@ impl FlushService {
         g.pending = 0;
     }
 
-    fn idle(&self, d: Duration) {
-        let mut g = self.sleep_lock.lock();
-        if !self.stop.load(Ordering::Acquire) {
-            self.sleep.wait_for(&mut g, d);
+    /// One periodic CommitLog flush (ASYNC_FLUSH).
+    fn async_flush_round(&self, s: &Signal, last_thorough: &mut Instant) {
+        s.wait(self.cfg.flush_interval);
+        if s.is_stopped() || self.failed() {
+            return;
+        }
+        #[cfg(feature = "failpoints")]
+        if crate::failpoint::check("flush_hold").is_err() {
+            return;
+        }
+        let thorough = last_thorough.elapsed() >= self.cfg.flush_thorough_interval;
+        let r = if thorough {
+            *last_thorough = Instant::now();
+            self.flush_commitlog()
+        } else {
+            // One file per call, as RocketMQ does; the next round continues.
+            self.commitlog
+                .queue()
+                .flush(self.cfg.flush_least_pages)
+                .map(|_| ())
+        };
+        if let Err(e) = r {
+            self.fail(format!("CommitLog flush failed: {e}"));
         }
     }
 
-    fn run_async_flush(&self) {
-        let mut last_thorough = Instant::now();
-        while !self.stop.load(Ordering::Acquire) {
-            self.idle(self.cfg.flush_interval);
-            if self.stop.load(Ordering::Acquire) || self.failed.lock().is_some() {
-                continue;
-            }
-            #[cfg(feature = "failpoints")]
-            if crate::failpoint::check("flush_hold").is_err() {
-                continue;
-            }
-            let thorough = last_thorough.elapsed() >= self.cfg.flush_thorough_interval;
-            let r = if thorough {
-                last_thorough = Instant::now();
-                self.flush_commitlog()
-            } else {
-                // One file per call, as RocketMQ does; the next round continues.
-                self.commitlog
-                    .queue()
-                    .flush(self.cfg.flush_least_pages)
-                    .map(|_| ())
-            };
-            if let Err(e) = r {
-                self.fail(format!("CommitLog flush failed: {e}"));
-            }
+    /// One commit of the transient write buffer into the file.
+    fn commit_round(&self, s: &Signal, last_thorough: &mut Instant) {
+        s.wait(self.cfg.commit_interval);
+        if s.is_stopped() {
+            return;
         }
-    }
-
-    fn run_commit(&self) {
-        let mut last_thorough = Instant::now();
-        while !self.stop.load(Ordering::Acquire) {
-            self.idle(self.cfg.commit_interval);
-            let thorough = last_thorough.elapsed() >= self.cfg.commit_thorough_interval;
-            let least = if thorough {
-                last_thorough = Instant::now();
-                0
-            } else {
-                self.cfg.commit_least_pages
-            };
-            self.commitlog.queue().commit(least);
-        }
+        let thorough = last_thorough.elapsed() >= self.cfg.commit_thorough_interval;
+        let least = if thorough {
+            *last_thorough = Instant::now();
+            0
+        } else {
+            self.cfg.commit_least_pages
+        };
+        self.commitlog.queue().commit(least);
     }
 
     fn flush_queues(&self, least_pages: usize) -> Result<()> {
@@ -451,23 +442,22 @@ impl FlushService {
         Ok(())
     }
 
-    fn run_cq_flush(&self) {
-        let mut last_thorough = Instant::now();
-        while !self.stop.load(Ordering::Acquire) {
-            self.idle(self.cfg.cq_interval);
-            if self.stop.load(Ordering::Acquire) || self.failed.lock().is_some() {
-                continue;
-            }
-            let thorough = last_thorough.elapsed() >= self.cfg.cq_thorough_interval;
-            let least = if thorough {
-                last_thorough = Instant::now();
-                0
-            } else {
-                self.cfg.cq_least_pages
-            };
-            if let Err(e) = self.flush_queues(least) {
-                self.fail(format!("ConsumeQueue flush failed: {e}"));
-            }
+    /// One periodic flush of the consume queues (and, when thorough, the
+    /// index and the checkpoint).
+    fn cq_flush_round(&self, s: &Signal, last_thorough: &mut Instant) {
+        s.wait(self.cfg.cq_interval);
+        if s.is_stopped() || self.failed() {
+            return;
+        }
+        let thorough = last_thorough.elapsed() >= self.cfg.cq_thorough_interval;
+        let least = if thorough {
+            *last_thorough = Instant::now();
+            0
+        } else {
+            self.cfg.cq_least_pages
+        };
+        if let Err(e) = self.flush_queues(least) {
+            self.fail(format!("ConsumeQueue flush failed: {e}"));
         }
     }
 
@@ -478,17 +468,17 @@ impl FlushService {
 
     fn stop_threads(&self) {
         self.stop.store(true, Ordering::Release);
-        {
-            let _g = self.sleep_lock.lock();
-            self.sleep.notify_all();
+        let threads: Vec<ServiceThread> = std::mem::take(&mut *self.threads.lock());
+        for t in &threads {
+            t.request_stop();
         }
         {
             let _g = self.group.lock();
             self.work.notify_all();
             self.done.notify_all();
         }
-        for t in self.threads.lock().drain(..) {
-            let _ = t.join();
+        for t in &threads {
+            t.stop(STOP_TIMEOUT);
         }
     }
 

@@ -22,13 +22,16 @@ pub mod expiry;
 pub mod failpoint;
 pub mod flush;
 pub mod index_file;
+pub mod index_service;
 pub mod lock;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message;
 pub mod ratelog;
 pub mod reader;
+pub mod running;
 pub mod schedule;
+pub mod service;
 pub mod store;
 pub mod verify;
 

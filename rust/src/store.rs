@@ -23,7 +23,7 @@ use crate::commitlog::{
 };
 use crate::consume_queue::{ConsumeQueue, CqHole, CqUnit};
 use crate::cq_table::ConsumeQueueTable;
-use crate::dispatch::{DispatchThread, Dispatcher};
+use crate::dispatch::Dispatcher;
 use crate::error::{Result, StoreError};
 use crate::flush::{FlushConfig, FlushService};
 use crate::index_file::IndexStore;
@@ -33,6 +33,8 @@ use crate::message::{find_property, props, MessageSpec, RecordView};
 use crate::reader::{
     get_message, total_physical_memory, Damage as UnitDamage, GetResult, TagFilter, TransferLimits,
 };
+use crate::running::{Flag, RunningFlags};
+use crate::service::{ServiceThread, STOP_TIMEOUT};
 
 /// Default CommitLog segment size for a new store (1 GiB).
 pub const DEFAULT_COMMIT_LOG_FILE_SIZE: usize = 1 << 30;
@@ -173,7 +175,7 @@ pub struct Store {
     index_error: Option<String>,
     checkpoint: Arc<Checkpoint>,
     dispatcher: Arc<Dispatcher>,
-    dispatch_thread: Mutex<Option<DispatchThread>>,
+    dispatch_thread: Mutex<Option<ServiceThread>>,
     limits: TransferLimits,
     flusher: Arc<FlushService>,
     last_exit_ok: bool,
@@ -182,12 +184,11 @@ pub struct Store {
     /// Set when a writer's recovery completed: until then shutdown writes
     /// nothing (a refused open changes no byte).
     recovered: AtomicBool,
-    poisoned: Arc<Mutex<Option<String>>>,
-    /// Set by the clean service while disk usage is above
-    /// `disk_space_warning_level_ratio` (RocketMQ's DISK_FULL running
-    /// flag): puts are refused until usage falls. One load per put.
-    disk_full: AtomicBool,
-    disk_full_reason: Mutex<String>,
+    /// Why puts are refused (RocketMQ's running flags: failures, and
+    /// DISK_FULL set by the clean service while disk usage is above
+    /// `disk_space_warning_level_ratio`), shared with the services. One
+    /// load per put.
+    flags: Arc<RunningFlags>,
     prefaulter: Mutex<Option<Prefaulter>>,
     allocator: Option<Arc<Allocator>>,
     /// End of the furthest put acknowledged with PUT_OK: the horizon every
@@ -292,10 +293,19 @@ impl Store {
         };
         let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
         commitlog.set_busy_timeout_ms(opts.os_page_cache_busy_timeout_ms);
+        let flags = Arc::new(RunningFlags::new());
+        // A panicking service poisons the store with its message.
+        let poison_on_panic = |flags: &Arc<RunningFlags>| {
+            let flags = flags.clone();
+            move |why: String| {
+                flags.fail(Flag::NotWriteable, why);
+            }
+        };
         if writable {
             // Store timestamps from a cached clock: no clock read per put.
             commitlog.use_clock(Arc::new(
-                CachedClock::start().map_err(|e| StoreError::io("start the clock thread", e))?,
+                CachedClock::start_with(poison_on_panic(&flags))
+                    .map_err(|e| StoreError::io("start the clock thread", e))?,
             ));
         }
         let pooled = writable && opts.transient_store_pool_enable && !opts.flush.sync_flush;
@@ -343,6 +353,7 @@ impl Store {
                 idx.set_max_msgs_num_batch(opts.max_msgs_num_batch);
                 if writable {
                     idx.set_checkpoint(checkpoint.clone());
+                    idx.set_running_flags(flags.clone());
                 }
                 Arc::new(idx)
             })
@@ -350,20 +361,23 @@ impl Store {
             None
         };
 
-        let dispatcher = Arc::new(Dispatcher::new(
-            commitlog.clone(),
-            cqs.clone(),
-            index.clone(),
-            Some(checkpoint.clone()),
-            opts.delay_levels.clone(),
-            0,
-        ));
+        let dispatcher = Arc::new(
+            Dispatcher::new(
+                commitlog.clone(),
+                cqs.clone(),
+                index.clone(),
+                Some(checkpoint.clone()),
+                opts.delay_levels.clone(),
+                0,
+            )
+            .with_running_flags(flags.clone()),
+        );
         // Under SYNC_FLUSH a page fault costs nothing next to the fsync, and
         // pages dirtied ahead of the writer would make every fsync write them
         // (a journal commit flushes the file's ordered data): no prefaulting.
         let prefaulter = if writable && !opts.flush.sync_flush {
             Some(
-                Prefaulter::start(commitlog.queue_arc(), DEFAULT_WINDOW)
+                Prefaulter::start(commitlog.queue_arc(), DEFAULT_WINDOW, poison_on_panic(&flags))
                     .map_err(|e| StoreError::io("start the prefault thread", e))?,
             )
         } else {
@@ -379,24 +393,20 @@ impl Store {
             } else {
                 DEFAULT_WINDOW
             };
-            let a = Allocator::start(&commitlog.queue_arc(), warm)
+            let a = Allocator::start(&commitlog.queue_arc(), warm, poison_on_panic(&flags))
                 .map_err(|e| StoreError::io("start the allocator thread", e))?;
             commitlog.queue().set_allocator(Some(a.clone()));
             Some(a)
         } else {
             None
         };
-        let poisoned = Arc::new(Mutex::new(None::<String>));
-        let p2 = poisoned.clone();
         let flusher = FlushService::new(
             opts.flush.clone(),
             commitlog.clone(),
             cqs.clone(),
             index.clone(),
             checkpoint.clone(),
-            Box::new(move |why| {
-                p2.lock().get_or_insert(why);
-            }),
+            flags.clone(),
         );
         if writable && opts.flush.sync_flush {
             // Readers see only what is on disk; a flush wakes dispatch.
@@ -427,9 +437,7 @@ impl Store {
             index_redispatch_from,
             closed: AtomicBool::new(false),
             recovered: AtomicBool::new(false),
-            poisoned,
-            disk_full: AtomicBool::new(false),
-            disk_full_reason: Mutex::new(String::new()),
+            flags,
             prefaulter: Mutex::new(prefaulter),
             allocator,
             acked_end: AtomicU64::new(0),
@@ -869,17 +877,10 @@ impl Store {
         }
         let mut t = self.dispatch_thread.lock();
         if t.is_none() {
-            let poisoned = self.poisoned.clone();
-            let thread = DispatchThread::start(
-                self.dispatcher.clone(),
-                Box::new(move |e| {
-                    log::error!("dispatch failed: {e}");
-                    poisoned.lock().get_or_insert_with(|| {
-                        format!("WRITE_LOGICS_QUEUE_ERROR: dispatch failed: {e}")
-                    });
-                }),
-            )
-            .map_err(|e| StoreError::io("start the dispatch thread", e))?;
+            let thread = self
+                .dispatcher
+                .start_thread()
+                .map_err(|e| StoreError::io("start the dispatch thread", e))?;
             *t = Some(thread);
         }
         Ok(())
@@ -891,8 +892,8 @@ impl Store {
         if self.is_forked_copy() {
             return;
         }
-        if let Some(mut t) = self.dispatch_thread.lock().take() {
-            t.stop();
+        if let Some(t) = self.dispatch_thread.lock().take() {
+            t.stop(STOP_TIMEOUT);
         }
     }
 
@@ -909,17 +910,11 @@ impl Store {
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
-        if let Some(why) = self.poisoned.lock().as_deref() {
-            return Ok(Some(Refused::new(
-                PutStatus::ServiceNotAvailable,
-                format!("the store is not writeable: {why}"),
-            )));
-        }
-        if self.disk_full.load(Ordering::Acquire) {
-            return Ok(Some(Refused::new(
-                PutStatus::ServiceNotAvailable,
-                format!("the disk is full: {}", self.disk_full_reason.lock()),
-            )));
+        if !self.flags.is_writeable() {
+            return Ok(self
+                .flags
+                .refusal()
+                .map(|why| Refused::new(PutStatus::ServiceNotAvailable, why)));
         }
         Ok(None)
     }
@@ -927,17 +922,17 @@ impl Store {
     /// Sets or clears the DISK_FULL flag (`reason` says why, for the put
     /// result and `running_flags`). Returns the previous state.
     pub fn set_disk_full(&self, full: bool, reason: &str) -> bool {
-        if full {
-            *self.disk_full_reason.lock() = reason.to_owned();
-        }
-        self.disk_full.swap(full, Ordering::AcqRel)
+        self.flags.set_disk_full(full, reason)
     }
 
     /// Why puts are refused for lack of disk, if they are.
     pub fn disk_full_reason(&self) -> Option<String> {
-        self.disk_full
-            .load(Ordering::Acquire)
-            .then(|| self.disk_full_reason.lock().clone())
+        self.flags.disk_full_reason()
+    }
+
+    /// The running state: why puts are refused, flag by flag.
+    pub fn running_flags(&self) -> &RunningFlags {
+        &self.flags
     }
 
     /// One CommitLog step of the clean service (see [`crate::expiry`]).
@@ -1161,15 +1156,16 @@ impl Store {
             .inspect_err(|e| self.poison(format!("CommitLog flush failed: {e}")))
     }
 
-    /// Marks the store unwriteable after a failed write or flush.
+    /// Marks the store unwriteable for good (NOT_WRITEABLE) after a failed
+    /// write or flush, or a failed service; the first reason is kept.
     pub fn poison(&self, why: String) {
         log::error!("store poisoned: {why}");
-        self.poisoned.lock().get_or_insert(why);
+        self.flags.fail(Flag::NotWriteable, why);
     }
 
-    /// Why puts are refused, if they are.
+    /// Why puts are refused for good, if they are (the first failure).
     pub fn poison_reason(&self) -> Option<String> {
-        self.poisoned.lock().clone()
+        self.flags.poison_reason()
     }
 
     // -- visibility ----------------------------------------------------------
@@ -1284,8 +1280,8 @@ impl Store {
                 Err(e) => {
                     // As when the dispatch thread fails: the store is
                     // poisoned; this read serves what is visible.
+                    log::error!("dispatch failed: {e}");
                     self.dispatcher.record_failure(&e);
-                    self.poison(format!("WRITE_LOGICS_QUEUE_ERROR: dispatch failed: {e}"));
                     self.vis.failed.fetch_add(1, Ordering::Relaxed);
                     self.vis_abandoned.fetch_max(target, Ordering::AcqRel);
                     return Ok(true);
@@ -1627,7 +1623,7 @@ impl Store {
             self.flusher.abandon();
         } else if !self.opts.read_only {
             self.stop_dispatch();
-            if self.poisoned.lock().is_none() {
+            if !self.flags.is_poisoned() {
                 result = self.drain_all();
             }
             let flushed = self.flusher.shutdown();
@@ -1635,7 +1631,7 @@ impl Store {
                 result = flushed;
             }
             let clean = result.is_ok()
-                && self.poisoned.lock().is_none()
+                && !self.flags.is_poisoned()
                 && self.dispatcher.behind_bytes() == 0;
             if clean {
                 let abort = self.opts.root.join("abort");

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from helpers.presets import FAILPOINTS_MISSING, POINTS, SMALL
+from helpers.presets import FAILPOINTS_MISSING, PANIC_POINTS, POINTS, SMALL
 from rocketstore import MessageStore, PoisonedError, StoreConfig, _native
 
 
@@ -23,7 +23,7 @@ def has_fail_points() -> bool:
 
 def _disarm_all() -> None:
     if has_fail_points():
-        for p in POINTS:
+        for p in POINTS + PANIC_POINTS:
             _native._set_fail_point(p, 0)
 
 

@@ -23,6 +23,12 @@ FAST_FLUSH: dict[str, Any] = {
 }
 #: The engine's fault-injection points (cargo feature ``failpoints``).
 POINTS = ("msync", "create_file", "map_new_file", "cq_put", "flush_hold", "reserve", "mlock")
+#: Fail points that make the next round of a background service panic.
+PANIC_POINTS = tuple(
+    f"panic_{s}"
+    for s in ("flush", "group_commit", "commit", "cq_flush", "reput", "allocate", "prefault",
+              "index_flush", "clock")
+)
 #: Why a fault test fails on an engine built without them.
 FAILPOINTS_MISSING = (
     "this build of rocketstore._native lacks the `failpoints` cargo feature, which the "

@@ -720,6 +720,21 @@ impl PyStore {
         self.store.poison_reason()
     }
 
+    /// The engine's running flags that are set, by name (RocketMQ's
+    /// ``RunningFlags``: ``NOT_WRITEABLE``, ``WRITE_LOGICS_QUEUE_ERROR``,
+    /// ``WRITE_INDEX_FILE_ERROR``, ``DISK_FULL``, ``FLUSH_FAILED``). The
+    /// flag of the first failure carries its reason (``"NAME: reason"``),
+    /// as ``DISK_FULL`` carries the clean service's. DISK_FULL is not
+    /// listed once the store is closed. Empty when puts are taken.
+    #[getter]
+    fn running_flags(&self) -> Vec<String> {
+        let mut flags = self.store.running_flags().describe();
+        if self.store.is_closed() {
+            flags.retain(|f| !f.starts_with("DISK_FULL"));
+        }
+        flags
+    }
+
     /// Refuse every later put (reads keep working), keeping ``reason``.
     ///
     /// Used by the Python services when one of them fails: a store whose
