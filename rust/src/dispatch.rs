@@ -510,3 +510,195 @@ impl Dispatcher {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::borrow::Cow;
+    use std::net::SocketAddr;
+    use std::path::Path;
+
+    use super::*;
+    use crate::commitlog::{CommitLogConfig, PutStatus};
+    use crate::message::{tags_code, MessageSpec};
+
+    fn commitlog(dir: &Path) -> Arc<CommitLog> {
+        let cfg = CommitLogConfig {
+            dir: dir.join("commitlog"),
+            file_size: 4 << 10,
+            max_message_size: 1 << 10,
+            store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
+            delay_levels: vec![1000],
+        };
+        Arc::new(CommitLog::load(cfg, true).unwrap())
+    }
+
+    fn dispatcher(dir: &Path, log: &Arc<CommitLog>, reput_from: u64) -> Dispatcher {
+        let cqs = Arc::new(
+            ConsumeQueueTable::load(dir.join("consumequeue"), Some(20 * 64), true).unwrap(),
+        );
+        let (index, _) = IndexStore::load(&dir.join("index"), 16, 64, true, 0).unwrap();
+        Dispatcher::new(
+            log.clone(),
+            cqs,
+            Some(Arc::new(index)),
+            None,
+            vec![1000],
+            reput_from,
+        )
+    }
+
+    /// Puts message `i` (queue `i % 2`, tag `tag{i % 3}`, key `key{i}`).
+    fn put(log: &CommitLog, i: usize) -> (i64, i32) {
+        let props = format!("TAGS\u{1}tag{}\u{2}KEYS\u{1}key{i}", i % 3);
+        let out = log
+            .put(MessageSpec {
+                topic: Cow::Borrowed("T"),
+                queue_id: (i % 2) as i32,
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp: 1_700_000_000_000,
+                born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: Cow::Owned(format!("body {i}").into_bytes()),
+                properties: Cow::Owned(props.into_bytes()),
+            })
+            .unwrap();
+        assert_eq!(out.status, PutStatus::PutOk);
+        (out.wrote_offset, out.wrote_bytes as i32)
+    }
+
+    /// Every unit of queue `qid`, in order.
+    fn units(d: &Dispatcher, qid: i32) -> Vec<CqUnit> {
+        let cq = d.cqs.get("T", qid).unwrap();
+        (0..cq.max_offset_in_queue())
+            .map(|i| cq.unit_at(i).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn dispatches_every_record_to_its_queue_and_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = commitlog(dir.path());
+        let d = dispatcher(dir.path(), &log, 0);
+        // Enough records to roll the 4 KiB CommitLog file (a blank end).
+        let put: Vec<_> = (0..60).map(|i| put(&log, i)).collect();
+        assert!(log.queue().len() > 1, "the test must cross a file end");
+        let seq = d.seq();
+        d.drain().unwrap();
+        assert_eq!(d.reput_from(), log.max_offset());
+        assert_eq!(d.behind_bytes(), 0);
+        assert!(d.seq() > seq, "consumers were not told");
+        for qid in 0..2 {
+            let want: Vec<CqUnit> = put
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % 2 == qid as usize)
+                .map(|(i, &(phy, size))| CqUnit {
+                    phy_offset: phy,
+                    size,
+                    tags_code: tags_code(Some(&format!("tag{}", i % 3))),
+                })
+                .collect();
+            assert_eq!(units(&d, qid), want, "queue {qid}");
+        }
+        let index = d.index.as_ref().unwrap();
+        for (i, &(phy, _)) in put.iter().enumerate() {
+            let found = index.query("T", &format!("key{i}"), 10, 0, i64::MAX);
+            assert!(found.phy_offsets.contains(&phy), "key{i}: {found:?}");
+        }
+        // Nothing more to do: a second pass dispatches nothing twice.
+        assert_eq!(d.dispatch_once(DEFAULT_STEP_BYTES).unwrap().records, 0);
+        assert_eq!(units(&d, 0).len() + units(&d, 1).len(), put.len());
+    }
+
+    #[test]
+    fn a_restart_continues_from_the_reput_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = commitlog(dir.path());
+        let first: Vec<_> = (0..10).map(|i| put(&log, i)).collect();
+        let end = {
+            let d = dispatcher(dir.path(), &log, 0);
+            d.drain().unwrap();
+            d.cqs.flush_all(0).unwrap();
+            d.index.as_ref().unwrap().flush().unwrap();
+            d.reput_from()
+        };
+        let more: Vec<_> = (10..20).map(|i| put(&log, i)).collect();
+        // Reopened queues and index, dispatching from where the last run stopped.
+        let d = dispatcher(dir.path(), &log, end);
+        d.cqs.recover_all().unwrap();
+        let st = d.dispatch_once(DEFAULT_STEP_BYTES).unwrap();
+        assert_eq!(st.records, 10, "only the new records are dispatched");
+        let all: Vec<i64> = first.iter().chain(&more).map(|&(p, _)| p).collect();
+        let mut got: Vec<i64> = (0..2)
+            .flat_map(|q| units(&d, q))
+            .map(|u| u.phy_offset)
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, all, "every record once, none twice");
+        let index = d.index.as_ref().unwrap();
+        assert_eq!(
+            index.query("T", "key15", 10, 0, i64::MAX).phy_offsets,
+            [more[5].0]
+        );
+        assert_eq!(
+            index.query("T", "key3", 10, 0, i64::MAX).phy_offsets,
+            [first[3].0]
+        );
+    }
+
+    #[test]
+    fn the_thread_dispatches_on_wakeup_and_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = commitlog(dir.path());
+        let d = Arc::new(dispatcher(dir.path(), &log, 0));
+        let t = d.start_thread().unwrap();
+        for i in 0..5 {
+            put(&log, i);
+            d.wakeup();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while d.behind_bytes() > 0 && Instant::now() < deadline {
+            d.wait_for_seq(d.seq(), Duration::from_millis(10));
+        }
+        assert_eq!(d.behind_bytes(), 0);
+        assert_eq!(units(&d, 0).len() + units(&d, 1).len(), 5);
+        assert!(t.stop(Duration::from_secs(10)));
+        assert!(d.failure().is_none());
+    }
+
+    #[test]
+    fn an_invalid_record_sets_the_logics_queue_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = commitlog(dir.path());
+        let flags = Arc::new(RunningFlags::new());
+        let d = dispatcher(dir.path(), &log, 0).with_running_flags(flags.clone());
+        put(&log, 0);
+        let (phy, _) = put(&log, 1);
+        // Break the second record's size (bytes 0..4: past the data, so it
+        // cannot be skipped) through the file: the shared mapping sees it.
+        let f = log.queue().last_file().unwrap();
+        use std::os::unix::fs::FileExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(f.path())
+            .unwrap()
+            .write_at(&[0x7f, 0xff, 0xff, 0xff], phy as u64)
+            .unwrap();
+        assert!(d.drain().is_err());
+        assert_eq!(
+            d.reput_from(),
+            phy as u64,
+            "dispatch stops at the bad record"
+        );
+        assert!(!flags.is_writeable());
+        let why = d.failure().unwrap();
+        assert!(why.contains(&format!("offset {phy}")), "{why}");
+        assert!(
+            flags.describe()[0].starts_with("WRITE_LOGICS_QUEUE_ERROR: "),
+            "{:?}",
+            flags.describe()
+        );
+    }
+}

@@ -22,7 +22,7 @@ use crate::cq_table::ConsumeQueueTable;
 use crate::error::Result;
 use crate::index_file::IndexStore;
 use crate::running::{Flag, RunningFlags};
-use crate::service::{Signal, ServiceThread, STOP_TIMEOUT};
+use crate::service::{ServiceThread, Signal, STOP_TIMEOUT};
 
 /// Flush settings (MessageStoreConfig names, in Durations).
 #[derive(Debug, Clone)]
@@ -181,9 +181,11 @@ impl FlushService {
         }
         let me = self.clone();
         let mut last_thorough = Instant::now();
-        threads.push(ServiceThread::start("cq_flush", on_panic(self), move |s| {
-            me.cq_flush_round(s, &mut last_thorough)
-        })?);
+        threads.push(ServiceThread::start(
+            "cq_flush",
+            on_panic(self),
+            move |s| me.cq_flush_round(s, &mut last_thorough),
+        )?);
         Ok(())
     }
 

@@ -377,8 +377,12 @@ impl Store {
         // (a journal commit flushes the file's ordered data): no prefaulting.
         let prefaulter = if writable && !opts.flush.sync_flush {
             Some(
-                Prefaulter::start(commitlog.queue_arc(), DEFAULT_WINDOW, poison_on_panic(&flags))
-                    .map_err(|e| StoreError::io("start the prefault thread", e))?,
+                Prefaulter::start(
+                    commitlog.queue_arc(),
+                    DEFAULT_WINDOW,
+                    poison_on_panic(&flags),
+                )
+                .map_err(|e| StoreError::io("start the prefault thread", e))?,
             )
         } else {
             None
@@ -1630,9 +1634,8 @@ impl Store {
             if result.is_ok() {
                 result = flushed;
             }
-            let clean = result.is_ok()
-                && !self.flags.is_poisoned()
-                && self.dispatcher.behind_bytes() == 0;
+            let clean =
+                result.is_ok() && !self.flags.is_poisoned() && self.dispatcher.behind_bytes() == 0;
             if clean {
                 let abort = self.opts.root.join("abort");
                 match std::fs::remove_file(&abort) {
