@@ -153,10 +153,11 @@ impl FlushService {
         if !threads.is_empty() {
             return Ok(());
         }
-        // A panicking thread fails the service as a failed flush does.
+        // A panicking thread fails the service as a failed flush does
+        // (the service thread logged the panic).
         let on_panic = |me: &Arc<Self>| {
             let me = me.clone();
-            move |why: String| me.fail(why)
+            move |why: String| me.record_failure(why)
         };
         if self.cfg.sync_flush {
             let me = self.clone();
@@ -193,6 +194,10 @@ impl FlushService {
     /// (the first reason is kept) and completes every waiting producer.
     fn fail(&self, what: String) {
         log::error!("{what}");
+        self.record_failure(what);
+    }
+
+    fn record_failure(&self, what: String) {
         self.flags.fail(Flag::FlushFailed, what);
         let _g = self.group.lock();
         self.done.notify_all();

@@ -893,12 +893,27 @@ impl Store {
     /// Stops the dispatch thread (its current step completes). Nothing to
     /// stop in a forked child (the thread is the parent's).
     pub fn stop_dispatch(&self) {
+        self.stop_dispatch_within(STOP_TIMEOUT);
+    }
+
+    /// As [`Store::stop_dispatch`], waiting at most `timeout` for the
+    /// thread; false if it did not end (it is then left behind, logged).
+    pub fn stop_dispatch_within(&self, timeout: Duration) -> bool {
         if self.is_forked_copy() {
-            return;
+            return true;
         }
-        if let Some(t) = self.dispatch_thread.lock().take() {
-            t.stop(STOP_TIMEOUT);
+        match self.dispatch_thread.lock().take() {
+            Some(t) => t.stop(timeout),
+            None => true,
         }
+    }
+
+    /// True while the dispatch thread runs (not once it died).
+    pub fn dispatch_running(&self) -> bool {
+        self.dispatch_thread
+            .lock()
+            .as_ref()
+            .is_some_and(|t| t.is_running())
     }
 
     /// True in a child forked after the store was opened: the store is

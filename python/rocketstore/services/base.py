@@ -1,6 +1,11 @@
-"""One shape for the store's Python services (RocketMQ's ``ServiceThread``).
+"""One shape for the store's services (RocketMQ's ``ServiceThread``).
 
-A service is a loop on one daemon thread: wait ``interval`` seconds (or until
+:class:`Service` is the shape every service has: ``start``, ``wakeup``,
+``shutdown(timeout)``, ``running`` and ``failure``. The reput (dispatch)
+service has it over the engine's dispatch thread (its loop runs in Rust);
+the others are :class:`ServiceThread` subclasses.
+
+A :class:`ServiceThread` is a loop on one daemon thread: wait ``interval`` seconds (or until
 :meth:`ServiceThread.wakeup`), run one round, repeat until
 :meth:`ServiceThread.shutdown`. Each round is a batch of engine work (the
 engine releases the GIL while it works), so a service never runs Python per
@@ -39,12 +44,46 @@ import logging
 import threading
 from collections.abc import Callable
 
-__all__ = ["ServiceThread"]
+__all__ = ["Service", "ServiceThread"]
 
 log = logging.getLogger("rocketstore")
 
 
-class ServiceThread:
+class Service:
+    """The shape of a store service; subclasses implement every method.
+
+    A service that fails does not die silently: it reports ``failure`` and
+    the store is poisoned with the reason (puts refused with
+    ``SERVICE_NOT_AVAILABLE``, reads kept working).
+    """
+
+    #: Name used for the thread and in log and failure messages.
+    name: str = "service"
+
+    def start(self) -> None:
+        """Start the service (no-op if it is running)."""
+        raise TypeError(f"{type(self).__name__} must override start()")
+
+    def wakeup(self) -> None:
+        """Run the next round now instead of at the end of the interval."""
+        raise TypeError(f"{type(self).__name__} must override wakeup()")
+
+    def shutdown(self, timeout: float | None = 10.0) -> bool:
+        """Stop after the round in progress; True if it ended within ``timeout``."""
+        raise TypeError(f"{type(self).__name__} must override shutdown()")
+
+    @property
+    def running(self) -> bool:
+        """True while the service runs."""
+        raise TypeError(f"{type(self).__name__} must override running")
+
+    @property
+    def failure(self) -> str | None:
+        """Why the service stopped on its own, if it did."""
+        raise TypeError(f"{type(self).__name__} must override failure")
+
+
+class ServiceThread(Service):
     """Base class of the Python services: subclasses implement :meth:`run_once`.
 
     Args:
@@ -52,9 +91,6 @@ class ServiceThread:
             round at once.
         on_failure: Called once, with a one-line reason, when a round raises.
     """
-
-    #: Name used for the thread and in log and failure messages.
-    name: str = "service"
 
     def __init__(
         self, *, interval: float, on_failure: Callable[[str], None] | None = None

@@ -5,7 +5,10 @@ Its loop runs in a Rust thread: a Python thread woken on every put would cap
 puts far below the engine's rate, and a Python thread waiting for the GIL
 behind a busy producer adds the interpreter's switch interval (~5 ms) to the
 time a message takes to become visible. This class orchestrates that thread:
-start and stop, the lag, failures, and the wake-ups consumers wait on.
+start and stop, the lag, failures, and the wake-ups consumers wait on. It
+has the shape of every service (:class:`~rocketstore.services.base.Service`);
+a panic in the engine's loop poisons the store with its message
+(``WRITE_LOGICS_QUEUE_ERROR`` in ``store.running_flags``).
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 import logging
 
 from rocketstore._native import NativeStore
+from rocketstore.services.base import Service
 
 __all__ = ["ReputService"]
 
 log = logging.getLogger("rocketstore")
 
 
-class ReputService:
+class ReputService(Service):
     """Controls the engine's dispatch thread for one store.
 
     The reput offset itself is set by recovery (the largest CommitLog offset
@@ -27,25 +31,31 @@ class ReputService:
     queues were missing before this service starts.
     """
 
+    name = "reput"
+
     def __init__(self, native: NativeStore) -> None:
         self._native = native
-        self._running = False
 
     def start(self) -> None:
-        """Start dispatching new puts in the background."""
-        if not self._running:
-            self._native.start_dispatch()
-            self._running = True
+        """Start dispatching new puts in the background (no-op if running)."""
+        self._native.start_dispatch()
 
-    def shutdown(self) -> None:
-        """Stop the thread; the step in progress completes first."""
-        if self._running:
-            self._native.stop_dispatch()
-            self._running = False
+    def wakeup(self) -> None:
+        """Dispatch what is written now instead of at the thread's next poll."""
+        self._native.wakeup_dispatch()
+
+    def shutdown(self, timeout: float | None = 10.0) -> bool:
+        """Stop the thread; the step in progress completes first.
+
+        True if the thread ended within ``timeout`` seconds (``None``: the
+        engine's bound); one that did not is logged and left behind.
+        """
+        return self._native.stop_dispatch(timeout)
 
     @property
     def running(self) -> bool:
-        return self._running
+        """True while the engine's dispatch thread runs (False once it died)."""
+        return self._native.dispatch_running
 
     @property
     def behind_bytes(self) -> int:

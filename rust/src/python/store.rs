@@ -851,15 +851,36 @@ impl PyStore {
         guarded(|| Ok(self.store.start_dispatch()?))
     }
 
-    /// Stops the dispatch thread after its current step.
-    fn stop_dispatch(&self, py: Python<'_>) -> PyResult<()> {
+    /// Stops the dispatch thread after its current step, waiting at most
+    /// ``timeout`` seconds (``None``: the engine's bound, 30 s). True if
+    /// the thread ended; one that did not is logged and left behind.
+    #[pyo3(signature = (timeout=None))]
+    fn stop_dispatch(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
         guarded(|| {
+            let timeout = match timeout {
+                Some(t) if t.is_nan() || t < 0.0 => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(
+                        "timeout must be >= 0",
+                    ))
+                }
+                Some(t) => Duration::from_secs_f64(t.min(1e9)),
+                None => crate::service::STOP_TIMEOUT,
+            };
             let store = &self.store;
-            nogil(py, || {
-                store.stop_dispatch();
-                Ok(())
-            })
+            nogil(py, || Ok(store.stop_dispatch_within(timeout)))
         })
+    }
+
+    /// Wakes the dispatch thread now instead of at its next poll.
+    fn wakeup_dispatch(&self) {
+        self.store.dispatcher().wakeup();
+    }
+
+    /// True while the dispatch thread runs (False before it is started,
+    /// after it is stopped, or once it died).
+    #[getter]
+    fn dispatch_running(&self) -> bool {
+        self.store.dispatch_running()
     }
 
     /// CommitLog bytes not yet in the consume queues and index.
