@@ -115,26 +115,23 @@ def test_failed_fsync_poisons_sync_store(
     store_path: str,
     first_call: str,
 ) -> None:
-    store = opened(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    # A sync_flush_timeout no test run sits out: the failed fsync itself
+    # must complete the waiting producer (else the put below never returns).
+    store = opened(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=3_600_000)
     acked = put_ok(store, 20)
     assert store.flushed_offset >= acked[-1].wrote_offset + acked[-1].wrote_bytes
     wait_dispatched(store)
 
     fail_points("msync", errno.EIO)
-    t0 = time.monotonic()
     if first_call == "put":
         statuses = [store.put("topic", b"doomed").status]
     elif first_call == "put_message":
         statuses = [store.put_message(Message("topic", b"doomed")).status]
     else:
         statuses = [r.status for r in store.put_messages([Message("topic", b"d")] * 3)]
-    took = time.monotonic() - t0
     assert set(statuses) <= {PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.SERVICE_NOT_AVAILABLE}, (
         statuses
     )
-    # The failure completes the waiting producer; it does not sit out the
-    # 5 s sync_flush_timeout.
-    assert took < 4.0, f"a failed fsync took {took:.2f} s to answer the producer"
 
     # Poisoned: every later put is refused, whatever its shape.
     for _ in range(3):

@@ -871,6 +871,15 @@ impl PyStore {
         })
     }
 
+    /// Group-commit statistics since open (SYNC_FLUSH): ``(flushes,
+    /// producer requests they covered, ns spent flushing, ns spent
+    /// gathering)``. Requests per flush above one means producers shared
+    /// fsyncs.
+    #[getter]
+    fn group_commit_stats(&self) -> (u64, u64, u64, u64) {
+        self.store.flusher().group_stats()
+    }
+
     /// Wakes the dispatch thread now instead of at its next poll.
     fn wakeup_dispatch(&self) {
         self.store.dispatcher().wakeup();
