@@ -220,7 +220,8 @@ impl Allocator {
             self.shared.done.notify_all();
             std::mem::take(&mut st.slots)
         };
-        if let Some(t) = self.service.lock().take() {
+        let service = self.service.lock().take();
+        if let Some(t) = service {
             t.stop(STOP_TIMEOUT);
         }
         // The thread may have finished one more file after `take` above.

@@ -508,7 +508,8 @@ impl IndexStore {
 
     /// Stops the flush service (bounded) and flushes what it left.
     fn stop_flusher(&self) {
-        if let Some(t) = self.flusher.lock().take() {
+        let flusher = self.flusher.lock().take();
+        if let Some(t) = flusher {
             t.stop(STOP_TIMEOUT);
         }
         self.full.flush_pending();

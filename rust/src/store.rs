@@ -4,6 +4,52 @@
 //!
 //! Python orchestrates the services (recovery order, the reput service's
 //! start/stop, expiry); each call here is one engine step.
+//!
+//! # Running state
+//!
+//! Why puts are refused lives in one [`RunningFlags`] word shared with the
+//! services (a failed flush sets FLUSH_FAILED, a failed dispatch
+//! WRITE_LOGICS_QUEUE_ERROR or WRITE_INDEX_FILE_ERROR, a panicking service
+//! or [`Store::poison`] NOT_WRITEABLE, the clean service DISK_FULL); the
+//! put path reads it with one atomic load. Every background loop is a
+//! [`ServiceThread`].
+//!
+//! # Lock order
+//!
+//! A thread holding a lock may take only locks further down this list
+//! (never one above it, never the GIL; see STYLE.md). Locks not listed are
+//! leaves: nothing is taken while they are held.
+//!
+//! 1. `Store::dispatch_thread`, `Store::prefaulter`, `FlushService::threads`,
+//!    `Allocator::service`, `IndexStore::flusher` — the service handles;
+//!    each is taken only to start a thread or take its handle out, and is
+//!    released before the thread is joined.
+//! 2. `Dispatcher::step` — one dispatch step at a time (the thread, a read
+//!    dispatching inline, recovery, `drain`); inside it, in order:
+//!    `ConsumeQueueTable::queues` → a `ConsumeQueue`'s write state → its
+//!    files; then `IndexStore::write_lock` → `IndexStore::files` → an
+//!    `IndexFile`'s write lock; the CommitLog's files are read
+//!    (`MappedFileQueue::files`, read). The checkpoint is only stored to
+//!    (atomics).
+//! 3. `CommitLog::put` — the put lock. Inside it a roll takes the
+//!    allocator's state (waiting on its condvar, which releases it), then
+//!    `MappedFileQueue::files` (write), and `TransientStorePool::free`;
+//!    an append takes the `MappedFile` write lock and write buffer.
+//!    Producers release it before they wait for the flush (4).
+//! 4. `FlushService::group` — the group commit's requests; released before
+//!    the CommitLog is forced. Never held with the put lock.
+//! 5. `MappedFileQueue::flush_lock` / `commit_lock` → `MappedFileQueue::files`
+//!    (read) → a file's write buffer. After the flush, apart:
+//!    `FlushService::on_flushed`, held while it wakes dispatch (→ the
+//!    dispatch [`Signal`](crate::service::Signal)'s lock).
+//! 6. The index flush service's `flushing` → its queue → an index file →
+//!    the checkpoint's `flush_lock` → its file.
+//! 7. `Store::lock` — the writer's file lock, released last, after every
+//!    thread stopped and every file was let go.
+//!
+//! Leaves: `Dispatcher::seq_lock`, a [`ServiceThread`]'s signal and
+//! finished locks, `RunningFlags`' disk-full reason, `Store::damage_logged`,
+//! `CommitLog::damaged`, the checkpoint's mark.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -902,7 +948,9 @@ impl Store {
         if self.is_forked_copy() {
             return true;
         }
-        match self.dispatch_thread.lock().take() {
+        // Taken out first: the lock is not held while the thread is joined.
+        let thread = self.dispatch_thread.lock().take();
+        match thread {
             Some(t) => t.stop(timeout),
             None => true,
         }
@@ -1632,7 +1680,8 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return Ok(());
         }
-        if let Some(mut p) = self.prefaulter.lock().take() {
+        let prefaulter = self.prefaulter.lock().take();
+        if let Some(mut p) = prefaulter {
             p.stop();
         }
         let mut result = Ok(());
@@ -1708,7 +1757,8 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return;
         }
-        if let Some(mut p) = self.prefaulter.lock().take() {
+        let prefaulter = self.prefaulter.lock().take();
+        if let Some(mut p) = prefaulter {
             p.stop();
         }
         self.stop_dispatch();
