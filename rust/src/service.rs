@@ -309,15 +309,18 @@ mod tests {
     #[test]
     fn stop_is_bounded() {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (in_round, round_started) = std::sync::mpsc::channel::<()>();
         let t = ServiceThread::start(
             "stuck",
             |_| {},
             move |_| {
+                let _ = in_round.send(());
                 // Stuck until the test lets go (a stalled disk).
                 let _ = rx.recv();
             },
         )
         .unwrap();
+        round_started.recv().unwrap();
         let t0 = Instant::now();
         assert!(!t.stop(Duration::from_millis(50)));
         assert!(t0.elapsed() >= Duration::from_millis(50));
