@@ -939,7 +939,11 @@ impl Drop for ParallelReader {
         // Closing the channels makes every worker's next send fail.
         self.rx.clear();
         for h in self.handles.drain(..) {
-            let _ = h.join();
+            // A panic was already turned into a failed batch for the
+            // reader; it is still a bug, and is never dropped silently.
+            if h.join().is_err() {
+                log::error!("an Arrow decode thread panicked (a bug: please report it)");
+            }
         }
     }
 }
