@@ -485,7 +485,7 @@ impl PyRecoveryReport {
         let mut parts = Vec::new();
         for (k, v) in self.fields(py)? {
             let v = if k == "mode" {
-                format!("{}", self.mode().__repr__())
+                self.mode().__repr__()
             } else {
                 v.repr()?.to_string()
             };
