@@ -739,7 +739,7 @@ fn index_sources(
 /// `topic#UNIQ_KEY`, and `topic#KEY` for each of its first `KEYS`.
 fn record_key_hashes(v: &RecordView, rec: &[u8], out: &mut Vec<i32>) {
     let topic = &rec[v.topic.clone()];
-    if std::str::from_utf8(topic).is_err() {
+    if !topic.is_ascii() && std::str::from_utf8(topic).is_err() {
         return;
     }
     let mut keys_seen = false;
@@ -812,15 +812,23 @@ pub fn index_file_geometry(data: &[u8]) -> Option<(usize, usize)> {
     if size <= INDEX_HEADER_SIZE {
         return None;
     }
-    let end_phy = data.get(24..32)?;
+    let end_phy: [u8; 8] = data.get(24..32)?.try_into().ok()?;
     let count = be_i32(data, 36)?;
     if count < 2 || end_phy == [0u8; 8] {
         return None;
     }
     let last = (count - 1) as usize;
-    let mut from = INDEX_HEADER_SIZE;
-    while let Some(found) = find(data, end_phy, from) {
-        from = found + 1;
+    // Entry `last` holds the offset at `INDEX_HEADER_SIZE + slots * 4 +
+    // last * 20 + 4` with at least one slot: only those positions (4 apart
+    // from the first one) can be it.
+    let Some(mut from) = last
+        .checked_mul(INDEX_ENTRY_SIZE)
+        .and_then(|x| x.checked_add(INDEX_HEADER_SIZE + HASH_SLOT_SIZE + 4))
+    else {
+        return None;
+    };
+    while let Some(found) = find_aligned(data, end_phy, from, HASH_SLOT_SIZE) {
+        from = found + HASH_SLOT_SIZE;
         let Some(entry) = found.checked_sub(4) else {
             continue;
         };
@@ -856,11 +864,12 @@ pub fn index_file_geometry(data: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
-fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    hay.get(from..)?
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .map(|i| i + from)
+/// The first position `from + k * step` at which `needle` lies in `hay`.
+fn find_aligned(hay: &[u8], needle: [u8; 8], from: usize, step: usize) -> Option<usize> {
+    let last = hay.len().checked_sub(needle.len())?;
+    (from..=last)
+        .step_by(step)
+        .find(|&at| hay.get(at..at + 8).is_some_and(|w| w == needle))
 }
 
 /// The index geometry `(max_hash_slot_num, max_index_num)` to open the
@@ -994,6 +1003,21 @@ mod tests {
             detect_index_geometry(dir.path(), Some(7), None).unwrap(),
             (Some(7), Some(30))
         );
+    }
+
+    #[test]
+    fn geometry_is_read_for_small_and_large_slot_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        for (slots, num, keys) in [(1, 4, 3), (2, 9, 8), (13, 40, 2), (500, 64, 40)] {
+            let path = dir.path().join(format!("{slots}-{num}"));
+            let f = crate::index_file::IndexFile::create(&path, slots, num, 0, 0).unwrap();
+            for i in 0..keys {
+                assert!(f.put_key(&format!("t#k{i}"), 4096 + 97 * i, 1_000_000).unwrap());
+            }
+            drop(f);
+            let data = std::fs::read(&path).unwrap();
+            assert_eq!(index_file_geometry(&data), Some((slots, num)));
+        }
     }
 
     #[test]
