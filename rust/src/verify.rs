@@ -821,12 +821,9 @@ pub fn index_file_geometry(data: &[u8]) -> Option<(usize, usize)> {
     // Entry `last` holds the offset at `INDEX_HEADER_SIZE + slots * 4 +
     // last * 20 + 4` with at least one slot: only those positions (4 apart
     // from the first one) can be it.
-    let Some(mut from) = last
-        .checked_mul(INDEX_ENTRY_SIZE)
-        .and_then(|x| x.checked_add(INDEX_HEADER_SIZE + HASH_SLOT_SIZE + 4))
-    else {
-        return None;
-    };
+    let mut from = last
+        .checked_mul(INDEX_ENTRY_SIZE)?
+        .checked_add(INDEX_HEADER_SIZE + HASH_SLOT_SIZE + 4)?;
     while let Some(found) = find_aligned(data, end_phy, from, HASH_SLOT_SIZE) {
         from = found + HASH_SLOT_SIZE;
         let Some(entry) = found.checked_sub(4) else {
@@ -1012,7 +1009,9 @@ mod tests {
             let path = dir.path().join(format!("{slots}-{num}"));
             let f = crate::index_file::IndexFile::create(&path, slots, num, 0, 0).unwrap();
             for i in 0..keys {
-                assert!(f.put_key(&format!("t#k{i}"), 4096 + 97 * i, 1_000_000).unwrap());
+                assert!(f
+                    .put_key(&format!("t#k{i}"), 4096 + 97 * i, 1_000_000)
+                    .unwrap());
             }
             drop(f);
             let data = std::fs::read(&path).unwrap();
