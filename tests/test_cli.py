@@ -388,6 +388,28 @@ def test_verify_checks_index_entries_out_of_commit_log_order(store: Store) -> No
     assert "entry 4: no key of the record has hash" in data["problems"][0]["problem"]
 
 
+def test_verify_walks_queues_over_several_files(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    cfg = StoreConfig(store_path=str(path), mapped_file_size_commit_log=SEGMENT,
+                      **{**SMALL, "mapped_file_size_consume_queue": 20 * 4})
+    with MessageStore(cfg) as s:
+        results = [s.put("orders", _body(i), i % 2, keys=[f"key-{i}"]) for i in range(30)]
+    assert len(list((path / "consumequeue" / "orders" / "1").iterdir())) == 4
+    data = run_json(["verify", str(path)])
+    assert (data["consume_queue_units"], data["index_entries"]) == (30, 30)
+    # Unit 5 of queue 1 (the second unit of its second file) with a wrong size.
+    victim = results[11]
+    assert victim.queue_offset == 5
+    with open(path / "consumequeue" / "orders" / "1" / f"{4 * 20:020d}", "r+b") as f:
+        f.seek(20 + 8)
+        f.write((victim.wrote_bytes + 1).to_bytes(4, "big"))
+    result = run(["verify", str(path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [victim.wrote_offset]
+    assert "ConsumeQueue orders/1@5 says size" in data["problems"][0]["problem"]
+
+
 def test_crc_matches_what_the_store_wrote(store: Store) -> None:
     # verify computes CRC32 & 0x7FFFFFFF over the stored body: the store agrees.
     data = run_json(["get", str(store.path), "--offset", str(store.messages[0].offset)])

@@ -24,7 +24,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::Mmap;
@@ -203,6 +203,9 @@ pub fn verify_store(
     let mut pointers = Pointers::new(names, sources, &log, &mut report);
     scan_commit_log(&log, &mut report, progress, &mut pointers);
     pointers.finish(&log, &mut report);
+    if let Some(e) = pointers.failed.take() {
+        return Err(e);
+    }
     progress.store(end - start, Ordering::Relaxed);
     Ok(report)
 }
@@ -306,11 +309,14 @@ struct Pointer {
 
 /// One queue's files, or one index file: its pointers, in file order.
 enum Source {
+    /// A queue's files are mapped one at a time (a store may hold more
+    /// files than a process may map at once).
     Queue {
         topic: usize,
         queue_id: i32,
-        files: Vec<(u64, Mmap)>,
+        files: Vec<(u64, PathBuf)>,
         file: usize,
+        map: Option<Mmap>,
         unit: usize,
     },
     Index {
@@ -325,12 +331,14 @@ enum Source {
 impl Source {
     /// The next unit or entry of this source that points into the checked
     /// range; ones that point elsewhere or cannot point anywhere are
-    /// counted or reported here.
+    /// counted or reported here. A file that cannot be read ends the
+    /// source and sets `failed`.
     fn next(
         &mut self,
         names: &Names,
         log: &CommitLog,
         report: &mut VerifyReport,
+        failed: &mut Option<StoreError>,
     ) -> Option<Pointer> {
         match self {
             Source::Queue {
@@ -338,16 +346,36 @@ impl Source {
                 queue_id,
                 files,
                 file,
+                map,
                 unit,
             } => loop {
-                let (base, map) = files.get(*file)?;
+                let (base, path) = files.get(*file)?;
+                let base = *base;
+                if map.is_none() {
+                    match map_file(path) {
+                        Ok(Some(m)) => *map = Some(m),
+                        Ok(None) => {
+                            *file += 1;
+                            continue;
+                        }
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                            *file = files.len();
+                            return None;
+                        }
+                    }
+                }
                 let at = *unit * CQ_UNIT_SIZE;
-                let decoded = map.get(at..at + CQ_UNIT_SIZE).and_then(CqUnit::decode);
+                let decoded = map
+                    .as_ref()
+                    .and_then(|m| m.get(at..at + CQ_UNIT_SIZE))
+                    .and_then(CqUnit::decode);
                 let Some(u) =
                     decoded.filter(|u| !(u.phy_offset == 0 && u.size == 0 && u.tags_code == 0))
                 else {
                     // End of this file's data.
                     *file += 1;
+                    *map = None;
                     *unit = 0;
                     continue;
                 };
@@ -449,6 +477,8 @@ fn entry_name(file: &str, entry: usize) -> String {
 /// Every source's pointers, merged into CommitLog order.
 struct Pointers {
     names: Names,
+    /// The first queue file that could not be read.
+    failed: Option<StoreError>,
     sources: Vec<Source>,
     /// Each source's next pointer, and the offset of its previous one.
     next: Vec<(Option<Pointer>, u64)>,
@@ -463,6 +493,7 @@ impl Pointers {
         let n = sources.len();
         let mut p = Self {
             names,
+            failed: None,
             sources,
             next: vec![(None, 0); n],
             heap: BinaryHeap::with_capacity(n),
@@ -481,7 +512,7 @@ impl Pointers {
     /// back are checked on their own.
     fn advance(&mut self, i: usize, log: &CommitLog, report: &mut VerifyReport) -> Option<u64> {
         let last = self.next[i].1;
-        while let Some(p) = self.sources[i].next(&self.names, log, report) {
+        while let Some(p) = self.sources[i].next(&self.names, log, report, &mut self.failed) {
             if p.phy >= last {
                 self.next[i] = (Some(p), p.phy);
                 return Some(p.phy);
@@ -649,17 +680,12 @@ fn consume_queue_sources(root: &Path) -> Result<(Names, Vec<Source>)> {
         let t = names.topics.len();
         names.topics.push(topic);
         for (queue_id, queue_dir) in numbered_files_dirs(&topic_dir)? {
-            let mut files = Vec::new();
-            for (base, path) in numbered_files(&queue_dir)? {
-                if let Some(map) = map_file(&path)? {
-                    files.push((base, map));
-                }
-            }
             sources.push(Source::Queue {
                 topic: t,
                 queue_id,
-                files,
+                files: numbered_files(&queue_dir)?,
                 file: 0,
+                map: None,
                 unit: 0,
             });
         }
