@@ -29,6 +29,7 @@ pub mod mapped_file_queue;
 pub mod message;
 pub mod ratelog;
 pub mod reader;
+pub mod recovery;
 pub mod running;
 pub mod schedule;
 pub mod service;
