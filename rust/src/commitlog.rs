@@ -26,9 +26,9 @@ use crate::mapped_file_queue::MappedFileQueue;
 use crate::message::{
     self, body_crc, compressed_body_problem, encode_blank, encode_v1, encode_v1_crc_of_copy,
     find_next_valid_record, find_property, is_readable_topic_bytes, parse_record,
-    parse_valid_record, props, record_len, sys_flag_problem, sysflag, topic_problem, MessageSpec,
-    Parsed, PropertiesBuilder, RecordView, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN,
-    MAX_TOPIC_LEN_V2, SCHEDULE_TOPIC,
+    parse_valid_record, props, record_len, sys_flag_problem, sysflag, topic_problem,
+    valid_record_size, MessageSpec, Parsed, PropertiesBuilder, RecordView,
+    END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN_V2, SCHEDULE_TOPIC,
 };
 use crate::ratelog::RateLimited;
 
@@ -1224,7 +1224,7 @@ impl CommitLog {
         mut visit: impl FnMut(u64, &RecordView, &[u8]),
     ) -> ScanReport {
         // Without a damage policy the scan has nothing to refuse: no error.
-        self.scan_inner(start_index, check_crc, None, &mut visit)
+        self.scan_inner(start_index, check_crc, None, Some(&mut visit))
             .unwrap_or_default()
     }
 
@@ -1238,15 +1238,17 @@ impl CommitLog {
         check_crc: bool,
         policy: &DamagePolicy,
     ) -> Result<ScanReport> {
-        self.scan_inner(start_index, check_crc, Some(policy), &mut |_, _, _| {})
+        self.scan_inner::<fn(u64, &RecordView, &[u8])>(start_index, check_crc, Some(policy), None)
     }
 
+    /// The scan. Without a visitor each valid record is only measured
+    /// ([`valid_record_size`]: the same rules, no field decoded for nobody).
     fn scan_inner<F: FnMut(u64, &RecordView, &[u8])>(
         &self,
         start_index: usize,
         check_crc: bool,
         policy: Option<&DamagePolicy>,
-        visit: &mut F,
+        mut visit: Option<&mut F>,
     ) -> Result<ScanReport> {
         let files = self.mfq.files();
         let mut rep = ScanReport::default();
@@ -1267,10 +1269,23 @@ impl CommitLog {
             let mut reached_blank = false;
             let mut resume = None;
             loop {
-                match parse_valid_record(&data[pos..], from + pos as u64, check_crc) {
+                let parsed = match visit.as_mut() {
+                    Some(_) => parse_valid_record(&data[pos..], from + pos as u64, check_crc),
+                    None => match valid_record_size(&data[pos..], from + pos as u64, check_crc) {
+                        Ok(n) => {
+                            pos += n;
+                            rep.records += 1;
+                            continue;
+                        }
+                        Err(p) => p,
+                    },
+                };
+                match parsed {
                     Parsed::Record(v) => {
                         let rec = &data[pos..pos + v.total_size];
-                        visit(from + pos as u64, &v, rec);
+                        if let Some(visit) = visit.as_mut() {
+                            visit(from + pos as u64, &v, rec);
+                        }
                         pos += v.total_size;
                         rep.records += 1;
                     }
