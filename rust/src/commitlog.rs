@@ -1277,7 +1277,7 @@ impl CommitLog {
                             rep.records += 1;
                             continue;
                         }
-                        Err(p) => p,
+                        Err(n) => n.into(),
                     },
                 };
                 match parsed {

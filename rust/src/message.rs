@@ -491,36 +491,46 @@ struct Frame {
     properties: std::ops::Range<usize>,
 }
 
-/// The structural checks of [`parse_record`]: `Err` carries the
-/// [`Parsed::Blank`] or [`Parsed::End`] to return.
+/// What lies at a position instead of a valid record: [`Parsed`] without
+/// its record (small enough to return by value in a hot loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotARecord {
+    /// End-of-file blank.
+    Blank,
+    /// Zeros, garbage or a torn record, and why.
+    End(&'static str),
+}
+
+impl From<NotARecord> for Parsed {
+    fn from(n: NotARecord) -> Self {
+        match n {
+            NotARecord::Blank => Parsed::Blank,
+            NotARecord::End(reason) => Parsed::End { reason },
+        }
+    }
+}
+
+/// The structural checks of [`parse_record`].
 #[inline(always)]
-fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, Parsed> {
+fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
     if buf.len() < 8 {
-        return Err(Parsed::End {
-            reason: "fewer than 8 bytes left",
-        });
+        return Err(NotARecord::End("fewer than 8 bytes left"));
     }
     let total = be_i32(buf, 0);
     let magic = be_i32(buf, 4);
     if magic == BLANK_MAGIC {
-        return Err(Parsed::Blank);
+        return Err(NotARecord::Blank);
     }
     if magic != MAGIC_V1 && magic != MAGIC_V2 {
-        return Err(Parsed::End {
-            reason: "no record magic",
-        });
+        return Err(NotARecord::End("no record magic"));
     }
     if total <= 0 || total as usize > buf.len() {
-        return Err(Parsed::End {
-            reason: "record size outside the readable data",
-        });
+        return Err(NotARecord::End("record size outside the readable data"));
     }
     let total = total as usize;
     let b = &buf[..total];
     if total < FIXED_OVERHEAD_V4 {
-        return Err(Parsed::End {
-            reason: "record shorter than its fixed fields",
-        });
+        return Err(NotARecord::End("record shorter than its fixed fields"));
     }
     let sys_flag = be_i32(b, pos::SYS_FLAG);
     let born_v6 = sys_flag & sysflag::BORNHOST_V6 != 0;
@@ -529,9 +539,7 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, Parsed> {
     let store_len = if store_v6 { 20 } else { 8 };
     let fixed = FIXED_OVERHEAD_V4 - 16 + born_len + store_len + usize::from(magic == MAGIC_V2);
     if total < fixed {
-        return Err(Parsed::End {
-            reason: "record shorter than its fixed fields",
-        });
+        return Err(NotARecord::End("record shorter than its fixed fields"));
     }
     let store_ts_at = pos::BORN_HOST + born_len;
     // store timestamp, store host, reconsume times, prepared offset.
@@ -539,9 +547,7 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, Parsed> {
     let body_len = be_i32(b, p);
     p += 4;
     if body_len < 0 || p + body_len as usize + 3 > total {
-        return Err(Parsed::End {
-            reason: "body length does not fit the record",
-        });
+        return Err(NotARecord::End("body length does not fit the record"));
     }
     let body = p..p + body_len as usize;
     p = body.end;
@@ -555,18 +561,16 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, Parsed> {
         l as i32
     };
     if topic_len < 0 || p + topic_len as usize + 2 > total {
-        return Err(Parsed::End {
-            reason: "topic length does not fit the record",
-        });
+        return Err(NotARecord::End("topic length does not fit the record"));
     }
     let topic = p..p + topic_len as usize;
     p = topic.end;
     let props_len = be_i16(b, p);
     p += 2;
     if props_len < 0 || p + props_len as usize != total {
-        return Err(Parsed::End {
-            reason: "record size differs from the sum of its fields",
-        });
+        return Err(NotARecord::End(
+            "record size differs from the sum of its fields",
+        ));
     }
     Ok(Frame {
         total,
@@ -595,7 +599,7 @@ fn frame_crc_ok(b: &[u8], f: &Frame) -> bool {
 pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
     let f = match parse_frame(buf) {
         Ok(f) => f,
-        Err(p) => return p,
+        Err(n) => return n.into(),
     };
     let b = &buf[..f.total];
     if check_crc && !frame_crc_ok(b, &f) {
@@ -635,7 +639,7 @@ pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
 
 /// The size of the record at the start of `buf`, stored at CommitLog offset
 /// `phy`, if [`parse_valid_record`] accepts it (the same rules, in the same
-/// order): `Err` carries what `parse_valid_record` would return instead.
+/// order): `Err` says what `parse_valid_record` would return instead.
 /// Decodes only the fields the rules read, for scans that need nothing but
 /// where each record ends (recovery's scan of the CommitLog).
 #[inline]
@@ -643,13 +647,11 @@ pub fn valid_record_size(
     buf: &[u8],
     phy: u64,
     check_crc: bool,
-) -> std::result::Result<usize, Parsed> {
+) -> std::result::Result<usize, NotARecord> {
     let f = parse_frame(buf)?;
     let b = &buf[..f.total];
     if check_crc && !frame_crc_ok(b, &f) {
-        return Err(Parsed::End {
-            reason: "body CRC mismatch",
-        });
+        return Err(NotARecord::End("body CRC mismatch"));
     }
     let rule = record_rule_violation_at(
         b,
@@ -662,7 +664,7 @@ pub fn valid_record_size(
         phy,
     );
     match rule {
-        Some(reason) => Err(Parsed::End { reason }),
+        Some(reason) => Err(NotARecord::End(reason)),
         None => Ok(f.total),
     }
 }
@@ -1189,7 +1191,8 @@ mod tests {
                 Parsed::Record(v) => Ok(v.total_size),
                 other => Err(other),
             };
-            assert_eq!(valid_record_size(buf, phy, crc), want, "{buf:?} at {phy}");
+            let got = valid_record_size(buf, phy, crc).map_err(Parsed::from);
+            assert_eq!(got, want, "{buf:?} at {phy}");
         };
         let mut accepted = 0;
         for rec in &records {
