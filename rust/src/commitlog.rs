@@ -1107,16 +1107,17 @@ impl CommitLog {
         };
         let queue_offset = slot.as_deref().copied().unwrap_or(0);
         for _attempt in 0..2 {
+            // The current file is borrowed, not cloned: no reference count
+            // traffic (two atomic read-modify-writes) per put.
             let file = match &st.current {
-                Some(f) if !f.is_full() => f.clone(),
+                Some(f) if !f.is_full() => f,
                 _ => {
                     match self.mfq.last_file_or_create(0) {
                         Ok(f) => {
                             if let Some(n) = CREATE_FAILURES.reset() {
                                 log::warn!("CommitLog files can be created again after {n} failed attempts");
                             }
-                            st.current = Some(f.clone());
-                            f
+                            &*st.current.insert(f)
                         }
                         Err(e) => {
                             // A full disk fails every put: log a few lines and a count,
