@@ -374,7 +374,11 @@ fn run(shared: &Shared, queue: &MappedFileQueue, window: usize) {
             // the writer's chunk (where the writer would reserve the next one
             // itself and then fault on every fresh page). A failure (a full
             // disk) is the writer's to report; this thread retries later.
-            if f.reserved() < target {
+            // Only once the writer has reserved in this file itself: a file
+            // just opened (recovery has not yet set its write position, so
+            // it looks full) is left alone, as are its blocks.
+            let reserved = f.reserved();
+            if reserved > 0 && reserved < target && wrote < f.file_size() {
                 let _ = f.reserve_ahead(wrote + 2 * window);
             }
             // Work in large steps only: chasing every few appended bytes would
