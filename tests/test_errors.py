@@ -40,6 +40,7 @@ EXPECTED = {
     "Closed": "StoreClosedError",
     "ReadOnly": "ReadOnlyStoreError",
     "Internal": "InternalError",
+    "RecoveryOrder": "RecoveryOrderError",
 }
 
 
