@@ -463,6 +463,10 @@ pub fn is_no_space(e: &StoreError) -> bool {
         if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)))
 }
 
+/// How long the dispatch thread naps, unwakeable, when it has caught up,
+/// before it sleeps until a put wakes it.
+const NAP: Duration = Duration::from_micros(200);
+
 impl Dispatcher {
     /// Starts the dispatch loop (the `reput` service). A failed step sets
     /// the failed structure's running flag once (the loop goes on trying,
@@ -478,13 +482,24 @@ impl Dispatcher {
             }
         };
         let mut failed = false;
+        let mut napped = false;
         ServiceThread::start_with("reput", self.signal.clone(), on_panic, move |_| {
             match d.dispatch_once(DEFAULT_STEP_BYTES) {
                 Ok(st) => {
                     if let Some(n) = NO_SPACE.reset() {
                         log::warn!("dispatch goes on: disk space was found after {n} attempts");
                     }
-                    if st.records == 0 {
+                    if st.records > 0 {
+                        napped = false;
+                    } else if !napped {
+                        // Caught up: first a short nap that puts do not
+                        // end, so a steady stream of puts pays no wake-up
+                        // (a futex call) per put; reads in this process
+                        // dispatch for themselves.
+                        std::thread::sleep(NAP);
+                        napped = true;
+                    } else {
+                        // Still nothing: sleep until a put wakes us.
                         d.sleep_until_woken(Duration::from_millis(1));
                     }
                 }
