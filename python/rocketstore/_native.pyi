@@ -3,7 +3,9 @@
 from array import array
 from collections.abc import Iterable, Sequence
 from os import PathLike
-from typing import Any, final
+from typing import Any, Self, final
+
+from typing_extensions import disjoint_base
 
 from rocketstore.config import StoreConfig
 from rocketstore.enums import GetStatus, PutStatus
@@ -17,6 +19,7 @@ __all__ = [
     "GetMessageResult",
     "Message",
     "MessageExt",
+    "MessageStoreBase",
     "NativeStore",
     "PutResult",
     "VerifyProgress",
@@ -245,6 +248,44 @@ class ArrowStream:
     def lost(self) -> int: ...
     @property
     def filtered(self) -> int: ...
+
+@disjoint_base
+class MessageStoreBase:
+    """The native base of ``rocketstore.MessageStore``: its per-message methods."""
+
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self: ...
+    def _attach(self, store: NativeStore) -> None: ...
+    def _detach(self, reason: str) -> None: ...
+    def put(
+        self,
+        topic: str,
+        body: _BytesLike,
+        queue_id: int = 0,
+        tags: str | None = None,
+        keys: Sequence[str] | str | None = None,
+        properties: dict[str, str] | None = None,
+        delay_level: int = 0,
+        flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: tuple[str, int] | None = None,
+        sys_flag: int = 0,
+    ) -> PutResult: ...
+    def put_message(self, msg: Message) -> PutResult: ...
+    def put_messages(self, msgs: Sequence[Message] | Iterable[Message]) -> list[PutResult]: ...
+    def put_batch(
+        self,
+        topic: str,
+        bodies: Iterable[bytes | bytearray | memoryview],
+        queue_id: int = 0,
+        *,
+        keys: Sequence[Sequence[str] | str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        properties: Sequence[dict[str, str] | None] | None = None,
+        return_offsets: bool = False,
+    ) -> BatchPutResult: ...
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None: ...
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
 
 @final
 class NativeStore:

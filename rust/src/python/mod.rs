@@ -8,6 +8,7 @@ pub mod errors;
 pub mod gil;
 pub mod logbridge;
 pub mod store;
+pub mod store_base;
 pub mod types;
 pub mod verify;
 
@@ -90,6 +91,7 @@ fn threads_in_engine() -> usize {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<store::PyStore>()?;
+    m.add_class::<store_base::PyStoreBase>()?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
     m.add_class::<types::PyBatchPutResult>()?;
