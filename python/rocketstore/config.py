@@ -753,6 +753,22 @@ class StoreConfig:
             raise ValueError(f"{origin}: {exc}") from exc
 
 
+def _refuse_setattr(self: StoreConfig, name: str, value: object) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _refuse_delattr(self: StoreConfig, name: str) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+# A frozen slots dataclass refuses a field with FrozenInstanceError but, on
+# Python 3.11, an unknown name with an unrelated TypeError from super() (the
+# generated method refers to the class before slots replaced it). Every name
+# is refused the same way.
+StoreConfig.__setattr__ = _refuse_setattr  # type: ignore[method-assign,assignment]
+StoreConfig.__delattr__ = _refuse_delattr  # type: ignore[method-assign,assignment]
+
+
 # --------------------------------------------------------------------------
 # field kinds and type checks
 
