@@ -14,6 +14,18 @@ from rocketstore.enums import GetStatus, PutStatus
 _BytesLike = bytes | bytearray | memoryview
 
 __all__ = [
+    "CQ_STORE_UNIT_SIZE",
+    "DEFAULT_HASH_SLOT_NUM",
+    "DEFAULT_INDEX_NUM",
+    "DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG",
+    "DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE",
+    "DEFAULT_MESSAGE_DELAY_LEVEL",
+    "END_FILE_MIN_BLANK_LENGTH",
+    "INDEX_ENTRY_SIZE",
+    "INDEX_HASH_SLOT_SIZE",
+    "INDEX_HEADER_SIZE",
+    "MIN_RECORD_SIZE",
+    "SEGMENT_NAME_DIGITS",
     "ArrowStream",
     "BatchPutResult",
     "GetMessageResult",
@@ -34,14 +46,33 @@ __all__ = [
     "_set_log_level",
     "_threads_in_engine",
     "body_crc",
+    "index_file_size",
     "index_geometry",
     "java_string_hash",
+    "parse_delay_levels",
     "tags_code",
     "verify_store",
     "writer_running",
 ]
 
 __version__: str
+
+# Format constants and defaults owned by the engine.
+CQ_STORE_UNIT_SIZE: int
+INDEX_HEADER_SIZE: int
+INDEX_HASH_SLOT_SIZE: int
+INDEX_ENTRY_SIZE: int
+MIN_RECORD_SIZE: int
+END_FILE_MIN_BLANK_LENGTH: int
+SEGMENT_NAME_DIGITS: int
+DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG: int
+DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE: int
+DEFAULT_MESSAGE_DELAY_LEVEL: str
+DEFAULT_HASH_SLOT_NUM: int
+DEFAULT_INDEX_NUM: int
+
+def parse_delay_levels(text: str) -> list[int]: ...
+def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int | None: ...
 
 def java_string_hash(s: str) -> int: ...
 def tags_code(tags: str | None) -> int: ...

@@ -410,32 +410,35 @@ pub fn encode_blank(dst: &mut [u8], max_blank: usize) {
 }
 
 #[inline]
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+fn be_i32(b: &[u8], at: usize) -> Option<i32> {
+    Some(i32::from_be_bytes(*b.get(at..)?.first_chunk()?))
 }
 
 #[inline]
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    i64::from_be_bytes(a)
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+fn be_i64(b: &[u8], at: usize) -> Option<i64> {
+    Some(i64::from_be_bytes(*b.get(at..)?.first_chunk()?))
 }
 
 #[inline]
-fn be_i16(b: &[u8], at: usize) -> i16 {
-    i16::from_be_bytes([b[at], b[at + 1]])
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+fn be_i16(b: &[u8], at: usize) -> Option<i16> {
+    Some(i16::from_be_bytes(*b.get(at..)?.first_chunk()?))
 }
 
-/// Reads a host (`ip` + port int) at `at`.
-fn read_host(b: &[u8], at: usize, v6: bool) -> SocketAddr {
-    if v6 {
-        let mut o = [0u8; 16];
-        o.copy_from_slice(&b[at..at + 16]);
-        SocketAddr::new(IpAddr::V6(Ipv6Addr::from(o)), be_i32(b, at + 16) as u16)
+/// Reads a host (`ip` + port int) at `at`; `None` past the end of `b`.
+#[inline]
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+fn read_host(b: &[u8], at: usize, v6: bool) -> Option<SocketAddr> {
+    let b = b.get(at..)?;
+    Some(if v6 {
+        let (ip, port) = b.split_first_chunk::<16>()?;
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::from(*ip)), be_i32(port, 0)? as u16)
     } else {
-        let o = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::from(o)), be_i32(b, at + 4) as u16)
-    }
+        let (ip, port) = b.split_first_chunk::<4>()?;
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::from(*ip)), be_i32(port, 0)? as u16)
+    })
 }
 
 /// A validated record inside a buffer: fixed fields decoded, variable fields as ranges.
@@ -477,103 +480,99 @@ pub enum Parsed {
 /// the body CRC matches (SPEC "A record is valid").
 #[inline]
 pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
-    if buf.len() < 8 {
-        return Parsed::End {
-            reason: "fewer than 8 bytes left",
-        };
+    match decode_record(buf, check_crc) {
+        Ok(parsed) => parsed,
+        Err(reason) => Parsed::End { reason },
     }
-    let total = be_i32(buf, 0);
-    let magic = be_i32(buf, 4);
+}
+
+/// [`parse_record`]'s decoder: every read of the untrusted bytes is checked
+/// (a field that does not fit ends the record, it never panics); the
+/// bounds were mostly proven by the size checks already, so the checks
+/// cost nothing measurable.
+#[inline(always)]
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+fn decode_record(buf: &[u8], check_crc: bool) -> Result<Parsed, &'static str> {
+    const SHORT: &str = "record shorter than its fixed fields";
+    let (Some(total), Some(magic)) = (be_i32(buf, 0), be_i32(buf, 4)) else {
+        return Err("fewer than 8 bytes left");
+    };
     if magic == BLANK_MAGIC {
-        return Parsed::Blank;
+        return Ok(Parsed::Blank);
     }
     if magic != MAGIC_V1 && magic != MAGIC_V2 {
-        return Parsed::End {
-            reason: "no record magic",
-        };
+        return Err("no record magic");
     }
-    if total <= 0 || total as usize > buf.len() {
-        return Parsed::End {
-            reason: "record size outside the readable data",
-        };
+    if total <= 0 {
+        return Err("record size outside the readable data");
     }
     let total = total as usize;
-    let b = &buf[..total];
+    let b = buf
+        .get(..total)
+        .ok_or("record size outside the readable data")?;
     if total < FIXED_OVERHEAD_V4 {
-        return Parsed::End {
-            reason: "record shorter than its fixed fields",
-        };
+        return Err(SHORT);
     }
-    let sys_flag = be_i32(b, pos::SYS_FLAG);
+    let sys_flag = be_i32(b, pos::SYS_FLAG).ok_or(SHORT)?;
     let born_v6 = sys_flag & sysflag::BORNHOST_V6 != 0;
     let store_v6 = sys_flag & sysflag::STOREHOST_V6 != 0;
     let born_len = if born_v6 { 20 } else { 8 };
     let store_len = if store_v6 { 20 } else { 8 };
     let fixed = FIXED_OVERHEAD_V4 - 16 + born_len + store_len + usize::from(magic == MAGIC_V2);
     if total < fixed {
-        return Parsed::End {
-            reason: "record shorter than its fixed fields",
-        };
+        return Err(SHORT);
     }
-    let born_host = read_host(b, pos::BORN_HOST, born_v6);
+    let born_host = read_host(b, pos::BORN_HOST, born_v6).ok_or(SHORT)?;
     let mut p = pos::BORN_HOST + born_len;
-    let store_timestamp = be_i64(b, p);
+    let store_timestamp = be_i64(b, p).ok_or(SHORT)?;
     p += 8;
-    let store_host = read_host(b, p, store_v6);
+    let store_host = read_host(b, p, store_v6).ok_or(SHORT)?;
     p += store_len;
-    let reconsume_times = be_i32(b, p);
+    let reconsume_times = be_i32(b, p).ok_or(SHORT)?;
     p += 4;
-    let prepared = be_i64(b, p);
+    let prepared = be_i64(b, p).ok_or(SHORT)?;
     p += 8;
-    let body_len = be_i32(b, p);
+    let body_len = be_i32(b, p).ok_or(SHORT)?;
     p += 4;
     if body_len < 0 || p + body_len as usize + 3 > total {
-        return Parsed::End {
-            reason: "body length does not fit the record",
-        };
+        return Err("body length does not fit the record");
     }
     let body = p..p + body_len as usize;
     p = body.end;
     let topic_len = if magic == MAGIC_V1 {
-        let l = b[p] as i8;
+        let l = *b.get(p).ok_or(SHORT)? as i8;
         p += 1;
         l as i32
     } else {
-        let l = be_i16(b, p);
+        let l = be_i16(b, p).ok_or(SHORT)?;
         p += 2;
         l as i32
     };
     if topic_len < 0 || p + topic_len as usize + 2 > total {
-        return Parsed::End {
-            reason: "topic length does not fit the record",
-        };
+        return Err("topic length does not fit the record");
     }
     let topic = p..p + topic_len as usize;
     p = topic.end;
-    let props_len = be_i16(b, p);
+    let props_len = be_i16(b, p).ok_or(SHORT)?;
     p += 2;
     if props_len < 0 || p + props_len as usize != total {
-        return Parsed::End {
-            reason: "record size differs from the sum of its fields",
-        };
+        return Err("record size differs from the sum of its fields");
     }
     let properties = p..total;
-    let crc = be_i32(b, pos::BODY_CRC);
-    if check_crc && body_crc(&b[body.clone()]) != crc {
-        return Parsed::End {
-            reason: "body CRC mismatch",
-        };
+    let crc = be_i32(b, pos::BODY_CRC).ok_or(SHORT)?;
+    if check_crc && body_crc(b.get(body.clone()).ok_or(SHORT)?) != crc {
+        return Err("body CRC mismatch");
     }
-    Parsed::Record(RecordView {
+    Ok(Parsed::Record(RecordView {
         total_size: total,
         magic,
         body_crc: crc,
-        queue_id: be_i32(b, pos::QUEUE_ID),
-        flag: be_i32(b, pos::FLAG),
-        queue_offset: be_i64(b, pos::QUEUE_OFFSET),
-        physical_offset: be_i64(b, pos::PHYSICAL_OFFSET),
+        queue_id: be_i32(b, pos::QUEUE_ID).ok_or(SHORT)?,
+        flag: be_i32(b, pos::FLAG).ok_or(SHORT)?,
+        queue_offset: be_i64(b, pos::QUEUE_OFFSET).ok_or(SHORT)?,
+        physical_offset: be_i64(b, pos::PHYSICAL_OFFSET).ok_or(SHORT)?,
         sys_flag,
-        born_timestamp: be_i64(b, pos::BORN_TIMESTAMP),
+        born_timestamp: be_i64(b, pos::BORN_TIMESTAMP).ok_or(SHORT)?,
         born_host,
         store_timestamp,
         store_host,
@@ -582,7 +581,7 @@ pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
         body,
         topic,
         properties,
-    })
+    }))
 }
 
 /// Longest topic a V2 record can carry (signed 2-byte length).
@@ -659,6 +658,7 @@ pub fn parse_valid_record(buf: &[u8], phy: u64, check_crc: bool) -> Parsed {
 /// Why a structurally valid record at `phy` breaks the record rules of
 /// [`parse_valid_record`], if it does.
 #[inline]
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn record_rule_violation(buf: &[u8], v: &RecordView, phy: u64) -> Option<&'static str> {
     if v.physical_offset != phy as i64 {
         return Some("record carries another physical offset than its position");
@@ -674,11 +674,13 @@ fn record_rule_violation(buf: &[u8], v: &RecordView, phy: u64) -> Option<&'stati
     } else {
         MAX_TOPIC_LEN_V2
     };
-    if !is_readable_topic_bytes(&buf[v.topic.clone()], max_topic) {
+    let topic = buf.get(v.topic.clone()).unwrap_or_default();
+    if !is_readable_topic_bytes(topic, max_topic) {
         return Some("illegal topic");
     }
-    if !properties_well_formed(&buf[v.properties.clone()]) {
-        return Some("malformed properties");
+    match buf.get(v.properties.clone()) {
+        Some(props) if properties_well_formed(props) => {}
+        _ => return Some("malformed properties"),
     }
     None
 }
@@ -687,6 +689,7 @@ fn record_rule_violation(buf: &[u8], v: &RecordView, phy: u64) -> Option<&'stati
 /// record (by [`parse_valid_record`], with `check_crc`) when `data` starts at
 /// CommitLog offset `base`; `None` when there is none. Used to find where
 /// intact data resumes after a damaged record.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn find_next_valid_record(
     data: &[u8],
     from: usize,
@@ -706,11 +709,12 @@ pub fn find_next_valid_record(
                 continue;
             }
         }
-        let m = &data[i + 4..i + 8];
+        let at = data.get(i..).unwrap_or_default();
+        let m = at.get(4..8).unwrap_or_default();
         if (m == v1 || m == v2)
-            && be_i64(data, i + pos::PHYSICAL_OFFSET) == (base + i as u64) as i64
+            && be_i64(at, pos::PHYSICAL_OFFSET) == Some((base + i as u64) as i64)
             && matches!(
-                parse_valid_record(&data[i..], base + i as u64, check_crc),
+                parse_valid_record(at, base + i as u64, check_crc),
                 Parsed::Record(_)
             )
         {
@@ -723,16 +727,19 @@ pub fn find_next_valid_record(
 
 /// Iterates `(name, value)` pairs of a serialized properties string, skipping
 /// malformed segments exactly as RocketMQ's parser does.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     props.split(|&b| b == PROPERTY_SEPARATOR).filter_map(|seg| {
         if seg.len() < 3 {
             return None;
         }
         let i = seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
-        if i == 0 || i >= seg.len() - 1 {
+        let (name, value) = seg.split_at_checked(i)?;
+        let value = value.get(1..)?; // past the separator
+        if name.is_empty() || value.is_empty() {
             return None;
         }
-        Some((&seg[..i], &seg[i + 1..]))
+        Some((name, value))
     })
 }
 
@@ -894,29 +901,50 @@ impl PropertiesBuilder {
 }
 
 /// Parses a delay-level string such as `"1s 5s 10s 30s 1m 2h 1d"` into
-/// milliseconds per level (index 0 = level 1).
+/// milliseconds per level (index 0 = level 1); `None` when it breaks the
+/// grammar of [`delay_level_table`].
 pub fn parse_delay_levels(s: &str) -> Option<Vec<i64>> {
+    delay_level_table(s).ok()
+}
+
+/// The delay-level grammar (RocketMQ's `messageDelayLevel`): levels
+/// separated by whitespace, each a positive decimal number (ASCII digits)
+/// followed by `s`, `m`, `h` or `d`, at least one level, each at most
+/// `i64::MAX` ms. The one definition: `StoreConfig` validates with it too.
+/// `Err` says which level is wrong and why.
+pub fn delay_level_table(s: &str) -> std::result::Result<Vec<i64>, String> {
     let mut out = Vec::new();
     for tok in s.split_whitespace() {
-        let (num, unit) = tok.split_at(tok.len().checked_sub(1)?);
-        let n: i64 = num.parse().ok()?;
-        let mult = match unit {
+        let bad =
+            || format!("bad level {tok:?}: expected a positive number followed by s, m, h or d");
+        let (num, unit) = tok.split_at(tok.len() - tok.chars().last().map_or(0, char::len_utf8));
+        let mult: i64 = match unit {
             "s" => 1_000,
             "m" => 60_000,
             "h" => 3_600_000,
             "d" => 86_400_000,
-            _ => return None,
+            _ => return Err(bad()),
         };
-        if n <= 0 {
-            return None;
+        if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
         }
-        out.push(n.checked_mul(mult)?);
+        let n: i64 = match num.parse() {
+            Ok(n) => n,
+            // All digits, so only too many of them.
+            Err(_) => return Err(format!("level {tok:?} is too long")),
+        };
+        if n == 0 {
+            return Err(bad());
+        }
+        out.push(
+            n.checked_mul(mult)
+                .ok_or_else(|| format!("level {tok:?} is too long"))?,
+        );
     }
     if out.is_empty() {
-        None
-    } else {
-        Some(out)
+        return Err("must name at least one level".into());
     }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -1076,5 +1104,27 @@ mod tests {
         assert_eq!(parse_delay_levels("1x"), None);
         assert_eq!(parse_delay_levels(""), None);
         assert_eq!(parse_delay_levels("0s"), None);
+        // ASCII digits only: no sign, no other scripts' digits.
+        assert_eq!(parse_delay_levels("+5s"), None);
+        assert_eq!(parse_delay_levels("\u{0663}s"), None);
+        assert_eq!(parse_delay_levels("5"), None);
+        assert_eq!(parse_delay_levels("s"), None);
+        assert_eq!(parse_delay_levels("5é"), None);
+        assert_eq!(
+            parse_delay_levels("2d").as_deref(),
+            Some(&[172_800_000][..])
+        );
+        assert_eq!(
+            delay_level_table("1s 99999999999999999999s"),
+            Err("level \"99999999999999999999s\" is too long".to_owned())
+        );
+        assert_eq!(
+            delay_level_table("9999999999999999d"),
+            Err("level \"9999999999999999d\" is too long".to_owned())
+        );
+        assert_eq!(
+            delay_level_table(" "),
+            Err("must name at least one level".to_owned())
+        );
     }
 }

@@ -221,6 +221,7 @@ fn join_check(
     })
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn scan_commit_log(log: &CommitLog, report: &mut VerifyReport, progress: &AtomicU64) {
     let (start, end, segment) = (log.start, log.end, log.segment);
     let mut off = start;
@@ -255,8 +256,8 @@ fn scan_commit_log(log: &CommitLog, report: &mut VerifyReport, progress: &Atomic
         };
         match parse_valid_record(buf, off, false) {
             Parsed::Record(v) => {
-                let rec = &buf[..v.total_size];
-                let body = &rec[v.body.clone()];
+                // The view's ranges lie inside `buf` (the parser checked them).
+                let body = buf.get(v.body.clone()).unwrap_or_default();
                 let crc = body_crc(body);
                 if crc != v.body_crc {
                     report.problems.push((
@@ -277,7 +278,7 @@ fn scan_commit_log(log: &CommitLog, report: &mut VerifyReport, progress: &Atomic
             Parsed::Blank => off = next_file,
             Parsed::End { reason } => {
                 report.problems.push((Some(off), reason.to_string()));
-                let data = &map[..limit];
+                let data = map.get(..limit).unwrap_or_default();
                 off = match crate::message::find_next_valid_record(data, pos + 1, base, true) {
                     Some(i) => base + i as u64,
                     None => next_file,
@@ -353,6 +354,7 @@ fn numbered_files_dirs(dir: &Path) -> Result<Vec<(i32, std::path::PathBuf)>> {
     Ok(out)
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn check_unit(
     log: &CommitLog,
     report: &mut VerifyReport,
@@ -390,11 +392,11 @@ fn check_unit(
                     unit.size,
                     v.total_size
                 ))
-            } else if &rec[v.topic.clone()] != topic.as_bytes() || v.queue_id != queue_id {
+            } else if rec.get(v.topic.clone()) != Some(topic.as_bytes()) || v.queue_id != queue_id {
                 Some(format!(
                     "{} points at a record of {}/{}",
                     where_(),
-                    String::from_utf8_lossy(&rec[v.topic.clone()]),
+                    String::from_utf8_lossy(rec.get(v.topic.clone()).unwrap_or_default()),
                     v.queue_id
                 ))
             } else if v.queue_offset as u64 != queue_offset {
@@ -413,6 +415,7 @@ fn check_unit(
     }
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn check_index(
     root: &Path,
     log: &CommitLog,
@@ -488,12 +491,13 @@ fn check_index(
     Ok(())
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn record_has_key_hash(v: &RecordView, rec: &[u8], hash: i32) -> bool {
-    let Ok(topic) = std::str::from_utf8(&rec[v.topic.clone()]) else {
+    let Some(Ok(topic)) = rec.get(v.topic.clone()).map(std::str::from_utf8) else {
         return false;
     };
     let mut keys_seen = false;
-    for (name, value) in iter_properties(&rec[v.properties.clone()]) {
+    for (name, value) in iter_properties(rec.get(v.properties.clone()).unwrap_or_default()) {
         let Ok(value) = std::str::from_utf8(value) else {
             continue;
         };
@@ -536,10 +540,12 @@ fn key_hash(topic: &str, key: &str) -> i32 {
     }
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn be_i32(b: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn be_i64(b: &[u8], at: usize) -> Option<i64> {
     Some(i64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
@@ -551,6 +557,7 @@ fn be_i64(b: &[u8], at: usize) -> Option<i64> {
 /// hash slot points back at it, and entry 0 is unused (zeros). Every
 /// occurrence of the offset's bytes is tried as that entry; `None` if the
 /// file holds fewer than one key or nothing fits.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn index_file_geometry(data: &[u8]) -> Option<(usize, usize)> {
     let size = data.len();
     if size <= INDEX_HEADER_SIZE {
