@@ -775,7 +775,8 @@ impl RangeReader {
         self.builder
             .finish()
             .map(Some)
-            .map_err(|e| crate::StoreError::InvalidArgument(format!("arrow: {e}")))
+            // The columns are built to the schema: a refusal is an engine bug.
+            .map_err(|e| crate::StoreError::internal(format!("arrow: {e}")))
     }
 }
 

@@ -478,101 +478,108 @@ pub enum Parsed {
 /// ends). A record is valid only if its magic is V1/V2, its total size equals
 /// the sum of its field lengths, it lies inside `buf`, and (with `check_crc`)
 /// the body CRC matches (SPEC "A record is valid").
+///
+/// Every read of the untrusted bytes is checked: a field that does not fit
+/// ends the record (it never panics). The size checks above each read
+/// already prove most bounds, so the checks cost nothing measurable.
 #[inline]
-pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
-    match decode_record(buf, check_crc) {
-        Ok(parsed) => parsed,
-        Err(reason) => Parsed::End { reason },
-    }
-}
-
-/// [`parse_record`]'s decoder: every read of the untrusted bytes is checked
-/// (a field that does not fit ends the record, it never panics); the
-/// bounds were mostly proven by the size checks already, so the checks
-/// cost nothing measurable.
-#[inline(always)]
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn decode_record(buf: &[u8], check_crc: bool) -> Result<Parsed, &'static str> {
+pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
     const SHORT: &str = "record shorter than its fixed fields";
+    // Ends the record with `reason` (early return, as the checks below).
+    macro_rules! end {
+        ($reason:expr) => {
+            return Parsed::End { reason: $reason }
+        };
+    }
+    // A field read that must fit (the size checks proved it does).
+    macro_rules! field {
+        ($read:expr) => {
+            match $read {
+                Some(v) => v,
+                None => end!(SHORT),
+            }
+        };
+    }
     let (Some(total), Some(magic)) = (be_i32(buf, 0), be_i32(buf, 4)) else {
-        return Err("fewer than 8 bytes left");
+        end!("fewer than 8 bytes left");
     };
     if magic == BLANK_MAGIC {
-        return Ok(Parsed::Blank);
+        return Parsed::Blank;
     }
     if magic != MAGIC_V1 && magic != MAGIC_V2 {
-        return Err("no record magic");
+        end!("no record magic");
     }
     if total <= 0 {
-        return Err("record size outside the readable data");
+        end!("record size outside the readable data");
     }
     let total = total as usize;
-    let b = buf
-        .get(..total)
-        .ok_or("record size outside the readable data")?;
+    let Some(b) = buf.get(..total) else {
+        end!("record size outside the readable data");
+    };
     if total < FIXED_OVERHEAD_V4 {
-        return Err(SHORT);
+        end!(SHORT);
     }
-    let sys_flag = be_i32(b, pos::SYS_FLAG).ok_or(SHORT)?;
+    let sys_flag = field!(be_i32(b, pos::SYS_FLAG));
     let born_v6 = sys_flag & sysflag::BORNHOST_V6 != 0;
     let store_v6 = sys_flag & sysflag::STOREHOST_V6 != 0;
     let born_len = if born_v6 { 20 } else { 8 };
     let store_len = if store_v6 { 20 } else { 8 };
     let fixed = FIXED_OVERHEAD_V4 - 16 + born_len + store_len + usize::from(magic == MAGIC_V2);
     if total < fixed {
-        return Err(SHORT);
+        end!(SHORT);
     }
-    let born_host = read_host(b, pos::BORN_HOST, born_v6).ok_or(SHORT)?;
+    let born_host = field!(read_host(b, pos::BORN_HOST, born_v6));
     let mut p = pos::BORN_HOST + born_len;
-    let store_timestamp = be_i64(b, p).ok_or(SHORT)?;
+    let store_timestamp = field!(be_i64(b, p));
     p += 8;
-    let store_host = read_host(b, p, store_v6).ok_or(SHORT)?;
+    let store_host = field!(read_host(b, p, store_v6));
     p += store_len;
-    let reconsume_times = be_i32(b, p).ok_or(SHORT)?;
+    let reconsume_times = field!(be_i32(b, p));
     p += 4;
-    let prepared = be_i64(b, p).ok_or(SHORT)?;
+    let prepared = field!(be_i64(b, p));
     p += 8;
-    let body_len = be_i32(b, p).ok_or(SHORT)?;
+    let body_len = field!(be_i32(b, p));
     p += 4;
     if body_len < 0 || p + body_len as usize + 3 > total {
-        return Err("body length does not fit the record");
+        end!("body length does not fit the record");
     }
     let body = p..p + body_len as usize;
     p = body.end;
     let topic_len = if magic == MAGIC_V1 {
-        let l = *b.get(p).ok_or(SHORT)? as i8;
+        let l = *field!(b.get(p)) as i8;
         p += 1;
         l as i32
     } else {
-        let l = be_i16(b, p).ok_or(SHORT)?;
+        let l = field!(be_i16(b, p));
         p += 2;
         l as i32
     };
     if topic_len < 0 || p + topic_len as usize + 2 > total {
-        return Err("topic length does not fit the record");
+        end!("topic length does not fit the record");
     }
     let topic = p..p + topic_len as usize;
     p = topic.end;
-    let props_len = be_i16(b, p).ok_or(SHORT)?;
+    let props_len = field!(be_i16(b, p));
     p += 2;
     if props_len < 0 || p + props_len as usize != total {
-        return Err("record size differs from the sum of its fields");
+        end!("record size differs from the sum of its fields");
     }
     let properties = p..total;
-    let crc = be_i32(b, pos::BODY_CRC).ok_or(SHORT)?;
-    if check_crc && body_crc(b.get(body.clone()).ok_or(SHORT)?) != crc {
-        return Err("body CRC mismatch");
+    let crc = field!(be_i32(b, pos::BODY_CRC));
+    if check_crc && body_crc(field!(b.get(body.clone()))) != crc {
+        end!("body CRC mismatch");
     }
-    Ok(Parsed::Record(RecordView {
+    Parsed::Record(RecordView {
         total_size: total,
         magic,
         body_crc: crc,
-        queue_id: be_i32(b, pos::QUEUE_ID).ok_or(SHORT)?,
-        flag: be_i32(b, pos::FLAG).ok_or(SHORT)?,
-        queue_offset: be_i64(b, pos::QUEUE_OFFSET).ok_or(SHORT)?,
-        physical_offset: be_i64(b, pos::PHYSICAL_OFFSET).ok_or(SHORT)?,
+        queue_id: field!(be_i32(b, pos::QUEUE_ID)),
+        flag: field!(be_i32(b, pos::FLAG)),
+        queue_offset: field!(be_i64(b, pos::QUEUE_OFFSET)),
+        physical_offset: field!(be_i64(b, pos::PHYSICAL_OFFSET)),
         sys_flag,
-        born_timestamp: be_i64(b, pos::BORN_TIMESTAMP).ok_or(SHORT)?,
+        born_timestamp: field!(be_i64(b, pos::BORN_TIMESTAMP)),
         born_host,
         store_timestamp,
         store_host,
@@ -581,7 +588,7 @@ fn decode_record(buf: &[u8], check_crc: bool) -> Result<Parsed, &'static str> {
         body,
         topic,
         properties,
-    }))
+    })
 }
 
 /// Longest topic a V2 record can carry (signed 2-byte length).

@@ -214,11 +214,9 @@ pub fn verify_store(
 fn join_check(
     handle: std::thread::ScopedJoinHandle<'_, Result<VerifyReport>>,
 ) -> Result<VerifyReport> {
-    handle.join().unwrap_or_else(|_| {
-        Err(StoreError::InvalidArgument(
-            "a verification thread panicked (a bug: please report it)".into(),
-        ))
-    })
+    handle
+        .join()
+        .unwrap_or_else(|_| Err(StoreError::internal("a verification thread panicked")))
 }
 
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
@@ -707,6 +705,18 @@ pub fn writer_running(root: &Path) -> Option<bool> {
 mod tests {
     use super::*;
     use crate::index_file::{build_key, index_key_hash};
+
+    /// A panicking check is an engine bug (`Internal`, asking for a
+    /// report), not a bad argument of the caller.
+    #[test]
+    fn a_panicking_check_is_an_internal_error() {
+        let err = std::thread::scope(|s| {
+            join_check(s.spawn(|| -> Result<VerifyReport> { panic!("check failed") }))
+        })
+        .unwrap_err();
+        assert!(matches!(err, StoreError::Internal(_)), "{err:?}");
+        assert!(err.to_string().contains("please report this bug"), "{err}");
+    }
 
     #[test]
     fn geometry_of_a_file_without_keys_is_unknown() {
