@@ -12,8 +12,10 @@
 //! engine store raises `StoreClosedError` itself, and so does one inherited
 //! by a forked child (the engine compares fork generations).
 
-use parking_lot::RwLock;
+use std::cell::RefCell;
+
 use pyo3::prelude::*;
+use pyo3::sync::GILProtected;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::errors::store_closed;
@@ -33,16 +35,16 @@ const NOT_STARTED: &str = "store is not started; call start() or use `with`";
 )]
 pub struct PyStoreBase {
     /// The engine store, or why there is none. Written only by `_attach` and
-    /// `_detach`; each call clones the handle out (one reference count) and
-    /// lets go of the lock before the engine runs, since the engine may
-    /// release the GIL and no Rust lock may be held while taking it back.
-    engine: RwLock<Result<Py<PyStore>, String>>,
+    /// `_detach`. The GIL guards it (no atomic operation on the put path):
+    /// each call clones the handle out (one reference count) and ends its
+    /// borrow before the engine runs, since the engine may release the GIL.
+    engine: GILProtected<RefCell<Result<Py<PyStore>, String>>>,
 }
 
 impl PyStoreBase {
     #[inline]
     fn engine(&self, py: Python<'_>) -> PyResult<Py<PyStore>> {
-        match &*self.engine.read() {
+        match &*self.engine.get(py).borrow() {
             Ok(store) => Ok(store.clone_ref(py)),
             Err(why) => Err(store_closed(why.clone())),
         }
@@ -57,20 +59,20 @@ impl PyStoreBase {
     #[pyo3(signature = (*_args, **_kwargs))]
     fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         Self {
-            engine: RwLock::new(Err(NOT_STARTED.to_owned())),
+            engine: GILProtected::new(RefCell::new(Err(NOT_STARTED.to_owned()))),
         }
     }
 
     /// Serves calls with `store` from now on.
-    fn _attach(&self, store: Py<PyStore>) {
-        let old = std::mem::replace(&mut *self.engine.write(), Ok(store));
-        drop(old); // a reference count, dropped with the GIL held, after the lock
+    fn _attach(&self, py: Python<'_>, store: Py<PyStore>) {
+        let old = self.engine.get(py).replace(Ok(store));
+        drop(old); // after the borrow: dropping an engine store may release the GIL
     }
 
     /// Refuses every call from now on with `StoreClosedError(reason)`, and
     /// lets go of the engine store.
-    fn _detach(&self, reason: String) {
-        let old = std::mem::replace(&mut *self.engine.write(), Err(reason));
+    fn _detach(&self, py: Python<'_>, reason: String) {
+        let old = self.engine.get(py).replace(Err(reason));
         drop(old);
     }
 
