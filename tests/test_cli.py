@@ -295,6 +295,121 @@ def test_verify_detects_an_index_entry_with_a_wrong_hash(store: Store) -> None:
     assert "index file" in data["problems"][0]["problem"]
 
 
+def _unit_file(store: Store, topic: str, queue_id: int) -> Path:
+    return store.path / "consumequeue" / topic / str(queue_id) / f"{0:020d}"
+
+
+def _index_entry_at(j: int) -> int:
+    return 40 + SMALL["max_hash_slot_num"] * 4 + j * 20
+
+
+def test_verify_detects_a_queue_unit_pointing_inside_its_record(store: Store) -> None:
+    victim = next(m for m in store.messages if (m.topic, m.queue_id, m.queue_offset)
+                  == ("orders", 0, 2))
+    with open(_unit_file(store, "orders", 0), "r+b") as f:
+        f.seek(2 * 20)
+        f.write((victim.offset + 8).to_bytes(8, "big"))
+    result = run(["verify", str(store.path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [victim.offset + 8]
+    assert "ConsumeQueue orders/0@2 points at no valid record" in data["problems"][0]["problem"]
+    assert data["consume_queue_units"] == len(store.messages)
+
+
+def test_verify_checks_queue_units_out_of_commit_log_order(store: Store) -> None:
+    # Swapped units: the second goes back in CommitLog order and is checked
+    # on its own; both point at records of another queue offset.
+    first, second = (next(m for m in store.messages
+                          if (m.topic, m.queue_id, m.queue_offset) == ("payments", 1, q))
+                     for q in (0, 1))
+    with open(_unit_file(store, "payments", 1), "r+b") as f:
+        units = f.read(40)
+        f.seek(0)
+        f.write(units[20:] + units[:20])
+    result = run(["verify", str(store.path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [first.offset, second.offset]
+    assert all("with queue offset" in p["problem"] for p in data["problems"])
+    assert data["consume_queue_units"] == len(store.messages)
+
+
+def test_verify_detects_an_index_entry_pointing_at_another_record(store: Store) -> None:
+    (index,) = sorted((store.path / "index").iterdir())
+    other = store.messages[40]
+    with open(index, "r+b") as f:
+        f.seek(_index_entry_at(5) + 4)
+        f.write(other.offset.to_bytes(8, "big"))
+    result = run(["verify", str(store.path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [other.offset]
+    assert "entry 5: no key of the record has hash" in data["problems"][0]["problem"]
+
+
+def test_verify_detects_an_index_entry_pointing_inside_a_record(store: Store) -> None:
+    (index,) = sorted((store.path / "index").iterdir())
+    with open(index, "r+b") as f:
+        f.seek(_index_entry_at(7) + 4)
+        phy = int.from_bytes(f.read(8), "big") + 1
+        f.seek(-8, 1)
+        f.write(phy.to_bytes(8, "big"))
+    result = run(["verify", str(store.path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [phy]
+    assert "entry 7 points at no valid record" in data["problems"][0]["problem"]
+
+
+def test_verify_checks_index_entries_out_of_commit_log_order(store: Store) -> None:
+    # Entries 3 and 4 swapped whole (hash and offset): both still point at
+    # a record carrying their key, though entry 4 now goes back.
+    (index,) = sorted((store.path / "index").iterdir())
+    with open(index, "r+b") as f:
+        f.seek(_index_entry_at(3))
+        two = f.read(40)
+        f.seek(_index_entry_at(3))
+        f.write(two[20:36] + two[16:20] + two[:16] + two[36:40])
+    data = run_json(["verify", str(store.path)])
+    assert data["ok"] is True
+    assert data["index_entries"] == 60
+    # The one going back is checked as closely: a wrong hash is found.
+    with open(index, "r+b") as f:
+        f.seek(_index_entry_at(4))
+        key_hash = int.from_bytes(f.read(4), "big")
+        phy = int.from_bytes(f.read(8), "big")
+        f.seek(_index_entry_at(4))
+        f.write(((key_hash + 1) % 2**31).to_bytes(4, "big"))
+    result = run(["verify", str(store.path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [phy]
+    assert "entry 4: no key of the record has hash" in data["problems"][0]["problem"]
+
+
+def test_verify_walks_queues_over_several_files(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    cfg = StoreConfig(store_path=str(path), mapped_file_size_commit_log=SEGMENT,
+                      **{**SMALL, "mapped_file_size_consume_queue": 20 * 4})
+    with MessageStore(cfg) as s:
+        results = [s.put("orders", _body(i), i % 2, keys=[f"key-{i}"]) for i in range(30)]
+    assert len(list((path / "consumequeue" / "orders" / "1").iterdir())) == 4
+    data = run_json(["verify", str(path)])
+    assert (data["consume_queue_units"], data["index_entries"]) == (30, 30)
+    # Unit 5 of queue 1 (the second unit of its second file) with a wrong size.
+    victim = results[11]
+    assert victim.queue_offset == 5
+    with open(path / "consumequeue" / "orders" / "1" / f"{4 * 20:020d}", "r+b") as f:
+        f.seek(20 + 8)
+        f.write((victim.wrote_bytes + 1).to_bytes(4, "big"))
+    result = run(["verify", str(path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [victim.wrote_offset]
+    assert "ConsumeQueue orders/1@5 says size" in data["problems"][0]["problem"]
+
+
 def test_crc_matches_what_the_store_wrote(store: Store) -> None:
     # verify computes CRC32 & 0x7FFFFFFF over the stored body: the store agrees.
     data = run_json(["get", str(store.path), "--offset", str(store.messages[0].offset)])

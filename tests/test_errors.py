@@ -41,6 +41,7 @@ EXPECTED = {
     "Closed": "StoreClosedError",
     "ReadOnly": "ReadOnlyStoreError",
     "Internal": "InternalError",
+    "RecoveryOrder": "RecoveryOrderError",
 }
 
 

@@ -21,6 +21,7 @@ from rocketstore.errors import (
     InternalError,
     PoisonedError,
     ReadOnlyStoreError,
+    RecoveryOrderError,
     StoreClosedError,
     StoreError,
     StoreLockedError,
@@ -34,7 +35,8 @@ from rocketstore.message import (
     PutResult,
     PutStatus,
 )
-from rocketstore.store import MessageStore, RecoveryReport
+from rocketstore.services.recovery import RecoveryMode, RecoveryReport
+from rocketstore.store import MessageStore
 
 __all__ = [
     "BatchPutResult",
@@ -52,6 +54,8 @@ __all__ = [
     "PutResult",
     "PutStatus",
     "ReadOnlyStoreError",
+    "RecoveryMode",
+    "RecoveryOrderError",
     "RecoveryReport",
     "StoreClosedError",
     "StoreConfig",

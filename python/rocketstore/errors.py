@@ -17,6 +17,7 @@ __all__ = [
     "InternalError",
     "PoisonedError",
     "ReadOnlyStoreError",
+    "RecoveryOrderError",
     "StoreClosedError",
     "StoreError",
     "StoreLockedError",
@@ -45,6 +46,11 @@ class StoreClosedError(StoreError):
 
 class ReadOnlyStoreError(StoreError):
     """A write was attempted on a store opened with ``read_only=True``."""
+
+
+class RecoveryOrderError(StoreError):
+    """A recovery step was called out of order, or the store was used before
+    its recovery finished (the engine enforces RocketMQ's recovery order)."""
 
 
 class PoisonedError(StoreError):

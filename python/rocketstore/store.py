@@ -10,7 +10,6 @@ orchestrates.
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import logging
 import os
 import time
@@ -160,14 +159,14 @@ class MessageStore(MessageStoreBase):
         # The engine reads the config object itself (field by field).
         native = NativeStore(cfg, self._read_only)
         try:
-            report = RecoveryService(native).recover(
-                cfg.check_crc_on_recover, cfg.on_corruption == "skip"
-            )
             offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
+            report = RecoveryService(native).recover(
+                cfg.check_crc_on_recover,
+                cfg.on_corruption == "skip",
+                consumer_offsets=None if self._read_only else offsets,
+            )
             topic_configs = TopicConfigs.load(cfg.config_dir / "topics.json")
             if not self._read_only:
-                clamped = RecoveryService(native).clamp_consumer_offsets(offsets)
-                report = dataclasses.replace(report, consumer_offsets_clamped=clamped)
                 # Flush threads first: the abort file they create marks the
                 # store as running from here on.
                 native.start_flush()

@@ -187,6 +187,17 @@ pub struct Checkpoint {
     /// up to date by the flush service and recovery.
     mark: Mutex<Option<DurableMark>>,
     flush_lock: Mutex<()>,
+    /// A size repair [`Checkpoint::open_writable`] found needed.
+    pending: Mutex<Option<CheckpointRepair>>,
+}
+
+/// How a checkpoint file had to be repaired before it could be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointRepair {
+    /// The file was missing (a new store): created.
+    Create,
+    /// The file was this many bytes (a crash while it was created): extended.
+    Extend(u64),
 }
 
 impl Checkpoint {
@@ -202,38 +213,82 @@ impl Checkpoint {
 
     /// Opens `path`, or creates it (4096 zero bytes, synced) if missing.
     pub fn load_or_create(path: &Path) -> Result<Self> {
-        let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
-        let data = if existed {
-            let data = read_prefix(&file, path)?;
-            let len = file_len(&file, path)?;
-            if len < CHECKPOINT_FILE_SIZE as u64 {
+        let c = Self::open_writable(path)?;
+        c.repair_size()?;
+        Ok(c)
+    }
+
+    /// Opens `path` for writing without changing it: a missing file reads
+    /// as all zeros and a file shorter than 4096 bytes as it is, until
+    /// [`Checkpoint::repair_size`] creates or extends it (a store's recovery
+    /// does, as its first step). Flushing before that fails.
+    pub fn open_writable(path: &Path) -> Result<Self> {
+        let file = match OpenOptions::new().read(true).write(true).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let c = Self::with(path, None, true, CheckpointData::default());
+                *c.pending.lock() = Some(CheckpointRepair::Create);
+                return Ok(c);
+            }
+            Err(e) => return Err(StoreError::io(format!("open {}", path.display()), e)),
+        };
+        let data = read_prefix(&file, path)?;
+        let len = file_len(&file, path)?;
+        let whole = read_whole(&file);
+        let c = Self::with(path, Some(file), true, data).with_mark(whole);
+        if len < CHECKPOINT_FILE_SIZE as u64 {
+            *c.pending.lock() = Some(CheckpointRepair::Extend(len));
+        }
+        Ok(c)
+    }
+
+    /// What [`Checkpoint::repair_size`] will do, if anything.
+    pub fn pending_repair(&self) -> Option<CheckpointRepair> {
+        *self.pending.lock()
+    }
+
+    /// Creates a missing checkpoint (4096 zero bytes, synced, its directory
+    /// entry synced) or extends a short one with zeros, as
+    /// [`Checkpoint::open_writable`] found it. Returns what was done.
+    pub fn repair_size(&self) -> Result<Option<CheckpointRepair>> {
+        let mut pending = self.pending.lock();
+        let Some(fix) = *pending else {
+            return Ok(None);
+        };
+        let path = &self.path;
+        match fix {
+            CheckpointRepair::Create => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+                file.write_all_at(&CheckpointData::default().encode_file(), 0)
+                    .map_err(|e| StoreError::io(format!("write {}", path.display()), e))?;
+                file.sync_all()
+                    .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
+                sync_parent(path);
+                *self.file.write() = Some(file);
+            }
+            CheckpointRepair::Extend(len) => {
                 log::info!(
                     "extending checkpoint {} from {len} to {CHECKPOINT_FILE_SIZE} bytes",
                     path.display()
                 );
+                let file = self.file.read();
+                let Some(file) = file.as_ref() else {
+                    return Err(StoreError::Closed);
+                };
                 file.set_len(CHECKPOINT_FILE_SIZE as u64)
                     .map_err(|e| StoreError::io(format!("extend {}", path.display()), e))?;
                 file.sync_all()
                     .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
             }
-            data
-        } else {
-            file.write_all_at(&CheckpointData::default().encode_file(), 0)
-                .map_err(|e| StoreError::io(format!("write {}", path.display()), e))?;
-            file.sync_all()
-                .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
-            sync_parent(path);
-            CheckpointData::default()
-        };
-        let whole = read_whole(&file);
-        Ok(Self::with(path, Some(file), true, data).with_mark(whole))
+        }
+        *pending = None;
+        Ok(Some(fix))
     }
 
     /// Opens `path` read-only; a missing file reads as all zeros.
@@ -261,6 +316,7 @@ impl Checkpoint {
             index: AtomicI64::new(d.index_msg_timestamp),
             mark: Mutex::new(None),
             flush_lock: Mutex::new(()),
+            pending: Mutex::new(None),
         }
     }
 

@@ -420,18 +420,16 @@ fn find_resume_point(
 }
 
 impl CommitLog {
-    /// Loads the CommitLog directory (files marked full; call
-    /// [`CommitLog::recover`] next).
+    /// Loads the CommitLog directory (files marked full; recovery sets the
+    /// positions). Changes nothing on disk.
     pub fn load(cfg: CommitLogConfig, writable: bool) -> Result<Self> {
-        let (mfq, info) = MappedFileQueue::load_with(
+        // A short newest file stays unmapped: a writer's recovery extends it.
+        let (mfq, _) = MappedFileQueue::load_with(
             cfg.dir.clone(),
             cfg.file_size,
             writable,
             Reserve::COMMIT_LOG,
         )?;
-        if let Some(p) = info.extended_short_file {
-            log::warn!("extended short CommitLog file {} to full size", p.display());
-        }
         Ok(Self {
             cfg,
             mfq: Arc::new(mfq),

@@ -183,13 +183,7 @@ impl ConsumeQueue {
         let dir = queue_dir(root, topic, queue_id);
         let (mfq, info) =
             MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
-        if let Some(p) = info.extended_short_file {
-            log::warn!(
-                "extended short ConsumeQueue file {} to full size",
-                p.display()
-            );
-        }
-        if let Some(p) = info.skipped_short_file {
+        if let (Some(p), false) = (info.short_file, writable) {
             log::info!(
                 "ignoring short ConsumeQueue file {} until it is full size",
                 p.display()

@@ -45,6 +45,10 @@ pub enum StoreError {
     /// problem with the caller's input or the files on disk.
     #[error("internal error in the rocketstore engine (please report this bug): {0}")]
     Internal(String),
+    /// A recovery step was called out of order, or the store was used
+    /// before its recovery finished (`crate::recovery`).
+    #[error("{0}")]
+    RecoveryOrder(String),
 }
 
 /// Every kind of [`StoreError`], by name (see [`StoreError::kind`]).
@@ -58,6 +62,7 @@ pub const ERROR_KINDS: &[&str] = &[
     "Closed",
     "ReadOnly",
     "Internal",
+    "RecoveryOrder",
 ];
 
 /// Engine result alias.
@@ -84,6 +89,7 @@ impl StoreError {
             StoreError::Closed => "Closed",
             StoreError::ReadOnly => "ReadOnly",
             StoreError::Internal(_) => "Internal",
+            StoreError::RecoveryOrder(_) => "RecoveryOrder",
         }
     }
 
@@ -108,6 +114,7 @@ impl StoreError {
             "Closed" => StoreError::Closed,
             "ReadOnly" => StoreError::ReadOnly,
             "Internal" => StoreError::internal("sample invariant"),
+            "RecoveryOrder" => StoreError::RecoveryOrder("sample step".into()),
             _ => return None,
         })
     }

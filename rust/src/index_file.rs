@@ -657,12 +657,21 @@ impl IndexStore {
             true,
             last_exit_ok,
             index_checkpoint_ts,
+            true,
         )
     }
 
     /// Loads `dir` read-only: nothing is destroyed or written.
     pub fn load_read_only(dir: &Path, hash_slot_num: usize, index_num: usize) -> Result<Self> {
-        Ok(Self::load_inner(dir, hash_slot_num, index_num, false, true, 0)?.0)
+        Ok(Self::load_inner(dir, hash_slot_num, index_num, false, true, 0, false)?.0)
+    }
+
+    /// Loads `dir` for a writer without changing anything on disk: a short
+    /// newest file is skipped (not removed) and no file is destroyed. The
+    /// store's recovery steps remove and destroy what must go
+    /// (`crate::recovery`, [`IndexStore::destroy_newer_than`]).
+    pub fn load_for_recovery(dir: &Path, hash_slot_num: usize, index_num: usize) -> Result<Self> {
+        Ok(Self::load_inner(dir, hash_slot_num, index_num, true, true, 0, false)?.0)
     }
 
     fn load_inner(
@@ -672,6 +681,7 @@ impl IndexStore {
         writable: bool,
         last_exit_ok: bool,
         index_checkpoint_ts: i64,
+        remove_short: bool,
     ) -> Result<(Self, Option<i64>)> {
         let store = Self::empty(dir.to_path_buf(), hash_slot_num, index_num, writable)?;
         let mut files = Vec::new();
@@ -687,7 +697,7 @@ impl IndexStore {
                 .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?
                 .len();
             if i == last && len < expected {
-                if writable {
+                if writable && remove_short {
                     log::warn!(
                         "removing index file {} ({len} bytes: a crash while it was created)",
                         path.display()
@@ -981,6 +991,34 @@ impl IndexStore {
             list.pop();
         }
         Ok(from)
+    }
+
+    /// Destroys every file whose end timestamp is newer than `ts` (the
+    /// index checkpoint: after an abnormal exit their pages may be lost).
+    /// Returns the destroyed files' paths and begin offsets, oldest first.
+    pub fn destroy_newer_than(&self, ts: i64) -> Result<Vec<(PathBuf, i64)>> {
+        if !self.writable {
+            return Ok(Vec::new());
+        }
+        let _g = self.write_lock.lock();
+        let mut list = self.files.write();
+        let mut gone = Vec::new();
+        let mut i = 0;
+        while let Some(f) = list.get(i).cloned() {
+            if f.end_timestamp() <= ts {
+                i += 1;
+                continue;
+            }
+            log::info!(
+                "destroying index file {} (end {} > index checkpoint {ts}) after an abnormal exit",
+                f.path().display(),
+                f.end_timestamp()
+            );
+            f.destroy()?;
+            list.remove(i);
+            gone.push((f.path().to_path_buf(), f.begin_phy_offset()));
+        }
+        Ok(gone)
     }
 
     /// Waits for background flushes of full files and forces every file

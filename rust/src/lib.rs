@@ -28,6 +28,7 @@ pub mod mapped_file_queue;
 pub mod message;
 pub mod ratelog;
 pub mod reader;
+pub mod recovery;
 pub mod schedule;
 pub mod store;
 pub mod verify;

@@ -21,10 +21,11 @@ use crate::mapped_file::{file_name, MappedFile, Reserve};
 /// What loading a directory found.
 #[derive(Debug, Clone, Default)]
 pub struct LoadInfo {
-    /// A newest file shorter than the file size was extended with zeros.
-    pub extended_short_file: Option<PathBuf>,
-    /// A newest file shorter than the file size was skipped (read-only open).
-    pub skipped_short_file: Option<PathBuf>,
+    /// A newest file shorter than the file size, left as it is and not
+    /// mapped: a writer's recovery extends it
+    /// ([`MappedFileQueue::repair_short_newest`]), a read-only open ignores
+    /// it until it is full size.
+    pub short_file: Option<PathBuf>,
 }
 
 /// The file size found in `dir`, if it holds any segment file. Only the
@@ -124,6 +125,9 @@ pub struct MappedFileQueue {
     reserve: Reserve,
     /// Creates the next file in the background (CommitLog only).
     allocator: RwLock<Option<Arc<Allocator>>>,
+    /// A writable queue's short newest file found by loading, until
+    /// recovery extends and maps it.
+    short_newest: Mutex<Option<PathBuf>>,
 }
 
 impl MappedFileQueue {
@@ -147,13 +151,16 @@ impl MappedFileQueue {
             released: AtomicBool::new(false),
             reserve,
             allocator: RwLock::new(None),
+            short_newest: Mutex::new(None),
         }
     }
 
     /// Loads every segment of `dir`. Every file must be `file_size` bytes,
-    /// except that a shorter newest file is extended (writable) or skipped
-    /// (read-only). Loaded files are marked fully written; recovery sets the
-    /// real positions.
+    /// except that the newest file may be shorter (a crash while it was
+    /// created): it is left as it is and not mapped; a writer's recovery
+    /// extends it with [`MappedFileQueue::repair_short_newest`]. Loading
+    /// changes nothing on disk. Loaded files are marked fully written;
+    /// recovery sets the real positions.
     pub fn load(dir: PathBuf, file_size: usize, writable: bool) -> Result<(Self, LoadInfo)> {
         Self::load_with(dir, file_size, writable, Reserve::WHOLE)
     }
@@ -202,12 +209,10 @@ impl MappedFileQueue {
                 .len() as usize;
             if len < file_size && i + 1 == n {
                 if writable {
-                    MappedFile::extend_short_file(&path, file_size)?;
-                    info.extended_short_file = Some(path.clone());
-                } else {
-                    info.skipped_short_file = Some(path);
-                    continue;
+                    *q.short_newest.lock() = Some(path.clone());
                 }
+                info.short_file = Some(path);
+                continue;
             } else if len != file_size {
                 return Err(StoreError::corrupted(
                     &path,
@@ -225,6 +230,34 @@ impl MappedFileQueue {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The short newest file loading left unmapped (writable queues), until
+    /// [`MappedFileQueue::repair_short_newest`] extends it.
+    pub fn short_newest(&self) -> Option<PathBuf> {
+        self.short_newest.lock().clone()
+    }
+
+    /// Extends the short newest file loading found to full size with zeros
+    /// (synced), maps it and appends it to the queue, marked fully written
+    /// like every loaded file. Returns its path; `None` when there was none.
+    pub fn repair_short_newest(&self) -> Result<Option<PathBuf>> {
+        let mut pending = self.short_newest.lock();
+        let Some(path) = pending.clone() else {
+            return Ok(None);
+        };
+        let off = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse::<u64>().ok())
+            .ok_or_else(|| StoreError::internal(format!("segment name of {}", path.display())))?;
+        MappedFile::extend_short_file(&path, self.file_size)?;
+        let mf =
+            MappedFile::open(&path, off, self.file_size, self.writable)?.with_reserve(self.reserve);
+        mf.set_positions(self.file_size);
+        self.files.write().push(Arc::new(mf));
+        *pending = None;
+        Ok(Some(path))
     }
 
     pub fn file_size(&self) -> usize {
@@ -627,10 +660,19 @@ mod tests {
         std::fs::write(d.join(file_name(128)), vec![0u8; 10]).unwrap();
         let (q, info) = MappedFileQueue::load(d.clone(), 128, false).unwrap();
         assert_eq!(q.len(), 1);
-        assert!(info.skipped_short_file.is_some());
+        assert!(info.short_file.is_some());
+        assert_eq!(q.short_newest(), None);
+        // A writer's load leaves the file as it is; the repair extends it.
         let (q, info) = MappedFileQueue::load(d.clone(), 128, true).unwrap();
+        assert_eq!(q.len(), 1);
+        assert!(info.short_file.is_some());
+        assert_eq!(std::fs::metadata(d.join(file_name(128))).unwrap().len(), 10);
+        assert_eq!(
+            q.repair_short_newest().unwrap(),
+            Some(d.join(file_name(128)))
+        );
         assert_eq!(q.len(), 2);
-        assert!(info.extended_short_file.is_some());
+        assert_eq!(q.repair_short_newest().unwrap(), None);
         assert_eq!(
             std::fs::metadata(d.join(file_name(128))).unwrap().len(),
             128

@@ -15,13 +15,13 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashSet;
 
 use crate::allocate::{Allocator, Prefaulter, TransientStorePool, WarmConfig, DEFAULT_WINDOW};
-use crate::checkpoint::{Checkpoint, DurableMark};
+use crate::checkpoint::Checkpoint;
 use crate::clock::CachedClock;
 use crate::commitlog::{
-    BatchInput, BatchOutcome, BatchRefusal, CommitLog, CommitLogConfig, Damage, DamagePolicy,
-    DurableBound, Prepared, PutOutcome, PutStatus, RecordRead, Refused, ScanReport,
+    BatchInput, BatchOutcome, BatchRefusal, CommitLog, CommitLogConfig, Prepared, PutOutcome,
+    PutStatus, RecordRead, Refused,
 };
-use crate::consume_queue::{ConsumeQueue, CqHole, CqUnit};
+use crate::consume_queue::ConsumeQueue;
 use crate::cq_table::ConsumeQueueTable;
 use crate::dispatch::{DispatchThread, Dispatcher};
 use crate::error::{Result, StoreError};
@@ -33,6 +33,7 @@ use crate::message::{find_property, props, MessageSpec, RecordView};
 use crate::reader::{
     get_message, total_physical_memory, Damage as UnitDamage, GetResult, TagFilter, TransferLimits,
 };
+use crate::recovery::RecoveryState;
 
 /// Default CommitLog segment size for a new store (1 GiB).
 pub const DEFAULT_COMMIT_LOG_FILE_SIZE: usize = 1 << 30;
@@ -140,27 +141,7 @@ mod options_tests {
     }
 }
 
-/// What recovery found and did.
-#[derive(Debug, Clone, Default)]
-pub struct RecoveryReport {
-    pub mode: &'static str,
-    pub files_scanned: usize,
-    pub bytes_scanned: u64,
-    pub records: u64,
-    pub end_offset: u64,
-    pub bytes_truncated: u64,
-    pub stop_reason: Option<String>,
-    pub consume_queues: usize,
-    pub redispatched_records: u64,
-    /// Index entries rebuilt after an abnormal exit (from this CommitLog offset).
-    pub index_redispatch_from: Option<i64>,
-    pub index_redispatched_records: u64,
-    /// Damaged CommitLog ranges inside durable data that were skipped.
-    pub damaged: Vec<Damage>,
-    /// The durable mark recovery judged by (`None`: the checkpoint had none
-    /// and its physicMsgTimestamp was used).
-    pub durable_mark: Option<u64>,
-}
+pub use crate::recovery::RecoveryReport;
 
 /// An open store.
 pub struct Store {
@@ -177,7 +158,8 @@ pub struct Store {
     limits: TransferLimits,
     flusher: Arc<FlushService>,
     last_exit_ok: bool,
-    index_redispatch_from: Option<i64>,
+    /// Which recovery step ran last (`crate::recovery` enforces the order).
+    recovery: Mutex<RecoveryState>,
     closed: AtomicBool,
     /// Set when a writer's recovery completed: until then shutdown writes
     /// nothing (a refused open changes no byte).
@@ -259,8 +241,11 @@ fn resolve_commit_log_size(opts: &StoreOptions) -> Result<usize> {
 
 impl Store {
     /// Takes the writer lock (unless read-only) before reading anything, then
-    /// loads the CommitLog, consume queues, checkpoint and index. Call
-    /// [`Store::recover`] next.
+    /// loads (maps) the CommitLog, consume queues, checkpoint and index.
+    /// Nothing on disk changes but the `lock` file: what must be repaired
+    /// (short files, a missing checkpoint, stale index files) is found here
+    /// and repaired by the recovery steps ([`crate::recovery`]), which run
+    /// next; puts and reads are refused until they have.
     pub fn open(opts: StoreOptions) -> Result<Self> {
         let lock = if opts.read_only {
             if !opts.root.is_dir() {
@@ -309,25 +294,21 @@ impl Store {
         }
         let checkpoint_path = opts.root.join("checkpoint");
         let checkpoint = Arc::new(if writable {
-            Checkpoint::load_or_create(&checkpoint_path)?
+            Checkpoint::open_writable(&checkpoint_path)?
         } else {
             Checkpoint::load_read_only(&checkpoint_path)?
         });
         let mut index_error = None;
-        let mut index_redispatch_from = None;
         let index = if opts.message_index_enable {
             let dir = opts.root.join("index");
             let idx = if writable {
-                // A writer must index every new message: a geometry mismatch is fatal.
-                let (idx, from) = IndexStore::load(
+                // A writer must index every new message: a geometry mismatch
+                // is fatal. Stale files are destroyed by recovery, not here.
+                Some(IndexStore::load_for_recovery(
                     &dir,
                     opts.max_hash_slot_num,
                     opts.max_index_num,
-                    last_exit_ok,
-                    checkpoint.index_msg_timestamp(),
-                )?;
-                index_redispatch_from = from;
-                Some(idx)
+                )?)
             } else {
                 // A reader opens any store; only key queries need the geometry.
                 match IndexStore::load_read_only(&dir, opts.max_hash_slot_num, opts.max_index_num) {
@@ -424,7 +405,7 @@ impl Store {
             limits,
             flusher,
             last_exit_ok,
-            index_redispatch_from,
+            recovery: Mutex::new(RecoveryState::default()),
             closed: AtomicBool::new(false),
             recovered: AtomicBool::new(false),
             poisoned,
@@ -479,365 +460,27 @@ impl Store {
         self.last_exit_ok
     }
 
-    /// The CommitLog file abnormal recovery starts from: the newest file whose
-    /// first record was stored before the checkpoint says everything was
-    /// flushed (SPEC §8.3), else the first file.
-    fn abnormal_start_file(&self) -> usize {
-        let min_ts = if self.opts.message_index_safe && self.index.is_some() {
-            self.checkpoint.min_timestamp_index()
-        } else {
-            self.checkpoint.min_timestamp()
-        };
-        let n = self.commitlog.queue().len();
-        (0..n)
-            .rev()
-            .find(|&i| {
-                matches!(self.commitlog.first_record_of_file(i),
-                    Some((magic, ts)) if magic == crate::message::MAGIC_V1 && ts != 0 && ts <= min_ts)
-            })
-            .unwrap_or(0)
-    }
-
-    /// Recovers the store (SPEC §8). Normal after a clean stop: consume
-    /// queues, then the CommitLog from its third-last file. Abnormal (abort
-    /// file present): the CommitLog from the file the checkpoint points at,
-    /// re-dispatching every valid record to the queues and index, and the
-    /// index rebuilt from its oldest destroyed file. Both cut (and zero) what
-    /// lies past the valid end, dispatch what the queues miss and rebuild the
-    /// queue-offset table. Read-only stores only find the ends.
-    pub fn recover(&self, check_crc: bool, skip_damaged: bool) -> Result<RecoveryReport> {
-        self.check_open()?;
-        let abnormal = !self.last_exit_ok && !self.opts.read_only;
-        let files = self.commitlog.queue().files();
-        let start = if abnormal {
-            self.abnormal_start_file()
-        } else {
-            files.len().saturating_sub(3)
-        };
-        let start_offset = files.get(start).map(|f| f.file_from_offset()).unwrap_or(0);
-        // The CommitLog is judged first, before anything is written: damage
-        // in durable data refused here leaves every file as it was.
-        let policy = self.damage_policy(skip_damaged);
-        let scan: ScanReport = self
-            .commitlog
-            .scan_for_recovery(start, check_crc, &policy)?;
-        let damaged = damaged_ranges(&policy.known, &scan.damaged, scan.end_offset);
-        self.commitlog.set_damaged(damaged.clone());
-        let mut max_phy_cq = if self.opts.read_only {
-            self.cqs.recover_all()?
-        } else {
-            self.recover_queues_checked(scan.end_offset, &damaged)?
-        };
-        // Units pointing past the end of the last CommitLog file cannot be
-        // real (damaged queue files): cut them before anything trusts a
-        // queue's end, or dispatch would take their records as built.
-        if !self.opts.read_only {
-            let bound = self
-                .commitlog
-                .queue()
-                .last_file()
-                .map(|f| f.file_from_offset() + f.file_size() as u64)
-                .unwrap_or(0) as i64;
-            if max_phy_cq > bound {
-                self.cqs.truncate_dirty_logic_files(bound)?;
-                max_phy_cq = self
-                    .cqs
-                    .all()
-                    .iter()
-                    .map(|q| q.max_physic_offset())
-                    .max()
-                    .unwrap_or(-1);
-            }
-        }
-        let mut index_from = self.index_redispatch_from;
-        let mut reindexed = 0u64;
-        // Abnormal: the index must be rebuilt in offset order (it skips
-        // offsets below its newest entry), so first re-index what lies
-        // between the oldest destroyed index file and the scan's start.
-        if abnormal {
-            if let Some(from) = index_from {
-                reindexed += self.reindex(from, start_offset)?;
-            }
-        }
-        let mut redispatched = 0u64;
-        if abnormal {
-            redispatched = self.redispatch_scanned(start_offset, scan.end_offset, &damaged)?;
-        }
-        if abnormal {
-            // One summary instead of a line per record: after a crash, the
-            // queues usually hold records past the checkpoint already.
-            let repeated: u64 = self.cqs.all().iter().map(|q| q.take_repeated()).sum();
-            if repeated > 0 {
-                log::info!(
-                    "recovery: {repeated} of {redispatched} re-dispatched records were already \
-                     in their consume queues (written before the crash); kept as they were"
-                );
-            }
-        }
-        let mut report = RecoveryReport {
-            mode: if abnormal { "abnormal" } else { "normal" },
-            files_scanned: scan.files_scanned,
-            bytes_scanned: scan.bytes_scanned,
-            records: scan.records,
-            end_offset: scan.end_offset,
-            stop_reason: scan.stop_reason.clone(),
-            consume_queues: self.cqs.all().len(),
-            redispatched_records: redispatched,
-            damaged: scan.damaged.clone(),
-            durable_mark: policy.bound_mark(),
-            ..Default::default()
-        };
-        if self.opts.read_only {
-            self.set_read_only_end(scan.end_offset);
-            let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
-            self.commitlog.set_queue_offsets(table);
-            return Ok(report);
-        }
-        let end = scan.end_offset;
-        report.bytes_truncated = self.commitlog.truncate_to(end)?;
-        let max_phy_cq = max_phy_cq.max(
-            self.cqs
-                .all()
-                .iter()
-                .map(|q| q.max_physic_offset())
-                .max()
-                .unwrap_or(-1),
-        );
-        if self.commitlog.queue().is_empty() {
-            self.cqs.destroy_all()?;
-        } else if max_phy_cq >= end as i64 {
-            self.cqs.truncate_dirty_logic_files(end as i64)?;
-        }
-        // Index files with entries at or past the cut point are stale (and
-        // would make new records at those offsets look already indexed):
-        // destroy them and re-index from the oldest one's first offset.
-        if let Some(index) = &self.index {
-            if let Some(b) = index.destroy_from(end as i64)? {
-                reindexed += self.reindex(b, end)?;
-                index_from = Some(index_from.map_or(b, |f| f.min(b)));
-            }
-            if !abnormal {
-                if let Some(from) = self.index_redispatch_from {
-                    reindexed += self.reindex(from, end)?;
-                }
-            }
-        }
-        report.index_redispatch_from = index_from;
-        report.index_redispatched_records = reindexed;
-        let max_phy_cq = self
-            .cqs
-            .all()
-            .iter()
-            .map(|q| q.max_physic_offset())
-            .max()
-            .unwrap_or(-1);
-        let reput_from = max_phy_cq.max(self.commitlog.min_offset()).max(0) as u64;
-        self.dispatcher.set_reput_from(reput_from);
-        loop {
-            let st = self
-                .dispatcher
-                .dispatch_once(crate::dispatch::DEFAULT_STEP_BYTES)?;
-            report.redispatched_records += st.records;
-            if st.records == 0 {
-                break;
-            }
-        }
-        let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
-        self.commitlog.set_queue_offsets(table);
-        self.renew_durable_mark(start, end, damaged)?;
-        self.recovered.store(true, Ordering::Release);
-        // Have the file after the current one ready before the first roll.
-        if let (Some(a), Some(last)) = (&self.allocator, self.commitlog.queue().last_file()) {
-            a.request(last.file_from_offset() + last.file_size() as u64);
-        }
-        Ok(report)
-    }
-
     /// The background file maker, when preallocation is on.
     pub fn allocator(&self) -> Option<&Allocator> {
         self.allocator.as_deref()
     }
-    /// The writer's consume-queue recovery: every queue keeps its good
-    /// units (checked against the recovered CommitLog end and, where two
-    /// are out of order, against the CommitLog records), is cut past its
-    /// last good one in every file, and gets its holes rebuilt from the
-    /// CommitLog range between each hole's good neighbours (not a rescan of
-    /// the whole log). Returns the largest CommitLog end any queue covers.
-    fn recover_queues_checked(&self, end: u64, damaged: &[(u64, u64)]) -> Result<i64> {
-        let min = self.commitlog.min_offset().max(0);
-        let mut max = -1i64;
-        for q in self.cqs.all() {
-            let verify = |u: &CqUnit, idx: i64| self.unit_matches_record(&q, u, idx);
-            let holes = q.recover_checked(end as i64, min, &verify)?;
-            if !holes.is_empty() {
-                self.fill_queue_holes(&q, &holes, end, damaged)?;
-            }
-            max = max.max(q.max_physic_offset());
-        }
-        Ok(max)
+    /// The recovery state (see [`crate::recovery`]).
+    pub(crate) fn recovery_state(&self) -> &Mutex<RecoveryState> {
+        &self.recovery
     }
 
-    /// True when the CommitLog record a unit points at is this queue's
-    /// message at logical offset `idx`.
-    fn unit_matches_record(&self, q: &ConsumeQueue, u: &CqUnit, idx: i64) -> bool {
-        let Ok(at) = u64::try_from(u.phy_offset) else {
-            return false;
-        };
-        match self.commitlog.read_checked(at) {
-            RecordRead::Found(v, raw) if v.total_size as i64 == u.size as i64 => {
-                (v.queue_id == q.queue_id()
-                    && v.queue_offset == idx
-                    && &raw[v.topic.clone()] == q.topic().as_bytes())
-                    || find_property(&raw[v.properties.clone()], "INNER_MULTI_DISPATCH").is_some()
-            }
-            _ => false,
-        }
+    /// The last recovery step ran: puts and reads are allowed.
+    pub(crate) fn set_recovered(&self) {
+        self.recovered.store(true, Ordering::Release);
     }
 
-    /// Rebuilds the units of `holes` from the CommitLog records between each
-    /// hole's good neighbours, then syncs the queue's files.
-    fn fill_queue_holes(
-        &self,
-        q: &ConsumeQueue,
-        holes: &[CqHole],
-        end: u64,
-        damaged: &[(u64, u64)],
-    ) -> Result<()> {
-        let min = self.commitlog.min_offset().max(0) as u64;
-        let mut rebuilt = 0u64;
-        let mut missing = 0i64;
-        for h in holes {
-            let from = (h.phy_from.max(0) as u64).max(min);
-            let until = (h.phy_to.max(0) as u64).min(end);
-            let mut put = |phy: u64, v: &RecordView, rec: &[u8]| -> Result<()> {
-                if v.queue_id == q.queue_id()
-                    && (h.from..h.to).contains(&v.queue_offset)
-                    && &rec[v.topic.clone()] == q.topic().as_bytes()
-                {
-                    if let Some(u) = self.dispatcher.cq_unit_of(phy, v, rec) {
-                        if q.put_at(v.queue_offset, u)? {
-                            rebuilt += 1;
-                        }
-                    }
-                }
-                Ok(())
-            };
-            if from < until {
-                self.commitlog.replay(
-                    from,
-                    until,
-                    damaged,
-                    |phy, v, rec| put(phy, v, rec),
-                    |_, _| Ok(()),
-                )?;
-            }
-            missing += h.to - h.from;
-        }
-        log::warn!(
-            "{}-{}: rebuilt {rebuilt} of {missing} damaged or lost consume-queue units from the CommitLog",
-            q.topic(),
-            q.queue_id()
-        );
-        q.sync_all_files()
+    /// True once recovery finished.
+    pub fn is_recovered(&self) -> bool {
+        self.recovered.load(Ordering::Acquire)
     }
 
-    /// How the recovery scan tells damage from a torn tail: the durable
-    /// mark when the checkpoint has one, else its physicMsgTimestamp.
-    /// Read-only opens skip (and report) damage: they serve the rest.
-    fn damage_policy(&self, skip_damaged: bool) -> DamagePolicy {
-        let mark = self.checkpoint.durable_mark();
-        DamagePolicy {
-            bound: match &mark {
-                Some(m) => DurableBound::Mark(m.durable_offset),
-                None => DurableBound::Timestamp(self.checkpoint.physic_msg_timestamp()),
-            },
-            skip: skip_damaged || self.opts.read_only,
-            known: mark.map(|m| m.damaged).unwrap_or_default(),
-        }
-    }
-
-    /// Abnormal recovery: dispatches every record of `[from, until)` the
-    /// scan accepted to the queues and the index. A damaged record whose
-    /// header still reads gets its queue unit (so queue offsets stay dense;
-    /// pulls skip and count it), never an index entry.
-    fn redispatch_scanned(&self, from: u64, until: u64, damaged: &[(u64, u64)]) -> Result<u64> {
-        let mut n = 0u64;
-        self.commitlog.replay(
-            from,
-            until,
-            damaged,
-            |phy, v, rec| {
-                n += 1;
-                self.dispatcher.dispatch_record(phy, v, rec, true, true)
-            },
-            |phy, rec| match rec {
-                Some((v, raw)) => self.dispatcher.dispatch_record(phy, v, raw, true, false),
-                None => Ok(()),
-            },
-        )?;
-        Ok(n)
-    }
-
-    /// After a writer's recovery: the kept records (which a killed writer
-    /// may have left in the page cache only) are synced, then the durable
-    /// mark is set to the recovered end with the damaged ranges still in
-    /// the log, and written with the checkpoint.
-    fn renew_durable_mark(&self, start: usize, end: u64, damaged: Vec<(u64, u64)>) -> Result<()> {
-        for f in self.commitlog.queue().files().iter().skip(start) {
-            if f.file_from_offset() < end {
-                f.sync_all()?;
-            }
-        }
-        let min = self.commitlog.min_offset().max(0) as u64;
-        let damaged = damaged.into_iter().filter(|&(_, e)| e > min).collect();
-        self.checkpoint.set_durable_mark(DurableMark {
-            durable_offset: end,
-            damaged,
-        });
-        self.checkpoint.flush()
-    }
-
-    /// Index-only dispatch of the valid records in `[from, until)`; returns
-    /// how many records were passed to the index (it skips offsets it holds).
-    fn reindex(&self, from: i64, until: u64) -> Result<u64> {
-        if self.index.is_none() {
-            return Ok(0);
-        }
-        let from = from.max(0) as u64;
-        if from >= until {
-            return Ok(0);
-        }
-        let Some(first) = self
-            .commitlog
-            .queue()
-            .files()
-            .iter()
-            .find(|f| f.file_from_offset() + f.file_size() as u64 > from)
-            .map(|f| f.file_from_offset())
-        else {
-            return Ok(0);
-        };
-        // Records were validated by the recovery scan; damaged ranges it
-        // skipped are jumped over (a scan would stop at them).
-        let damaged = self.commitlog.damaged();
-        let mut n = 0u64;
-        self.commitlog.replay(
-            first,
-            until,
-            &damaged,
-            |phy, v, rec| {
-                if phy >= from {
-                    self.dispatcher.dispatch_record(phy, v, rec, false, true)?;
-                    n += 1;
-                }
-                Ok(())
-            },
-            |_, _| Ok(()),
-        )?;
-        Ok(n)
-    }
-
-    fn set_read_only_end(&self, end: u64) {
+    /// Read-only stores: sets every file's positions to the recovered end.
+    pub(crate) fn set_read_only_end(&self, end: u64) {
         for f in self.commitlog.queue().files() {
             let from = f.file_from_offset();
             let pos = end.saturating_sub(from).min(f.file_size() as u64);
@@ -903,9 +546,7 @@ impl Store {
     }
 
     fn check_writable(&self) -> Result<Option<Refused>> {
-        if self.closed.load(Ordering::Acquire) || self.is_forked_copy() {
-            return Err(StoreError::Closed);
-        }
+        self.check_open()?;
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
@@ -994,8 +635,18 @@ impl Store {
         })
     }
 
-    /// Checks the store state for a read.
+    /// Checks the store state for a read or a put: open, and recovered.
     pub fn check_open(&self) -> Result<()> {
+        self.check_not_closed()?;
+        if !self.recovered.load(Ordering::Acquire) {
+            return Err(crate::recovery::not_recovered(self.recovery.lock().done()));
+        }
+        Ok(())
+    }
+
+    /// Checks only that the store is open (recovery steps run before it is
+    /// recovered).
+    pub fn check_not_closed(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) || self.is_forked_copy() {
             Err(StoreError::Closed)
         } else {
@@ -1743,20 +1394,6 @@ impl Drop for Store {
             }
         }
     }
-}
-
-/// The damaged ranges still in the log after a recovery scan: those an
-/// earlier recovery recorded and those the scan skipped, below `end`.
-fn damaged_ranges(known: &[(u64, u64)], found: &[Damage], end: u64) -> Vec<(u64, u64)> {
-    let mut v: Vec<(u64, u64)> = known
-        .iter()
-        .copied()
-        .chain(found.iter().map(|d| (d.offset, d.end)))
-        .filter(|&(s, e)| e > s && s < end)
-        .collect();
-    v.sort_unstable();
-    v.dedup();
-    v
 }
 
 /// fsyncs a directory so a created or removed entry survives a crash.

@@ -21,9 +21,10 @@
 //!   whose keys (`topic#UNIQ_KEY`, `topic#KEY` for each of `KEYS`) has the
 //!   entry's hash, and its previous-entry link must point backwards.
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::Mmap;
@@ -131,6 +132,7 @@ impl CommitLog {
     }
 
     /// The readable bytes from `off` to the end of its file (or of the data).
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     fn at(&self, off: u64) -> Option<&[u8]> {
         let base = off - off % self.segment;
         let m = self.files.get(&base)?;
@@ -144,6 +146,7 @@ impl CommitLog {
     /// structure starts at `off` and carries `off` as its physical offset
     /// (bytes inside another record do not); the full rules are applied
     /// only to say why a pointer is wrong.
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     fn record(&self, off: u64) -> std::result::Result<(RecordView, &[u8]), &'static str> {
         let buf = self.at(off).ok_or("no CommitLog data there")?;
         if let Parsed::Record(v) = parse_record(buf, false) {
@@ -167,9 +170,17 @@ fn segment_name(base: u64) -> String {
     format!("{base:020}")
 }
 
-/// Verifies the store at `root`: CommitLog records in `[start, end)`, then
+/// Verifies the store at `root`: CommitLog records in `[start, end)`, and
 /// every ConsumeQueue unit and index entry against them. `progress` counts
 /// CommitLog bytes scanned so far (for a progress bar on another thread).
+///
+/// One pass: the queue units and index entries are merged into CommitLog
+/// order (each queue and each index file is written in that order), and
+/// each is checked when the scan reaches the offset it points at, against
+/// the record the scan has just parsed and checked. A unit or entry that
+/// points at no record start the scan reached, or that comes out of order
+/// in its file, is checked on its own by reading the CommitLog at its
+/// offset, so its finding is the same either way.
 pub fn verify_store(
     root: &Path,
     segment: u64,
@@ -186,41 +197,28 @@ pub fn verify_store(
     }
     let end = end.max(start);
     let log = CommitLog::open(root, segment, start, end)?;
-    // The three checks read the same maps and are independent: they run
-    // side by side, and their findings are joined in order.
-    let (mut report, cq, index) = std::thread::scope(|s| {
-        let cq = s.spawn(|| {
-            let mut r = VerifyReport::default();
-            check_consume_queues(root, &log, &mut r).map(|()| r)
-        });
-        let index = s.spawn(|| {
-            let mut r = VerifyReport::default();
-            check_index(root, &log, hash_slot_num, index_num, &mut r).map(|()| r)
-        });
-        let mut r = VerifyReport::default();
-        scan_commit_log(&log, &mut r, progress);
-        (r, join_check(cq), join_check(index))
-    });
-    for part in [cq?, index?] {
-        report.cq_units += part.cq_units;
-        report.index_entries += part.index_entries;
-        report.not_checked += part.not_checked;
-        report.problems.extend(part.problems);
+    let mut report = VerifyReport::default();
+    let (mut names, mut sources) = consume_queue_sources(root)?;
+    let (index_names, index) = index_sources(root, hash_slot_num, index_num, &mut report)?;
+    names.index_files = index_names.index_files;
+    sources.extend(index);
+    let mut pointers = Pointers::new(names, sources, &log, &mut report);
+    scan_commit_log(&log, &mut report, progress, &mut pointers);
+    pointers.finish(&log, &mut report);
+    if let Some(e) = pointers.failed.take() {
+        return Err(e);
     }
     progress.store(end - start, Ordering::Relaxed);
     Ok(report)
 }
 
-fn join_check(
-    handle: std::thread::ScopedJoinHandle<'_, Result<VerifyReport>>,
-) -> Result<VerifyReport> {
-    handle
-        .join()
-        .unwrap_or_else(|_| Err(StoreError::internal("a verification thread panicked")))
-}
-
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn scan_commit_log(log: &CommitLog, report: &mut VerifyReport, progress: &AtomicU64) {
+fn scan_commit_log(
+    log: &CommitLog,
+    report: &mut VerifyReport,
+    progress: &AtomicU64,
+    pointers: &mut Pointers,
+) {
     let (start, end, segment) = (log.start, log.end, log.segment);
     let mut off = start;
     let mut published = start;
@@ -255,7 +253,8 @@ fn scan_commit_log(log: &CommitLog, report: &mut VerifyReport, progress: &Atomic
         match parse_valid_record(buf, off, false) {
             Parsed::Record(v) => {
                 // The view's ranges lie inside `buf` (the parser checked them).
-                let body = buf.get(v.body.clone()).unwrap_or_default();
+                let rec = buf.get(..v.total_size).unwrap_or_default();
+                let body = rec.get(v.body.clone()).unwrap_or_default();
                 let crc = body_crc(body);
                 if crc != v.body_crc {
                     report.problems.push((
@@ -271,6 +270,7 @@ fn scan_commit_log(log: &CommitLog, report: &mut VerifyReport, progress: &Atomic
                 }
                 report.records += 1;
                 report.bytes += v.total_size as u64;
+                pointers.check_record(off, &v, rec, log, report);
                 off += v.total_size as u64;
             }
             Parsed::Blank => off = next_file,
@@ -286,11 +286,386 @@ fn scan_commit_log(log: &CommitLog, report: &mut VerifyReport, progress: &Atomic
     }
 }
 
-fn check_consume_queues(root: &Path, log: &CommitLog, report: &mut VerifyReport) -> Result<()> {
+/// What a queue unit or an index entry says about the record it points at.
+#[derive(Clone, Copy)]
+enum Claim {
+    /// Unit `queue_offset` of queue `queue_id` of topic `topics[topic]`.
+    Unit {
+        topic: usize,
+        queue_id: i32,
+        queue_offset: u64,
+        size: i32,
+    },
+    /// Entry `entry` of index file `files[file]`.
+    Entry {
+        file: usize,
+        entry: usize,
+        hash: i32,
+    },
+}
+
+/// A queue unit or an index entry to check at CommitLog offset `phy`.
+#[derive(Clone, Copy)]
+struct Pointer {
+    phy: u64,
+    claim: Claim,
+}
+
+/// One queue's files, or one index file: its pointers, in file order.
+enum Source {
+    /// A queue's files are mapped one at a time (a store may hold more
+    /// files than a process may map at once).
+    Queue {
+        topic: usize,
+        queue_id: i32,
+        files: Vec<(u64, PathBuf)>,
+        file: usize,
+        map: Option<Mmap>,
+        unit: usize,
+    },
+    Index {
+        file: usize,
+        map: Mmap,
+        first: usize,
+        count: usize,
+        entry: usize,
+    },
+}
+
+impl Source {
+    /// The next unit or entry of this source that points into the checked
+    /// range; ones that point elsewhere or cannot point anywhere are
+    /// counted or reported here. A file that cannot be read ends the
+    /// source and sets `failed`.
+    fn next(
+        &mut self,
+        names: &Names,
+        log: &CommitLog,
+        report: &mut VerifyReport,
+        failed: &mut Option<StoreError>,
+    ) -> Option<Pointer> {
+        match self {
+            Source::Queue {
+                topic,
+                queue_id,
+                files,
+                file,
+                map,
+                unit,
+            } => loop {
+                let (base, path) = files.get(*file)?;
+                let base = *base;
+                if map.is_none() {
+                    match map_file(path) {
+                        Ok(Some(m)) => *map = Some(m),
+                        Ok(None) => {
+                            *file += 1;
+                            continue;
+                        }
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                            *file = files.len();
+                            return None;
+                        }
+                    }
+                }
+                let at = *unit * CQ_UNIT_SIZE;
+                let decoded = map
+                    .as_ref()
+                    .and_then(|m| m.get(at..at + CQ_UNIT_SIZE))
+                    .and_then(CqUnit::decode);
+                let Some(u) =
+                    decoded.filter(|u| !(u.phy_offset == 0 && u.size == 0 && u.tags_code == 0))
+                else {
+                    // End of this file's data.
+                    *file += 1;
+                    *map = None;
+                    *unit = 0;
+                    continue;
+                };
+                *unit += 1;
+                if u.is_pre_blank() {
+                    continue;
+                }
+                let queue_offset = (base + at as u64) / CQ_UNIT_SIZE as u64;
+                if u.phy_offset < 0 || u.size <= 0 {
+                    report.problems.push((
+                        None,
+                        format!(
+                            "{}: invalid unit (offset {}, size {})",
+                            unit_name(&names.topics[*topic], *queue_id, queue_offset),
+                            u.phy_offset,
+                            u.size
+                        ),
+                    ));
+                    continue;
+                }
+                let phy = u.phy_offset as u64;
+                if phy < log.start || phy >= log.end {
+                    report.not_checked += 1;
+                    continue;
+                }
+                report.cq_units += 1;
+                return Some(Pointer {
+                    phy,
+                    claim: Claim::Unit {
+                        topic: *topic,
+                        queue_id: *queue_id,
+                        queue_offset,
+                        size: u.size,
+                    },
+                });
+            },
+            Source::Index {
+                file,
+                map,
+                first,
+                count,
+                entry,
+            } => loop {
+                let j = *entry;
+                if j >= *count {
+                    return None;
+                }
+                *entry += 1;
+                let at = *first + j * INDEX_ENTRY_SIZE;
+                let (Some(hash), Some(phy), Some(prev)) =
+                    (be_i32(map, at), be_i64(map, at + 4), be_i32(map, at + 16))
+                else {
+                    *entry = *count;
+                    return None;
+                };
+                if phy < 0 || (phy as u64) < log.start || phy as u64 >= log.end {
+                    report.not_checked += 1;
+                    continue;
+                }
+                report.index_entries += 1;
+                if prev < 0 || prev as usize >= j {
+                    report.problems.push((
+                        Some(phy as u64),
+                        format!(
+                            "{}: previous entry {prev} is not before it",
+                            entry_name(&names.index_files[*file], j)
+                        ),
+                    ));
+                    continue;
+                }
+                return Some(Pointer {
+                    phy: phy as u64,
+                    claim: Claim::Entry {
+                        file: *file,
+                        entry: j,
+                        hash,
+                    },
+                });
+            },
+        }
+    }
+}
+
+/// Topic and index file names, for the messages.
+#[derive(Default)]
+struct Names {
+    topics: Vec<String>,
+    index_files: Vec<String>,
+}
+
+fn unit_name(topic: &str, queue_id: i32, queue_offset: u64) -> String {
+    format!("ConsumeQueue {topic}/{queue_id}@{queue_offset}")
+}
+
+fn entry_name(file: &str, entry: usize) -> String {
+    format!("index file {file} entry {entry}")
+}
+
+/// Every source's pointers, merged into CommitLog order.
+struct Pointers {
+    names: Names,
+    /// The first queue file that could not be read.
+    failed: Option<StoreError>,
+    sources: Vec<Source>,
+    /// Each source's next pointer, and the offset of its previous one.
+    next: Vec<(Option<Pointer>, u64)>,
+    /// `(offset, source)` of each source's next in-order pointer.
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+    /// Key hashes of the record they were last computed for.
+    hashes: (Option<u64>, Vec<i32>),
+}
+
+impl Pointers {
+    fn new(names: Names, sources: Vec<Source>, log: &CommitLog, report: &mut VerifyReport) -> Self {
+        let n = sources.len();
+        let mut p = Self {
+            names,
+            failed: None,
+            sources,
+            next: vec![(None, 0); n],
+            heap: BinaryHeap::with_capacity(n),
+            hashes: (None, Vec::new()),
+        };
+        for i in 0..n {
+            if let Some(phy) = p.advance(i, log, report) {
+                p.heap.push(Reverse((phy, i)));
+            }
+        }
+        p
+    }
+
+    /// Moves source `i` to its next pointer that does not go back in
+    /// CommitLog order, and returns that pointer's offset; those that do go
+    /// back are checked on their own.
+    fn advance(&mut self, i: usize, log: &CommitLog, report: &mut VerifyReport) -> Option<u64> {
+        let last = self.next[i].1;
+        while let Some(p) = self.sources[i].next(&self.names, log, report, &mut self.failed) {
+            if p.phy >= last {
+                self.next[i] = (Some(p), p.phy);
+                return Some(p.phy);
+            }
+            self.check_alone(p, log, report);
+        }
+        self.next[i].0 = None;
+        None
+    }
+
+    /// Pops the next pointer below `below`.
+    fn pop_below(
+        &mut self,
+        below: u64,
+        log: &CommitLog,
+        report: &mut VerifyReport,
+    ) -> Option<Pointer> {
+        let &Reverse((phy, i)) = self.heap.peek()?;
+        if phy >= below {
+            return None;
+        }
+        let p = self.next[i].0.take();
+        // The top stays source `i` until it is replaced here.
+        match self.advance(i, log, report) {
+            Some(next) => {
+                if let Some(mut top) = self.heap.peek_mut() {
+                    *top = Reverse((next, i));
+                }
+            }
+            None => {
+                self.heap.pop();
+            }
+        }
+        p
+    }
+
+    /// Checks the pointers up to `off`, where the scan found the valid
+    /// record `v` (bytes `rec`).
+    fn check_record(
+        &mut self,
+        off: u64,
+        v: &RecordView,
+        rec: &[u8],
+        log: &CommitLog,
+        report: &mut VerifyReport,
+    ) {
+        while let Some(p) = self.pop_below(off, log, report) {
+            self.check_alone(p, log, report);
+        }
+        while let Some(p) = self.pop_below(off + 1, log, report) {
+            self.check(p, Ok((v, rec)), report);
+        }
+    }
+
+    /// Checks the pointers the scan did not reach.
+    fn finish(&mut self, log: &CommitLog, report: &mut VerifyReport) {
+        while let Some(p) = self.pop_below(u64::MAX, log, report) {
+            self.check_alone(p, log, report);
+        }
+    }
+
+    fn check_alone(&mut self, p: Pointer, log: &CommitLog, report: &mut VerifyReport) {
+        let found = log.record(p.phy);
+        self.check(
+            p,
+            found.as_ref().map(|(v, rec)| (v, *rec)).map_err(|e| *e),
+            report,
+        );
+    }
+
+    /// Checks pointer `p` against what lies at its offset.
+    fn check(
+        &mut self,
+        p: Pointer,
+        found: std::result::Result<(&RecordView, &[u8]), &'static str>,
+        report: &mut VerifyReport,
+    ) {
+        let problem = match p.claim {
+            Claim::Unit {
+                topic,
+                queue_id,
+                queue_offset,
+                size,
+            } => {
+                let topic = &self.names.topics[topic];
+                let what = || unit_name(topic, queue_id, queue_offset);
+                match found {
+                    Err(reason) => Some(format!("{} points at no valid record ({reason})", what())),
+                    Ok((v, rec)) => {
+                        if v.total_size as i64 != size as i64 {
+                            Some(format!(
+                                "{} says size {size}, the record has {}",
+                                what(),
+                                v.total_size
+                            ))
+                        } else if &rec[v.topic.clone()] != topic.as_bytes()
+                            || v.queue_id != queue_id
+                        {
+                            Some(format!(
+                                "{} points at a record of {}/{}",
+                                what(),
+                                String::from_utf8_lossy(&rec[v.topic.clone()]),
+                                v.queue_id
+                            ))
+                        } else if v.queue_offset as u64 != queue_offset {
+                            Some(format!(
+                                "{} points at a record with queue offset {}",
+                                what(),
+                                v.queue_offset
+                            ))
+                        } else {
+                            None
+                        }
+                    }
+                }
+            }
+            Claim::Entry { file, entry, hash } => {
+                let what = || entry_name(&self.names.index_files[file], entry);
+                match found {
+                    Err(reason) => Some(format!("{} points at no valid record ({reason})", what())),
+                    Ok((v, rec)) => {
+                        if self.hashes.0 != Some(p.phy) {
+                            self.hashes.1.clear();
+                            record_key_hashes(v, rec, &mut self.hashes.1);
+                            self.hashes.0 = Some(p.phy);
+                        }
+                        if self.hashes.1.contains(&hash) {
+                            None
+                        } else {
+                            Some(format!("{}: no key of the record has hash {hash}", what()))
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(problem) = problem {
+            report.problems.push((Some(p.phy), problem));
+        }
+    }
+}
+
+/// One source per queue, with its files mapped.
+fn consume_queue_sources(root: &Path) -> Result<(Names, Vec<Source>)> {
+    let mut names = Names::default();
+    let mut sources = Vec::new();
     let cq_root = root.join("consumequeue");
     let topics = match std::fs::read_dir(&cq_root) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((names, sources)),
         Err(e) => return Err(StoreError::io(format!("list {}", cq_root.display()), e)),
     };
     let mut topic_dirs: Vec<_> = topics.filter_map(|e| e.ok()).map(|e| e.path()).collect();
@@ -306,30 +681,20 @@ fn check_consume_queues(root: &Path, log: &CommitLog, report: &mut VerifyReport)
         if !topic_dir.is_dir() {
             continue;
         }
+        let t = names.topics.len();
+        names.topics.push(topic);
         for (queue_id, queue_dir) in numbered_files_dirs(&topic_dir)? {
-            for (base, path) in numbered_files(&queue_dir)? {
-                let Some(map) = map_file(&path)? else {
-                    continue;
-                };
-                let units = map.len() / CQ_UNIT_SIZE;
-                for i in 0..units {
-                    let at = i * CQ_UNIT_SIZE;
-                    let Some(unit) = map.get(at..at + CQ_UNIT_SIZE).and_then(CqUnit::decode) else {
-                        break;
-                    };
-                    if unit.phy_offset == 0 && unit.size == 0 && unit.tags_code == 0 {
-                        break; // end of this file's data
-                    }
-                    if unit.is_pre_blank() {
-                        continue;
-                    }
-                    let queue_offset = (base + at as u64) / CQ_UNIT_SIZE as u64;
-                    check_unit(log, report, &topic, queue_id, queue_offset, &unit);
-                }
-            }
+            sources.push(Source::Queue {
+                topic: t,
+                queue_id,
+                files: numbered_files(&queue_dir)?,
+                file: 0,
+                map: None,
+                unit: 0,
+            });
         }
     }
-    Ok(())
+    Ok((names, sources))
 }
 
 fn numbered_files_dirs(dir: &Path) -> Result<Vec<(i32, std::path::PathBuf)>> {
@@ -352,80 +717,21 @@ fn numbered_files_dirs(dir: &Path) -> Result<Vec<(i32, std::path::PathBuf)>> {
     Ok(out)
 }
 
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn check_unit(
-    log: &CommitLog,
-    report: &mut VerifyReport,
-    topic: &str,
-    queue_id: i32,
-    queue_offset: u64,
-    unit: &CqUnit,
-) {
-    let where_ = || format!("ConsumeQueue {topic}/{queue_id}@{queue_offset}");
-    if unit.phy_offset < 0 || unit.size <= 0 {
-        report.problems.push((
-            None,
-            format!(
-                "{}: invalid unit (offset {}, size {})",
-                where_(),
-                unit.phy_offset,
-                unit.size
-            ),
-        ));
-        return;
-    }
-    let phy = unit.phy_offset as u64;
-    if phy < log.start || phy >= log.end {
-        report.not_checked += 1;
-        return;
-    }
-    report.cq_units += 1;
-    let problem = match log.record(phy) {
-        Err(reason) => Some(format!("{} points at no valid record ({reason})", where_())),
-        Ok((v, rec)) => {
-            if v.total_size as i64 != unit.size as i64 {
-                Some(format!(
-                    "{} says size {}, the record has {}",
-                    where_(),
-                    unit.size,
-                    v.total_size
-                ))
-            } else if rec.get(v.topic.clone()) != Some(topic.as_bytes()) || v.queue_id != queue_id {
-                Some(format!(
-                    "{} points at a record of {}/{}",
-                    where_(),
-                    String::from_utf8_lossy(rec.get(v.topic.clone()).unwrap_or_default()),
-                    v.queue_id
-                ))
-            } else if v.queue_offset as u64 != queue_offset {
-                Some(format!(
-                    "{} points at a record with queue offset {}",
-                    where_(),
-                    v.queue_offset
-                ))
-            } else {
-                None
-            }
-        }
-    };
-    if let Some(p) = problem {
-        report.problems.push((Some(phy), p));
-    }
-}
-
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn check_index(
+/// One source per index file of the expected size; files of another size
+/// are reported.
+fn index_sources(
     root: &Path,
-    log: &CommitLog,
     slots: usize,
     num: usize,
     report: &mut VerifyReport,
-) -> Result<()> {
+) -> Result<(Names, Vec<Source>)> {
     let Some(size) = crate::index_file::index_file_size(slots, num) else {
         return Err(StoreError::InvalidArgument(
             "index geometry too large".into(),
         ));
     };
+    let mut names = Names::default();
+    let mut sources = Vec::new();
     for (_, path) in numbered_files(&root.join("index"))? {
         let name = path
             .file_name()
@@ -446,88 +752,67 @@ fn check_index(
             continue;
         }
         let count = be_i32(&map, 36).unwrap_or(0).max(0) as usize;
-        let first = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE;
-        for j in 1..count.min(num) {
-            let at = first + j * INDEX_ENTRY_SIZE;
-            let (Some(hash), Some(phy), Some(prev)) = (
-                be_i32(&map, at),
-                be_i64(&map, at + 4),
-                be_i32(&map, at + 16),
-            ) else {
-                break;
-            };
-            if phy < 0 || (phy as u64) < log.start || phy as u64 >= log.end {
-                report.not_checked += 1;
-                continue;
-            }
-            report.index_entries += 1;
-            let phy = phy as u64;
-            let what = format!("index file {name} entry {j}");
-            if prev < 0 || prev as usize >= j {
-                report.problems.push((
-                    Some(phy),
-                    format!("{what}: previous entry {prev} is not before it"),
-                ));
-                continue;
-            }
-            match log.record(phy) {
-                Err(reason) => report.problems.push((
-                    Some(phy),
-                    format!("{what} points at no valid record ({reason})"),
-                )),
-                Ok((v, rec)) => {
-                    if !record_has_key_hash(&v, rec, hash) {
-                        report.problems.push((
-                            Some(phy),
-                            format!("{what}: no key of the record has hash {hash}"),
-                        ));
-                    }
-                }
-            }
-        }
+        sources.push(Source::Index {
+            file: names.index_files.len(),
+            first: INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE,
+            count: count.min(num),
+            // Entry 0 is unused.
+            entry: 1,
+            map,
+        });
+        names.index_files.push(name);
     }
-    Ok(())
+    Ok((names, sources))
 }
 
+/// Appends to `out` the index hash of each key of the record (bytes `rec`):
+/// `topic#UNIQ_KEY`, and `topic#KEY` for each of its first `KEYS`.
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn record_has_key_hash(v: &RecordView, rec: &[u8], hash: i32) -> bool {
-    let Some(Ok(topic)) = rec.get(v.topic.clone()).map(std::str::from_utf8) else {
-        return false;
-    };
+fn record_key_hashes(v: &RecordView, rec: &[u8], out: &mut Vec<i32>) {
+    let topic = rec.get(v.topic.clone()).unwrap_or_default();
+    if !topic.is_ascii() && std::str::from_utf8(topic).is_err() {
+        return;
+    }
     let mut keys_seen = false;
     for (name, value) in iter_properties(rec.get(v.properties.clone()).unwrap_or_default()) {
-        let Ok(value) = std::str::from_utf8(value) else {
-            continue;
+        let keys = match name {
+            b"UNIQ_KEY" => false,
+            b"KEYS" if !keys_seen => true,
+            _ => continue,
         };
-        match name {
-            b"UNIQ_KEY" if key_hash(topic, value) == hash => return true,
-            b"KEYS" if !keys_seen => {
-                keys_seen = true;
-                for k in value.split(' ').filter(|k| !k.is_empty()) {
-                    if key_hash(topic, k) == hash {
-                        return true;
-                    }
-                }
+        if !value.is_ascii() && std::str::from_utf8(value).is_err() {
+            continue;
+        }
+        if keys {
+            keys_seen = true;
+            for k in value.split(|&b| b == b' ').filter(|k| !k.is_empty()) {
+                out.push(key_hash(topic, k));
             }
-            _ => {}
+        } else {
+            out.push(key_hash(topic, value));
         }
     }
-    false
 }
 
 /// [`index_key_hash`] of [`build_key`]`(topic, key)`, without building
-/// the key.
-fn key_hash(topic: &str, key: &str) -> i32 {
+/// the key; both are valid UTF-8.
+fn key_hash(topic: &[u8], key: &[u8]) -> i32 {
     let h = if topic.is_ascii() && key.is_ascii() {
         // One UTF-16 unit per byte.
         let step = |h: i32, &b: &u8| h.wrapping_mul(31).wrapping_add(i32::from(b));
-        let h = topic.as_bytes().iter().fold(0i32, step);
-        key.as_bytes().iter().fold(step(h, &b'#'), step)
+        let h = topic.iter().fold(0i32, step);
+        key.iter().fold(step(h, &b'#'), step)
     } else {
-        topic
-            .encode_utf16()
+        let utf16 = |b: &[u8]| {
+            std::str::from_utf8(b)
+                .unwrap_or_default()
+                .encode_utf16()
+                .collect::<Vec<u16>>()
+        };
+        utf16(topic)
+            .into_iter()
             .chain(std::iter::once(u16::from(b'#')))
-            .chain(key.encode_utf16())
+            .chain(utf16(key))
             .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)))
     };
     let h = h.wrapping_abs();
@@ -561,15 +846,20 @@ pub fn index_file_geometry(data: &[u8]) -> Option<(usize, usize)> {
     if size <= INDEX_HEADER_SIZE {
         return None;
     }
-    let end_phy = data.get(24..32)?;
+    let end_phy: [u8; 8] = data.get(24..32)?.try_into().ok()?;
     let count = be_i32(data, 36)?;
     if count < 2 || end_phy == [0u8; 8] {
         return None;
     }
     let last = (count - 1) as usize;
-    let mut from = INDEX_HEADER_SIZE;
-    while let Some(found) = find(data, end_phy, from) {
-        from = found + 1;
+    // Entry `last` holds the offset at `INDEX_HEADER_SIZE + slots * 4 +
+    // last * 20 + 4` with at least one slot: only those positions (4 apart
+    // from the first one) can be it.
+    let mut from = last
+        .checked_mul(INDEX_ENTRY_SIZE)?
+        .checked_add(INDEX_HEADER_SIZE + HASH_SLOT_SIZE + 4)?;
+    while let Some(found) = find_aligned(data, end_phy, from, HASH_SLOT_SIZE) {
+        from = found + HASH_SLOT_SIZE;
         let Some(entry) = found.checked_sub(4) else {
             continue;
         };
@@ -605,11 +895,13 @@ pub fn index_file_geometry(data: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
-fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    hay.get(from..)?
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .map(|i| i + from)
+/// The first position `from + k * step` at which `needle` lies in `hay`.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+fn find_aligned(hay: &[u8], needle: [u8; 8], from: usize, step: usize) -> Option<usize> {
+    let last = hay.len().checked_sub(needle.len())?;
+    (from..=last)
+        .step_by(step)
+        .find(|&at| hay.get(at..at + 8).is_some_and(|w| w == needle))
 }
 
 /// The index geometry `(max_hash_slot_num, max_index_num)` to open the
@@ -706,18 +998,6 @@ mod tests {
     use super::*;
     use crate::index_file::{build_key, index_key_hash};
 
-    /// A panicking check is an engine bug (`Internal`, asking for a
-    /// report), not a bad argument of the caller.
-    #[test]
-    fn a_panicking_check_is_an_internal_error() {
-        let err = std::thread::scope(|s| {
-            join_check(s.spawn(|| -> Result<VerifyReport> { panic!("check failed") }))
-        })
-        .unwrap_err();
-        assert!(matches!(err, StoreError::Internal(_)), "{err:?}");
-        assert!(err.to_string().contains("please report this bug"), "{err}");
-    }
-
     #[test]
     fn geometry_of_a_file_without_keys_is_unknown() {
         assert_eq!(index_file_geometry(&[0u8; 100]), None);
@@ -726,7 +1006,10 @@ mod tests {
     #[test]
     fn key_hash_is_the_index_hash_of_the_built_key() {
         for (t, k) in [("orders", "key-1"), ("t", ""), ("é", "ключ"), ("a", "b c")] {
-            assert_eq!(key_hash(t, k), index_key_hash(&build_key(t, k)));
+            assert_eq!(
+                key_hash(t.as_bytes(), k.as_bytes()),
+                index_key_hash(&build_key(t, k))
+            );
         }
     }
 
@@ -752,6 +1035,23 @@ mod tests {
             detect_index_geometry(dir.path(), Some(7), None).unwrap(),
             (Some(7), Some(30))
         );
+    }
+
+    #[test]
+    fn geometry_is_read_for_small_and_large_slot_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        for (slots, num, keys) in [(1, 4, 3), (2, 9, 8), (13, 40, 2), (500, 64, 40)] {
+            let path = dir.path().join(format!("{slots}-{num}"));
+            let f = crate::index_file::IndexFile::create(&path, slots, num, 0, 0).unwrap();
+            for i in 0..keys {
+                assert!(f
+                    .put_key(&format!("t#k{i}"), 4096 + 97 * i, 1_000_000)
+                    .unwrap());
+            }
+            drop(f);
+            let data = std::fs::read(&path).unwrap();
+            assert_eq!(index_file_geometry(&data), Some((slots, num)));
+        }
     }
 
     #[test]

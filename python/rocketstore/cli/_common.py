@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import logging
@@ -192,7 +191,7 @@ def _segment_size(store: MessageStore) -> int:
 
 
 def _report_dict(report: RecoveryReport | None) -> dict[str, Any] | None:
-    return None if report is None else dataclasses.asdict(report)
+    return None if report is None else report.as_dict()
 
 
 def _human_bytes(n: float) -> str:

@@ -1,104 +1,125 @@
 """Recovery: bring a store back to a consistent state when it is opened.
 
-The CommitLog is judged first, before anything is written — from its
-third-last file after a clean stop ("normal"), or, when the abort file says
-the last writer died ("abnormal"), from the file the checkpoint points at.
-Invalid data past the durable mark (the checkpoint's record of what was
-flushed) is a torn tail: cut and zeroed, so a later crash can never bring a
-stale record back. Invalid data inside durable data that intact records
-follow is damage: the open refuses with ``CorruptedError`` and changes
-nothing, unless damaged records are to be skipped (``on_corruption="skip"``,
-``rocketstore repair``). Then the consume queues: units pointing past the
-recovered end go, holes are rebuilt from the CommitLog between their good
-neighbours; an abnormal recovery re-dispatches every valid record to the
-queues and the index; index files newer than the index checkpoint are
-rebuilt from the oldest destroyed file's first offset, so no key is lost.
-Stored consumer offsets are finally clamped to the recovered queue ends. The
-scans run in the engine (docs/format.md §15); this service runs them in order
-and reports what they did.
+Opening the engine store (``NativeStore``) takes the writer lock and maps the
+files; it changes nothing else on disk. :meth:`RecoveryService.recover` then
+runs the engine's recovery steps in order, as RocketMQ 4.9.8's
+``DefaultMessageStore.recover()`` does (recover the consume queues, recover
+the CommitLog normally or abnormally, rebuild the topic queue table), with
+the steps this store adds. The engine enforces the order: a step called out
+of order raises :class:`~rocketstore.errors.RecoveryOrderError`, and the
+store refuses puts and reads until the last step ran. Each step returns a
+typed report (a class of ``rocketstore._native``).
+
+1. File sizes: a newest file shorter than its segment size (a crash while it
+   was created) is extended with zeros; a missing checkpoint is created.
+2. Damage rule: the checkpoint's durable mark (what was flushed) tells a
+   torn tail from damage. Invalid data past it is a torn tail, cut and
+   zeroed, so a later crash can never bring a stale record back. Invalid
+   data inside durable data that intact records follow is damage: the open
+   refuses with ``CorruptedError`` and changes nothing, unless damaged
+   records are to be skipped (``on_corruption="skip"``, ``rocketstore
+   repair``).
+3. The CommitLog scan — from its third-last file after a clean stop
+   ("normal"), or, when the abort file says the last writer died
+   ("abnormal"), from the file the checkpoint points at. RocketMQ recovers
+   the consume queues first; here the CommitLog is judged first, so that a
+   refused open has written nothing and the queues' units can be checked
+   against the recovered end.
+4. The consume queues: units pointing past the recovered end go; holes
+   between good units are rebuilt from the CommitLog between their good
+   neighbours (step 5).
+6. Truncation of the CommitLog and the queues past the end.
+7. The index: index files newer than the index checkpoint (after a crash)
+   or holding entries past the end are destroyed and rebuilt from the oldest
+   destroyed file's first offset, so no key is lost.
+8. Re-dispatch: after a crash every valid record scanned goes to the queues
+   and the index again; then what the queues miss.
+9. Stored consumer offsets are clamped to the recovered queue ends.
+10. The queue-offset table (RocketMQ's ``recoverTopicQueueTable``) and the
+    durable mark at the recovered end: the store is recovered.
+
+A read-only open runs the same steps; the engine writes nothing there (it
+finds the ends). The scans run in the engine (docs/format.md §15) with the
+GIL released.
 """
+
 from __future__ import annotations
 
-import dataclasses
 import logging
 
-from rocketstore._native import NativeStore
+from rocketstore._native import NativeStore, RecoveryMode, RecoveryReport
 from rocketstore.config_files import ConsumerOffsets
 
-__all__ = ["RecoveryReport", "RecoveryService"]
+__all__ = ["RecoveryMode", "RecoveryReport", "RecoveryService"]
 
 log = logging.getLogger("rocketstore")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RecoveryReport:
-    """What opening the store found and repaired.
-
-    Attributes:
-        mode: ``"normal"`` (the last writer stopped cleanly) or ``"abnormal"``
-            (it crashed: the abort file was left behind).
-        files_scanned: CommitLog files read. After a clean stop recovery
-            reads only the last three files, after a crash from the file
-            the checkpoint points at: not the whole store.
-        bytes_scanned: bytes of valid records read.
-        records_scanned: valid records read by that scan: the records of the
-            files scanned, not the number of records (or messages) in the
-            store. ``records`` is the older name of this field.
-        end_offset: CommitLog offset just past the last valid record.
-        bytes_truncated: non-zero bytes cut (and zeroed) after the valid end.
-        stop_reason: why the scan stopped before the end of written data, if it did.
-        consume_queues: consume queues loaded.
-        redispatched_records: records dispatched to queues and index during recovery.
-        index_redispatch_from: CommitLog offset the index was rebuilt from, if any.
-        index_redispatched_records: records re-indexed from there.
-        damaged: damaged CommitLog ranges inside durable data that were
-            skipped, as ``(offset, resume_offset, file, reason)``; a range
-            with ``resume_offset == offset`` ended the log (nothing intact
-            followed it).
-        durable_mark: the durable CommitLog offset recovery judged damage by,
-            or ``None`` when the checkpoint had no mark (its
-            physicMsgTimestamp was used).
-        consumer_offsets_clamped: stored consumer offsets that pointed past
-            their queue's recovered end and were lowered to it.
-    """
-
-    mode: str
-    files_scanned: int
-    bytes_scanned: int
-    records_scanned: int
-    end_offset: int
-    bytes_truncated: int
-    stop_reason: str | None
-    consume_queues: int = 0
-    redispatched_records: int = 0
-    index_redispatch_from: int | None = None
-    index_redispatched_records: int = 0
-    damaged: tuple[tuple[int, int, str, str], ...] = ()
-    durable_mark: int | None = None
-    consumer_offsets_clamped: int = 0
-
-    @property
-    def records(self) -> int:
-        """Older name of :attr:`records_scanned` (records read by the scan)."""
-        return self.records_scanned
-
-
 class RecoveryService:
-    """Runs recovery for one opened (locked, loaded) native store."""
+    """Runs recovery for one opened (locked, mapped) native store."""
 
     def __init__(self, native: NativeStore) -> None:
         self._native = native
 
-    def recover(self, check_crc: bool, skip_damaged: bool = False) -> RecoveryReport:
+    def recover(
+        self,
+        check_crc: bool,
+        skip_damaged: bool = False,
+        consumer_offsets: ConsumerOffsets | None = None,
+    ) -> RecoveryReport:
         """Recover and return the report; logs a warning when anything was repaired.
 
         Damage inside durable data raises :class:`CorruptedError` (nothing
         changed) unless ``skip_damaged``; then it is skipped and reported.
+        ``consumer_offsets`` above their queue's recovered end are lowered
+        and the table is written (a writer's recovery).
         """
-        found = self._native.recover(check_crc, skip_damaged)
-        found["records_scanned"] = found.pop("records")
-        found["damaged"] = tuple(tuple(d) for d in found["damaged"])
-        report = RecoveryReport(**found)
+        store = self._native
+        store.check_file_sizes()
+        store.judge_damage(skip_damaged)
+        if store.recovery_mode == RecoveryMode.NORMAL:
+            store.scan_commit_log_normally(check_crc)
+        else:
+            store.scan_commit_log_abnormally(check_crc)
+        store.recover_consume_queues()
+        store.rebuild_queue_holes()
+        store.truncate()
+        store.rebuild_index()
+        store.redispatch()
+        self.clamp_consumer_offsets(consumer_offsets)
+        store.rebuild_queue_offset_table()
+        report = store.recovery_report()
+        self._log(report)
+        return report
+
+    def clamp_consumer_offsets(self, offsets: ConsumerOffsets | None) -> int:
+        """The consumer-offset step: lower stored offsets above their queue's end.
+
+        After recovery cut a queue (a torn tail, lost queue pages), an offset
+        committed above its end would make the group skip the messages new
+        puts write at those offsets. The engine finds them (queues the store
+        holds only); the lowered table is written at once. Returns how many
+        offsets were lowered.
+        """
+        table = {} if offsets is None else offsets.table()
+        lowered = self._native.clamp_consumer_offsets(table).lowered
+        if offsets is None or not lowered:
+            return len(lowered)
+        ends = {(key.split("@", 1)[0], qid): new for key, qid, _old, new in lowered}
+        keep = 1 << 62  # an end no offset reaches: the offset stays
+        for key, qid, old, new in offsets.clamp(lambda topic, qid: ends.get((topic, qid), keep)):
+            log.warning(
+                "recovery: consumer offset of %s queue %d lowered from %d to the queue end %d",
+                key,
+                qid,
+                old,
+                new,
+            )
+        offsets.persist()
+        return len(lowered)
+
+    @staticmethod
+    def _log(report: RecoveryReport) -> None:
         for offset, resume, file, reason in report.damaged:
             log.warning(
                 "recovery: damaged CommitLog data at offset %d in %s (%s); %s",
@@ -109,7 +130,7 @@ class RecoveryService:
                 if resume > offset
                 else "nothing intact follows it",
             )
-        if report.mode == "abnormal" or report.bytes_truncated or report.stop_reason:
+        if report.mode == RecoveryMode.ABNORMAL or report.bytes_truncated or report.stop_reason:
             log.warning(
                 "recovery (%s): valid data ends at %d; %d bytes truncated%s; "
                 "%d records re-dispatched",
@@ -127,38 +148,3 @@ class RecoveryService:
                 report.records_scanned,
                 report.end_offset,
             )
-        return report
-
-    def clamp_consumer_offsets(self, offsets: ConsumerOffsets) -> int:
-        """Lower stored consumer offsets above their queue's recovered end.
-
-        After recovery cut a queue (a torn tail, lost queue pages), an offset
-        committed above its end would make the group skip the messages new
-        puts write at those offsets. The lowered table is written at once.
-        Returns how many offsets were lowered.
-        """
-        native = self._native
-        keep = 1 << 62  # an end no offset reaches: the offset stays
-
-        def end_of(topic: str, queue_id: int) -> int:
-            # Only queues the store holds are clamped; an offset of a queue
-            # without a consume queue (none written yet) is left as it is.
-            try:
-                if queue_id not in native.queue_ids(topic):
-                    return keep
-                return native.get_max_offset_in_queue(topic, queue_id)
-            except (ValueError, OverflowError, TypeError):
-                return keep
-
-        lowered = offsets.clamp(end_of)
-        for key, qid, old, new in lowered:
-            log.warning(
-                "recovery: consumer offset of %s queue %d lowered from %d to the queue end %d",
-                key,
-                qid,
-                old,
-                new,
-            )
-        if lowered:
-            offsets.persist()
-        return len(lowered)

@@ -37,6 +37,7 @@ pub fn python_exception(e: &StoreError) -> &'static str {
         StoreError::Closed => "StoreClosedError",
         StoreError::ReadOnly => "ReadOnlyStoreError",
         StoreError::Internal(_) => "InternalError",
+        StoreError::RecoveryOrder(_) => "RecoveryOrderError",
     }
 }
 

@@ -7,6 +7,7 @@ pub mod config;
 pub mod errors;
 pub mod gil;
 pub mod logbridge;
+pub mod recovery;
 pub mod store;
 pub mod store_base;
 pub mod types;
@@ -150,6 +151,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyMessageExt>()?;
     m.add_class::<store::PyGetResult>()?;
     m.add_class::<arrow::PyArrowStream>()?;
+    recovery::register(m)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;

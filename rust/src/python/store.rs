@@ -27,6 +27,11 @@ use super::args::{
 };
 use super::config::options_from_config;
 use super::gil::{guarded, nogil};
+use super::recovery::{
+    PyCommitLogScanReport, PyConsumeQueueReport, PyConsumerOffsetReport, PyDamageRule,
+    PyFileSizeReport, PyIndexRebuildReport, PyQueueHoleReport, PyQueueOffsetTableReport,
+    PyRecoveryMode, PyRecoveryReport, PyRedispatchReport, PyTruncateReport,
+};
 use super::types::{
     build_properties, build_properties_into, check_queue_id, get_status_obj, parse_host,
     queue_id_arg, PyBatchPutResult, PyMessage, PyMessageExt, PyPutResult, DEFAULT_BORN_HOST,
@@ -275,43 +280,97 @@ impl PyStore {
         })
     }
 
-    /// Finds the end of valid data, cuts anything after it and rebuilds the
-    /// queue-offset table. Returns a report dict.
-    #[pyo3(signature = (check_crc, skip_damaged=false))]
-    fn recover<'py>(
+    // -- recovery steps (crate::recovery; the order is enforced there) ----
+
+    /// How recovery scans the CommitLog: ``RecoveryMode.ABNORMAL`` when the
+    /// abort file says the last writer crashed (never for read-only opens).
+    #[getter]
+    fn recovery_mode(&self) -> PyRecoveryMode {
+        self.store.recovery_mode().into()
+    }
+
+    /// Step 1: extends short newest files, creates or extends the
+    /// checkpoint, removes a short newest index file.
+    fn check_file_sizes(&self, py: Python<'_>) -> PyResult<PyFileSizeReport> {
+        guarded(|| Ok(nogil(py, || self.store.check_file_sizes())?.into()))
+    }
+
+    /// Step 2: the rule telling a torn tail from damage (the durable mark).
+    #[pyo3(signature = (skip_damaged=false))]
+    fn judge_damage(&self, py: Python<'_>, skip_damaged: bool) -> PyResult<PyDamageRule> {
+        guarded(|| Ok(nogil(py, || self.store.judge_damage(skip_damaged))?.into()))
+    }
+
+    /// Step 3 after a clean stop: scans the CommitLog's last three files.
+    fn scan_commit_log_normally(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         check_crc: bool,
-        skip_damaged: bool,
-    ) -> PyResult<Bound<'py, PyDict>> {
+    ) -> PyResult<PyCommitLogScanReport> {
+        guarded(|| Ok(nogil(py, || self.store.scan_commit_log_normally(check_crc))?.into()))
+    }
+
+    /// Step 3 after a crash: scans from the file the checkpoint points at.
+    fn scan_commit_log_abnormally(
+        &self,
+        py: Python<'_>,
+        check_crc: bool,
+    ) -> PyResult<PyCommitLogScanReport> {
+        guarded(|| Ok(nogil(py, || self.store.scan_commit_log_abnormally(check_crc))?.into()))
+    }
+
+    /// Step 4: every consume queue keeps its good units, cut past the last.
+    fn recover_consume_queues(&self, py: Python<'_>) -> PyResult<PyConsumeQueueReport> {
+        guarded(|| Ok(nogil(py, || self.store.recover_consume_queues())?.into()))
+    }
+
+    /// Step 5: rebuilds the queue units between good ones from the CommitLog.
+    fn rebuild_queue_holes(&self, py: Python<'_>) -> PyResult<PyQueueHoleReport> {
+        guarded(|| Ok(nogil(py, || self.store.rebuild_queue_holes())?.into()))
+    }
+
+    /// Step 6: cuts and zeroes the CommitLog and the queues past the end.
+    fn truncate(&self, py: Python<'_>) -> PyResult<PyTruncateReport> {
+        guarded(|| Ok(nogil(py, || self.store.truncate())?.into()))
+    }
+
+    /// Step 7: destroys stale index files and re-indexes from the oldest.
+    fn rebuild_index(&self, py: Python<'_>) -> PyResult<PyIndexRebuildReport> {
+        guarded(|| Ok(nogil(py, || self.store.rebuild_index())?.into()))
+    }
+
+    /// Step 8: re-dispatches the scanned records (after a crash) and what
+    /// the queues miss.
+    fn redispatch(&self, py: Python<'_>) -> PyResult<PyRedispatchReport> {
+        guarded(|| Ok(nogil(py, || self.store.redispatch())?.into()))
+    }
+
+    /// Step 9: the stored consumer offsets (``{"topic@group": {queue_id:
+    /// offset}}``) above their queue's recovered end, with that end.
+    fn clamp_consumer_offsets(
+        &self,
+        py: Python<'_>,
+        offsets: std::collections::HashMap<String, std::collections::HashMap<i32, i64>>,
+    ) -> PyResult<PyConsumerOffsetReport> {
         guarded(|| {
-            let store = &self.store;
-            let r = nogil(py, || store.recover(check_crc, skip_damaged))?;
-            let d = PyDict::new(py);
-            d.set_item("mode", r.mode)?;
-            d.set_item("files_scanned", r.files_scanned)?;
-            d.set_item("bytes_scanned", r.bytes_scanned)?;
-            d.set_item("records", r.records)?;
-            d.set_item("end_offset", r.end_offset)?;
-            d.set_item("bytes_truncated", r.bytes_truncated)?;
-            d.set_item("stop_reason", r.stop_reason)?;
-            d.set_item("consume_queues", r.consume_queues)?;
-            d.set_item("redispatched_records", r.redispatched_records)?;
-            d.set_item("index_redispatch_from", r.index_redispatch_from)?;
-            d.set_item("index_redispatched_records", r.index_redispatched_records)?;
-            let damaged = PyList::empty(py);
-            for x in &r.damaged {
-                damaged.append((
-                    x.offset,
-                    x.end,
-                    x.file.to_string_lossy().into_owned(),
-                    x.reason.clone(),
-                ))?;
-            }
-            d.set_item("damaged", damaged)?;
-            d.set_item("durable_mark", r.durable_mark)?;
-            Ok(d)
+            let mut entries: Vec<(String, i32, i64)> = offsets
+                .into_iter()
+                .flat_map(|(k, q)| q.into_iter().map(move |(qid, off)| (k.clone(), qid, off)))
+                .collect();
+            entries.sort();
+            Ok(nogil(py, || self.store.clamp_consumer_offsets(&entries))?.into())
         })
+    }
+
+    /// Step 10: the queue-offset table and the durable mark; the store is
+    /// recovered.
+    fn rebuild_queue_offset_table(&self, py: Python<'_>) -> PyResult<PyQueueOffsetTableReport> {
+        guarded(|| Ok(nogil(py, || self.store.rebuild_queue_offset_table())?.into()))
+    }
+
+    /// What the recovery found and did (after its last step).
+    fn recovery_report(&self) -> PyResult<PyRecoveryReport> {
+        guarded(|| Ok(self.store.recovery_report()?.into()))
     }
 
     /// Puts one message given as arguments (no `Message` object needed).
