@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from media import MEDIA, bench_base
 
 from rocketstore import FlushDiskType, MessageStore, StoreConfig
 
-#: The media every throughput benchmark runs on, side by side.
-MEDIA = ("tmpfs", "disk")
-
-
-def bench_base(medium: str = "tmpfs") -> str | None:
-    """Where stores live.
-
-    ``tmpfs``: ROCKETSTORE_BENCH_DIR, else /dev/shm, else the temp dir (no
-    kernel writeback re-protecting mapped pages mid-measurement: the library's
-    own cost). ``disk``: ROCKETSTORE_DISK_BENCH_DIR, else the temp dir (what a
-    user meets).
-    """
-    if medium == "disk":
-        return os.environ.get("ROCKETSTORE_DISK_BENCH_DIR") or tempfile.gettempdir()
-    env = os.environ.get("ROCKETSTORE_BENCH_DIR")
-    if env:
-        return env
-    return "/dev/shm" if Path("/dev/shm").is_dir() else None
+__all__ = ["MEDIA", "bench_base"]
 
 
 @pytest.fixture(params=MEDIA)

@@ -380,6 +380,18 @@ fn run(shared: &Shared, queue: &MappedFileQueue, window: usize) {
             let wrote = f.wrote_position();
             let target = (wrote + window).min(f.file_size());
             upto = upto.max(wrote);
+            // Only reserved pages are prefaulted: keep the reservation a
+            // window ahead too, so the prefaulting never stops at the end of
+            // the writer's chunk (where the writer would reserve the next one
+            // itself and then fault on every fresh page). A failure (a full
+            // disk) is the writer's to report; this thread retries later.
+            // Only once the writer has reserved in this file itself: a file
+            // just opened (recovery has not yet set its write position, so
+            // it looks full) is left alone, as are its blocks.
+            let reserved = f.reserved();
+            if reserved > 0 && reserved < target && wrote < f.file_size() {
+                let _ = f.reserve_ahead(wrote + 2 * window);
+            }
             // Work in large steps only: chasing every few appended bytes would
             // turn this thread into a busy loop of tiny madvise calls.
             if upto < target && (target - upto >= step / 2 || target == f.file_size()) {

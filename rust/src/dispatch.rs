@@ -445,6 +445,10 @@ pub fn is_no_space(e: &StoreError) -> bool {
         if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)))
 }
 
+/// How long the dispatch thread naps, unwakeable, when it has caught up,
+/// before it sleeps until a put wakes it.
+const NAP: Duration = Duration::from_micros(200);
+
 /// The dispatch loop thread.
 pub struct DispatchThread {
     stop: Arc<AtomicBool>,
@@ -464,6 +468,7 @@ impl DispatchThread {
             .name("rocketstore-reput".into())
             .spawn(move || {
                 let mut failed = false;
+                let mut napped = false;
                 while !s.load(Ordering::Acquire) {
                     match d.dispatch_once(DEFAULT_STEP_BYTES) {
                         Ok(st) => {
@@ -472,7 +477,17 @@ impl DispatchThread {
                                     "dispatch goes on: disk space was found after {n} attempts"
                                 );
                             }
-                            if st.records == 0 {
+                            if st.records > 0 {
+                                napped = false;
+                            } else if !napped {
+                                // Caught up: first a short nap that puts do
+                                // not end, so a steady stream of puts pays no
+                                // wake-up (a futex call) per put; reads in
+                                // this process dispatch for themselves.
+                                std::thread::sleep(NAP);
+                                napped = true;
+                            } else {
+                                // Still nothing: sleep until a put wakes us.
                                 d.sleep_until_woken(Duration::from_millis(1));
                             }
                         }

@@ -544,7 +544,26 @@ impl MappedFile {
             .min(self.file_size);
         let file = self.reopen()?;
         reserve_range(&file, have, target, &self.path)?;
-        self.reserved.store(target, Ordering::Release);
+        // fetch_max: the prefault thread may have reserved further meanwhile.
+        self.reserved.fetch_max(target, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Reserves blocks so that `[0, end)` may be written, from a background
+    /// thread (the prefaulter, keeping ahead of the writer so that the
+    /// writer neither reserves nor waits for it). Takes no write lock: a
+    /// reservation of a range already reserved changes nothing, and the
+    /// reserved mark only grows. On failure nothing is marked; the writer
+    /// reserves for itself and refuses its put with a status if that fails.
+    pub fn reserve_ahead(&self, end: usize) -> Result<()> {
+        let end = end.next_multiple_of(OS_PAGE_SIZE).min(self.file_size);
+        let have = self.reserved.load(Ordering::Acquire);
+        if end <= have || !self.writable || self.transient {
+            return Ok(());
+        }
+        let file = self.reopen()?;
+        reserve_range(&file, have, end, &self.path)?;
+        self.reserved.fetch_max(end, Ordering::AcqRel);
         Ok(())
     }
 

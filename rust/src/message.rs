@@ -409,36 +409,36 @@ pub fn encode_blank(dst: &mut [u8], max_blank: usize) {
     dst[4..8].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
 }
 
-#[inline]
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn be_i32(b: &[u8], at: usize) -> Option<i32> {
-    Some(i32::from_be_bytes(*b.get(at..)?.first_chunk()?))
+// One bounds check per field (a slice of fixed length), inlined.
+#[inline(always)]
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    let a: [u8; 4] = b[at..at + 4].try_into().expect("4 bytes");
+    i32::from_be_bytes(a)
 }
 
-#[inline]
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn be_i64(b: &[u8], at: usize) -> Option<i64> {
-    Some(i64::from_be_bytes(*b.get(at..)?.first_chunk()?))
+#[inline(always)]
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let a: [u8; 8] = b[at..at + 8].try_into().expect("8 bytes");
+    i64::from_be_bytes(a)
 }
 
-#[inline]
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn be_i16(b: &[u8], at: usize) -> Option<i16> {
-    Some(i16::from_be_bytes(*b.get(at..)?.first_chunk()?))
+#[inline(always)]
+fn be_i16(b: &[u8], at: usize) -> i16 {
+    let a: [u8; 2] = b[at..at + 2].try_into().expect("2 bytes");
+    i16::from_be_bytes(a)
 }
 
-/// Reads a host (`ip` + port int) at `at`; `None` past the end of `b`.
-#[inline]
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn read_host(b: &[u8], at: usize, v6: bool) -> Option<SocketAddr> {
-    let b = b.get(at..)?;
-    Some(if v6 {
-        let (ip, port) = b.split_first_chunk::<16>()?;
-        SocketAddr::new(IpAddr::V6(Ipv6Addr::from(*ip)), be_i32(port, 0)? as u16)
+/// Reads a host (`ip` + port int) at `at`.
+#[inline(always)]
+fn read_host(b: &[u8], at: usize, v6: bool) -> SocketAddr {
+    if v6 {
+        let mut o = [0u8; 16];
+        o.copy_from_slice(&b[at..at + 16]);
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::from(o)), be_i32(b, at + 16) as u16)
     } else {
-        let (ip, port) = b.split_first_chunk::<4>()?;
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::from(*ip)), be_i32(port, 0)? as u16)
-    })
+        let o = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::from(o)), be_i32(b, at + 4) as u16)
+    }
 }
 
 /// A validated record inside a buffer: fixed fields decoded, variable fields as ranges.
@@ -474,121 +474,199 @@ pub enum Parsed {
     End { reason: &'static str },
 }
 
-/// Parses the record at the start of `buf` (`buf` ends where readable data
-/// ends). A record is valid only if its magic is V1/V2, its total size equals
-/// the sum of its field lengths, it lies inside `buf`, and (with `check_crc`)
-/// the body CRC matches (SPEC "A record is valid").
-///
-/// Every read of the untrusted bytes is checked: a field that does not fit
-/// ends the record (it never panics). The size checks above each read
-/// already prove most bounds, so the checks cost nothing measurable.
-#[inline]
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
-    const SHORT: &str = "record shorter than its fixed fields";
-    // Ends the record with `reason` (early return, as the checks below).
-    macro_rules! end {
-        ($reason:expr) => {
-            return Parsed::End { reason: $reason }
-        };
+/// Where the fields of the record at the start of a buffer lie: what
+/// [`parse_record`] checks (magic, sizes, field lengths), before any field
+/// is decoded.
+#[derive(Debug, Clone)]
+struct Frame {
+    total: usize,
+    magic: i32,
+    sys_flag: i32,
+    born_v6: bool,
+    store_v6: bool,
+    /// Offset of the store timestamp (after the born host).
+    store_ts_at: usize,
+    body: std::ops::Range<usize>,
+    topic: std::ops::Range<usize>,
+    properties: std::ops::Range<usize>,
+}
+
+/// What lies at a position instead of a valid record: [`Parsed`] without
+/// its record (small enough to return by value in a hot loop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotARecord {
+    /// End-of-file blank.
+    Blank,
+    /// Zeros, garbage or a torn record, and why.
+    End(&'static str),
+}
+
+impl From<NotARecord> for Parsed {
+    fn from(n: NotARecord) -> Self {
+        match n {
+            NotARecord::Blank => Parsed::Blank,
+            NotARecord::End(reason) => Parsed::End { reason },
+        }
     }
-    // A field read that must fit (the size checks proved it does).
-    macro_rules! field {
-        ($read:expr) => {
-            match $read {
-                Some(v) => v,
-                None => end!(SHORT),
-            }
-        };
+}
+
+/// The structural checks of [`parse_record`].
+#[inline(always)]
+fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
+    if buf.len() < 8 {
+        return Err(NotARecord::End("fewer than 8 bytes left"));
     }
-    let (Some(total), Some(magic)) = (be_i32(buf, 0), be_i32(buf, 4)) else {
-        end!("fewer than 8 bytes left");
-    };
+    let total = be_i32(buf, 0);
+    let magic = be_i32(buf, 4);
     if magic == BLANK_MAGIC {
-        return Parsed::Blank;
+        return Err(NotARecord::Blank);
     }
     if magic != MAGIC_V1 && magic != MAGIC_V2 {
-        end!("no record magic");
+        return Err(NotARecord::End("no record magic"));
     }
-    if total <= 0 {
-        end!("record size outside the readable data");
+    if total <= 0 || total as usize > buf.len() {
+        return Err(NotARecord::End("record size outside the readable data"));
     }
     let total = total as usize;
-    let Some(b) = buf.get(..total) else {
-        end!("record size outside the readable data");
-    };
+    let b = &buf[..total];
     if total < FIXED_OVERHEAD_V4 {
-        end!(SHORT);
+        return Err(NotARecord::End("record shorter than its fixed fields"));
     }
-    let sys_flag = field!(be_i32(b, pos::SYS_FLAG));
+    let sys_flag = be_i32(b, pos::SYS_FLAG);
     let born_v6 = sys_flag & sysflag::BORNHOST_V6 != 0;
     let store_v6 = sys_flag & sysflag::STOREHOST_V6 != 0;
     let born_len = if born_v6 { 20 } else { 8 };
     let store_len = if store_v6 { 20 } else { 8 };
     let fixed = FIXED_OVERHEAD_V4 - 16 + born_len + store_len + usize::from(magic == MAGIC_V2);
     if total < fixed {
-        end!(SHORT);
+        return Err(NotARecord::End("record shorter than its fixed fields"));
     }
-    let born_host = field!(read_host(b, pos::BORN_HOST, born_v6));
-    let mut p = pos::BORN_HOST + born_len;
-    let store_timestamp = field!(be_i64(b, p));
-    p += 8;
-    let store_host = field!(read_host(b, p, store_v6));
-    p += store_len;
-    let reconsume_times = field!(be_i32(b, p));
-    p += 4;
-    let prepared = field!(be_i64(b, p));
-    p += 8;
-    let body_len = field!(be_i32(b, p));
+    let store_ts_at = pos::BORN_HOST + born_len;
+    // store timestamp, store host, reconsume times, prepared offset.
+    let mut p = store_ts_at + 8 + store_len + 4 + 8;
+    let body_len = be_i32(b, p);
     p += 4;
     if body_len < 0 || p + body_len as usize + 3 > total {
-        end!("body length does not fit the record");
+        return Err(NotARecord::End("body length does not fit the record"));
     }
     let body = p..p + body_len as usize;
     p = body.end;
     let topic_len = if magic == MAGIC_V1 {
-        let l = *field!(b.get(p)) as i8;
+        let l = b[p] as i8;
         p += 1;
         l as i32
     } else {
-        let l = field!(be_i16(b, p));
+        let l = be_i16(b, p);
         p += 2;
         l as i32
     };
     if topic_len < 0 || p + topic_len as usize + 2 > total {
-        end!("topic length does not fit the record");
+        return Err(NotARecord::End("topic length does not fit the record"));
     }
     let topic = p..p + topic_len as usize;
     p = topic.end;
-    let props_len = field!(be_i16(b, p));
+    let props_len = be_i16(b, p);
     p += 2;
     if props_len < 0 || p + props_len as usize != total {
-        end!("record size differs from the sum of its fields");
+        return Err(NotARecord::End(
+            "record size differs from the sum of its fields",
+        ));
     }
-    let properties = p..total;
-    let crc = field!(be_i32(b, pos::BODY_CRC));
-    if check_crc && body_crc(field!(b.get(body.clone()))) != crc {
-        end!("body CRC mismatch");
-    }
-    Parsed::Record(RecordView {
-        total_size: total,
+    Ok(Frame {
+        total,
         magic,
-        body_crc: crc,
-        queue_id: field!(be_i32(b, pos::QUEUE_ID)),
-        flag: field!(be_i32(b, pos::FLAG)),
-        queue_offset: field!(be_i64(b, pos::QUEUE_OFFSET)),
-        physical_offset: field!(be_i64(b, pos::PHYSICAL_OFFSET)),
         sys_flag,
-        born_timestamp: field!(be_i64(b, pos::BORN_TIMESTAMP)),
+        born_v6,
+        store_v6,
+        store_ts_at,
+        body,
+        topic,
+        properties: p..total,
+    })
+}
+
+/// The body CRC check of [`parse_record`] on a frame.
+#[inline(always)]
+fn frame_crc_ok(b: &[u8], f: &Frame) -> bool {
+    body_crc(&b[f.body.clone()]) == be_i32(b, pos::BODY_CRC)
+}
+
+/// Parses the record at the start of `buf` (`buf` ends where readable data
+/// ends). A record is valid only if its magic is V1/V2, its total size equals
+/// the sum of its field lengths, it lies inside `buf`, and (with `check_crc`)
+/// the body CRC matches (SPEC "A record is valid").
+#[inline]
+pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
+    let f = match parse_frame(buf) {
+        Ok(f) => f,
+        Err(n) => return n.into(),
+    };
+    let b = &buf[..f.total];
+    if check_crc && !frame_crc_ok(b, &f) {
+        return Parsed::End {
+            reason: "body CRC mismatch",
+        };
+    }
+    let born_host = read_host(b, pos::BORN_HOST, f.born_v6);
+    let mut p = f.store_ts_at;
+    let store_timestamp = be_i64(b, p);
+    p += 8;
+    let store_host = read_host(b, p, f.store_v6);
+    p += if f.store_v6 { 20 } else { 8 };
+    let reconsume_times = be_i32(b, p);
+    p += 4;
+    let prepared = be_i64(b, p);
+    Parsed::Record(RecordView {
+        total_size: f.total,
+        magic: f.magic,
+        body_crc: be_i32(b, pos::BODY_CRC),
+        queue_id: be_i32(b, pos::QUEUE_ID),
+        flag: be_i32(b, pos::FLAG),
+        queue_offset: be_i64(b, pos::QUEUE_OFFSET),
+        physical_offset: be_i64(b, pos::PHYSICAL_OFFSET),
+        sys_flag: f.sys_flag,
+        born_timestamp: be_i64(b, pos::BORN_TIMESTAMP),
         born_host,
         store_timestamp,
         store_host,
         reconsume_times,
         prepared_transaction_offset: prepared,
-        body,
-        topic,
-        properties,
+        body: f.body,
+        topic: f.topic,
+        properties: f.properties,
     })
+}
+
+/// The size of the record at the start of `buf`, stored at CommitLog offset
+/// `phy`, if [`parse_valid_record`] accepts it (the same rules, in the same
+/// order): `Err` says what `parse_valid_record` would return instead.
+/// Decodes only the fields the rules read, for scans that need nothing but
+/// where each record ends (recovery's scan of the CommitLog).
+#[inline]
+pub fn valid_record_size(
+    buf: &[u8],
+    phy: u64,
+    check_crc: bool,
+) -> std::result::Result<usize, NotARecord> {
+    let f = parse_frame(buf)?;
+    let b = &buf[..f.total];
+    if check_crc && !frame_crc_ok(b, &f) {
+        return Err(NotARecord::End("body CRC mismatch"));
+    }
+    let rule = record_rule_violation_at(
+        b,
+        f.magic,
+        be_i64(b, pos::PHYSICAL_OFFSET),
+        be_i32(b, pos::QUEUE_ID),
+        be_i64(b, pos::QUEUE_OFFSET),
+        &f.topic,
+        &f.properties,
+        phy,
+    );
+    match rule {
+        Some(reason) => Err(NotARecord::End(reason)),
+        None => Ok(f.total),
+    }
 }
 
 /// Longest topic a V2 record can carry (signed 2-byte length).
@@ -605,7 +683,7 @@ pub fn is_readable_topic_bytes(topic: &[u8], max_len: usize) -> bool {
         && topic != b"."
         && topic != b".."
         && !topic.iter().any(|&b| b == b'/' || b == 0)
-        && std::str::from_utf8(topic).is_ok()
+        && (topic.is_ascii() || std::str::from_utf8(topic).is_ok())
 }
 
 /// [`is_readable_topic_bytes`] with the V2 length limit: every topic some
@@ -665,29 +743,51 @@ pub fn parse_valid_record(buf: &[u8], phy: u64, check_crc: bool) -> Parsed {
 /// Why a structurally valid record at `phy` breaks the record rules of
 /// [`parse_valid_record`], if it does.
 #[inline]
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn record_rule_violation(buf: &[u8], v: &RecordView, phy: u64) -> Option<&'static str> {
-    if v.physical_offset != phy as i64 {
+    record_rule_violation_at(
+        buf,
+        v.magic,
+        v.physical_offset,
+        v.queue_id,
+        v.queue_offset,
+        &v.topic,
+        &v.properties,
+        phy,
+    )
+}
+
+/// [`record_rule_violation`] on the fields it reads.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn record_rule_violation_at(
+    buf: &[u8],
+    magic: i32,
+    physical_offset: i64,
+    queue_id: i32,
+    queue_offset: i64,
+    topic: &std::ops::Range<usize>,
+    properties: &std::ops::Range<usize>,
+    phy: u64,
+) -> Option<&'static str> {
+    if physical_offset != phy as i64 {
         return Some("record carries another physical offset than its position");
     }
-    if v.queue_id < 0 {
+    if queue_id < 0 {
         return Some("negative queue id");
     }
-    if v.queue_offset < 0 {
+    if queue_offset < 0 {
         return Some("negative queue offset");
     }
-    let max_topic = if v.magic == MAGIC_V1 {
+    let max_topic = if magic == MAGIC_V1 {
         MAX_TOPIC_LEN
     } else {
         MAX_TOPIC_LEN_V2
     };
-    let topic = buf.get(v.topic.clone()).unwrap_or_default();
-    if !is_readable_topic_bytes(topic, max_topic) {
+    if !is_readable_topic_bytes(&buf[topic.clone()], max_topic) {
         return Some("illegal topic");
     }
-    match buf.get(v.properties.clone()) {
-        Some(props) if properties_well_formed(props) => {}
-        _ => return Some("malformed properties"),
+    if !properties_well_formed(&buf[properties.clone()]) {
+        return Some("malformed properties");
     }
     None
 }
@@ -696,7 +796,6 @@ fn record_rule_violation(buf: &[u8], v: &RecordView, phy: u64) -> Option<&'stati
 /// record (by [`parse_valid_record`], with `check_crc`) when `data` starts at
 /// CommitLog offset `base`; `None` when there is none. Used to find where
 /// intact data resumes after a damaged record.
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn find_next_valid_record(
     data: &[u8],
     from: usize,
@@ -716,12 +815,11 @@ pub fn find_next_valid_record(
                 continue;
             }
         }
-        let at = data.get(i..).unwrap_or_default();
-        let m = at.get(4..8).unwrap_or_default();
+        let m = &data[i + 4..i + 8];
         if (m == v1 || m == v2)
-            && be_i64(at, pos::PHYSICAL_OFFSET) == Some((base + i as u64) as i64)
+            && be_i64(data, i + pos::PHYSICAL_OFFSET) == (base + i as u64) as i64
             && matches!(
-                parse_valid_record(at, base + i as u64, check_crc),
+                parse_valid_record(&data[i..], base + i as u64, check_crc),
                 Parsed::Record(_)
             )
         {
@@ -734,19 +832,16 @@ pub fn find_next_valid_record(
 
 /// Iterates `(name, value)` pairs of a serialized properties string, skipping
 /// malformed segments exactly as RocketMQ's parser does.
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     props.split(|&b| b == PROPERTY_SEPARATOR).filter_map(|seg| {
         if seg.len() < 3 {
             return None;
         }
         let i = seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
-        let (name, value) = seg.split_at_checked(i)?;
-        let value = value.get(1..)?; // past the separator
-        if name.is_empty() || value.is_empty() {
+        if i == 0 || i >= seg.len() - 1 {
             return None;
         }
-        Some((name, value))
+        Some((&seg[..i], &seg[i + 1..]))
     })
 }
 
@@ -1073,6 +1168,74 @@ mod tests {
         data.extend_from_slice(&[0u8; 100]);
         assert_eq!(find_next_valid_record(&data, 1, 10_000, true), Some(at));
         assert_eq!(find_next_valid_record(&data, 1, 10_001, true), None);
+    }
+
+    /// `valid_record_size` (recovery's scan) judges every record exactly as
+    /// `parse_valid_record` does: same acceptance, same size, same reason.
+    #[test]
+    fn valid_record_size_agrees_with_parse_valid_record() {
+        let mut records = vec![
+            record_at(500, "T", 1, b"K\x01v"),
+            record_at(500, "T", -5, b""),
+            record_at(500, "T", 1, &[0u8; 5]),
+            record_at(500, "a/b", 1, b""),
+            record_at(500, "tópico", 1, b"A\x011\x02"),
+        ];
+        // A record with IPv6 hosts, and one with a V2 magic (2-byte topic length).
+        let mut v6 = record_at(500, "T", 1, b"");
+        let spec = MessageSpec {
+            topic: Cow::Borrowed("T6"),
+            queue_id: 2,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "[::1]:1".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Borrowed(b"body"),
+            properties: Cow::Borrowed(b""),
+        };
+        let store: SocketAddr = "[::2]:2".parse().unwrap();
+        v6.resize(record_len(4, 2, 0, &spec.born_host, &store), 0);
+        let flags = sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6;
+        encode_v1(&mut v6, &spec, flags, body_crc(b"body"), &store, 0, 500, 2);
+        assert!(matches!(
+            parse_valid_record(&v6, 500, true),
+            Parsed::Record(_)
+        ));
+        records.push(v6);
+        let mut v2 = record_at(500, "T", 1, b"");
+        v2[4..8].copy_from_slice(&MAGIC_V2.to_be_bytes());
+        records.push(v2);
+        let check = |buf: &[u8], phy: u64, crc: bool| {
+            let want = match parse_valid_record(buf, phy, crc) {
+                Parsed::Record(v) => Ok(v.total_size),
+                other => Err(other),
+            };
+            let got = valid_record_size(buf, phy, crc).map_err(Parsed::from);
+            assert_eq!(got, want, "{buf:?} at {phy}");
+        };
+        let mut accepted = 0;
+        for rec in &records {
+            for crc in [true, false] {
+                check(rec, 500, crc);
+                check(rec, 501, crc);
+                accepted += usize::from(valid_record_size(rec, 500, crc).is_ok());
+                for k in 0..rec.len() {
+                    check(&rec[..k], 500, crc);
+                    for x in [0x01u8, 0x80, 0xff] {
+                        let mut m = rec.clone();
+                        m[k] ^= x;
+                        check(&m, 500, crc);
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            accepted,
+            2 * 3,
+            "ok, non-ASCII topic and IPv6 records are valid"
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! fails every put): the first few occurrences are logged, then at most one
 //! line per window, carrying the count of the lines left out.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -24,6 +25,10 @@ struct State {
 #[derive(Debug)]
 pub struct RateLimited {
     state: Mutex<State>,
+    /// True while a run of occurrences is open (`total > 0`): lets
+    /// [`RateLimited::reset`], called after every success on hot paths,
+    /// return after one relaxed load instead of taking the mutex.
+    active: AtomicBool,
 }
 
 impl Default for RateLimited {
@@ -40,6 +45,7 @@ impl RateLimited {
                 suppressed: 0,
                 last_logged: None,
             }),
+            active: AtomicBool::new(false),
         }
     }
 
@@ -49,6 +55,7 @@ impl RateLimited {
         let now = Instant::now();
         let mut st = self.state.lock();
         st.total += 1;
+        self.active.store(true, Ordering::Relaxed);
         let due = st.total <= BURST as u64
             || match st.last_logged {
                 None => true,
@@ -80,8 +87,15 @@ impl RateLimited {
     }
 
     /// Ends a run of occurrences: returns how many there were, if any.
+    #[inline]
     pub fn reset(&self) -> Option<u64> {
+        // A success after a failure in another thread may see `false` a
+        // moment late; that run is then ended (and counted) by the next one.
+        if !self.active.load(Ordering::Relaxed) {
+            return None;
+        }
         let mut st = self.state.lock();
+        self.active.store(false, Ordering::Relaxed);
         if st.total == 0 {
             return None;
         }
