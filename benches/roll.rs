@@ -53,7 +53,6 @@ fn open(
         preallocate,
         warm: WarmConfig {
             enabled: warm,
-            flush_every_pages: 4096,
             ..Default::default()
         },
         ..StoreOptions::at(dir)

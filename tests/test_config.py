@@ -11,7 +11,11 @@ from typing import Any
 
 import pytest
 
+from rocketstore import _native
 from rocketstore.config import (
+    CQ_STORE_UNIT_SIZE,
+    DEFAULT_MESSAGE_DELAY_LEVEL,
+    MIN_MAPPED_FILE_SIZE_COMMIT_LOG,
     BrokerRole,
     FlushDiskType,
     StoreConfig,
@@ -258,7 +262,7 @@ def test_index_geometry_must_fit_a_java_int() -> None:
     ],
 )
 def test_wrong_types_are_rejected(changes: dict[str, Any]) -> None:
-    with pytest.raises((TypeError, ValueError)):
+    with pytest.raises(TypeError):
         StoreConfig(**changes)
 
 
@@ -333,8 +337,10 @@ def test_frozen() -> None:
     cfg = StoreConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.file_reserved_time = 1  # type: ignore[misc]
-    with pytest.raises((AttributeError, TypeError)):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="extra"):
         cfg.extra = 1  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError, match="file_reserved_time"):
+        del cfg.file_reserved_time
 
 
 def test_replace_validates_and_copies() -> None:
@@ -575,3 +581,38 @@ def test_inert_fields_are_marked_and_warn_once(caplog: pytest.LogCaptureFixture)
     warned = [r for r in caplog.records if "ha_listen_port" in r.getMessage()]
     assert len(warned) == 1
     assert "no effect" in warned[0].getMessage()
+
+
+# --- one definition of the format ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("\u0663s", "bad level '\u0663s'"),  # an Arabic-Indic digit: not a decimal level
+        ("+5s", "bad level '+5s'"),
+        ("5", "bad level '5'"),
+        ("1s 9999999999999999d", "level '9999999999999999d' is too long"),
+        ("   ", "must name at least one level"),
+    ],
+)
+def test_delay_grammar_is_the_engines(text: str, why: str) -> None:
+    """StoreConfig refuses exactly what the engine refuses, with its reason."""
+    with pytest.raises(ValueError, match="message_delay_level") as ei:
+        StoreConfig(message_delay_level=text)
+    assert why.replace("'", '"') in str(ei.value)
+    with pytest.raises(ValueError, match=why.replace("'", '"').replace("+", r"\+")):
+        _native.parse_delay_levels(text)
+
+
+def test_format_sizes_come_from_the_engine() -> None:
+    assert CQ_STORE_UNIT_SIZE == _native.CQ_STORE_UNIT_SIZE == 20
+    assert MIN_MAPPED_FILE_SIZE_COMMIT_LOG == 91 + 8
+    assert DEFAULT_MESSAGE_DELAY_LEVEL == _native.DEFAULT_MESSAGE_DELAY_LEVEL
+    assert _native.index_file_size(5_000_000, 20_000_000) == 420_000_040
+    assert _native.index_file_size(2**31 // 4, 1) is None  # past a Java int
+    # The largest geometry config accepts is the largest the engine maps.
+    slots = (2**31 - 1 - 40 - 20) // 4
+    StoreConfig(max_hash_slot_num=slots, max_index_num=1)
+    with pytest.raises(ValueError, match="IndexFile size"):
+        StoreConfig(max_hash_slot_num=slots + 1, max_index_num=1)

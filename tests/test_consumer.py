@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from helpers.read_util import hang_guard
 from rocketstore import GetStatus, MessageStore, ReadOnlyStoreError, StoreClosedError
 from rocketstore.consumer import Consumer
 
@@ -165,18 +166,11 @@ class FakeStore:
 
 # -- fixtures and helpers ------------------------------------------------------
 
-_REAL_CONTRACT = ("queue_ids", "wait_for_dispatch", "dispatch_seq", "commit_offset",
-                  "query_offset", "get_message")
-
-
 @pytest.fixture(params=["fake", "real"])
 def store(request: pytest.FixtureRequest) -> Any:
-    """A started store: the fake, and the real one once it has the consumer contract."""
+    """A started store: the fake, and the real one."""
     if request.param == "fake":
         return FakeStore()
-    missing = [name for name in _REAL_CONTRACT if not hasattr(MessageStore, name)]
-    if missing:
-        pytest.skip(f"MessageStore lacks {missing}")
     open_store: Callable[..., MessageStore] = request.getfixturevalue("open_store")
     # small segments: the default 1 GiB CommitLog file is reserved on disk
     return open_store(mapped_file_size_commit_log=1 << 20,
@@ -363,15 +357,14 @@ def test_empty_topic_then_data(store: Any) -> None:
 
 
 def test_poll_wakes_up_when_a_message_arrives(store: Any) -> None:
+    """A poll without a timeout returns at all only because the put woke it."""
     c = consumer(store)
     timer = threading.Timer(0.1, lambda: store.put("T", b"late", 0))
     timer.start()
-    t0 = time.monotonic()
-    got = c.poll(timeout=10)
-    elapsed = time.monotonic() - t0
+    with hang_guard(store):
+        got = c.poll(timeout=None)
     timer.join()
     assert [m.body for m in got] == [b"late"]
-    assert elapsed < 5
 
 
 def test_timeout_returns_empty_without_busy_spinning(fake: FakeStore) -> None:
@@ -383,7 +376,7 @@ def test_timeout_returns_empty_without_busy_spinning(fake: FakeStore) -> None:
     t0 = time.monotonic()
     assert c.poll(timeout=0.3) == []
     elapsed = time.monotonic() - t0
-    assert 0.29 <= elapsed < 2
+    assert elapsed >= 0.29  # it waited out its timeout
     assert len(fake.wait_calls) == 1  # one wait for the whole timeout
     assert fake.wait_calls[0] is not None and 0.2 < fake.wait_calls[0] <= 0.3
     assert len(fake.get_calls) == 1  # one look at the one queue, then sleep

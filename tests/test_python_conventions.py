@@ -184,3 +184,36 @@ def test_docstrings_point_only_at_documents_that_ship() -> None:
             )
         for word in ("SPEC", "API.md", "STYLE"):
             assert word not in doc, f"{name} mentions {word}: {doc[:200]}"
+
+
+# -- format knowledge in one place -----------------------------------------------------
+
+#: Modules a Python file would need to decode store files itself.
+_BYTE_LEVEL_MODULES = ("struct", "zlib", "fcntl", "mmap", "binascii", "ctypes")
+
+
+def test_no_python_module_decodes_store_files() -> None:
+    """Records, units, index entries, the lock and CRCs are the engine's: the
+    package imports nothing to pack bytes, take CRCs, lock or map files."""
+    package = Path(rocketstore.__file__).parent
+    pattern = re.compile(
+        r"^\s*(?:import|from)\s+(" + "|".join(_BYTE_LEVEL_MODULES) + r")\b", re.MULTILINE
+    )
+    found = {
+        str(path.relative_to(package)): pattern.findall(path.read_text())
+        for path in sorted(package.rglob("*.py"))
+    }
+    assert {name: mods for name, mods in found.items() if mods} == {}
+
+
+def test_file_formats_live_in_their_own_modules() -> None:
+    """The .properties reader and the fastjson codec are modules of
+    ``rocketstore.formats``, used (not defined) by the config modules; the
+    cli is a package with one module per group of commands."""
+    from rocketstore import cli, config, config_files
+
+    assert config.read_properties.__module__ == "rocketstore.formats.properties"
+    assert config_files.loads_fastjson.__module__ == "rocketstore.formats.fastjson"
+    assert config_files.dumps_fastjson.__module__ == "rocketstore.formats.fastjson"
+    modules = {m.name for m in pkgutil.iter_modules(cli.__path__)}
+    assert {"demo", "info", "read", "verify", "bench"} <= modules

@@ -238,11 +238,9 @@ def test_removed_units_do_not_count_toward_max_msg_nums(
 
 
 def test_offset_too_small_after_delete_expired_files(open_store: OpenStore) -> None:
-    if not hasattr(MessageStore, "delete_expired_files"):
-        pytest.skip("MessageStore.delete_expired_files is not implemented yet")
     store = open_store(**SMALL)
     results = _fill(store, "T", 0, 1200)  # ~ 120 KiB: 2+ CommitLog files
-    assert store.delete_expired_files(force=True) >= 1  # type: ignore[attr-defined]
+    assert store.delete_expired_files(force=True) >= 1
     cl_min = store.min_phy_offset
     assert cl_min > 0
     new_min = store.get_min_offset_in_queue("T", 0)

@@ -40,7 +40,10 @@ def _pull_all(store: MessageStore, tags: object, max_msg_nums: int = 32) -> list
     end = store.get_max_offset_in_queue("T", 0)
     while offset < end:
         r = store.get_message("g", "T", 0, offset, max_msg_nums, tags)  # type: ignore[arg-type]
-        assert r.status in (GetStatus.FOUND, GetStatus.NO_MATCHED_MESSAGE), r.status
+        # FOUND when the scanned units hold a match, else NO_MATCHED_MESSAGE.
+        assert r.status is (GetStatus.FOUND if r.messages else GetStatus.NO_MATCHED_MESSAGE), (
+            r.status
+        )
         assert r.next_begin_offset > offset
         out += r.messages
         offset = r.next_begin_offset

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import gc
+import inspect
 from pathlib import Path
 
 import pytest
 
 import rocketstore.store as store_module
-from rocketstore import MessageStore, StoreConfig
+from rocketstore import MessageStore, StoreConfig, _native
 
 
 def _cfg(path: Path) -> StoreConfig:
@@ -62,3 +63,44 @@ def test_commit_is_durable_and_sync_false_persists_on_schedule(
         monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 0.0)
         store.commit_offset("g", "T", 0, 2)  # the interval passed: this commit writes
         assert "0:2" in path.read_text()
+
+
+# -- the class shape ---------------------------------------------------------------------
+
+#: The per-message methods MessageStore inherits from its native base class.
+NATIVE_METHODS = (
+    "put",
+    "put_message",
+    "put_messages",
+    "put_batch",
+    "look_message_by_offset",
+    "get_max_offset_in_queue",
+    "get_min_offset_in_queue",
+)
+
+
+def test_per_message_methods_are_the_native_methods(tmp_path: Path) -> None:
+    """``MessageStore.put`` is the native method itself, documented and with
+    its signature, before and after start: nothing is swapped in at run time."""
+    assert issubclass(MessageStore, _native.MessageStoreBase)
+    store = MessageStore(_cfg(tmp_path))
+    for started in (False, True):
+        for name in NATIVE_METHODS:
+            assert name not in MessageStore.__dict__, name
+            assert name not in vars(store), name
+            method = getattr(MessageStore, name)
+            assert method is getattr(_native.MessageStoreBase, name)
+            assert type(method).__name__ == "method_descriptor", name
+            assert method.__doc__ and len(method.__doc__) > 40, name
+        if not started:
+            store.start()
+    params = inspect.signature(MessageStore.put).parameters
+    assert list(params)[:4] == ["self", "topic", "body", "queue_id"]
+    assert params["queue_id"].default == 0 and params["born_host"].default is None
+    assert inspect.signature(MessageStore.look_message_by_offset).parameters.keys() == {
+        "self", "phy_offset"}
+    r = store.put("T", b"x")
+    assert r.ok
+    m = store.look_message_by_offset(r.wrote_offset)
+    assert m is not None and m.body == b"x"
+    store.shutdown()

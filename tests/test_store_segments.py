@@ -30,6 +30,14 @@ TOPICS = ["alpha", "beta", "gamma_topic"]
 QUEUES = 4
 
 
+def _next_record_offset(end: int, size: int) -> int:
+    """Where a record of ``size`` bytes put when the CommitLog ends at ``end`` starts:
+    at ``end`` if it leaves at least 8 bytes of its segment (for the end-of-file
+    blank, as RocketMQ does), else at the start of the next segment."""
+    room = SEG - end % SEG
+    return end if size + 8 <= room else end + room
+
+
 def write_many(store: MessageStore, n: int = 600, seed: int = 7) -> list[tuple[PutResult, Message]]:
     """``n`` messages of 0..300-byte bodies over 3 topics x 4 queues, by all three put paths."""
     rng = random.Random(seed)
@@ -110,11 +118,7 @@ def test_many_messages_reopen_with_size_from_disk(open_store: OpenStore, store_p
     # Records are contiguous except where a segment end forced a blank.
     for (a, _), (b, _) in itertools.pairwise(written):
         end = a.wrote_offset + a.wrote_bytes
-        assert b.wrote_offset == end or (
-            b.wrote_offset % SEG == 0
-            and b.wrote_offset == end - end % SEG + SEG
-            and SEG - end % SEG < b.wrote_bytes + 8
-        )
+        assert b.wrote_offset == _next_record_offset(end, b.wrote_bytes)
         assert b.wrote_offset // SEG == (b.wrote_offset + b.wrote_bytes - 1) // SEG
     max_before = store.max_phy_offset
     assert max_before == written[-1][0].wrote_offset + written[-1][0].wrote_bytes
@@ -152,7 +156,7 @@ def test_many_messages_reopen_with_size_from_disk(open_store: OpenStore, store_p
             assert r.status is PutStatus.PUT_OK
             assert r.queue_offset == counts[(t, q)]
             more.append(r)
-    assert more[0].wrote_offset == max_before or more[0].wrote_offset % SEG == 0
+    assert more[0].wrote_offset == _next_record_offset(max_before, more[0].wrote_bytes)
     assert store.queue_offset_table() == {k: v + 1 for k, v in counts.items()}
     assert store.look_message_by_offset(more[-1].wrote_offset).body == b"after-reopen"
 
@@ -339,7 +343,10 @@ def test_garbage_after_last_record_is_cut(
     store = open_store(path=store_path)
     rep = store.recovery_report
     assert rep is not None
-    assert rep.bytes_truncated > 0 or rep.stop_reason is not None
+    # Everything from the end of the last good record to the end of its file.
+    assert rep.bytes_truncated == SEG - max_off % SEG
+    why = "no record magic" if kind == "garbage" else "body CRC mismatch"
+    assert rep.stop_reason == f"{why} at offset {max_off}"
     assert rep.end_offset == max_off
     assert 0 < rep.records <= len(rs)
     assert store.max_phy_offset == max_off

@@ -3,7 +3,9 @@
 from array import array
 from collections.abc import Iterable, Sequence
 from os import PathLike
-from typing import Any, ClassVar, final
+from typing import Any, ClassVar, Self, final
+
+from typing_extensions import disjoint_base
 
 from rocketstore.config import StoreConfig
 from rocketstore.enums import GetStatus, PutStatus
@@ -12,6 +14,18 @@ from rocketstore.enums import GetStatus, PutStatus
 _BytesLike = bytes | bytearray | memoryview
 
 __all__ = [
+    "CQ_STORE_UNIT_SIZE",
+    "DEFAULT_HASH_SLOT_NUM",
+    "DEFAULT_INDEX_NUM",
+    "DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG",
+    "DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE",
+    "DEFAULT_MESSAGE_DELAY_LEVEL",
+    "END_FILE_MIN_BLANK_LENGTH",
+    "INDEX_ENTRY_SIZE",
+    "INDEX_HASH_SLOT_SIZE",
+    "INDEX_HEADER_SIZE",
+    "MIN_RECORD_SIZE",
+    "SEGMENT_NAME_DIGITS",
     "ArrowStream",
     "BatchPutResult",
     "CommitLogScanReport",
@@ -23,6 +37,7 @@ __all__ = [
     "IndexRebuildReport",
     "Message",
     "MessageExt",
+    "MessageStoreBase",
     "NativeStore",
     "PutResult",
     "QueueHoleReport",
@@ -43,14 +58,33 @@ __all__ = [
     "_set_log_level",
     "_threads_in_engine",
     "body_crc",
+    "index_file_size",
     "index_geometry",
     "java_string_hash",
+    "parse_delay_levels",
     "tags_code",
     "verify_store",
     "writer_running",
 ]
 
 __version__: str
+
+# Format constants and defaults owned by the engine.
+CQ_STORE_UNIT_SIZE: int
+INDEX_HEADER_SIZE: int
+INDEX_HASH_SLOT_SIZE: int
+INDEX_ENTRY_SIZE: int
+MIN_RECORD_SIZE: int
+END_FILE_MIN_BLANK_LENGTH: int
+SEGMENT_NAME_DIGITS: int
+DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG: int
+DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE: int
+DEFAULT_MESSAGE_DELAY_LEVEL: str
+DEFAULT_HASH_SLOT_NUM: int
+DEFAULT_INDEX_NUM: int
+
+def parse_delay_levels(text: str) -> list[int]: ...
+def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int | None: ...
 
 def java_string_hash(s: str) -> int: ...
 def tags_code(tags: str | None) -> int: ...
@@ -405,6 +439,44 @@ class ArrowStream:
     def lost(self) -> int: ...
     @property
     def filtered(self) -> int: ...
+
+@disjoint_base
+class MessageStoreBase:
+    """The native base of ``rocketstore.MessageStore``: its per-message methods."""
+
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Self: ...
+    def _attach(self, store: NativeStore) -> None: ...
+    def _detach(self, reason: str) -> None: ...
+    def put(
+        self,
+        topic: str,
+        body: _BytesLike,
+        queue_id: int = 0,
+        tags: str | None = None,
+        keys: Sequence[str] | str | None = None,
+        properties: dict[str, str] | None = None,
+        delay_level: int = 0,
+        flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: tuple[str, int] | None = None,
+        sys_flag: int = 0,
+    ) -> PutResult: ...
+    def put_message(self, msg: Message) -> PutResult: ...
+    def put_messages(self, msgs: Sequence[Message] | Iterable[Message]) -> list[PutResult]: ...
+    def put_batch(
+        self,
+        topic: str,
+        bodies: Iterable[bytes | bytearray | memoryview],
+        queue_id: int = 0,
+        *,
+        keys: Sequence[Sequence[str] | str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        properties: Sequence[dict[str, str] | None] | None = None,
+        return_offsets: bool = False,
+    ) -> BatchPutResult: ...
+    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None: ...
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
 
 @final
 class NativeStore:

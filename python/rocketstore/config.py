@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Self
 
+from rocketstore import _native
 from rocketstore.formats.properties import read_properties
 
 __all__ = [
@@ -61,30 +62,26 @@ __all__ = [
 
 _log = logging.getLogger("rocketstore")
 
+# The format's sizes and the defaults the engine owns come from the engine.
 #: Size of one ConsumeQueue unit: commitlog offset (8) + size (4) + tagsCode (8).
-CQ_STORE_UNIT_SIZE: Final = 20
+CQ_STORE_UNIT_SIZE: Final[int] = _native.CQ_STORE_UNIT_SIZE
 #: CommitLog segment size of a new store when ``mapped_file_size_commit_log`` is None.
-DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG: Final = 1024 * 1024 * 1024
+DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG: Final[int] = _native.DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
 #: ConsumeQueue segment size of a new store when ``mapped_file_size_consume_queue`` is None.
-DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE: Final = 300_000 * CQ_STORE_UNIT_SIZE
+DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE: Final[int] = _native.DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
 #: Smallest CommitLog segment: a minimal record (91 bytes) plus the 8-byte end-of-file blank.
-MIN_MAPPED_FILE_SIZE_COMMIT_LOG: Final = 91 + 8
+MIN_MAPPED_FILE_SIZE_COMMIT_LOG: Final[int] = (
+    _native.MIN_RECORD_SIZE + _native.END_FILE_MIN_BLANK_LENGTH
+)
 #: Default STOREHOST of records written by this store (RocketMQ's default listen port).
 DEFAULT_STORE_HOST: Final[tuple[str, int]] = ("127.0.0.1", 10911)
 #: RocketMQ's default ``messageDelayLevel`` (18 levels).
-DEFAULT_MESSAGE_DELAY_LEVEL: Final = (
-    "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-)
+DEFAULT_MESSAGE_DELAY_LEVEL: Final[str] = _native.DEFAULT_MESSAGE_DELAY_LEVEL
 
 _INT32_MAX: Final = 2**31 - 1  # Java int: file sizes and in-file positions
 _INT64_MAX: Final = 2**63 - 1  # Java long
 _MAX_PORT: Final = 65535
 _LAST_HOUR: Final = 23
-_DELAY_UNIT_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-# IndexFile geometry (SPEC §3.1): 40-byte header, 4-byte slots, 20-byte entries.
-_INDEX_HEADER_SIZE: Final = 40
-_INDEX_SLOT_SIZE: Final = 4
-_INDEX_ENTRY_SIZE: Final = 20
 
 
 #: Fields accepted for compatibility with RocketMQ's ``MessageStoreConfig`` that
@@ -507,12 +504,12 @@ class StoreConfig:
         # index geometry: the file size is a Java int
         _in_range("max_hash_slot_num", self.max_hash_slot_num, 1, _INT32_MAX)
         _in_range("max_index_num", self.max_index_num, 1, _INT32_MAX)
-        index_size = (
-            _INDEX_HEADER_SIZE
-            + self.max_hash_slot_num * _INDEX_SLOT_SIZE
-            + self.max_index_num * _INDEX_ENTRY_SIZE
-        )
-        if index_size > _INT32_MAX:
+        if _native.index_file_size(self.max_hash_slot_num, self.max_index_num) is None:
+            index_size = (
+                _native.INDEX_HEADER_SIZE
+                + self.max_hash_slot_num * _native.INDEX_HASH_SLOT_SIZE
+                + self.max_index_num * _native.INDEX_ENTRY_SIZE
+            )
             raise ValueError(
                 f"max_hash_slot_num={self.max_hash_slot_num!r}, "
                 f"max_index_num={self.max_index_num!r}: IndexFile size {index_size} "
@@ -753,6 +750,22 @@ class StoreConfig:
             raise ValueError(f"{origin}: {exc}") from exc
 
 
+def _refuse_setattr(self: StoreConfig, name: str, value: object) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+
+def _refuse_delattr(self: StoreConfig, name: str) -> None:
+    raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+# A frozen slots dataclass refuses a field with FrozenInstanceError but, on
+# Python 3.11, an unknown name with an unrelated TypeError from super() (the
+# generated method refers to the class before slots replaced it). Every name
+# is refused the same way.
+StoreConfig.__setattr__ = _refuse_setattr  # type: ignore[method-assign,assignment]
+StoreConfig.__delattr__ = _refuse_delattr  # type: ignore[method-assign,assignment]
+
+
 # --------------------------------------------------------------------------
 # field kinds and type checks
 
@@ -918,22 +931,11 @@ def _parse_delete_when(text: str) -> list[int]:
 
 
 def _parse_delay_levels(text: str) -> list[int]:
-    levels: list[int] = []
-    for token in text.split():
-        match = re.fullmatch(r"(\d+)([smhd])", token)
-        if match is None or int(match.group(1)) == 0:
-            _bad(
-                "message_delay_level",
-                text,
-                f"bad level {token!r}: expected a positive number followed by s, m, h or d",
-            )
-        ms = int(match.group(1)) * _DELAY_UNIT_MS[match.group(2)]
-        if ms > _INT64_MAX:
-            _bad("message_delay_level", text, f"level {token!r} is too long")
-        levels.append(ms)
-    if not levels:
-        _bad("message_delay_level", text, "must name at least one level")
-    return levels
+    # The engine's grammar (the engine parses the same string at open).
+    try:
+        return _native.parse_delay_levels(text)
+    except ValueError as exc:
+        _bad("message_delay_level", text, str(exc))
 
 
 # --------------------------------------------------------------------------

@@ -14,19 +14,17 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _native
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import (
-    BatchPutResult,
     GetMessageResult,
-    Message,
     MessageExt,
+    MessageStoreBase,
     NativeStore,
-    PutResult,
 )
 from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
@@ -54,20 +52,6 @@ OFFSETS_PERSIST_INTERVAL = 5.0
 
 # Live stores, so a forked child can disarm the handles it inherited.
 _LIVE: weakref.WeakSet[MessageStore] = weakref.WeakSet()
-
-# Methods bound straight to the native store once started: a put then costs
-# one native call, not a Python frame plus a native call (measured: the frame
-# roughly doubles the cost of a small put).
-_FAST_METHODS = (
-    "put",
-    "put_message",
-    "put_messages",
-    "put_batch",
-    "look_message_by_offset",
-    "get_max_offset_in_queue",
-    "get_min_offset_in_queue",
-)
-
 
 _FORKED_REASON = "store handles do not survive fork(); open the store again"
 
@@ -98,13 +82,6 @@ def _at_exit() -> None:
 atexit.register(_at_exit)
 
 
-def _closed_method(why: str) -> Any:
-    def closed(*args: Any, **kwargs: Any) -> Any:
-        raise StoreClosedError(why)
-
-    return closed
-
-
 def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     if isinstance(config, StoreConfig):
         return config
@@ -113,7 +90,7 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore:
+class MessageStore(MessageStoreBase):
     """A RocketMQ-compatible message store.
 
     Args:
@@ -125,6 +102,13 @@ class MessageStore:
     Use it as a context manager (``with MessageStore(cfg) as store:``), or
     call :meth:`start` and :meth:`shutdown` yourself. Nothing touches the
     disk before :meth:`start`.
+
+    The per-message methods (``put``, ``put_message``, ``put_messages``,
+    ``put_batch``, ``look_message_by_offset``, ``get_max_offset_in_queue``,
+    ``get_min_offset_in_queue``) are those of the native base class
+    ``MessageStoreBase``: a put is one native call, with no Python frame in
+    between. Before :meth:`start`, after :meth:`shutdown` and in a forked
+    child, every method raises :class:`StoreClosedError`.
 
     >>> import tempfile
     >>> tmp = tempfile.TemporaryDirectory()
@@ -212,8 +196,7 @@ class MessageStore:
             for service in services:
                 service.start()
                 self._services.append(service)
-        for name in _FAST_METHODS:
-            self.__dict__[name] = getattr(native, name)
+        self._attach(native)
         _LIVE.add(self)
         return self
 
@@ -251,8 +234,7 @@ class MessageStore:
         self._reput = None
         self._services = []  # their threads are the parent's
         self._closed_reason = why
-        for name in _FAST_METHODS:
-            self.__dict__[name] = _closed_method(why)
+        self._detach(why)
 
     def shutdown(self) -> None:
         """Dispatch what is left, flush, persist offsets and close.
@@ -413,79 +395,6 @@ class MessageStore:
 
     # -- writes ------------------------------------------------------------
 
-    def put_message(self, msg: Message) -> PutResult:
-        """Append one message; returns its :class:`PutResult`.
-
-        A rejected message (illegal topic, too large, ...) gets its status and
-        nothing is written; :attr:`PutResult.reason` says why.
-        """
-        return self._n.put_message(msg)
-
-    def put_messages(self, msgs: Sequence[Message] | Iterable[Message]) -> list[PutResult]:
-        """Append messages in order under one lock and one flush wait.
-
-        Messages may go to any topics and queues; a rejected message gets its
-        status (and :attr:`PutResult.reason`) and is skipped, the others are
-        written.
-        """
-        return self._n.put_messages(msgs)
-
-    def put_batch(
-        self,
-        topic: str,
-        bodies: Iterable[bytes | bytearray | memoryview],
-        queue_id: int = 0,
-        *,
-        keys: Sequence[Sequence[str] | str | None] | None = None,
-        tags: Sequence[str | None] | None = None,
-        properties: Sequence[dict[str, str] | None] | None = None,
-        return_offsets: bool = False,
-    ) -> BatchPutResult:
-        """Append many bodies to one topic and queue; one result for the batch.
-
-        Bodies are bytes-like objects, read in place (no copy into Python
-        objects) and encoded straight into the CommitLog. ``keys``, ``tags``
-        and ``properties``, when given, hold one item (or None) per body.
-
-        All or nothing: every message is checked before any is written, and
-        one refused message refuses the batch (``result.reason`` names its
-        index). Queue offsets are consecutive from ``result.queue_offset``.
-        With ``return_offsets=True``, ``result.offsets`` is an ``array('q')``
-        of each message's CommitLog offset and ``result.msg_ids()`` their
-        offset message ids. Under SYNC_FLUSH the call waits once, for the
-        whole batch. A batch may span CommitLog files; between files other
-        writers get their turn. Delayed messages cannot be batched.
-
-        If a new CommitLog file cannot be created mid-batch, the result has
-        that status and ``count`` says how many messages were written.
-        """
-        return self._n.put_batch(topic, bodies, queue_id, keys=keys, tags=tags,
-                                 properties=properties, return_offsets=return_offsets)
-
-    def put(
-        self,
-        topic: str,
-        body: bytes | bytearray | memoryview,
-        queue_id: int = 0,
-        tags: str | None = None,
-        keys: Sequence[str] | str | None = None,
-        properties: dict[str, str] | None = None,
-        delay_level: int = 0,
-        flag: int = 0,
-        born_timestamp: int | None = None,
-        born_host: tuple[str, int] | None = None,
-        sys_flag: int = 0,
-    ) -> PutResult:
-        """Append one message given as arguments (the fast path: no ``Message``).
-
-        ``body`` may be any bytes-like object; anything but ``bytes`` is copied
-        once and the CRC is taken over the copy. A refused message writes
-        nothing: the result's ``status`` is not ``PUT_OK`` and ``reason`` says
-        which field broke which rule.
-        """
-        return self._n.put(topic, body, queue_id, tags, keys, properties, delay_level, flag,
-                           born_timestamp, born_host, sys_flag)
-
     def delete_expired_files(self, force: bool = False) -> int:
         """Run one manual round of the clean service; returns CommitLog files deleted.
 
@@ -513,17 +422,6 @@ class MessageStore:
         return off
 
     # -- reads -------------------------------------------------------------
-
-    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
-        """The message whose record starts at CommitLog offset ``phy_offset``.
-
-        ``None`` when no record starts there.
-
-        Raises:
-            CorruptedError: the record there is damaged (its body CRC or its
-                size fields do not match); the message names file and offset.
-        """
-        return self._n.look_message_by_offset(phy_offset)
 
     def look_message_by_id(self, msg_id: str) -> MessageExt | None:
         """The message with offset message id ``msg_id`` (as in :attr:`PutResult.msg_id`).
@@ -585,14 +483,6 @@ class MessageStore:
         else:
             tag_list = list(tags)
         return self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list)
-
-    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        """One past the last logical offset of the queue (0 when unknown)."""
-        return self._n.get_max_offset_in_queue(topic, queue_id)
-
-    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        """The first logical offset of the queue (0 when unknown)."""
-        return self._n.get_min_offset_in_queue(topic, queue_id)
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         """CommitLog offset of the message at ``cq_offset`` (0 when none)."""

@@ -31,7 +31,7 @@ use crate::service::{ServiceThread, Signal, STOP_TIMEOUT};
 pub const ALLOCATE_WAIT: Duration = Duration::from_secs(5);
 
 /// Warm-up settings of the allocator.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct WarmConfig {
     /// `warm_mapped_file_enable`: pre-touch, flush and mlock new files.
     pub enabled: bool,
@@ -42,6 +42,17 @@ pub struct WarmConfig {
     /// appends after a roll do not fault (the store sets it for
     /// ASYNC_FLUSH; 0: none).
     pub prefault_head: usize,
+}
+
+impl Default for WarmConfig {
+    /// RocketMQ's defaults: off; when on, a flush every 4096 pages (16 MiB).
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            flush_every_pages: 1024 / 4 * 16,
+            prefault_head: 0,
+        }
+    }
 }
 
 enum Slot {

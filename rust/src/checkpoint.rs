@@ -89,6 +89,7 @@ impl DurableMark {
     /// Decodes the block at [`MARK_AT`] of a whole checkpoint file; `None`
     /// when there is none, it is damaged, or it is stale (its timestamp
     /// copy differs from `physic_ts`).
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     pub fn decode(file: &[u8], physic_ts: i64) -> Option<Self> {
         let b = file.get(MARK_AT..)?;
         if b.get(..8)? != MARK_MAGIC {
@@ -103,7 +104,7 @@ impl DurableMark {
         }
         let ranges = b.get(MARK_HEADER_LEN..MARK_HEADER_LEN + n * 16)?;
         let mut h = crc32fast::Hasher::new();
-        h.update(&b[..28]);
+        h.update(b.get(..28)?);
         h.update(ranges);
         if h.finalize() != crc || tag != physic_ts {
             return None;
@@ -111,12 +112,13 @@ impl DurableMark {
         let damaged = ranges
             .chunks_exact(16)
             .map(|c| {
-                (
-                    u64::from_be_bytes(c[..8].try_into().expect("8 bytes")),
-                    u64::from_be_bytes(c[8..].try_into().expect("8 bytes")),
-                )
+                let (start, end) = c.split_first_chunk::<8>()?;
+                Some((
+                    u64::from_be_bytes(*start),
+                    u64::from_be_bytes(*end.first_chunk::<8>()?),
+                ))
             })
-            .collect();
+            .collect::<Option<_>>()?;
         Some(Self {
             durable_offset,
             damaged,
@@ -200,6 +202,7 @@ pub enum CheckpointRepair {
 
 impl Checkpoint {
     /// Decodes the first 24 bytes of a checkpoint file; `None` if shorter.
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     pub fn decode(buf: &[u8]) -> Option<CheckpointData> {
         Some(CheckpointData {
             physic_msg_timestamp: be_i64(buf, 0)?,

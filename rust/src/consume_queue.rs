@@ -72,22 +72,23 @@ impl CqUnit {
     }
 
     /// Decodes the first 20 bytes of `b`; `None` if `b` is shorter.
+    #[inline]
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     pub fn decode(b: &[u8]) -> Option<CqUnit> {
-        let b: &[u8; CQ_UNIT_SIZE] = b.get(..CQ_UNIT_SIZE)?.try_into().ok()?;
-        let mut phy = [0u8; 8];
-        phy.copy_from_slice(&b[0..8]);
-        let mut tags = [0u8; 8];
-        tags.copy_from_slice(&b[12..20]);
+        let (phy, rest) = b.split_first_chunk::<8>()?;
+        let (size, rest) = rest.split_first_chunk::<4>()?;
+        let tags = rest.first_chunk::<8>()?;
         Some(CqUnit {
-            phy_offset: i64::from_be_bytes(phy),
-            size: i32::from_be_bytes([b[8], b[9], b[10], b[11]]),
-            tags_code: i64::from_be_bytes(tags),
+            phy_offset: i64::from_be_bytes(*phy),
+            size: i32::from_be_bytes(*size),
+            tags_code: i64::from_be_bytes(*tags),
         })
     }
 
     /// Decodes a unit another process may be writing: reads `size` first,
     /// then (after an acquire fence) the other fields. Pairs with
     /// [`CqUnit::write_to`].
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     fn decode_published(b: &[u8]) -> Option<CqUnit> {
         let size = i32::from_be_bytes(b.get(8..12)?.try_into().ok()?);
         fence(Ordering::Acquire);
@@ -1043,10 +1044,15 @@ pub fn queue_dir(root: &Path, topic: &str, queue_id: i32) -> PathBuf {
 /// Scans units of `data` from byte `pos` (a multiple of 20) while they are
 /// valid. Returns the end of the valid run and the end CommitLog offset of
 /// its last real (non-pre-blank) unit.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
     let mut end = pos - pos % CQ_UNIT_SIZE;
     let mut last_real = None;
-    for chunk in data[end.min(data.len())..].chunks_exact(CQ_UNIT_SIZE) {
+    for chunk in data
+        .get(end..)
+        .unwrap_or_default()
+        .chunks_exact(CQ_UNIT_SIZE)
+    {
         match CqUnit::decode_published(chunk) {
             // Units of one queue point at records in CommitLog order: a unit
             // pointing before the end of its predecessor is damage, not data.

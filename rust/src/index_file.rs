@@ -81,6 +81,7 @@ impl IndexHeader {
 
     /// Decodes the first 40 bytes as stored (no normalisation); `None` if
     /// shorter.
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     pub fn decode(b: &[u8]) -> Option<IndexHeader> {
         Some(IndexHeader {
             begin_timestamp: be_i64(b, 0)?,
@@ -113,6 +114,7 @@ impl IndexEntry {
         b
     }
 
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     pub fn decode(b: &[u8]) -> Option<IndexEntry> {
         Some(IndexEntry {
             key_hash: be_i32(b, 0)?,
@@ -123,12 +125,14 @@ impl IndexEntry {
     }
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn be_i64(b: &[u8], at: usize) -> Option<i64> {
     Some(i64::from_be_bytes(
         b.get(at..at.checked_add(8)?)?.try_into().ok()?,
     ))
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn be_i32(b: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_be_bytes(
         b.get(at..at.checked_add(4)?)?.try_into().ok()?,
@@ -435,6 +439,7 @@ impl IndexFile {
     /// `[begin, end]`, newest first, until `out` holds `max` (SPEC §3.3).
     /// Entries of other keys with the same hash are included (the caller
     /// compares the message's keys).
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     pub fn select_phy_offsets(
         &self,
         out: &mut Vec<i64>,
@@ -486,6 +491,7 @@ impl IndexFile {
 
     /// Re-reads the header from the file (a reader following another
     /// process's writer).
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     pub fn reload_header(&self) {
         if let Some(h) = IndexHeader::decode(self.mf.raw()) {
             self.begin_timestamp

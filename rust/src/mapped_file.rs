@@ -38,9 +38,12 @@ use crate::error::{Result, StoreError};
 /// Operating-system page size used for flush accounting (RocketMQ's OS_PAGE_SIZE).
 pub const OS_PAGE_SIZE: usize = 4096;
 
+/// Digits of a segment file name (its start offset, zero-padded).
+pub const SEGMENT_NAME_DIGITS: usize = 20;
+
 /// Formats a file start offset as its 20-digit file name.
 pub fn file_name(offset: u64) -> String {
-    format!("{offset:020}")
+    format!("{offset:0SEGMENT_NAME_DIGITS$}")
 }
 
 /// How a file's disk blocks are reserved ahead of its writer.

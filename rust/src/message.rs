@@ -1003,29 +1003,50 @@ impl PropertiesBuilder {
 }
 
 /// Parses a delay-level string such as `"1s 5s 10s 30s 1m 2h 1d"` into
-/// milliseconds per level (index 0 = level 1).
+/// milliseconds per level (index 0 = level 1); `None` when it breaks the
+/// grammar of [`delay_level_table`].
 pub fn parse_delay_levels(s: &str) -> Option<Vec<i64>> {
+    delay_level_table(s).ok()
+}
+
+/// The delay-level grammar (RocketMQ's `messageDelayLevel`): levels
+/// separated by whitespace, each a positive decimal number (ASCII digits)
+/// followed by `s`, `m`, `h` or `d`, at least one level, each at most
+/// `i64::MAX` ms. The one definition: `StoreConfig` validates with it too.
+/// `Err` says which level is wrong and why.
+pub fn delay_level_table(s: &str) -> std::result::Result<Vec<i64>, String> {
     let mut out = Vec::new();
     for tok in s.split_whitespace() {
-        let (num, unit) = tok.split_at(tok.len().checked_sub(1)?);
-        let n: i64 = num.parse().ok()?;
-        let mult = match unit {
+        let bad =
+            || format!("bad level {tok:?}: expected a positive number followed by s, m, h or d");
+        let (num, unit) = tok.split_at(tok.len() - tok.chars().last().map_or(0, char::len_utf8));
+        let mult: i64 = match unit {
             "s" => 1_000,
             "m" => 60_000,
             "h" => 3_600_000,
             "d" => 86_400_000,
-            _ => return None,
+            _ => return Err(bad()),
         };
-        if n <= 0 {
-            return None;
+        if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
         }
-        out.push(n.checked_mul(mult)?);
+        let n: i64 = match num.parse() {
+            Ok(n) => n,
+            // All digits, so only too many of them.
+            Err(_) => return Err(format!("level {tok:?} is too long")),
+        };
+        if n == 0 {
+            return Err(bad());
+        }
+        out.push(
+            n.checked_mul(mult)
+                .ok_or_else(|| format!("level {tok:?} is too long"))?,
+        );
     }
     if out.is_empty() {
-        None
-    } else {
-        Some(out)
+        return Err("must name at least one level".into());
     }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -1253,5 +1274,27 @@ mod tests {
         assert_eq!(parse_delay_levels("1x"), None);
         assert_eq!(parse_delay_levels(""), None);
         assert_eq!(parse_delay_levels("0s"), None);
+        // ASCII digits only: no sign, no other scripts' digits.
+        assert_eq!(parse_delay_levels("+5s"), None);
+        assert_eq!(parse_delay_levels("\u{0663}s"), None);
+        assert_eq!(parse_delay_levels("5"), None);
+        assert_eq!(parse_delay_levels("s"), None);
+        assert_eq!(parse_delay_levels("5é"), None);
+        assert_eq!(
+            parse_delay_levels("2d").as_deref(),
+            Some(&[172_800_000][..])
+        );
+        assert_eq!(
+            delay_level_table("1s 99999999999999999999s"),
+            Err("level \"99999999999999999999s\" is too long".to_owned())
+        );
+        assert_eq!(
+            delay_level_table("9999999999999999d"),
+            Err("level \"9999999999999999d\" is too long".to_owned())
+        );
+        assert_eq!(
+            delay_level_table(" "),
+            Err("must name at least one level".to_owned())
+        );
     }
 }

@@ -132,6 +132,7 @@ impl CommitLog {
     }
 
     /// The readable bytes from `off` to the end of its file (or of the data).
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     fn at(&self, off: u64) -> Option<&[u8]> {
         let base = off - off % self.segment;
         let m = self.files.get(&base)?;
@@ -145,6 +146,7 @@ impl CommitLog {
     /// structure starts at `off` and carries `off` as its physical offset
     /// (bytes inside another record do not); the full rules are applied
     /// only to say why a pointer is wrong.
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     fn record(&self, off: u64) -> std::result::Result<(RecordView, &[u8]), &'static str> {
         let buf = self.at(off).ok_or("no CommitLog data there")?;
         if let Parsed::Record(v) = parse_record(buf, false) {
@@ -210,6 +212,7 @@ pub fn verify_store(
     Ok(report)
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn scan_commit_log(
     log: &CommitLog,
     report: &mut VerifyReport,
@@ -249,8 +252,9 @@ fn scan_commit_log(
         };
         match parse_valid_record(buf, off, false) {
             Parsed::Record(v) => {
-                let rec = &buf[..v.total_size];
-                let body = &rec[v.body.clone()];
+                // The view's ranges lie inside `buf` (the parser checked them).
+                let rec = buf.get(..v.total_size).unwrap_or_default();
+                let body = rec.get(v.body.clone()).unwrap_or_default();
                 let crc = body_crc(body);
                 if crc != v.body_crc {
                     report.problems.push((
@@ -272,7 +276,7 @@ fn scan_commit_log(
             Parsed::Blank => off = next_file,
             Parsed::End { reason } => {
                 report.problems.push((Some(off), reason.to_string()));
-                let data = &map[..limit];
+                let data = map.get(..limit).unwrap_or_default();
                 off = match crate::message::find_next_valid_record(data, pos + 1, base, true) {
                     Some(i) => base + i as u64,
                     None => next_file,
@@ -763,13 +767,14 @@ fn index_sources(
 
 /// Appends to `out` the index hash of each key of the record (bytes `rec`):
 /// `topic#UNIQ_KEY`, and `topic#KEY` for each of its first `KEYS`.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn record_key_hashes(v: &RecordView, rec: &[u8], out: &mut Vec<i32>) {
-    let topic = &rec[v.topic.clone()];
+    let topic = rec.get(v.topic.clone()).unwrap_or_default();
     if !topic.is_ascii() && std::str::from_utf8(topic).is_err() {
         return;
     }
     let mut keys_seen = false;
-    for (name, value) in iter_properties(&rec[v.properties.clone()]) {
+    for (name, value) in iter_properties(rec.get(v.properties.clone()).unwrap_or_default()) {
         let keys = match name {
             b"UNIQ_KEY" => false,
             b"KEYS" if !keys_seen => true,
@@ -818,10 +823,12 @@ fn key_hash(topic: &[u8], key: &[u8]) -> i32 {
     }
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn be_i32(b: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn be_i64(b: &[u8], at: usize) -> Option<i64> {
     Some(i64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
@@ -833,6 +840,7 @@ fn be_i64(b: &[u8], at: usize) -> Option<i64> {
 /// hash slot points back at it, and entry 0 is unused (zeros). Every
 /// occurrence of the offset's bytes is tried as that entry; `None` if the
 /// file holds fewer than one key or nothing fits.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn index_file_geometry(data: &[u8]) -> Option<(usize, usize)> {
     let size = data.len();
     if size <= INDEX_HEADER_SIZE {
@@ -888,6 +896,7 @@ pub fn index_file_geometry(data: &[u8]) -> Option<(usize, usize)> {
 }
 
 /// The first position `from + k * step` at which `needle` lies in `hay`.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 fn find_aligned(hay: &[u8], needle: [u8; 8], from: usize, step: usize) -> Option<usize> {
     let last = hay.len().checked_sub(needle.len())?;
     (from..=last)

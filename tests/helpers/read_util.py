@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +48,34 @@ def listing(root: str | os.PathLike[str]) -> set[str]:
         for f in filenames:
             out.add(os.path.relpath(os.path.join(dirpath, f), root))
     return out
+
+
+def record_waits(store: Any, monkeypatch: Any) -> list[float | None]:
+    """Records the timeout of every ``wait_for_dispatch`` call made on ``store``."""
+    waits: list[float | None] = []
+    inner = store.wait_for_dispatch
+
+    def wait(seq: int, timeout: float | None = None) -> int:
+        waits.append(timeout)
+        result: int = inner(seq, timeout)
+        return result
+
+    monkeypatch.setattr(store, "wait_for_dispatch", wait)
+    return waits
+
+
+@contextlib.contextmanager
+def hang_guard(store: Any, seconds: float = 120.0) -> Iterator[None]:
+    """Shuts ``store`` down if the block is still running after ``seconds``.
+
+    For calls that wait forever (``timeout=None``): a wakeup that never comes
+    then fails the test with StoreClosedError instead of hanging the run. It
+    measures nothing: the block is expected to end long before.
+    """
+    timer = threading.Timer(seconds, store.shutdown)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

@@ -35,7 +35,7 @@ EXIT_PROBLEM: Final = 1
 #: The command could not run.
 EXIT_ERROR: Final = 2
 
-_SEGMENT_NAME_DIGITS: Final = 20
+_SEGMENT_NAME_DIGITS: Final = _native.SEGMENT_NAME_DIGITS
 # Progress is advanced in steps this size, so the bar never dominates a fast loop.
 _PROGRESS_STEP: Final = 256
 
@@ -43,8 +43,10 @@ _PROGRESS_STEP: Final = 256
 _CLI_GROUP: Final = "rocketstore-cli"
 # Messages asked of the store per get_message call (RocketMQ's pull batch).
 _PULL_BATCH: Final = 32
-_DEFAULT_INDEX_NUM: Final = 20_000_000
-_CQ_UNIT: Final = 20  # bytes per ConsumeQueue entry
+_DEFAULT_INDEX_NUM: Final = _native.DEFAULT_INDEX_NUM
+_CQ_UNIT: Final = _native.CQ_STORE_UNIT_SIZE  # bytes per ConsumeQueue entry
+#: Units per ConsumeQueue file of the default geometry.
+_DEFAULT_CQ_UNITS: Final = _native.DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE // _CQ_UNIT
 _BODY_PREVIEW: Final = 60
 
 _DEMO_TOPICS: Final = (("demo-orders", 4), ("demo-payments", 2), ("demo-audit", 1))

@@ -23,6 +23,7 @@ from rich.text import Text
 from rocketstore.cli._common import (
     _CLI_GROUP,
     _CQ_UNIT,
+    _DEFAULT_CQ_UNITS,
     _DEFAULT_INDEX_NUM,
     _PROGRESS_STEP,
     _PULL_BATCH,
@@ -268,7 +269,7 @@ def _run_bench(root: Path, n: int, body_size: int, threads: int, flush: str,
     cfg = _make_config(
         root,
         mapped_file_size_commit_log=segment_size,
-        mapped_file_size_consume_queue=_CQ_UNIT * min(max(n, 1024), 300_000),
+        mapped_file_size_consume_queue=_CQ_UNIT * min(max(n, 1024), _DEFAULT_CQ_UNITS),
         flush_disk_type=FlushDiskType.SYNC_FLUSH if flush == "sync" else FlushDiskType.ASYNC_FLUSH,
         max_index_num=index_num,
         max_hash_slot_num=max(index_num // 4, 1),

@@ -16,8 +16,10 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from rocketstore import _native
 from rocketstore.cli._common import (
     _CQ_UNIT,
+    _DEFAULT_CQ_UNITS,
     _DEFAULT_INDEX_NUM,
     _DEMO_BATCH_MAX,
     _DEMO_BATCH_SIZE,
@@ -62,14 +64,15 @@ def _demo_message(i: int) -> Message:
                    keys=[f"demo-{i}"])
 
 
-_END_FILE_BLANK: Final = 8  # bytes every full CommitLog file keeps for its end marker
+# Bytes every full CommitLog file keeps for its end marker.
+_END_FILE_BLANK: Final = _native.END_FILE_MIN_BLANK_LENGTH
 
 
 def _demo_record_size(i: int) -> int:
     """Bytes the CommitLog record of demo message ``i`` takes (IPv4 hosts)."""
     topic, _ = _demo_route(i)
     props = f"TAGS\x01{_DEMO_TAGS[i % len(_DEMO_TAGS)]}\x02KEYS\x01demo-{i}".encode()
-    return 91 + len(_demo_body(i)) + len(topic.encode()) + len(props)
+    return _native.MIN_RECORD_SIZE + len(_demo_body(i)) + len(topic.encode()) + len(props)
 
 
 def _demo_min_segment_size(count: int) -> int:
@@ -193,8 +196,9 @@ def demo(ctx: click.Context, directory: Path | None, count: int, segment_size: i
 def _run_demo(root: Path, count: int, segment_size: int) -> dict[str, Any]:
     # An index sized for the demo, not the default ~420 MB file.
     index_num = min(count + 64, _DEFAULT_INDEX_NUM)
+    cq_units = min(max(count, 1024), _DEFAULT_CQ_UNITS)
     cfg = _make_config(root, mapped_file_size_commit_log=segment_size,
-                       mapped_file_size_consume_queue=_CQ_UNIT * min(max(count, 1024), 300_000),
+                       mapped_file_size_consume_queue=_CQ_UNIT * cq_units,
                        max_index_num=index_num, max_hash_slot_num=max(index_num // 4, 1))
     err = _stderr()
     with _progress(err, byte_counts=False) as progress:

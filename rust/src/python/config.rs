@@ -255,6 +255,16 @@ pub fn default_options(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         ms(f.cq_thorough_interval),
     )?;
     d.set_item("sync_flush_timeout", ms(f.sync_timeout))?;
+    d.set_item("warm_mapped_file_enable", o.warm.enabled)?;
+    d.set_item(
+        "flush_least_pages_when_warm_mapped_file",
+        o.warm.flush_every_pages,
+    )?;
+    // The string `StoreOptions::default()` parses its levels from.
+    d.set_item(
+        "message_delay_level",
+        crate::store::DEFAULT_MESSAGE_DELAY_LEVEL,
+    )?;
     d.set_item("delay_level_table", o.delay_levels)?;
     d.set_item(
         "default_mapped_file_size_commit_log",

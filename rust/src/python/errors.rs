@@ -55,6 +55,12 @@ pub fn to_pyerr(e: StoreError) -> PyErr {
     }
 }
 
+/// `StoreClosedError(msg)`: a handle refusing calls for a reason of its own
+/// (not started yet, inherited through `fork()`).
+pub fn store_closed(msg: String) -> PyErr {
+    raise(python_exception(&StoreError::Closed), msg)
+}
+
 impl From<StoreError> for PyErr {
     fn from(e: StoreError) -> Self {
         to_pyerr(e)

@@ -9,6 +9,7 @@ pub mod gil;
 pub mod logbridge;
 pub mod recovery;
 pub mod store;
+pub mod store_base;
 pub mod types;
 pub mod verify;
 
@@ -87,10 +88,63 @@ fn threads_in_engine() -> usize {
     gil::IN_ENGINE.load(std::sync::atomic::Ordering::Acquire)
 }
 
+/// The delay levels of a `message_delay_level` string, in ms (level 1
+/// first): the engine's grammar, so the config and the engine agree.
+#[pyfunction]
+fn parse_delay_levels(text: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    let text = args::str_arg(text, "text")?;
+    crate::message::delay_level_table(text).map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
+/// Bytes of an index file with this geometry (header, slots, entries);
+/// `None` when it exceeds what a Java int can address.
+#[pyfunction]
+fn index_file_size(max_hash_slot_num: usize, max_index_num: usize) -> Option<usize> {
+    crate::index_file::index_file_size(max_hash_slot_num, max_index_num)
+        .filter(|&n| n <= i32::MAX as usize)
+}
+
+/// The format constants Python code needs (one definition: the engine's).
+fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use crate::{consume_queue, index_file, message, store};
+    m.add("CQ_STORE_UNIT_SIZE", consume_queue::CQ_UNIT_SIZE)?;
+    m.add("INDEX_HEADER_SIZE", index_file::INDEX_HEADER_SIZE)?;
+    m.add("INDEX_HASH_SLOT_SIZE", index_file::HASH_SLOT_SIZE)?;
+    m.add("INDEX_ENTRY_SIZE", index_file::INDEX_ENTRY_SIZE)?;
+    m.add("MIN_RECORD_SIZE", message::FIXED_OVERHEAD_V4)?;
+    m.add(
+        "END_FILE_MIN_BLANK_LENGTH",
+        message::END_FILE_MIN_BLANK_LENGTH,
+    )?;
+    m.add(
+        "SEGMENT_NAME_DIGITS",
+        crate::mapped_file::SEGMENT_NAME_DIGITS,
+    )?;
+    m.add(
+        "DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG",
+        store::DEFAULT_COMMIT_LOG_FILE_SIZE,
+    )?;
+    m.add(
+        "DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE",
+        consume_queue::DEFAULT_CQ_FILE_SIZE,
+    )?;
+    m.add(
+        "DEFAULT_MESSAGE_DELAY_LEVEL",
+        store::DEFAULT_MESSAGE_DELAY_LEVEL,
+    )?;
+    m.add("DEFAULT_HASH_SLOT_NUM", index_file::DEFAULT_HASH_SLOT_NUM)?;
+    m.add("DEFAULT_INDEX_NUM", index_file::DEFAULT_INDEX_NUM)?;
+    m.add_function(wrap_pyfunction!(parse_delay_levels, m)?)?;
+    m.add_function(wrap_pyfunction!(index_file_size, m)?)?;
+    Ok(())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    add_format_constants(m)?;
     m.add_class::<store::PyStore>()?;
+    m.add_class::<store_base::PyStoreBase>()?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
     m.add_class::<types::PyBatchPutResult>()?;

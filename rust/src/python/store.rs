@@ -1,5 +1,7 @@
 //! `NativeStore`: the engine store as a Python class. The public
-//! `rocketstore.MessageStore` (Python) owns one and orchestrates it.
+//! `rocketstore.MessageStore` (Python) opens one, orchestrates it, and
+//! attaches it to its native base class (`store_base.rs`), whose
+//! per-message methods call the ones here.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -374,7 +376,7 @@ impl PyStore {
     /// Puts one message given as arguments (no `Message` object needed).
     #[pyo3(signature = (topic, body, queue_id=None, tags=None, keys=None, properties=None, delay_level=None, flag=None, born_timestamp=None, born_host=None, sys_flag=None), text_signature = "($self, topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0)")]
     #[allow(clippy::too_many_arguments)]
-    fn put(
+    pub(crate) fn put(
         &self,
         py: Python<'_>,
         topic: &Bound<'_, PyAny>,
@@ -441,7 +443,11 @@ impl PyStore {
     }
 
     /// Puts one `Message`.
-    fn put_message(&self, py: Python<'_>, msg: &Bound<'_, PyAny>) -> PyResult<PyPutResult> {
+    pub(crate) fn put_message(
+        &self,
+        py: Python<'_>,
+        msg: &Bound<'_, PyAny>,
+    ) -> PyResult<PyPutResult> {
         guarded(|| {
             let m = msg
                 .downcast::<PyMessage>()
@@ -455,7 +461,7 @@ impl PyStore {
     }
 
     /// Puts messages in order under one lock hold and one flush wait.
-    fn put_messages<'py>(
+    pub(crate) fn put_messages<'py>(
         &self,
         py: Python<'py>,
         msgs: &Bound<'py, PyAny>,
@@ -500,7 +506,7 @@ impl PyStore {
     /// Puts many bodies to one topic and queue: all or nothing, one result.
     #[pyo3(signature = (topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=false))]
     #[allow(clippy::too_many_arguments)]
-    fn put_batch(
+    pub(crate) fn put_batch(
         &self,
         py: Python<'_>,
         topic: &str,
@@ -700,7 +706,7 @@ impl PyStore {
     }
 
     /// The message whose record starts at `offset`, or None.
-    fn look_message_by_offset(
+    pub(crate) fn look_message_by_offset(
         &self,
         py: Python<'_>,
         offset: &Bound<'_, PyAny>,
@@ -1110,7 +1116,7 @@ impl PyStore {
     }
 
     /// One past the last logical offset of a queue (0 if unknown).
-    fn get_max_offset_in_queue(
+    pub(crate) fn get_max_offset_in_queue(
         &self,
         py: Python<'_>,
         topic: &Bound<'_, PyAny>,
@@ -1127,7 +1133,7 @@ impl PyStore {
     }
 
     /// The first logical offset of a queue (0 if unknown).
-    fn get_min_offset_in_queue(
+    pub(crate) fn get_min_offset_in_queue(
         &self,
         py: Python<'_>,
         topic: &Bound<'_, PyAny>,

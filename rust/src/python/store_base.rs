@@ -1,0 +1,221 @@
+//! `MessageStoreBase`: the native base class of `rocketstore.MessageStore`.
+//!
+//! The public store is a Python subclass of this class, so its put and
+//! lookup methods (the calls made once per message) *are* these native
+//! methods: a put costs one native call, with no Python frame in between,
+//! and `MessageStore.put` carries its docstring and signature like any other
+//! method. Everything else (lifecycle, services, config files) is Python.
+//!
+//! The object starts detached: every method raises `StoreClosedError` with
+//! the reason given (not started yet; handle inherited through `fork()`).
+//! `MessageStore.start()` attaches the engine store it opened. A closed
+//! engine store raises `StoreClosedError` itself, and so does one inherited
+//! by a forked child (the engine compares fork generations).
+
+use std::cell::RefCell;
+
+use pyo3::prelude::*;
+use pyo3::sync::GILProtected;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::errors::store_closed;
+use super::store::PyStore;
+use super::types::{PyBatchPutResult, PyMessageExt, PyPutResult};
+
+/// Why a detached store refuses calls before `start()`.
+const NOT_STARTED: &str = "store is not started; call start() or use `with`";
+
+/// The native base of `rocketstore.MessageStore` (subclass it, do not use it
+/// directly): the per-message methods of the store.
+#[pyclass(
+    subclass,
+    frozen,
+    module = "rocketstore._native",
+    name = "MessageStoreBase"
+)]
+pub struct PyStoreBase {
+    /// The engine store, or why there is none. Written only by `_attach` and
+    /// `_detach`. The GIL guards it (no atomic operation on the put path):
+    /// each call clones the handle out (one reference count) and ends its
+    /// borrow before the engine runs, since the engine may release the GIL.
+    engine: GILProtected<RefCell<Result<Py<PyStore>, String>>>,
+}
+
+impl PyStoreBase {
+    #[inline]
+    fn engine(&self, py: Python<'_>) -> PyResult<Py<PyStore>> {
+        match &*self.engine.get(py).borrow() {
+            Ok(store) => Ok(store.clone_ref(py)),
+            Err(why) => Err(store_closed(why.clone())),
+        }
+    }
+}
+
+#[pymethods]
+impl PyStoreBase {
+    /// Accepts (and ignores) the subclass's constructor arguments: the
+    /// Python `__init__` takes them; nothing is opened before `start()`.
+    #[new]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
+        Self {
+            engine: GILProtected::new(RefCell::new(Err(NOT_STARTED.to_owned()))),
+        }
+    }
+
+    /// Serves calls with `store` from now on.
+    fn _attach(&self, py: Python<'_>, store: Py<PyStore>) {
+        let old = self.engine.get(py).replace(Ok(store));
+        drop(old); // after the borrow: dropping an engine store may release the GIL
+    }
+
+    /// Refuses every call from now on with `StoreClosedError(reason)`, and
+    /// lets go of the engine store.
+    fn _detach(&self, py: Python<'_>, reason: String) {
+        let old = self.engine.get(py).replace(Err(reason));
+        drop(old);
+    }
+
+    /// Append one message given as arguments (the fast path: no `Message`).
+    ///
+    /// `body` may be any bytes-like object; anything but `bytes` is copied
+    /// once and the CRC is taken over the copy. A refused message writes
+    /// nothing: the result's `status` is not `PUT_OK` and `reason` says
+    /// which field broke which rule.
+    #[pyo3(signature = (topic, body, queue_id=None, tags=None, keys=None, properties=None, delay_level=None, flag=None, born_timestamp=None, born_host=None, sys_flag=None), text_signature = "($self, topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0)")]
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        body: &Bound<'_, PyAny>,
+        queue_id: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+        keys: Option<Bound<'_, PyAny>>,
+        properties: Option<&Bound<'_, PyAny>>,
+        delay_level: Option<&Bound<'_, PyAny>>,
+        flag: Option<&Bound<'_, PyAny>>,
+        born_timestamp: Option<&Bound<'_, PyAny>>,
+        born_host: Option<Bound<'_, PyAny>>,
+        sys_flag: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyPutResult> {
+        self.engine(py)?.get().put(
+            py,
+            topic,
+            body,
+            queue_id,
+            tags,
+            keys,
+            properties,
+            delay_level,
+            flag,
+            born_timestamp,
+            born_host,
+            sys_flag,
+        )
+    }
+
+    /// Append one message; returns its `PutResult`.
+    ///
+    /// A rejected message (illegal topic, too large, ...) gets its status and
+    /// nothing is written; `PutResult.reason` says why.
+    fn put_message(&self, py: Python<'_>, msg: &Bound<'_, PyAny>) -> PyResult<PyPutResult> {
+        self.engine(py)?.get().put_message(py, msg)
+    }
+
+    /// Append messages in order under one lock and one flush wait.
+    ///
+    /// Messages may go to any topics and queues; a rejected message gets its
+    /// status (and `PutResult.reason`) and is skipped, the others are
+    /// written.
+    fn put_messages<'py>(
+        &self,
+        py: Python<'py>,
+        msgs: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.engine(py)?.get().put_messages(py, msgs)
+    }
+
+    /// Append many bodies to one topic and queue; one result for the batch.
+    ///
+    /// Bodies are bytes-like objects, read in place (no copy into Python
+    /// objects) and encoded straight into the CommitLog. `keys`, `tags`
+    /// and `properties`, when given, hold one item (or None) per body.
+    ///
+    /// All or nothing: every message is checked before any is written, and
+    /// one refused message refuses the batch (`result.reason` names its
+    /// index). Queue offsets are consecutive from `result.queue_offset`.
+    /// With `return_offsets=True`, `result.offsets` is an `array('q')`
+    /// of each message's CommitLog offset and `result.msg_ids()` their
+    /// offset message ids. Under SYNC_FLUSH the call waits once, for the
+    /// whole batch. A batch may span CommitLog files; between files other
+    /// writers get their turn. Delayed messages cannot be batched.
+    ///
+    /// If a new CommitLog file cannot be created mid-batch, the result has
+    /// that status and `count` says how many messages were written.
+    #[pyo3(signature = (topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn put_batch(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        bodies: &Bound<'_, PyAny>,
+        queue_id: i64,
+        keys: Option<Bound<'_, PyAny>>,
+        tags: Option<Bound<'_, PyAny>>,
+        properties: Option<Bound<'_, PyAny>>,
+        return_offsets: bool,
+    ) -> PyResult<PyBatchPutResult> {
+        self.engine(py)?.get().put_batch(
+            py,
+            topic,
+            bodies,
+            queue_id,
+            keys,
+            tags,
+            properties,
+            return_offsets,
+        )
+    }
+
+    /// The message whose record starts at CommitLog offset `phy_offset`.
+    ///
+    /// `None` when no record starts there.
+    ///
+    /// Raises:
+    ///     CorruptedError: the record there is damaged (its body CRC or its
+    ///         size fields do not match); the message names file and offset.
+    fn look_message_by_offset(
+        &self,
+        py: Python<'_>,
+        phy_offset: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PyMessageExt>> {
+        self.engine(py)?
+            .get()
+            .look_message_by_offset(py, phy_offset)
+    }
+
+    /// One past the last logical offset of the queue (0 when unknown).
+    fn get_max_offset_in_queue(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
+        self.engine(py)?
+            .get()
+            .get_max_offset_in_queue(py, topic, queue_id)
+    }
+
+    /// The first logical offset of the queue (0 when unknown).
+    fn get_min_offset_in_queue(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
+        self.engine(py)?
+            .get()
+            .get_min_offset_in_queue(py, topic, queue_id)
+    }
+}
