@@ -129,6 +129,15 @@ impl RunningFlags {
         }
     }
 
+    /// The first failure as `"FLAG: reason"` (for errors that refuse work).
+    pub fn first_failure(&self) -> Option<String> {
+        if self.is_poisoned() {
+            self.first.get().map(|(f, why)| format!("{}: {why}", f.name()))
+        } else {
+            None
+        }
+    }
+
     /// The first failure's reason when `flag` is set.
     pub fn reason_if(&self, flag: Flag) -> Option<String> {
         if self.is_set(flag) {

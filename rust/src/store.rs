@@ -868,7 +868,7 @@ impl Store {
         if self.opts.read_only {
             return Ok(self.commitlog.flushed_offset());
         }
-        if let Some(why) = self.poison_reason() {
+        if let Some(why) = self.flags.first_failure() {
             return Err(StoreError::Poisoned(why));
         }
         self.commitlog.queue().commit(0);
@@ -1313,7 +1313,7 @@ impl Store {
         if self.opts.read_only {
             return Ok(self.commitlog.flushed_offset());
         }
-        if let Some(why) = self.poison_reason() {
+        if let Some(why) = self.flags.first_failure() {
             return Err(StoreError::Poisoned(why));
         }
         let r = self
