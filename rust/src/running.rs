@@ -132,7 +132,9 @@ impl RunningFlags {
     /// The first failure as `"FLAG: reason"` (for errors that refuse work).
     pub fn first_failure(&self) -> Option<String> {
         if self.is_poisoned() {
-            self.first.get().map(|(f, why)| format!("{}: {why}", f.name()))
+            self.first
+                .get()
+                .map(|(f, why)| format!("{}: {why}", f.name()))
         } else {
             None
         }
