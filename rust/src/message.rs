@@ -409,37 +409,45 @@ pub fn encode_blank(dst: &mut [u8], max_blank: usize) {
     dst[4..8].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
 }
 
-// One bounds check per field (a slice of fixed length), inlined.
+// The decoders below read bytes from disk: every access is checked
+// (`clippy::indexing_slicing` and `unwrap_used` are denied on them), so a
+// damaged record can end a scan but never panic. A field read is one bounds
+// check (a fixed-length chunk), inlined; `None` means "does not fit".
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    let a: [u8; 4] = b[at..at + 4].try_into().expect("4 bytes");
-    i32::from_be_bytes(a)
+fn be_i32(b: &[u8], at: usize) -> Option<i32> {
+    Some(i32::from_be_bytes(*b.get(at..)?.first_chunk::<4>()?))
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    let a: [u8; 8] = b[at..at + 8].try_into().expect("8 bytes");
-    i64::from_be_bytes(a)
+fn be_i64(b: &[u8], at: usize) -> Option<i64> {
+    Some(i64::from_be_bytes(*b.get(at..)?.first_chunk::<8>()?))
 }
 
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
-fn be_i16(b: &[u8], at: usize) -> i16 {
-    let a: [u8; 2] = b[at..at + 2].try_into().expect("2 bytes");
-    i16::from_be_bytes(a)
+fn be_i16(b: &[u8], at: usize) -> Option<i16> {
+    Some(i16::from_be_bytes(*b.get(at..)?.first_chunk::<2>()?))
 }
 
 /// Reads a host (`ip` + port int) at `at`.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
-fn read_host(b: &[u8], at: usize, v6: bool) -> SocketAddr {
-    if v6 {
-        let mut o = [0u8; 16];
-        o.copy_from_slice(&b[at..at + 16]);
-        SocketAddr::new(IpAddr::V6(Ipv6Addr::from(o)), be_i32(b, at + 16) as u16)
+fn read_host(b: &[u8], at: usize, v6: bool) -> Option<SocketAddr> {
+    let at_ip = b.get(at..)?;
+    Some(if v6 {
+        let o = *at_ip.first_chunk::<16>()?;
+        SocketAddr::new(IpAddr::V6(Ipv6Addr::from(o)), be_i32(b, at + 16)? as u16)
     } else {
-        let o = [b[at], b[at + 1], b[at + 2], b[at + 3]];
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::from(o)), be_i32(b, at + 4) as u16)
-    }
+        let o = *at_ip.first_chunk::<4>()?;
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::from(o)), be_i32(b, at + 4)? as u16)
+    })
 }
+
+/// What a decoder reports when a field it was told fits does not (the frame
+/// checks make this unreachable; a damaged record is then ended, not read).
+const FIELD_OUTSIDE_RECORD: NotARecord = NotARecord::End("field outside the record");
 
 /// A validated record inside a buffer: fixed fields decoded, variable fields as ranges.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -511,13 +519,12 @@ impl From<NotARecord> for Parsed {
 }
 
 /// The structural checks of [`parse_record`].
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
 fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
-    if buf.len() < 8 {
-        return Err(NotARecord::End("fewer than 8 bytes left"));
-    }
-    let total = be_i32(buf, 0);
-    let magic = be_i32(buf, 4);
+    const SHORT: NotARecord = NotARecord::End("fewer than 8 bytes left");
+    let total = be_i32(buf, 0).ok_or(SHORT)?;
+    let magic = be_i32(buf, 4).ok_or(SHORT)?;
     if magic == BLANK_MAGIC {
         return Err(NotARecord::Blank);
     }
@@ -528,11 +535,11 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
         return Err(NotARecord::End("record size outside the readable data"));
     }
     let total = total as usize;
-    let b = &buf[..total];
+    let b = buf.get(..total).ok_or(FIELD_OUTSIDE_RECORD)?;
     if total < FIXED_OVERHEAD_V4 {
         return Err(NotARecord::End("record shorter than its fixed fields"));
     }
-    let sys_flag = be_i32(b, pos::SYS_FLAG);
+    let sys_flag = be_i32(b, pos::SYS_FLAG).ok_or(FIELD_OUTSIDE_RECORD)?;
     let born_v6 = sys_flag & sysflag::BORNHOST_V6 != 0;
     let store_v6 = sys_flag & sysflag::STOREHOST_V6 != 0;
     let born_len = if born_v6 { 20 } else { 8 };
@@ -544,7 +551,7 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
     let store_ts_at = pos::BORN_HOST + born_len;
     // store timestamp, store host, reconsume times, prepared offset.
     let mut p = store_ts_at + 8 + store_len + 4 + 8;
-    let body_len = be_i32(b, p);
+    let body_len = be_i32(b, p).ok_or(FIELD_OUTSIDE_RECORD)?;
     p += 4;
     if body_len < 0 || p + body_len as usize + 3 > total {
         return Err(NotARecord::End("body length does not fit the record"));
@@ -552,11 +559,11 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
     let body = p..p + body_len as usize;
     p = body.end;
     let topic_len = if magic == MAGIC_V1 {
-        let l = b[p] as i8;
+        let l = *b.get(p).ok_or(FIELD_OUTSIDE_RECORD)? as i8;
         p += 1;
         l as i32
     } else {
-        let l = be_i16(b, p);
+        let l = be_i16(b, p).ok_or(FIELD_OUTSIDE_RECORD)?;
         p += 2;
         l as i32
     };
@@ -565,7 +572,7 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
     }
     let topic = p..p + topic_len as usize;
     p = topic.end;
-    let props_len = be_i16(b, p);
+    let props_len = be_i16(b, p).ok_or(FIELD_OUTSIDE_RECORD)?;
     p += 2;
     if props_len < 0 || p + props_len as usize != total {
         return Err(NotARecord::End(
@@ -586,46 +593,63 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
 }
 
 /// The body CRC check of [`parse_record`] on a frame.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
 fn frame_crc_ok(b: &[u8], f: &Frame) -> bool {
-    body_crc(&b[f.body.clone()]) == be_i32(b, pos::BODY_CRC)
+    match (b.get(f.body.clone()), be_i32(b, pos::BODY_CRC)) {
+        (Some(body), Some(stored)) => body_crc(body) == stored,
+        _ => false,
+    }
 }
 
 /// Parses the record at the start of `buf` (`buf` ends where readable data
 /// ends). A record is valid only if its magic is V1/V2, its total size equals
 /// the sum of its field lengths, it lies inside `buf`, and (with `check_crc`)
 /// the body CRC matches (SPEC "A record is valid").
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline]
 pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
     let f = match parse_frame(buf) {
         Ok(f) => f,
         Err(n) => return n.into(),
     };
-    let b = &buf[..f.total];
+    let Some(b) = buf.get(..f.total) else {
+        return FIELD_OUTSIDE_RECORD.into();
+    };
     if check_crc && !frame_crc_ok(b, &f) {
         return Parsed::End {
             reason: "body CRC mismatch",
         };
     }
-    let born_host = read_host(b, pos::BORN_HOST, f.born_v6);
+    match decode_fields(b, f) {
+        Some(v) => Parsed::Record(v),
+        None => FIELD_OUTSIDE_RECORD.into(),
+    }
+}
+
+/// The fixed fields of a record whose frame [`parse_frame`] accepted.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline(always)]
+fn decode_fields(b: &[u8], f: Frame) -> Option<RecordView> {
+    let born_host = read_host(b, pos::BORN_HOST, f.born_v6)?;
     let mut p = f.store_ts_at;
-    let store_timestamp = be_i64(b, p);
+    let store_timestamp = be_i64(b, p)?;
     p += 8;
-    let store_host = read_host(b, p, f.store_v6);
+    let store_host = read_host(b, p, f.store_v6)?;
     p += if f.store_v6 { 20 } else { 8 };
-    let reconsume_times = be_i32(b, p);
+    let reconsume_times = be_i32(b, p)?;
     p += 4;
-    let prepared = be_i64(b, p);
-    Parsed::Record(RecordView {
+    let prepared = be_i64(b, p)?;
+    Some(RecordView {
         total_size: f.total,
         magic: f.magic,
-        body_crc: be_i32(b, pos::BODY_CRC),
-        queue_id: be_i32(b, pos::QUEUE_ID),
-        flag: be_i32(b, pos::FLAG),
-        queue_offset: be_i64(b, pos::QUEUE_OFFSET),
-        physical_offset: be_i64(b, pos::PHYSICAL_OFFSET),
+        body_crc: be_i32(b, pos::BODY_CRC)?,
+        queue_id: be_i32(b, pos::QUEUE_ID)?,
+        flag: be_i32(b, pos::FLAG)?,
+        queue_offset: be_i64(b, pos::QUEUE_OFFSET)?,
+        physical_offset: be_i64(b, pos::PHYSICAL_OFFSET)?,
         sys_flag: f.sys_flag,
-        born_timestamp: be_i64(b, pos::BORN_TIMESTAMP),
+        born_timestamp: be_i64(b, pos::BORN_TIMESTAMP)?,
         born_host,
         store_timestamp,
         store_host,
@@ -642,6 +666,7 @@ pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
 /// order): `Err` says what `parse_valid_record` would return instead.
 /// Decodes only the fields the rules read, for scans that need nothing but
 /// where each record ends (recovery's scan of the CommitLog).
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline]
 pub fn valid_record_size(
     buf: &[u8],
@@ -649,16 +674,16 @@ pub fn valid_record_size(
     check_crc: bool,
 ) -> std::result::Result<usize, NotARecord> {
     let f = parse_frame(buf)?;
-    let b = &buf[..f.total];
+    let b = buf.get(..f.total).ok_or(FIELD_OUTSIDE_RECORD)?;
     if check_crc && !frame_crc_ok(b, &f) {
         return Err(NotARecord::End("body CRC mismatch"));
     }
     let rule = record_rule_violation_at(
         b,
         f.magic,
-        be_i64(b, pos::PHYSICAL_OFFSET),
-        be_i32(b, pos::QUEUE_ID),
-        be_i64(b, pos::QUEUE_OFFSET),
+        be_i64(b, pos::PHYSICAL_OFFSET).ok_or(FIELD_OUTSIDE_RECORD)?,
+        be_i32(b, pos::QUEUE_ID).ok_or(FIELD_OUTSIDE_RECORD)?,
+        be_i64(b, pos::QUEUE_OFFSET).ok_or(FIELD_OUTSIDE_RECORD)?,
         &f.topic,
         &f.properties,
         phy,
@@ -697,6 +722,7 @@ pub fn is_readable_topic(topic: &str) -> bool {
 /// by `\x02` (one trailing `\x02` allowed, as 5.x's property CRC writes it).
 /// Names are non-empty and hold neither `\x01` nor NUL; values hold no
 /// `\x02` (RocketMQ's parser takes everything after the first `\x01`).
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn properties_well_formed(props: &[u8]) -> bool {
     let body = match props.split_last() {
         None => return true,
@@ -729,6 +755,7 @@ pub fn properties_well_formed(props: &[u8]) -> bool {
 /// PHYSICALOFFSET equals `phy`, its properties are well-formed, its topic
 /// passes the read rule for its version, and its queue id and queue offset
 /// are not negative.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline]
 pub fn parse_valid_record(buf: &[u8], phy: u64, check_crc: bool) -> Parsed {
     let parsed = parse_record(buf, check_crc);
@@ -758,6 +785,7 @@ fn record_rule_violation(buf: &[u8], v: &RecordView, phy: u64) -> Option<&'stati
 
 /// [`record_rule_violation`] on the fields it reads.
 #[allow(clippy::too_many_arguments)]
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
 fn record_rule_violation_at(
     buf: &[u8],
@@ -783,10 +811,16 @@ fn record_rule_violation_at(
     } else {
         MAX_TOPIC_LEN_V2
     };
-    if !is_readable_topic_bytes(&buf[topic.clone()], max_topic) {
+    let Some(topic) = buf.get(topic.clone()) else {
+        return Some("topic outside the record");
+    };
+    if !is_readable_topic_bytes(topic, max_topic) {
         return Some("illegal topic");
     }
-    if !properties_well_formed(&buf[properties.clone()]) {
+    let Some(properties) = buf.get(properties.clone()) else {
+        return Some("properties outside the record");
+    };
+    if !properties_well_formed(properties) {
         return Some("malformed properties");
     }
     None
@@ -796,6 +830,7 @@ fn record_rule_violation_at(
 /// record (by [`parse_valid_record`], with `check_crc`) when `data` starts at
 /// CommitLog offset `base`; `None` when there is none. Used to find where
 /// intact data resumes after a damaged record.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn find_next_valid_record(
     data: &[u8],
     from: usize,
@@ -815,11 +850,12 @@ pub fn find_next_valid_record(
                 continue;
             }
         }
-        let m = &data[i + 4..i + 8];
-        if (m == v1 || m == v2)
-            && be_i64(data, i + pos::PHYSICAL_OFFSET) == (base + i as u64) as i64
+        let Some(at) = data.get(i..) else { break };
+        let m = at.get(4..8);
+        if (m == Some(&v1[..]) || m == Some(&v2[..]))
+            && be_i64(at, pos::PHYSICAL_OFFSET) == Some((base + i as u64) as i64)
             && matches!(
-                parse_valid_record(&data[i..], base + i as u64, check_crc),
+                parse_valid_record(at, base + i as u64, check_crc),
                 Parsed::Record(_)
             )
         {
@@ -832,6 +868,7 @@ pub fn find_next_valid_record(
 
 /// Iterates `(name, value)` pairs of a serialized properties string, skipping
 /// malformed segments exactly as RocketMQ's parser does.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     props.split(|&b| b == PROPERTY_SEPARATOR).filter_map(|seg| {
         if seg.len() < 3 {
@@ -841,7 +878,7 @@ pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         if i == 0 || i >= seg.len() - 1 {
             return None;
         }
-        Some((&seg[..i], &seg[i + 1..]))
+        Some((seg.get(..i)?, seg.get(i + 1..)?))
     })
 }
 
