@@ -42,10 +42,12 @@ pub struct PyStoreBase {
 }
 
 impl PyStoreBase {
+    /// The engine store, as a `Bound` (its drop is a plain decref under the
+    /// GIL, where dropping a `Py` first asks whether the GIL is held).
     #[inline]
-    fn engine(&self, py: Python<'_>) -> PyResult<Py<PyStore>> {
+    fn engine<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyStore>> {
         match &*self.engine.get(py).borrow() {
-            Ok(store) => Ok(store.clone_ref(py)),
+            Ok(store) => Ok(store.bind(py).clone()),
             Err(why) => Err(store_closed(why.clone())),
         }
     }
