@@ -13,7 +13,6 @@
 //! Media: `tmpfs` is `/dev/shm` (or `ROCKETSTORE_BENCH_DIR`), `disk` the
 //! temp dir (or `ROCKETSTORE_DISK_BENCH_DIR`).
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -67,18 +66,9 @@ fn fresh(base: &PathBuf, clock: Option<&Arc<CachedClock>>) -> Log {
 }
 
 fn spec(body: &[u8]) -> MessageSpec<'_> {
-    MessageSpec {
-        topic: Cow::Borrowed("bench"),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Borrowed(body),
-        properties: Cow::Borrowed(b"TAGS\x01t"),
-    }
+    MessageSpec::new("bench", 0, body)
+        .with_properties(b"TAGS\x01t")
+        .born_at(1_700_000_000_000)
 }
 
 /// Times `BATCH` messages per iteration, starting a fresh segment when the

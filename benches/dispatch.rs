@@ -4,8 +4,6 @@
 //! iteration dispatches all of it into fresh consume queues (and a fresh
 //! index for the keyed variant). Only dispatching is timed.
 
-use std::borrow::Cow;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,18 +40,11 @@ fn written_log(dir: &std::path::Path, keyed: bool) -> Arc<CommitLog> {
         } else {
             "TAGS\x01t".to_string()
         };
-        log.put(MessageSpec {
-            topic: Cow::Borrowed("bench"),
-            queue_id: (i % 8) as i32,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1_700_000_000_000,
-            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: Cow::Borrowed(&body),
-            properties: Cow::Owned(props.into_bytes()),
-        })
+        log.put(
+            MessageSpec::new("bench", (i % 8) as i32, &body)
+                .with_properties(props.into_bytes())
+                .born_at(1_700_000_000_000),
+        )
         .unwrap();
     }
     Arc::new(log)

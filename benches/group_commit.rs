@@ -4,8 +4,6 @@
 //! `cargo bench --bench group_commit`. Stores live in the temp dir on the
 //! real disk (`ROCKETSTORE_DISK_BENCH_DIR` to choose): fsync on tmpfs is free.
 
-use std::borrow::Cow;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,18 +41,7 @@ fn open(dir: &std::path::Path) -> Arc<Store> {
 }
 
 fn put_one(store: &Store, body: &[u8]) {
-    let spec = MessageSpec {
-        topic: Cow::Borrowed("bench"),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Borrowed(body),
-        properties: Cow::Borrowed(b""),
-    };
+    let spec = MessageSpec::new("bench", 0, body).born_at(1_700_000_000_000);
     let p = store.prepare(spec).unwrap().unwrap();
     let r = store.put_prepared(&p).unwrap();
     assert_eq!(r.status, PutStatus::PutOk);

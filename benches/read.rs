@@ -7,9 +7,7 @@
 //! before), `checked` goes through the read path's record check
 //! (`check_read_record`: sizes and body CRC).
 
-use std::borrow::Cow;
 use std::hint::black_box;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use _native::commitlog::{check_read_record, CommitLog, CommitLogConfig};
@@ -41,18 +39,11 @@ fn written_log(dir: &std::path::Path, body_len: usize) -> (CommitLog, Vec<u64>) 
     let offsets = (0..N)
         .map(|i| {
             let o = log
-                .put(MessageSpec {
-                    topic: Cow::Borrowed("bench"),
-                    queue_id: (i % 8) as i32,
-                    flag: 0,
-                    sys_flag: 0,
-                    born_timestamp: 1_700_000_000_000,
-                    born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-                    reconsume_times: 0,
-                    prepared_transaction_offset: 0,
-                    body: Cow::Borrowed(&body),
-                    properties: Cow::Borrowed(b"TAGS\x01t"),
-                })
+                .put(
+                    MessageSpec::new("bench", (i % 8) as i32, &body)
+                        .with_properties(b"TAGS\x01t")
+                        .born_at(1_700_000_000_000),
+                )
                 .unwrap();
             o.wrote_offset as u64
         })

@@ -4,8 +4,6 @@
 //! 1 KiB-body messages (normal recovery scans the last three files), scanned
 //! with `check_crc = true`; throughput in bytes.
 
-use std::borrow::Cow;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use _native::commitlog::{CommitLog, CommitLogConfig};
@@ -31,18 +29,11 @@ fn bench_recovery(c: &mut Criterion) {
     let body: Vec<u8> = (0..1024u32).map(|i| (i * 31) as u8).collect();
     // Three full files (the put that rolls into a fourth one stops the loop).
     while log.queue().len() < 4 {
-        log.put(MessageSpec {
-            topic: Cow::Borrowed("bench"),
-            queue_id: 0,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1_700_000_000_000,
-            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: Cow::Borrowed(&body),
-            properties: Cow::Borrowed(b"TAGS\x01t"),
-        })
+        log.put(
+            MessageSpec::new("bench", 0, &body)
+                .with_properties(b"TAGS\x01t")
+                .born_at(1_700_000_000_000),
+        )
         .unwrap();
     }
     drop(log);

@@ -10,8 +10,6 @@
 //! Stores live on the real disk (the temp dir, `ROCKETSTORE_DISK_BENCH_DIR`
 //! to choose): creating, reserving and syncing files costs nothing on tmpfs.
 
-use std::borrow::Cow;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,18 +63,7 @@ fn open(
 }
 
 fn spec(body: &[u8]) -> MessageSpec<'_> {
-    MessageSpec {
-        topic: Cow::Borrowed("bench"),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Borrowed(body),
-        properties: Cow::Borrowed(b""),
-    }
+    MessageSpec::new("bench", 0, body).born_at(1_700_000_000_000)
 }
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {

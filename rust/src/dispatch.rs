@@ -528,7 +528,6 @@ impl Dispatcher {
 
 #[cfg(test)]
 mod tests {
-    use std::borrow::Cow;
     use std::net::SocketAddr;
     use std::path::Path;
 
@@ -566,18 +565,11 @@ mod tests {
     fn put(log: &CommitLog, i: usize) -> (i64, i32) {
         let props = format!("TAGS\u{1}tag{}\u{2}KEYS\u{1}key{i}", i % 3);
         let out = log
-            .put(MessageSpec {
-                topic: Cow::Borrowed("T"),
-                queue_id: (i % 2) as i32,
-                flag: 0,
-                sys_flag: 0,
-                born_timestamp: 1_700_000_000_000,
-                born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-                reconsume_times: 0,
-                prepared_transaction_offset: 0,
-                body: Cow::Owned(format!("body {i}").into_bytes()),
-                properties: Cow::Owned(props.into_bytes()),
-            })
+            .put(
+                MessageSpec::new("T", (i % 2) as i32, format!("body {i}").into_bytes())
+                    .with_properties(props.into_bytes())
+                    .born_at(1_700_000_000_000),
+            )
             .unwrap();
         assert_eq!(out.status, PutStatus::PutOk);
         (out.wrote_offset, out.wrote_bytes as i32)

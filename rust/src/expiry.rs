@@ -160,7 +160,6 @@ mod tests {
     use super::*;
     use crate::commitlog::CommitLogConfig;
     use crate::message::MessageSpec;
-    use std::borrow::Cow;
 
     fn log(dir: &std::path::Path) -> CommitLog {
         CommitLog::load(
@@ -178,16 +177,8 @@ mod tests {
 
     fn put(cl: &CommitLog) {
         let spec = MessageSpec {
-            topic: Cow::Borrowed("t"),
-            queue_id: 0,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
             born_host: "127.0.0.1:1".parse().unwrap(),
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: Cow::Borrowed(&[7u8; 100]),
-            properties: Cow::Owned(Vec::new()),
+            ..MessageSpec::new("t", 0, &[7u8; 100]).born_at(1)
         };
         let out = cl.put(spec).unwrap();
         assert_eq!(out.status, crate::commitlog::PutStatus::PutOk);

@@ -276,6 +276,65 @@ pub struct MessageSpec<'a> {
     pub properties: Cow<'a, [u8]>,
 }
 
+impl<'a> MessageSpec<'a> {
+    /// A plain message: `body` for `queue_id` of `topic`, with empty
+    /// properties, flag, sys flag, reconsume count and prepared transaction
+    /// offset 0, born at timestamp 0 on `127.0.0.1:0`. Other fields can be set
+    /// with [`with_properties`](Self::with_properties),
+    /// [`born_at`](Self::born_at) or struct update syntax.
+    ///
+    /// ```
+    /// use _native::message::MessageSpec;
+    ///
+    /// let body = vec![1u8, 2, 3];
+    /// let m = MessageSpec::new("TopicTest", 3, &body)
+    ///     .with_properties(b"TAGS\x01t")
+    ///     .born_at(1_700_000_000_000);
+    /// assert_eq!(m.topic, "TopicTest");
+    /// assert_eq!(m.queue_id, 3);
+    /// assert_eq!(&*m.body, &[1, 2, 3]);
+    /// assert_eq!(&*m.properties, b"TAGS\x01t");
+    /// assert_eq!(m.born_timestamp, 1_700_000_000_000);
+    /// assert_eq!((m.flag, m.sys_flag, m.reconsume_times), (0, 0, 0));
+    /// assert_eq!(m.born_host, "127.0.0.1:0".parse().unwrap());
+    /// ```
+    #[inline]
+    pub fn new(
+        topic: impl Into<Cow<'a, str>>,
+        queue_id: i32,
+        body: impl Into<Cow<'a, [u8]>>,
+    ) -> Self {
+        MessageSpec {
+            topic: topic.into(),
+            queue_id,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: body.into(),
+            properties: Cow::Borrowed(&[]),
+        }
+    }
+
+    /// Sets the serialized properties (`k\x01v\x02k\x01v`, already validated).
+    #[inline]
+    #[must_use]
+    pub fn with_properties(mut self, properties: impl Into<Cow<'a, [u8]>>) -> Self {
+        self.properties = properties.into();
+        self
+    }
+
+    /// Sets the born timestamp (milliseconds since the epoch).
+    #[inline]
+    #[must_use]
+    pub fn born_at(mut self, born_timestamp_ms: i64) -> Self {
+        self.born_timestamp = born_timestamp_ms;
+        self
+    }
+}
+
 impl MessageSpec<'_> {
     /// Transaction type bits of the sys flag.
     #[inline]
@@ -1152,16 +1211,10 @@ mod tests {
 
     fn record_at(phy: i64, topic: &str, queue_id: i32, props: &[u8]) -> Vec<u8> {
         let spec = MessageSpec {
-            topic: Cow::Borrowed(topic),
-            queue_id,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
             born_host: "127.0.0.1:1".parse().unwrap(),
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: Cow::Borrowed(b"body"),
-            properties: Cow::Borrowed(props),
+            ..MessageSpec::new(topic, queue_id, b"body")
+                .with_properties(props)
+                .born_at(1)
         };
         let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
         let len = record_len(4, topic.len(), props.len(), &spec.born_host, &store);
@@ -1221,16 +1274,8 @@ mod tests {
         // A record with IPv6 hosts, and one with a V2 magic (2-byte topic length).
         let mut v6 = record_at(500, "T", 1, b"");
         let spec = MessageSpec {
-            topic: Cow::Borrowed("T6"),
-            queue_id: 2,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
             born_host: "[::1]:1".parse().unwrap(),
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: Cow::Borrowed(b"body"),
-            properties: Cow::Borrowed(b""),
+            ..MessageSpec::new("T6", 2, b"body").born_at(1)
         };
         let store: SocketAddr = "[::2]:2".parse().unwrap();
         v6.resize(record_len(4, 2, 0, &spec.born_host, &store), 0);

@@ -1499,8 +1499,6 @@ fn wants_wait_props(properties: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::borrow::Cow;
-    use std::net::SocketAddr;
     use std::path::Path;
 
     use super::*;
@@ -1537,18 +1535,9 @@ mod tests {
     fn put(store: &Store, i: usize) -> PutOutcome {
         let body = format!("message {i}");
         let props = format!("KEYS\u{1}key{i}");
-        let spec = MessageSpec {
-            topic: Cow::Borrowed("T"),
-            queue_id: (i % 3) as i32,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp: 1_700_000_000_000,
-            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: Cow::Owned(body.into_bytes()),
-            properties: Cow::Owned(props.into_bytes()),
-        };
+        let spec = MessageSpec::new("T", (i % 3) as i32, body.into_bytes())
+            .with_properties(props.into_bytes())
+            .born_at(1_700_000_000_000);
         let p = store.prepare(spec).unwrap().unwrap();
         let out = store.put_prepared(&p).unwrap();
         assert_eq!(out.status, PutStatus::PutOk);
@@ -1608,18 +1597,7 @@ mod tests {
         store.recover(true, false).unwrap();
         let n = 300;
         for q in 0..n {
-            let spec = MessageSpec {
-                topic: Cow::Borrowed("T"),
-                queue_id: q,
-                flag: 0,
-                sys_flag: 0,
-                born_timestamp: 1_700_000_000_000,
-                born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-                reconsume_times: 0,
-                prepared_transaction_offset: 0,
-                body: Cow::Borrowed(b"m"),
-                properties: Cow::Borrowed(b""),
-            };
+            let spec = MessageSpec::new("T", q, b"m").born_at(1_700_000_000_000);
             let p = store.prepare(spec).unwrap().unwrap();
             assert_eq!(store.put_prepared(&p).unwrap().status, PutStatus::PutOk);
         }

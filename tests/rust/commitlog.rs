@@ -1,7 +1,6 @@
 //! Integration tests of the CommitLog record codec and the CommitLog itself
 //! (SPEC "Golden record", §1.1–1.11, "Our choices").
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -62,16 +61,10 @@ fn props(pairs: &[(&str, &str)]) -> Vec<u8> {
 
 fn spec<'a>(topic: &'a str, queue_id: i32, body: &'a [u8], properties: Vec<u8>) -> MessageSpec<'a> {
     MessageSpec {
-        topic: Cow::Borrowed(topic),
-        queue_id,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
         born_host: born_v4(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Borrowed(body),
-        properties: Cow::Owned(properties),
+        ..MessageSpec::new(topic, queue_id, body)
+            .with_properties(properties)
+            .born_at(1_700_000_000_000)
     }
 }
 
@@ -135,16 +128,10 @@ fn golden_spec() -> (MessageSpec<'static>, Vec<u8>) {
     b.push("TAGS", "TagA").unwrap();
     let properties = b.finish();
     let s = MessageSpec {
-        topic: Cow::Borrowed("TopicTest"),
-        queue_id: 3,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
         born_host: born_v4(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Borrowed(b"Hello RocketMQ"),
-        properties: Cow::Owned(properties.clone()),
+        ..MessageSpec::new("TopicTest", 3, b"Hello RocketMQ")
+            .with_properties(properties.clone())
+            .born_at(1_700_000_000_000)
     };
     (s, properties)
 }

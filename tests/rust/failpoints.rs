@@ -6,7 +6,6 @@
 //! no ConsumeQueue unit written. Points are process-global, so the tests
 //! hold one lock while a point is armed.
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -63,16 +62,10 @@ fn spec(body: &[u8]) -> MessageSpec<'_> {
     let mut props = PropertiesBuilder::new();
     props.push("TAGS", "t").unwrap();
     MessageSpec {
-        topic: Cow::Borrowed("topic"),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
         born_host: "10.0.0.1:5000".parse().unwrap(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Borrowed(body),
-        properties: Cow::Owned(props.finish()),
+        ..MessageSpec::new("topic", 0, body)
+            .with_properties(props.finish())
+            .born_at(1_700_000_000_000)
     }
 }
 

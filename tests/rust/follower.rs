@@ -2,8 +2,6 @@
 //! CommitLog segment the unit points into (the writer rolled a segment and
 //! dispatched in between) must not take the message for a removed one.
 
-use std::borrow::Cow;
-use std::net::SocketAddr;
 use std::path::Path;
 
 use _native::flush::FlushConfig;
@@ -46,18 +44,7 @@ fn open(dir: &Path, read_only: bool) -> Store {
 
 fn put(store: &Store, i: usize) {
     let body = format!("m{i};").repeat(40);
-    let spec = MessageSpec {
-        topic: Cow::Borrowed("F"),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Owned(body.into_bytes()),
-        properties: Cow::Borrowed(b""),
-    };
+    let spec = MessageSpec::new("F", 0, body.into_bytes()).born_at(1_700_000_000_000);
     let p = store.prepare(spec).unwrap().unwrap();
     store.put_prepared(&p).unwrap();
 }

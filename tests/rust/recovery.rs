@@ -6,9 +6,7 @@
 //! a torn tail is cut and zeroed; stale index files are rebuilt; steps out
 //! of order, and puts and reads before recovery, are refused.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -49,18 +47,9 @@ fn started(dir: &Path) -> Store {
 }
 
 fn put(store: &Store, i: usize) -> PutOutcome {
-    let spec = MessageSpec {
-        topic: Cow::Borrowed("T"),
-        queue_id: (i % 3) as i32,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Owned(format!("message {i}").into_bytes()),
-        properties: Cow::Owned(format!("KEYS\u{1}key{i}").into_bytes()),
-    };
+    let spec = MessageSpec::new("T", (i % 3) as i32, format!("message {i}").into_bytes())
+        .with_properties(format!("KEYS\u{1}key{i}").into_bytes())
+        .born_at(1_700_000_000_000);
     let p = store.prepare(spec).unwrap().unwrap();
     let out = store.put_prepared(&p).unwrap();
     assert_eq!(out.status, PutStatus::PutOk);
@@ -334,18 +323,7 @@ fn steps_out_of_order_and_use_before_recovery_are_refused() {
     // A later step first, a put, a read: all refused.
     let m = order(s.truncate().map(|_| ()));
     assert!(m.contains("next step is check_file_sizes"), "{m}");
-    let spec = MessageSpec {
-        topic: Cow::Borrowed("T"),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 0,
-        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Borrowed(b"x"),
-        properties: Cow::Borrowed(b""),
-    };
+    let spec = MessageSpec::new("T", 0, b"x");
     order(s.prepare(spec).map(|_| ()));
     order(s.get_message("T", 0, 0, 1, None).map(|_| ()));
     s.check_file_sizes().unwrap();

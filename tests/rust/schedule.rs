@@ -2,7 +2,6 @@
 //! due units are re-put into their real queue with the stored properties and
 //! no second delay conversion; units not due stop the step.
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::path::Path;
 
@@ -50,16 +49,12 @@ fn put_delayed(store: &Store, topic: &str, qid: i32, level: i32, uniq: &str) -> 
     b.push(props::DELAY, &level.to_string()).unwrap();
     let born: SocketAddr = "10.1.2.3:4567".parse().unwrap();
     let spec = MessageSpec {
-        topic: Cow::Owned(topic.to_owned()),
-        queue_id: qid,
         flag: 5,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
         born_host: born,
         reconsume_times: 2,
-        prepared_transaction_offset: 0,
-        body: Cow::Owned(format!("body-{uniq}").into_bytes()),
-        properties: Cow::Owned(b.finish()),
+        ..MessageSpec::new(topic.to_owned(), qid, format!("body-{uniq}").into_bytes())
+            .with_properties(b.finish())
+            .born_at(1_700_000_000_000)
     };
     let p = store.prepare(spec).unwrap().expect("accepted");
     let out = store.put_prepared(&p).unwrap();

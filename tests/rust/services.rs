@@ -4,8 +4,6 @@
 //! the running flags naming the reason — while reads keep working.
 //! Fail points are process-global, so the tests hold one lock each.
 
-use std::borrow::Cow;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -68,18 +66,9 @@ fn started(opts: StoreOptions) -> Store {
 
 fn put(store: &Store, i: usize) -> PutOutcome {
     let props = format!("KEYS\u{1}key{i}");
-    let spec = MessageSpec {
-        topic: Cow::Borrowed("T"),
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: Cow::Owned(format!("message {i}").into_bytes()),
-        properties: Cow::Owned(props.into_bytes()),
-    };
+    let spec = MessageSpec::new("T", 0, format!("message {i}").into_bytes())
+        .with_properties(props.into_bytes())
+        .born_at(1_700_000_000_000);
     match store.prepare(spec).unwrap() {
         Ok(p) => store.put_prepared(&p).unwrap(),
         Err(refused) => PutOutcome::rejected(refused),
