@@ -8,7 +8,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 
 use _native::commitlog::{CommitLog, CommitLogConfig, PutStatus};
 use _native::consume_queue::ConsumeQueue;
@@ -17,28 +16,8 @@ use _native::mapped_file::{file_name, MappedFile};
 use _native::message::{parse_delay_levels, MessageSpec, PropertiesBuilder};
 use _native::StoreError;
 
-static ARMED: Mutex<()> = Mutex::new(());
-
-/// Serialises the tests and disarms every point before and after each.
-struct Points(#[allow(dead_code)] MutexGuard<'static, ()>);
-
-impl Points {
-    fn take() -> Self {
-        let g = ARMED.lock().unwrap_or_else(|e| e.into_inner());
-        failpoint::clear();
-        Points(g)
-    }
-
-    fn arm(&self, name: &str, errno: i32) {
-        assert!(failpoint::set(name, errno), "unknown fail point {name}");
-    }
-}
-
-impl Drop for Points {
-    fn drop(&mut self) {
-        failpoint::clear();
-    }
-}
+mod common;
+use common::Points;
 
 fn errno_of(e: &StoreError) -> Option<i32> {
     match e {

@@ -5,38 +5,16 @@
 //! Fail points are process-global, so the tests hold one lock each.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use _native::commitlog::{PutOutcome, PutStatus};
-use _native::failpoint;
 use _native::flush::FlushConfig;
 use _native::message::MessageSpec;
 use _native::reader::GetStatus;
 use _native::store::{Store, StoreOptions};
 
-static ARMED: Mutex<()> = Mutex::new(());
-
-/// Serialises the tests and disarms every point before and after each.
-struct Points(#[allow(dead_code)] MutexGuard<'static, ()>);
-
-impl Points {
-    fn take() -> Self {
-        let g = ARMED.lock().unwrap_or_else(|e| e.into_inner());
-        failpoint::clear();
-        Points(g)
-    }
-
-    fn arm(&self, name: &str, errno: i32) {
-        assert!(failpoint::set(name, errno), "unknown fail point {name}");
-    }
-}
-
-impl Drop for Points {
-    fn drop(&mut self) {
-        failpoint::clear();
-    }
-}
+mod common;
+use common::Points;
 
 /// Small files; every periodic service runs every 10 ms.
 fn options(dir: &Path) -> StoreOptions {
