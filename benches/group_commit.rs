@@ -33,11 +33,7 @@ fn open(dir: &std::path::Path) -> Arc<Store> {
         },
         ..StoreOptions::at(dir)
     };
-    let s = Store::open(opts).unwrap();
-    s.recover(true, false).unwrap();
-    s.start_flush().unwrap();
-    s.start_dispatch().unwrap();
-    Arc::new(s)
+    Arc::new(Store::open_running(opts).unwrap())
 }
 
 fn put_one(store: &Store, body: &[u8]) {

@@ -55,11 +55,7 @@ fn open(
         },
         ..StoreOptions::at(dir)
     };
-    let s = Store::open(opts).unwrap();
-    s.recover(true, false).unwrap();
-    s.start_flush().unwrap();
-    s.start_dispatch().unwrap();
-    Arc::new(s)
+    Arc::new(Store::open_running(opts).unwrap())
 }
 
 fn spec(body: &[u8]) -> MessageSpec<'_> {

@@ -549,6 +549,17 @@ impl Store {
         }
     }
 
+    /// Opens the store, runs every recovery step (CRC checked, damage
+    /// refused) and starts the flush and dispatch threads: a running store
+    /// for engine-only callers (Python sequences the steps itself).
+    pub fn open_running(opts: StoreOptions) -> Result<Self> {
+        let s = Store::open(opts)?;
+        s.recover(true, false)?;
+        s.start_flush()?;
+        s.start_dispatch()?;
+        Ok(s)
+    }
+
     /// Starts the flush threads and creates the abort file (writer only).
     pub fn start_flush(&self) -> Result<()> {
         self.check_open()?;
@@ -1525,11 +1536,7 @@ mod tests {
     }
 
     fn started(dir: &Path, sync_flush: bool) -> Store {
-        let s = Store::open(options(dir, sync_flush)).unwrap();
-        s.recover(true, false).unwrap();
-        s.start_flush().unwrap();
-        s.start_dispatch().unwrap();
-        s
+        Store::open_running(options(dir, sync_flush)).unwrap()
     }
 
     fn put(store: &Store, i: usize) -> PutOutcome {

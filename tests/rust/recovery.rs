@@ -39,11 +39,7 @@ fn options(dir: &Path) -> StoreOptions {
 }
 
 fn started(dir: &Path) -> Store {
-    let s = Store::open(options(dir)).unwrap();
-    s.recover(true, false).unwrap();
-    s.start_flush().unwrap();
-    s.start_dispatch().unwrap();
-    s
+    Store::open_running(options(dir)).unwrap()
 }
 
 fn put(store: &Store, i: usize) -> PutOutcome {

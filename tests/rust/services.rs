@@ -35,11 +35,7 @@ fn options(dir: &Path) -> StoreOptions {
 }
 
 fn started(opts: StoreOptions) -> Store {
-    let s = Store::open(opts).unwrap();
-    s.recover(true, false).unwrap();
-    s.start_flush().unwrap();
-    s.start_dispatch().unwrap();
-    s
+    Store::open_running(opts).unwrap()
 }
 
 fn put(store: &Store, i: usize) -> PutOutcome {
