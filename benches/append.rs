@@ -19,8 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use _native::clock::CachedClock;
-use _native::commitlog::{BatchInput, CommitLog, CommitLogConfig};
-use _native::message::MessageSpec;
+use _native::log::commitlog::{BatchInput, CommitLog, CommitLogConfig};
+use _native::log::message::MessageSpec;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const SEGMENT: usize = 256 << 20;

@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::commitlog::{CommitLog, CommitLogConfig};
-use _native::cq_table::ConsumeQueueTable;
-use _native::dispatch::Dispatcher;
-use _native::index_file::IndexStore;
-use _native::message::MessageSpec;
+use _native::index::index_file::IndexStore;
+use _native::log::commitlog::{CommitLog, CommitLogConfig};
+use _native::log::message::MessageSpec;
+use _native::queue::cq_table::ConsumeQueueTable;
+use _native::services::dispatch::Dispatcher;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const N: u64 = 200_000;

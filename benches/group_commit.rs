@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::commitlog::PutStatus;
-use _native::flush::FlushConfig;
-use _native::message::MessageSpec;
+use _native::log::commitlog::PutStatus;
+use _native::log::message::MessageSpec;
+use _native::services::flush::FlushConfig;
 use _native::store::{Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 

@@ -10,8 +10,8 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use _native::commitlog::{check_read_record, CommitLog, CommitLogConfig};
-use _native::message::{parse_record, MessageSpec, Parsed};
+use _native::log::commitlog::{check_read_record, CommitLog, CommitLogConfig};
+use _native::log::message::{parse_record, MessageSpec, Parsed};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const N: usize = 4096;

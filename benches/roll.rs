@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::allocate::WarmConfig;
-use _native::commitlog::PutStatus;
-use _native::flush::FlushConfig;
-use _native::message::MessageSpec;
+use _native::log::allocate::WarmConfig;
+use _native::log::commitlog::PutStatus;
+use _native::log::message::MessageSpec;
+use _native::services::flush::FlushConfig;
 use _native::store::{Store, StoreOptions};
 
 fn base_dir() -> std::path::PathBuf {

@@ -41,11 +41,11 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchReader, StringArray};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use crate::consume_queue::ConsumeQueue;
-use crate::mapped_file::MappedFile;
-use crate::message::{
+use crate::log::mapped_file::MappedFile;
+use crate::log::message::{
     body_crc, iter_properties, parse_record, props, sysflag, Parsed, RecordView, SCHEDULE_TOPIC,
 };
+use crate::queue::consume_queue::ConsumeQueue;
 use crate::store::Store;
 
 /// Prefix of RocketMQ's system topics.

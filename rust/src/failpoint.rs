@@ -25,7 +25,7 @@ static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 /// `mlock` fails warm-up's memory lock (RLIMIT_MEMLOCK).
 /// `panic_<service>` makes the next round of that background service panic
 /// (the errno is not used): the service must poison the store, not die
-/// silently (see [`crate::service`]).
+/// silently (see [`crate::services::service`]).
 pub const POINTS: &[&str] = &[
     "msync",
     "create_file",

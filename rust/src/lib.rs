@@ -7,32 +7,21 @@
 //! The `failpoints` feature compiles in the fault-injection points of
 //! [`failpoint`] for tests; release wheels are built without it.
 
-pub mod allocate;
 pub mod checkpoint;
 pub mod clock;
 #[cfg(feature = "arrow")]
 pub mod columnar;
-pub mod commitlog;
-pub mod consume_queue;
-pub mod cq_table;
-pub mod dispatch;
 pub mod error;
-pub mod expiry;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;
-pub mod flush;
-pub mod index_file;
-pub mod index_service;
+pub mod index;
 pub mod lock;
-pub mod mapped_file;
-pub mod mapped_file_queue;
-pub mod message;
+pub mod log;
+pub mod queue;
 pub mod ratelog;
-pub mod reader;
 pub mod recovery;
 pub mod running;
-pub mod schedule;
-pub mod service;
+pub mod services;
 pub mod store;
 pub mod verify;
 

@@ -44,7 +44,7 @@
 //! 5. `MappedFileQueue::flush_lock` / `commit_lock` → `MappedFileQueue::files`
 //!    (read) → a file's write buffer. After the flush, apart:
 //!    `FlushService::on_flushed`, held while it wakes dispatch (→ the
-//!    dispatch [`Signal`](crate::service::Signal)'s lock).
+//!    dispatch [`Signal`](crate::services::service::Signal)'s lock).
 //! 6. The index flush service's `flushing` → its queue → an index file →
 //!    the checkpoint's `flush_lock` → its file.
 //! 7. `Store::lock` — the writer's file lock, released last, after every
@@ -63,28 +63,28 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use rustc_hash::FxHashSet;
 
-use crate::allocate::{Allocator, Prefaulter, TransientStorePool, WarmConfig, DEFAULT_WINDOW};
 use crate::checkpoint::Checkpoint;
 use crate::clock::CachedClock;
-use crate::commitlog::{
+use crate::error::{Result, StoreError};
+use crate::index::index_file::IndexStore;
+use crate::lock::{fork_generation, StoreLock};
+use crate::log::allocate::{Allocator, Prefaulter, TransientStorePool, WarmConfig, DEFAULT_WINDOW};
+use crate::log::commitlog::{
     BatchInput, BatchOutcome, BatchRefusal, CommitLog, CommitLogConfig, Prepared, PutOutcome,
     PutStatus, RecordRead, Refused,
 };
-use crate::consume_queue::ConsumeQueue;
-use crate::cq_table::ConsumeQueueTable;
-use crate::dispatch::Dispatcher;
-use crate::error::{Result, StoreError};
-use crate::flush::{FlushConfig, FlushService};
-use crate::index_file::IndexStore;
-use crate::lock::{fork_generation, StoreLock};
-use crate::mapped_file_queue::{detect_file_size, list_segment_files};
-use crate::message::{find_property, props, MessageSpec, RecordView};
-use crate::reader::{
+use crate::log::mapped_file_queue::{detect_file_size, list_segment_files};
+use crate::log::message::{find_property, props, MessageSpec, RecordView};
+use crate::queue::consume_queue::ConsumeQueue;
+use crate::queue::cq_table::ConsumeQueueTable;
+use crate::queue::reader::{
     get_message, total_physical_memory, Damage as UnitDamage, GetResult, TagFilter, TransferLimits,
 };
 use crate::recovery::RecoveryState;
 use crate::running::{Flag, RunningFlags};
-use crate::service::{ServiceThread, STOP_TIMEOUT};
+use crate::services::dispatch::Dispatcher;
+use crate::services::flush::{FlushConfig, FlushService};
+use crate::services::service::{ServiceThread, STOP_TIMEOUT};
 
 /// Default CommitLog segment size for a new store (1 GiB).
 pub const DEFAULT_COMMIT_LOG_FILE_SIZE: usize = 1 << 30;
@@ -140,7 +140,7 @@ impl Default for StoreOptions {
             consume_queue_file_size: None,
             max_message_size: 4 << 20,
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
-            delay_levels: crate::message::parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL)
+            delay_levels: crate::log::message::parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL)
                 .unwrap_or_default(),
             read_only: false,
             message_index_enable: true,
@@ -155,7 +155,8 @@ impl Default for StoreOptions {
             message_index_safe: true,
             transient_store_pool_enable: false,
             transient_store_pool_size: 5,
-            os_page_cache_busy_timeout_ms: crate::commitlog::DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS,
+            os_page_cache_busy_timeout_ms:
+                crate::log::commitlog::DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS,
             flush: FlushConfig::default(),
             // Off by default, as from Python: read-only followers do not yet
             // tell a made-ahead CommitLog file from a written one.
@@ -657,7 +658,7 @@ impl Store {
         &self.flags
     }
 
-    /// One CommitLog step of the clean service (see [`crate::expiry`]).
+    /// One CommitLog step of the clean service (see [`crate::services::expiry`]).
     pub fn delete_expired_commit_log(
         &self,
         now_ms: i64,
@@ -665,12 +666,12 @@ impl Store {
         interval: Duration,
         immediately: bool,
         max_files: usize,
-    ) -> Result<crate::expiry::CommitLogExpiry> {
+    ) -> Result<crate::services::expiry::CommitLogExpiry> {
         self.check_open()?;
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
-        crate::expiry::delete_expired_commit_log(
+        crate::services::expiry::delete_expired_commit_log(
             &self.commitlog,
             now_ms,
             reserved_ms,
@@ -686,12 +687,12 @@ impl Store {
         &self,
         min_phy: i64,
         interval: Duration,
-    ) -> Result<crate::expiry::QueueExpiry> {
+    ) -> Result<crate::services::expiry::QueueExpiry> {
         self.check_open()?;
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
-        Ok(crate::expiry::delete_expired_queues(
+        Ok(crate::services::expiry::delete_expired_queues(
             &self.cqs,
             self.index.as_deref(),
             min_phy,
@@ -1599,7 +1600,7 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let mut o = options(dir.path(), false);
-        o.consume_queue_file_size = Some(crate::consume_queue::DEFAULT_CQ_FILE_SIZE);
+        o.consume_queue_file_size = Some(crate::queue::consume_queue::DEFAULT_CQ_FILE_SIZE);
         let store = Store::open(o).unwrap();
         store.recover(true, false).unwrap();
         let n = 300;
@@ -1609,9 +1610,9 @@ mod tests {
             assert_eq!(store.put_prepared(&p).unwrap().status, PutStatus::PutOk);
         }
         // No dispatch thread: dispatch runs here, where its syncs are counted.
-        let before = crate::mapped_file::syncs_on_this_thread();
+        let before = crate::log::mapped_file::syncs_on_this_thread();
         store.dispatcher().drain().unwrap();
-        assert_eq!(crate::mapped_file::syncs_on_this_thread(), before);
+        assert_eq!(crate::log::mapped_file::syncs_on_this_thread(), before);
         let queues = store.consume_queues().all();
         assert_eq!(queues.len(), n as usize);
         for q in &queues {
@@ -1621,7 +1622,7 @@ mod tests {
             let md = std::fs::metadata(f.path()).unwrap();
             assert_eq!(
                 md.len() as usize,
-                crate::consume_queue::DEFAULT_CQ_FILE_SIZE
+                crate::queue::consume_queue::DEFAULT_CQ_FILE_SIZE
             );
             assert!(
                 md.blocks() * 512 <= 68 << 10,
@@ -1630,7 +1631,7 @@ mod tests {
             );
         }
         store.flusher().final_flush().unwrap();
-        assert!(crate::mapped_file::syncs_on_this_thread() > before);
+        assert!(crate::log::mapped_file::syncs_on_this_thread() > before);
         for q in &queues {
             assert!(!q.queue().last_file().unwrap().needs_sync());
         }

@@ -29,15 +29,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::Mmap;
 
-use crate::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 use crate::error::{Result, StoreError};
-use crate::index_file::{
+use crate::index::index_file::{
     DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
 };
-use crate::message::{
+use crate::log::message::{
     body_crc, compressed_body_problem, iter_properties, parse_record, parse_valid_record, sysflag,
     Parsed, RecordView,
 };
+use crate::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
 /// Compression types (sys_flag bits 8..10) this build inflates: zlib.
 const ZLIB_TYPES: [i32; 2] = [0, 3];
@@ -277,7 +277,7 @@ fn scan_commit_log(
             Parsed::End { reason } => {
                 report.problems.push((Some(off), reason.to_string()));
                 let data = map.get(..limit).unwrap_or_default();
-                off = match crate::message::find_next_valid_record(data, pos + 1, base, true) {
+                off = match crate::log::message::find_next_valid_record(data, pos + 1, base, true) {
                     Some(i) => base + i as u64,
                     None => next_file,
                 };
@@ -725,7 +725,7 @@ fn index_sources(
     num: usize,
     report: &mut VerifyReport,
 ) -> Result<(Names, Vec<Source>)> {
-    let Some(size) = crate::index_file::index_file_size(slots, num) else {
+    let Some(size) = crate::index::index_file::index_file_size(slots, num) else {
         return Err(StoreError::InvalidArgument(
             "index geometry too large".into(),
         ));
@@ -945,7 +945,9 @@ pub fn detect_index_geometry(
             _ => (slots, num),
         });
     }
-    if crate::index_file::index_file_size(DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM) == Some(size) {
+    if crate::index::index_file::index_file_size(DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM)
+        == Some(size)
+    {
         return Ok((None, None));
     }
     for (path, len) in &files {
@@ -996,7 +998,7 @@ pub fn writer_running(root: &Path) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index_file::{build_key, index_key_hash};
+    use crate::index::index_file::{build_key, index_key_hash};
 
     #[test]
     fn geometry_of_a_file_without_keys_is_unknown() {
@@ -1018,8 +1020,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let index = dir.path().join("index");
         std::fs::create_dir_all(&index).unwrap();
-        let f = crate::index_file::IndexFile::create(&index.join("20240222172627123"), 7, 30, 0, 0)
-            .unwrap();
+        let f = crate::index::index_file::IndexFile::create(
+            &index.join("20240222172627123"),
+            7,
+            30,
+            0,
+            0,
+        )
+        .unwrap();
         for i in 0..5 {
             assert!(f.put_key(&format!("t#k{i}"), 1000 + i, 1_000_000).unwrap());
         }
@@ -1042,7 +1050,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for (slots, num, keys) in [(1, 4, 3), (2, 9, 8), (13, 40, 2), (500, 64, 40)] {
             let path = dir.path().join(format!("{slots}-{num}"));
-            let f = crate::index_file::IndexFile::create(&path, slots, num, 0, 0).unwrap();
+            let f = crate::index::index_file::IndexFile::create(&path, slots, num, 0, 0).unwrap();
             for i in 0..keys {
                 assert!(f
                     .put_key(&format!("t#k{i}"), 4096 + 97 * i, 1_000_000)

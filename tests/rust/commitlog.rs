@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 
-use _native::commitlog::{
+use _native::log::commitlog::{
     account_record, now_ms, CommitLog, CommitLogConfig, PutOutcome, PutStatus, QueueOffsetTable,
     Refused,
 };
-use _native::mapped_file::file_name;
-use _native::message::{
+use _native::log::mapped_file::file_name;
+use _native::log::message::{
     self, body_crc, decode_msg_id, encode_v1, find_property, offset_msg_id, parse_delay_levels,
     parse_record, sysflag, MessageSpec, Parsed, PropertiesBuilder, RecordView, BLANK_MAGIC,
     MAGIC_V1, MAGIC_V2, SCHEDULE_TOPIC,
@@ -701,7 +701,13 @@ fn check_read_back(cl: &CommitLog, sent: &[Sent]) {
     }
 }
 
-fn rebuild(cl: &CommitLog) -> (QueueOffsetTable, Vec<u64>, _native::commitlog::ScanReport) {
+fn rebuild(
+    cl: &CommitLog,
+) -> (
+    QueueOffsetTable,
+    Vec<u64>,
+    _native::log::commitlog::ScanReport,
+) {
     let mut table = QueueOffsetTable::default();
     let mut offsets = Vec::new();
     let rep = cl.scan(0, true, |off, v, rec| {

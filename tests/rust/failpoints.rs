@@ -9,11 +9,11 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use _native::commitlog::{CommitLog, CommitLogConfig, PutStatus};
-use _native::consume_queue::ConsumeQueue;
 use _native::failpoint;
-use _native::mapped_file::{file_name, MappedFile};
-use _native::message::{parse_delay_levels, MessageSpec, PropertiesBuilder};
+use _native::log::commitlog::{CommitLog, CommitLogConfig, PutStatus};
+use _native::log::mapped_file::{file_name, MappedFile};
+use _native::log::message::{parse_delay_levels, MessageSpec, PropertiesBuilder};
+use _native::queue::consume_queue::ConsumeQueue;
 use _native::StoreError;
 
 mod common;

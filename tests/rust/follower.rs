@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use _native::flush::FlushConfig;
-use _native::message::MessageSpec;
-use _native::reader::GetStatus;
+use _native::log::message::MessageSpec;
+use _native::queue::reader::GetStatus;
+use _native::services::flush::FlushConfig;
 use _native::store::{Store, StoreOptions};
 
 const FILE: usize = 4096;

@@ -9,12 +9,12 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use proptest::prelude::*;
 
 use _native::checkpoint::{Checkpoint, CheckpointData, CHECKPOINT_FILE_SIZE};
-use _native::consume_queue::{CqUnit, CQ_UNIT_SIZE};
-use _native::index_file::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
-use _native::message::{
+use _native::index::index_file::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
+use _native::log::message::{
     body_crc, encode_v1, find_property, iter_properties, parse_record, record_len, sysflag,
     MessageSpec, Parsed, PropertiesBuilder, MAGIC_V1,
 };
+use _native::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
 fn host() -> impl Strategy<Value = SocketAddr> {
     prop_oneof![

@@ -11,13 +11,13 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use _native::commitlog::{PutOutcome, PutStatus};
 use _native::error::{Result, StoreError};
-use _native::flush::FlushConfig;
-use _native::mapped_file::file_name;
-use _native::mapped_file_queue::list_segment_files;
-use _native::message::MessageSpec;
+use _native::log::commitlog::{PutOutcome, PutStatus};
+use _native::log::mapped_file::file_name;
+use _native::log::mapped_file_queue::list_segment_files;
+use _native::log::message::MessageSpec;
 use _native::recovery::{RecoveryMode, RecoveryStep};
+use _native::services::flush::FlushConfig;
 use _native::store::{Store, StoreOptions};
 
 const FILE: usize = 8 << 10;

@@ -5,10 +5,10 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use _native::commitlog::PutStatus;
-use _native::flush::FlushConfig;
-use _native::message::{find_property, props, tags_code, MessageSpec, PropertiesBuilder};
-use _native::schedule::deliver_due;
+use _native::log::commitlog::PutStatus;
+use _native::log::message::{find_property, props, tags_code, MessageSpec, PropertiesBuilder};
+use _native::services::flush::FlushConfig;
+use _native::services::schedule::deliver_due;
 use _native::store::{Store, StoreOptions};
 
 fn open(dir: &Path) -> Store {

@@ -7,10 +7,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use _native::commitlog::{PutOutcome, PutStatus};
-use _native::flush::FlushConfig;
-use _native::message::MessageSpec;
-use _native::reader::GetStatus;
+use _native::log::commitlog::{PutOutcome, PutStatus};
+use _native::log::message::MessageSpec;
+use _native::queue::reader::GetStatus;
+use _native::services::flush::FlushConfig;
 use _native::store::{Store, StoreOptions};
 
 mod common;

@@ -20,8 +20,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
 use crate::columnar::ReadStats;
-use crate::commitlog::{PutStatus, Refused};
-use crate::message::{props, topic_problem, MessageSpec, PropertiesBuilder};
+use crate::log::commitlog::{PutStatus, Refused};
+use crate::log::message::{props, topic_problem, MessageSpec, PropertiesBuilder};
 
 use super::gil::guarded;
 use super::types::DEFAULT_BORN_HOST;
@@ -180,8 +180,8 @@ pub fn specs_of_batch<'a>(
         let qid = queue_id.map_or(0, |q| if q.is_null(i) { 0 } else { q.value(i) });
         let mut b = PropertiesBuilder::new();
         let mut problem: Option<String> = None;
-        let mut note = |r: std::result::Result<(), crate::message::PropertyError>| {
-            if let Err(crate::message::PropertyError::Illegal(m)) = r {
+        let mut note = |r: std::result::Result<(), crate::log::message::PropertyError>| {
+            if let Err(crate::log::message::PropertyError::Illegal(m)) = r {
                 problem.get_or_insert(m);
             }
         };
@@ -204,7 +204,7 @@ pub fn specs_of_batch<'a>(
             }
         }
         let both = |name: &str| {
-            crate::message::PropertyError::Illegal(format!(
+            crate::log::message::PropertyError::Illegal(format!(
                 "give a {} column or a {name} property, not both",
                 name.to_lowercase()
             ))

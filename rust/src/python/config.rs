@@ -12,10 +12,10 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString};
 
-use crate::allocate::WarmConfig;
-use crate::consume_queue::DEFAULT_CQ_FILE_SIZE;
-use crate::flush::FlushConfig;
-use crate::message::parse_delay_levels;
+use crate::log::allocate::WarmConfig;
+use crate::log::message::parse_delay_levels;
+use crate::queue::consume_queue::DEFAULT_CQ_FILE_SIZE;
+use crate::services::flush::FlushConfig;
 use crate::store::{StoreOptions, DEFAULT_COMMIT_LOG_FILE_SIZE};
 
 use super::args::{i64_arg, type_error};

@@ -15,7 +15,7 @@ pub mod verify;
 
 use pyo3::prelude::*;
 
-use crate::message;
+use crate::log::message;
 
 /// Java `String.hashCode` of `s` (over UTF-16 code units).
 #[pyfunction]
@@ -93,20 +93,23 @@ fn threads_in_engine() -> usize {
 #[pyfunction]
 fn parse_delay_levels(text: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
     let text = args::str_arg(text, "text")?;
-    crate::message::delay_level_table(text).map_err(pyo3::exceptions::PyValueError::new_err)
+    crate::log::message::delay_level_table(text).map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
 /// Bytes of an index file with this geometry (header, slots, entries);
 /// `None` when it exceeds what a Java int can address.
 #[pyfunction]
 fn index_file_size(max_hash_slot_num: usize, max_index_num: usize) -> Option<usize> {
-    crate::index_file::index_file_size(max_hash_slot_num, max_index_num)
+    crate::index::index_file::index_file_size(max_hash_slot_num, max_index_num)
         .filter(|&n| n <= i32::MAX as usize)
 }
 
 /// The format constants Python code needs (one definition: the engine's).
 fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    use crate::{consume_queue, index_file, message, store};
+    use crate::index::index_file;
+    use crate::log::message;
+    use crate::queue::consume_queue;
+    use crate::store;
     m.add("CQ_STORE_UNIT_SIZE", consume_queue::CQ_UNIT_SIZE)?;
     m.add("INDEX_HEADER_SIZE", index_file::INDEX_HEADER_SIZE)?;
     m.add("INDEX_HASH_SLOT_SIZE", index_file::HASH_SLOT_SIZE)?;
@@ -118,7 +121,7 @@ fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add(
         "SEGMENT_NAME_DIGITS",
-        crate::mapped_file::SEGMENT_NAME_DIGITS,
+        crate::log::mapped_file::SEGMENT_NAME_DIGITS,
     )?;
     m.add(
         "DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG",

@@ -153,7 +153,7 @@ impl From<r::DamageRule> for PyDamageRule {
 
 type DamageTuple = (u64, u64, String, String);
 
-fn damage_tuples(v: &[crate::commitlog::Damage]) -> Vec<DamageTuple> {
+fn damage_tuples(v: &[crate::log::commitlog::Damage]) -> Vec<DamageTuple> {
     v.iter()
         .map(|d| (d.offset, d.end, path_str(&d.file), d.reason.clone()))
         .collect()

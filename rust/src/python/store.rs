@@ -13,12 +13,12 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use std::time::{Duration, Instant};
 
-use crate::commitlog::{BatchInput, PutOutcome, PutStatus, Refused};
-use crate::consume_queue::ConsumeQueue;
-use crate::message::{
+use crate::log::commitlog::{BatchInput, PutOutcome, PutStatus, Refused};
+use crate::log::message::{
     decode_msg_id, is_valid_topic, topic_problem, MessageSpec, PropertiesBuilder,
 };
-use crate::reader::GetStatus;
+use crate::queue::consume_queue::ConsumeQueue;
+use crate::queue::reader::GetStatus;
 use crate::store::Store;
 
 use super::args::{
@@ -70,7 +70,7 @@ impl PyStore {
     fn put_spec(&self, py: Python<'_>, spec: MessageSpec<'_>) -> PyResult<PyPutResult> {
         // A compressed body is inflated to check it: that may take a while,
         // so it is validated with the GIL released.
-        let prepared = if spec.sys_flag & crate::message::sysflag::COMPRESSED != 0 {
+        let prepared = if spec.sys_flag & crate::log::message::sysflag::COMPRESSED != 0 {
             let store = &self.store;
             nogil(py, || store.prepare(spec))?
         } else {
@@ -617,8 +617,8 @@ impl PyStore {
             }
             let born_timestamp = self.now_ms();
             let result = |o: Result<
-                crate::commitlog::BatchOutcome,
-                crate::commitlog::BatchRefusal,
+                crate::log::commitlog::BatchOutcome,
+                crate::log::commitlog::BatchRefusal,
             >|
              -> PyResult<PyBatchPutResult> {
                 let store_host = self.store.options().store_host;
@@ -683,7 +683,7 @@ impl PyStore {
                         properties: Cow::Borrowed(b""),
                     })?
                     .ok();
-                return result(Err(crate::commitlog::BatchRefusal {
+                return result(Err(crate::log::commitlog::BatchRefusal {
                     status: PutStatus::MessageIllegal,
                     reason: m,
                 }));
@@ -929,7 +929,7 @@ impl PyStore {
                     ))
                 }
                 Some(t) => Duration::from_secs_f64(t.min(1e9)),
-                None => crate::service::STOP_TIMEOUT,
+                None => crate::services::service::STOP_TIMEOUT,
             };
             let store = &self.store;
             nogil(py, || Ok(store.stop_dispatch_within(timeout)))
@@ -1317,7 +1317,7 @@ impl PyStore {
                 let store = &self.store;
                 let outs = nogil(py, || store.put_batch(specs))?;
                 for (i, o) in outs.iter().enumerate() {
-                    if o.status == crate::commitlog::PutStatus::PutOk {
+                    if o.status == crate::log::commitlog::PutStatus::PutOk {
                         appended += 1;
                     } else if refused.as_ref().map_or(true, |r| row + (i as u64) < r.0) {
                         let why = o.reason.clone().unwrap_or_default();
@@ -1475,7 +1475,9 @@ impl PyStore {
                 levels
                     .iter()
                     .map(|&(level, offset)| {
-                        crate::schedule::deliver_due(store, level, offset, now_ms, max_msgs)
+                        crate::services::schedule::deliver_due(
+                            store, level, offset, now_ms, max_msgs,
+                        )
                     })
                     .collect::<crate::error::Result<Vec<_>>>()
             })?;

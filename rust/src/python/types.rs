@@ -12,8 +12,8 @@ use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
-use crate::commitlog::{PutOutcome, PutStatus, Refused};
-use crate::message::{
+use crate::log::commitlog::{PutOutcome, PutStatus, Refused};
+use crate::log::message::{
     iter_properties, offset_msg_id, props, sysflag, tags_code, MessageSpec, PropertiesBuilder,
     RecordView,
 };
@@ -39,7 +39,7 @@ pub fn put_status_obj(py: Python<'_>, s: PutStatus) -> PyResult<PyObject> {
 static GET_STATUS: GILOnceCell<Vec<PyObject>> = GILOnceCell::new();
 
 /// The Python `GetStatus` member for `s`.
-pub fn get_status_obj(py: Python<'_>, s: crate::reader::GetStatus) -> PyResult<PyObject> {
+pub fn get_status_obj(py: Python<'_>, s: crate::queue::reader::GetStatus) -> PyResult<PyObject> {
     let v = GET_STATUS.get_or_try_init(py, || enum_members(py, "GetStatus", 9))?;
     Ok(v[s as usize].clone_ref(py))
 }
@@ -101,9 +101,9 @@ pub fn build_properties_into(
     let mut illegal: Option<String> = None;
     fn note(
         illegal: &mut Option<String>,
-        r: std::result::Result<(), crate::message::PropertyError>,
+        r: std::result::Result<(), crate::log::message::PropertyError>,
     ) {
-        if let Err(crate::message::PropertyError::Illegal(m)) = r {
+        if let Err(crate::log::message::PropertyError::Illegal(m)) = r {
             illegal.get_or_insert(m);
         }
     }
@@ -139,7 +139,7 @@ pub fn build_properties_into(
             illegal.get_or_insert_with(|| {
                 "tags must not be empty (give tags=None for a message without tags)".into()
             });
-        } else if let Err(crate::message::PropertyError::Illegal(_)) = b.push(props::TAGS, t) {
+        } else if let Err(crate::log::message::PropertyError::Illegal(_)) = b.push(props::TAGS, t) {
             illegal.get_or_insert_with(|| {
                 format!(
                     "tags {t:?} contain a control character 0x01 or 0x02, which separates \
@@ -259,7 +259,7 @@ fn props_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> 
 }
 
 fn prop_value(raw: &[u8], name: &str) -> Option<String> {
-    crate::message::find_property(raw, name).map(|v| String::from_utf8_lossy(v).into_owned())
+    crate::log::message::find_property(raw, name).map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
 fn keys_list(raw: &[u8]) -> Vec<String> {

@@ -27,11 +27,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::checkpoint::{CheckpointRepair, DurableMark};
-use crate::commitlog::{Damage, DamagePolicy, DurableBound, RecordRead};
-use crate::consume_queue::{ConsumeQueue, CqHole, CqUnit};
 use crate::error::{Result, StoreError};
-use crate::index_file::index_file_size;
-use crate::message::{find_property, RecordView};
+use crate::index::index_file::index_file_size;
+use crate::log::commitlog::{Damage, DamagePolicy, DurableBound, RecordRead};
+use crate::log::message::{find_property, RecordView};
+use crate::queue::consume_queue::{ConsumeQueue, CqHole, CqUnit};
 use crate::store::Store;
 
 mod report;
@@ -283,7 +283,7 @@ impl Store {
             .rev()
             .find(|&i| {
                 matches!(self.commitlog().first_record_of_file(i),
-                    Some((magic, ts)) if magic == crate::message::MAGIC_V1 && ts != 0 && ts <= min_ts)
+                    Some((magic, ts)) if magic == crate::log::message::MAGIC_V1 && ts != 0 && ts <= min_ts)
             })
             .unwrap_or(0)
     }
@@ -575,7 +575,7 @@ impl Store {
                 loop {
                     let step = s
                         .dispatcher()
-                        .dispatch_once(crate::dispatch::DEFAULT_STEP_BYTES)?;
+                        .dispatch_once(crate::services::dispatch::DEFAULT_STEP_BYTES)?;
                     r.caught_up_records += step.records;
                     if step.records == 0 {
                         break;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use crate::checkpoint::CheckpointRepair;
-use crate::commitlog::Damage;
+use crate::log::commitlog::Damage;
 
 /// How the last writer stopped, so how the CommitLog is scanned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

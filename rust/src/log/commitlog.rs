@@ -21,9 +21,9 @@ use rustc_hash::FxHashMap;
 
 use crate::clock::CachedClock;
 use crate::error::{Result, StoreError};
-use crate::mapped_file::{MappedFile, Reserve};
-use crate::mapped_file_queue::MappedFileQueue;
-use crate::message::{
+use crate::log::mapped_file::{MappedFile, Reserve};
+use crate::log::mapped_file_queue::MappedFileQueue;
+use crate::log::message::{
     self, body_crc, compressed_body_problem, encode_blank, encode_v1, encode_v1_crc_of_copy,
     find_next_valid_record, find_property, is_readable_topic_bytes, parse_record,
     parse_valid_record, props, record_len, sys_flag_problem, sysflag, topic_problem,
@@ -200,9 +200,9 @@ static CREATE_FAILURES: RateLimited = RateLimited::new();
 /// Failed reservations of the next chunk of a CommitLog file (rate-limited).
 static RESERVE_FAILURES: RateLimited = RateLimited::new();
 
-impl From<crate::message::PropertyError> for Refused {
-    fn from(e: crate::message::PropertyError) -> Self {
-        let crate::message::PropertyError::Illegal(why) = e;
+impl From<crate::log::message::PropertyError> for Refused {
+    fn from(e: crate::log::message::PropertyError) -> Self {
+        let crate::log::message::PropertyError::Illegal(why) = e;
         Self::illegal(why)
     }
 }

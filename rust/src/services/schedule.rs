@@ -14,9 +14,9 @@
 //! again; its consume-queue tag code is the hash of `TAGS` (dispatch computes
 //! it as for any message outside `SCHEDULE_TOPIC_XXXX`).
 
-use crate::commitlog::{PutStatus, RecordRead};
 use crate::error::{Result, StoreError};
-use crate::message::{find_property, props, MessageSpec, RecordView, SCHEDULE_TOPIC};
+use crate::log::commitlog::{PutStatus, RecordRead};
+use crate::log::message::{find_property, props, MessageSpec, RecordView, SCHEDULE_TOPIC};
 use crate::ratelog::RateLimited;
 use crate::store::Store;
 use std::borrow::Cow;

@@ -26,11 +26,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::commitlog::CommitLog;
-use crate::cq_table::ConsumeQueueTable;
 use crate::error::Result;
-use crate::index_file::IndexStore;
-use crate::mapped_file::MappedFile;
+use crate::index::index_file::IndexStore;
+use crate::log::commitlog::CommitLog;
+use crate::log::mapped_file::MappedFile;
+use crate::queue::cq_table::ConsumeQueueTable;
 
 /// What one CommitLog step did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -158,8 +158,8 @@ fn sync_dir(dir: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commitlog::CommitLogConfig;
-    use crate::message::MessageSpec;
+    use crate::log::commitlog::CommitLogConfig;
+    use crate::log::message::MessageSpec;
 
     fn log(dir: &std::path::Path) -> CommitLog {
         CommitLog::load(
@@ -181,7 +181,7 @@ mod tests {
             ..MessageSpec::new("t", 0, &[7u8; 100]).born_at(1)
         };
         let out = cl.put(spec).unwrap();
-        assert_eq!(out.status, crate::commitlog::PutStatus::PutOk);
+        assert_eq!(out.status, crate::log::commitlog::PutStatus::PutOk);
     }
 
     #[test]
@@ -195,7 +195,7 @@ mod tests {
         assert_eq!(files.len(), 8);
         let held = files[0].clone();
         let before = held.read(0, 191).unwrap().to_vec();
-        let now = crate::commitlog::now_ms();
+        let now = crate::log::commitlog::now_ms();
         // Nothing is old enough yet.
         let r = delete_expired_commit_log(&cl, now, 3_600_000, Duration::ZERO, false, 10).unwrap();
         assert_eq!(r.deleted, 0);

@@ -3,7 +3,7 @@
 //! rolling to a new one when it is full; queries across files; loading,
 //! expiry and truncation; and the `index_flush` [`ServiceThread`] that
 //! flushes each full file and then advances the checkpoint's index
-//! timestamp. One file's bytes are [`crate::index_file`]'s.
+//! timestamp. One file's bytes are [`crate::index::index_file`]'s.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,13 +13,13 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StoreError};
-use crate::index_file::{
+use crate::index::index_file::{
     build_key, check_geometry, human_time_name, index_file_size, is_index_name, IndexFile,
     DEFAULT_MAX_MSGS_NUM_BATCH,
 };
-use crate::message::sysflag;
+use crate::log::message::sysflag;
 use crate::running::{Flag, RunningFlags};
-use crate::service::{ServiceThread, STOP_TIMEOUT};
+use crate::services::service::{ServiceThread, STOP_TIMEOUT};
 
 /// What [`IndexStore::query`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -284,7 +284,7 @@ impl<'a> MessageSpec<'a> {
     /// [`born_at`](Self::born_at) or struct update syntax.
     ///
     /// ```
-    /// use _native::message::MessageSpec;
+    /// use _native::log::message::MessageSpec;
     ///
     /// let body = vec![1u8, 2, 3];
     /// let m = MessageSpec::new("TopicTest", 3, &body)

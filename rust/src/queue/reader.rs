@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
-use crate::commitlog::{CommitLog, RecordRead};
-use crate::consume_queue::{ConsumeQueue, CQ_UNIT_SIZE};
-use crate::message::{find_property, java_string_hash, props, RecordView};
+use crate::log::commitlog::{CommitLog, RecordRead};
+use crate::log::message::{find_property, java_string_hash, props, RecordView};
+use crate::queue::consume_queue::{ConsumeQueue, CQ_UNIT_SIZE};
 
 /// RocketMQ's `GetMessageStatus`, same order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

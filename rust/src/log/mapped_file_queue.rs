@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::allocate::{Allocator, TransientStorePool};
 use crate::error::{Result, StoreError};
-use crate::mapped_file::{file_name, MappedFile, Reserve};
+use crate::log::allocate::{Allocator, TransientStorePool};
+use crate::log::mapped_file::{file_name, MappedFile, Reserve};
 
 /// What loading a directory found.
 #[derive(Debug, Clone, Default)]

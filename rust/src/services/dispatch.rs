@@ -20,18 +20,18 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::checkpoint::Checkpoint;
-use crate::commitlog::CommitLog;
-use crate::consume_queue::CqUnit;
-use crate::cq_table::ConsumeQueueTable;
 use crate::error::{Result, StoreError};
-use crate::index_file::IndexStore;
-use crate::message::{
+use crate::index::index_file::IndexStore;
+use crate::log::commitlog::CommitLog;
+use crate::log::message::{
     find_property, iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView,
     SCHEDULE_TOPIC,
 };
+use crate::queue::consume_queue::CqUnit;
+use crate::queue::cq_table::ConsumeQueueTable;
 use crate::ratelog::RateLimited;
 use crate::running::{Flag, RunningFlags};
-use crate::service::{ServiceThread, Signal};
+use crate::services::service::{ServiceThread, Signal};
 
 /// Bytes one dispatch step reads at most.
 pub const DEFAULT_STEP_BYTES: usize = 4 << 20;
@@ -532,8 +532,8 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::commitlog::{CommitLogConfig, PutStatus};
-    use crate::message::{tags_code, MessageSpec};
+    use crate::log::commitlog::{CommitLogConfig, PutStatus};
+    use crate::log::message::{tags_code, MessageSpec};
 
     fn commitlog(dir: &Path) -> Arc<CommitLog> {
         let cfg = CommitLogConfig {

@@ -31,9 +31,9 @@ use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
 use parking_lot::Mutex;
 
 use crate::error::{Result, StoreError};
-use crate::mapped_file::{MappedFile, Reserve};
-use crate::mapped_file_queue::MappedFileQueue;
-use crate::message::is_readable_topic;
+use crate::log::mapped_file::{MappedFile, Reserve};
+use crate::log::mapped_file_queue::MappedFileQueue;
+use crate::log::message::is_readable_topic;
 
 /// Size of one ConsumeQueue unit.
 pub const CQ_UNIT_SIZE: usize = 20;
@@ -830,7 +830,7 @@ impl ConsumeQueue {
             None => {
                 let next = last.file_from_offset() + self.file_size as u64;
                 self.dir()
-                    .join(crate::mapped_file::file_name(next))
+                    .join(crate::log::mapped_file::file_name(next))
                     .exists()
             }
         }
@@ -1100,7 +1100,7 @@ fn fill_pre_blank(file: &MappedFile, until: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mapped_file::file_name;
+    use crate::log::mapped_file::file_name;
 
     const FS: usize = 10 * CQ_UNIT_SIZE; // 10 units per file
 

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
-use crate::commitlog::QueueOffsetTable;
-use crate::consume_queue::{round_cq_file_size, ConsumeQueue, DEFAULT_CQ_FILE_SIZE};
 use crate::error::{Result, StoreError};
-use crate::mapped_file_queue::{detect_file_size, list_segment_files};
-use crate::message::is_readable_topic;
+use crate::log::commitlog::QueueOffsetTable;
+use crate::log::mapped_file_queue::{detect_file_size, list_segment_files};
+use crate::log::message::is_readable_topic;
+use crate::queue::consume_queue::{round_cq_file_size, ConsumeQueue, DEFAULT_CQ_FILE_SIZE};
 
 /// New queue files in one flush round above which one `syncfs` is cheaper
 /// than an fsync of each file and its directory.
@@ -302,7 +302,7 @@ impl ConsumeQueueTable {
             .filter(|f| f.needs_sync())
             .collect();
         if created.len() >= SYNCFS_THRESHOLD {
-            crate::mapped_file::sync_file_system(&self.root)?;
+            crate::log::mapped_file::sync_file_system(&self.root)?;
             for f in &created {
                 f.mark_created_synced();
             }

@@ -22,10 +22,10 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Result, StoreError};
-use crate::mapped_file::{MappedFile, WriteBuffer};
-use crate::mapped_file_queue::MappedFileQueue;
+use crate::log::mapped_file::{MappedFile, WriteBuffer};
+use crate::log::mapped_file_queue::MappedFileQueue;
 use crate::ratelog::RateLimited;
-use crate::service::{ServiceThread, Signal, STOP_TIMEOUT};
+use crate::services::service::{ServiceThread, Signal, STOP_TIMEOUT};
 
 /// How long a roll waits for the allocator (RocketMQ: 5 s).
 pub const ALLOCATE_WAIT: Duration = Duration::from_secs(5);

@@ -1,6 +1,6 @@
 //! One IndexFile (SPEC §3): a hash index from `topic#key` to CommitLog
 //! offsets — its header, slots, entries and lookups. The `index/`
-//! directory of such files is [`crate::index_service`]'s.
+//! directory of such files is [`crate::index::index_service`]'s.
 //!
 //! ```text
 //!  file size = 40 + hashSlotNum*4 + indexNum*20   (defaults: 420,000,040)
@@ -36,12 +36,12 @@ use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicI64, Ordering};
 use parking_lot::Mutex;
 
 use crate::error::{Result, StoreError};
-use crate::mapped_file::{MappedFile, Reserve};
-use crate::message::java_string_hash;
+use crate::log::mapped_file::{MappedFile, Reserve};
+use crate::log::message::java_string_hash;
 
 // The directory of index files moved to its own module; its names stay
 // reachable from here.
-pub use crate::index_service::{IndexStore, QueryOffsetResult};
+pub use crate::index::index_service::{IndexStore, QueryOffsetResult};
 
 /// Header length.
 pub const INDEX_HEADER_SIZE: usize = 40;
@@ -231,7 +231,7 @@ impl IndexFile {
             prev_end_phy_offset,
             prev_end_timestamp,
         )
-        .inspect_err(|_| crate::mapped_file::remove_failed_creation(path))
+        .inspect_err(|_| crate::log::mapped_file::remove_failed_creation(path))
     }
 
     /// Sets up a freshly created file; on error the caller removes it.

@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::checkpoint::Checkpoint;
-use crate::commitlog::{CommitLog, PutStatus};
-use crate::cq_table::ConsumeQueueTable;
 use crate::error::Result;
-use crate::index_file::IndexStore;
+use crate::index::index_file::IndexStore;
+use crate::log::commitlog::{CommitLog, PutStatus};
+use crate::queue::cq_table::ConsumeQueueTable;
 use crate::running::{Flag, RunningFlags};
-use crate::service::{ServiceThread, Signal, STOP_TIMEOUT};
+use crate::services::service::{ServiceThread, Signal, STOP_TIMEOUT};
 
 /// Flush settings (MessageStoreConfig names, in Durations).
 #[derive(Debug, Clone)]
