@@ -14,18 +14,31 @@ from rocketstore.enums import GetStatus, PutStatus
 _BytesLike = bytes | bytearray | memoryview
 
 __all__ = [
+    "ABORT_FILE",
+    "CHECKPOINT_FILE",
+    "COMMIT_LOG_DIR",
+    "CONFIG_DIR",
+    "CONSUMER_OFFSET_FILE",
+    "CONSUME_QUEUE_DIR",
+    "CONSUME_QUEUE_EXT_DIR",
     "CQ_STORE_UNIT_SIZE",
     "DEFAULT_HASH_SLOT_NUM",
     "DEFAULT_INDEX_NUM",
     "DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG",
     "DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE",
     "DEFAULT_MESSAGE_DELAY_LEVEL",
+    "DELAY_OFFSET_FILE",
     "END_FILE_MIN_BLANK_LENGTH",
+    "INDEX_DIR",
     "INDEX_ENTRY_SIZE",
     "INDEX_HASH_SLOT_SIZE",
     "INDEX_HEADER_SIZE",
+    "LOCK_FILE",
     "MIN_RECORD_SIZE",
     "SEGMENT_NAME_DIGITS",
+    "STORE_ENTRIES",
+    "SUBSCRIPTION_GROUP_FILE",
+    "TOPICS_FILE",
     "ArrowStream",
     "BatchPutResult",
     "CommitLogScanReport",
@@ -82,6 +95,21 @@ DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE: int
 DEFAULT_MESSAGE_DELAY_LEVEL: str
 DEFAULT_HASH_SLOT_NUM: int
 DEFAULT_INDEX_NUM: int
+
+# The store's folder and file names (the engine's `paths` module).
+COMMIT_LOG_DIR: str
+CONSUME_QUEUE_DIR: str
+CONSUME_QUEUE_EXT_DIR: str
+INDEX_DIR: str
+CHECKPOINT_FILE: str
+ABORT_FILE: str
+LOCK_FILE: str
+CONFIG_DIR: str
+CONSUMER_OFFSET_FILE: str
+DELAY_OFFSET_FILE: str
+TOPICS_FILE: str
+SUBSCRIPTION_GROUP_FILE: str
+STORE_ENTRIES: list[str]
 
 def parse_delay_levels(text: str) -> list[int]: ...
 def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int | None: ...

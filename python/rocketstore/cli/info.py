@@ -122,7 +122,7 @@ def info(path: Path, as_json: bool) -> None:
         report = store.recovery_report
         with _progress(_stderr(), byte_counts=False) as progress:
             queues = _queue_rows(store, progress)
-        abort = (path / "abort").exists()
+        abort = (path / _native.ABORT_FILE).exists()
         data: dict[str, Any] = {
             "path": str(path),
             "segment_size": _segment_size(store),

@@ -41,7 +41,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from rocketstore._native import NativeStore
 from rocketstore.config import StoreConfig
@@ -244,7 +243,7 @@ class CleanService(ServiceThread):
     def _check_disk(self) -> tuple[float, bool]:
         """Probe disk usage, set or clear DISK_FULL; returns (ratio, clean at once)."""
         cfg, native = self._config, self._native
-        paths = [str(cfg.commit_log_dir), str(Path(cfg.store_path) / "consumequeue")]
+        paths = [str(cfg.commit_log_dir), str(cfg.consume_queue_dir)]
         ratios = [self.disk_usage(p if os.path.exists(p) else cfg.store_path) for p in paths]
         ratio = -1.0 if any(r < 0 for r in ratios) else max(ratios)
         warn, forcibly = cfg.disk_space_warning_level_ratio, cfg.disk_space_clean_forcibly_ratio

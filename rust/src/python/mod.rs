@@ -104,6 +104,25 @@ fn index_file_size(max_hash_slot_num: usize, max_index_num: usize) -> Option<usi
         .filter(|&n| n <= i32::MAX as usize)
 }
 
+/// The store's folder and file names (`crate::paths`, their one owner).
+fn add_path_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use crate::paths;
+    m.add("COMMIT_LOG_DIR", paths::COMMIT_LOG_DIR)?;
+    m.add("CONSUME_QUEUE_DIR", paths::CONSUME_QUEUE_DIR)?;
+    m.add("CONSUME_QUEUE_EXT_DIR", paths::CONSUME_QUEUE_EXT_DIR)?;
+    m.add("INDEX_DIR", paths::INDEX_DIR)?;
+    m.add("CHECKPOINT_FILE", paths::CHECKPOINT_FILE)?;
+    m.add("ABORT_FILE", paths::ABORT_FILE)?;
+    m.add("LOCK_FILE", paths::LOCK_FILE)?;
+    m.add("CONFIG_DIR", paths::CONFIG_DIR)?;
+    m.add("CONSUMER_OFFSET_FILE", paths::CONSUMER_OFFSET_FILE)?;
+    m.add("DELAY_OFFSET_FILE", paths::DELAY_OFFSET_FILE)?;
+    m.add("TOPICS_FILE", paths::TOPICS_FILE)?;
+    m.add("SUBSCRIPTION_GROUP_FILE", paths::SUBSCRIPTION_GROUP_FILE)?;
+    m.add("STORE_ENTRIES", paths::STORE_ENTRIES.to_vec())?;
+    Ok(())
+}
+
 /// The format constants Python code needs (one definition: the engine's).
 fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     use crate::index::index_file;
@@ -137,6 +156,7 @@ fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("DEFAULT_HASH_SLOT_NUM", index_file::DEFAULT_HASH_SLOT_NUM)?;
     m.add("DEFAULT_INDEX_NUM", index_file::DEFAULT_INDEX_NUM)?;
+    add_path_names(m)?;
     m.add_function(wrap_pyfunction!(parse_delay_levels, m)?)?;
     m.add_function(wrap_pyfunction!(index_file_size, m)?)?;
     Ok(())
