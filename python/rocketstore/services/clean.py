@@ -207,23 +207,23 @@ class CleanService(ServiceThread):
         batch = cfg.delete_file_batch_max
         deleted = 0
         if reasons:
-            deleted, _, _ = native.delete_expired_commit_log(
+            deleted = native.delete_expired_commit_log(
                 now, cfg.file_reserved_time * _HOUR_MS, interval, immediately, batch
-            )
+            ).deleted
         over = 0 if manual else self._files_over_cap()
         if over > 0 and deleted < batch:
             reasons.append("size")
-            d, _, _ = native.delete_expired_commit_log(
+            deleted += native.delete_expired_commit_log(
                 now, 0, interval, True, min(over, batch - deleted)
-            )
-            deleted += d
+            ).deleted
         cq_files = index_files = 0
         lost: dict[str, int] = {}
         min_phy = native.min_phy_offset
         if min_phy > self._last_min:
-            cq_files, index_files = native.delete_expired_queues(
+            queues = native.delete_expired_queues(
                 min_phy, cfg.delete_consume_queue_files_interval
             )
+            cq_files, index_files = queues.consume_queue_files, queues.index_files
             self._last_min = min_phy
             lost = self._lost(before)
         if deleted and not manual:

@@ -8,6 +8,7 @@ pub mod errors;
 pub mod gil;
 pub mod logbridge;
 pub mod recovery;
+pub mod results;
 pub mod store;
 pub mod store_base;
 pub mod types;
@@ -175,6 +176,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyGetResult>()?;
     m.add_class::<arrow::PyArrowStream>()?;
     recovery::register(m)?;
+    results::register(m)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
