@@ -153,12 +153,21 @@ def load_with_backup(
     return None if found is None else found[0]
 
 
-def _check_int(name: str, value: object, *, minimum: int | None = 0) -> int:
+#: Largest queue id (a Java int) and offset (a Java long) the files hold.
+MAX_QUEUE_ID = 2**31 - 1
+MAX_OFFSET = 2**63 - 1
+
+
+def _check_int(
+    name: str, value: object, *, minimum: int | None = 0, maximum: int = MAX_OFFSET
+) -> int:
     if not _is_int(value):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     assert isinstance(value, int)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
 
 
@@ -280,7 +289,8 @@ class ConsumerOffsets:
 
         Raises:
             TypeError / ValueError: empty names, a topic containing ``@``,
-                a negative queue id or offset.
+                a queue id outside ``[0, 2**31 - 1]`` (a Java int) or an
+                offset outside ``[0, 2**63 - 1]`` (a Java long).
         """
         self.commit_many(group, topic, {queue_id: offset})
 
@@ -298,7 +308,7 @@ class ConsumerOffsets:
         _check_name("topic", topic)
         if "@" in topic:
             raise ValueError(f"topic must not contain '@': {topic!r}")
-        todo = [(_check_int("queue_id", q), _check_int("offset", off))
+        todo = [(_check_int("queue_id", q, maximum=MAX_QUEUE_ID), _check_int("offset", off))
                 for q, off in offsets.items()]
         key = self.key(group, topic)
         with self._lock:
@@ -632,7 +642,7 @@ class TopicConfigs:
         timestamp = now). Returns True if something changed.
         """
         _check_name("topic", topic)
-        _check_int("queue_id", queue_id)
+        _check_int("queue_id", queue_id, maximum=MAX_QUEUE_ID)
         need = queue_id + 1
         with self._lock:
             table: dict[str, Any] = self._doc["topicConfigTable"]
