@@ -203,8 +203,14 @@ def _parse_offset_table(text: str) -> dict[str, dict[int, int]]:
     return table
 
 
-def _int_map(raw: dict[Any, Any], where: str, key_name: str) -> dict[int, int]:
-    """``{int: int}`` from a fastjson object (keys quoted or not), or ValueError."""
+def _int_map(
+    raw: dict[Any, Any], where: str, key_name: str, *, key_min: int = 0
+) -> dict[int, int]:
+    """``{int: int}`` from a fastjson object (keys quoted or not), or ValueError.
+
+    Keys are Java ints in ``[key_min, MAX_QUEUE_ID]`` and values offsets in
+    ``[0, MAX_OFFSET]`` (``docs/format.md``, §13).
+    """
     out: dict[int, int] = {}
     for key, value in raw.items():
         if isinstance(key, str):
@@ -212,8 +218,12 @@ def _int_map(raw: dict[Any, Any], where: str, key_name: str) -> dict[int, int]:
                 key = int(key)
             except ValueError:
                 raise ValueError(f"{where}: {key!r} is not a {key_name} (an integer)") from None
+        if not key_min <= key <= MAX_QUEUE_ID:
+            raise ValueError(f"{where}: {key_name} {key} is outside [{key_min}, {MAX_QUEUE_ID}]")
         if not _is_int(value):
             raise ValueError(f"{where}: {key_name} {key} = {value!r} is not an int")
+        if not 0 <= value <= MAX_OFFSET:
+            raise ValueError(f"{where}: {key_name} {key} = {value} is outside [0, {MAX_OFFSET}]")
         out[key] = value
     return out
 
@@ -410,7 +420,7 @@ def _parse_delay_offsets(text: str) -> dict[int, int]:
         return {}
     if not isinstance(raw, dict):
         raise ValueError("delay offsets: offsetTable is not an object")
-    return _int_map(raw, "delay offsets", "delay level")
+    return _int_map(raw, "delay offsets", "delay level", key_min=1)
 
 
 class DelayOffsets:
@@ -521,6 +531,15 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_JAVA_INT = 2**31
+_JAVA_LONG = 2**63
+
+
+def _is_java_int(value: object, bound: int) -> bool:
+    """True for an int in ``[-bound, bound - 1]``."""
+    return _is_int(value) and -bound <= value < bound  # type: ignore[operator]
+
+
 def _parse_topics(text: str) -> dict[str, Any]:
     doc = loads_fastjson(text)
     if not isinstance(doc, dict):
@@ -533,16 +552,17 @@ def _parse_topics(text: str) -> dict[str, Any]:
     for name, cfg in table.items():
         if not isinstance(name, str) or not isinstance(cfg, dict):
             raise ValueError(f"topic configs: entry {name!r} is not a topic config object")
-        for field in ("readQueueNums", "writeQueueNums", "perm"):
-            if field in cfg and not _is_int(cfg[field]):
-                raise ValueError(f"topic configs: {name}.{field} = {cfg[field]!r} is not an int")
+        for field in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag"):
+            if field in cfg and not _is_java_int(cfg[field], _JAVA_INT):
+                raise ValueError(f"topic configs: {name}.{field} = {cfg[field]!r} "
+                                 "is not a Java int")
     dv = doc.get("dataVersion")
     if dv is not None:
         if not isinstance(dv, dict):
             raise ValueError("topic configs: dataVersion is not an object")
-        for field in ("counter", "timestamp"):
-            if field in dv and not _is_int(dv[field]):
-                raise ValueError(f"topic configs: dataVersion.{field} is not an int")
+        for field in ("counter", "timestamp", "stateVersion"):
+            if field in dv and not _is_java_int(dv[field], _JAVA_LONG):
+                raise ValueError(f"topic configs: dataVersion.{field} is not a Java long")
     return doc
 
 
