@@ -654,7 +654,9 @@ class Consumer:
 
         With ``auto_commit`` (the default) the positions are committed first,
         durably (``commit(sync=True)``), unless the store is already shut
-        down; otherwise uncommitted positions are dropped.
+        down; otherwise uncommitted positions are dropped. A close
+        interrupted by ``KeyboardInterrupt`` (Ctrl-C) leaves the consumer
+        open: call it again to commit and close.
         """
         if self._closed:
             return
@@ -665,10 +667,17 @@ class Consumer:
                 except StoreClosedError:
                     log.info("consumer %s: store already shut down; positions not committed",
                              self._group)
-        finally:
-            self._closed = True
-            self._buffer.clear()
-            self._buffered.clear()
+        except Exception:
+            self._mark_closed()
+            raise
+        # An interrupt (KeyboardInterrupt, SystemExit) leaves the consumer
+        # open, so a later close() commits; otherwise it is closed now.
+        self._mark_closed()
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+        self._buffer.clear()
+        self._buffered.clear()
 
     def __enter__(self) -> Consumer:
         return self

@@ -257,7 +257,9 @@ class MessageStore(MessageStoreBase):
         """Dispatch what is left, flush, persist offsets and close.
 
         Idempotent; later calls raise :class:`StoreClosedError`. Same as
-        :meth:`close`.
+        :meth:`close`. A close interrupted by ``KeyboardInterrupt`` (Ctrl-C)
+        or ``SystemExit`` before the engine closed leaves the store open:
+        call it again to finish (nothing committed is dropped).
         """
         n = self._native
         if n is None or n.closed:
@@ -269,7 +271,9 @@ class MessageStore(MessageStoreBase):
             return
         try:
             while self._services:
-                self._services.pop().shutdown()
+                # Removed once stopped: an interrupted close stops it again.
+                self._services[-1].shutdown()
+                self._services.pop()
             if self._reput is not None:
                 self._reput.shutdown()
             if not self._read_only:
@@ -277,11 +281,23 @@ class MessageStore(MessageStoreBase):
                     # Dispatch what is left first, so topics.json lists every topic.
                     n.drain_dispatch()
                 self._persist_config()
+        except Exception:
+            self._close_native(n)
+            raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, SystemExit): the engine store
+            # stays open, so a later close() does what is left (offsets and
+            # topics committed so far are written then) instead of returning.
+            pump_now()
+            raise
+        self._close_native(n)
+
+    @staticmethod
+    def _close_native(n: NativeStore) -> None:
+        try:
+            n.shutdown()
         finally:
-            try:
-                n.shutdown()
-            finally:
-                pump_now()
+            pump_now()
 
     def close(self) -> None:
         """Close the store: the same as :meth:`shutdown` (as files, sockets and
