@@ -1370,11 +1370,15 @@ impl PyStore {
                     to,
                 });
             }
+            // Clamped to the bytes the CommitLog holds now, so the pieces a
+            // parallel read cuts follow the store's size, not the range's.
+            let cl = self.store.commitlog();
+            let (lo, hi) = (cl.min_offset().max(0) as u64, cl.max_offset());
             for (from, to) in commitlog_ranges.unwrap_or_default() {
-                ranges.push(Range::CommitLog {
-                    from: from.max(0) as u64,
-                    to: to.max(0) as u64,
-                });
+                let (from, to) = ((from.max(0) as u64).max(lo), (to.max(0) as u64).min(hi));
+                if from < to {
+                    ranges.push(Range::CommitLog { from, to });
+                }
             }
             let filter = RowFilter {
                 topics: topics.map(|t| t.into_iter().map(String::into_bytes).collect()),
