@@ -39,13 +39,24 @@ fn body_crc(data: &Bound<'_, PyAny>) -> PyResult<i32> {
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
 /// "create_file", "map_new_file", "cq_put", "flush_hold" (a stalled disk:
-/// nothing is flushed while armed), "reserve" or "mlock". For tests. Returns
+/// nothing is flushed while armed), "reserve", "mlock", or a pause point
+/// ("pause_cq_flush", "pause_commitlog_flush", "pause_index_flush": a flush
+/// is held between picking a file and syncing it while armed). For tests. Returns
 /// False for an unknown name. Only in builds with the `failpoints` feature.
 #[cfg(feature = "failpoints")]
 #[pyfunction]
 #[pyo3(name = "_set_fail_point")]
 fn set_fail_point(name: &str, errno: i32) -> bool {
     crate::failpoint::set(name, errno)
+}
+
+/// How many threads the pause point `name` holds now (see
+/// `_set_fail_point`). For tests; only in builds with the `failpoints` feature.
+#[cfg(feature = "failpoints")]
+#[pyfunction]
+#[pyo3(name = "_fail_point_waiting")]
+fn fail_point_waiting(name: &str) -> usize {
+    crate::failpoint::waiting(name)
 }
 
 /// Every kind of engine error, by name. For tests; only in builds with the
@@ -183,6 +194,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(config::default_options, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
+    #[cfg(feature = "failpoints")]
+    m.add_function(wrap_pyfunction!(fail_point_waiting, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(error_kinds, m)?)?;
     #[cfg(feature = "failpoints")]
