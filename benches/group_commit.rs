@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use _native::log::commitlog::PutStatus;
 use _native::log::message::MessageSpec;
-use _native::services::flush::FlushConfig;
+use _native::services::flush::{FlushConfig, FlushDiskType};
 use _native::store::{Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
@@ -28,7 +28,7 @@ fn open(dir: &std::path::Path) -> Arc<Store> {
         max_index_num: 4000,
         transient_store_pool_size: 1,
         flush: FlushConfig {
-            sync_flush: true,
+            flush_disk_type: FlushDiskType::SyncFlush,
             ..FlushConfig::default()
         },
         ..StoreOptions::at(dir)

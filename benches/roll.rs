@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use _native::log::allocate::WarmConfig;
 use _native::log::commitlog::PutStatus;
 use _native::log::message::MessageSpec;
-use _native::services::flush::FlushConfig;
+use _native::services::flush::{FlushConfig, FlushDiskType};
 use _native::store::{Store, StoreOptions};
 
 fn base_dir() -> std::path::PathBuf {
@@ -45,7 +45,11 @@ fn open(
         max_index_num: 4000,
         transient_store_pool_size: 1,
         flush: FlushConfig {
-            sync_flush,
+            flush_disk_type: if sync_flush {
+                FlushDiskType::SyncFlush
+            } else {
+                FlushDiskType::AsyncFlush
+            },
             ..FlushConfig::default()
         },
         preallocate,

@@ -568,10 +568,10 @@ class StoreConfig:
     @property
     def effective_transient_store_pool_enable(self) -> bool:
         """Whether the transient pool is used: enabled, ASYNC_FLUSH and not a SLAVE."""
-        return (
-            self.transient_store_pool_enable
-            and self.flush_disk_type is FlushDiskType.ASYNC_FLUSH
-            and self.broker_role is not BrokerRole.SLAVE
+        return _native.transient_pool_in_use(
+            self.transient_store_pool_enable,
+            self.flush_disk_type.name,
+            self.broker_role is BrokerRole.SLAVE,
         )
 
     @property

@@ -84,7 +84,7 @@ use crate::queue::reader::{
 use crate::recovery::RecoveryState;
 use crate::running::{Flag, RunningFlags};
 use crate::services::dispatch::Dispatcher;
-use crate::services::flush::{FlushConfig, FlushService};
+use crate::services::flush::{transient_pool_in_use, FlushConfig, FlushService};
 use crate::services::service::{ServiceThread, STOP_TIMEOUT};
 
 /// Default CommitLog segment size for a new store (1 GiB).
@@ -347,7 +347,12 @@ impl Store {
                     .map_err(|e| StoreError::io("start the clock thread", e))?,
             ));
         }
-        let pooled = writable && opts.transient_store_pool_enable && !opts.flush.sync_flush;
+        let pooled = writable
+            && transient_pool_in_use(
+                opts.transient_store_pool_enable,
+                opts.flush.flush_disk_type,
+                false,
+            );
         if pooled {
             commitlog
                 .queue()
@@ -410,7 +415,7 @@ impl Store {
         // Under SYNC_FLUSH a page fault costs nothing next to the fsync, and
         // pages dirtied ahead of the writer would make every fsync write them
         // (a journal commit flushes the file's ordered data): no prefaulting.
-        let prefaulter = if writable && !opts.flush.sync_flush {
+        let prefaulter = if writable && !opts.flush.sync_flush() {
             Some(
                 Prefaulter::start(
                     commitlog.queue_arc(),
@@ -427,7 +432,7 @@ impl Store {
         let allocator = if writable && opts.preallocate && !pooled {
             let mut warm = opts.warm;
             // As the prefault thread: not under SYNC_FLUSH (see below).
-            warm.prefault_head = if opts.flush.sync_flush {
+            warm.prefault_head = if opts.flush.sync_flush() {
                 0
             } else {
                 DEFAULT_WINDOW
@@ -447,7 +452,7 @@ impl Store {
             checkpoint.clone(),
             flags.clone(),
         );
-        if writable && opts.flush.sync_flush {
+        if writable && opts.flush.sync_flush() {
             // Readers see only what is on disk; a flush wakes dispatch.
             dispatcher.set_flushed_only(true);
             let d = dispatcher.clone();
@@ -750,7 +755,7 @@ impl Store {
     /// Appends without blocking, if possible (see [`CommitLog::try_put_prepared`]).
     /// Never used for SYNC_FLUSH, whose put must wait for the disk.
     pub fn try_put_fast(&self, p: &Prepared<'_>) -> Option<Result<PutOutcome>> {
-        if self.opts.flush.sync_flush {
+        if self.opts.flush.sync_flush() {
             return None;
         }
         let r = self.commitlog.try_put_prepared(p)?;
@@ -766,7 +771,7 @@ impl Store {
     pub fn put_prepared(&self, p: &Prepared<'_>) -> Result<PutOutcome> {
         let mut out = self.commitlog.put_prepared(p)?;
         self.dispatcher.wakeup();
-        if self.opts.flush.sync_flush && out.status == PutStatus::PutOk && wants_wait(&p.spec) {
+        if self.opts.flush.sync_flush() && out.status == PutStatus::PutOk && wants_wait(&p.spec) {
             out.status = self
                 .flusher
                 .wait_flushed((out.wrote_offset + out.wrote_bytes as i64) as u64);
@@ -800,7 +805,7 @@ impl Store {
             .filter(|o| o.status == PutStatus::PutOk)
             .map(|o| (o.wrote_offset + o.wrote_bytes as i64) as u64)
             .max();
-        if let (true, true, Some(end)) = (self.opts.flush.sync_flush, any_wait, end) {
+        if let (true, true, Some(end)) = (self.opts.flush.sync_flush(), any_wait, end) {
             let st = self.flusher.wait_flushed(end);
             let why = self.flush_wait_reason(st);
             for o in out.iter_mut().filter(|o| o.status == PutStatus::PutOk) {
@@ -833,7 +838,7 @@ impl Store {
             .filter(|o| o.status == PutStatus::PutOk)
             .map(|o| (o.wrote_offset + o.wrote_bytes as i64) as u64)
             .max();
-        if let (true, Some(end)) = (self.opts.flush.sync_flush, end) {
+        if let (true, Some(end)) = (self.opts.flush.sync_flush(), end) {
             self.flusher.wait_flushed(end);
         }
         Ok(Ok(out))
@@ -858,7 +863,7 @@ impl Store {
         let mut out = self
             .commitlog
             .append_batch(b, want_offsets, || dispatcher.wakeup())?;
-        let wait = self.opts.flush.sync_flush
+        let wait = self.opts.flush.sync_flush()
             && out.status == PutStatus::PutOk
             && out.count > 0
             && (0..b.bodies.len()).any(|i| wants_wait_props(b.props_of(i)));
@@ -929,7 +934,7 @@ impl Store {
     /// there too); otherwise everything written.
     #[inline]
     pub fn visible_end(&self) -> u64 {
-        if !self.opts.read_only && self.opts.flush.sync_flush {
+        if !self.opts.read_only && self.opts.flush.sync_flush() {
             self.dispatcher
                 .reput_from()
                 .min(self.commitlog.flushed_offset())
@@ -1004,7 +1009,7 @@ impl Store {
                 committed = true;
                 self.vis.commits.fetch_add(1, Ordering::Relaxed);
             }
-            if self.opts.flush.sync_flush && self.commitlog.flushed_offset() < target {
+            if self.opts.flush.sync_flush() && self.commitlog.flushed_offset() < target {
                 self.flusher.request_flush(target);
             }
             // Dispatch what is readable now instead of waiting for the thread.
@@ -1413,7 +1418,7 @@ impl Store {
 
     fn drain_all(&self) -> Result<()> {
         self.commitlog.queue().commit(0);
-        if self.opts.flush.sync_flush {
+        if self.opts.flush.sync_flush() {
             // Dispatch follows the flushed offset: flush what is written first.
             self.flusher.flush_to(self.commitlog.max_offset())?;
         }
@@ -1532,7 +1537,11 @@ mod tests {
             max_index_num: 40,
             transient_store_pool_size: 1,
             flush: FlushConfig {
-                sync_flush,
+                flush_disk_type: if sync_flush {
+                    crate::services::flush::FlushDiskType::SyncFlush
+                } else {
+                    crate::services::flush::FlushDiskType::AsyncFlush
+                },
                 ..FlushConfig::default()
             },
             preallocate: true,

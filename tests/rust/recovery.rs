@@ -17,7 +17,7 @@ use _native::log::mapped_file::file_name;
 use _native::log::mapped_file_queue::list_segment_files;
 use _native::log::message::MessageSpec;
 use _native::recovery::{RecoveryMode, RecoveryStep};
-use _native::services::flush::FlushConfig;
+use _native::services::flush::{FlushConfig, FlushDiskType};
 use _native::store::{Store, StoreOptions};
 
 const FILE: usize = 8 << 10;
@@ -31,7 +31,7 @@ fn options(dir: &Path) -> StoreOptions {
         max_hash_slot_num: 10,
         max_index_num: 40,
         flush: FlushConfig {
-            sync_flush: true,
+            flush_disk_type: FlushDiskType::SyncFlush,
             ..FlushConfig::default()
         },
         ..StoreOptions::at(dir)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use _native::log::commitlog::{PutOutcome, PutStatus};
 use _native::log::message::MessageSpec;
 use _native::queue::reader::GetStatus;
-use _native::services::flush::FlushConfig;
+use _native::services::flush::{FlushConfig, FlushDiskType};
 use _native::store::{Store, StoreOptions};
 
 mod common;
@@ -106,7 +106,7 @@ fn a_failed_fsync_poisons_and_reads_keep_working() {
     let points = Points::take();
     let dir = tempfile::tempdir().unwrap();
     let mut opts = options(dir.path());
-    opts.flush.sync_flush = true;
+    opts.flush.flush_disk_type = FlushDiskType::SyncFlush;
     let store = started(opts);
     put_some(&store, 5);
     points.arm("msync", libc::EIO);
@@ -175,7 +175,7 @@ fn a_panic_in_the_group_commit_poisons_and_releases_waiting_producers() {
     panics_poison(
         "group_commit",
         "FLUSH_FAILED",
-        |o| o.flush.sync_flush = true,
+        |o| o.flush.flush_disk_type = FlushDiskType::SyncFlush,
         0,
     );
 }

@@ -15,7 +15,7 @@ use pyo3::types::{PyBool, PyDict, PyString};
 use crate::log::allocate::WarmConfig;
 use crate::log::message::parse_delay_levels;
 use crate::queue::consume_queue::DEFAULT_CQ_FILE_SIZE;
-use crate::services::flush::FlushConfig;
+use crate::services::flush::{FlushConfig, FlushDiskType};
 use crate::store::{StoreOptions, DEFAULT_COMMIT_LOG_FILE_SIZE};
 
 use super::args::{i64_arg, type_error};
@@ -109,27 +109,21 @@ impl<'py> Fields<'_, 'py> {
 /// Reads a `StoreConfig` (by attribute name) into engine options.
 pub fn options_from_config(cfg: &Bound<'_, PyAny>, read_only: bool) -> PyResult<StoreOptions> {
     let f = Fields { cfg };
-    let sync_flush = match f.enum_name("flush_disk_type")?.as_str() {
-        "SYNC_FLUSH" => true,
-        "ASYNC_FLUSH" => false,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "StoreConfig.flush_disk_type must be SYNC_FLUSH or ASYNC_FLUSH, not {other}"
-            )))
-        }
-    };
+    let flush_disk_type = flush_disk_type_arg(&f.enum_name("flush_disk_type")?)
+        .map_err(|e| PyValueError::new_err(format!("StoreConfig.flush_disk_type {e}")))?;
     let delay = f.str("message_delay_level")?;
     let delay_levels = parse_delay_levels(&delay).ok_or_else(|| {
         PyValueError::new_err(format!(
             "StoreConfig.message_delay_level: cannot parse {delay:?}"
         ))
     })?;
-    // Only effective with ASYNC_FLUSH and not on a SLAVE: the config says.
+    // The config applies the rule (`transient_pool_in_use`: ASYNC_FLUSH,
+    // not a SLAVE), since only it knows the broker role.
     let transient_store_pool_enable = f.bool("effective_transient_store_pool_enable")?;
     let warm = f.bool("warm_mapped_file_enable")?;
     let flush = FlushConfig {
-        sync_flush,
-        transient: transient_store_pool_enable && !sync_flush,
+        flush_disk_type,
+        transient: transient_store_pool_enable,
         flush_interval: f.ms("flush_interval_commit_log")?,
         flush_least_pages: f.usize("flush_commit_log_least_pages")?,
         flush_thorough_interval: f.ms("flush_commit_log_thorough_interval")?,
@@ -176,6 +170,25 @@ pub fn options_from_config(cfg: &Bound<'_, PyAny>, read_only: bool) -> PyResult<
     })
 }
 
+/// The engine's flush type named `name` (`SYNC_FLUSH`, `ASYNC_FLUSH`).
+fn flush_disk_type_arg(name: &str) -> Result<FlushDiskType, String> {
+    FlushDiskType::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = FlushDiskType::ALL.iter().map(|t| t.name()).collect();
+        format!("must be one of {}, not {name}", names.join(", "))
+    })
+}
+
+/// Whether the transient store pool is used with these settings (the
+/// engine's one rule: ASYNC_FLUSH only, never on a SLAVE).
+#[pyfunction]
+pub fn transient_pool_in_use(enabled: bool, flush_disk_type: &str, slave: bool) -> PyResult<bool> {
+    let t = flush_disk_type_arg(flush_disk_type)
+        .map_err(|e| PyValueError::new_err(format!("flush_disk_type {e}")))?;
+    Ok(crate::services::flush::transient_pool_in_use(
+        enabled, t, slave,
+    ))
+}
+
 fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
@@ -197,14 +210,7 @@ pub fn default_options(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         "store_host",
         (o.store_host.ip().to_string(), o.store_host.port()),
     )?;
-    d.set_item(
-        "flush_disk_type",
-        if f.sync_flush {
-            "SYNC_FLUSH"
-        } else {
-            "ASYNC_FLUSH"
-        },
-    )?;
+    d.set_item("flush_disk_type", f.flush_disk_type.name())?;
     d.set_item("message_index_enable", o.message_index_enable)?;
     d.set_item("max_hash_slot_num", o.max_hash_slot_num)?;
     d.set_item("max_index_num", o.max_index_num)?;

@@ -192,6 +192,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
     m.add_function(wrap_pyfunction!(config::default_options, m)?)?;
+    m.add_function(wrap_pyfunction!(config::transient_pool_in_use, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
     #[cfg(feature = "failpoints")]

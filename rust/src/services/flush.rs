@@ -24,10 +24,49 @@ use crate::queue::cq_table::ConsumeQueueTable;
 use crate::running::{Flag, RunningFlags};
 use crate::services::service::{ServiceThread, Signal, STOP_TIMEOUT};
 
+/// How a put waits for the disk (RocketMQ's `FlushDiskType`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FlushDiskType {
+    /// A put is acknowledged once its record is in the page cache; a flush
+    /// thread syncs periodically.
+    #[default]
+    AsyncFlush,
+    /// A put is acknowledged after its record is synced (group commit).
+    SyncFlush,
+}
+
+impl FlushDiskType {
+    /// Both types, in RocketMQ's order.
+    pub const ALL: [FlushDiskType; 2] = [FlushDiskType::AsyncFlush, FlushDiskType::SyncFlush];
+
+    /// RocketMQ's name of the type (`ASYNC_FLUSH`, `SYNC_FLUSH`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushDiskType::AsyncFlush => "ASYNC_FLUSH",
+            FlushDiskType::SyncFlush => "SYNC_FLUSH",
+        }
+    }
+
+    /// The type named `name` (RocketMQ's spelling).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// Whether the transient store pool is used: the pool needs ASYNC_FLUSH (a
+/// synced put must reach the mapped file at once), and a SLAVE never uses it.
+/// The one statement of the rule: the store, the flush service and the
+/// Python configuration ask here.
+pub fn transient_pool_in_use(enabled: bool, flush: FlushDiskType, slave: bool) -> bool {
+    enabled && flush == FlushDiskType::AsyncFlush && !slave
+}
+
 /// Flush settings (MessageStoreConfig names, in Durations).
 #[derive(Debug, Clone)]
 pub struct FlushConfig {
-    pub sync_flush: bool,
+    pub flush_disk_type: FlushDiskType,
+    /// The transient store pool is enabled (it is used only as
+    /// [`transient_pool_in_use`] says).
     pub transient: bool,
     pub flush_interval: Duration,
     pub flush_least_pages: usize,
@@ -41,10 +80,22 @@ pub struct FlushConfig {
     pub sync_timeout: Duration,
 }
 
+impl FlushConfig {
+    /// True under SYNC_FLUSH.
+    pub fn sync_flush(&self) -> bool {
+        self.flush_disk_type == FlushDiskType::SyncFlush
+    }
+
+    /// Whether the transient pool's commit runs ([`transient_pool_in_use`]).
+    pub fn transient_pool_in_use(&self) -> bool {
+        transient_pool_in_use(self.transient, self.flush_disk_type, false)
+    }
+}
+
 impl Default for FlushConfig {
     fn default() -> Self {
         Self {
-            sync_flush: false,
+            flush_disk_type: FlushDiskType::AsyncFlush,
             transient: false,
             flush_interval: Duration::from_millis(500),
             flush_least_pages: 4,
@@ -173,7 +224,7 @@ impl FlushService {
             let me = me.clone();
             move |why: String| me.record_failure(why)
         };
-        if self.cfg.sync_flush {
+        if self.cfg.sync_flush() {
             let me = self.clone();
             threads.push(ServiceThread::start(
                 "group_commit",
@@ -187,7 +238,7 @@ impl FlushService {
                 me.async_flush_round(s, &mut last_thorough)
             })?);
         }
-        if self.cfg.transient && !self.cfg.sync_flush {
+        if self.cfg.transient_pool_in_use() {
             let me = self.clone();
             let mut last_thorough = Instant::now();
             threads.push(ServiceThread::start("commit", on_panic(self), move |s| {
@@ -275,7 +326,7 @@ impl FlushService {
     /// Asks the group-commit thread to flush up to `end` without waiting
     /// (a reader waiting for a record to be flushed).
     pub fn request_flush(&self, end: u64) {
-        if !self.cfg.sync_flush {
+        if !self.cfg.sync_flush() {
             return;
         }
         let mut g = self.group.lock();
@@ -296,7 +347,7 @@ impl FlushService {
         if let Some(f) = self.failure() {
             return Err(crate::error::StoreError::Poisoned(f));
         }
-        if self.cfg.sync_flush
+        if self.cfg.sync_flush()
             && !self.stop.load(Ordering::Acquire)
             && !self.threads.lock().is_empty()
         {
@@ -517,5 +568,27 @@ impl FlushService {
         self.commitlog.queue().commit(0);
         self.flush_commitlog()?;
         self.flush_queues(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flush_disk_types_have_rocketmqs_names() {
+        for t in FlushDiskType::ALL {
+            assert_eq!(FlushDiskType::from_name(t.name()), Some(t));
+        }
+        assert_eq!(FlushDiskType::from_name("SYNC"), None);
+    }
+
+    #[test]
+    fn the_transient_pool_needs_async_flush_and_no_slave() {
+        use FlushDiskType::*;
+        assert!(transient_pool_in_use(true, AsyncFlush, false));
+        assert!(!transient_pool_in_use(true, SyncFlush, false));
+        assert!(!transient_pool_in_use(true, AsyncFlush, true));
+        assert!(!transient_pool_in_use(false, AsyncFlush, false));
     }
 }
