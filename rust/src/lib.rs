@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod clock;
 #[cfg(feature = "arrow")]
 pub mod columnar;
+pub mod enums;
 pub mod error;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;

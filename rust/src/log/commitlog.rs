@@ -32,20 +32,20 @@ use crate::log::message::{
 };
 use crate::ratelog::RateLimited;
 
-/// Result status of a put (RocketMQ's `PutMessageStatus`, same order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum PutStatus {
-    PutOk = 0,
-    FlushDiskTimeout = 1,
-    FlushSlaveTimeout = 2,
-    SlaveNotAvailable = 3,
-    ServiceNotAvailable = 4,
-    CreateMappedFileFailed = 5,
-    MessageIllegal = 6,
-    PropertiesSizeExceeded = 7,
-    OsPageCacheBusy = 8,
-    UnknownError = 9,
+crate::rocketmq_enum! {
+    /// Result status of a put (RocketMQ's `PutMessageStatus`, same order).
+    pub enum PutStatus {
+        PutOk = 0 => "PUT_OK",
+        FlushDiskTimeout = 1 => "FLUSH_DISK_TIMEOUT",
+        FlushSlaveTimeout = 2 => "FLUSH_SLAVE_TIMEOUT",
+        SlaveNotAvailable = 3 => "SLAVE_NOT_AVAILABLE",
+        ServiceNotAvailable = 4 => "SERVICE_NOT_AVAILABLE",
+        CreateMappedFileFailed = 5 => "CREATE_MAPPED_FILE_FAILED",
+        MessageIllegal = 6 => "MESSAGE_ILLEGAL",
+        PropertiesSizeExceeded = 7 => "PROPERTIES_SIZE_EXCEEDED",
+        OsPageCacheBusy = 8 => "OS_PAGE_CACHE_BUSY",
+        UnknownError = 9 => "UNKNOWN_ERROR",
+    }
 }
 
 /// What a put did.

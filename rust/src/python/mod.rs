@@ -193,6 +193,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
     m.add_function(wrap_pyfunction!(config::default_options, m)?)?;
     m.add_function(wrap_pyfunction!(config::transient_pool_in_use, m)?)?;
+    m.add_function(wrap_pyfunction!(types::engine_enums, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
     #[cfg(feature = "failpoints")]

@@ -17,6 +17,7 @@ use crate::log::message::{
     iter_properties, offset_msg_id, props, sysflag, tags_code, MessageSpec, PropertiesBuilder,
     RecordView,
 };
+use crate::queue::reader::GetStatus;
 
 use super::args::{
     body_arg, defaulted, i32_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, type_error, type_name,
@@ -25,23 +26,53 @@ use super::gil::guarded;
 
 static PUT_STATUS: GILOnceCell<Vec<PyObject>> = GILOnceCell::new();
 
-fn enum_members(py: Python<'_>, name: &str, count: usize) -> PyResult<Vec<PyObject>> {
-    let cls = py.import("rocketstore.enums")?.getattr(name)?;
-    (0..count).map(|i| Ok(cls.call1((i,))?.unbind())).collect()
+/// The members of the Python enum `cls` (in `rocketstore.enums`) named like
+/// the engine's members `names`, in the engine's order: looked up by name,
+/// so a member missing on either side is an error, never a wrong status.
+fn enum_members<'a>(
+    py: Python<'_>,
+    cls: &str,
+    names: impl Iterator<Item = &'a str>,
+) -> PyResult<Vec<PyObject>> {
+    let cls = py.import("rocketstore.enums")?.getattr(cls)?;
+    names.map(|n| Ok(cls.getattr(n)?.unbind())).collect()
 }
 
 /// The Python `PutStatus` member for `s`.
 pub fn put_status_obj(py: Python<'_>, s: PutStatus) -> PyResult<PyObject> {
-    let v = PUT_STATUS.get_or_try_init(py, || enum_members(py, "PutStatus", 10))?;
+    let v = PUT_STATUS.get_or_try_init(py, || {
+        enum_members(py, "PutStatus", PutStatus::ALL.iter().map(|m| m.name()))
+    })?;
     Ok(v[s as usize].clone_ref(py))
 }
 
 static GET_STATUS: GILOnceCell<Vec<PyObject>> = GILOnceCell::new();
 
 /// The Python `GetStatus` member for `s`.
-pub fn get_status_obj(py: Python<'_>, s: crate::queue::reader::GetStatus) -> PyResult<PyObject> {
-    let v = GET_STATUS.get_or_try_init(py, || enum_members(py, "GetStatus", 9))?;
+pub fn get_status_obj(py: Python<'_>, s: GetStatus) -> PyResult<PyObject> {
+    let v = GET_STATUS.get_or_try_init(py, || {
+        enum_members(py, "GetStatus", GetStatus::ALL.iter().map(|m| m.name()))
+    })?;
     Ok(v[s as usize].clone_ref(py))
+}
+
+/// The engine's members of `T` as `(ordinal, name)`, for the test that
+/// pins the Python enums to them.
+fn members<T: Copy + Into<u8>>(
+    all: &[T],
+    name: impl Fn(T) -> &'static str,
+) -> Vec<(u8, &'static str)> {
+    all.iter().map(|&m| (m.into(), name(m))).collect()
+}
+
+/// The engine's status enums, `{name: [(ordinal, member name), ...]}`.
+#[pyfunction]
+#[pyo3(name = "_engine_enums")]
+pub fn engine_enums() -> std::collections::HashMap<&'static str, Vec<(u8, &'static str)>> {
+    let mut m = std::collections::HashMap::new();
+    m.insert("PutStatus", members(PutStatus::ALL, PutStatus::name));
+    m.insert("GetStatus", members(GetStatus::ALL, GetStatus::name));
+    m
 }
 
 /// Parses an `(ip, port)` tuple.

@@ -15,19 +15,19 @@ use crate::log::commitlog::{CommitLog, RecordRead};
 use crate::log::message::{find_property, java_string_hash, props, RecordView};
 use crate::queue::consume_queue::{ConsumeQueue, CQ_UNIT_SIZE};
 
-/// RocketMQ's `GetMessageStatus`, same order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum GetStatus {
-    Found = 0,
-    NoMatchedMessage = 1,
-    MessageWasRemoving = 2,
-    OffsetFoundNull = 3,
-    OffsetOverflowBadly = 4,
-    OffsetOverflowOne = 5,
-    OffsetTooSmall = 6,
-    NoMatchedLogicQueue = 7,
-    NoMessageInQueue = 8,
+crate::rocketmq_enum! {
+    /// RocketMQ's `GetMessageStatus`, same order.
+    pub enum GetStatus {
+        Found = 0 => "FOUND",
+        NoMatchedMessage = 1 => "NO_MATCHED_MESSAGE",
+        MessageWasRemoving = 2 => "MESSAGE_WAS_REMOVING",
+        OffsetFoundNull = 3 => "OFFSET_FOUND_NULL",
+        OffsetOverflowBadly = 4 => "OFFSET_OVERFLOW_BADLY",
+        OffsetOverflowOne = 5 => "OFFSET_OVERFLOW_ONE",
+        OffsetTooSmall = 6 => "OFFSET_TOO_SMALL",
+        NoMatchedLogicQueue = 7 => "NO_MATCHED_LOGIC_QUEUE",
+        NoMessageInQueue = 8 => "NO_MESSAGE_IN_QUEUE",
+    }
 }
 
 /// An exact tag subscription (`None` in [`get_message`] means every tag).
