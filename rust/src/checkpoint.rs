@@ -269,7 +269,7 @@ impl Checkpoint {
                     .map_err(|e| StoreError::io(format!("write {}", path.display()), e))?;
                 file.sync_all()
                     .map_err(|e| StoreError::io(format!("fsync {}", path.display()), e))?;
-                sync_parent(path);
+                crate::paths::sync_parent(path)?;
                 *self.file.write() = Some(file);
             }
             CheckpointRepair::Extend(len) => {
@@ -476,15 +476,6 @@ fn read_whole(file: &File) -> Option<Vec<u8>> {
     }
     buf.truncate(got);
     Some(buf)
-}
-
-/// Best-effort fsync of `path`'s directory, so a new file's name is durable.
-fn sync_parent(path: &Path) {
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::{Result, StoreError};
+
 /// The CommitLog folder, unless the configuration names another.
 pub const COMMIT_LOG_DIR: &str = "commitlog";
 /// The ConsumeQueue folder (`<topic>/<queue id>/` below it).
@@ -91,6 +93,23 @@ pub fn config_dir(root: &Path) -> PathBuf {
     root.join(CONFIG_DIR)
 }
 
+/// fsyncs the directory `dir`, so a name created or removed in it survives
+/// a crash. The one directory sync of the store: every caller gets the
+/// error (naming the directory) and decides what it means.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io(format!("fsync {}", dir.display()), e))
+}
+
+/// [`sync_dir`] of the directory holding `path` (nothing for a bare name).
+pub fn sync_parent(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => sync_dir(dir),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +124,16 @@ mod tests {
         assert_eq!(abort_file(root), PathBuf::from("/s/abort"));
         assert_eq!(lock_file(root), PathBuf::from("/s/lock"));
         assert_eq!(config_dir(root), PathBuf::from("/s/config"));
+    }
+
+    #[test]
+    fn a_directory_sync_reports_its_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        sync_dir(dir.path()).unwrap();
+        sync_parent(&dir.path().join("f")).unwrap();
+        let gone = dir.path().join("missing");
+        let e = sync_dir(&gone).unwrap_err().to_string();
+        assert!(e.contains("missing"), "{e}");
+        assert!(sync_parent(&gone.join("f")).is_err());
     }
 }

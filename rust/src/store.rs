@@ -583,7 +583,7 @@ impl Store {
         std::fs::File::create(&abort)
             .and_then(|f| f.sync_all())
             .map_err(|e| StoreError::io(format!("create {}", abort.display()), e))?;
-        sync_dir(&self.opts.root)
+        paths::sync_dir(&self.opts.root)
     }
 
     /// Starts the dispatch thread (writer only).
@@ -1378,7 +1378,7 @@ impl Store {
             if clean {
                 let abort = paths::abort_file(&self.opts.root);
                 match std::fs::remove_file(&abort) {
-                    Ok(()) => result = sync_dir(&self.opts.root),
+                    Ok(()) => result = paths::sync_dir(&self.opts.root),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(e) => {
                         result = Err(StoreError::io(format!("remove {}", abort.display()), e))
@@ -1482,13 +1482,6 @@ impl Drop for Store {
             }
         }
     }
-}
-
-/// fsyncs a directory so a created or removed entry survives a crash.
-fn sync_dir(dir: &std::path::Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(format!("fsync {}", dir.display()), e))
 }
 
 /// True when the record is of `topic` and carries `key` (UNIQ_KEY or a KEYS token).

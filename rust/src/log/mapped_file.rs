@@ -326,12 +326,7 @@ fn zero_data_regions(file: &File, from: usize, to: usize, path: &Path) -> Result
 /// fsyncs the directory holding `path`, so a created or removed name is durable.
 fn sync_parent(path: &Path) -> Result<()> {
     count_sync();
-    match path.parent() {
-        Some(dir) => File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| StoreError::io(format!("fsync {}", dir.display()), e)),
-        None => Ok(()),
-    }
+    crate::paths::sync_parent(path)
 }
 
 /// `syncfs` of the file system holding `dir`: every file created there so

@@ -166,7 +166,7 @@ impl Store {
         );
         std::fs::remove_file(&path)
             .map_err(|e| StoreError::io(format!("remove {}", path.display()), e))?;
-        sync_dir(dir)?;
+        crate::paths::sync_dir(dir)?;
         Ok(Some((path, index.end_phy_offset())))
     }
 
@@ -763,11 +763,4 @@ fn damaged_ranges(known: &[(u64, u64)], found: &[Damage], end: u64) -> Vec<(u64,
     v.sort_unstable();
     v.dedup();
     v
-}
-
-/// fsyncs a directory so a removed entry survives a crash.
-fn sync_dir(dir: &std::path::Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(format!("fsync {}", dir.display()), e))
 }

@@ -106,9 +106,7 @@ pub fn delete_expired_commit_log(
     }
     report.min_offset = commitlog.min_offset();
     if report.deleted > 0 {
-        if let Some(dir) = mfq.dir().to_str() {
-            sync_dir(dir);
-        }
+        sync_dir(mfq.dir());
     }
     match first_err {
         Some(e) if report.deleted == 0 => Err(e),
@@ -149,9 +147,12 @@ pub fn delete_expired_queues(
     report
 }
 
-fn sync_dir(dir: &str) {
-    if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
-        log::warn!("fsync {dir}: {e}");
+/// Makes the deletions durable. A failure is logged, not returned: the
+/// files are gone either way, and a name that comes back after a crash is
+/// deleted again by the next round.
+fn sync_dir(dir: &std::path::Path) {
+    if let Err(e) = crate::paths::sync_dir(dir) {
+        log::warn!("{e}");
     }
 }
 
