@@ -138,6 +138,9 @@ class MessageStore(MessageStoreBase):
     >>> tmp.cleanup()
     """
 
+    # Recovery scans the CommitLog from its first file (``rocketstore repair``).
+    _scan_whole_commit_log = False
+
     def __init__(
         self, config: StoreConfig | str | os.PathLike[str], *, read_only: bool = False
     ) -> None:
@@ -181,6 +184,7 @@ class MessageStore(MessageStoreBase):
                 cfg.check_crc_on_recover,
                 cfg.on_corruption == "skip",
                 consumer_offsets=None if self._read_only else offsets,
+                whole=self._scan_whole_commit_log,
             )
             topic_configs = TopicConfigs.load(cfg.config_dir / _native.TOPICS_FILE)
             if not self._read_only:

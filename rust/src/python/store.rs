@@ -314,6 +314,15 @@ impl PyStore {
         guarded(|| Ok(nogil(py, || self.store.scan_commit_log_normally(check_crc))?.into()))
     }
 
+    /// Step 3 for a repair: scans from the first file, in either mode.
+    fn scan_whole_commit_log(
+        &self,
+        py: Python<'_>,
+        check_crc: bool,
+    ) -> PyResult<PyCommitLogScanReport> {
+        guarded(|| Ok(nogil(py, || self.store.scan_whole_commit_log(check_crc))?.into()))
+    }
+
     /// Step 3 after a crash: scans from the file the checkpoint points at.
     fn scan_commit_log_abnormally(
         &self,
