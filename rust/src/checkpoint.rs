@@ -242,11 +242,6 @@ impl Checkpoint {
         Ok(c)
     }
 
-    /// What [`Checkpoint::repair_size`] will do, if anything.
-    pub fn pending_repair(&self) -> Option<CheckpointRepair> {
-        *self.pending.lock()
-    }
-
     /// Creates a missing checkpoint (4096 zero bytes, synced, its directory
     /// entry synced) or extends a short one with zeros, as
     /// [`Checkpoint::open_writable`] found it. Returns what was done.

@@ -237,11 +237,6 @@ def _driver_store(path: str, fields: dict[str, str]) -> MessageStore:
     return s
 
 
-def _canonical(offsets: dict[str, int]) -> dict[str, int]:
-    """Offsets in canonical key order (topic, then numeric queue id)."""
-    return {k: offsets[k] for k in sorted(offsets, key=split_key)}
-
-
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are ``{"topic/queue": next offset}`` (several stores:
     ``{"<path>|topic/queue": ...}``)."""

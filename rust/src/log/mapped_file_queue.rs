@@ -433,16 +433,6 @@ impl MappedFileQueue {
         }
     }
 
-    /// The first file modified at or after `ts` (ms), else the last file.
-    pub fn find_by_time(&self, ts: i64) -> Option<Arc<MappedFile>> {
-        let files = self.files();
-        files
-            .iter()
-            .find(|f| f.last_modified_ms() >= ts)
-            .or(files.last())
-            .cloned()
-    }
-
     /// Offset of the first byte held (first file's start), `None` if empty.
     pub fn min_offset(&self) -> Option<u64> {
         self.first_file().map(|f| f.file_from_offset())

@@ -1013,11 +1013,6 @@ impl PropertiesBuilder {
         self.buf.len()
     }
 
-    /// Drops the current message's properties.
-    pub fn discard_message(&mut self) {
-        self.buf.truncate(self.start);
-    }
-
     /// Appends one key to the current message's `KEYS` property (`started`
     /// tracks whether the property was begun). Empty keys are skipped; a key
     /// with a space or a separator byte is illegal.
@@ -1066,17 +1061,6 @@ impl PropertiesBuilder {
         self.buf.push(NAME_VALUE_SEPARATOR);
         self.buf.extend_from_slice(value.as_bytes());
         Ok(())
-    }
-
-    /// Appends raw, already-validated serialized properties.
-    pub fn push_serialized(&mut self, raw: &[u8]) {
-        if raw.is_empty() {
-            return;
-        }
-        if self.buf.len() > self.start {
-            self.buf.push(PROPERTY_SEPARATOR);
-        }
-        self.buf.extend_from_slice(raw);
     }
 
     /// Appends a pair taken from an already-parsed properties string.

@@ -534,11 +534,6 @@ impl ConsumeQueue {
         self.max_physic_offset.load(Ordering::Acquire)
     }
 
-    /// Number of messages: max − min.
-    pub fn message_total(&self) -> i64 {
-        self.max_offset_in_queue() - self.min_offset_in_queue()
-    }
-
     /// Sets the min offset to the first real unit of the first file whose
     /// CommitLog offset is ≥ `phy_min` (SPEC §2.4, skipping pre-blank
     /// units). If the first file holds only pre-blank units, the min offset
