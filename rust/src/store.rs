@@ -194,6 +194,8 @@ mod options_tests {
     }
 }
 
+mod queue_reads;
+
 pub use crate::recovery::RecoveryReport;
 
 /// An open store.

@@ -17,7 +17,6 @@ use crate::log::commitlog::{BatchInput, PutOutcome, PutStatus, Refused};
 use crate::log::message::{
     decode_msg_id, is_valid_topic, topic_problem, MessageSpec, PropertiesBuilder,
 };
-use crate::queue::consume_queue::ConsumeQueue;
 use crate::queue::reader::GetStatus;
 use crate::store::Store;
 
@@ -174,16 +173,13 @@ impl PyStore {
         check_queue_id(queue_id)
     }
 
-    fn queue(
-        &self,
-        py: Python<'_>,
-        topic: &str,
-        queue_id: i64,
-    ) -> PyResult<Option<Arc<ConsumeQueue>>> {
+    /// The queue id of a read of one queue, checked with its topic, once
+    /// the puts acknowledged so far are visible.
+    fn readable(&self, py: Python<'_>, topic: &str, queue_id: i64) -> PyResult<i32> {
         let qid = self.check_read_args(topic, queue_id)?;
         self.store.check_open()?;
         self.visible(py)?;
-        Ok(self.store.consume_queues().get(topic, qid))
+        Ok(qid)
     }
 
     /// Waits (GIL released) until the puts acknowledged so far are visible;
@@ -1137,12 +1133,9 @@ impl PyStore {
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
-            let topic = str_arg(topic, "topic")?;
-            let queue_id = i64_arg(queue_id, "queue_id")?;
-            Ok(self
-                .queue(py, topic, queue_id)?
-                .map(|q| q.max_offset_in_queue())
-                .unwrap_or(0))
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(self.store.max_offset_in_queue(topic, qid)?)
         })
     }
 
@@ -1154,12 +1147,9 @@ impl PyStore {
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
-            let topic = str_arg(topic, "topic")?;
-            let queue_id = i64_arg(queue_id, "queue_id")?;
-            Ok(self
-                .queue(py, topic, queue_id)?
-                .map(|q| q.min_offset_in_queue())
-                .unwrap_or(0))
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(self.store.min_offset_in_queue(topic, qid)?)
         })
     }
 
@@ -1172,15 +1162,12 @@ impl PyStore {
         cq_offset: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
-            let topic = str_arg(topic, "topic")?;
-            let queue_id = i64_arg(queue_id, "queue_id")?;
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
             let cq_offset = i64_arg(cq_offset, "cq_offset")?;
+            let qid = self.readable(py, topic, queue_id)?;
             Ok(self
-                .queue(py, topic, queue_id)?
-                .and_then(|q| q.unit_at(cq_offset))
-                .filter(|u| !u.is_pre_blank())
-                .map(|u| u.phy_offset)
-                .unwrap_or(0))
+                .store
+                .commit_log_offset_in_queue(topic, qid, cq_offset)?)
         })
     }
 
@@ -1193,21 +1180,11 @@ impl PyStore {
         timestamp: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
-            let topic = str_arg(topic, "topic")?;
-            let queue_id = i64_arg(queue_id, "queue_id")?;
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
             let timestamp = i64_arg(timestamp, "timestamp")?;
-            let Some(q) = self.queue(py, topic, queue_id)? else {
-                return Ok(0);
-            };
+            let qid = self.readable(py, topic, queue_id)?;
             let store = &self.store;
-            nogil(py, || {
-                let cl = store.commitlog();
-                Ok(
-                    q.offset_in_queue_by_time(timestamp, cl.min_offset(), |phy, _| {
-                        cl.store_timestamp_at(phy)
-                    }),
-                )
-            })
+            nogil(py, || store.offset_in_queue_by_time(topic, qid, timestamp))
         })
     }
 
@@ -1219,14 +1196,9 @@ impl PyStore {
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
-            let topic = str_arg(topic, "topic")?;
-            let queue_id = i64_arg(queue_id, "queue_id")?;
-            let Some(q) = self.queue(py, topic, queue_id)? else {
-                return Ok(-1);
-            };
-            Ok(q.unit_at(q.min_offset_in_queue())
-                .and_then(|u| self.store.commitlog().store_timestamp_at(u.phy_offset))
-                .unwrap_or(-1))
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(self.store.earliest_message_time(topic, qid)?)
         })
     }
 
@@ -1239,16 +1211,10 @@ impl PyStore {
         cq_offset: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
         guarded(|| {
-            let topic = str_arg(topic, "topic")?;
-            let queue_id = i64_arg(queue_id, "queue_id")?;
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
             let cq_offset = i64_arg(cq_offset, "cq_offset")?;
-            let Some(q) = self.queue(py, topic, queue_id)? else {
-                return Ok(-1);
-            };
-            Ok(q.unit_at(cq_offset)
-                .filter(|u| !u.is_pre_blank())
-                .and_then(|u| self.store.commitlog().store_timestamp_at(u.phy_offset))
-                .unwrap_or(-1))
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(self.store.message_store_timestamp(topic, qid, cq_offset)?)
         })
     }
 

@@ -1,0 +1,98 @@
+//! RocketMQ's `MessageStore` calls about one queue's offsets and times:
+//! `getMaxOffsetInQueue`, `getMinOffsetInQueue`, `getCommitLogOffsetInQueue`,
+//! `getOffsetInQueueByTime`, `getEarliestMessageTime` and
+//! `getMessageStoreTimeStamp`. Each looks the queue up (an unknown queue
+//! answers 0, or -1 for a time, as RocketMQ does) and reads its units and,
+//! for times, the CommitLog records they point at.
+//!
+//! They read what is dispatched: a caller that wants its own acknowledged
+//! puts waits for them first ([`Store::await_visible`]).
+
+use std::sync::Arc;
+
+use super::Store;
+use crate::error::Result;
+use crate::queue::consume_queue::ConsumeQueue;
+
+impl Store {
+    /// The consume queue `topic`/`queue_id`, if it exists.
+    pub fn queue(&self, topic: &str, queue_id: i32) -> Result<Option<Arc<ConsumeQueue>>> {
+        self.check_open()?;
+        Ok(self.consume_queues().get(topic, queue_id))
+    }
+
+    /// One past the last logical offset of the queue (0 when unknown).
+    pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
+        Ok(self
+            .queue(topic, queue_id)?
+            .map_or(0, |q| q.max_offset_in_queue()))
+    }
+
+    /// The first logical offset of the queue (0 when unknown).
+    pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> Result<i64> {
+        Ok(self
+            .queue(topic, queue_id)?
+            .map_or(0, |q| q.min_offset_in_queue()))
+    }
+
+    /// CommitLog offset of the message at logical offset `cq_offset` (0 when
+    /// there is none).
+    pub fn commit_log_offset_in_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        cq_offset: i64,
+    ) -> Result<i64> {
+        Ok(self
+            .queue(topic, queue_id)?
+            .and_then(|q| q.unit_at(cq_offset))
+            .filter(|u| !u.is_pre_blank())
+            .map_or(0, |u| u.phy_offset))
+    }
+
+    /// Logical offset of the message stored nearest to `timestamp` (ms), by
+    /// RocketMQ's rule (0 when the queue is unknown).
+    pub fn offset_in_queue_by_time(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        timestamp: i64,
+    ) -> Result<i64> {
+        let Some(q) = self.queue(topic, queue_id)? else {
+            return Ok(0);
+        };
+        let cl = self.commitlog();
+        Ok(
+            q.offset_in_queue_by_time(timestamp, cl.min_offset(), |phy, _| {
+                cl.store_timestamp_at(phy)
+            }),
+        )
+    }
+
+    /// Store time of the queue's first message (-1 when there is none).
+    pub fn earliest_message_time(&self, topic: &str, queue_id: i32) -> Result<i64> {
+        let Some(q) = self.queue(topic, queue_id)? else {
+            return Ok(-1);
+        };
+        Ok(q.unit_at(q.min_offset_in_queue())
+            .and_then(|u| self.commitlog().store_timestamp_at(u.phy_offset))
+            .unwrap_or(-1))
+    }
+
+    /// Store time of the message at logical offset `cq_offset` (-1 when
+    /// there is none).
+    pub fn message_store_timestamp(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        cq_offset: i64,
+    ) -> Result<i64> {
+        let Some(q) = self.queue(topic, queue_id)? else {
+            return Ok(-1);
+        };
+        Ok(q.unit_at(cq_offset)
+            .filter(|u| !u.is_pre_blank())
+            .and_then(|u| self.commitlog().store_timestamp_at(u.phy_offset))
+            .unwrap_or(-1))
+    }
+}

@@ -1,0 +1,93 @@
+//! RocketMQ's per-queue read calls on the engine's `Store`: offsets by
+//! position and by time, store times, and the answers for unknown queues
+//! and offsets (0 for offsets, -1 for times).
+
+use std::path::Path;
+
+use _native::log::commitlog::PutStatus;
+use _native::log::message::MessageSpec;
+use _native::store::{Store, StoreOptions};
+
+fn started(dir: &Path) -> Store {
+    Store::open_running(StoreOptions {
+        commit_log_file_size: Some(64 << 10),
+        consume_queue_file_size: Some(20 * 100),
+        max_hash_slot_num: 10,
+        max_index_num: 40,
+        ..StoreOptions::at(dir)
+    })
+    .unwrap()
+}
+
+/// Puts `n` messages to `T`/0 and returns `(commitlog offset, store time)`
+/// of each, read back from the records.
+fn put_some(store: &Store, n: usize) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let spec =
+            MessageSpec::new("T", 0, format!("m{i}").into_bytes()).born_at(1_700_000_000_000);
+        let p = store.prepare(spec).unwrap().unwrap();
+        let r = store.put_prepared(&p).unwrap();
+        assert_eq!(r.status, PutStatus::PutOk);
+        out.push((r.wrote_offset, r.store_timestamp));
+        // Distinct store times, so lookups by time have one answer.
+        std::thread::sleep(std::time::Duration::from_millis(3));
+    }
+    store.drain_dispatch().unwrap();
+    out
+}
+
+#[test]
+fn offsets_and_times_of_a_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = started(dir.path());
+    let puts = put_some(&store, 5);
+    assert_eq!(store.min_offset_in_queue("T", 0).unwrap(), 0);
+    assert_eq!(store.max_offset_in_queue("T", 0).unwrap(), 5);
+    for (i, (phy, ts)) in puts.iter().enumerate() {
+        assert_eq!(
+            store.commit_log_offset_in_queue("T", 0, i as i64).unwrap(),
+            *phy
+        );
+        assert_eq!(
+            store.message_store_timestamp("T", 0, i as i64).unwrap(),
+            *ts
+        );
+        assert_eq!(
+            store.offset_in_queue_by_time("T", 0, *ts).unwrap(),
+            i as i64
+        );
+    }
+    assert_eq!(store.earliest_message_time("T", 0).unwrap(), puts[0].1);
+    // Before the first message: offset 0; after the last: the last one's.
+    assert_eq!(store.offset_in_queue_by_time("T", 0, 0).unwrap(), 0);
+    let last = puts[4].1;
+    assert_eq!(
+        store
+            .offset_in_queue_by_time("T", 0, last + 60_000)
+            .unwrap(),
+        4
+    );
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn unknown_queues_and_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = started(dir.path());
+    put_some(&store, 2);
+    assert_eq!(store.max_offset_in_queue("T", 1).unwrap(), 0);
+    assert_eq!(store.min_offset_in_queue("nope", 0).unwrap(), 0);
+    assert_eq!(store.commit_log_offset_in_queue("T", 0, 2).unwrap(), 0);
+    assert_eq!(store.commit_log_offset_in_queue("T", 0, -1).unwrap(), 0);
+    assert_eq!(store.commit_log_offset_in_queue("T", 1, 0).unwrap(), 0);
+    assert_eq!(store.message_store_timestamp("T", 0, 2).unwrap(), -1);
+    assert_eq!(store.message_store_timestamp("T", 1, 0).unwrap(), -1);
+    assert_eq!(store.earliest_message_time("T", 1).unwrap(), -1);
+    assert_eq!(store.offset_in_queue_by_time("T", 1, 0).unwrap(), 0);
+    store.shutdown().unwrap();
+    assert!(
+        store.max_offset_in_queue("T", 0).is_err(),
+        "a closed store refuses reads"
+    );
+}
