@@ -115,8 +115,9 @@ def test_writer_consumer_counts_every_offset_retention_passed(
     assert take(c, READ_FIRST) == list(range(READ_FIRST))
     start = c.position(0)
     n = store._n
-    deleted, _, min_phy = n.delete_expired_commit_log(0, 0, 0, True, 10)
-    assert deleted == 10
+    step = n.delete_expired_commit_log(0, 0, 0, True, 10)
+    assert step.deleted == 10
+    min_phy = step.min_offset
     new_min = first_retained(offsets, min_phy)
     assert new_min % UNITS, "the boundary lies inside a queue file (the case under test)"
     if not mid_round:
@@ -134,7 +135,7 @@ def test_found_pull_reports_the_offsets_it_skipped(
     writer: tuple[MessageStore, list[int]],
 ) -> None:
     store, offsets = writer
-    _, _, min_phy = store._n.delete_expired_commit_log(0, 0, 0, True, 10)
+    min_phy = store._n.delete_expired_commit_log(0, 0, 0, True, 10).min_offset
     new_min = first_retained(offsets, min_phy)
     file_start = new_min - new_min % UNITS
     assert file_start < new_min
