@@ -282,18 +282,31 @@ class ConsumerOffsets:
             TypeError / ValueError: empty names, a topic containing ``@``,
                 a negative queue id or offset.
         """
+        self.commit_many(group, topic, {queue_id: offset})
+
+    def commit_many(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Record several queues' next offsets of the group at once.
+
+        Every entry is checked before any is recorded: a bad one changes
+        nothing. The entries become visible together (a concurrent
+        :meth:`persist` writes all of them or none).
+
+        Raises:
+            TypeError / ValueError: as :meth:`commit`.
+        """
         _check_name("group", group)
         _check_name("topic", topic)
         if "@" in topic:
             raise ValueError(f"topic must not contain '@': {topic!r}")
-        _check_int("queue_id", queue_id)
-        _check_int("offset", offset)
+        todo = [(_check_int("queue_id", q), _check_int("offset", off))
+                for q, off in offsets.items()]
         key = self.key(group, topic)
         with self._lock:
             queues = self._table.setdefault(key, {})
-            if queues.get(queue_id) != offset:
-                queues[queue_id] = offset
-                self._version += 1
+            for queue_id, offset in todo:
+                if queues.get(queue_id) != offset:
+                    queues[queue_id] = offset
+                    self._version += 1
 
     def clamp(self, end_of: Callable[[str, int], int]) -> list[tuple[str, int, int, int]]:
         """Lower every offset above its queue's end to that end.

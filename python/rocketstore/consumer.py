@@ -124,7 +124,10 @@ class ConsumerStore(Protocol):
     ) -> GetResultLike: ...
     def get_min_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
-    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, /) -> None: ...
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int], /) -> None:
+        """Record ``{queue_id: next offset}`` together: a persist of the
+        offsets holds all of them or none."""
+        ...
     def persist_offsets(self) -> None:
         """Make committed offsets durable now (a no-op on a read-only store)."""
         ...
@@ -167,6 +170,10 @@ class Consumer:
             :meth:`close` (leaving a ``with`` block) commits durably. There is
             no timer thread: a consumer that is not polled does not commit.
             ``auto_commit=False``: only :meth:`commit` commits.
+            An auto-commit records every queue together, and the offsets
+            file holds them together: after a crash each queue redelivers
+            at most what was delivered in the last ``auto_commit_interval``
+            plus the store's 5 s between offset writes (and one poll).
         auto_commit_interval: seconds between auto-commits in :meth:`poll`
             (Kafka's ``auto.commit.interval.ms``; default 5).
 
@@ -596,14 +603,14 @@ class Consumer:
             }
         store, group, topic = self._store, self._group, self._topic
         writable = not store.read_only
-        for q in sorted(todo):
-            off = todo[q]
-            if writable:
-                try:
-                    store.commit_offset(group, topic, q, off)
-                except ReadOnlyStoreError:
-                    writable = False
-            self._committed[q] = off
+        if writable and todo:
+            # Every queue in one call: a write of the offsets file that this
+            # commit triggers holds all the queues, not just the first.
+            try:
+                store.commit_offsets(group, topic, todo)
+            except ReadOnlyStoreError:
+                writable = False
+        self._committed.update(todo)
         if writable and sync:
             store.persist_offsets()
         elif not writable and explicit and not self._warned_read_only:

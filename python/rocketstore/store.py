@@ -14,7 +14,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -295,9 +295,10 @@ class MessageStore(MessageStoreBase):
             ]
             n.flush_for_offsets(entries)
 
-        wrote = self._offsets.persist(flush_below)
+        # The interval runs from the moment the table is taken: the write
+        # holds every commit made before it, however long the flush takes.
         self._offsets_persisted_at = time.monotonic()
-        return wrote
+        return self._offsets.persist(flush_below)
 
     def _maybe_persist_offsets(self) -> None:
         """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed since the last write."""
@@ -655,10 +656,25 @@ class MessageStore(MessageStoreBase):
         :meth:`flush` and :meth:`shutdown`. To make a commit durable at once,
         call :meth:`persist_offsets` (``Consumer.commit()`` does).
         """
+        self.commit_offsets(group, topic, {queue_id: next_offset})
+
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Record ``{queue_id: next_offset}`` of ``group`` for several queues at once.
+
+        As :meth:`commit_offset`, for all the queues together: every entry is
+        checked first (a bad one records nothing), and a write of
+        ``config/consumerOffset.json`` that this commit triggers (or that runs
+        meanwhile) holds all of them or none. ``Consumer`` commits this way.
+
+        Raises:
+            ValueError / TypeError: an empty group or topic, a topic with
+                ``@``, a queue id or offset that is not an int or is negative.
+            ReadOnlyStoreError: the store was opened read-only.
+        """
         self._n  # noqa: B018 - raises StoreClosedError when closed
         if self._read_only:
             raise ReadOnlyStoreError("cannot commit offsets in a read-only store")
-        self._offsets.commit(group, topic, queue_id, next_offset)
+        self._offsets.commit_many(group, topic, offsets)
         self._maybe_persist_offsets()
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
