@@ -134,11 +134,17 @@ class ConsumerStore(Protocol):
     def query_offset(self, group: str, topic: str, queue_id: int, /) -> int: ...
 
 
+# Queue ids are Java ints and offsets Java longs in the files.
+_MAX = {"queue_id": 2**31 - 1, "offset": 2**63 - 1}
+
+
 def _check_offset(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
+    if value > _MAX[name]:
+        raise ValueError(f"{name} must be <= {_MAX[name]}, got {value}")
     return value
 
 
@@ -596,6 +602,9 @@ class Consumer:
     def _commit(self, offsets: Mapping[int, int] | None, *, sync: bool, explicit: bool) -> None:
         if offsets is None:
             todo = dict(self._positions)
+        elif not isinstance(offsets, Mapping):
+            raise TypeError("offsets must be a mapping {queue_id: offset}, "
+                            f"not {type(offsets).__name__}")
         else:
             todo = {
                 _check_offset("queue_id", q): _check_offset("offset", off)
@@ -645,7 +654,9 @@ class Consumer:
 
         With ``auto_commit`` (the default) the positions are committed first,
         durably (``commit(sync=True)``), unless the store is already shut
-        down; otherwise uncommitted positions are dropped.
+        down; otherwise uncommitted positions are dropped. A close
+        interrupted by ``KeyboardInterrupt`` (Ctrl-C) leaves the consumer
+        open: call it again to commit and close.
         """
         if self._closed:
             return
@@ -656,10 +667,17 @@ class Consumer:
                 except StoreClosedError:
                     log.info("consumer %s: store already shut down; positions not committed",
                              self._group)
-        finally:
-            self._closed = True
-            self._buffer.clear()
-            self._buffered.clear()
+        except Exception:
+            self._mark_closed()
+            raise
+        # An interrupt (KeyboardInterrupt, SystemExit) leaves the consumer
+        # open, so a later close() commits; otherwise it is closed now.
+        self._mark_closed()
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+        self._buffer.clear()
+        self._buffered.clear()
 
     def __enter__(self) -> Consumer:
         return self

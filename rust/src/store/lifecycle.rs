@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::Store;
 use crate::error::{Result, StoreError};
+use crate::paths;
 use crate::services::service::STOP_TIMEOUT;
 
 impl Store {
@@ -20,7 +21,7 @@ impl Store {
         self.flusher
             .start()
             .map_err(|e| StoreError::io("start the flush threads", e))?;
-        let abort = self.opts.root.join("abort");
+        let abort = paths::abort_file(&self.opts.root);
         std::fs::File::create(&abort)
             .and_then(|f| f.sync_all())
             .map_err(|e| StoreError::io(format!("create {}", abort.display()), e))?;
@@ -183,7 +184,7 @@ impl Store {
             let clean =
                 result.is_ok() && !self.flags.is_poisoned() && self.dispatcher.behind_bytes() == 0;
             if clean {
-                let abort = self.opts.root.join("abort");
+                let abort = paths::abort_file(&self.opts.root);
                 match std::fs::remove_file(&abort) {
                     Ok(()) => result = sync_dir(&self.opts.root),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

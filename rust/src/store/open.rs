@@ -19,6 +19,7 @@ use crate::lock::{fork_generation, StoreLock};
 use crate::log::allocate::{Allocator, Prefaulter, TransientStorePool, DEFAULT_WINDOW};
 use crate::log::commitlog::{CommitLog, CommitLogConfig};
 use crate::log::mapped_file_queue::{detect_file_size, list_segment_files};
+use crate::paths;
 use crate::queue::cq_table::ConsumeQueueTable;
 use crate::queue::reader::{total_physical_memory, TransferLimits};
 use crate::recovery::RecoveryState;
@@ -70,14 +71,17 @@ impl Store {
             }
             None
         } else {
-            Some(StoreLock::acquire(&opts.root.join("lock"), &opts.root)?)
+            Some(StoreLock::acquire(
+                &paths::lock_file(&opts.root),
+                &opts.root,
+            )?)
         };
         let writable = !opts.read_only;
         // An abort file left behind means the last writer did not stop cleanly.
-        let last_exit_ok = !opts.root.join("abort").exists();
+        let last_exit_ok = !paths::abort_file(&opts.root).exists();
         let file_size = resolve_commit_log_size(&opts)?;
         let cqs = Arc::new(ConsumeQueueTable::load(
-            opts.root.join("consumequeue"),
+            paths::consume_queue_dir(&opts.root),
             opts.consume_queue_file_size,
             writable,
         )?);
@@ -114,7 +118,7 @@ impl Store {
                     file_size,
                 ))));
         }
-        let checkpoint_path = opts.root.join("checkpoint");
+        let checkpoint_path = paths::checkpoint_file(&opts.root);
         let checkpoint = Arc::new(if writable {
             Checkpoint::open_writable(&checkpoint_path)?
         } else {
@@ -122,7 +126,7 @@ impl Store {
         });
         let mut index_error = None;
         let index = if opts.message_index_enable {
-            let dir = opts.root.join("index");
+            let dir = paths::index_dir(&opts.root);
             let idx = if writable {
                 // A writer must index every new message: a geometry mismatch
                 // is fatal. Stale files are destroyed by recovery, not here.

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::log::allocate::WarmConfig;
+use crate::paths;
 use crate::services::flush::FlushConfig;
 
 /// Default CommitLog segment size for a new store (1 GiB).
@@ -93,7 +94,7 @@ impl StoreOptions {
     pub fn at(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         Self {
-            commit_log_dir: root.join("commitlog"),
+            commit_log_dir: paths::commit_log_dir(&root),
             root,
             ..Self::default()
         }

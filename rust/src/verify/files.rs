@@ -10,6 +10,7 @@ use memmap2::Mmap;
 
 use crate::error::{Result, StoreError};
 use crate::log::message::{parse_record, parse_valid_record, Parsed, RecordView};
+use crate::paths;
 
 /// Read-only maps of the CommitLog files, by base offset.
 pub(super) struct CommitLog {
@@ -64,7 +65,7 @@ pub(super) fn numbered_files(dir: &Path) -> Result<Vec<(u64, std::path::PathBuf)
 impl CommitLog {
     pub(super) fn open(root: &Path, segment: u64, start: u64, end: u64) -> Result<Self> {
         let mut files = BTreeMap::new();
-        for (base, path) in numbered_files(&root.join("commitlog"))? {
+        for (base, path) in numbered_files(&paths::commit_log_dir(root))? {
             if base + segment <= start || base >= end {
                 continue;
             }

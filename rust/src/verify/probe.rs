@@ -9,6 +9,7 @@ use crate::error::{Result, StoreError};
 use crate::index::index_file::{
     DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
 };
+use crate::paths;
 
 use super::files::{be_i32, map_file, numbered_files};
 
@@ -96,7 +97,7 @@ pub fn detect_index_geometry(
         return Ok((slots, num));
     }
     let mut files = Vec::new();
-    for (_, path) in numbered_files(&root.join("index"))? {
+    for (_, path) in numbered_files(&paths::index_dir(root))? {
         let len = std::fs::metadata(&path)
             .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?
             .len() as usize;
@@ -155,7 +156,7 @@ pub fn detect_index_geometry(
 /// never disturbed.
 pub fn writer_running(root: &Path) -> Option<bool> {
     use std::os::fd::AsRawFd;
-    let path = root.join("lock");
+    let path = paths::lock_file(root);
     if !path.exists() {
         return Some(false);
     }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::error::{Result, StoreError};
 use crate::index::index_file::{HASH_SLOT_SIZE, INDEX_HEADER_SIZE};
+use crate::paths;
 
 use super::files::{be_i32, map_file, numbered_files, numbered_files_dirs};
 use super::pointers::{Names, Source};
@@ -14,7 +15,7 @@ use super::VerifyReport;
 pub(super) fn consume_queue_sources(root: &Path) -> Result<(Names, Vec<Source>)> {
     let mut names = Names::default();
     let mut sources = Vec::new();
-    let cq_root = root.join("consumequeue");
+    let cq_root = paths::consume_queue_dir(root);
     let topics = match std::fs::read_dir(&cq_root) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((names, sources)),
@@ -64,7 +65,7 @@ pub(super) fn index_sources(
     };
     let mut names = Names::default();
     let mut sources = Vec::new();
-    for (_, path) in numbered_files(&root.join("index"))? {
+    for (_, path) in numbered_files(&paths::index_dir(root))? {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

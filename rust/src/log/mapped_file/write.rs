@@ -192,7 +192,8 @@ impl MappedFile {
         } else {
             read > flushed
         };
-        if able && self.writable {
+        // A file the store deleted (retention) needs no flush.
+        if able && self.writable && self.is_available() {
             #[cfg(feature = "failpoints")]
             crate::failpoint::check("msync")
                 .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
@@ -223,8 +224,10 @@ impl MappedFile {
         self.map
             .flush()
             .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
-        self.reopen()?
-            .sync_all()
+        let Some(file) = self.reopen_unless_deleted()? else {
+            return Ok(());
+        };
+        file.sync_all()
             .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))?;
         self.sync_created()
     }
@@ -236,8 +239,10 @@ impl MappedFile {
             return Ok(());
         }
         count_sync();
-        self.reopen()?
-            .sync_all()
+        let Some(file) = self.reopen_unless_deleted()? else {
+            return Ok(());
+        };
+        file.sync_all()
             .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))?;
         sync_parent(&self.path)?;
         self.needs_sync.store(false, Ordering::Release);
