@@ -61,6 +61,7 @@
 //! - `put.rs`: the put path (prepare, single puts, batches, flush waits).
 //! - `visibility.rs`: read-your-writes (the visibility horizon).
 //! - `read.rs`: reads (pulls, lookups by offset and key, following a writer).
+//! - `recover.rs`, `rebuild.rs`: the recovery steps (see [`crate::recovery`]).
 //! - `lifecycle.rs`: threads, flushes, expiry steps, shutdown and drop.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -72,7 +73,7 @@ use rustc_hash::FxHashSet;
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StoreError};
-use crate::index::index_file::IndexStore;
+use crate::index::index_service::IndexStore;
 use crate::lock::{fork_generation, StoreLock};
 use crate::log::allocate::{Allocator, Prefaulter};
 use crate::log::commitlog::CommitLog;
@@ -89,6 +90,8 @@ mod open;
 mod options;
 mod put;
 mod read;
+mod rebuild;
+mod recover;
 mod visibility;
 
 pub use options::{StoreOptions, DEFAULT_COMMIT_LOG_FILE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL};
