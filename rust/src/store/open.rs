@@ -62,21 +62,7 @@ impl Store {
     /// and repaired by the recovery steps ([`crate::recovery`]), which run
     /// next; puts and reads are refused until they have.
     pub fn open(opts: StoreOptions) -> Result<Self> {
-        let lock = if opts.read_only {
-            if !opts.root.is_dir() {
-                // A missing store is FileNotFoundError in Python (ENOENT).
-                return Err(StoreError::io(
-                    format!("open the store at {} read-only", opts.root.display()),
-                    std::io::Error::from_raw_os_error(libc::ENOENT),
-                ));
-            }
-            None
-        } else {
-            Some(StoreLock::acquire(
-                &paths::lock_file(&opts.root),
-                &opts.root,
-            )?)
-        };
+        let lock = take_lock(&opts)?;
         let writable = !opts.read_only;
         // An abort file left behind means the last writer did not stop cleanly.
         let last_exit_ok = !paths::abort_file(&opts.root).exists();
@@ -86,78 +72,15 @@ impl Store {
             opts.consume_queue_file_size,
             writable,
         )?);
-        let cfg = CommitLogConfig {
-            dir: opts.commit_log_dir.clone(),
-            file_size,
-            max_message_size: opts.max_message_size,
-            store_host: opts.store_host,
-            delay_levels: opts.delay_levels.clone(),
-        };
-        let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
-        commitlog.set_busy_timeout_ms(opts.os_page_cache_busy_timeout_ms);
         let flags = Arc::new(RunningFlags::new());
-        // A panicking service poisons the store with its message.
-        let poison_on_panic = |flags: &Arc<RunningFlags>| {
-            let flags = flags.clone();
-            move |why: String| {
-                flags.fail(Flag::NotWriteable, why);
-            }
-        };
-        if writable {
-            // Store timestamps from a cached clock: no clock read per put.
-            commitlog.use_clock(Arc::new(
-                CachedClock::start_with(poison_on_panic(&flags))
-                    .map_err(|e| StoreError::io("start the clock thread", e))?,
-            ));
-        }
-        let pooled = writable && opts.transient_store_pool_enable && !opts.flush.sync_flush;
-        if pooled {
-            commitlog
-                .queue()
-                .set_transient_pool(Some(Arc::new(TransientStorePool::new(
-                    opts.transient_store_pool_size,
-                    file_size,
-                ))));
-        }
+        let (commitlog, pooled) = load_commitlog(&opts, writable, file_size, &flags)?;
         let checkpoint_path = paths::checkpoint_file(&opts.root);
         let checkpoint = Arc::new(if writable {
             Checkpoint::open_writable(&checkpoint_path)?
         } else {
             Checkpoint::load_read_only(&checkpoint_path)?
         });
-        let mut index_error = None;
-        let index = if opts.message_index_enable {
-            let dir = paths::index_dir(&opts.root);
-            let idx = if writable {
-                // A writer must index every new message: a geometry mismatch
-                // is fatal. Stale files are destroyed by recovery, not here.
-                Some(IndexStore::load_for_recovery(
-                    &dir,
-                    opts.max_hash_slot_num,
-                    opts.max_index_num,
-                )?)
-            } else {
-                // A reader opens any store; only key queries need the geometry.
-                match IndexStore::load_read_only(&dir, opts.max_hash_slot_num, opts.max_index_num) {
-                    Ok(i) => Some(i),
-                    Err(StoreError::Mismatch(m)) => {
-                        index_error = Some(m);
-                        None
-                    }
-                    Err(e) => return Err(e),
-                }
-            };
-            idx.map(|idx| {
-                idx.set_max_msgs_num_batch(opts.max_msgs_num_batch);
-                if writable {
-                    idx.set_checkpoint(checkpoint.clone());
-                    idx.set_running_flags(flags.clone());
-                }
-                Arc::new(idx)
-            })
-        } else {
-            None
-        };
+        let (index, index_error) = load_index(&opts, writable, &checkpoint, &flags)?;
 
         let dispatcher = Arc::new(
             Dispatcher::new(
@@ -170,38 +93,7 @@ impl Store {
             )
             .with_running_flags(flags.clone()),
         );
-        // Under SYNC_FLUSH a page fault costs nothing next to the fsync, and
-        // pages dirtied ahead of the writer would make every fsync write them
-        // (a journal commit flushes the file's ordered data): no prefaulting.
-        let prefaulter = if writable && !opts.flush.sync_flush {
-            Some(
-                Prefaulter::start(
-                    commitlog.queue_arc(),
-                    DEFAULT_WINDOW,
-                    poison_on_panic(&flags),
-                )
-                .map_err(|e| StoreError::io("start the prefault thread", e))?,
-            )
-        } else {
-            None
-        };
-        // Not with the transient store pool: a file binds its buffer when it
-        // is made, and one made ahead would starve the pool.
-        let allocator = if writable && opts.preallocate && !pooled {
-            let mut warm = opts.warm;
-            // As the prefault thread: not under SYNC_FLUSH (see below).
-            warm.prefault_head = if opts.flush.sync_flush {
-                0
-            } else {
-                DEFAULT_WINDOW
-            };
-            let a = Allocator::start(&commitlog.queue_arc(), warm, poison_on_panic(&flags))
-                .map_err(|e| StoreError::io("start the allocator thread", e))?;
-            commitlog.queue().set_allocator(Some(a.clone()));
-            Some(a)
-        } else {
-            None
-        };
+        let (prefaulter, allocator) = start_helpers(&opts, writable, pooled, &commitlog, &flags)?;
         let flusher = FlushService::new(
             opts.flush.clone(),
             commitlog.clone(),
@@ -262,4 +154,155 @@ impl Store {
         s.start_dispatch()?;
         Ok(s)
     }
+}
+
+/// The writer lock (none for a read-only open, which needs the store to
+/// exist).
+fn take_lock(opts: &StoreOptions) -> Result<Option<StoreLock>> {
+    if opts.read_only {
+        if !opts.root.is_dir() {
+            // A missing store is FileNotFoundError in Python (ENOENT).
+            return Err(StoreError::io(
+                format!("open the store at {} read-only", opts.root.display()),
+                std::io::Error::from_raw_os_error(libc::ENOENT),
+            ));
+        }
+        Ok(None)
+    } else {
+        Ok(Some(StoreLock::acquire(
+            &paths::lock_file(&opts.root),
+            &opts.root,
+        )?))
+    }
+}
+
+/// A closure that poisons the store with a panicking service's message.
+fn poison_on_panic(flags: &Arc<RunningFlags>) -> impl Fn(String) + Send + 'static {
+    let flags = flags.clone();
+    move |why: String| {
+        flags.fail(Flag::NotWriteable, why);
+    }
+}
+
+/// Loads the CommitLog; a writer's gets the cached clock and, when enabled,
+/// the transient store pool (returned: whether it is pooled).
+fn load_commitlog(
+    opts: &StoreOptions,
+    writable: bool,
+    file_size: usize,
+    flags: &Arc<RunningFlags>,
+) -> Result<(Arc<CommitLog>, bool)> {
+    let cfg = CommitLogConfig {
+        dir: opts.commit_log_dir.clone(),
+        file_size,
+        max_message_size: opts.max_message_size,
+        store_host: opts.store_host,
+        delay_levels: opts.delay_levels.clone(),
+    };
+    let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
+    commitlog.set_busy_timeout_ms(opts.os_page_cache_busy_timeout_ms);
+    if writable {
+        // Store timestamps from a cached clock: no clock read per put.
+        commitlog.use_clock(Arc::new(
+            CachedClock::start_with(poison_on_panic(flags))
+                .map_err(|e| StoreError::io("start the clock thread", e))?,
+        ));
+    }
+    let pooled = writable && opts.transient_store_pool_enable && !opts.flush.sync_flush;
+    if pooled {
+        commitlog
+            .queue()
+            .set_transient_pool(Some(Arc::new(TransientStorePool::new(
+                opts.transient_store_pool_size,
+                file_size,
+            ))));
+    }
+    Ok((commitlog, pooled))
+}
+
+/// Loads the index, when enabled; a reader whose index geometry does not
+/// match gets none, and the reason why key queries are refused.
+fn load_index(
+    opts: &StoreOptions,
+    writable: bool,
+    checkpoint: &Arc<Checkpoint>,
+    flags: &Arc<RunningFlags>,
+) -> Result<(Option<Arc<IndexStore>>, Option<String>)> {
+    let mut index_error = None;
+    let index = if opts.message_index_enable {
+        let dir = paths::index_dir(&opts.root);
+        let idx = if writable {
+            // A writer must index every new message: a geometry mismatch
+            // is fatal. Stale files are destroyed by recovery, not here.
+            Some(IndexStore::load_for_recovery(
+                &dir,
+                opts.max_hash_slot_num,
+                opts.max_index_num,
+            )?)
+        } else {
+            // A reader opens any store; only key queries need the geometry.
+            match IndexStore::load_read_only(&dir, opts.max_hash_slot_num, opts.max_index_num) {
+                Ok(i) => Some(i),
+                Err(StoreError::Mismatch(m)) => {
+                    index_error = Some(m);
+                    None
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        idx.map(|idx| {
+            idx.set_max_msgs_num_batch(opts.max_msgs_num_batch);
+            if writable {
+                idx.set_checkpoint(checkpoint.clone());
+                idx.set_running_flags(flags.clone());
+            }
+            Arc::new(idx)
+        })
+    } else {
+        None
+    };
+    Ok((index, index_error))
+}
+
+/// Starts a writer's prefault and allocator threads (as configured).
+fn start_helpers(
+    opts: &StoreOptions,
+    writable: bool,
+    pooled: bool,
+    commitlog: &Arc<CommitLog>,
+    flags: &Arc<RunningFlags>,
+) -> Result<(Option<Prefaulter>, Option<Arc<Allocator>>)> {
+    // Under SYNC_FLUSH a page fault costs nothing next to the fsync, and
+    // pages dirtied ahead of the writer would make every fsync write them
+    // (a journal commit flushes the file's ordered data): no prefaulting.
+    let prefaulter = if writable && !opts.flush.sync_flush {
+        Some(
+            Prefaulter::start(
+                commitlog.queue_arc(),
+                DEFAULT_WINDOW,
+                poison_on_panic(flags),
+            )
+            .map_err(|e| StoreError::io("start the prefault thread", e))?,
+        )
+    } else {
+        None
+    };
+    // Not with the transient store pool: a file binds its buffer when it
+    // is made, and one made ahead would starve the pool.
+    let allocator = if writable && opts.preallocate && !pooled {
+        let mut warm = opts.warm;
+        // As the prefault thread: not under SYNC_FLUSH (see below).
+        warm.prefault_head = if opts.flush.sync_flush {
+            0
+        } else {
+            DEFAULT_WINDOW
+        };
+        let a = Allocator::start(&commitlog.queue_arc(), warm, poison_on_panic(flags))
+            .map_err(|e| StoreError::io("start the allocator thread", e))?;
+        commitlog.queue().set_allocator(Some(a.clone()));
+        Some(a)
+    } else {
+        None
+    };
+    Ok((prefaulter, allocator))
 }
