@@ -40,6 +40,7 @@ from helpers.durability_util import (
     key_for,
     wait_dispatched,
 )
+from helpers.paths import HELPERS
 from rocketstore import GetStatus, Message, MessageStore
 
 PAGE = 4096
@@ -782,7 +783,7 @@ def test_truncation_zeroes_stale_records_behind_a_long_zero_run() -> None:
     import subprocess
     import sys
 
-    helper = Path(__file__).parent / "helpers" / "stale_past_zero_run.py"
+    helper = HELPERS / "stale_past_zero_run.py"
     r = subprocess.run([sys.executable, str(helper)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "stale records resurrected: 0" in r.stdout, r.stdout

@@ -17,9 +17,10 @@ import sys
 import time
 from pathlib import Path
 
+from helpers.paths import HELPERS
 from rocketstore import MessageStore, StoreConfig
 
-HELPER = Path(__file__).parent / "helpers" / "autocommit_child.py"
+HELPER = HELPERS / "autocommit_child.py"
 QUEUES = 4
 PER_QUEUE = 6000
 AUTO_COMMIT_INTERVAL = 0.3

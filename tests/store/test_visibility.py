@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from helpers.fault_fixtures import has_fail_points
+from helpers.paths import HELPERS
 from helpers.presets import FAILPOINTS_MISSING, SMALL
 from rocketstore import (
     FlushDiskType,
@@ -40,7 +41,7 @@ from rocketstore import (
 )
 from rocketstore.config_files import ConsumerOffsets
 
-CHILD = Path(__file__).parent / "helpers" / "visibility_child.py"
+CHILD = HELPERS / "visibility_child.py"
 
 MODES: dict[str, dict[str, Any]] = {
     "async": {},
