@@ -144,6 +144,9 @@ pub struct ConsumeQueue {
     /// Units offered again that the queue already held (counted, logged at
     /// debug: after a crash, recovery re-dispatches thousands of them).
     repeated: AtomicU64,
+    /// Read-only queues: the CommitLog min offset the min offset was last
+    /// corrected to (see [`ConsumeQueue::refresh`]).
+    corrected_for: AtomicI64,
     state: Mutex<WriteState>,
 }
 
@@ -183,7 +186,6 @@ impl ConsumeQueue {
         let dir = queue_dir(root, topic, queue_id);
         let (mfq, info) =
             MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
-        mfq.set_flush_pause_point("pause_cq_flush");
         if let (Some(p), false) = (info.short_file, writable) {
             log::info!(
                 "ignoring short ConsumeQueue file {} until it is full size",
@@ -198,20 +200,26 @@ impl ConsumeQueue {
             max_physic_offset: AtomicI64::new(-1),
             min_logic_offset: AtomicU64::new(0),
             repeated: AtomicU64::new(0),
+            corrected_for: AtomicI64::new(i64::MIN),
             state: Mutex::new(WriteState::default()),
         })
     }
 
-    /// Opens a queue read-only and recovers its positions without writing;
-    /// [`ConsumeQueue::refresh`] then follows a writer in another process.
+    /// Opens a queue read-only and recovers its positions without writing,
+    /// its min offset corrected to the CommitLog's min offset `phy_min` as a
+    /// writer's is; [`ConsumeQueue::refresh`] then follows a writer in
+    /// another process.
     pub fn load_read_only(
         root: &Path,
         topic: &str,
         queue_id: i32,
         file_size: usize,
+        phy_min: i64,
     ) -> Result<Self> {
         let cq = Self::load(root, topic, queue_id, file_size, false)?;
         cq.recover()?;
+        cq.correct_min_offset(phy_min.max(0));
+        cq.corrected_for.store(phy_min, Ordering::Release);
         Ok(cq)
     }
 
@@ -773,9 +781,13 @@ impl ConsumeQueue {
 
     /// Follows a writer in another process (read-only queues): drops head
     /// files the writer deleted, adopts files it created, and advances the
-    /// end over units that became visible (non-zero `size`). Returns the new
+    /// end over units that became visible (non-zero `size`). When the head
+    /// changed or `phy_min` (the CommitLog's min offset as this process
+    /// knows it) moved, the min offset is corrected to `phy_min`, as the
+    /// writer's clean round corrects its own: the first unit of the first
+    /// file pointing at or above it (docs/format.md §16). Returns the new
     /// max offset in the queue. A writable queue only reports its max offset.
-    pub fn refresh(&self) -> Result<i64> {
+    pub fn refresh(&self, phy_min: i64) -> Result<i64> {
         if self.mfq.is_writable() {
             return Ok(self.max_offset_in_queue());
         }
@@ -812,9 +824,13 @@ impl ConsumeQueue {
             }
         }
         if let Some(first) = self.mfq.first_file() {
-            if was_empty || self.min_logic_offset() < first.file_from_offset() {
+            if was_empty
+                || self.min_logic_offset() < first.file_from_offset()
+                || phy_min > self.corrected_for.load(Ordering::Acquire)
+            {
                 drop(st);
-                self.correct_min_offset(0);
+                self.correct_min_offset(phy_min.max(0));
+                self.corrected_for.fetch_max(phy_min, Ordering::AcqRel);
             }
         }
         Ok(self.max_offset_in_queue())
@@ -1466,25 +1482,34 @@ mod tests {
     fn read_only_refresh_follows_writer() {
         let dir = tempfile::tempdir().unwrap();
         let w = open(dir.path(), true);
-        let r = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS).unwrap();
-        assert_eq!(r.refresh().unwrap(), 0);
+        let r = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 0).unwrap();
+        assert_eq!(r.refresh(0).unwrap(), 0);
         w.put(900, 10, 0, 3).unwrap();
-        assert_eq!(r.refresh().unwrap(), 4);
+        assert_eq!(r.refresh(0).unwrap(), 4);
         assert_eq!(r.min_offset_in_queue(), 3);
         assert_eq!(r.unit_at(3).unwrap().phy_offset, 900);
         for i in 4..23i64 {
             w.put(900 + i * 10, 10, 0, i).unwrap();
         }
-        assert_eq!(r.refresh().unwrap(), 23);
+        assert_eq!(r.refresh(0).unwrap(), 23);
         assert_eq!(r.queue().len(), 3);
         assert_eq!(r.max_physic_offset(), 900 + 22 * 10 + 10);
         assert_eq!(r.unit_at(22).unwrap().phy_offset, 1120);
         assert!(r.put(0, 1, 0, 0).is_err());
         // The writer expires the first file; the reader drops it.
         assert_eq!(w.delete_expired_by_offset(1000), 1);
-        r.refresh().unwrap();
+        r.refresh(1000).unwrap();
         assert_eq!(r.queue().len(), 2);
         assert_eq!(r.min_offset_in_queue(), 10);
+        // The CommitLog's min moved inside the reader's first file: the
+        // reader's min offset moves with it, as the writer's does.
+        assert_eq!(w.delete_expired_by_offset(1055), 0);
+        assert_eq!(w.min_offset_in_queue(), 16);
+        r.refresh(1055).unwrap();
+        assert_eq!(r.min_offset_in_queue(), 16);
+        // A reader opened now agrees.
+        let fresh = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 1055).unwrap();
+        assert_eq!(fresh.min_offset_in_queue(), 16);
     }
 
     #[test]
