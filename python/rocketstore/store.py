@@ -411,11 +411,16 @@ class MessageStore(MessageStoreBase):
 
     @property
     def running_flags(self) -> list[str]:
-        """Why puts are refused, if they are (empty when writeable).
+        """Why puts are refused, if they are, and what waits for a resource.
 
         ``CLOSED`` and ``READ_ONLY``, then the engine's running flags by
         name (RocketMQ's ``RunningFlags``); the first failure's flag and
         ``DISK_FULL`` carry their reason (``"NAME: reason"``).
+        ``RESOURCE_WAIT: who: why`` says that a service (``dispatch``,
+        ``allocate``) cannot create or map a file for want of memory,
+        descriptors or disk space and retries it; puts are still taken, and
+        the flag goes once the resource is back. Empty when puts are taken
+        and nothing waits.
         """
         n = self._native
         flags: list[str] = []

@@ -81,7 +81,7 @@ use crate::queue::reader::{
     get_message, total_physical_memory, Damage as UnitDamage, GetResult, TagFilter, TransferLimits,
 };
 use crate::recovery::RecoveryState;
-use crate::running::{Flag, RunningFlags};
+use crate::running::{is_transient_resource, Flag, RunningFlags};
 use crate::services::dispatch::Dispatcher;
 use crate::services::flush::{FlushConfig, FlushService};
 use crate::services::service::{ServiceThread, STOP_TIMEOUT};
@@ -329,6 +329,7 @@ impl Store {
         let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
         commitlog.set_busy_timeout_ms(opts.os_page_cache_busy_timeout_ms);
         let flags = Arc::new(RunningFlags::new());
+        commitlog.set_running_flags(flags.clone());
         // A panicking service poisons the store with its message.
         let poison_on_panic = |flags: &Arc<RunningFlags>| {
             let flags = flags.clone();
@@ -430,6 +431,7 @@ impl Store {
             };
             let a = Allocator::start(&commitlog.queue_arc(), warm, poison_on_panic(&flags))
                 .map_err(|e| StoreError::io("start the allocator thread", e))?;
+            a.set_running_flags(flags.clone());
             commitlog.queue().set_allocator(Some(a.clone()));
             Some(a)
         } else {
@@ -1010,6 +1012,10 @@ impl Store {
                     self.vis.inline_dispatches.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(_) => {}
+                // A file that cannot be created or mapped for now: the
+                // dispatch thread retries it (and says so in the running
+                // flags); this read serves what is visible.
+                Err(e) if is_transient_resource(&e) => return Ok(true),
                 Err(e) => {
                     // As when the dispatch thread fails: the store is
                     // poisoned; this read serves what is visible.
@@ -1328,11 +1334,22 @@ impl Store {
         if let Some(why) = self.flags.first_failure() {
             return Err(StoreError::Poisoned(why));
         }
-        let r = self
-            .drain_dispatch()
-            .and_then(|_| self.flusher.final_flush())
-            .map(|_| self.commitlog.flushed_offset());
-        r.inspect_err(|e| self.poison(format!("flush failed: {e}")))
+        match self.drain_dispatch() {
+            // Dispatch waits for a resource (memory, descriptors, disk
+            // space) to create a queue or index file: what is written is
+            // still flushed, and the caller learns that the queues are
+            // behind; nothing failed for good, so nothing is poisoned.
+            Err(e) if is_transient_resource(&e) => {
+                self.flusher
+                    .final_flush()
+                    .inspect_err(|e| self.poison(format!("flush failed: {e}")))?;
+                Err(e)
+            }
+            r => r
+                .and_then(|_| self.flusher.final_flush())
+                .map(|_| self.commitlog.flushed_offset())
+                .inspect_err(|e| self.poison(format!("flush failed: {e}"))),
+        }
     }
 
     /// Stops dispatch (after dispatching what is left) and the flush threads,

@@ -31,6 +31,7 @@ use crate::log::message::{
     END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN_V2, SCHEDULE_TOPIC,
 };
 use crate::ratelog::RateLimited;
+use crate::running::{is_transient_resource, RunningFlags};
 
 /// Result status of a put (RocketMQ's `PutMessageStatus`, same order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -326,6 +327,9 @@ pub struct CommitLog {
     /// Damaged ranges `[start, end)` recovery skipped.
     damaged: RwLock<Vec<(u64, u64)>>,
     has_damage: std::sync::atomic::AtomicBool,
+    /// The store's running state: RESOURCE_WAIT while a new file cannot be
+    /// made for want of a resource.
+    flags: OnceLock<Arc<RunningFlags>>,
 }
 
 /// The held put lock; clears the lock time when dropped.
@@ -431,6 +435,7 @@ impl CommitLog {
             Reserve::COMMIT_LOG,
         )?;
         mfq.set_flush_pause_point("pause_commitlog_flush");
+        mfq.set_create_fail_point("allocate_file");
         Ok(Self {
             cfg,
             mfq: Arc::new(mfq),
@@ -442,6 +447,7 @@ impl CommitLog {
             }),
             batch_done: Condvar::new(),
             clock: OnceLock::new(),
+            flags: OnceLock::new(),
             lock_since: AtomicI64::new(0),
             busy_timeout_ms: AtomicI64::new(DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS),
             damaged: RwLock::new(Vec::new()),
@@ -687,6 +693,45 @@ impl CommitLog {
     }
 
     /// Sets `os_page_cache_busy_time_out_mills` (ms, ≥ 1).
+    /// Shares the store's running state (see [`CommitLog::create_failed`]).
+    pub fn set_running_flags(&self, flags: Arc<RunningFlags>) {
+        let _ = self.flags.set(flags);
+    }
+
+    /// A new file was made: ends a run of failed creations.
+    #[inline]
+    fn created_file(&self) {
+        if let Some(n) = CREATE_FAILURES.reset() {
+            log::warn!("CommitLog files can be created again after {n} failed attempts");
+            if let Some(f) = self.flags.get() {
+                f.set_waiting("commitlog", None);
+            }
+        }
+    }
+
+    /// Making a new file failed: the put that needs it is refused with a
+    /// status (a rate-limited log); for want of a resource
+    /// ([`is_transient_resource`]) RESOURCE_WAIT says so until a file is
+    /// made again (each put that needs it tries again).
+    fn create_failed(&self, e: &StoreError) {
+        // A full disk fails every put: log a few lines and a count, not one
+        // line per attempt.
+        CREATE_FAILURES.log(log::Level::Error, || {
+            format!("cannot create CommitLog file: {e}")
+        });
+        if is_transient_resource(e) {
+            if let Some(f) = self.flags.get() {
+                f.set_waiting(
+                    "commitlog",
+                    Some(format!(
+                        "a new CommitLog file waits (puts that need it are refused and \
+                         try again): {e}"
+                    )),
+                );
+            }
+        }
+    }
+
     pub fn set_busy_timeout_ms(&self, ms: i64) {
         self.busy_timeout_ms.store(ms.max(1), Ordering::Relaxed);
     }
@@ -996,11 +1041,12 @@ impl CommitLog {
                 Some(f) if !f.is_full() => f.clone(),
                 _ => match self.mfq.last_file_or_create(0) {
                     Ok(f) => {
+                        self.created_file();
                         hold.st.current = Some(f.clone());
                         f
                     }
                     Err(e) => {
-                        log::error!("cannot create CommitLog file: {e}");
+                        self.create_failed(&e);
                         out.status = PutStatus::CreateMappedFileFailed;
                         break;
                     }
@@ -1110,27 +1156,19 @@ impl CommitLog {
             // traffic (two atomic read-modify-writes) per put.
             let file = match &st.current {
                 Some(f) if !f.is_full() => f,
-                _ => {
-                    match self.mfq.last_file_or_create(0) {
-                        Ok(f) => {
-                            if let Some(n) = CREATE_FAILURES.reset() {
-                                log::warn!("CommitLog files can be created again after {n} failed attempts");
-                            }
-                            &*st.current.insert(f)
-                        }
-                        Err(e) => {
-                            // A full disk fails every put: log a few lines and a count,
-                            // not one line per attempt.
-                            CREATE_FAILURES.log(log::Level::Error, || {
-                                format!("cannot create CommitLog file: {e}")
-                            });
-                            return Ok(PutOutcome::rejected(Refused::new(
-                                PutStatus::CreateMappedFileFailed,
-                                format!("cannot create a CommitLog file: {e}"),
-                            )));
-                        }
+                _ => match self.mfq.last_file_or_create(0) {
+                    Ok(f) => {
+                        self.created_file();
+                        &*st.current.insert(f)
                     }
-                }
+                    Err(e) => {
+                        self.create_failed(&e);
+                        return Ok(PutOutcome::rejected(Refused::new(
+                            PutStatus::CreateMappedFileFailed,
+                            format!("cannot create a CommitLog file: {e}"),
+                        )));
+                    }
+                },
             };
             let from = file.file_from_offset() as i64;
             // At most the record and the 8 bytes a blank needs are written;
