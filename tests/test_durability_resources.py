@@ -220,6 +220,12 @@ def test_resource_error_waits_and_resumes_by_itself(
             assert put_one(store, i, acked).status is PutStatus.PUT_OK
             i += 1
         assert store.dispatch_behind_bytes() > 0
+        # flush() writes what is written and says the queues are behind,
+        # without poisoning.
+        with pytest.raises(OSError) as ei:
+            store.flush()
+        assert ei.value.errno == err
+        assert store.is_writeable, store.running_flags
     time.sleep(0.3)
     assert resource_waits(store), "the wait ended while the resource was still missing"
 
