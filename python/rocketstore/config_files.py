@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from rocketstore import _native
 from rocketstore.errors import CorruptedError
 from rocketstore.formats.fastjson import _is_int, dumps_fastjson, loads_fastjson
 
@@ -253,7 +254,7 @@ class ConsumerOffsets:
     >>> tmp.cleanup()
     """
 
-    FILE_NAME = "consumerOffset.json"
+    FILE_NAME = _native.CONSUMER_OFFSET_FILE
 
     def __init__(
         self, path: StrPath, table: Mapping[str, Mapping[int, int]] | None = None
@@ -449,7 +450,7 @@ class DelayOffsets:
     >>> tmp.cleanup()
     """
 
-    FILE_NAME = "delayOffset.json"
+    FILE_NAME = _native.DELAY_OFFSET_FILE
 
     def __init__(self, path: StrPath, table: Mapping[int, int] | None = None) -> None:
         """A progress table bound to ``path`` (nothing is read; see :meth:`load`)."""
@@ -592,7 +593,7 @@ class TopicConfigs:
     >>> tmp.cleanup()
     """
 
-    FILE_NAME = "topics.json"
+    FILE_NAME = _native.TOPICS_FILE
     DEFAULT_QUEUE_NUMS = 16
     DEFAULT_PERM = 6  # PERM_READ | PERM_WRITE
 

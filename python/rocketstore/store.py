@@ -138,6 +138,9 @@ class MessageStore(MessageStoreBase):
     >>> tmp.cleanup()
     """
 
+    # Recovery scans the CommitLog from its first file (``rocketstore repair``).
+    _scan_whole_commit_log = False
+
     def __init__(
         self, config: StoreConfig | str | os.PathLike[str], *, read_only: bool = False
     ) -> None:
@@ -150,7 +153,7 @@ class MessageStore(MessageStoreBase):
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
         self._offsets = ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME)
-        self._topic_configs = TopicConfigs(self._config.config_dir / "topics.json")
+        self._topic_configs = TopicConfigs(self._config.config_dir / _native.TOPICS_FILE)
         self._recovery: RecoveryReport | None = None
         self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
@@ -181,8 +184,9 @@ class MessageStore(MessageStoreBase):
                 cfg.check_crc_on_recover,
                 cfg.on_corruption == "skip",
                 consumer_offsets=None if self._read_only else offsets,
+                whole=self._scan_whole_commit_log,
             )
-            topic_configs = TopicConfigs.load(cfg.config_dir / "topics.json")
+            topic_configs = TopicConfigs.load(cfg.config_dir / _native.TOPICS_FILE)
             if not self._read_only:
                 # Flush threads first: the abort file they create marks the
                 # store as running from here on.
