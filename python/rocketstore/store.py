@@ -729,12 +729,19 @@ class MessageStore(MessageStoreBase):
 
         Raises:
             ValueError / TypeError: an empty group or topic, a topic with
-                ``@``, a queue id or offset that is not an int or is negative.
+                ``@`` or one that breaks the topic rule (letters, digits and
+                ``% | _ -``, at most 127 bytes) and the store does not hold,
+                a queue id outside ``[0, 2**31 - 1]`` or an offset outside
+                ``[0, 2**63 - 1]`` or not an int.
             ReadOnlyStoreError: the store was opened read-only.
         """
-        self._n  # noqa: B018 - raises StoreClosedError when closed
+        n = self._n
         if self._read_only:
             raise ReadOnlyStoreError("cannot commit offsets in a read-only store")
+        if isinstance(topic, str) and topic and "@" not in topic:
+            # The read rule: a name that breaks the topic rule is refused
+            # unless the store holds that topic (raises ValueError).
+            n.get_max_offset_in_queue(topic, 0)
         self._offsets.commit_many(group, topic, offsets)
         self._maybe_persist_offsets()
 
