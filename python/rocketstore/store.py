@@ -19,6 +19,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _native
+from rocketstore._checks import I32_MAX as _I32_MAX
+from rocketstore._checks import I64_MAX as _I64_MAX
+from rocketstore._checks import int_arg as _int_arg
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import (
     GetMessageResult,
@@ -52,19 +55,6 @@ OFFSETS_PERSIST_INTERVAL = 5.0
 
 #: Most engine threads one ``read_arrow`` may use.
 MAX_READ_THREADS = 256
-
-_I32_MAX = 2**31 - 1
-_I64_MAX = 2**63 - 1
-
-
-def _int_arg(name: str, value: object, lo: int, hi: int | None = None) -> int:
-    """``value`` if it is an int (not a bool) in ``[lo, hi]``; else TypeError/ValueError."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < lo or (hi is not None and value > hi):
-        bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return value
 
 
 # Live stores, so a forked child can disarm the handles it inherited.

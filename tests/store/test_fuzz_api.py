@@ -4,7 +4,7 @@ and odd types (None, str, float, bytes, list, dict) returns, or raises
 ValueError/TypeError or a documented StoreError, and never takes the
 process down.
 
-The calls run in a subprocess (``helpers/fuzz_api_child.py``, hypothesis
+The calls run in a subprocess (``tests/helpers/fuzz_api_child.py``, hypothesis
 inside), so an abort or a segfault fails the test instead of killing the
 test runner. The default run is bounded; ``-m slow`` runs a larger one.
 """
@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import HELPERS
+
 pytest.importorskip("hypothesis")
 pytest.importorskip("pyarrow")
 
-HELPER = Path(__file__).parent / "helpers" / "fuzz_api_child.py"
+HELPER = HELPERS / "fuzz_api_child.py"
 
 
 def _fuzz(tmp_path: Path, examples: int, seed: int) -> None:
