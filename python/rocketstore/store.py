@@ -409,12 +409,9 @@ class MessageStore(MessageStoreBase):
 
         ``CLOSED`` and ``READ_ONLY``, then the engine's running flags by
         name (RocketMQ's ``RunningFlags``); the first failure's flag and
-        ``DISK_FULL`` carry their reason (``"NAME: reason"``).
-        ``RESOURCE_WAIT: who: why`` says that a service (``dispatch``,
-        ``allocate``) cannot create or map a file for want of memory,
-        descriptors or disk space and retries it; puts are still taken, and
-        the flag goes once the resource is back. Empty when puts are taken
-        and nothing waits.
+        ``DISK_FULL`` carry their reason (``"NAME: reason"``), and
+        ``RESOURCE_WAIT`` what cannot create or map a file for want of a
+        resource and retries (puts are still taken; it goes by itself).
         """
         n = self._native
         flags: list[str] = []
