@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers.paths import REPO
 
 SCRIPT = REPO / "scripts" / "check_layout.py"
