@@ -19,14 +19,23 @@ use crate::queue::consume_queue::{ConsumeQueue, CqUnit, CQ_UNIT_SIZE};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum GetStatus {
+    /// Messages found.
     Found = 0,
+    /// Units scanned, but none matched the tag filter.
     NoMatchedMessage = 1,
+    /// The messages at the offset were deleted by retention.
     MessageWasRemoving = 2,
+    /// No message readable at the offset (yet).
     OffsetFoundNull = 3,
+    /// The offset lies past the max offset.
     OffsetOverflowBadly = 4,
+    /// The offset is the max offset: nothing new.
     OffsetOverflowOne = 5,
+    /// The offset lies below the min offset.
     OffsetTooSmall = 6,
+    /// RocketMQ's unknown queue (never returned: it reads as empty).
     NoMatchedLogicQueue = 7,
+    /// The queue holds no message.
     NoMessageInQueue = 8,
 }
 
@@ -74,9 +83,13 @@ impl TagFilter {
 /// Transfer limits of one pull (SPEC §2.5 `isTheBatchFull`).
 #[derive(Debug, Clone, Copy)]
 pub struct TransferLimits {
+    /// Bytes a pull serves at most from memory (`max_transfer_bytes_on_message_in_memory`).
     pub max_bytes_in_memory: usize,
+    /// Messages a pull serves at most from memory.
     pub max_count_in_memory: usize,
+    /// Bytes a pull serves at most from disk (`max_transfer_bytes_on_message_in_disk`).
     pub max_bytes_in_disk: usize,
+    /// Messages a pull serves at most from disk.
     pub max_count_in_disk: usize,
     /// A message further than this many bytes behind the CommitLog end
     /// counts as "in disk" (`totalPhysicalRAM * accessMessageInMemoryMaxRatio`).
@@ -134,16 +147,22 @@ pub struct Damage {
     pub queue_offset: i64,
     /// The CommitLog file holding `phy_offset`, when one does.
     pub path: Option<PathBuf>,
+    /// Why the unit is skipped.
     pub reason: &'static str,
 }
 
 /// What a pull found.
 #[derive(Debug, Clone)]
 pub struct GetResult {
+    /// What the pull found.
     pub status: GetStatus,
+    /// Where the next pull starts.
     pub next_begin_offset: i64,
+    /// The queue's min offset.
     pub min_offset: i64,
+    /// The queue's max offset (one past its last message).
     pub max_offset: i64,
+    /// The messages: each record's view and bytes.
     pub messages: Vec<(RecordView, Vec<u8>)>,
     /// Units skipped as damaged: records that fail the read checks, and
     /// records in a range recovery skipped (`on_corruption="skip"` or

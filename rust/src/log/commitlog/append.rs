@@ -27,6 +27,7 @@ impl From<crate::log::message::PropertyError> for Refused {
 
 /// A message ready to append: validated, delay-converted, CRC computed.
 pub struct Prepared<'a> {
+    /// The message as it will be written (delay-converted).
     pub spec: MessageSpec<'a>,
     sys_flag: i32,
     crc: i32,

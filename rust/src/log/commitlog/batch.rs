@@ -22,16 +22,23 @@ use super::{CommitLog, PutState, PutStatus, Refused, RESERVE_FAILURES};
 /// Messages for one topic and queue, appended by [`CommitLog::append_batch`].
 #[derive(Debug, Clone)]
 pub struct BatchInput<'a> {
+    /// Topic of every message.
     pub topic: &'a str,
+    /// Queue id of every message.
     pub queue_id: i32,
+    /// The producer's flag of every message.
     pub flag: i32,
+    /// Born time of every message (ms since the epoch).
     pub born_timestamp: i64,
+    /// Born host of every message.
     pub born_host: SocketAddr,
+    /// The messages' bodies, in order.
     pub bodies: &'a [&'a [u8]],
     /// Every message's serialized properties, concatenated: message `i`
     /// has `props[props_ends[i - 1]..props_ends[i]]`. Empty `props_ends`:
     /// no message has properties.
     pub props: &'a [u8],
+    /// End of each message's properties in `props` (empty: none has any).
     pub props_ends: &'a [usize],
 }
 
@@ -66,6 +73,7 @@ pub type BatchRefusal = Refused;
 /// What a batch put did: one result for the whole batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchOutcome {
+    /// `PUT_OK`, or why the batch (or its rest) was not written.
     pub status: PutStatus,
     /// CommitLog offset of the first message (-1 when none was written).
     pub first_offset: i64,
