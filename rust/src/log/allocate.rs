@@ -375,42 +375,7 @@ fn allocate_round(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
         drop(q);
         let mut st = shared.state.lock();
         st.making = None;
-        let flags = shared.flags.lock().clone();
-        let slot = match made {
-            Ok(f) => {
-                if let Some(n) = ALLOC_FAILURES.reset() {
-                    log::warn!("made CommitLog file {offset} after {n} failed attempts");
-                }
-                st.retry_at = None;
-                st.backoff = RETRY_MIN;
-                if let Some(flags) = &flags {
-                    flags.set_waiting("allocate", None);
-                }
-                Slot::Ready(Arc::new(f))
-            }
-            Err(e) if is_transient_resource(&e) => {
-                // Puts that need the file fail with a status meanwhile
-                // (nothing is acknowledged that is not written); the file
-                // is made again after a pause, until it is.
-                let why = format!("making CommitLog file {offset} waits, retrying: {e}");
-                ALLOC_FAILURES.log(log::Level::Error, || why.clone());
-                if let Some(flags) = &flags {
-                    flags.set_waiting("allocate", Some(why));
-                }
-                st.backoff = st.backoff.clamp(RETRY_MIN, RETRY_MAX);
-                st.retry_at = Some(Instant::now() + st.backoff);
-                st.backoff = (st.backoff * 2).min(RETRY_MAX);
-                Slot::Failed(e)
-            }
-            Err(e) => {
-                // The writer that takes this file reports the failure (its
-                // put fails with a status and a rate-limited log line).
-                ALLOC_FAILURES.log(log::Level::Debug, || {
-                    format!("cannot make CommitLog file {offset} in the background: {e}")
-                });
-                Slot::Failed(e)
-            }
-        };
+        let slot = slot_of(shared, &mut st, offset, made);
         if st.stop {
             // Stopped while making it: hand it to `stop` for removal.
             st.slots.insert(offset, slot);
@@ -430,6 +395,53 @@ fn allocate_round(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
             }
         }
         shared.done.notify_all();
+    }
+}
+
+/// The slot a made (or failed) file goes into; a failure for want of a
+/// resource schedules a retry with backoff and sets RESOURCE_WAIT, which a
+/// success clears.
+fn slot_of(
+    shared: &AllocShared,
+    st: &mut AllocState,
+    offset: u64,
+    made: Result<MappedFile>,
+) -> Slot {
+    let flags = shared.flags.lock().clone();
+    match made {
+        Ok(f) => {
+            if let Some(n) = ALLOC_FAILURES.reset() {
+                log::warn!("made CommitLog file {offset} after {n} failed attempts");
+            }
+            st.retry_at = None;
+            st.backoff = RETRY_MIN;
+            if let Some(flags) = &flags {
+                flags.set_waiting("allocate", None);
+            }
+            Slot::Ready(Arc::new(f))
+        }
+        Err(e) if is_transient_resource(&e) => {
+            // Puts that need the file fail with a status meanwhile (nothing
+            // is acknowledged that is not written); the file is made again
+            // after a pause, until it is.
+            let why = format!("making CommitLog file {offset} waits, retrying: {e}");
+            ALLOC_FAILURES.log(log::Level::Error, || why.clone());
+            if let Some(flags) = &flags {
+                flags.set_waiting("allocate", Some(why));
+            }
+            st.backoff = st.backoff.clamp(RETRY_MIN, RETRY_MAX);
+            st.retry_at = Some(Instant::now() + st.backoff);
+            st.backoff = (st.backoff * 2).min(RETRY_MAX);
+            Slot::Failed(e)
+        }
+        Err(e) => {
+            // The writer that takes this file reports the failure (its put
+            // fails with a status and a rate-limited log line).
+            ALLOC_FAILURES.log(log::Level::Debug, || {
+                format!("cannot make CommitLog file {offset} in the background: {e}")
+            });
+            Slot::Failed(e)
+        }
     }
 }
 
