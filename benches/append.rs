@@ -55,6 +55,7 @@ fn fresh(base: &PathBuf, clock: Option<&Arc<CachedClock>>) -> Log {
         max_message_size: 4 << 20,
         store_host: "127.0.0.1:10911".parse().unwrap(),
         delay_levels: vec![1000],
+        prop_crc: true,
     };
     let log = CommitLog::load(cfg, true).unwrap();
     if let Some(c) = clock {

@@ -129,6 +129,9 @@ pub struct StoreOptions {
     pub preallocate: bool,
     /// Warm-up of new CommitLog files (made by the allocator).
     pub warm: WarmConfig,
+    /// `enabled_append_prop_crc`: every record written ends with the
+    /// property CRC `__CRC32#` (docs/format.md "Property CRC").
+    pub enabled_append_prop_crc: bool,
 }
 
 impl Default for StoreOptions {
@@ -162,6 +165,7 @@ impl Default for StoreOptions {
             // tell a made-ahead CommitLog file from a written one.
             preallocate: false,
             warm: WarmConfig::default(),
+            enabled_append_prop_crc: true,
         }
     }
 }
@@ -325,6 +329,7 @@ impl Store {
             max_message_size: opts.max_message_size,
             store_host: opts.store_host,
             delay_levels: opts.delay_levels.clone(),
+            prop_crc: opts.enabled_append_prop_crc,
         };
         let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
         commitlog.set_busy_timeout_ms(opts.os_page_cache_busy_timeout_ms);

@@ -9,7 +9,8 @@
 //! - CommitLog: from `start` to `end`, every record must pass
 //!   [`parse_valid_record`] (magic, sizes, physical offset, topic, queue
 //!   id/offset, properties) and its body CRC; a body flagged compressed
-//!   (zlib types) must inflate. A record whose body fails its CRC still has
+//!   (zlib types) must inflate; in a range the checkpoint lists as written
+//!   with the property CRC, that CRC must match. A record whose body fails its CRC still has
 //!   a sound size, so the scan goes on behind it; behind a record that does
 //!   not parse, the scan resumes at the next valid record of the same file
 //!   (as recovery's skip does), or at the next file.
@@ -34,8 +35,8 @@ use crate::index::index_file::{
     DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
 };
 use crate::log::message::{
-    body_crc, compressed_body_problem, iter_properties, parse_record, parse_valid_record, sysflag,
-    Parsed, RecordView,
+    body_crc, compressed_body_problem, iter_properties, parse_record, parse_valid_record,
+    prop_crc_ok, sysflag, Parsed, RecordView,
 };
 use crate::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
@@ -68,6 +69,8 @@ struct CommitLog {
     files: BTreeMap<u64, Mmap>,
     start: u64,
     end: u64,
+    /// Ranges written with the property CRC (the checkpoint lists them).
+    prop_crc: Vec<(u64, u64)>,
 }
 
 fn map_file(path: &Path) -> Result<Option<Mmap>> {
@@ -123,11 +126,15 @@ impl CommitLog {
                 files.insert(base, m);
             }
         }
+        let prop_crc = crate::checkpoint::Checkpoint::load_read_only(&root.join("checkpoint"))
+            .map(|c| c.prop_crc_ranges().ranges)
+            .unwrap_or_default();
         Ok(Self {
             segment,
             files,
             start,
             end,
+            prop_crc,
         })
     }
 
@@ -260,6 +267,16 @@ fn scan_commit_log(
                     report.problems.push((
                         Some(off),
                         format!("body CRC mismatch (stored {}, computed {crc})", v.body_crc),
+                    ));
+                } else if crate::checkpoint::in_ranges(&log.prop_crc, off)
+                    && !prop_crc_ok(rec, &v.properties)
+                {
+                    report.problems.push((
+                        Some(off),
+                        format!(
+                            "{} (the record lies in a range written with it)",
+                            crate::log::commitlog::PROP_CRC_MISMATCH
+                        ),
                     ));
                 } else if v.sys_flag & sysflag::COMPRESSED != 0
                     && ZLIB_TYPES.contains(&((v.sys_flag & COMPRESSION_TYPE_MASK) >> 8))

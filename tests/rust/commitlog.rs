@@ -75,6 +75,7 @@ fn config(dir: &Path, file_size: usize) -> CommitLogConfig {
         max_message_size: MAX_MESSAGE_SIZE,
         store_host: store_v4(),
         delay_levels: parse_delay_levels(DEFAULT_DELAY_LEVELS).unwrap(),
+        prop_crc: true,
     }
 }
 

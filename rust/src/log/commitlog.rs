@@ -105,6 +105,9 @@ pub struct CommitLogConfig {
     pub store_host: SocketAddr,
     /// Delay per level in ms (index 0 = level 1).
     pub delay_levels: Vec<i64>,
+    /// Append the property CRC `__CRC32#` to every record written
+    /// (`enabled_append_prop_crc`; docs/format.md "Property CRC").
+    pub prop_crc: bool,
 }
 
 /// Milliseconds since the Unix epoch (the system clock).
@@ -212,6 +215,8 @@ pub struct Prepared<'a> {
     pub spec: MessageSpec<'a>,
     sys_flag: i32,
     crc: i32,
+    /// The record ends with the property CRC.
+    prop_crc: bool,
     /// Encoded record length.
     pub len: usize,
 }
@@ -243,13 +248,25 @@ impl BatchInput<'_> {
         &self.props[from..self.props_ends[i]]
     }
 
+    /// Stored length of message `i`'s properties (with the property CRC
+    /// when `prop_crc`).
+    #[inline]
+    pub fn props_len(&self, i: usize, prop_crc: bool) -> usize {
+        let p = self.props_of(i);
+        if prop_crc {
+            p.len() + message::prop_crc_extra(p)
+        } else {
+            p.len()
+        }
+    }
+
     /// Encoded length of message `i`.
     #[inline]
-    pub fn record_len(&self, i: usize, store_host: &SocketAddr) -> usize {
+    pub fn record_len(&self, i: usize, store_host: &SocketAddr, prop_crc: bool) -> usize {
         record_len(
             self.bodies[i].len(),
             self.topic.len(),
-            self.props_of(i).len(),
+            self.props_len(i, prop_crc),
             &self.born_host,
             store_host,
         )
@@ -326,6 +343,10 @@ pub struct CommitLog {
     /// Damaged ranges `[start, end)` recovery skipped.
     damaged: RwLock<Vec<(u64, u64)>>,
     has_damage: std::sync::atomic::AtomicBool,
+    /// CommitLog ranges `[start, end)` written with the property CRC (the
+    /// checkpoint's mark lists them; a writer adds `[its start, u64::MAX)`):
+    /// a record there whose property CRC is missing or wrong is damaged.
+    prop_crc_ranges: RwLock<Vec<(u64, u64)>>,
 }
 
 /// The held put lock; clears the lock time when dropped.
@@ -404,19 +425,32 @@ pub struct Damage {
 
 /// Where the next valid record after the invalid data at `pos` of file
 /// `index` starts: later in that file, or in a later file.
+/// A record in `prop_ranges` must also carry a matching property CRC.
 fn find_resume_point(
     files: &[Arc<MappedFile>],
     index: usize,
     pos: usize,
     check_crc: bool,
+    prop_ranges: &[(u64, u64)],
 ) -> Option<(usize, usize)> {
-    let f = &files[index];
-    if let Some(p) = find_next_valid_record(f.raw(), pos + 1, f.file_from_offset(), check_crc) {
+    let next_in = |g: &MappedFile, mut from: usize| loop {
+        let p = find_next_valid_record(g.raw(), from, g.file_from_offset(), check_crc)?;
+        let at = g.file_from_offset() + p as u64;
+        if !crate::checkpoint::in_ranges(prop_ranges, at)
+            || message::record_prop_crc_ok(&g.raw()[p..])
+        {
+            return Some(p);
+        }
+        from = p + 1;
+    };
+    if let Some(p) = next_in(&files[index], pos + 1) {
         return Some((index, p));
     }
-    files.iter().enumerate().skip(index + 1).find_map(|(i, g)| {
-        find_next_valid_record(g.raw(), 0, g.file_from_offset(), check_crc).map(|p| (i, p))
-    })
+    files
+        .iter()
+        .enumerate()
+        .skip(index + 1)
+        .find_map(|(i, g)| next_in(g, 0).map(|p| (i, p)))
 }
 
 impl CommitLog {
@@ -445,6 +479,7 @@ impl CommitLog {
             busy_timeout_ms: AtomicI64::new(DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS),
             damaged: RwLock::new(Vec::new()),
             has_damage: std::sync::atomic::AtomicBool::new(false),
+            prop_crc_ranges: RwLock::new(Vec::new()),
         })
     }
 
@@ -623,7 +658,17 @@ impl CommitLog {
                 }
             }
         }
-        let props_len = spec.properties.len();
+        if message::has_prop_crc(&spec.properties) {
+            // A stored record's (a delivered copy) or a stale copy's: the
+            // store writes its own (5.x deletes it before encoding too).
+            spec.properties = Cow::Owned(message::strip_prop_crc(&spec.properties));
+        }
+        let prop_crc = self.cfg.prop_crc;
+        let props_len = if prop_crc {
+            spec.properties.len() + message::prop_crc_extra(&spec.properties)
+        } else {
+            spec.properties.len()
+        };
         if props_len > MAX_PROPERTIES_LEN {
             // RocketMQ checks the Java char count first (MESSAGE_ILLEGAL), then bytes.
             let chars = String::from_utf8_lossy(&spec.properties)
@@ -673,6 +718,7 @@ impl CommitLog {
             spec,
             sys_flag,
             crc,
+            prop_crc,
             len,
         })
     }
@@ -870,6 +916,27 @@ impl CommitLog {
                 ));
             }
             let p = b.props_of(i);
+            if message::has_prop_crc(p) {
+                return Err(refuse(
+                    Some(i),
+                    PutStatus::MessageIllegal,
+                    "property __CRC32# is the store's own; it cannot be put".into(),
+                ));
+            }
+            let stored = b.props_len(i, self.cfg.prop_crc);
+            if stored > MAX_PROPERTIES_LEN {
+                let chars = String::from_utf8_lossy(p).encode_utf16().count();
+                let status = if chars > MAX_PROPERTIES_LEN {
+                    PutStatus::MessageIllegal
+                } else {
+                    PutStatus::PropertiesSizeExceeded
+                };
+                return Err(refuse(
+                    Some(i),
+                    status,
+                    format!("properties of {stored} bytes exceed {MAX_PROPERTIES_LEN}"),
+                ));
+            }
             if !p.is_empty() {
                 if p.len() > MAX_PROPERTIES_LEN {
                     let chars = String::from_utf8_lossy(p).encode_utf16().count();
@@ -903,7 +970,7 @@ impl CommitLog {
                     }
                 }
             }
-            let len = b.record_len(i, &self.cfg.store_host);
+            let len = b.record_len(i, &self.cfg.store_host, self.cfg.prop_crc);
             if len > self.cfg.max_message_size + 64 * 1024
                 || len + END_FILE_MIN_BLANK_LENGTH > self.cfg.file_size
             {
@@ -976,6 +1043,7 @@ impl CommitLog {
             sys_flag |= sysflag::STOREHOST_V6;
         }
         let store_host = self.cfg.store_host;
+        let prop_crc = self.cfg.prop_crc;
         let mut i = 0usize;
         let mut qo = *hold.st.table.slot(b.topic, b.queue_id);
         out.first_queue_offset = qo;
@@ -1015,7 +1083,7 @@ impl CommitLog {
             let room = file.file_size() - file.wrote_position();
             let mut need = END_FILE_MIN_BLANK_LENGTH;
             for j in i..n {
-                need += b.record_len(j, &store_host);
+                need += b.record_len(j, &store_host, prop_crc);
                 if need >= room {
                     break;
                 }
@@ -1024,7 +1092,7 @@ impl CommitLog {
                 let mut pos = 0usize;
                 let mut first = None;
                 while i < n {
-                    let len = b.record_len(i, &store_host);
+                    let len = b.record_len(i, &store_host, prop_crc);
                     if pos + len + END_FILE_MIN_BLANK_LENGTH > tail.len() {
                         // END_OF_FILE: the blank fills the file; go on in the next.
                         let rest = tail.len() - pos;
@@ -1053,6 +1121,7 @@ impl CommitLog {
                         qo,
                         phy,
                         ts,
+                        prop_crc,
                     );
                     debug_assert_eq!(w, len);
                     if want_offsets {
@@ -1150,6 +1219,7 @@ impl CommitLog {
                     queue_offset,
                     phy,
                     ts,
+                    p.prop_crc,
                 );
                 (n, Some(phy))
             });
@@ -1251,6 +1321,16 @@ impl CommitLog {
     ) -> Result<ScanReport> {
         let files = self.mfq.files();
         let mut rep = ScanReport::default();
+        // With the CRC checks: records in ranges written with the property
+        // CRC must carry a matching one.
+        let prop_ranges = if check_crc {
+            self.prop_crc_ranges()
+        } else {
+            Vec::new()
+        };
+        let prop_bad = |at: u64, rec: &[u8]| {
+            crate::checkpoint::in_ranges(&prop_ranges, at) && !message::record_prop_crc_ok(rec)
+        };
         let Some(first) = files.get(start_index) else {
             rep.end_offset = files.first().map(|f| f.file_from_offset()).unwrap_or(0);
             return Ok(rep);
@@ -1268,9 +1348,20 @@ impl CommitLog {
             let mut reached_blank = false;
             let mut resume = None;
             loop {
+                let at = from + pos as u64;
                 let parsed = match visit.as_mut() {
-                    Some(_) => parse_valid_record(&data[pos..], from + pos as u64, check_crc),
-                    None => match valid_record_size(&data[pos..], from + pos as u64, check_crc) {
+                    Some(_) => match parse_valid_record(&data[pos..], at, check_crc) {
+                        Parsed::Record(v) if prop_bad(at, &data[pos..pos + v.total_size]) => {
+                            Parsed::End {
+                                reason: PROP_CRC_MISMATCH,
+                            }
+                        }
+                        p => p,
+                    },
+                    None => match valid_record_size(&data[pos..], at, check_crc) {
+                        Ok(n) if prop_bad(at, &data[pos..pos + n]) => Parsed::End {
+                            reason: PROP_CRC_MISMATCH,
+                        },
                         Ok(n) => {
                             pos += n;
                             rep.records += 1;
@@ -1294,8 +1385,16 @@ impl CommitLog {
                     }
                     Parsed::End { reason } => {
                         if let Some(p) = policy {
-                            resume =
-                                self.judge_invalid(&files, i, pos, reason, check_crc, p, &mut rep)?;
+                            resume = self.judge_invalid(
+                                &files,
+                                i,
+                                pos,
+                                reason,
+                                check_crc,
+                                &prop_ranges,
+                                p,
+                                &mut rep,
+                            )?;
                         }
                         if resume.is_none() && data[pos..].iter().take(8).any(|&b| b != 0) {
                             rep.stop_reason =
@@ -1338,6 +1437,7 @@ impl CommitLog {
         pos: usize,
         reason: &'static str,
         check_crc: bool,
+        prop_ranges: &[(u64, u64)],
         policy: &DamagePolicy,
         rep: &mut ScanReport,
     ) -> Result<Option<(usize, usize)>> {
@@ -1350,7 +1450,7 @@ impl CommitLog {
                 return Ok(None);
             }
         }
-        let next = find_resume_point(files, index, pos, check_crc);
+        let next = find_resume_point(files, index, pos, check_crc, prop_ranges);
         let next_offset = next.map(|(i, p)| files[i].file_from_offset() + p as u64);
         let durable = known
             || match policy.bound {
@@ -1480,6 +1580,23 @@ impl CommitLog {
             .iter()
             .find(|&&(s, e)| s <= phy && phy < e)
             .map(|&(_, e)| e)
+    }
+
+    /// Sets the ranges whose records must carry a matching property CRC
+    /// (ascending; `u64::MAX` ends the running writer's own).
+    pub fn set_prop_crc_ranges(&self, ranges: Vec<(u64, u64)>) {
+        *self.prop_crc_ranges.write() = ranges;
+    }
+
+    /// The ranges whose records must carry a matching property CRC.
+    pub fn prop_crc_ranges(&self) -> Vec<(u64, u64)> {
+        self.prop_crc_ranges.read().clone()
+    }
+
+    /// True when the record at `phy` must carry a matching property CRC.
+    #[inline]
+    pub fn needs_prop_crc(&self, phy: u64) -> bool {
+        crate::checkpoint::in_ranges(&self.prop_crc_ranges.read(), phy)
     }
 
     /// The damaged ranges recovery skipped.
@@ -1623,7 +1740,7 @@ impl CommitLog {
             return RecordRead::NotYet;
         }
         let rec = &data[..total];
-        match check_read_record(rec) {
+        match check_read_record_at(rec, self.needs_prop_crc(phy)) {
             Ok(v) => RecordRead::Found(v, rec.to_vec()),
             Err(reason) => damaged(reason),
         }
@@ -1673,6 +1790,23 @@ pub fn check_read_record(rec: &[u8]) -> std::result::Result<RecordView, &'static
         Parsed::End { reason } => Err(reason),
     }
 }
+
+/// [`check_read_record`], and with `prop_crc` (the record lies in a range
+/// written with the property CRC) its property CRC must match too.
+#[inline]
+pub fn check_read_record_at(
+    rec: &[u8],
+    prop_crc: bool,
+) -> std::result::Result<RecordView, &'static str> {
+    let v = check_read_record(rec)?;
+    if prop_crc && !message::prop_crc_ok(rec, &v.properties) {
+        return Err(PROP_CRC_MISMATCH);
+    }
+    Ok(v)
+}
+
+/// Why a record in a range written with the property CRC is damaged.
+pub const PROP_CRC_MISMATCH: &str = "property CRC missing or mismatched";
 
 /// Rebuilds the queue-offset table from a record as a scan visits it.
 pub fn account_record(table: &mut QueueOffsetTable, v: &RecordView, rec: &[u8]) {

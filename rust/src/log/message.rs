@@ -208,6 +208,98 @@ fn put_host(buf: &mut [u8], addr: &SocketAddr) -> usize {
     }
 }
 
+/// Name of the property CRC (RocketMQ 5.x `MessageConst.PROPERTY_CRC32`).
+pub const PROP_CRC_NAME: &[u8; 8] = b"__CRC32#";
+/// Bytes the property CRC takes at the end of the properties: the name,
+/// `\x01`, ten digits and `\x02` (5.x `CommitLog.CRC32_RESERVED_LEN`).
+pub const PROP_CRC_LEN: usize = PROP_CRC_NAME.len() + 1 + 10 + 1;
+
+/// Bytes the property CRC adds to properties `props`: the 20 bytes, and a
+/// `\x02` before them when other properties precede it and do not already
+/// end with one (docs/format.md "Property CRC").
+#[inline]
+pub fn prop_crc_extra(props: &[u8]) -> usize {
+    PROP_CRC_LEN + usize::from(props.last().is_some_and(|&b| b != PROPERTY_SEPARATOR))
+}
+
+/// The ten ASCII digits of a property CRC: `crc` in decimal, least
+/// significant digit first (5.x `MessageDecoder.createCrc32`).
+#[inline]
+pub fn prop_crc_digits(crc: u32) -> [u8; 10] {
+    let mut d = [b'0'; 10];
+    let mut v = crc;
+    for c in &mut d {
+        *c = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    d
+}
+
+/// The value of ten property-CRC digits (least significant first), or
+/// `None` when one is not an ASCII digit or the value does not fit a
+/// masked CRC (31 bits).
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline]
+pub fn parse_prop_crc_digits(d: &[u8]) -> Option<u32> {
+    if d.len() != 10 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &c in d.iter().rev() {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u64::from(c - b'0');
+    }
+    u32::try_from(v).ok().filter(|&v| v <= 0x7FFF_FFFF)
+}
+
+/// True when the record `rec` (exactly its TOTALSIZE bytes, its properties
+/// at `props`) ends with a property CRC that matches: the last 20 bytes of
+/// the properties are `__CRC32#\x01`, ten digits and `\x02`, a `\x02`
+/// separates them from any property before, and the digits are the CRC32
+/// (masked with 0x7FFFFFFF) of the record's first TOTALSIZE - 20 bytes.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline]
+pub fn prop_crc_ok(rec: &[u8], props: &std::ops::Range<usize>) -> bool {
+    let total = rec.len();
+    if props.end != total || props.end < props.start || props.len() < PROP_CRC_LEN {
+        return false;
+    }
+    let cut = total - PROP_CRC_LEN;
+    let (Some(head), Some(trailer)) = (rec.get(..cut), rec.get(cut..)) else {
+        return false;
+    };
+    let Some((name, rest)) = trailer.split_first_chunk::<8>() else {
+        return false;
+    };
+    if name != PROP_CRC_NAME
+        || rest.first() != Some(&NAME_VALUE_SEPARATOR)
+        || rest.last() != Some(&PROPERTY_SEPARATOR)
+    {
+        return false;
+    }
+    if props.len() > PROP_CRC_LEN && head.last() != Some(&PROPERTY_SEPARATOR) {
+        return false;
+    }
+    let Some(value) = rest.get(1..11).and_then(parse_prop_crc_digits) else {
+        return false;
+    };
+    (crc32fast::hash(head) & 0x7FFF_FFFF) == value
+}
+
+/// [`prop_crc_ok`] for the record at the start of `buf` (which may run on
+/// past it): false when no record frame is there.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+pub fn record_prop_crc_ok(buf: &[u8]) -> bool {
+    match parse_frame(buf) {
+        Ok(f) => buf
+            .get(..f.total)
+            .is_some_and(|rec| prop_crc_ok(rec, &f.properties)),
+        Err(_) => false,
+    }
+}
+
 /// Total record length of a V1 record.
 #[inline]
 pub fn record_len(
@@ -356,6 +448,7 @@ pub fn encode_v1(
     queue_offset: i64,
     phy_offset: i64,
     store_timestamp: i64,
+    prop_crc: bool,
 ) -> usize {
     encode_v1_with(
         dst,
@@ -366,6 +459,7 @@ pub fn encode_v1(
         queue_offset,
         phy_offset,
         store_timestamp,
+        prop_crc,
     )
 }
 
@@ -382,6 +476,7 @@ pub fn encode_v1_crc_of_copy(
     queue_offset: i64,
     phy_offset: i64,
     store_timestamp: i64,
+    prop_crc: bool,
 ) -> usize {
     encode_v1_with(
         dst,
@@ -392,6 +487,7 @@ pub fn encode_v1_crc_of_copy(
         queue_offset,
         phy_offset,
         store_timestamp,
+        prop_crc,
     )
 }
 
@@ -406,17 +502,17 @@ fn encode_v1_with(
     queue_offset: i64,
     phy_offset: i64,
     store_timestamp: i64,
+    prop_crc: bool,
 ) -> usize {
     let body = &m.body[..];
     let topic = m.topic.as_bytes();
     let props = &m.properties[..];
-    let total = record_len(
-        body.len(),
-        topic.len(),
-        props.len(),
-        &m.born_host,
-        store_host,
-    );
+    let props_len = if prop_crc {
+        props.len() + prop_crc_extra(props)
+    } else {
+        props.len()
+    };
+    let total = record_len(body.len(), topic.len(), props_len, &m.born_host, store_host);
     let d = &mut dst[..total];
     // TOTALSIZE is written last (below), after a release fence, so a reader
     // in another process that sees a non-zero size sees the whole record.
@@ -450,10 +546,27 @@ fn encode_v1_with(
     p += 1;
     d[p..p + topic.len()].copy_from_slice(topic);
     p += topic.len();
-    d[p..p + 2].copy_from_slice(&(props.len() as i16).to_be_bytes());
+    d[p..p + 2].copy_from_slice(&(props_len as i16).to_be_bytes());
     p += 2;
     d[p..p + props.len()].copy_from_slice(props);
     p += props.len();
+    if prop_crc {
+        // 5.x's property CRC: over the first TOTALSIZE - 20 bytes, with
+        // TOTALSIZE as it will be (it is written last), then the 20 bytes.
+        if props_len - props.len() > PROP_CRC_LEN {
+            d[p] = PROPERTY_SEPARATOR;
+            p += 1;
+        }
+        let mut h = crc32fast::Hasher::new();
+        h.update(&(total as i32).to_be_bytes());
+        h.update(&d[4..p]);
+        let crc = h.finalize() & 0x7FFF_FFFF;
+        d[p..p + 8].copy_from_slice(PROP_CRC_NAME);
+        d[p + 8] = NAME_VALUE_SEPARATOR;
+        d[p + 9..p + 19].copy_from_slice(&prop_crc_digits(crc));
+        d[p + 19] = PROPERTY_SEPARATOR;
+        p += PROP_CRC_LEN;
+    }
     debug_assert_eq!(p, total);
     std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
     d[0..4].copy_from_slice(&(total as i32).to_be_bytes());
@@ -926,7 +1039,9 @@ pub fn find_next_valid_record(
 }
 
 /// Iterates `(name, value)` pairs of a serialized properties string, skipping
-/// malformed segments exactly as RocketMQ's parser does.
+/// malformed segments exactly as RocketMQ's parser does, and the property
+/// CRC `__CRC32#` (record metadata the store checks, never a message's
+/// property: readers do not show it and copies do not carry it over).
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     props.split(|&b| b == PROPERTY_SEPARATOR).filter_map(|seg| {
@@ -937,8 +1052,36 @@ pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         if i == 0 || i >= seg.len() - 1 {
             return None;
         }
-        Some((seg.get(..i)?, seg.get(i + 1..)?))
+        let name = seg.get(..i)?;
+        if name == PROP_CRC_NAME {
+            return None;
+        }
+        Some((name, seg.get(i + 1..)?))
     })
+}
+
+/// `props` without any `__CRC32#` property; every other byte as it was.
+pub fn strip_prop_crc(props: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(props.len());
+    let mut first = true;
+    for seg in props.split(|&b| b == PROPERTY_SEPARATOR) {
+        if seg.starts_with(PROP_CRC_NAME) && seg.get(PROP_CRC_NAME.len()) == Some(&NAME_VALUE_SEPARATOR) {
+            continue;
+        }
+        if !first {
+            out.push(PROPERTY_SEPARATOR);
+        }
+        first = false;
+        out.extend_from_slice(seg);
+    }
+    out
+}
+
+/// True when serialized properties hold a `__CRC32#` property anywhere
+/// (a producer's, or a stale copy): the store drops it before writing.
+#[inline]
+pub fn has_prop_crc(props: &[u8]) -> bool {
+    props.len() >= PROP_CRC_NAME.len() && props.windows(PROP_CRC_NAME.len()).any(|w| w == PROP_CRC_NAME)
 }
 
 /// The value of property `name`, if present.
@@ -956,6 +1099,13 @@ pub fn property_problem(name: &str, value: &str) -> Option<String> {
     };
     if name.is_empty() {
         return Some("property names must not be empty".into());
+    }
+    if name.as_bytes() == PROP_CRC_NAME {
+        return Some(
+            "property name \"__CRC32#\" is the store's own (the record's property CRC); \
+             it cannot be set"
+                .into(),
+        );
     }
     if let Some(b) = sep(name) {
         return Some(format!(
@@ -1219,7 +1369,7 @@ mod tests {
         let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
         let len = record_len(4, topic.len(), props.len(), &spec.born_host, &store);
         let mut buf = vec![0u8; len];
-        encode_v1(&mut buf, &spec, 0, body_crc(b"body"), &store, 0, phy, 2);
+        encode_v1(&mut buf, &spec, 0, body_crc(b"body"), &store, 0, phy, 2, false);
         buf
     }
 
@@ -1280,7 +1430,7 @@ mod tests {
         let store: SocketAddr = "[::2]:2".parse().unwrap();
         v6.resize(record_len(4, 2, 0, &spec.born_host, &store), 0);
         let flags = sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6;
-        encode_v1(&mut v6, &spec, flags, body_crc(b"body"), &store, 0, 500, 2);
+        encode_v1(&mut v6, &spec, flags, body_crc(b"body"), &store, 0, 500, 2, false);
         assert!(matches!(
             parse_valid_record(&v6, 500, true),
             Parsed::Record(_)
@@ -1318,6 +1468,79 @@ mod tests {
             2 * 3,
             "ok, non-ASCII topic and IPv6 records are valid"
         );
+    }
+
+    /// The digits by hand: least significant first, zero-padded after.
+    #[test]
+    fn prop_crc_digits_are_least_significant_first() {
+        assert_eq!(&prop_crc_digits(1_234_567_890), b"0987654321");
+        assert_eq!(&prop_crc_digits(7), b"7000000000");
+        assert_eq!(&prop_crc_digits(0), b"0000000000");
+        assert_eq!(&prop_crc_digits(0x7FFF_FFFF), b"7463847412");
+        assert_eq!(parse_prop_crc_digits(b"0987654321"), Some(1_234_567_890));
+        assert_eq!(parse_prop_crc_digits(b"7000000000"), Some(7));
+        assert_eq!(parse_prop_crc_digits(b"8463847412"), None, "over 31 bits");
+        assert_eq!(parse_prop_crc_digits(b"09876543x1"), None);
+        assert_eq!(parse_prop_crc_digits(b"098765432"), None);
+    }
+
+    fn record_with_crc(props: &[u8]) -> Vec<u8> {
+        let spec = MessageSpec::new("T", 1, &b"body"[..])
+            .with_properties(props)
+            .born_at(1);
+        let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let plen = props.len() + prop_crc_extra(props);
+        let len = record_len(4, 1, plen, &spec.born_host, &store);
+        let mut buf = vec![0u8; len];
+        let n = encode_v1(&mut buf, &spec, 0, body_crc(b"body"), &store, 3, 500, 2, true);
+        assert_eq!(n, len);
+        buf
+    }
+
+    #[test]
+    fn prop_crc_layout_and_check() {
+        for (props, before) in [
+            (&b""[..], &b""[..]),
+            (b"A\x011", b"A\x011\x02"),
+            (b"A\x011\x02", b"A\x011\x02"),
+        ] {
+            let rec = record_with_crc(props);
+            let v = match parse_valid_record(&rec, 500, true) {
+                Parsed::Record(v) => v,
+                other => panic!("{other:?}"),
+            };
+            let p = &rec[v.properties.clone()];
+            assert_eq!(p.len(), before.len() + PROP_CRC_LEN, "length includes the 20 bytes");
+            assert_eq!(&p[..before.len()], before);
+            let t = &p[before.len()..];
+            assert_eq!(&t[..9], b"__CRC32#\x01");
+            assert_eq!(t[19], PROPERTY_SEPARATOR);
+            let want = crc32fast::hash(&rec[..rec.len() - 20]) & 0x7FFF_FFFF;
+            assert_eq!(t[9..19], prop_crc_digits(want));
+            assert!(prop_crc_ok(&rec, &v.properties));
+            // Readers do not see it.
+            assert!(iter_properties(p).all(|(k, _)| k != b"__CRC32#"));
+            // Any 1..4 bytes changed anywhere but the TOTALSIZE is caught.
+            for at in 4..rec.len() {
+                for n in 1..=4usize.min(rec.len() - at) {
+                    let mut m = rec.clone();
+                    for b in &mut m[at..at + n] {
+                        *b ^= 0x5A;
+                    }
+                    let ok = match parse_record(&m, false) {
+                        Parsed::Record(v) => prop_crc_ok(&m, &v.properties),
+                        _ => false,
+                    };
+                    assert!(!ok, "change at {at}+{n} not caught");
+                }
+            }
+        }
+        // Without the property, or a short one: not ok.
+        let plain = record_at(500, "T", 1, b"K\x01v");
+        let Parsed::Record(v) = parse_record(&plain, true) else {
+            panic!()
+        };
+        assert!(!prop_crc_ok(&plain, &v.properties));
     }
 
     #[test]
