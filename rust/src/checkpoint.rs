@@ -760,7 +760,10 @@ mod tests {
             r.ranges = vec![(0, 500)];
             r.open_at(4000);
         });
-        assert_eq!(c.prop_crc_ranges().for_reads(), vec![(0, 500), (4000, u64::MAX)]);
+        assert_eq!(
+            c.prop_crc_ranges().for_reads(),
+            vec![(0, 500), (4000, u64::MAX)]
+        );
         c.flush().unwrap();
         drop(c);
         let bytes = std::fs::read(&p).unwrap();
@@ -774,7 +777,11 @@ mod tests {
         assert_eq!(&b[16..24], &0u64.to_be_bytes());
         assert_eq!(&b[24..32], &500u64.to_be_bytes());
         assert_eq!(&b[32..40], &4000u64.to_be_bytes());
-        assert_eq!(&b[40..48], &9000u64.to_be_bytes(), "the open range ends at the mark");
+        assert_eq!(
+            &b[40..48],
+            &9000u64.to_be_bytes(),
+            "the open range ends at the mark"
+        );
         assert!(b[48..].iter().all(|&x| x == 0));
         // A broker rewrote byte 0: the mark is stale, the ranges still count.
         let mut s = bytes.clone();
@@ -787,19 +794,32 @@ mod tests {
         let mut d = bytes.clone();
         d[PROP_CRC_AT + 20] ^= 1;
         std::fs::write(&p, &d).unwrap();
-        assert_eq!(Checkpoint::load_read_only(&p).unwrap().prop_crc_ranges(), PropCrcRanges::default());
+        assert_eq!(
+            Checkpoint::load_read_only(&p).unwrap().prop_crc_ranges(),
+            PropCrcRanges::default()
+        );
         // Reopened where it ended: the range continues; elsewhere a new one.
-        let mut r = PropCrcRanges { ranges: vec![(0, 500), (4000, 9000)], open: None };
+        let mut r = PropCrcRanges {
+            ranges: vec![(0, 500), (4000, 9000)],
+            open: None,
+        };
         r.open_at(9000);
         assert_eq!(r.closed_at(12_000), vec![(0, 500), (4000, 12_000)]);
         r.clip(100, 10_000);
         assert_eq!(r.closed_at(12_000), vec![(100, 500), (4000, 12_000)]);
-        let mut r = PropCrcRanges { ranges: vec![(0, 500)], open: None };
+        let mut r = PropCrcRanges {
+            ranges: vec![(0, 500)],
+            open: None,
+        };
         r.open_at(700);
         assert_eq!(r.closed_at(900), vec![(0, 500), (700, 900)]);
         assert_eq!(r.closed_at(700), vec![(0, 500)], "nothing durable yet");
         r.clip(0, 300);
-        assert_eq!(r.closed_at(900), vec![(0, 300)], "cut below the writer's start");
+        assert_eq!(
+            r.closed_at(900),
+            vec![(0, 300)],
+            "cut below the writer's start"
+        );
     }
 
     #[test]

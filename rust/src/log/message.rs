@@ -1065,7 +1065,9 @@ pub fn strip_prop_crc(props: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(props.len());
     let mut first = true;
     for seg in props.split(|&b| b == PROPERTY_SEPARATOR) {
-        if seg.starts_with(PROP_CRC_NAME) && seg.get(PROP_CRC_NAME.len()) == Some(&NAME_VALUE_SEPARATOR) {
+        if seg.starts_with(PROP_CRC_NAME)
+            && seg.get(PROP_CRC_NAME.len()) == Some(&NAME_VALUE_SEPARATOR)
+        {
             continue;
         }
         if !first {
@@ -1081,7 +1083,10 @@ pub fn strip_prop_crc(props: &[u8]) -> Vec<u8> {
 /// (a producer's, or a stale copy): the store drops it before writing.
 #[inline]
 pub fn has_prop_crc(props: &[u8]) -> bool {
-    props.len() >= PROP_CRC_NAME.len() && props.windows(PROP_CRC_NAME.len()).any(|w| w == PROP_CRC_NAME)
+    props.len() >= PROP_CRC_NAME.len()
+        && props
+            .windows(PROP_CRC_NAME.len())
+            .any(|w| w == PROP_CRC_NAME)
 }
 
 /// The value of property `name`, if present.
@@ -1369,7 +1374,17 @@ mod tests {
         let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
         let len = record_len(4, topic.len(), props.len(), &spec.born_host, &store);
         let mut buf = vec![0u8; len];
-        encode_v1(&mut buf, &spec, 0, body_crc(b"body"), &store, 0, phy, 2, false);
+        encode_v1(
+            &mut buf,
+            &spec,
+            0,
+            body_crc(b"body"),
+            &store,
+            0,
+            phy,
+            2,
+            false,
+        );
         buf
     }
 
@@ -1430,7 +1445,17 @@ mod tests {
         let store: SocketAddr = "[::2]:2".parse().unwrap();
         v6.resize(record_len(4, 2, 0, &spec.born_host, &store), 0);
         let flags = sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6;
-        encode_v1(&mut v6, &spec, flags, body_crc(b"body"), &store, 0, 500, 2, false);
+        encode_v1(
+            &mut v6,
+            &spec,
+            flags,
+            body_crc(b"body"),
+            &store,
+            0,
+            500,
+            2,
+            false,
+        );
         assert!(matches!(
             parse_valid_record(&v6, 500, true),
             Parsed::Record(_)
@@ -1492,7 +1517,17 @@ mod tests {
         let plen = props.len() + prop_crc_extra(props);
         let len = record_len(4, 1, plen, &spec.born_host, &store);
         let mut buf = vec![0u8; len];
-        let n = encode_v1(&mut buf, &spec, 0, body_crc(b"body"), &store, 3, 500, 2, true);
+        let n = encode_v1(
+            &mut buf,
+            &spec,
+            0,
+            body_crc(b"body"),
+            &store,
+            3,
+            500,
+            2,
+            true,
+        );
         assert_eq!(n, len);
         buf
     }
@@ -1510,7 +1545,11 @@ mod tests {
                 other => panic!("{other:?}"),
             };
             let p = &rec[v.properties.clone()];
-            assert_eq!(p.len(), before.len() + PROP_CRC_LEN, "length includes the 20 bytes");
+            assert_eq!(
+                p.len(),
+                before.len() + PROP_CRC_LEN,
+                "length includes the 20 bytes"
+            );
             assert_eq!(&p[..before.len()], before);
             let t = &p[before.len()..];
             assert_eq!(&t[..9], b"__CRC32#\x01");
