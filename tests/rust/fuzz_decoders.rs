@@ -148,7 +148,6 @@ proptest! {
         let stored_props = &buf[v.properties.clone()];
         prop_assert_eq!(&stored_props[..props_bytes.len()], &props_bytes[..]);
         prop_assert_eq!(stored_props.len(), props_bytes.len() + extra);
-        prop_assert!(properties_well_formed(stored_props));
         prop_assert_eq!(prop_crc_ok(&buf[..len], &v.properties), with_crc);
         if with_crc {
             // Any changed byte of the properties is caught.

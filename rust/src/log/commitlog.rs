@@ -674,9 +674,18 @@ impl CommitLog {
             let chars = String::from_utf8_lossy(&spec.properties)
                 .encode_utf16()
                 .count();
+            let given = spec.properties.len();
+            let crc_note = if prop_crc {
+                format!(
+                    " (with the store's {}-byte property CRC)",
+                    props_len - given
+                )
+            } else {
+                String::new()
+            };
             let why = format!(
-                "properties (tags, keys and properties together) take {props_len} bytes \
-                 ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed"
+                "properties (tags, keys and properties together) take {given} bytes \
+                 ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed{crc_note}"
             );
             return Err(if chars > MAX_PROPERTIES_LEN {
                 Refused::illegal(why)
@@ -934,7 +943,15 @@ impl CommitLog {
                 return Err(refuse(
                     Some(i),
                     status,
-                    format!("properties of {stored} bytes exceed {MAX_PROPERTIES_LEN}"),
+                    if stored > p.len() {
+                        format!(
+                            "properties of {} bytes ({stored} with the store's property \
+                             CRC) exceed {MAX_PROPERTIES_LEN}",
+                            p.len()
+                        )
+                    } else {
+                        format!("properties of {stored} bytes exceed {MAX_PROPERTIES_LEN}")
+                    },
                 ));
             }
             if !p.is_empty() {
