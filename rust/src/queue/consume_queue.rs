@@ -183,6 +183,7 @@ impl ConsumeQueue {
         let dir = queue_dir(root, topic, queue_id);
         let (mfq, info) =
             MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
+        mfq.set_flush_pause_point("pause_cq_flush");
         if let (Some(p), false) = (info.short_file, writable) {
             log::info!(
                 "ignoring short ConsumeQueue file {} until it is full size",
