@@ -127,7 +127,7 @@ impl CommitLog {
                 files.insert(base, m);
             }
         }
-        let prop_crc = crate::checkpoint::Checkpoint::load_read_only(&root.join("checkpoint"))
+        let prop_crc = crate::checkpoint::Checkpoint::load_read_only(&paths::checkpoint_file(root))
             .map(|c| c.prop_crc_ranges().ranges)
             .unwrap_or_default();
         Ok(Self {

@@ -162,7 +162,7 @@ def _demo_read_back(store: MessageStore, offsets: list[int], progress: Progress)
               show_default=True, help="Number of messages to write.")
 @click.option("--segment-size", type=click.IntRange(min=1), default=1 << 20, show_default=True,
               help="CommitLog segment (file) size in bytes; at least the largest demo record "
-                   "plus 8 bytes: 382 for 10,000 messages (one more per extra digit of -n).")
+                   "plus 8 bytes: 403 for 10,000 messages (one more per extra digit of -n).")
 @_json_flag
 @click.pass_context
 def demo(ctx: click.Context, directory: Path | None, count: int, segment_size: int,
