@@ -380,3 +380,54 @@ def test_stale_property_outside_marked_ranges_is_served(tmp_path: Path) -> None:
         with pytest.raises(CorruptedError):
             s.look_message_by_offset(more[3].wrote_offset)
         assert s.look_message_by_offset(v.wrote_offset) is not None
+
+
+def crc_ranges(path: Path) -> list[tuple[int, int]]:
+    """The property-CRC ranges block of the checkpoint (docs/format.md §11)."""
+    raw = (path / "checkpoint").read_bytes()
+    block = raw[3072:]
+    assert block[:8] == b"RSPCRC01"
+    n = struct.unpack_from(">i", block, 8)[0]
+    crc = struct.unpack_from(">I", block, 12)[0]
+    assert crc == zlib.crc32(block[:12] + block[16:16 + 16 * n])
+    return [struct.unpack_from(">qq", block, 16 + 16 * i) for i in range(n)]
+
+
+def test_ranges_follow_who_wrote_what(tmp_path: Path) -> None:
+    """rocketstore, then a writer without the property (as a broker), then
+    rocketstore again: two ranges; only records inside them are checked."""
+    path = tmp_path / "s"
+
+    def write(n: int, first: int, **kw: Any) -> list[PutResult]:
+        with MessageStore(StoreConfig(store_path=str(path), **SMALL, **kw)) as s:
+            return [s.put(TOPIC, body_of(i, 50), keys=[f"key{i}"])
+                    for i in range(first, first + n)]
+
+    a = write(10, 0)
+    end_a = a[-1].wrote_offset + a[-1].wrote_bytes
+    assert crc_ranges(path) == [(0, end_a)]
+    # Reopened where it ended: the same range goes on.
+    a += write(5, 10)
+    end_a = a[-1].wrote_offset + a[-1].wrote_bytes
+    assert crc_ranges(path) == [(0, end_a)]
+    b = write(10, 15, enabled_append_prop_crc=False)
+    c = write(10, 25)
+    end_c = c[-1].wrote_offset + c[-1].wrote_bytes
+    assert crc_ranges(path) == [(0, end_a), (c[0].wrote_offset, end_c)]
+    assert b[0].wrote_offset == end_a and c[0].wrote_offset > end_a
+    for r in (a[3], b[3], c[3]):
+        flip_property_bytes(path, r, 3)
+    with MessageStore(StoreConfig(store_path=str(path), **SMALL), read_only=True) as s:
+        for r in (a[3], c[3]):
+            with pytest.raises(CorruptedError, match=f"offset {r.wrote_offset}"):
+                s.look_message_by_offset(r.wrote_offset)
+        # Outside the ranges the structural checks alone apply.
+        m = s.look_message_by_offset(b[3].wrote_offset)
+        assert m is not None and m.body == body_of(18, 50)
+        offset, served, damaged = 0, 0, 0
+        while offset < 35:
+            g = s.get_message("g", TOPIC, 0, offset, 16)
+            served += len(g.messages)
+            damaged += g.damaged
+            offset = g.next_begin_offset
+        assert (served, damaged) == (33, 2)
