@@ -431,3 +431,24 @@ def test_ranges_follow_who_wrote_what(tmp_path: Path) -> None:
             damaged += g.damaged
             offset = g.next_begin_offset
         assert (served, damaged) == (33, 2)
+
+
+def test_arrow_reads_skip_damaged_properties_and_hide_the_property(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    path = tmp_path / "s"
+    with MessageStore(StoreConfig(store_path=str(path), **SMALL)) as s:
+        acked = [s.put(TOPIC, body_of(i, 50), tags=f"t{i}", properties={"prop": str(i)})
+                 for i in range(10)]
+    flip_property_bytes(path, acked[4], 2)
+    # The CRC check at open would stop the scan at the damage; without it the
+    # store reads on, and the Arrow reads check each record themselves.
+    cfg = StoreConfig(store_path=str(path), check_crc_on_recover=False, **SMALL)
+    with MessageStore(cfg, read_only=True) as ro:
+        for stream in (ro._arrow_stream(TOPIC, 0), ro._arrow_stream()):
+            table = pa.RecordBatchReader.from_stream(stream).read_all()
+            offsets = table.column("commit_log_offset").to_pylist()
+            assert offsets == [r.wrote_offset for i, r in enumerate(acked) if i != 4]
+            assert stream.skipped_corrupt == 1
+            props = [dict(p) for p in table.column("properties").to_pylist()]
+            assert props == [{"prop": str(i), "TAGS": f"t{i}"} for i in range(10) if i != 4]
