@@ -114,7 +114,10 @@ _INERT: Final[dict[str, str]] = {
     "use_reentrant_lock_when_put_message": "puts always take one mutex",
     "max_topic_length": "5.x setting; topics are limited to 127 bytes (4.9.8 rule)",
     "auto_message_version_on_topic_len": "5.x setting; records are always written as V1",
-    "force_verify_prop_crc": "5.x setting; property CRCs are not verified",
+    "force_verify_prop_crc": (
+        "5.x setting; the property CRC is checked in the CommitLog ranges "
+        "written with it and never demanded elsewhere"
+    ),
     "max_filter_message_size": "5.x setting; there is no server-side filter",
     "enable_running_flags_in_flush": "5.x setting",
     "max_recovery_commitlog_files": "5.x setting; recovery scans as 4.9.8 does",
@@ -331,7 +334,8 @@ class StoreConfig:
     #: every read, ``verify`` and recovery: damaged properties are damage.
     enabled_append_prop_crc: bool = True
     #: 5.x: refuse records whose property CRC is missing or wrong.
-    #: *Inert*: no effect in rocketstore (warns once when set).
+    #: *Inert*: rocketstore checks it wherever the checkpoint says it was
+    #: written, never elsewhere (warns once when set).
     force_verify_prop_crc: bool = False
     #: 5.x: largest message a server-side filter evaluates, bytes.
     #: *Inert*: no effect in rocketstore (warns once when set).
