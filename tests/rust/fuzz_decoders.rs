@@ -12,7 +12,7 @@ use _native::checkpoint::{Checkpoint, CheckpointData, CHECKPOINT_FILE_SIZE};
 use _native::index::index_file::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
 use _native::log::message::{
     body_crc, encode_v1, find_property, iter_properties, parse_record, prop_crc_extra, prop_crc_ok,
-    properties_well_formed, record_len, sysflag, MessageSpec, Parsed, PropertiesBuilder, MAGIC_V1,
+    record_len, sysflag, MessageSpec, Parsed, PropertiesBuilder, MAGIC_V1,
 };
 use _native::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
