@@ -71,7 +71,7 @@ impl Store {
         if let Some(q) = cq {
             if q.may_have_grown() {
                 let before = q.max_offset_in_queue();
-                if q.refresh()? != before {
+                if q.refresh(self.commitlog.min_offset())? != before {
                     self.dispatcher.bump_seq();
                 }
             }
@@ -218,7 +218,7 @@ impl Store {
         if let Some(i) = &self.index {
             i.refresh()?;
         }
-        let changed = self.cqs.refresh()?;
+        let changed = self.cqs.refresh(self.commitlog.min_offset())?;
         // The CommitLog moving alone also wakes waiters: a pull that stopped
         // before a unit whose CommitLog file was not adopted yet retries.
         if changed || log_moved {

@@ -160,6 +160,9 @@ pub struct ConsumeQueue {
     /// Units offered again that the queue already held (counted, logged at
     /// debug: after a crash, recovery re-dispatches thousands of them).
     repeated: AtomicU64,
+    /// Read-only queues: the CommitLog min offset the min offset was last
+    /// corrected to (see [`ConsumeQueue::refresh`]).
+    corrected_for: AtomicI64,
     state: Mutex<WriteState>,
 }
 
@@ -214,20 +217,26 @@ impl ConsumeQueue {
             max_physic_offset: AtomicI64::new(-1),
             min_logic_offset: AtomicU64::new(0),
             repeated: AtomicU64::new(0),
+            corrected_for: AtomicI64::new(i64::MIN),
             state: Mutex::new(WriteState::default()),
         })
     }
 
-    /// Opens a queue read-only and recovers its positions without writing;
-    /// [`ConsumeQueue::refresh`] then follows a writer in another process.
+    /// Opens a queue read-only and recovers its positions without writing,
+    /// its min offset corrected to the CommitLog's min offset `phy_min` as a
+    /// writer's is; [`ConsumeQueue::refresh`] then follows a writer in
+    /// another process.
     pub fn load_read_only(
         root: &Path,
         topic: &str,
         queue_id: i32,
         file_size: usize,
+        phy_min: i64,
     ) -> Result<Self> {
         let cq = Self::load(root, topic, queue_id, file_size, false)?;
         cq.recover()?;
+        cq.correct_min_offset(phy_min.max(0));
+        cq.corrected_for.store(phy_min, Ordering::Release);
         Ok(cq)
     }
 
@@ -745,25 +754,34 @@ mod tests {
     fn read_only_refresh_follows_writer() {
         let dir = tempfile::tempdir().unwrap();
         let w = open(dir.path(), true);
-        let r = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS).unwrap();
-        assert_eq!(r.refresh().unwrap(), 0);
+        let r = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 0).unwrap();
+        assert_eq!(r.refresh(0).unwrap(), 0);
         w.put(900, 10, 0, 3).unwrap();
-        assert_eq!(r.refresh().unwrap(), 4);
+        assert_eq!(r.refresh(0).unwrap(), 4);
         assert_eq!(r.min_offset_in_queue(), 3);
         assert_eq!(r.unit_at(3).unwrap().phy_offset, 900);
         for i in 4..23i64 {
             w.put(900 + i * 10, 10, 0, i).unwrap();
         }
-        assert_eq!(r.refresh().unwrap(), 23);
+        assert_eq!(r.refresh(0).unwrap(), 23);
         assert_eq!(r.queue().len(), 3);
         assert_eq!(r.max_physic_offset(), 900 + 22 * 10 + 10);
         assert_eq!(r.unit_at(22).unwrap().phy_offset, 1120);
         assert!(r.put(0, 1, 0, 0).is_err());
         // The writer expires the first file; the reader drops it.
         assert_eq!(w.delete_expired_by_offset(1000), 1);
-        r.refresh().unwrap();
+        r.refresh(1000).unwrap();
         assert_eq!(r.queue().len(), 2);
         assert_eq!(r.min_offset_in_queue(), 10);
+        // The CommitLog's min moved inside the reader's first file: the
+        // reader's min offset moves with it, as the writer's does.
+        assert_eq!(w.delete_expired_by_offset(1055), 0);
+        assert_eq!(w.min_offset_in_queue(), 16);
+        r.refresh(1055).unwrap();
+        assert_eq!(r.min_offset_in_queue(), 16);
+        // A reader opened now agrees.
+        let fresh = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 1055).unwrap();
+        assert_eq!(fresh.min_offset_in_queue(), 16);
     }
 
     #[test]

@@ -76,9 +76,13 @@ impl ConsumeQueue {
 
     /// Follows a writer in another process (read-only queues): drops head
     /// files the writer deleted, adopts files it created, and advances the
-    /// end over units that became visible (non-zero `size`). Returns the new
+    /// end over units that became visible (non-zero `size`). When the head
+    /// changed or `phy_min` (the CommitLog's min offset as this process
+    /// knows it) moved, the min offset is corrected to `phy_min`, as the
+    /// writer's clean round corrects its own: the first unit of the first
+    /// file pointing at or above it (docs/format.md §16). Returns the new
     /// max offset in the queue. A writable queue only reports its max offset.
-    pub fn refresh(&self) -> Result<i64> {
+    pub fn refresh(&self, phy_min: i64) -> Result<i64> {
         if self.mfq.is_writable() {
             return Ok(self.max_offset_in_queue());
         }
@@ -115,9 +119,13 @@ impl ConsumeQueue {
             }
         }
         if let Some(first) = self.mfq.first_file() {
-            if was_empty || self.min_logic_offset() < first.file_from_offset() {
+            if was_empty
+                || self.min_logic_offset() < first.file_from_offset()
+                || phy_min > self.corrected_for.load(Ordering::Acquire)
+            {
                 drop(st);
-                self.correct_min_offset(0);
+                self.correct_min_offset(phy_min.max(0));
+                self.corrected_for.fetch_max(phy_min, Ordering::AcqRel);
             }
         }
         Ok(self.max_offset_in_queue())
