@@ -27,6 +27,7 @@ impl From<crate::log::message::PropertyError> for Refused {
 
 /// A message ready to append: validated, delay-converted, CRC computed.
 pub struct Prepared<'a> {
+    /// The message as it will be written (delay-converted).
     pub spec: MessageSpec<'a>,
     sys_flag: i32,
     crc: i32,
@@ -136,28 +137,7 @@ impl CommitLog {
             spec.properties.len()
         };
         if props_len > MAX_PROPERTIES_LEN {
-            // RocketMQ checks the Java char count first (MESSAGE_ILLEGAL), then bytes.
-            let chars = String::from_utf8_lossy(&spec.properties)
-                .encode_utf16()
-                .count();
-            let given = spec.properties.len();
-            let crc_note = if prop_crc {
-                format!(
-                    " (with the store's {}-byte property CRC)",
-                    props_len - given
-                )
-            } else {
-                String::new()
-            };
-            let why = format!(
-                "properties (tags, keys and properties together) take {given} bytes \
-                 ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed{crc_note}"
-            );
-            return Err(if chars > MAX_PROPERTIES_LEN {
-                Refused::illegal(why)
-            } else {
-                Refused::new(PutStatus::PropertiesSizeExceeded, why)
-            });
+            return Err(properties_too_long(&spec.properties, props_len));
         }
         let mut sys_flag = spec.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6);
         if spec.born_host.is_ipv6() {
@@ -453,5 +433,32 @@ impl CommitLog {
         Err(StoreError::internal(
             "message did not fit in a fresh CommitLog file",
         ))
+    }
+}
+
+/// The refusal of properties over [`MAX_PROPERTIES_LEN`] bytes: RocketMQ
+/// checks the Java char count first (MESSAGE_ILLEGAL), then bytes
+/// (PROPERTIES_SIZE_EXCEEDED).
+#[cold]
+/// `stored`: the length written, with the store's property CRC if any.
+fn properties_too_long(properties: &[u8], stored: usize) -> Refused {
+    let props_len = properties.len();
+    let chars = String::from_utf8_lossy(properties).encode_utf16().count();
+    let crc_note = if stored > props_len {
+        format!(
+            " (with the store's {}-byte property CRC)",
+            stored - props_len
+        )
+    } else {
+        String::new()
+    };
+    let why = format!(
+        "properties (tags, keys and properties together) take {props_len} bytes \
+         ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed{crc_note}"
+    );
+    if chars > MAX_PROPERTIES_LEN {
+        Refused::illegal(why)
+    } else {
+        Refused::new(PutStatus::PropertiesSizeExceeded, why)
     }
 }
