@@ -46,7 +46,9 @@ pub struct CommitLogExpiry {
 /// What one queue step did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueExpiry {
+    /// Consume-queue files deleted.
     pub consume_queue_files: usize,
+    /// Index files deleted.
     pub index_files: usize,
 }
 
@@ -170,6 +172,7 @@ mod tests {
                 max_message_size: 1024,
                 store_host: "127.0.0.1:10911".parse().unwrap(),
                 delay_levels: vec![1000],
+                prop_crc: true,
             },
             true,
         )

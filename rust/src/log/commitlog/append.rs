@@ -14,8 +14,7 @@ use crate::log::message::{
 };
 
 use super::{
-    now_ms, CommitLog, LockedPut, PutOutcome, PutState, PutStatus, Refused, CREATE_FAILURES,
-    RESERVE_FAILURES,
+    now_ms, CommitLog, LockedPut, PutOutcome, PutState, PutStatus, Refused, RESERVE_FAILURES,
 };
 
 impl From<crate::log::message::PropertyError> for Refused {
@@ -27,9 +26,12 @@ impl From<crate::log::message::PropertyError> for Refused {
 
 /// A message ready to append: validated, delay-converted, CRC computed.
 pub struct Prepared<'a> {
+    /// The message as it will be written (delay-converted).
     pub spec: MessageSpec<'a>,
     sys_flag: i32,
     crc: i32,
+    /// The record ends with the property CRC.
+    prop_crc: bool,
     /// Encoded record length.
     pub len: usize,
 }
@@ -122,21 +124,19 @@ impl CommitLog {
                 }
             }
         }
-        let props_len = spec.properties.len();
+        if message::has_prop_crc(&spec.properties) {
+            // A stored record's (a delivered copy) or a stale copy's: the
+            // store writes its own (5.x deletes it before encoding too).
+            spec.properties = Cow::Owned(message::strip_prop_crc(&spec.properties));
+        }
+        let prop_crc = self.cfg.prop_crc;
+        let props_len = if prop_crc {
+            spec.properties.len() + message::prop_crc_extra(&spec.properties)
+        } else {
+            spec.properties.len()
+        };
         if props_len > MAX_PROPERTIES_LEN {
-            // RocketMQ checks the Java char count first (MESSAGE_ILLEGAL), then bytes.
-            let chars = String::from_utf8_lossy(&spec.properties)
-                .encode_utf16()
-                .count();
-            let why = format!(
-                "properties (tags, keys and properties together) take {props_len} bytes \
-                 ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed"
-            );
-            return Err(if chars > MAX_PROPERTIES_LEN {
-                Refused::illegal(why)
-            } else {
-                Refused::new(PutStatus::PropertiesSizeExceeded, why)
-            });
+            return Err(properties_too_long(&spec.properties, props_len));
         }
         let mut sys_flag = spec.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6);
         if spec.born_host.is_ipv6() {
@@ -172,6 +172,7 @@ impl CommitLog {
             spec,
             sys_flag,
             crc,
+            prop_crc,
             len,
         })
     }
@@ -343,27 +344,19 @@ impl CommitLog {
             // traffic (two atomic read-modify-writes) per put.
             let file = match &st.current {
                 Some(f) if !f.is_full() => f,
-                _ => {
-                    match self.mfq.last_file_or_create(0) {
-                        Ok(f) => {
-                            if let Some(n) = CREATE_FAILURES.reset() {
-                                log::warn!("CommitLog files can be created again after {n} failed attempts");
-                            }
-                            &*st.current.insert(f)
-                        }
-                        Err(e) => {
-                            // A full disk fails every put: log a few lines and a count,
-                            // not one line per attempt.
-                            CREATE_FAILURES.log(log::Level::Error, || {
-                                format!("cannot create CommitLog file: {e}")
-                            });
-                            return Ok(PutOutcome::rejected(Refused::new(
-                                PutStatus::CreateMappedFileFailed,
-                                format!("cannot create a CommitLog file: {e}"),
-                            )));
-                        }
+                _ => match self.mfq.last_file_or_create(0) {
+                    Ok(f) => {
+                        self.created_file();
+                        &*st.current.insert(f)
                     }
-                }
+                    Err(e) => {
+                        self.create_failed(&e);
+                        return Ok(PutOutcome::rejected(Refused::new(
+                            PutStatus::CreateMappedFileFailed,
+                            format!("cannot create a CommitLog file: {e}"),
+                        )));
+                    }
+                },
             };
             let from = file.file_from_offset() as i64;
             // At most the record and the 8 bytes a blank needs are written;
@@ -384,6 +377,7 @@ impl CommitLog {
                     queue_offset,
                     phy,
                     ts,
+                    p.prop_crc,
                 );
                 (n, Some(phy))
             });
@@ -430,5 +424,32 @@ impl CommitLog {
         Err(StoreError::internal(
             "message did not fit in a fresh CommitLog file",
         ))
+    }
+}
+
+/// The refusal of properties over [`MAX_PROPERTIES_LEN`] bytes: RocketMQ
+/// checks the Java char count first (MESSAGE_ILLEGAL), then bytes
+/// (PROPERTIES_SIZE_EXCEEDED).
+#[cold]
+/// `stored`: the length written, with the store's property CRC if any.
+fn properties_too_long(properties: &[u8], stored: usize) -> Refused {
+    let props_len = properties.len();
+    let chars = String::from_utf8_lossy(properties).encode_utf16().count();
+    let crc_note = if stored > props_len {
+        format!(
+            " (with the store's {}-byte property CRC)",
+            stored - props_len
+        )
+    } else {
+        String::new()
+    };
+    let why = format!(
+        "properties (tags, keys and properties together) take {props_len} bytes \
+         ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed{crc_note}"
+    );
+    if chars > MAX_PROPERTIES_LEN {
+        Refused::illegal(why)
+    } else {
+        Refused::new(PutStatus::PropertiesSizeExceeded, why)
     }
 }

@@ -20,6 +20,7 @@ pub enum DurableBound {
 /// How a recovery scan treats invalid data that intact durable records follow.
 #[derive(Debug, Clone)]
 pub struct DamagePolicy {
+    /// Where durable data ends: damage below it is not a torn tail.
     pub bound: DurableBound,
     /// Skip (and report) damaged records instead of refusing the open.
     pub skip: bool,
@@ -45,7 +46,9 @@ pub struct Damage {
     pub offset: u64,
     /// Where intact data resumes.
     pub end: u64,
+    /// The CommitLog file holding the damaged record.
     pub file: PathBuf,
+    /// Why the record is invalid.
     pub reason: String,
 }
 impl CommitLog {
@@ -69,6 +72,23 @@ impl CommitLog {
             .iter()
             .find(|&&(s, e)| s <= phy && phy < e)
             .map(|&(_, e)| e)
+    }
+
+    /// Sets the ranges whose records must carry a matching property CRC
+    /// (ascending; `u64::MAX` ends the running writer's own).
+    pub fn set_prop_crc_ranges(&self, ranges: Vec<(u64, u64)>) {
+        *self.prop_crc_ranges.write() = ranges;
+    }
+
+    /// The ranges whose records must carry a matching property CRC.
+    pub fn prop_crc_ranges(&self) -> Vec<(u64, u64)> {
+        self.prop_crc_ranges.read().clone()
+    }
+
+    /// True when the record at `phy` must carry a matching property CRC.
+    #[inline]
+    pub fn needs_prop_crc(&self, phy: u64) -> bool {
+        crate::checkpoint::in_ranges(&self.prop_crc_ranges.read(), phy)
     }
 
     /// The damaged ranges recovery skipped.

@@ -29,10 +29,11 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::clock::CachedClock;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::log::mapped_file::{MappedFile, Reserve};
 use crate::log::mapped_file_queue::MappedFileQueue;
 use crate::ratelog::RateLimited;
+use crate::running::{is_transient_resource, RunningFlags};
 
 mod append;
 mod batch;
@@ -43,21 +44,31 @@ mod scan;
 pub use append::Prepared;
 pub use batch::{BatchInput, BatchOutcome, BatchRefusal};
 pub use damage::{Damage, DamagePolicy, DurableBound};
-pub use read::{check_read_record, RecordRead};
+pub use read::{check_read_record, check_read_record_at, RecordRead, PROP_CRC_MISMATCH};
 pub use scan::{account_record, ScanReport};
 
 crate::rocketmq_enum! {
     /// Result status of a put (RocketMQ's `PutMessageStatus`, same order).
     pub enum PutStatus {
+        /// Written (and, under SYNC_FLUSH, on disk).
         PutOk = 0 => "PUT_OK",
+        /// Written, but not confirmed on disk within `sync_flush_timeout`.
         FlushDiskTimeout = 1 => "FLUSH_DISK_TIMEOUT",
+        /// RocketMQ's replication timeout (never returned: no replication).
         FlushSlaveTimeout = 2 => "FLUSH_SLAVE_TIMEOUT",
+        /// RocketMQ's missing replica (never returned: no replication).
         SlaveNotAvailable = 3 => "SLAVE_NOT_AVAILABLE",
+        /// The store takes no puts now (read-only, poisoned, disk full).
         ServiceNotAvailable = 4 => "SERVICE_NOT_AVAILABLE",
+        /// No CommitLog file could be created or space reserved in one.
         CreateMappedFileFailed = 5 => "CREATE_MAPPED_FILE_FAILED",
+        /// The message breaks a rule of the format (the reason says which).
         MessageIllegal = 6 => "MESSAGE_ILLEGAL",
+        /// The properties take more than 32767 bytes.
         PropertiesSizeExceeded = 7 => "PROPERTIES_SIZE_EXCEEDED",
+        /// The put lock was held longer than `os_page_cache_busy_timeout_mills`.
         OsPageCacheBusy = 8 => "OS_PAGE_CACHE_BUSY",
+        /// Any other failure.
         UnknownError = 9 => "UNKNOWN_ERROR",
     }
 }
@@ -65,10 +76,15 @@ crate::rocketmq_enum! {
 /// What a put did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutOutcome {
+    /// What happened.
     pub status: PutStatus,
+    /// CommitLog offset of the record (-1: nothing written).
     pub wrote_offset: i64,
+    /// Record bytes written.
     pub wrote_bytes: i32,
+    /// The message's offset in its queue (-1: nothing written).
     pub queue_offset: i64,
+    /// Store time given to the message (ms since the epoch).
     pub store_timestamp: i64,
     /// Why the put was not `PUT_OK` (a short sentence naming the field and
     /// the rule); `None` when it was. Built only on the refusal path.
@@ -92,11 +108,14 @@ impl PutOutcome {
 /// A put refused before anything was written: the status and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
+    /// The status the put gets.
     pub status: PutStatus,
+    /// Why, in a sentence naming the field and the rule.
     pub reason: String,
 }
 
 impl Refused {
+    /// A refusal with `status` because of `reason`.
     pub fn new(status: PutStatus, reason: impl Into<String>) -> Self {
         Self {
             status,
@@ -113,12 +132,19 @@ impl Refused {
 /// Format-relevant CommitLog settings.
 #[derive(Debug, Clone)]
 pub struct CommitLogConfig {
+    /// The `commitlog` directory.
     pub dir: PathBuf,
+    /// Size of every CommitLog file (`mapped_file_size_commit_log`).
     pub file_size: usize,
+    /// Largest body accepted (`max_message_size`).
     pub max_message_size: usize,
+    /// The store host written into every record.
     pub store_host: SocketAddr,
     /// Delay per level in ms (index 0 = level 1).
     pub delay_levels: Vec<i64>,
+    /// Append the property CRC `__CRC32#` to every record written
+    /// (`enabled_append_prop_crc`; docs/format.md §6.1).
+    pub prop_crc: bool,
 }
 
 /// Milliseconds since the Unix epoch (the system clock).
@@ -135,6 +161,7 @@ pub struct QueueOffsetTable {
 
 impl QueueOffsetTable {
     #[inline]
+    /// Next queue offset of `topic-queue_id` (0 when unknown).
     pub fn get(&self, topic: &str, queue_id: i32) -> i64 {
         self.map
             .get(topic)
@@ -157,6 +184,7 @@ impl QueueOffsetTable {
     }
 
     #[inline]
+    /// Sets the next queue offset of `topic-queue_id`.
     pub fn set(&mut self, topic: &str, queue_id: i32, next: i64) {
         *self.slot(topic, queue_id) = next;
     }
@@ -179,6 +207,7 @@ impl QueueOffsetTable {
         v
     }
 
+    /// Forgets every queue.
     pub fn clear(&mut self) {
         self.map.clear();
     }
@@ -232,6 +261,13 @@ pub struct CommitLog {
     /// Damaged ranges `[start, end)` recovery skipped.
     damaged: RwLock<Vec<(u64, u64)>>,
     has_damage: std::sync::atomic::AtomicBool,
+    /// The store's running state: RESOURCE_WAIT while a new file cannot be
+    /// made for want of a resource.
+    flags: OnceLock<Arc<RunningFlags>>,
+    /// CommitLog ranges `[start, end)` written with the property CRC (the
+    /// checkpoint's mark lists them; a writer adds `[its start, u64::MAX)`):
+    /// a record there whose property CRC is missing or wrong is damaged.
+    prop_crc_ranges: RwLock<Vec<(u64, u64)>>,
 }
 
 /// The held put lock; clears the lock time when dropped.
@@ -262,6 +298,7 @@ impl CommitLog {
             Reserve::COMMIT_LOG,
         )?;
         mfq.set_flush_pause_point("pause_commitlog_flush");
+        mfq.set_create_fail_point("allocate_file");
         Ok(Self {
             cfg,
             mfq: Arc::new(mfq),
@@ -277,11 +314,53 @@ impl CommitLog {
             busy_timeout_ms: AtomicI64::new(DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS),
             damaged: RwLock::new(Vec::new()),
             has_damage: std::sync::atomic::AtomicBool::new(false),
+            flags: OnceLock::new(),
+            prop_crc_ranges: RwLock::new(Vec::new()),
         })
     }
 
+    /// The CommitLog's settings.
     pub fn config(&self) -> &CommitLogConfig {
         &self.cfg
+    }
+
+    /// Shares the store's running state (see [`CommitLog::create_failed`]).
+    pub fn set_running_flags(&self, flags: Arc<RunningFlags>) {
+        let _ = self.flags.set(flags);
+    }
+
+    /// A new file was made: ends a run of failed creations.
+    #[inline]
+    pub(super) fn created_file(&self) {
+        if let Some(n) = CREATE_FAILURES.reset() {
+            log::warn!("CommitLog files can be created again after {n} failed attempts");
+            if let Some(f) = self.flags.get() {
+                f.set_waiting("commitlog", None);
+            }
+        }
+    }
+
+    /// Making a new file failed: the put that needs it is refused with a
+    /// status (a rate-limited log); for want of a resource
+    /// ([`is_transient_resource`]) RESOURCE_WAIT says so until a file is
+    /// made again (each put that needs it tries again).
+    pub(super) fn create_failed(&self, e: &StoreError) {
+        // A full disk fails every put: log a few lines and a count, not one
+        // line per attempt.
+        CREATE_FAILURES.log(log::Level::Error, || {
+            format!("cannot create CommitLog file: {e}")
+        });
+        if is_transient_resource(e) {
+            if let Some(f) = self.flags.get() {
+                f.set_waiting(
+                    "commitlog",
+                    Some(format!(
+                        "a new CommitLog file waits (puts that need it are refused and \
+                         try again): {e}"
+                    )),
+                );
+            }
+        }
     }
 
     /// Takes store timestamps from `clock` from now on (once; later calls
@@ -328,6 +407,7 @@ impl CommitLog {
         waited
     }
 
+    /// The file queue holding the CommitLog files.
     pub fn queue(&self) -> &MappedFileQueue {
         &self.mfq
     }
@@ -344,6 +424,7 @@ impl CommitLog {
         self.mfq.clone()
     }
 
+    /// Size of every CommitLog file.
     pub fn file_size(&self) -> usize {
         self.cfg.file_size
     }
@@ -358,6 +439,7 @@ impl CommitLog {
         self.mfq.min_offset().map(|o| o as i64).unwrap_or(-1)
     }
 
+    /// End of what is known to be on disk.
     pub fn flushed_offset(&self) -> u64 {
         self.mfq.flushed_where()
     }

@@ -6,8 +6,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{
-    body_crc, is_readable_topic_bytes, pos, sysflag, BLANK_MAGIC, FIXED_OVERHEAD_V4, MAGIC_V1,
-    MAGIC_V2, MAX_TOPIC_LEN, MAX_TOPIC_LEN_V2, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
+    body_crc, is_readable_topic_bytes, pos, prop_crc_ok, sysflag, BLANK_MAGIC, FIXED_OVERHEAD_V4,
+    MAGIC_V1, MAGIC_V2, MAX_TOPIC_LEN, MAX_TOPIC_LEN_V2, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
 };
 
 // The decoders below read bytes from disk: every access is checked
@@ -53,22 +53,39 @@ const FIELD_OUTSIDE_RECORD: NotARecord = NotARecord::End("field outside the reco
 /// A validated record inside a buffer: fixed fields decoded, variable fields as ranges.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordView {
+    /// TOTALSIZE: the record's length in bytes.
     pub total_size: usize,
+    /// MAGICCODE (V1 or V2).
     pub magic: i32,
+    /// BODYCRC as stored.
     pub body_crc: i32,
+    /// QUEUEID.
     pub queue_id: i32,
+    /// FLAG (the producer's).
     pub flag: i32,
+    /// QUEUEOFFSET: the message's offset in its queue.
     pub queue_offset: i64,
+    /// PHYSICALOFFSET: the record's CommitLog offset.
     pub physical_offset: i64,
+    /// SYSFLAG (see [`sysflag`](super::sysflag)).
     pub sys_flag: i32,
+    /// BORNTIMESTAMP (ms since the epoch).
     pub born_timestamp: i64,
+    /// BORNHOST.
     pub born_host: SocketAddr,
+    /// STORETIMESTAMP (ms since the epoch).
     pub store_timestamp: i64,
+    /// STOREHOSTADDRESS.
     pub store_host: SocketAddr,
+    /// RECONSUMETIMES.
     pub reconsume_times: i32,
+    /// PREPARED TRANSACTION OFFSET.
     pub prepared_transaction_offset: i64,
+    /// Where the body lies in the record's bytes.
     pub body: std::ops::Range<usize>,
+    /// Where the topic lies in the record's bytes.
     pub topic: std::ops::Range<usize>,
+    /// Where the properties lie in the record's bytes.
     pub properties: std::ops::Range<usize>,
 }
 
@@ -80,7 +97,10 @@ pub enum Parsed {
     /// End-of-file blank: the rest of this file is unused.
     Blank,
     /// No record here: zeros, garbage or a torn record. `reason` says which.
-    End { reason: &'static str },
+    End {
+        /// Which of them, in a few words.
+        reason: &'static str,
+    },
 }
 
 /// Where the fields of the record at the start of a buffer lie: what
@@ -441,4 +461,16 @@ pub fn find_next_valid_record(
         i += 1;
     }
     None
+}
+
+/// [`prop_crc_ok`] for the record at the start of `buf` (which may run on
+/// past it): false when no record frame is there.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+pub fn record_prop_crc_ok(buf: &[u8]) -> bool {
+    match parse_frame(buf) {
+        Ok(f) => buf
+            .get(..f.total)
+            .is_some_and(|rec| prop_crc_ok(rec, &f.properties)),
+        Err(_) => false,
+    }
 }

@@ -67,8 +67,11 @@ pub fn round_cq_file_size(n: usize) -> usize {
 /// One ConsumeQueue unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CqUnit {
+    /// CommitLog offset of the message.
     pub phy_offset: i64,
+    /// Size of its record.
     pub size: i32,
+    /// Hash of its tags (or a delayed message's delivery time).
     pub tags_code: i64,
 }
 
@@ -203,6 +206,7 @@ impl ConsumeQueue {
         let (mfq, info) =
             MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
         mfq.set_flush_pause_point("pause_cq_flush");
+        mfq.set_create_fail_point("create_cq_file");
         if let (Some(p), false) = (info.short_file, writable) {
             log::info!(
                 "ignoring short ConsumeQueue file {} until it is full size",
@@ -240,10 +244,12 @@ impl ConsumeQueue {
         Ok(cq)
     }
 
+    /// The queue's topic.
     pub fn topic(&self) -> &str {
         &self.topic
     }
 
+    /// The queue's id.
     pub fn queue_id(&self) -> i32 {
         self.queue_id
     }
@@ -258,10 +264,12 @@ impl ConsumeQueue {
         self.file_size / CQ_UNIT_SIZE
     }
 
+    /// The queue's directory.
     pub fn dir(&self) -> &Path {
         self.mfq.dir()
     }
 
+    /// False for a read-only queue (another process writes).
     pub fn is_writable(&self) -> bool {
         self.mfq.is_writable()
     }
