@@ -39,17 +39,6 @@ from helpers.durability_util import (
 )
 from rocketstore import GetStatus, Message, MessageStore, PutResult, PutStatus
 
-
-@pytest.fixture(autouse=True)
-def _slow_only_when_asked(request: pytest.FixtureRequest) -> None:
-    """``slow`` repetitions run only when ``-m`` names them (e.g. ``-m slow``), so a
-    plain ``pytest`` run stays within its time budget."""
-    if request.node.get_closest_marker("slow") and "slow" not in (
-        request.config.option.markexpr or ""
-    ):
-        pytest.skip("slow durability repetition: run with -m slow")
-
-
 # -- SYNC_FLUSH: the acknowledgement invariant ----------------------------------------------
 
 

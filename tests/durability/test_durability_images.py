@@ -48,15 +48,6 @@ N_FLUSHED = 1900  # messages below the flushed offset (475 units per queue)
 N_UNFLUSHED = 500  # written after it: several CommitLog files, a new CQ file per queue
 
 
-@pytest.fixture(autouse=True)
-def _slow_only_when_asked(request: pytest.FixtureRequest) -> None:
-    """``slow`` repetitions run only when ``-m`` names them (e.g. ``-m slow``)."""
-    if request.node.get_closest_marker("slow") and "slow" not in (
-        request.config.option.markexpr or ""
-    ):
-        pytest.skip("slow durability repetition: run with -m slow")
-
-
 # -- writing ---------------------------------------------------------------------------------
 
 
