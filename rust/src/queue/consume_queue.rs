@@ -752,6 +752,12 @@ impl ConsumeQueue {
                 if !destroy {
                     break;
                 }
+                // The min offset moves past the file before it goes, so a
+                // pull that finds the file gone reads a min offset past it.
+                self.min_logic_offset.fetch_max(
+                    f.file_from_offset() + self.file_size as u64,
+                    Ordering::AcqRel,
+                );
                 if let Err(e) = f.destroy() {
                     log::warn!("cannot delete expired consume queue file: {e}");
                     break;
