@@ -15,6 +15,9 @@ deleted range").
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -161,3 +164,121 @@ def test_found_pull_reports_the_offsets_it_skipped(
     r = store.get_message("g", TOPIC, 0, new_min, 4)
     assert r.status is GetStatus.FOUND and r.skipped == 0
     assert "skipped" not in repr(r)
+
+
+def test_read_only_min_offset_agrees_with_the_writer(
+    writer: tuple[MessageStore, list[int]], open_store: Callable[..., MessageStore],
+    store_path: str,
+) -> None:
+    store, offsets = writer
+    before = open_store(read_only=True, **CONFIG)
+    assert before.get_min_offset_in_queue(TOPIC, 0) == 0
+    assert store.delete_expired_files(force=True) == 10
+    new_min = first_retained(offsets, store.min_phy_offset)
+    assert new_min % UNITS
+    assert store.get_min_offset_in_queue(TOPIC, 0) == new_min
+    # A store opened before the round follows it; one opened after agrees.
+    before.refresh()
+    assert before.get_min_offset_in_queue(TOPIC, 0) == new_min
+    after = open_store(read_only=True, path=store_path, **CONFIG)
+    assert after.get_min_offset_in_queue(TOPIC, 0) == new_min
+    for ro in (before, after):
+        r = ro.get_message("g", TOPIC, 0, 0, 4)
+        assert r.status is GetStatus.OFFSET_TOO_SMALL and r.next_begin_offset == new_min
+        assert r.skipped == new_min
+
+
+# -- a read-only follower in another process -------------------------------------------
+
+FOLLOWER = r"""
+import json, sys
+from rocketstore import MessageStore, StoreConfig
+
+path, topic, cfg = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+store = MessageStore(StoreConfig(store_path=path, **cfg), read_only=True).start()
+c = store.consumer("follower", topic)
+delivered = []
+
+def report():
+    print(json.dumps({"delivered": delivered, "skipped": c.skipped, "damaged": c.damaged,
+                      "position": c.position(0),
+                      "min": store.get_min_offset_in_queue(topic, 0)}), flush=True)
+
+report()
+for line in sys.stdin:
+    cmd, arg = line.split()
+    n = int(arg)
+    if cmd == "take":
+        while len(delivered) < n:
+            delivered += [m.queue_offset for m in
+                          c.poll(timeout=1.0, max_messages=n - len(delivered))]
+    elif cmd == "refresh":
+        store.refresh()
+    elif cmd == "drain":
+        idle = 0
+        while c.position(0) < n and idle < 50:
+            msgs = c.poll(timeout=0.2, max_messages=1000)
+            delivered += [m.queue_offset for m in msgs]
+            idle = 0 if msgs else idle + 1
+    report()
+c.close()
+store.shutdown()
+"""
+
+
+class Follower:
+    def __init__(self, path: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", FOLLOWER, path, TOPIC, json.dumps(CONFIG)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        self.state = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, f"the follower exited ({self.proc.wait()})"
+        state: dict[str, Any] = json.loads(line)
+        return state
+
+    def send(self, cmd: str, arg: int = 0) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{cmd} {arg}\n")
+        self.proc.stdin.flush()
+        self.state = self._read()
+        return self.state
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def test_read_only_follower_counts_every_offset_retention_passed(
+    writer: tuple[MessageStore, list[int]], store_path: str
+) -> None:
+    store, offsets = writer
+    f = Follower(store_path)
+    try:
+        assert f.state["min"] == 0
+        assert f.send("take", READ_FIRST)["delivered"] == list(range(READ_FIRST))
+        start = f.state["position"]
+        assert store.delete_expired_files(force=True) == 10
+        new_min = first_retained(offsets, store.min_phy_offset)
+        assert new_min % UNITS
+        assert store.get_min_offset_in_queue(TOPIC, 0) == new_min
+        # The follower picks up the round (a waiting consumer refreshes the
+        # same way); it then reports the writer's min offset.
+        ro_min = f.send("refresh")["min"]
+        s = f.send("drain", COUNT)
+        assert s["position"] == COUNT
+        check_accounting(start, COUNT, s["delivered"][READ_FIRST:], s["skipped"], s["damaged"],
+                         new_min)
+        assert ro_min == new_min
+    finally:
+        f.close()
+    assert f.proc.returncode == 0
