@@ -1,4 +1,4 @@
-"""Flush services (SPEC §9): group commit, WAIT=false, async flush, the
+"""Flush services (docs/format.md §20): group commit, WAIT=false, async flush, the
 transient store pool and the checkpoint.
 
 * SYNC_FLUSH acknowledges a put only once it is on disk, and concurrent
@@ -227,7 +227,7 @@ def test_async_flush_is_not_on_the_put_path(opened: Callable[..., MessageStore])
 
 
 def test_async_flush_least_pages(opened: Callable[..., MessageStore]) -> None:
-    """Between thorough flushes, only 4 or more dirty pages are flushed (SPEC §9)."""
+    """Between thorough flushes, only 4 or more dirty pages are flushed (docs/format.md §20)."""
     store = opened(
         flush_interval_commit_log=20,
         flush_commit_log_thorough_interval=60_000,
@@ -465,7 +465,7 @@ def test_checkpoint_after_flush(
 
 
 def test_checkpoint_follows_sync_puts(opened: Callable[..., MessageStore]) -> None:
-    """Group commit records the physic timestamp after each flush (SPEC §9)."""
+    """Group commit records the physic timestamp after each flush (docs/format.md §20)."""
     store = opened(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     native = store._native
     assert native is not None
