@@ -359,5 +359,6 @@ class SlowStoreModel(StoreModel):
     pass
 
 
-TestStoreModelSlow = pytest.mark.slow(SlowStoreModel.TestCase)
+# 400 examples: about 11 minutes on a busy 2-core machine, past the default timeout.
+TestStoreModelSlow = pytest.mark.timeout(1800)(pytest.mark.slow(SlowStoreModel.TestCase))
 TestStoreModelSlow.settings = settings(max_examples=400, stateful_step_count=100, **_COMMON)
