@@ -46,6 +46,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod checkpoint;
 pub mod clock;
 #[cfg(feature = "arrow")]
@@ -66,6 +68,7 @@ pub mod store;
 pub mod verify;
 
 #[cfg(feature = "python")]
+#[allow(missing_docs)] // the private binding: its Python names are documented in `_native.pyi`
 pub mod python;
 
 pub use error::{Result, StoreError};

@@ -259,6 +259,7 @@ impl MappedFileQueue {
         Ok((q, info))
     }
 
+    /// The directory holding the files.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -291,10 +292,12 @@ impl MappedFileQueue {
         Ok(Some(path))
     }
 
+    /// Size of every file.
     pub fn file_size(&self) -> usize {
         self.file_size
     }
 
+    /// False for a read-only queue (another process writes).
     pub fn is_writable(&self) -> bool {
         self.writable
     }
@@ -304,18 +307,22 @@ impl MappedFileQueue {
         self.files.read().clone()
     }
 
+    /// Number of files.
     pub fn len(&self) -> usize {
         self.files.read().len()
     }
 
+    /// True when the queue holds no file.
     pub fn is_empty(&self) -> bool {
         self.files.read().is_empty()
     }
 
+    /// The oldest file.
     pub fn first_file(&self) -> Option<Arc<MappedFile>> {
         self.files.read().first().cloned()
     }
 
+    /// The newest file.
     pub fn last_file(&self) -> Option<Arc<MappedFile>> {
         self.files.read().last().cloned()
     }
@@ -467,10 +474,12 @@ impl MappedFileQueue {
             .unwrap_or(0)
     }
 
+    /// Offset up to which the files are on disk.
     pub fn flushed_where(&self) -> u64 {
         self.flushed_where.load(Ordering::Acquire)
     }
 
+    /// Offset up to which the transient buffers were committed into the files.
     pub fn committed_where(&self) -> u64 {
         self.committed_where.load(Ordering::Acquire)
     }
@@ -640,6 +649,9 @@ impl MappedFileQueue {
             }
             let len = match std::fs::metadata(&path) {
                 Ok(m) => m.len(),
+                // Deleted since the listing (retention): with no file known
+                // yet, the files after it are the queue's.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && next.is_none() => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
                 Err(e) => return Err(StoreError::io(format!("stat {}", path.display()), e)),
             };
@@ -666,6 +678,29 @@ impl MappedFileQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A read-only queue whose known files were all deleted adopts the files
+    /// left, even when a file it listed is deleted before it looks at it (a
+    /// dangling link stands in for that file).
+    #[test]
+    fn adopting_from_nothing_passes_over_files_deleted_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = dir.path().join("cl");
+        let w = MappedFileQueue::new(cl.clone(), 128, true);
+        for at in [128, 256] {
+            let f = w.last_file_or_create(at).unwrap();
+            f.append(|_, _| (128, ())).unwrap();
+        }
+        drop(w);
+        std::os::unix::fs::symlink(
+            dir.path().join("gone"),
+            cl.join(crate::log::mapped_file::file_name(0)),
+        )
+        .unwrap();
+        let r = MappedFileQueue::new(cl, 128, false);
+        assert_eq!(r.adopt_new_files().unwrap(), 2);
+        assert_eq!(r.min_offset(), Some(128));
+    }
 
     #[test]
     fn create_roll_find() {
