@@ -265,7 +265,9 @@ def test_enospc_on_segment_creation_fails_the_put_cleanly(
     assert sorted(os.listdir(Path(store_path) / "commitlog")) == files_before
     time.sleep(0.3)
     assert store.is_writeable, store.running_flags
-    assert store.running_flags == []
+    # Only the wait is shown, naming what waits and why.
+    [wait] = store.running_flags
+    assert wait.startswith("RESOURCE_WAIT: commitlog: ") and "No space left" in wait, wait
     # Reads are unaffected.
     g = store.get_message("g", "topic", 0, 0, 32)
     assert g.status is GetStatus.FOUND
@@ -279,6 +281,7 @@ def test_enospc_on_segment_creation_fails_the_put_cleanly(
     assert r.wrote_offset == SEG
     assert r.queue_offset == sum(1 for i in range(n) if i % 2 == n % 2)
     acked.append(r)
+    assert store.running_flags == []
     assert sorted(os.listdir(Path(store_path) / "commitlog")) == [f"{0:020d}", f"{SEG:020d}"]
     assert_all_present(store, acked, size=1000)
     store.flush()

@@ -308,6 +308,9 @@ impl IndexStore {
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| StoreError::io(format!("create {}", self.dir.display()), e))?;
         let path = self.new_file_path(newest.as_ref());
+        #[cfg(feature = "failpoints")]
+        crate::failpoint::check("create_index_file")
+            .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
         let f = Arc::new(IndexFile::create(
             &path,
             self.hash_slot_num,

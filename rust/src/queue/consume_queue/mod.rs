@@ -206,6 +206,7 @@ impl ConsumeQueue {
         let (mfq, info) =
             MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
         mfq.set_flush_pause_point("pause_cq_flush");
+        mfq.set_create_fail_point("create_cq_file");
         if let (Some(p), false) = (info.short_file, writable) {
             log::info!(
                 "ignoring short ConsumeQueue file {} until it is full size",
