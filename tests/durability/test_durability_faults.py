@@ -1,7 +1,7 @@
 """Fault injection: what the store does when the disk misbehaves.
 
-* A failed msync/fsync poisons the store (SPEC "Our choices", API store
-  states): puts answer SERVICE_NOT_AVAILABLE, ``running_flags`` says why,
+* A failed msync/fsync poisons the store (docs/format.md §14,
+  §15): puts answer SERVICE_NOT_AVAILABLE, ``running_flags`` says why,
   reads keep working, ``flush`` raises, shutdown does not hang and leaves the
   abort file, and the next open recovers abnormally with every acknowledged
   message intact.
@@ -673,7 +673,7 @@ def test_garbage_in_an_old_segment_never_crashes_a_read(store_path: str) -> None
 
 
 def test_garbage_in_a_scanned_segment_is_refused_or_skipped(store_path: str) -> None:
-    """Garbage in durable data is damage, not a torn tail (SPEC "Damage is not a torn tail").
+    """Garbage in durable data is damage, not a torn tail (docs/format.md §15.1).
 
     The old rule cut the log at the garbage and zeroed every later record;
     now the read-write open refuses with CorruptedError and changes nothing,

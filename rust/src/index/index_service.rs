@@ -448,7 +448,7 @@ impl IndexStore {
     }
 
     /// Deletes leading files (never the newest) whose end offset is below
-    /// `min_phy` (SPEC §10). Returns how many were deleted.
+    /// `min_phy` (docs/format.md §16). Returns how many were deleted.
     pub fn delete_expired(&self, min_phy: i64) -> usize {
         if !self.writable {
             return 0;

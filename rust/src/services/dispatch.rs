@@ -112,7 +112,7 @@ mod smallvec_keys {
 }
 
 /// The CQ tag code of a record: the TAGS hash, or for a delayed message
-/// parked in `SCHEDULE_TOPIC_XXXX` its delivery time (SPEC §1.9).
+/// parked in `SCHEDULE_TOPIC_XXXX` its delivery time (docs/format.md §8).
 fn tags_code_of(
     topic: &str,
     tags: Option<&[u8]>,

@@ -37,7 +37,7 @@ pub struct Prepared<'a> {
 }
 
 impl CommitLog {
-    /// Validates `spec` and converts delayed messages (SPEC §1.9, §1.10).
+    /// Validates `spec` and converts delayed messages (docs/format.md §17.3, §17.1).
     ///
     /// A refusal carries a sentence naming the field and the rule; the checks
     /// cost nothing more than before on the success path (the sentence is
@@ -51,7 +51,7 @@ impl CommitLog {
     /// the copy of a record already stored skips the producer's sys_flag and
     /// compressed-body rules (the stored flags and body are kept as they are;
     /// the IPv6 host bits are derived again) and the delay conversion, which
-    /// would park it in `SCHEDULE_TOPIC_XXXX` once more (SPEC §1.9).
+    /// would park it in `SCHEDULE_TOPIC_XXXX` once more (docs/format.md §17.3).
     fn prepare_as<'a>(
         &self,
         spec: MessageSpec<'a>,

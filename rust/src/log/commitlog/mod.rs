@@ -1,5 +1,5 @@
 //! The CommitLog: every message of every topic, appended to one queue of
-//! mapped files (SPEC §1).
+//! mapped files (docs/format.md §3).
 //!
 //! ```text
 //!  file k: [record][record]...[record][size|CBD43194 blank ........]
