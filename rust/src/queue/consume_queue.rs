@@ -181,8 +181,12 @@ impl ConsumeQueue {
             ));
         }
         let dir = queue_dir(root, topic, queue_id);
-        let (mfq, info) =
-            MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
+        let (mfq, info) = MappedFileQueue::load_tolerating_gaps(
+            dir,
+            file_size,
+            writable,
+            Reserve::CONSUME_QUEUE,
+        )?;
         if let (Some(p), false) = (info.short_file, writable) {
             log::info!(
                 "ignoring short ConsumeQueue file {} until it is full size",
@@ -313,6 +317,17 @@ impl ConsumeQueue {
                 }
                 _ => first -= 1,
             }
+        }
+        // A hole before the window (a file whose pages never reached the
+        // disk while later files did, or one recovery made full size): the
+        // files before the window are full of written units, so the first
+        // one holding an unwritten unit starts the window. One load per
+        // unit, no decoding: a clean reopen keeps its cost.
+        if let Some(k) = files[..first]
+            .iter()
+            .position(|f| has_unwritten_unit(f.raw()))
+        {
+            first = k;
         }
         let unit = CQ_UNIT_SIZE as u64;
         let window_start = (files[first].file_from_offset() / unit) as i64;
@@ -1073,6 +1088,18 @@ fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
         }
     }
     (end, last_real)
+}
+
+/// True when `data` holds a unit whose size field is not positive (an
+/// unwritten, all-zero unit, or a torn one). Written units have a positive
+/// size (a pre-blank's is `i32::MAX`).
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+fn has_unwritten_unit(data: &[u8]) -> bool {
+    data.chunks_exact(CQ_UNIT_SIZE).any(|u| {
+        u.get(8..12)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(true, |b| i32::from_be_bytes(b) <= 0)
+    })
 }
 
 /// Appends pre-blank units from the file's start up to byte `until`.
