@@ -799,6 +799,45 @@ mod tests {
     }
 
     #[test]
+    fn gaps_between_files_are_tolerated_and_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("cq");
+        std::fs::create_dir_all(&d).unwrap();
+        // 0 full, 128 short, 256 missing, 384 full, 512 full (the newest).
+        std::fs::write(d.join(file_name(0)), vec![1u8; 128]).unwrap();
+        std::fs::write(d.join(file_name(128)), vec![2u8; 30]).unwrap();
+        std::fs::write(d.join(file_name(384)), vec![4u8; 128]).unwrap();
+        std::fs::write(d.join(file_name(512)), vec![5u8; 128]).unwrap();
+        assert!(MappedFileQueue::load(d.clone(), 128, true).is_err());
+        // Read-only: the files before the first gap only.
+        let (q, _) =
+            MappedFileQueue::load_tolerating_gaps(d.clone(), 128, false, Reserve::WHOLE).unwrap();
+        assert_eq!(q.len(), 1);
+        assert!(q.gaps().is_empty());
+        // A writer's load changes nothing on disk; the repair makes both full size.
+        let (q, _) =
+            MappedFileQueue::load_tolerating_gaps(d.clone(), 128, true, Reserve::WHOLE).unwrap();
+        assert_eq!(q.len(), 3);
+        assert_eq!(
+            q.gaps(),
+            vec![d.join(file_name(128)), d.join(file_name(256))]
+        );
+        assert!(!d.join(file_name(256)).exists());
+        assert_eq!(std::fs::metadata(d.join(file_name(128))).unwrap().len(), 30);
+        assert_eq!(q.repair_gaps().unwrap().len(), 2);
+        let offsets: Vec<u64> = q.files().iter().map(|f| f.file_from_offset()).collect();
+        assert_eq!(offsets, vec![0, 128, 256, 384, 512]);
+        let short = std::fs::read(d.join(file_name(128))).unwrap();
+        assert_eq!(&short[..30], &[2u8; 30][..]);
+        assert_eq!(&short[30..], &[0u8; 98][..]);
+        assert_eq!(
+            std::fs::read(d.join(file_name(256))).unwrap(),
+            vec![0u8; 128]
+        );
+        assert!(q.repair_gaps().unwrap().is_empty());
+    }
+
+    #[test]
     fn short_middle_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().join("cl");
