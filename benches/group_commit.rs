@@ -81,12 +81,12 @@ fn bench(c: &mut Criterion) {
             },
         );
         let after = store.flusher().group_stats();
-        let flushes = (after.0 - before.0).max(1);
+        let flushes = (after.flushes - before.flushes).max(1);
         eprintln!(
             "{threads} producers: {:.2} requests per flush, flush {:.0} us, gather {:.0} us (means)",
-            (after.1 - before.1) as f64 / flushes as f64,
-            (after.2 - before.2) as f64 / flushes as f64 / 1e3,
-            (after.3 - before.3) as f64 / flushes as f64 / 1e3,
+            (after.requests - before.requests) as f64 / flushes as f64,
+            (after.flush_ns - before.flush_ns) as f64 / flushes as f64 / 1e3,
+            (after.gather_ns - before.gather_ns) as f64 / flushes as f64 / 1e3,
         );
     }
     g.finish();

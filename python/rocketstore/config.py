@@ -615,42 +615,42 @@ class StoreConfig:
         """CommitLog directory: ``store_path_commit_log`` or ``store_path/commitlog``."""
         if self.store_path_commit_log is not None:
             return Path(self.store_path_commit_log)
-        return self.root_dir / "commitlog"
+        return self.root_dir / _native.COMMIT_LOG_DIR
 
     @property
     def consume_queue_dir(self) -> Path:
         """``store_path/consumequeue`` (holds ``<topic>/<queueId>/``)."""
-        return self.root_dir / "consumequeue"
+        return self.root_dir / _native.CONSUME_QUEUE_DIR
 
     @property
     def consume_queue_ext_dir(self) -> Path:
         """``store_path/consumequeue_ext`` (used when ``enable_consume_queue_ext``)."""
-        return self.root_dir / "consumequeue_ext"
+        return self.root_dir / _native.CONSUME_QUEUE_EXT_DIR
 
     @property
     def index_dir(self) -> Path:
         """``store_path/index``."""
-        return self.root_dir / "index"
+        return self.root_dir / _native.INDEX_DIR
 
     @property
     def config_dir(self) -> Path:
         """``store_path/config`` (topics.json, consumerOffset.json, ...)."""
-        return self.root_dir / "config"
+        return self.root_dir / _native.CONFIG_DIR
 
     @property
     def checkpoint_path(self) -> Path:
         """``store_path/checkpoint`` (4096 bytes)."""
-        return self.root_dir / "checkpoint"
+        return self.root_dir / _native.CHECKPOINT_FILE
 
     @property
     def abort_path(self) -> Path:
         """``store_path/abort`` (exists while a writer runs)."""
-        return self.root_dir / "abort"
+        return self.root_dir / _native.ABORT_FILE
 
     @property
     def lock_path(self) -> Path:
         """``store_path/lock`` (single-writer lock)."""
-        return self.root_dir / "lock"
+        return self.root_dir / _native.LOCK_FILE
 
     # --- copying and conversion ---------------------------------------------
     def replace(self, **changes: Any) -> Self:

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+from rocketstore import _native
 from rocketstore.errors import CorruptedError
 from rocketstore.formats.fastjson import _is_int, dumps_fastjson, loads_fastjson
 
@@ -153,12 +154,21 @@ def load_with_backup(
     return None if found is None else found[0]
 
 
-def _check_int(name: str, value: object, *, minimum: int | None = 0) -> int:
+#: Largest queue id (a Java int) and offset (a Java long) the files hold.
+MAX_QUEUE_ID = 2**31 - 1
+MAX_OFFSET = 2**63 - 1
+
+
+def _check_int(
+    name: str, value: object, *, minimum: int | None = 0, maximum: int = MAX_OFFSET
+) -> int:
     if not _is_int(value):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     assert isinstance(value, int)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
 
 
@@ -194,8 +204,14 @@ def _parse_offset_table(text: str) -> dict[str, dict[int, int]]:
     return table
 
 
-def _int_map(raw: dict[Any, Any], where: str, key_name: str) -> dict[int, int]:
-    """``{int: int}`` from a fastjson object (keys quoted or not), or ValueError."""
+def _int_map(
+    raw: dict[Any, Any], where: str, key_name: str, *, key_min: int = 0
+) -> dict[int, int]:
+    """``{int: int}`` from a fastjson object (keys quoted or not), or ValueError.
+
+    Keys are Java ints in ``[key_min, MAX_QUEUE_ID]`` and values offsets in
+    ``[0, MAX_OFFSET]`` (``docs/format.md``, §13).
+    """
     out: dict[int, int] = {}
     for key, value in raw.items():
         if isinstance(key, str):
@@ -203,8 +219,12 @@ def _int_map(raw: dict[Any, Any], where: str, key_name: str) -> dict[int, int]:
                 key = int(key)
             except ValueError:
                 raise ValueError(f"{where}: {key!r} is not a {key_name} (an integer)") from None
+        if not key_min <= key <= MAX_QUEUE_ID:
+            raise ValueError(f"{where}: {key_name} {key} is outside [{key_min}, {MAX_QUEUE_ID}]")
         if not _is_int(value):
             raise ValueError(f"{where}: {key_name} {key} = {value!r} is not an int")
+        if not 0 <= value <= MAX_OFFSET:
+            raise ValueError(f"{where}: {key_name} {key} = {value} is outside [0, {MAX_OFFSET}]")
         out[key] = value
     return out
 
@@ -234,7 +254,7 @@ class ConsumerOffsets:
     >>> tmp.cleanup()
     """
 
-    FILE_NAME = "consumerOffset.json"
+    FILE_NAME = _native.CONSUMER_OFFSET_FILE
 
     def __init__(
         self, path: StrPath, table: Mapping[str, Mapping[int, int]] | None = None
@@ -280,20 +300,34 @@ class ConsumerOffsets:
 
         Raises:
             TypeError / ValueError: empty names, a topic containing ``@``,
-                a negative queue id or offset.
+                a queue id outside ``[0, 2**31 - 1]`` (a Java int) or an
+                offset outside ``[0, 2**63 - 1]`` (a Java long).
+        """
+        self.commit_many(group, topic, {queue_id: offset})
+
+    def commit_many(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Record several queues' next offsets of the group at once.
+
+        Every entry is checked before any is recorded: a bad one changes
+        nothing. The entries become visible together (a concurrent
+        :meth:`persist` writes all of them or none).
+
+        Raises:
+            TypeError / ValueError: as :meth:`commit`.
         """
         _check_name("group", group)
         _check_name("topic", topic)
         if "@" in topic:
             raise ValueError(f"topic must not contain '@': {topic!r}")
-        _check_int("queue_id", queue_id)
-        _check_int("offset", offset)
+        todo = [(_check_int("queue_id", q, maximum=MAX_QUEUE_ID), _check_int("offset", off))
+                for q, off in offsets.items()]
         key = self.key(group, topic)
         with self._lock:
             queues = self._table.setdefault(key, {})
-            if queues.get(queue_id) != offset:
-                queues[queue_id] = offset
-                self._version += 1
+            for queue_id, offset in todo:
+                if queues.get(queue_id) != offset:
+                    queues[queue_id] = offset
+                    self._version += 1
 
     def clamp(self, end_of: Callable[[str, int], int]) -> list[tuple[str, int, int, int]]:
         """Lower every offset above its queue's end to that end.
@@ -387,7 +421,7 @@ def _parse_delay_offsets(text: str) -> dict[int, int]:
         return {}
     if not isinstance(raw, dict):
         raise ValueError("delay offsets: offsetTable is not an object")
-    return _int_map(raw, "delay offsets", "delay level")
+    return _int_map(raw, "delay offsets", "delay level", key_min=1)
 
 
 class DelayOffsets:
@@ -416,7 +450,7 @@ class DelayOffsets:
     >>> tmp.cleanup()
     """
 
-    FILE_NAME = "delayOffset.json"
+    FILE_NAME = _native.DELAY_OFFSET_FILE
 
     def __init__(self, path: StrPath, table: Mapping[int, int] | None = None) -> None:
         """A progress table bound to ``path`` (nothing is read; see :meth:`load`)."""
@@ -498,6 +532,15 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+_JAVA_INT = 2**31
+_JAVA_LONG = 2**63
+
+
+def _is_java_int(value: object, bound: int) -> bool:
+    """True for an int in ``[-bound, bound - 1]``."""
+    return _is_int(value) and -bound <= value < bound  # type: ignore[operator]
+
+
 def _parse_topics(text: str) -> dict[str, Any]:
     doc = loads_fastjson(text)
     if not isinstance(doc, dict):
@@ -510,16 +553,17 @@ def _parse_topics(text: str) -> dict[str, Any]:
     for name, cfg in table.items():
         if not isinstance(name, str) or not isinstance(cfg, dict):
             raise ValueError(f"topic configs: entry {name!r} is not a topic config object")
-        for field in ("readQueueNums", "writeQueueNums", "perm"):
-            if field in cfg and not _is_int(cfg[field]):
-                raise ValueError(f"topic configs: {name}.{field} = {cfg[field]!r} is not an int")
+        for field in ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag"):
+            if field in cfg and not _is_java_int(cfg[field], _JAVA_INT):
+                raise ValueError(f"topic configs: {name}.{field} = {cfg[field]!r} "
+                                 "is not a Java int")
     dv = doc.get("dataVersion")
     if dv is not None:
         if not isinstance(dv, dict):
             raise ValueError("topic configs: dataVersion is not an object")
-        for field in ("counter", "timestamp"):
-            if field in dv and not _is_int(dv[field]):
-                raise ValueError(f"topic configs: dataVersion.{field} is not an int")
+        for field in ("counter", "timestamp", "stateVersion"):
+            if field in dv and not _is_java_int(dv[field], _JAVA_LONG):
+                raise ValueError(f"topic configs: dataVersion.{field} is not a Java long")
     return doc
 
 
@@ -549,7 +593,7 @@ class TopicConfigs:
     >>> tmp.cleanup()
     """
 
-    FILE_NAME = "topics.json"
+    FILE_NAME = _native.TOPICS_FILE
     DEFAULT_QUEUE_NUMS = 16
     DEFAULT_PERM = 6  # PERM_READ | PERM_WRITE
 
@@ -619,7 +663,7 @@ class TopicConfigs:
         timestamp = now). Returns True if something changed.
         """
         _check_name("topic", topic)
-        _check_int("queue_id", queue_id)
+        _check_int("queue_id", queue_id, maximum=MAX_QUEUE_ID)
         need = queue_id + 1
         with self._lock:
             table: dict[str, Any] = self._doc["topicConfigTable"]

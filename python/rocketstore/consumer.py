@@ -124,11 +124,18 @@ class ConsumerStore(Protocol):
     ) -> GetResultLike: ...
     def get_min_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
-    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, /) -> None: ...
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int], /) -> None:
+        """Record ``{queue_id: next offset}`` together: a persist of the
+        offsets holds all of them or none."""
+        ...
     def persist_offsets(self) -> None:
         """Make committed offsets durable now (a no-op on a read-only store)."""
         ...
     def query_offset(self, group: str, topic: str, queue_id: int, /) -> int: ...
+
+
+# Queue ids are Java ints and offsets Java longs in the files.
+_MAX = {"queue_id": 2**31 - 1, "offset": 2**63 - 1}
 
 
 def _check_offset(name: str, value: object) -> int:
@@ -136,6 +143,8 @@ def _check_offset(name: str, value: object) -> int:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
+    if value > _MAX[name]:
+        raise ValueError(f"{name} must be <= {_MAX[name]}, got {value}")
     return value
 
 
@@ -167,6 +176,10 @@ class Consumer:
             :meth:`close` (leaving a ``with`` block) commits durably. There is
             no timer thread: a consumer that is not polled does not commit.
             ``auto_commit=False``: only :meth:`commit` commits.
+            An auto-commit records every queue together, and the offsets
+            file holds them together: after a crash each queue redelivers
+            at most what was delivered in the last ``auto_commit_interval``
+            plus the store's 5 s between offset writes (and one poll).
         auto_commit_interval: seconds between auto-commits in :meth:`poll`
             (Kafka's ``auto.commit.interval.ms``; default 5).
 
@@ -589,6 +602,9 @@ class Consumer:
     def _commit(self, offsets: Mapping[int, int] | None, *, sync: bool, explicit: bool) -> None:
         if offsets is None:
             todo = dict(self._positions)
+        elif not isinstance(offsets, Mapping):
+            raise TypeError("offsets must be a mapping {queue_id: offset}, "
+                            f"not {type(offsets).__name__}")
         else:
             todo = {
                 _check_offset("queue_id", q): _check_offset("offset", off)
@@ -596,14 +612,14 @@ class Consumer:
             }
         store, group, topic = self._store, self._group, self._topic
         writable = not store.read_only
-        for q in sorted(todo):
-            off = todo[q]
-            if writable:
-                try:
-                    store.commit_offset(group, topic, q, off)
-                except ReadOnlyStoreError:
-                    writable = False
-            self._committed[q] = off
+        if writable and todo:
+            # Every queue in one call: a write of the offsets file that this
+            # commit triggers holds all the queues, not just the first.
+            try:
+                store.commit_offsets(group, topic, todo)
+            except ReadOnlyStoreError:
+                writable = False
+        self._committed.update(todo)
         if writable and sync:
             store.persist_offsets()
         elif not writable and explicit and not self._warned_read_only:
@@ -638,7 +654,9 @@ class Consumer:
 
         With ``auto_commit`` (the default) the positions are committed first,
         durably (``commit(sync=True)``), unless the store is already shut
-        down; otherwise uncommitted positions are dropped.
+        down; otherwise uncommitted positions are dropped. A close
+        interrupted by ``KeyboardInterrupt`` (Ctrl-C) leaves the consumer
+        open: call it again to commit and close.
         """
         if self._closed:
             return
@@ -649,10 +667,17 @@ class Consumer:
                 except StoreClosedError:
                     log.info("consumer %s: store already shut down; positions not committed",
                              self._group)
-        finally:
-            self._closed = True
-            self._buffer.clear()
-            self._buffered.clear()
+        except Exception:
+            self._mark_closed()
+            raise
+        # An interrupt (KeyboardInterrupt, SystemExit) leaves the consumer
+        # open, so a later close() commits; otherwise it is closed now.
+        self._mark_closed()
+
+    def _mark_closed(self) -> None:
+        self._closed = True
+        self._buffer.clear()
+        self._buffered.clear()
 
     def __enter__(self) -> Consumer:
         return self

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -49,6 +49,23 @@ log = logging.getLogger("rocketstore")
 #: Seconds between writes of consumerOffset.json triggered by ``sync=False``
 #: commits (RocketMQ's ``flushConsumerOffsetInterval``).
 OFFSETS_PERSIST_INTERVAL = 5.0
+
+#: Most engine threads one ``read_arrow`` may use.
+MAX_READ_THREADS = 256
+
+_I32_MAX = 2**31 - 1
+_I64_MAX = 2**63 - 1
+
+
+def _int_arg(name: str, value: object, lo: int, hi: int | None = None) -> int:
+    """``value`` if it is an int (not a bool) in ``[lo, hi]``; else TypeError/ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < lo or (hi is not None and value > hi):
+        bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return value
+
 
 # Live stores, so a forked child can disarm the handles it inherited.
 _LIVE: weakref.WeakSet[MessageStore] = weakref.WeakSet()
@@ -121,6 +138,9 @@ class MessageStore(MessageStoreBase):
     >>> tmp.cleanup()
     """
 
+    # Recovery scans the CommitLog from its first file (``rocketstore repair``).
+    _scan_whole_commit_log = False
+
     def __init__(
         self, config: StoreConfig | str | os.PathLike[str], *, read_only: bool = False
     ) -> None:
@@ -133,7 +153,7 @@ class MessageStore(MessageStoreBase):
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
         self._offsets = ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME)
-        self._topic_configs = TopicConfigs(self._config.config_dir / "topics.json")
+        self._topic_configs = TopicConfigs(self._config.config_dir / _native.TOPICS_FILE)
         self._recovery: RecoveryReport | None = None
         self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
@@ -164,8 +184,9 @@ class MessageStore(MessageStoreBase):
                 cfg.check_crc_on_recover,
                 cfg.on_corruption == "skip",
                 consumer_offsets=None if self._read_only else offsets,
+                whole=self._scan_whole_commit_log,
             )
-            topic_configs = TopicConfigs.load(cfg.config_dir / "topics.json")
+            topic_configs = TopicConfigs.load(cfg.config_dir / _native.TOPICS_FILE)
             if not self._read_only:
                 # Flush threads first: the abort file they create marks the
                 # store as running from here on.
@@ -240,7 +261,9 @@ class MessageStore(MessageStoreBase):
         """Dispatch what is left, flush, persist offsets and close.
 
         Idempotent; later calls raise :class:`StoreClosedError`. Same as
-        :meth:`close`.
+        :meth:`close`. A close interrupted by ``KeyboardInterrupt`` (Ctrl-C)
+        or ``SystemExit`` before the engine closed leaves the store open:
+        call it again to finish (nothing committed is dropped).
         """
         n = self._native
         if n is None or n.closed:
@@ -252,7 +275,9 @@ class MessageStore(MessageStoreBase):
             return
         try:
             while self._services:
-                self._services.pop().shutdown()
+                # Removed once stopped: an interrupted close stops it again.
+                self._services[-1].shutdown()
+                self._services.pop()
             if self._reput is not None:
                 self._reput.shutdown()
             if not self._read_only:
@@ -260,11 +285,23 @@ class MessageStore(MessageStoreBase):
                     # Dispatch what is left first, so topics.json lists every topic.
                     n.drain_dispatch()
                 self._persist_config()
+        except Exception:
+            self._close_native(n)
+            raise
+        except BaseException:
+            # Interrupted (KeyboardInterrupt, SystemExit): the engine store
+            # stays open, so a later close() does what is left (offsets and
+            # topics committed so far are written then) instead of returning.
+            pump_now()
+            raise
+        self._close_native(n)
+
+    @staticmethod
+    def _close_native(n: NativeStore) -> None:
+        try:
+            n.shutdown()
         finally:
-            try:
-                n.shutdown()
-            finally:
-                pump_now()
+            pump_now()
 
     def close(self) -> None:
         """Close the store: the same as :meth:`shutdown` (as files, sockets and
@@ -295,9 +332,10 @@ class MessageStore(MessageStoreBase):
             ]
             n.flush_for_offsets(entries)
 
-        wrote = self._offsets.persist(flush_below)
+        # The interval runs from the moment the table is taken: the write
+        # holds every commit made before it, however long the flush takes.
         self._offsets_persisted_at = time.monotonic()
-        return wrote
+        return self._offsets.persist(flush_below)
 
     def _maybe_persist_offsets(self) -> None:
         """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed since the last write."""
@@ -537,11 +575,14 @@ class MessageStore(MessageStoreBase):
         ``queue_id``) through its consume queue, logical offsets ``[start, end)``
         (default: the queue's first offset to its end). Without one, scans the
         CommitLog, physical offsets ``[start, end)`` (default: all of it), in
-        store order. Every batch is decoded in the engine (bodies included, no
+        store order. ``start``/``end`` beyond the store are clamped to what it
+        holds (a read never costs more than the data it returns); negative
+        ones are refused. Every batch is decoded in the engine (bodies included, no
         per-row Python) and owns its memory, so it stays valid after the store
         is closed. Batches hold at most ``batch_size`` rows. ``threads``
         engine threads decode CommitLog segments / queues in parallel (default:
-        one per CPU, at most 4); the order of rows does not change.
+        one per CPU, at most 4; 1 to ``MAX_READ_THREADS`` = 256); the order of
+        rows does not change.
 
         Damaged records (body CRC mismatch, broken structure) are skipped.
         CommitLog scans leave out transaction prepared/rolled-back records and
@@ -553,6 +594,11 @@ class MessageStore(MessageStoreBase):
         body_crc, flag, sys_flag, born_timestamp, born_host, store_timestamp,
         store_host, reconsume_times`` (timestamps ``timestamp[us, tz=UTC]``,
         hosts ``"ip:port"``).
+
+        Raises:
+            TypeError / ValueError: ``start``/``end`` negative or not ints,
+                ``queue_id`` outside ``[0, 2**31 - 1]``, ``threads`` outside
+                ``[1, MAX_READ_THREADS]``, ``batch_size < 1``.
 
         >>> import tempfile
         >>> with tempfile.TemporaryDirectory() as path:
@@ -568,6 +614,9 @@ class MessageStore(MessageStoreBase):
 
         if threads is None:
             threads = max(1, min(4, os.cpu_count() or 1))
+        for name, value in (("start", start), ("end", end)):
+            if value is not None:
+                _int_arg(name, value, 0)
         stream = self._arrow_stream(topic, queue_id, start, end, batch_size,
                                     include_system=include_system,
                                     include_uncommitted=include_uncommitted,
@@ -592,6 +641,16 @@ class MessageStore(MessageStoreBase):
         n = self._n
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        batch_size = min(batch_size, _I64_MAX)
+        _int_arg("threads", threads, 1, MAX_READ_THREADS)
+        # Offsets past the store read nothing: they are clamped to the range
+        # a Java long holds (the engine clamps them to the store's content).
+        if start is not None:
+            start = max(0, min(_int_arg("start", start, -_I64_MAX), _I64_MAX))
+        if end is not None:
+            end = max(0, min(_int_arg("end", end, -_I64_MAX), _I64_MAX))
+        if queue_id is not None:
+            _int_arg("queue_id", queue_id, 0, _I32_MAX)
         if topic is None:
             if queue_id is not None:
                 raise ValueError("queue_id needs a topic")
@@ -603,6 +662,9 @@ class MessageStore(MessageStoreBase):
                                 min_store_timestamp=min_store_timestamp,
                                 batch_size=batch_size, store_name=store_name, threads=threads)
         topics = [topic] if isinstance(topic, str) else list(topic)
+        for t in topics:
+            if not isinstance(t, str):
+                raise TypeError(f"topic must be a str or a list of str, not {type(t).__name__}")
         ranges: list[tuple[str, int, int, int]] = []
         for t in topics:
             n.get_max_offset_in_queue(t, 0)  # raises ValueError for an invalid topic name
@@ -655,10 +717,25 @@ class MessageStore(MessageStoreBase):
         :meth:`flush` and :meth:`shutdown`. To make a commit durable at once,
         call :meth:`persist_offsets` (``Consumer.commit()`` does).
         """
+        self.commit_offsets(group, topic, {queue_id: next_offset})
+
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+        """Record ``{queue_id: next_offset}`` of ``group`` for several queues at once.
+
+        As :meth:`commit_offset`, for all the queues together: every entry is
+        checked first (a bad one records nothing), and a write of
+        ``config/consumerOffset.json`` that this commit triggers (or that runs
+        meanwhile) holds all of them or none. ``Consumer`` commits this way.
+
+        Raises:
+            ValueError / TypeError: an empty group or topic, a topic with
+                ``@``, a queue id or offset that is not an int or is negative.
+            ReadOnlyStoreError: the store was opened read-only.
+        """
         self._n  # noqa: B018 - raises StoreClosedError when closed
         if self._read_only:
             raise ReadOnlyStoreError("cannot commit offsets in a read-only store")
-        self._offsets.commit(group, topic, queue_id, next_offset)
+        self._offsets.commit_many(group, topic, offsets)
         self._maybe_persist_offsets()
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:

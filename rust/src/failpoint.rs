@@ -15,6 +15,8 @@ use parking_lot::Mutex;
 
 static ANY_ARMED: AtomicBool = AtomicBool::new(false);
 static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
+/// Threads held at each pause point now.
+static WAITING: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 
 /// The points the engine checks.
 /// `map_new_file` fails the mapping of a file just created (as an
@@ -23,6 +25,10 @@ static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());
 /// is not used).
 /// `reserve` fails reserving disk blocks ahead of a writer (a full disk);
 /// `mlock` fails warm-up's memory lock (RLIMIT_MEMLOCK).
+/// `pause_cq_flush`, `pause_commitlog_flush` and `pause_index_flush` hold
+/// a flush between picking a file and syncing it, while armed (the errno is
+/// not used), so a test can delete the file in that window
+/// ([`waiting`] says when a flush is held).
 /// `panic_<service>` makes the next round of that background service panic
 /// (the errno is not used): the service must poison the store, not die
 /// silently (see [`crate::services::service`]).
@@ -34,6 +40,9 @@ pub const POINTS: &[&str] = &[
     "flush_hold",
     "reserve",
     "mlock",
+    "pause_cq_flush",
+    "pause_commitlog_flush",
+    "pause_index_flush",
     "panic_flush",
     "panic_group_commit",
     "panic_commit",
@@ -75,4 +84,33 @@ pub fn check(name: &str) -> std::io::Result<()> {
         Some((_, errno)) => Err(std::io::Error::from_raw_os_error(*errno)),
         None => Ok(()),
     }
+}
+
+/// Holds the calling thread while `name` is armed (a pause point); returns
+/// at once when it is not.
+pub fn pause(name: &str) {
+    if check(name).is_ok() {
+        return;
+    }
+    let bump = |d: isize| {
+        let mut w = WAITING.lock();
+        match w.iter_mut().find(|(n, _)| n == name) {
+            Some((_, c)) => *c = c.saturating_add_signed(d),
+            None => w.push((name.to_owned(), d.max(0) as usize)),
+        }
+    };
+    bump(1);
+    while check(name).is_err() {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    bump(-1);
+}
+
+/// How many threads `name` (a pause point) holds now.
+pub fn waiting(name: &str) -> usize {
+    WAITING
+        .lock()
+        .iter()
+        .find(|(n, _)| n == name)
+        .map_or(0, |(_, c)| *c)
 }

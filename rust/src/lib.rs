@@ -17,6 +17,7 @@ pub mod failpoint;
 pub mod index;
 pub mod lock;
 pub mod log;
+pub mod paths;
 pub mod queue;
 pub mod ratelog;
 pub mod recovery;

@@ -75,6 +75,7 @@ use crate::log::commitlog::{
 };
 use crate::log::mapped_file_queue::{detect_file_size, list_segment_files};
 use crate::log::message::{find_property, props, MessageSpec, RecordView};
+use crate::paths;
 use crate::queue::consume_queue::ConsumeQueue;
 use crate::queue::cq_table::ConsumeQueueTable;
 use crate::queue::reader::{
@@ -172,7 +173,7 @@ impl StoreOptions {
     pub fn at(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         Self {
-            commit_log_dir: root.join("commitlog"),
+            commit_log_dir: paths::commit_log_dir(&root),
             root,
             ..Self::default()
         }
@@ -308,14 +309,17 @@ impl Store {
             }
             None
         } else {
-            Some(StoreLock::acquire(&opts.root.join("lock"), &opts.root)?)
+            Some(StoreLock::acquire(
+                &paths::lock_file(&opts.root),
+                &opts.root,
+            )?)
         };
         let writable = !opts.read_only;
         // An abort file left behind means the last writer did not stop cleanly.
-        let last_exit_ok = !opts.root.join("abort").exists();
+        let last_exit_ok = !paths::abort_file(&opts.root).exists();
         let file_size = resolve_commit_log_size(&opts)?;
         let cqs = Arc::new(ConsumeQueueTable::load(
-            opts.root.join("consumequeue"),
+            paths::consume_queue_dir(&opts.root),
             opts.consume_queue_file_size,
             writable,
         )?);
@@ -352,7 +356,7 @@ impl Store {
                     file_size,
                 ))));
         }
-        let checkpoint_path = opts.root.join("checkpoint");
+        let checkpoint_path = paths::checkpoint_file(&opts.root);
         let checkpoint = Arc::new(if writable {
             Checkpoint::open_writable(&checkpoint_path)?
         } else {
@@ -360,7 +364,7 @@ impl Store {
         });
         let mut index_error = None;
         let index = if opts.message_index_enable {
-            let dir = opts.root.join("index");
+            let dir = paths::index_dir(&opts.root);
             let idx = if writable {
                 // A writer must index every new message: a geometry mismatch
                 // is fatal. Stale files are destroyed by recovery, not here.
@@ -570,7 +574,7 @@ impl Store {
         self.flusher
             .start()
             .map_err(|e| StoreError::io("start the flush threads", e))?;
-        let abort = self.opts.root.join("abort");
+        let abort = paths::abort_file(&self.opts.root);
         std::fs::File::create(&abort)
             .and_then(|f| f.sync_all())
             .map_err(|e| StoreError::io(format!("create {}", abort.display()), e))?;
@@ -1367,7 +1371,7 @@ impl Store {
             let clean =
                 result.is_ok() && !self.flags.is_poisoned() && self.dispatcher.behind_bytes() == 0;
             if clean {
-                let abort = self.opts.root.join("abort");
+                let abort = paths::abort_file(&self.opts.root);
                 match std::fs::remove_file(&abort) {
                     Ok(()) => result = sync_dir(&self.opts.root),
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -37,6 +37,7 @@ use crate::log::message::{
     body_crc, compressed_body_problem, iter_properties, parse_record, parse_valid_record, sysflag,
     Parsed, RecordView,
 };
+use crate::paths;
 use crate::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
 /// Compression types (sys_flag bits 8..10) this build inflates: zlib.
@@ -115,7 +116,7 @@ fn numbered_files(dir: &Path) -> Result<Vec<(u64, std::path::PathBuf)>> {
 impl CommitLog {
     fn open(root: &Path, segment: u64, start: u64, end: u64) -> Result<Self> {
         let mut files = BTreeMap::new();
-        for (base, path) in numbered_files(&root.join("commitlog"))? {
+        for (base, path) in numbered_files(&paths::commit_log_dir(root))? {
             if base + segment <= start || base >= end {
                 continue;
             }
@@ -662,7 +663,7 @@ impl Pointers {
 fn consume_queue_sources(root: &Path) -> Result<(Names, Vec<Source>)> {
     let mut names = Names::default();
     let mut sources = Vec::new();
-    let cq_root = root.join("consumequeue");
+    let cq_root = paths::consume_queue_dir(root);
     let topics = match std::fs::read_dir(&cq_root) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((names, sources)),
@@ -732,7 +733,7 @@ fn index_sources(
     };
     let mut names = Names::default();
     let mut sources = Vec::new();
-    for (_, path) in numbered_files(&root.join("index"))? {
+    for (_, path) in numbered_files(&paths::index_dir(root))? {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -917,7 +918,7 @@ pub fn detect_index_geometry(
         return Ok((slots, num));
     }
     let mut files = Vec::new();
-    for (_, path) in numbered_files(&root.join("index"))? {
+    for (_, path) in numbered_files(&paths::index_dir(root))? {
         let len = std::fs::metadata(&path)
             .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?
             .len() as usize;
@@ -976,7 +977,7 @@ pub fn detect_index_geometry(
 /// never disturbed.
 pub fn writer_running(root: &Path) -> Option<bool> {
     use std::os::fd::AsRawFd;
-    let path = root.join("lock");
+    let path = paths::lock_file(root);
     if !path.exists() {
         return Some(false);
     }

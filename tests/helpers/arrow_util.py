@@ -11,6 +11,7 @@ from typing import Any
 
 from rocketstore import Message, MessageExt, MessageStore, StoreConfig
 
+from .paths import FIXTURES
 from .read_util import wait_dispatched
 
 #: Small segments, so a few hundred messages span several CommitLog files.
@@ -21,9 +22,8 @@ GEOMETRY: dict[str, Any] = {
     "max_index_num": 400,
 }
 
-REPO = Path(__file__).resolve().parents[2]
-FIXTURE_STORE = REPO / "tests" / "fixtures" / "rocketmq_4_9_8_store"
-FIXTURE_EXPECTED = REPO / "tests" / "fixtures" / "rocketmq_4_9_8_expected.json"
+FIXTURE_STORE = FIXTURES / "rocketmq_4_9_8_store"
+FIXTURE_EXPECTED = FIXTURES / "rocketmq_4_9_8_expected.json"
 FIXTURE_GEOMETRY: dict[str, Any] = {"max_hash_slot_num": 200, "max_index_num": 800}
 
 TRANSACTION_PREPARED = 0x4

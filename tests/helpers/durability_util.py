@@ -1,4 +1,4 @@
-"""Helpers shared by ``tests/test_durability_*.py`` and the crash writer subprocess.
+"""Helpers shared by ``tests/durability/`` and the crash writer subprocess.
 
 Every message of the durability tests is derived from its sequence number:
 topic ``D``, queue ``seq % 4``, key ``k-<seq>``, body :func:`body_for` (which

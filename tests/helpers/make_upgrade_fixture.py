@@ -2,7 +2,7 @@
 
 The directory ``tests/fixtures/store_0_1_0`` was produced by this script with
 the engine as released in 0.1.0, before the recovery rules learned the durable
-mark and damage detection. ``tests/test_upgrade.py`` opens a copy of it with
+mark and damage detection. ``tests/recovery/test_upgrade.py`` opens a copy of it with
 the current engine and checks that every message reads back as listed in
 ``tests/fixtures/store_0_1_0_expected.json``. Run it again only to rebuild the
 fixture from a 0.1.0 checkout::

@@ -22,7 +22,8 @@ FAST_FLUSH: dict[str, Any] = {
     "flush_consume_queue_thorough_interval": 100,
 }
 #: The engine's fault-injection points (cargo feature ``failpoints``).
-POINTS = ("msync", "create_file", "map_new_file", "cq_put", "flush_hold", "reserve", "mlock")
+POINTS = ("msync", "create_file", "map_new_file", "cq_put", "flush_hold", "reserve", "mlock",
+          "pause_cq_flush", "pause_commitlog_flush", "pause_index_flush")
 #: Fail points that make the next round of a background service panic.
 PANIC_POINTS = tuple(
     f"panic_{s}"

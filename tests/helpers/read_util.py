@@ -1,4 +1,4 @@
-"""Helpers shared by the ``tests/test_read_*.py`` modules (the store's read side)."""
+"""Helpers shared by the ``tests/read/`` modules (the store's read side)."""
 
 from __future__ import annotations
 

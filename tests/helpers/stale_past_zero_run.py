@@ -2,7 +2,7 @@
 1 MiB of zeros past the recovered end are not zeroed by truncation, and a later
 crash resurrects them.
 
-    python tests/helpers/repro_stale_past_zero_run.py
+    python tests/helpers/stale_past_zero_run.py
 
 It needs CommitLog segments larger than 1 MiB (4 MiB here, one file, in a
 temporary directory that is removed afterwards), which is why it is not part of

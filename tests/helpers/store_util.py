@@ -1,4 +1,4 @@
-"""Helpers shared by the ``tests/test_store_*.py`` modules."""
+"""Helpers shared by the ``tests/store/`` modules."""
 
 from __future__ import annotations
 

@@ -12,8 +12,11 @@ Subcommands:
     Check every CommitLog record (with its CRC), every ConsumeQueue unit and
     every index entry; exit 1 if anything is wrong.
 ``repair PATH``
-    Open the store for writing, skipping damaged records in durable data
-    (which a normal open refuses) and remembering them; print what was skipped.
+    Open the store for writing with recovery over the whole CommitLog,
+    skipping damaged records in durable data (which a normal open refuses or
+    ``verify`` reports) and remembering them; print what was skipped, and
+    name what it cannot fix (a missing or short segment) with the next step
+    (exit 1). Refuses a directory that is not a store.
 ``get PATH``
     Read from a consume queue (``--topic T --queue Q --offset N``, with
     ``--count`` and ``--tags``), or print one message by physical offset

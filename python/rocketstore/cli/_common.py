@@ -129,8 +129,7 @@ def _start(store: MessageStore) -> MessageStore:
 
 #: What a store directory holds (a RocketMQ broker's or rocketstore's); a
 #: directory with none of these is not a store.
-_STORE_ENTRIES: Final = ("commitlog", "consumequeue", "index", "checkpoint", "abort", "lock",
-                         "config")
+_STORE_ENTRIES: Final = tuple(_native.STORE_ENTRIES)
 
 
 def _check_store_dir(path: Path) -> None:
@@ -142,10 +141,11 @@ def _check_store_dir(path: Path) -> None:
     if names & set(_STORE_ENTRIES):
         return
     segments = [n for n in names if len(n) == _SEGMENT_NAME_DIGITS and n.isdigit()]
-    if segments and path.resolve().name == "commitlog":
+    if segments and path.resolve().name == _native.COMMIT_LOG_DIR:
         raise CliError(f"{path} is the CommitLog directory of a store, not a store: give the "
                        f"store directory, {path.resolve().parent}")
-    if path.resolve().name in ("consumequeue", "index", "config"):
+    if path.resolve().name in (_native.CONSUME_QUEUE_DIR, _native.INDEX_DIR,
+                               _native.CONFIG_DIR):
         raise CliError(f"{path} is the {path.resolve().name} directory of a store, not a store: "
                        f"give the store directory, {path.resolve().parent}")
     if not names:
@@ -339,7 +339,7 @@ class _Millis(_IntParamType):
 
 
 def _index_files(store_path: Path) -> list[Path]:
-    directory = store_path / "index"
+    directory = store_path / _native.INDEX_DIR
     if not directory.is_dir():
         return []
     return sorted(p for p in directory.iterdir() if p.name.isdigit() and p.is_file())

@@ -73,7 +73,9 @@ def _checkpoint(store: MessageStore) -> dict[str, Any]:
     native = store._native
     if native is None:  # not started: cannot happen inside _open_read_only
         raise CliError("the store is not open")
-    physic, logics, index = native.checkpoint()
+    times = native.checkpoint()
+    physic, logics = times.physic_msg_timestamp, times.logics_msg_timestamp
+    index = times.index_msg_timestamp
     return {
         "physic_msg_timestamp": physic,
         "logics_msg_timestamp": logics,
@@ -122,7 +124,7 @@ def info(path: Path, as_json: bool) -> None:
         report = store.recovery_report
         with _progress(_stderr(), byte_counts=False) as progress:
             queues = _queue_rows(store, progress)
-        abort = (path / "abort").exists()
+        abort = (path / _native.ABORT_FILE).exists()
         data: dict[str, Any] = {
             "path": str(path),
             "segment_size": _segment_size(store),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from rich.text import Text
 from rocketstore import _native
 from rocketstore.cli._common import (
     EXIT_PROBLEM,
+    _check_store_dir,
     _index_geometry,
     _json_flag,
     _make_config,
@@ -28,6 +30,8 @@ from rocketstore.cli._common import (
     _with_index_options,
     main,
 )
+from rocketstore.errors import CorruptedError
+from rocketstore.services.recovery import RecoveryReport
 from rocketstore.store import MessageStore
 
 # -- verify -------------------------------------------------------------------------
@@ -54,6 +58,63 @@ def _run_verifier(path: Path, store: MessageStore, start: int,
                 return result
 
 
+def _in_ranges(offset: int | None, ranges: Sequence[tuple[int, int]]) -> bool:
+    return offset is not None and any(a <= offset < b for a, b in ranges)
+
+
+def _check_store(path: Path) -> dict[str, Any]:
+    """Everything ``verify`` finds: ``problems`` (what fails it) and
+    ``skipped`` (damage an earlier repair recorded: never served, no
+    longer a problem)."""
+    geometry: dict[str, Any] = dict(_index_geometry(path, None, None))
+    with _open_read_only(path, check_crc=True, **geometry) as store:
+        segment_size = _segment_size(store)
+        report = store.recovery_report
+        start = max(store.min_phy_offset, 0)
+        end = store.max_phy_offset
+        if report is not None:
+            # The store reads no further than its recovered end; where the
+            # scan stopped early, everything behind it is reported below.
+            end = report.end_offset if report.stop_reason else max(end, report.end_offset)
+        checked = _run_verifier(path, store, start, end)
+        files = _segment_files(store)
+    known = [] if report is None else list(report.known_damaged)
+    found: dict[int | None, list[str]] = {}
+    skipped: list[dict[str, Any]] = []
+    for off, text in checked.problems:
+        if _in_ranges(off, known):
+            skipped.append({"offset": off, "problem": text})
+        else:
+            found.setdefault(off, []).append(text)
+    if report is not None and report.stop_reason:
+        found.setdefault(report.end_offset, []).append(
+            f"recovery stopped: {report.stop_reason}")
+        later = sum(1 for name in files if int(name) > report.end_offset)
+        found[report.end_offset].append(
+            "the rest of the CommitLog cannot be read and was not checked"
+            + (f" ({later} later segment file(s))" if later else ""))
+    problems = [{"offset": off, "problem": "; ".join(texts)}
+                for off, texts in sorted(found.items(),
+                                         key=lambda kv: (kv[0] is not None, kv[0] or 0))]
+    return {
+        "path": str(path),
+        "ok": not problems,
+        "records": checked.records,
+        "bytes": checked.bytes,
+        "consume_queue_units": checked.cq_units,
+        "index_entries": checked.index_entries,
+        "not_checked": checked.not_checked,
+        "start_offset": start,
+        "end_offset": end,
+        "segments": len(files),
+        "segment_size": segment_size,
+        "recovery": _report_dict(report),
+        "problems": problems,
+        "skipped": skipped,
+        "known_damaged": [list(r) for r in known],
+    }
+
+
 @main.command()
 @_store_path
 @_json_flag
@@ -67,112 +128,120 @@ def verify(ctx: click.Context, path: Path, as_json: bool) -> None:
     must inflate; the scan goes on behind a damaged record), every
     ConsumeQueue unit (it must point at a record of its topic, queue, queue
     offset and size) and every index entry (it must point at a record
-    carrying a key of its hash). Exits 2 if PATH is not a store.
+    carrying a key of its hash). Damage that repair recorded (kept in
+    the checkpoint, never served) is listed as skipped, not as a problem.
+    Exits 2 if PATH is not a store.
     """
-    geometry: dict[str, Any] = dict(_index_geometry(path, None, None))
-    with _open_read_only(path, check_crc=True, **geometry) as store:
-        segment_size = _segment_size(store)
-        report = store.recovery_report
-        start = max(store.min_phy_offset, 0)
-        end = store.max_phy_offset
-        if report is not None:
-            # The store reads no further than its recovered end; where the
-            # scan stopped early, everything behind it is reported below.
-            end = report.end_offset if report.stop_reason else max(end, report.end_offset)
-        checked = _run_verifier(path, store, start, end)
-        files = _segment_files(store)
-    found: dict[int | None, list[str]] = {}
-    for off, text in checked.problems:
-        found.setdefault(off, []).append(text)
-    if report is not None and report.stop_reason:
-        found.setdefault(report.end_offset, []).append(
-            f"recovery stopped: {report.stop_reason}")
-        later = sum(1 for name in files if int(name) > report.end_offset)
-        found[report.end_offset].append(
-            "the rest of the CommitLog cannot be read and was not checked"
-            + (f" ({later} later segment file(s))" if later else ""))
-    problems = [{"offset": off, "problem": "; ".join(texts)}
-                for off, texts in sorted(found.items(),
-                                         key=lambda kv: (kv[0] is not None, kv[0] or 0))]
-    ok = not problems
-    data: dict[str, Any] = {
-        "path": str(path),
-        "ok": ok,
-        "records": checked.records,
-        "bytes": checked.bytes,
-        "consume_queue_units": checked.cq_units,
-        "index_entries": checked.index_entries,
-        "not_checked": checked.not_checked,
-        "start_offset": start,
-        "end_offset": end,
-        "segments": len(files),
-        "segment_size": segment_size,
-        "recovery": _report_dict(report),
-        "problems": problems,
-    }
+    data = _check_store(path)
+    ok = data["ok"]
     if as_json:
         _print_json(data)
     else:
         out = _stdout()
-        scanned = (f"{checked.records:,} records, {checked.bytes:,} bytes in {len(files)} "
-                   f"segment(s); {checked.cq_units:,} queue units and "
-                   f"{checked.index_entries:,} index entries checked")
-        for p in problems:
+        scanned = (f"{data['records']:,} records, {data['bytes']:,} bytes in "
+                   f"{data['segments']} segment(s); {data['consume_queue_units']:,} queue "
+                   f"units and {data['index_entries']:,} index entries checked")
+        for sk in data["skipped"]:
+            out.print(Text(f"offset {sk['offset']}: {sk['problem']} (skipped: recorded by "
+                           "repair, never served)", style="yellow"), soft_wrap=True)
+        for p in data["problems"]:
             where = "" if p["offset"] is None else f"offset {p['offset']}: "
             out.print(Text(f"{where}{p['problem']}", style="red"), soft_wrap=True)
         if ok:
             out.print(Text(f"OK: {scanned}", style="green"), soft_wrap=True)
         else:
-            out.print(Text(f"FAILED: {len(problems)} problem(s); {scanned}", style="red"),
-                      soft_wrap=True)
+            out.print(Text(f"FAILED: {len(data['problems'])} problem(s); {scanned}",
+                           style="red"), soft_wrap=True)
     if not ok:
         ctx.exit(EXIT_PROBLEM)
+
+
+class _RepairStore(MessageStore):
+    """A writer whose recovery scans the CommitLog from its first file."""
+
+    _scan_whole_commit_log = True
+
+
+#: What to do about damage ``repair`` cannot skip.
+_NEXT_STEP = ("next step: restore the file from a backup (its bytes cannot be rebuilt from "
+              "the rest of the store), then run `rocketstore repair` again; or copy the "
+              "readable messages into a new store (`rocketstore tail`, "
+              "`MessageStore.read_arrow`)")
 
 
 @main.command()
 @_store_path
 @_with_index_options
 @_json_flag
-def repair(path: Path, hash_slots: int | None, index_num: int | None, as_json: bool) -> None:
-    """Open the store at PATH for writing, skipping damaged records.
+@click.pass_context
+def repair(ctx: click.Context, path: Path, hash_slots: int | None, index_num: int | None,
+           as_json: bool) -> None:
+    """Open the store at PATH for writing, skipping damaged records (exit 1
+    if damage is left that it cannot fix).
 
     Damage inside durable CommitLog data (invalid bytes that intact records
-    follow) makes a normal open refuse the store. ``repair`` runs recovery
-    as ``StoreConfig(on_corruption="skip")`` does: every intact record is
-    kept, each damaged record is skipped (its queue unit stays, so queue
-    offsets stay dense; pulls skip and count it) and remembered in the
-    checkpoint, so later opens accept the store. It takes the writer lock:
-    no other writer may have the store open. Prints what was skipped.
+    follow, a body whose CRC does not match) makes a normal open refuse the
+    store or verify fail. Repair runs recovery over the whole CommitLog,
+    with body CRC checks, as StoreConfig(on_corruption="skip") does: every
+    intact record is kept, each damaged record is skipped (its queue unit
+    stays, so queue offsets stay dense; pulls skip and count it) and
+    remembered in the checkpoint, so later opens accept the store and verify
+    lists it as skipped. Then it checks the store as verify does; what is
+    left (a missing or short segment, damaged queue or index entries) is
+    named with the next step, and it exits 1. It takes the writer lock: no
+    other writer may have the store open. A directory that
+    is not a store is refused (exit 2) and left untouched.
     """
+    _check_store_dir(path)
     # The index geometry is taken from the index files, like the other
     # commands do: a writer opened with another geometry could not use them.
-    cfg = _make_config(path, on_corruption="skip",
+    cfg = _make_config(path, on_corruption="skip", check_crc_on_recover=True,
                        **_index_geometry(path, hash_slots, index_num))
-    store = _start(MessageStore(cfg))
+    report: RecoveryReport | None = None
+    left: list[dict[str, Any]] = []
     try:
-        report = store.recovery_report
-    finally:
-        store.shutdown()
+        store = _start(_RepairStore(cfg))
+    except CorruptedError as exc:
+        left.append({"offset": None, "problem": str(exc)})
+    else:
+        try:
+            report = store.recovery_report
+        finally:
+            store.shutdown()
+        left = _check_store(path)["problems"]
+    known = [] if report is None else list(report.known_damaged)
     damaged: list[dict[str, Any]] = [] if report is None else [
         {"offset": off, "resume_offset": resume, "file": file, "reason": reason}
         for off, resume, file, reason in report.damaged
+        if not _in_ranges(off, known)  # skipped by an earlier repair
     ]
     data: dict[str, Any] = {
         "path": str(path),
         "damaged": damaged,
+        "known_damaged": [list(r) for r in known],
         "recovery": _report_dict(report),
+        "not_repaired": left,
+        "next_step": _NEXT_STEP if left else None,
     }
     if as_json:
         _print_json(data)
-        return
-    out = _stdout()
-    for d in damaged:
-        resume, offset = int(d["resume_offset"]), int(d["offset"])
-        what = (f"skipped, intact records resume at {resume}"
-                if resume > offset else "nothing intact follows it")
-        out.print(Text(f"offset {d['offset']} ({d['file']}): {d['reason']}; {what}",
-                       style="yellow"), soft_wrap=True)
-    if damaged:
-        out.print(f"repaired: {len(damaged)} damaged range(s) skipped", soft_wrap=True)
     else:
-        out.print(Text("nothing to repair", style="green"), soft_wrap=True)
+        out = _stdout()
+        for d in damaged:
+            resume, offset = int(d["resume_offset"]), int(d["offset"])
+            what = (f"skipped, intact records resume at {resume}"
+                    if resume > offset else "nothing intact follows it")
+            out.print(Text(f"offset {d['offset']} ({d['file']}): {d['reason']}; {what}",
+                           style="yellow"), soft_wrap=True)
+        for p in left:
+            where = "" if p["offset"] is None else f"offset {p['offset']}: "
+            out.print(Text(f"cannot repair: {where}{p['problem']}", style="red"),
+                      soft_wrap=True)
+        if left:
+            out.print(Text(_NEXT_STEP, style="red"), soft_wrap=True)
+        elif damaged:
+            out.print(f"repaired: {len(damaged)} damaged range(s) skipped", soft_wrap=True)
+        else:
+            out.print(Text("nothing to repair", style="green"), soft_wrap=True)
+    if left:
+        ctx.exit(EXIT_PROBLEM)

@@ -289,13 +289,16 @@ def loads_fastjson(text: str) -> Any:
     {0: 12, '1': 5, 's': {'x': [True, None, 1.5]}}
 
     Raises:
-        json.JSONDecodeError: (a ``ValueError``) the text is neither; the
+        json.JSONDecodeError: (a ``ValueError``) the text is neither, or is
+            nested deeper than the interpreter's recursion limit; the
             message gives the position.
     """
     try:  # the C parser handles the common, standard case fast
         return json.loads(text, parse_constant=_no_constants)
     except json.JSONDecodeError:
         pass
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
     try:
         return _Parser(text).document()
     except RecursionError:

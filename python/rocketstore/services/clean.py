@@ -41,7 +41,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from rocketstore._native import NativeStore
 from rocketstore.config import StoreConfig
@@ -208,23 +207,23 @@ class CleanService(ServiceThread):
         batch = cfg.delete_file_batch_max
         deleted = 0
         if reasons:
-            deleted, _, _ = native.delete_expired_commit_log(
+            deleted = native.delete_expired_commit_log(
                 now, cfg.file_reserved_time * _HOUR_MS, interval, immediately, batch
-            )
+            ).deleted
         over = 0 if manual else self._files_over_cap()
         if over > 0 and deleted < batch:
             reasons.append("size")
-            d, _, _ = native.delete_expired_commit_log(
+            deleted += native.delete_expired_commit_log(
                 now, 0, interval, True, min(over, batch - deleted)
-            )
-            deleted += d
+            ).deleted
         cq_files = index_files = 0
         lost: dict[str, int] = {}
         min_phy = native.min_phy_offset
         if min_phy > self._last_min:
-            cq_files, index_files = native.delete_expired_queues(
+            queues = native.delete_expired_queues(
                 min_phy, cfg.delete_consume_queue_files_interval
             )
+            cq_files, index_files = queues.consume_queue_files, queues.index_files
             self._last_min = min_phy
             lost = self._lost(before)
         if deleted and not manual:
@@ -244,7 +243,7 @@ class CleanService(ServiceThread):
     def _check_disk(self) -> tuple[float, bool]:
         """Probe disk usage, set or clear DISK_FULL; returns (ratio, clean at once)."""
         cfg, native = self._config, self._native
-        paths = [str(cfg.commit_log_dir), str(Path(cfg.store_path) / "consumequeue")]
+        paths = [str(cfg.commit_log_dir), str(cfg.consume_queue_dir)]
         ratios = [self.disk_usage(p if os.path.exists(p) else cfg.store_path) for p in paths]
         ratio = -1.0 if any(r < 0 for r in ratios) else max(ratios)
         warn, forcibly = cfg.disk_space_warning_level_ratio, cfg.disk_space_clean_forcibly_ratio

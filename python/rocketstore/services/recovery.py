@@ -70,18 +70,24 @@ class RecoveryService:
         check_crc: bool,
         skip_damaged: bool = False,
         consumer_offsets: ConsumerOffsets | None = None,
+        *,
+        whole: bool = False,
     ) -> RecoveryReport:
         """Recover and return the report; logs a warning when anything was repaired.
 
         Damage inside durable data raises :class:`CorruptedError` (nothing
         changed) unless ``skip_damaged``; then it is skipped and reported.
         ``consumer_offsets`` above their queue's recovered end are lowered
-        and the table is written (a writer's recovery).
+        and the table is written (a writer's recovery). ``whole`` scans the
+        CommitLog from its first file in either mode (a repair), so damage in
+        files an ordinary recovery does not scan is found too.
         """
         store = self._native
         store.check_file_sizes()
         store.judge_damage(skip_damaged)
-        if store.recovery_mode == RecoveryMode.NORMAL:
+        if whole:
+            store.scan_whole_commit_log(check_crc)
+        elif store.recovery_mode == RecoveryMode.NORMAL:
             store.scan_commit_log_normally(check_crc)
         else:
             store.scan_commit_log_abnormally(check_crc)

@@ -30,9 +30,9 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
-from rocketstore._native import NativeStore
+from rocketstore._native import DeliverStep, NativeStore
 from rocketstore.config_files import DelayOffsets
 
 if TYPE_CHECKING:
@@ -60,25 +60,6 @@ BATCH = 256
 def now_ms() -> int:
     """Wall-clock time in ms since the epoch (the default clock)."""
     return time.time_ns() // 1_000_000
-
-
-class DeliverStep(NamedTuple):
-    """What one engine step did for one level."""
-
-    #: The level's new progress: first queue offset not handled yet.
-    next_offset: int
-    #: Copies put into their real topic.
-    delivered: int
-    #: Units passed over without a copy (the engine logged why).
-    dropped: int
-    #: Deliver time (ms) of the next unit when it is not due yet, else -1.
-    due_at: int
-    #: True when the step stopped at its batch limit.
-    more: bool
-    #: Why the step stopped before a due message (retried later).
-    blocked: str | None
-    #: CommitLog offset past the last copy (0 when none).
-    end_offset: int
 
 
 class ScheduleService(ServiceThread):
@@ -225,8 +206,8 @@ class ScheduleService(ServiceThread):
                 [(level, self._offsets.get(level)) for level in due], now, BATCH
             )
             due = [
-                level for level, raw in zip(due, steps, strict=True)
-                if self._record(level, DeliverStep(*raw), mono)
+                level for level, step in zip(due, steps, strict=True)
+                if self._record(level, step, mono)
             ]
             self._persist_if_due()  # a long backlog still saves progress
         self._persist_if_due()

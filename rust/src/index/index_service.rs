@@ -76,6 +76,8 @@ impl FullFiles {
         let _g = self.flushing.lock();
         let batch = std::mem::take(&mut *self.queue.lock());
         for (file, checkpoint) in batch {
+            #[cfg(feature = "failpoints")]
+            crate::failpoint::pause("pause_index_flush");
             flush_full(&file, checkpoint.as_deref());
         }
     }
@@ -531,6 +533,8 @@ impl IndexStore {
     pub fn flush(&self) -> Result<()> {
         self.full.flush_pending();
         for f in self.files() {
+            #[cfg(feature = "failpoints")]
+            crate::failpoint::pause("pause_index_flush");
             f.flush()?;
         }
         Ok(())

@@ -430,6 +430,7 @@ impl CommitLog {
             writable,
             Reserve::COMMIT_LOG,
         )?;
+        mfq.set_flush_pause_point("pause_commitlog_flush");
         Ok(Self {
             cfg,
             mfq: Arc::new(mfq),

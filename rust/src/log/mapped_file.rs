@@ -515,6 +515,25 @@ impl MappedFile {
             .map_err(|e| StoreError::io(format!("open {}", self.path.display()), e))
     }
 
+    /// [`MappedFile::reopen`] for a sync: `None` when the file is gone
+    /// because the store deleted it ([`MappedFile::destroy`], retention),
+    /// even if that happened after the caller picked the file: nothing of a
+    /// deleted file needs to reach the disk. A file missing while still
+    /// available was removed behind the store's back: an error.
+    fn reopen_unless_deleted(&self) -> Result<Option<File>> {
+        match self.reopen() {
+            Ok(f) => Ok(Some(f)),
+            // `destroy` clears `available` before it unlinks: a file not
+            // found and no longer available is one the store deleted.
+            Err(StoreError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && !self.is_available() =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     /// Bytes `[0, n)` have their disk blocks reserved.
     pub fn reserved(&self) -> usize {
         self.reserved.load(Ordering::Acquire)
@@ -859,7 +878,8 @@ impl MappedFile {
         } else {
             read > flushed
         };
-        if able && self.writable {
+        // A file the store deleted (retention) needs no flush.
+        if able && self.writable && self.is_available() {
             #[cfg(feature = "failpoints")]
             crate::failpoint::check("msync")
                 .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
@@ -890,8 +910,10 @@ impl MappedFile {
         self.map
             .flush()
             .map_err(|e| StoreError::io(format!("msync {}", self.path.display()), e))?;
-        self.reopen()?
-            .sync_all()
+        let Some(file) = self.reopen_unless_deleted()? else {
+            return Ok(());
+        };
+        file.sync_all()
             .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))?;
         self.sync_created()
     }
@@ -903,8 +925,10 @@ impl MappedFile {
             return Ok(());
         }
         count_sync();
-        self.reopen()?
-            .sync_all()
+        let Some(file) = self.reopen_unless_deleted()? else {
+            return Ok(());
+        };
+        file.sync_all()
             .map_err(|e| StoreError::io(format!("fsync {}", self.path.display()), e))?;
         sync_parent(&self.path)?;
         self.needs_sync.store(false, Ordering::Release);
@@ -1112,10 +1136,13 @@ impl MappedFile {
     /// CommitLog file gets the store time of its last message this way, so
     /// its age does not depend on when the kernel noticed writes through
     /// the mapping (which do not reliably move mtime).
+    /// A file the store deleted meanwhile has no age to keep: `Ok`.
     pub fn set_modified_ms(&self, ms: i64) -> Result<()> {
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
-        self.reopen()?
-            .set_modified(t)
+        let Some(file) = self.reopen_unless_deleted()? else {
+            return Ok(());
+        };
+        file.set_modified(t)
             .map_err(|e| StoreError::io(format!("set mtime of {}", self.path.display()), e))
     }
 

@@ -147,6 +147,9 @@ pub struct MappedFileQueue {
     /// Missing or short files between files (offset, path), for
     /// [`MappedFileQueue::repair_gaps`].
     gaps: Mutex<Vec<(u64, PathBuf)>>,
+    /// The fail point that holds a flush of this queue between picking a
+    /// file and syncing it (tests of flush against deletion).
+    pause_point: std::sync::OnceLock<&'static str>,
 }
 
 impl MappedFileQueue {
@@ -172,6 +175,22 @@ impl MappedFileQueue {
             allocator: RwLock::new(None),
             short_newest: Mutex::new(None),
             gaps: Mutex::new(Vec::new()),
+            pause_point: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Names the fail point a flush of this queue stops at (see
+    /// [`crate::failpoint`]); without the `failpoints` feature it is unused.
+    pub fn set_flush_pause_point(&self, name: &'static str) {
+        let _ = self.pause_point.set(name);
+    }
+
+    /// Holds a flush at this queue's pause point while it is armed.
+    #[inline]
+    fn flush_paused_here(&self) {
+        #[cfg(feature = "failpoints")]
+        if let Some(p) = self.pause_point.get() {
+            crate::failpoint::pause(p);
         }
     }
 
@@ -574,12 +593,25 @@ impl MappedFileQueue {
     pub fn flush(&self, least_pages: usize) -> Result<bool> {
         let _g = self.flush_lock.lock();
         let old = self.flushed_where();
-        let Some(f) = self.find_by_offset(old, old == 0) else {
-            return Ok(true);
+        let f = match self.find_by_offset(old, old == 0) {
+            Some(f) => f,
+            // Retention deleted the files holding the flushed offset: go on
+            // with the oldest file left.
+            None => match self.first_file() {
+                Some(f) if f.file_from_offset() > old => f,
+                _ => return Ok(true),
+            },
         };
-        let pos = f.flush(least_pages)?;
-        f.sync_created()?;
-        let where_ = f.file_from_offset() + pos as u64;
+        self.flush_paused_here();
+        let where_ = if f.is_available() {
+            let pos = f.flush(least_pages)?;
+            f.sync_created()?;
+            f.file_from_offset() + pos as u64
+        } else {
+            // Deleted after it was picked (retention): nothing of it is
+            // to be flushed any more; the next call takes the next file.
+            f.file_from_offset() + self.file_size as u64
+        };
         if where_ > old {
             self.flushed_where.store(where_, Ordering::Release);
             self.committed_where.fetch_max(where_, Ordering::AcqRel);
@@ -625,6 +657,7 @@ impl MappedFileQueue {
             if end <= where_ && where_ != 0 {
                 continue;
             }
+            self.flush_paused_here();
             let pos = f.flush(0)?;
             f.sync_created()?;
             where_ = where_.max(f.file_from_offset() + pos as u64);
@@ -768,6 +801,50 @@ mod tests {
         let (q, _) = MappedFileQueue::load(dir.path().join("cl"), 128, true).unwrap();
         assert_eq!(q.len(), 2);
         assert!(MappedFileQueue::load(dir.path().join("cl"), 256, true).is_err());
+    }
+
+    /// Retention deletes the files holding the flushed offset, one while a
+    /// flush holds it: flushing goes on with the files left, nothing fails.
+    #[test]
+    fn flush_goes_on_past_files_deleted_by_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let q =
+            MappedFileQueue::new_with(dir.path().join("cq"), 4096, true, Reserve::CONSUME_QUEUE);
+        for i in 0..4u64 {
+            let f = q.last_file_or_create(i * 4096).unwrap();
+            f.append(|tail, _| {
+                tail.fill(1);
+                (tail.len(), ())
+            })
+            .unwrap();
+        }
+        // A flush picked file 0, then retention deleted it.
+        let held = q.find_by_offset(0, true).unwrap();
+        assert!(
+            held.needs_sync(),
+            "a new queue file is synced by its first flush"
+        );
+        for f in q.remove_head(1) {
+            f.destroy().unwrap();
+        }
+        held.flush(0).unwrap();
+        held.sync_created().unwrap();
+        held.sync_all().unwrap();
+        // The flushed offset (0) now lies in no file: the oldest file left
+        // is flushed next.
+        assert!(!q.flush(0).unwrap());
+        assert_eq!(q.flushed_where(), 2 * 4096);
+        // Retention deletes file 1 (flushed) and file 2 (not yet flushed,
+        // holding the flushed offset): the flush goes on with file 3.
+        for f in q.remove_head(2) {
+            f.destroy().unwrap();
+        }
+        assert!(!q.flush(0).unwrap());
+        assert_eq!(q.flushed_where(), 4 * 4096);
+        assert!(q.files().iter().all(|f| !f.needs_sync()));
+        // A file missing behind the store's back is still an error.
+        std::fs::remove_file(q.last_file().unwrap().path()).unwrap();
+        assert!(q.last_file().unwrap().sync_all().is_err());
     }
 
     #[test]

@@ -25,7 +25,7 @@ fn raise(name: &str, msg: String) -> PyErr {
 /// The Python exception each engine error kind becomes, by name: a class of
 /// `rocketstore.errors`, or a builtin (`OSError` is raised with the errno,
 /// so Python picks the subclass: `FileNotFoundError` for `ENOENT`, ...).
-/// `tests/test_errors.py` pins this table from Python.
+/// `tests/store/test_errors.py` pins this table from Python.
 pub fn python_exception(e: &StoreError) -> &'static str {
     match e {
         StoreError::Io { .. } => "OSError",

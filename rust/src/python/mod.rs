@@ -8,6 +8,7 @@ pub mod errors;
 pub mod gil;
 pub mod logbridge;
 pub mod recovery;
+pub mod results;
 pub mod store;
 pub mod store_base;
 pub mod types;
@@ -38,13 +39,24 @@ fn body_crc(data: &Bound<'_, PyAny>) -> PyResult<i32> {
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
 /// "create_file", "map_new_file", "cq_put", "flush_hold" (a stalled disk:
-/// nothing is flushed while armed), "reserve" or "mlock". For tests. Returns
+/// nothing is flushed while armed), "reserve", "mlock", or a pause point
+/// ("pause_cq_flush", "pause_commitlog_flush", "pause_index_flush": a flush
+/// is held between picking a file and syncing it while armed). For tests. Returns
 /// False for an unknown name. Only in builds with the `failpoints` feature.
 #[cfg(feature = "failpoints")]
 #[pyfunction]
 #[pyo3(name = "_set_fail_point")]
 fn set_fail_point(name: &str, errno: i32) -> bool {
     crate::failpoint::set(name, errno)
+}
+
+/// How many threads the pause point `name` holds now (see
+/// `_set_fail_point`). For tests; only in builds with the `failpoints` feature.
+#[cfg(feature = "failpoints")]
+#[pyfunction]
+#[pyo3(name = "_fail_point_waiting")]
+fn fail_point_waiting(name: &str) -> usize {
+    crate::failpoint::waiting(name)
 }
 
 /// Every kind of engine error, by name. For tests; only in builds with the
@@ -104,6 +116,25 @@ fn index_file_size(max_hash_slot_num: usize, max_index_num: usize) -> Option<usi
         .filter(|&n| n <= i32::MAX as usize)
 }
 
+/// The store's folder and file names (`crate::paths`, their one owner).
+fn add_path_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use crate::paths;
+    m.add("COMMIT_LOG_DIR", paths::COMMIT_LOG_DIR)?;
+    m.add("CONSUME_QUEUE_DIR", paths::CONSUME_QUEUE_DIR)?;
+    m.add("CONSUME_QUEUE_EXT_DIR", paths::CONSUME_QUEUE_EXT_DIR)?;
+    m.add("INDEX_DIR", paths::INDEX_DIR)?;
+    m.add("CHECKPOINT_FILE", paths::CHECKPOINT_FILE)?;
+    m.add("ABORT_FILE", paths::ABORT_FILE)?;
+    m.add("LOCK_FILE", paths::LOCK_FILE)?;
+    m.add("CONFIG_DIR", paths::CONFIG_DIR)?;
+    m.add("CONSUMER_OFFSET_FILE", paths::CONSUMER_OFFSET_FILE)?;
+    m.add("DELAY_OFFSET_FILE", paths::DELAY_OFFSET_FILE)?;
+    m.add("TOPICS_FILE", paths::TOPICS_FILE)?;
+    m.add("SUBSCRIPTION_GROUP_FILE", paths::SUBSCRIPTION_GROUP_FILE)?;
+    m.add("STORE_ENTRIES", paths::STORE_ENTRIES.to_vec())?;
+    Ok(())
+}
+
 /// The format constants Python code needs (one definition: the engine's).
 fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     use crate::index::index_file;
@@ -137,6 +168,7 @@ fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("DEFAULT_HASH_SLOT_NUM", index_file::DEFAULT_HASH_SLOT_NUM)?;
     m.add("DEFAULT_INDEX_NUM", index_file::DEFAULT_INDEX_NUM)?;
+    add_path_names(m)?;
     m.add_function(wrap_pyfunction!(parse_delay_levels, m)?)?;
     m.add_function(wrap_pyfunction!(index_file_size, m)?)?;
     Ok(())
@@ -155,12 +187,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyGetResult>()?;
     m.add_class::<arrow::PyArrowStream>()?;
     recovery::register(m)?;
+    results::register(m)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
     m.add_function(wrap_pyfunction!(config::default_options, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
+    #[cfg(feature = "failpoints")]
+    m.add_function(wrap_pyfunction!(fail_point_waiting, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(error_kinds, m)?)?;
     #[cfg(feature = "failpoints")]

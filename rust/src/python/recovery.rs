@@ -375,6 +375,8 @@ impl From<r::QueueOffsetTable> for PyQueueOffsetTableReport {
 ///     durable_mark: the durable CommitLog offset recovery judged damage by,
 ///         or ``None`` when the checkpoint had no mark (its
 ///         physicMsgTimestamp was used).
+///     known_damaged: damaged ranges ``(start, end)`` an earlier recovery
+///         (or ``rocketstore repair``) skipped, kept in the durable mark.
 ///     consumer_offsets_clamped: stored consumer offsets that pointed past
 ///         their queue's recovered end and were lowered to it.
 ///     short_files_extended: short newest CommitLog / ConsumeQueue files (a
@@ -454,6 +456,10 @@ impl PyRecoveryReport {
     #[getter]
     fn durable_mark(&self) -> Option<u64> {
         self.r.durable_mark
+    }
+    #[getter]
+    fn known_damaged<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.r.known_damaged.iter().copied())
     }
     #[getter]
     fn consumer_offsets_clamped(&self) -> usize {
@@ -537,6 +543,7 @@ impl PyRecoveryReport {
             ),
             ("damaged", self.damaged(py)?.into_any()),
             ("durable_mark", r.durable_mark.into_pyobject(py)?.into_any()),
+            ("known_damaged", self.known_damaged(py)?.into_any()),
             (
                 "consumer_offsets_clamped",
                 r.consumer_offsets_clamped.into_pyobject(py)?.into_any(),

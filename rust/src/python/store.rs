@@ -32,6 +32,10 @@ use super::recovery::{
     PyFileSizeReport, PyIndexRebuildReport, PyQueueHoleReport, PyQueueOffsetTableReport,
     PyRecoveryMode, PyRecoveryReport, PyRedispatchReport, PyTruncateReport,
 };
+use super::results::{
+    PyCheckpointTimes, PyCommitLogExpiry, PyDeliverStep, PyGroupCommitStats, PyQueueExpiry,
+    PyVisibilityStats,
+};
 use super::types::{
     build_properties, build_properties_into, check_queue_id, get_status_obj, parse_host,
     queue_id_arg, PyBatchPutResult, PyMessage, PyMessageExt, PyPutResult, DEFAULT_BORN_HOST,
@@ -308,6 +312,15 @@ impl PyStore {
         check_crc: bool,
     ) -> PyResult<PyCommitLogScanReport> {
         guarded(|| Ok(nogil(py, || self.store.scan_commit_log_normally(check_crc))?.into()))
+    }
+
+    /// Step 3 for a repair: scans from the first file, in either mode.
+    fn scan_whole_commit_log(
+        &self,
+        py: Python<'_>,
+        check_crc: bool,
+    ) -> PyResult<PyCommitLogScanReport> {
+        guarded(|| Ok(nogil(py, || self.store.scan_whole_commit_log(check_crc))?.into()))
     }
 
     /// Step 3 after a crash: scans from the file the checkpoint points at.
@@ -830,7 +843,6 @@ impl PyStore {
     /// deletes the oldest files whose mtime is at least ``reserved_ms`` before
     /// ``now_ms`` (any age with ``immediately``), never the last file, at
     /// most ``max_files``, sleeping ``interval_ms`` between two deletions.
-    /// Returns ``(deleted, from_offset, min_offset)``.
     fn delete_expired_commit_log(
         &self,
         py: Python<'_>,
@@ -839,7 +851,7 @@ impl PyStore {
         interval_ms: u64,
         immediately: bool,
         max_files: usize,
-    ) -> PyResult<(usize, i64, i64)> {
+    ) -> PyResult<PyCommitLogExpiry> {
         guarded(|| {
             let store = &self.store;
             let r = nogil(py, || {
@@ -851,27 +863,26 @@ impl PyStore {
                     max_files,
                 )
             })?;
-            Ok((r.deleted, r.from_offset, r.min_offset))
+            Ok(r.into())
         })
     }
 
     /// The queue step of the clean service, with the GIL released: deletes
     /// ConsumeQueue files wholly below CommitLog offset ``min_phy`` (then
     /// corrects every queue's min offset; ``interval_ms`` pause after each
-    /// queue that lost files) and index files below it. Returns
-    /// ``(consume_queue_files, index_files)``.
+    /// queue that lost files) and index files below it.
     fn delete_expired_queues(
         &self,
         py: Python<'_>,
         min_phy: i64,
         interval_ms: u64,
-    ) -> PyResult<(usize, usize)> {
+    ) -> PyResult<PyQueueExpiry> {
         guarded(|| {
             let store = &self.store;
             let r = nogil(py, || {
                 store.delete_expired_queues(min_phy, Duration::from_millis(interval_ms))
             })?;
-            Ok((r.consume_queue_files, r.index_files))
+            Ok(r.into())
         })
     }
 
@@ -936,13 +947,10 @@ impl PyStore {
         })
     }
 
-    /// Group-commit statistics since open (SYNC_FLUSH): ``(flushes,
-    /// producer requests they covered, ns spent flushing, ns spent
-    /// gathering)``. Requests per flush above one means producers shared
-    /// fsyncs.
+    /// Group-commit statistics since open (SYNC_FLUSH).
     #[getter]
-    fn group_commit_stats(&self) -> (u64, u64, u64, u64) {
-        self.store.flusher().group_stats()
+    fn group_commit_stats(&self) -> PyGroupCommitStats {
+        self.store.flusher().group_stats().into()
     }
 
     /// Wakes the dispatch thread now instead of at its next poll.
@@ -1045,11 +1053,17 @@ impl PyStore {
     }
 
     /// For tests and benchmarks: how often reads waited for acknowledged
-    /// puts to become visible, `(waits, inline_dispatches, commits,
-    /// timeouts, failed)`.
+    /// puts to become visible.
     #[getter]
-    fn _visibility_stats(&self) -> (u64, u64, u64, u64, u64) {
-        self.store.visibility_stats()
+    fn _visibility_stats(&self) -> PyVisibilityStats {
+        let (waits, inline_dispatches, commits, timeouts, failed) = self.store.visibility_stats();
+        PyVisibilityStats {
+            waits,
+            inline_dispatches,
+            commits,
+            timeouts,
+            failed,
+        }
     }
 
     /// Wakes every thread waiting in `wait_for_dispatch` (interpreter exit).
@@ -1370,11 +1384,15 @@ impl PyStore {
                     to,
                 });
             }
+            // Clamped to the bytes the CommitLog holds now, so the pieces a
+            // parallel read cuts follow the store's size, not the range's.
+            let cl = self.store.commitlog();
+            let (lo, hi) = (cl.min_offset().max(0) as u64, cl.max_offset());
             for (from, to) in commitlog_ranges.unwrap_or_default() {
-                ranges.push(Range::CommitLog {
-                    from: from.max(0) as u64,
-                    to: to.max(0) as u64,
-                });
+                let (from, to) = ((from.max(0) as u64).max(lo), (to.max(0) as u64).min(hi));
+                if from < to {
+                    ranges.push(Range::CommitLog { from, to });
+                }
             }
             let filter = RowFilter {
                 topics: topics.map(|t| t.into_iter().map(String::into_bytes).collect()),
@@ -1437,14 +1455,9 @@ impl PyStore {
         self.store.consume_queues().file_size()
     }
 
-    /// Checkpoint timestamps `(physic, logics, index)`.
-    fn checkpoint(&self) -> (i64, i64, i64) {
-        let c = self.store.checkpoint();
-        (
-            c.physic_msg_timestamp(),
-            c.logics_msg_timestamp(),
-            c.index_msg_timestamp(),
-        )
+    /// The checkpoint's timestamps.
+    fn checkpoint(&self) -> PyCheckpointTimes {
+        self.store.checkpoint().into()
     }
 
     /// Forces everything written to disk; returns the flushed offset.
@@ -1459,16 +1472,14 @@ impl PyStore {
     /// the messages of `SCHEDULE_TOPIC_XXXX` queue `level - 1` due at
     /// `now_ms`, from consume-queue offset `offset`, at most `max_msgs` per
     /// level, one batch per level, all with the GIL released once. Returns
-    /// one `(next_offset, delivered, dropped, due_at, more, blocked,
-    /// end_offset)` per level, in order.
-    #[allow(clippy::type_complexity)]
+    /// one `DeliverStep` per level, in order.
     fn deliver_delayed(
         &self,
         py: Python<'_>,
         levels: Vec<(usize, i64)>,
         now_ms: i64,
         max_msgs: usize,
-    ) -> PyResult<Vec<(i64, u64, u64, i64, bool, Option<String>, u64)>> {
+    ) -> PyResult<Vec<PyDeliverStep>> {
         guarded(|| {
             let store = &self.store;
             let steps = nogil(py, || {
@@ -1481,20 +1492,7 @@ impl PyStore {
                     })
                     .collect::<crate::error::Result<Vec<_>>>()
             })?;
-            Ok(steps
-                .into_iter()
-                .map(|s| {
-                    (
-                        s.next_offset,
-                        s.delivered,
-                        s.dropped,
-                        s.due_at,
-                        s.more,
-                        s.blocked,
-                        s.end_offset,
-                    )
-                })
-                .collect())
+            Ok(steps.into_iter().map(PyDeliverStep::from).collect())
         })
     }
 

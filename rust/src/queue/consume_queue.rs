@@ -187,6 +187,7 @@ impl ConsumeQueue {
             writable,
             Reserve::CONSUME_QUEUE,
         )?;
+        mfq.set_flush_pause_point("pause_cq_flush");
         if let (Some(p), false) = (info.short_file, writable) {
             log::info!(
                 "ignoring short ConsumeQueue file {} until it is full size",

@@ -201,6 +201,7 @@ impl Store {
                 skip_damaged: policy.skip,
             };
             st.report.durable_mark = policy.bound_mark();
+            st.report.known_damaged.clone_from(&policy.known);
             st.policy = Some(policy);
             Ok(rule)
         })
@@ -211,7 +212,7 @@ impl Store {
     /// body CRC when `check_crc`), and finds the end of valid data.
     /// Nothing is written.
     pub fn scan_commit_log_normally(&self, check_crc: bool) -> Result<CommitLogScan> {
-        self.scan_commit_log(RecoveryMode::Normal, check_crc)
+        self.scan_commit_log(RecoveryMode::Normal, check_crc, false)
     }
 
     /// Step 3 after a crash (RocketMQ's `recoverAbnormally`): scans from the
@@ -219,10 +220,23 @@ impl Store {
     /// flushed; [`Store::redispatch`] later re-dispatches what it accepted.
     /// Nothing is written.
     pub fn scan_commit_log_abnormally(&self, check_crc: bool) -> Result<CommitLogScan> {
-        self.scan_commit_log(RecoveryMode::Abnormal, check_crc)
+        self.scan_commit_log(RecoveryMode::Abnormal, check_crc, false)
     }
 
-    fn scan_commit_log(&self, mode: RecoveryMode, check_crc: bool) -> Result<CommitLogScan> {
+    /// Step 3 for a repair, in either mode: scans from the first CommitLog
+    /// file, so damage in files an ordinary recovery does not scan is found
+    /// too (and, with `skip_damaged`, skipped and kept in the durable mark).
+    /// After a crash every record is re-dispatched. Nothing is written.
+    pub fn scan_whole_commit_log(&self, check_crc: bool) -> Result<CommitLogScan> {
+        self.scan_commit_log(self.recovery_mode(), check_crc, true)
+    }
+
+    fn scan_commit_log(
+        &self,
+        mode: RecoveryMode,
+        check_crc: bool,
+        whole: bool,
+    ) -> Result<CommitLogScan> {
         self.run_step(RecoveryStep::ScanCommitLog, |s, st| {
             if mode != s.recovery_mode() {
                 return Err(StoreError::RecoveryOrder(format!(
@@ -242,6 +256,7 @@ impl Store {
             }
             let files = s.commitlog().queue().files();
             let start = match mode {
+                _ if whole => 0,
                 RecoveryMode::Abnormal => s.abnormal_start_file(),
                 RecoveryMode::Normal => files.len().saturating_sub(3),
             };

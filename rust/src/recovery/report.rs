@@ -214,6 +214,9 @@ pub struct RecoveryReport {
     /// The durable mark recovery judged by (`None`: the checkpoint had none
     /// and its physicMsgTimestamp was used).
     pub durable_mark: Option<u64>,
+    /// Damaged ranges `[start, end)` an earlier recovery skipped and the
+    /// durable mark keeps (skipped again without refusing the store).
+    pub known_damaged: Vec<(u64, u64)>,
     pub consumer_offsets_clamped: usize,
     /// Short newest files extended (found by opening, repaired by recovery).
     pub short_files_extended: Vec<PathBuf>,

@@ -537,7 +537,7 @@ mod tests {
 
     fn commitlog(dir: &Path) -> Arc<CommitLog> {
         let cfg = CommitLogConfig {
-            dir: dir.join("commitlog"),
+            dir: crate::paths::commit_log_dir(dir),
             file_size: 4 << 10,
             max_message_size: 1 << 10,
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
@@ -548,9 +548,10 @@ mod tests {
 
     fn dispatcher(dir: &Path, log: &Arc<CommitLog>, reput_from: u64) -> Dispatcher {
         let cqs = Arc::new(
-            ConsumeQueueTable::load(dir.join("consumequeue"), Some(20 * 64), true).unwrap(),
+            ConsumeQueueTable::load(crate::paths::consume_queue_dir(dir), Some(20 * 64), true)
+                .unwrap(),
         );
-        let (index, _) = IndexStore::load(&dir.join("index"), 16, 64, true, 0).unwrap();
+        let (index, _) = IndexStore::load(&crate::paths::index_dir(dir), 16, 64, true, 0).unwrap();
         Dispatcher::new(
             log.clone(),
             cqs,

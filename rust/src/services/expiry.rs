@@ -164,7 +164,7 @@ mod tests {
     fn log(dir: &std::path::Path) -> CommitLog {
         CommitLog::load(
             CommitLogConfig {
-                dir: dir.join("commitlog"),
+                dir: crate::paths::commit_log_dir(dir),
                 file_size: 256,
                 max_message_size: 1024,
                 store_host: "127.0.0.1:10911".parse().unwrap(),

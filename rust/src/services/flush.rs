@@ -79,6 +79,20 @@ struct Group {
     last_flush: Duration,
 }
 
+/// Group-commit statistics since open (SYNC_FLUSH). Requests per flush
+/// above one means producers shared fsyncs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupCommitStats {
+    /// Group flushes done.
+    pub flushes: u64,
+    /// Producer requests those flushes covered.
+    pub requests: u64,
+    /// Nanoseconds spent flushing.
+    pub flush_ns: u64,
+    /// Nanoseconds spent gathering requests before a flush.
+    pub gather_ns: u64,
+}
+
 /// The flush threads of one store.
 pub struct FlushService {
     cfg: FlushConfig,
@@ -209,15 +223,14 @@ impl FlushService {
         self.flags.is_set(Flag::FlushFailed)
     }
 
-    /// Group-commit statistics so far: `(flushes, producer requests they
-    /// covered, nanoseconds spent flushing, nanoseconds spent gathering)`.
-    pub fn group_stats(&self) -> (u64, u64, u64, u64) {
-        (
-            self.groups.load(Ordering::Relaxed),
-            self.grouped.load(Ordering::Relaxed),
-            self.flush_ns.load(Ordering::Relaxed),
-            self.gather_ns.load(Ordering::Relaxed),
-        )
+    /// Group-commit statistics so far.
+    pub fn group_stats(&self) -> GroupCommitStats {
+        GroupCommitStats {
+            flushes: self.groups.load(Ordering::Relaxed),
+            requests: self.grouped.load(Ordering::Relaxed),
+            flush_ns: self.flush_ns.load(Ordering::Relaxed),
+            gather_ns: self.gather_ns.load(Ordering::Relaxed),
+        }
     }
 
     /// Why flushing failed, if it did (the store's first failure).

@@ -1,29 +1,15 @@
-//! What the fault-injection test targets share: fail points are
-//! process-global, so a test holds [`Points`] while it arms any.
+//! What the Rust test targets share. Each target compiles the whole module
+//! and uses part of it, hence the `dead_code` allowance.
+//!
+//! * [`log`]: records, hosts and CommitLogs for the `commitlog_*` targets.
+//! * [`Points`] (fault-injection builds): serialises the tests that arm fail
+//!   points.
 
-use std::sync::{Mutex, MutexGuard};
+#![allow(dead_code)]
 
-use _native::failpoint;
-
-static ARMED: Mutex<()> = Mutex::new(());
-
-/// Serialises the tests and disarms every point before and after each.
-pub struct Points(#[allow(dead_code)] MutexGuard<'static, ()>);
-
-impl Points {
-    pub fn take() -> Self {
-        let g = ARMED.lock().unwrap_or_else(|e| e.into_inner());
-        failpoint::clear();
-        Points(g)
-    }
-
-    pub fn arm(&self, name: &str, errno: i32) {
-        assert!(failpoint::set(name, errno), "unknown fail point {name}");
-    }
-}
-
-impl Drop for Points {
-    fn drop(&mut self) {
-        failpoint::clear();
-    }
-}
+pub mod log;
+#[cfg(feature = "failpoints")]
+mod points;
+#[cfg(feature = "failpoints")]
+#[allow(unused_imports)] // the commitlog_* targets use only `log`
+pub use points::Points;

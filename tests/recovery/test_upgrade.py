@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from helpers.make_upgrade_fixture import read_all
+from helpers.paths import FIXTURES
 from rocketstore import MessageStore, StoreConfig
 
-FIXTURES = Path(__file__).parent / "fixtures"
 EXPECTED: dict[str, Any] = json.loads((FIXTURES / "store_0_1_0_expected.json").read_text())
 
 

@@ -155,6 +155,10 @@ class FakeStore:
         self.commit_calls.append((group, topic, queue_id, offset))
         self.offsets[(group, topic, queue_id)] = offset
 
+    def commit_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        for q in sorted(offsets):
+            self.commit_offset(group, topic, q, offsets[q])
+
     def persist_offsets(self) -> None:
         self._check()
         self.persist_calls += 1
@@ -451,7 +455,7 @@ def test_commit_survives_a_store_that_raises_read_only(fake: FakeStore) -> None:
     def refuse(*args: Any) -> None:
         raise ReadOnlyStoreError("read-only")
 
-    fake.commit_offset = refuse  # type: ignore[method-assign]
+    fake.commit_offsets = refuse  # type: ignore[method-assign]
     with pytest.warns(RuntimeWarning, match="nothing is persisted"):
         c.commit()
     assert c.committed(0) == -1  # the store has nothing ...

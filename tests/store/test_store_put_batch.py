@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from helpers.paths import HELPERS
 from helpers.presets import SEG, SMALL
 from rocketstore import (
     BatchPutResult,
@@ -27,7 +28,7 @@ from rocketstore import (
 )
 
 Opener = Callable[..., MessageStore]
-WRITER = Path(__file__).parent / "helpers" / "batch_crash_writer.py"
+WRITER = HELPERS / "batch_crash_writer.py"
 # Queues and index big enough for a few thousand messages.
 CFG: dict[str, Any] = {**SMALL, "mapped_file_size_consume_queue": 20 * 4000,
                        "max_index_num": 50_000, "max_hash_slot_num": 1000}

@@ -487,8 +487,9 @@ def test_pull_between_the_commit_log_and_queue_steps(opened: Callable[..., Messa
     fill(store, 12)
     c = store.consumer("audit", TOPIC)
     # The CommitLog step alone (a round runs the queue step right after it).
-    deleted, first, min_phy = store._n.delete_expired_commit_log(0, 0, 0, True, 5)
-    assert (deleted, first, min_phy) == (5, 0, 5 * SEG)
+    step = store._n.delete_expired_commit_log(0, 0, 0, True, 5)
+    assert (step.deleted, step.from_offset, step.min_offset) == (5, 0, 5 * SEG)
+    min_phy = step.min_offset
     assert store.get_min_offset_in_queue(TOPIC, 0) == 0, "queues not cleaned yet"
     r = store.get_message("g", TOPIC, 0, 0, 4)
     assert r.status is GetStatus.MESSAGE_WAS_REMOVING
@@ -497,7 +498,7 @@ def test_pull_between_the_commit_log_and_queue_steps(opened: Callable[..., Messa
     assert [m.queue_offset for m in got] == [5, 6, 7]
     assert c.skipped == 5
     # The queue step then moves the min offset.
-    assert store._n.delete_expired_queues(min_phy, 0)[0] == 1
+    assert store._n.delete_expired_queues(min_phy, 0).consume_queue_files == 1
     assert store.get_min_offset_in_queue(TOPIC, 0) == 5
     c.close()
 

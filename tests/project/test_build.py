@@ -17,11 +17,12 @@ from types import ModuleType
 
 from click.testing import CliRunner
 
+from helpers.paths import REPO
 from helpers.presets import FAILPOINTS_MISSING, POINTS
 from rocketstore import _native
 from rocketstore.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 
 
 def _load_script(name: str) -> ModuleType:

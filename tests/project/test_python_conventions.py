@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 import rocketstore
+from helpers.paths import REPO
 from rocketstore import Message, MessageStore, PutStatus, StoreClosedError
 
 OpenStore = Callable[..., MessageStore]
 SEG = 4096
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_close_is_shutdown(open_store: OpenStore) -> None:

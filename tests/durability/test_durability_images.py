@@ -40,6 +40,7 @@ from helpers.durability_util import (
     key_for,
     wait_dispatched,
 )
+from helpers.paths import HELPERS
 from rocketstore import GetStatus, Message, MessageStore
 
 PAGE = 4096
@@ -609,7 +610,9 @@ def test_checkpoint_file(tmp_path: Path) -> None:
     assert t0 <= physic <= now and physic == last_ts
     assert t0 <= logics <= now and logics <= last_ts
     assert 0 <= index <= now
-    assert store._native.checkpoint() == (physic, logics, index)  # type: ignore[union-attr]
+    times = store._native.checkpoint()  # type: ignore[union-attr]
+    assert (times.physic_msg_timestamp, times.logics_msg_timestamp,
+            times.index_msg_timestamp) == (physic, logics, index)
     store.shutdown()
     physic2, logics2, index2 = _checkpoint(path)
     assert physic2 == physic and logics2 >= logics and index2 >= index
@@ -674,7 +677,9 @@ def index_gap_image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, lis
     time.sleep(3.5)
     acks += _put_indexed(store, range(1100, 1300))
     store.flush()
-    physic, logics, index = store._native.checkpoint()  # type: ignore[union-attr]
+    times = store._native.checkpoint()  # type: ignore[union-attr]
+    physic, logics = times.physic_msg_timestamp, times.logics_msg_timestamp
+    index = times.index_msg_timestamp
     assert 0 < index < min(physic, logics) - 3000, (physic, logics, index)
     store._native._simulate_crash()  # type: ignore[union-attr]
     shutil.copytree(live, root / "image")
@@ -778,7 +783,7 @@ def test_truncation_zeroes_stale_records_behind_a_long_zero_run() -> None:
     import subprocess
     import sys
 
-    helper = Path(__file__).parent / "helpers" / "stale_past_zero_run.py"
+    helper = HELPERS / "stale_past_zero_run.py"
     r = subprocess.run([sys.executable, str(helper)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "stale records resurrected: 0" in r.stdout, r.stdout

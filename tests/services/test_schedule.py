@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from helpers.paths import FIXTURES, TESTS
 from helpers.presets import SMALL
 from rocketstore import (
     CorruptedError,
@@ -38,13 +39,7 @@ from rocketstore.services import schedule as schedule_mod
 from rocketstore.services.schedule import SCHEDULE_TOPIC, ScheduleService
 
 LEVELS = "1s 2s"
-# The project's shared/ folder lies beside the repository (a worktree's lies
-# two levels up).
-FIXTURES = next(
-    (p / "shared" / "fixtures" for p in Path(__file__).resolve().parents
-     if (p / "shared" / "fixtures" / "rocketmq_4_9_8_store").is_dir()),
-    Path("shared/fixtures"),
-)
+# A store written by a RocketMQ 4.9.8 broker (tests/fixtures).
 FIXTURE_STORE = FIXTURES / "rocketmq_4_9_8_store"
 FIXTURE_EXPECTED = FIXTURES / "rocketmq_4_9_8_expected.json"
 FIXTURE_GEOMETRY: dict[str, Any] = {
@@ -412,7 +407,8 @@ time.sleep(60)
 def _run_child(store_path: str, n: int, mode: str, persist_ms: int) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, store_path, str(n), mode, str(HERE), str(persist_ms)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(HERE)},
+        stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)])},
     )
     assert proc.stdout is not None
     want = "DELIVERED" if mode == "delivered" else "PUT"
@@ -488,8 +484,7 @@ def test_sigkill_with_progress_written_often_loses_nothing(
 
 def _fixture_copy(tmp_path: Path) -> str:
     if not FIXTURE_STORE.is_dir():
-        pytest.fail(f"the RocketMQ 4.9.8 fixture store (shared/fixtures) was not found "
-                    f"beside the repository; looked up to {FIXTURE_STORE}")
+        pytest.fail(f"the RocketMQ 4.9.8 fixture store is missing: {FIXTURE_STORE}")
     dst = tmp_path / "rmq"
     shutil.copytree(FIXTURE_STORE, dst)
     return str(dst)
@@ -565,8 +560,8 @@ def test_fixture_pending_level_18_is_delivered_once_when_due(
 def test_a_store_written_before_delayed_delivery_delivers_its_parked_message_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    src = HERE / "fixtures" / "store_0_1_0"
-    expected = json.loads((HERE / "fixtures" / "store_0_1_0_expected.json").read_text())
+    src = FIXTURES / "store_0_1_0"
+    expected = json.loads((FIXTURES / "store_0_1_0_expected.json").read_text())
     [parked] = [m for m in expected["messages"] if m["topic"] == SCHEDULE_TOPIC]
     path = tmp_path / "old"
     shutil.copytree(src, path)

@@ -81,8 +81,8 @@ def _group_stats(store: MessageStore) -> tuple[int, int]:
     """(group-commit flushes, producer requests they covered) so far."""
     native = store._native
     assert native is not None
-    flushes, requests, _, _ = native.group_commit_stats
-    return flushes, requests
+    stats = native.group_commit_stats
+    return stats.flushes, stats.requests
 
 
 def test_sync_flush_group_commit_shares_fsyncs(opened: Callable[..., MessageStore]) -> None:
@@ -352,10 +352,10 @@ def test_transient_pool_a_read_commits_what_it_needs(
     r = store.put("t", b"pending")
     assert r.status is PutStatus.PUT_OK
     assert store.max_phy_offset < end_of(r)  # in the write buffer only
-    commits_before = store._n._visibility_stats[2]
+    commits_before = store._n._visibility_stats.commits
     m = store.look_message_by_offset(r.wrote_offset)
     assert m is not None and m.body == b"pending"
-    assert store._n._visibility_stats[2] == commits_before + 1
+    assert store._n._visibility_stats.commits == commits_before + 1
     assert store.max_phy_offset == end_of(r)
     g = store.get_message("g", "t", 0, 0)
     assert g.status is GetStatus.FOUND and g.messages[0].body == b"pending"
@@ -445,7 +445,8 @@ def test_checkpoint_after_flush(
     store.flush()
     native = store._native
     assert native is not None
-    physic, logics, _index = native.checkpoint()
+    times = native.checkpoint()
+    physic, logics = times.physic_msg_timestamp, times.logics_msg_timestamp
     assert physic >= last_ts
     assert logics >= last_ts  # dispatched before the flush
     assert (Path(store_path) / "checkpoint").stat().st_size == 4096
@@ -458,7 +459,7 @@ def test_checkpoint_after_flush(
 
     again = opened(flush_disk_type=flush)
     assert again._native is not None
-    assert again._native.checkpoint()[0] >= last_ts
+    assert again._native.checkpoint().physic_msg_timestamp >= last_ts
 
 
 def test_checkpoint_follows_sync_puts(opened: Callable[..., MessageStore]) -> None:
@@ -469,7 +470,8 @@ def test_checkpoint_follows_sync_puts(opened: Callable[..., MessageStore]) -> No
     for i in range(5):
         r = store.put("t", body_of(i))
         assert r.ok
-        wait_for(lambda r=r: native.checkpoint()[0] >= r.store_timestamp, 2.0, "checkpoint")
+        wait_for(lambda r=r: native.checkpoint().physic_msg_timestamp >= r.store_timestamp,
+                 2.0, "checkpoint")
 
 
 def test_checkpoint_follows_async_flush(opened: Callable[..., MessageStore]) -> None:
@@ -477,7 +479,8 @@ def test_checkpoint_follows_async_flush(opened: Callable[..., MessageStore]) -> 
     native = store._native
     assert native is not None
     r = store.put("t", b"x")
-    wait_for(lambda: native.checkpoint()[0] >= r.store_timestamp, 5.0, "checkpoint (thorough)")
+    wait_for(lambda: native.checkpoint().physic_msg_timestamp >= r.store_timestamp, 5.0,
+             "checkpoint (thorough)")
 
 
 # -- shutdown: the final commit, dispatch and config ------------------------------------------

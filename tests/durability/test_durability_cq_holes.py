@@ -29,11 +29,12 @@ from pathlib import Path
 import pytest
 
 from helpers.durability_util import TOPIC, Ack, body_for, config, parse_ack, seq_of
+from helpers.durability_util import WRITER as CRASH_WRITER
 from rocketstore import GetStatus, MessageStore
 
 N = 300
 CQ_FILE_64 = 64 * 20
-WRITER = Path(__file__).parent / "helpers" / "one_queue_writer.py"
+WRITER = CRASH_WRITER.with_name("one_queue_writer.py")
 
 
 def _cfg(path: Path):  # type: ignore[no-untyped-def]

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from helpers.fault_fixtures import has_fail_points
+from helpers.paths import HELPERS
 from helpers.presets import FAILPOINTS_MISSING, SMALL
 from rocketstore import (
     FlushDiskType,
@@ -40,7 +41,7 @@ from rocketstore import (
 )
 from rocketstore.config_files import ConsumerOffsets
 
-CHILD = Path(__file__).parent / "helpers" / "visibility_child.py"
+CHILD = HELPERS / "visibility_child.py"
 
 MODES: dict[str, dict[str, Any]] = {
     "async": {},
@@ -188,11 +189,11 @@ def test_the_fast_path_does_not_wait(open_store: Callable[..., MessageStore]) ->
     store = open_store(**SMALL)
     store.put("t", b"x")
     store.get_message("g", "t", 0, 0)
-    waits = store._n._visibility_stats[0]
+    waits = store._n._visibility_stats.waits
     for _ in range(100):
         assert store.get_message("g", "t", 0, 0).status is GetStatus.FOUND
         assert store.look_message_by_offset(0) is not None
-    assert store._n._visibility_stats[0] == waits  # nothing was pending: no wait
+    assert store._n._visibility_stats.waits == waits  # nothing was pending: no wait
 
 
 def test_reads_do_not_wait_once_dispatch_failed(
@@ -210,7 +211,8 @@ def test_reads_do_not_wait_once_dispatch_failed(
     assert r.ok
     g = store.get_message("g", "t", 0, 0, 32)
     assert [m.body for m in g.messages] == [b"visible"]
-    waits, _, _, timeouts, failed = store._n._visibility_stats
+    stats = store._n._visibility_stats
+    waits, timeouts, failed = stats.waits, stats.timeouts, stats.failed
     assert waits >= 1 and failed >= 1 and timeouts == 0
     assert not store.is_writeable  # dispatch failure poisons the store
     # The record itself is in the CommitLog (ASYNC_FLUSH: lookups by offset
@@ -277,7 +279,7 @@ def test_sync_flush_reads_never_serve_unflushed_records(
     g = store.get_message("g", "t", 0, 3)
     assert g.status is GetStatus.OFFSET_OVERFLOW_ONE and g.messages == []
     # The read gave up waiting for the stalled disk (it does not fail).
-    assert store._n._visibility_stats[3] >= 1
+    assert store._n._visibility_stats.timeouts >= 1
     # The persisted offset stays at durable data.
     c.commit()
     offsets = ConsumerOffsets.load(Path(store_path) / "config" / "consumerOffset.json")
@@ -324,7 +326,7 @@ assert store.put("t", b"a").ok
 assert _native._set_fail_point("flush_hold", 1)
 assert store.put("t", b"b", properties={"WAIT": "false"}).ok
 threading.Thread(target=lambda: store.get_message("g", "t", 0, 0), daemon=True).start()
-while store._n._visibility_stats[0] == 0:  # until the reader waits for the stalled disk
+while store._n._visibility_stats.waits == 0:  # until the reader waits for the stalled disk
     time.sleep(0.01)
 print("WAITING", flush=True)
 """

@@ -1,0 +1,109 @@
+//! The store's folder and file names: the one place that spells them
+//! (RocketMQ's `StorePathConfigHelper`). The engine, the verifier, the
+//! command line and the Python package (through the native module's
+//! constants) all build their paths here.
+//!
+//! ```text
+//! <root>/
+//!   commitlog/<20-digit offset>        CommitLog segments (or a folder of its own)
+//!   consumequeue/<topic>/<queue>/...   ConsumeQueue segments
+//!   consumequeue_ext/                  ConsumeQueue extension (never written here)
+//!   index/<yyyyMMddHHmmssSSS>          IndexFiles
+//!   checkpoint                         flush timestamps (4 KiB)
+//!   abort                              exists while a writer runs
+//!   lock                               the single writer's lock
+//!   config/                            topics.json, consumerOffset.json,
+//!                                      delayOffset.json, subscriptionGroup.json
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// The CommitLog folder, unless the configuration names another.
+pub const COMMIT_LOG_DIR: &str = "commitlog";
+/// The ConsumeQueue folder (`<topic>/<queue id>/` below it).
+pub const CONSUME_QUEUE_DIR: &str = "consumequeue";
+/// The ConsumeQueue extension folder (RocketMQ's; this store never writes it).
+pub const CONSUME_QUEUE_EXT_DIR: &str = "consumequeue_ext";
+/// The IndexFile folder.
+pub const INDEX_DIR: &str = "index";
+/// The checkpoint file.
+pub const CHECKPOINT_FILE: &str = "checkpoint";
+/// The file that exists while a writer runs: found at open, the last writer
+/// did not stop cleanly.
+pub const ABORT_FILE: &str = "abort";
+/// The single writer's lock file.
+pub const LOCK_FILE: &str = "lock";
+/// The folder of the broker's JSON configuration files.
+pub const CONFIG_DIR: &str = "config";
+/// Committed consumer offsets, in [`CONFIG_DIR`].
+pub const CONSUMER_OFFSET_FILE: &str = "consumerOffset.json";
+/// Delayed-delivery progress, in [`CONFIG_DIR`].
+pub const DELAY_OFFSET_FILE: &str = "delayOffset.json";
+/// Topic configurations, in [`CONFIG_DIR`].
+pub const TOPICS_FILE: &str = "topics.json";
+/// Subscription groups, in [`CONFIG_DIR`] (a broker's; never written here).
+pub const SUBSCRIPTION_GROUP_FILE: &str = "subscriptionGroup.json";
+
+/// Every entry a store folder may hold at its top level: a folder holding
+/// none of them is not a store.
+pub const STORE_ENTRIES: [&str; 7] = [
+    COMMIT_LOG_DIR,
+    CONSUME_QUEUE_DIR,
+    INDEX_DIR,
+    CHECKPOINT_FILE,
+    ABORT_FILE,
+    LOCK_FILE,
+    CONFIG_DIR,
+];
+
+/// `<root>/commitlog`, the CommitLog folder when none is configured.
+pub fn commit_log_dir(root: &Path) -> PathBuf {
+    root.join(COMMIT_LOG_DIR)
+}
+
+/// `<root>/consumequeue`.
+pub fn consume_queue_dir(root: &Path) -> PathBuf {
+    root.join(CONSUME_QUEUE_DIR)
+}
+
+/// `<root>/index`.
+pub fn index_dir(root: &Path) -> PathBuf {
+    root.join(INDEX_DIR)
+}
+
+/// `<root>/checkpoint`.
+pub fn checkpoint_file(root: &Path) -> PathBuf {
+    root.join(CHECKPOINT_FILE)
+}
+
+/// `<root>/abort`.
+pub fn abort_file(root: &Path) -> PathBuf {
+    root.join(ABORT_FILE)
+}
+
+/// `<root>/lock`.
+pub fn lock_file(root: &Path) -> PathBuf {
+    root.join(LOCK_FILE)
+}
+
+/// `<root>/config`.
+pub fn config_dir(root: &Path) -> PathBuf {
+    root.join(CONFIG_DIR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_rocketmqs() {
+        let root = Path::new("/s");
+        assert_eq!(commit_log_dir(root), PathBuf::from("/s/commitlog"));
+        assert_eq!(consume_queue_dir(root), PathBuf::from("/s/consumequeue"));
+        assert_eq!(index_dir(root), PathBuf::from("/s/index"));
+        assert_eq!(checkpoint_file(root), PathBuf::from("/s/checkpoint"));
+        assert_eq!(abort_file(root), PathBuf::from("/s/abort"));
+        assert_eq!(lock_file(root), PathBuf::from("/s/lock"));
+        assert_eq!(config_dir(root), PathBuf::from("/s/config"));
+    }
+}

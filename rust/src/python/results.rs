@@ -1,0 +1,183 @@
+//! Typed results of the engine's service and statistics calls: frozen
+//! classes with named fields, so no bare tuple crosses into Python and no
+//! caller unpacks fields by position.
+
+use pyo3::prelude::*;
+
+/// A frozen class with read-only fields, a `__repr__` naming them, and
+/// equality by value.
+macro_rules! frozen_record {
+    (
+        $(#[$meta:meta])*
+        $py_name:literal, $name:ident {
+            $( $(#[$fmeta:meta])* $field:ident: $ty:ty ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[pyclass(frozen, eq, module = "rocketstore._native", name = $py_name)]
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            $( $(#[$fmeta])* #[pyo3(get)] pub $field: $ty, )+
+        }
+
+        #[pymethods]
+        impl $name {
+            fn __repr__(&self) -> String {
+                let fields: Vec<String> = vec![
+                    $( format!("{}={:?}", stringify!($field), self.$field), )+
+                ];
+                format!("{}({})", $py_name, fields.join(", "))
+            }
+        }
+    };
+}
+
+frozen_record! {
+    /// What one delayed-delivery step did for one level.
+    "DeliverStep", PyDeliverStep {
+        /// The level's new progress: first queue offset not handled yet.
+        next_offset: i64,
+        /// Copies put into their real topic.
+        delivered: u64,
+        /// Units passed over without a copy (the engine logged why).
+        dropped: u64,
+        /// Deliver time (ms) of the next unit when it is not due yet, else -1.
+        due_at: i64,
+        /// True when the step stopped at its batch limit.
+        more: bool,
+        /// Why the step stopped before a due message (retried later).
+        blocked: Option<String>,
+        /// CommitLog offset past the last copy (0 when none).
+        end_offset: u64,
+    }
+}
+
+impl From<crate::services::schedule::DeliverStep> for PyDeliverStep {
+    fn from(s: crate::services::schedule::DeliverStep) -> Self {
+        Self {
+            next_offset: s.next_offset,
+            delivered: s.delivered,
+            dropped: s.dropped,
+            due_at: s.due_at,
+            more: s.more,
+            blocked: s.blocked,
+            end_offset: s.end_offset,
+        }
+    }
+}
+
+frozen_record! {
+    /// What one CommitLog step of the clean service did.
+    "CommitLogExpiry", PyCommitLogExpiry {
+        /// CommitLog files deleted.
+        deleted: usize,
+        /// Start of the first deleted file (-1 when none).
+        from_offset: i64,
+        /// New CommitLog min offset (-1 when the log holds no file).
+        min_offset: i64,
+    }
+}
+
+impl From<crate::services::expiry::CommitLogExpiry> for PyCommitLogExpiry {
+    fn from(e: crate::services::expiry::CommitLogExpiry) -> Self {
+        Self {
+            deleted: e.deleted,
+            from_offset: e.from_offset,
+            min_offset: e.min_offset,
+        }
+    }
+}
+
+frozen_record! {
+    /// What one queue step of the clean service did.
+    "QueueExpiry", PyQueueExpiry {
+        /// ConsumeQueue files deleted.
+        consume_queue_files: usize,
+        /// Index files deleted.
+        index_files: usize,
+    }
+}
+
+impl From<crate::services::expiry::QueueExpiry> for PyQueueExpiry {
+    fn from(e: crate::services::expiry::QueueExpiry) -> Self {
+        Self {
+            consume_queue_files: e.consume_queue_files,
+            index_files: e.index_files,
+        }
+    }
+}
+
+frozen_record! {
+    /// Group-commit statistics since open (SYNC_FLUSH). Requests per flush
+    /// above one means producers shared fsyncs.
+    "GroupCommitStats", PyGroupCommitStats {
+        /// Group flushes done.
+        flushes: u64,
+        /// Producer requests those flushes covered.
+        requests: u64,
+        /// Nanoseconds spent flushing.
+        flush_ns: u64,
+        /// Nanoseconds spent gathering requests before a flush.
+        gather_ns: u64,
+    }
+}
+
+impl From<crate::services::flush::GroupCommitStats> for PyGroupCommitStats {
+    fn from(s: crate::services::flush::GroupCommitStats) -> Self {
+        Self {
+            flushes: s.flushes,
+            requests: s.requests,
+            flush_ns: s.flush_ns,
+            gather_ns: s.gather_ns,
+        }
+    }
+}
+
+frozen_record! {
+    /// The checkpoint's timestamps (ms): what is durable up to when.
+    "CheckpointTimes", PyCheckpointTimes {
+        /// Store time of the last CommitLog message flushed.
+        physic_msg_timestamp: i64,
+        /// Store time of the last message whose queue unit is flushed.
+        logics_msg_timestamp: i64,
+        /// Store time of the last message in a flushed index file.
+        index_msg_timestamp: i64,
+    }
+}
+
+impl From<&crate::checkpoint::Checkpoint> for PyCheckpointTimes {
+    fn from(c: &crate::checkpoint::Checkpoint) -> Self {
+        Self {
+            physic_msg_timestamp: c.physic_msg_timestamp(),
+            logics_msg_timestamp: c.logics_msg_timestamp(),
+            index_msg_timestamp: c.index_msg_timestamp(),
+        }
+    }
+}
+
+frozen_record! {
+    /// How often reads waited for acknowledged puts to become visible.
+    "VisibilityStats", PyVisibilityStats {
+        /// Reads that found an acknowledged put not yet visible.
+        waits: u64,
+        /// ... of which dispatched it themselves.
+        inline_dispatches: u64,
+        /// ... of which committed the transient write buffer.
+        commits: u64,
+        /// ... of which gave up after `sync_flush_timeout`.
+        timeouts: u64,
+        /// ... of which gave up at once because dispatch or flushing failed.
+        failed: u64,
+    }
+}
+
+/// Registers the classes.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyDeliverStep>()?;
+    m.add_class::<PyCommitLogExpiry>()?;
+    m.add_class::<PyQueueExpiry>()?;
+    m.add_class::<PyGroupCommitStats>()?;
+    m.add_class::<PyCheckpointTimes>()?;
+    m.add_class::<PyVisibilityStats>()?;
+    Ok(())
+}

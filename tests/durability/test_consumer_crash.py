@@ -1,0 +1,105 @@
+"""A consumer with auto-commit, killed with SIGKILL at random moments.
+
+Auto-commit commits every queue's position together and one write of
+``consumerOffset.json`` carries them all, so after a kill every queue
+restarts at most ``auto_commit_interval + offsets persist interval`` (plus
+the time between two polls) behind what was delivered, and never past it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers.paths import HELPERS
+from rocketstore import MessageStore, StoreConfig
+
+HELPER = HELPERS / "autocommit_child.py"
+QUEUES = 4
+PER_QUEUE = 6000
+AUTO_COMMIT_INTERVAL = 0.3
+PERSIST_INTERVAL = 0.4
+CFG = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 20 * 4000}
+
+
+def _parse(log: Path) -> tuple[list[float], list[tuple[float, dict[int, int]]]]:
+    polls: list[float] = []
+    deliveries: list[tuple[float, dict[int, int]]] = []
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            if parts[0] == "P" and len(parts) == 2:
+                polls.append(float(parts[1]))
+            elif parts[0] == "D" and len(parts) >= 3:
+                nxt = {int(q): int(n) for q, n in (p.split(":") for p in parts[2:])}
+                deliveries.append((float(parts[1]), nxt))
+        except ValueError:  # a torn last line
+            continue
+    return polls, deliveries
+
+
+def _positions_at(deliveries: list[tuple[float, dict[int, int]]], t: float,
+                  start: dict[int, int]) -> dict[int, int]:
+    pos = dict(start)
+    for when, nxt in deliveries:
+        if when <= t:
+            for q, n in nxt.items():
+                pos[q] = max(pos[q], n)
+    return pos
+
+
+def _committed(path: str) -> dict[int, int]:
+    with MessageStore(StoreConfig(store_path=path, **CFG)) as store:
+        return {q: max(store.query_offset("g", "T", q), 0) for q in range(QUEUES)}
+
+
+def test_kill_during_auto_commit_loses_at_most_one_interval_per_queue(tmp_path: Path) -> None:
+    path = str(tmp_path / "store")
+    with MessageStore(StoreConfig(store_path=path, **CFG)) as store:
+        for i in range(PER_QUEUE):
+            for q in range(QUEUES):
+                assert store.put("T", b"m%06d" % i, queue_id=q).ok
+    rng = random.Random(0xC0FFEE)
+    start = {q: 0 for q in range(QUEUES)}
+    for iteration in range(4):
+        log = tmp_path / f"deliveries-{iteration}.log"
+        proc = subprocess.Popen(
+            [sys.executable, str(HELPER), path, str(log),
+             str(AUTO_COMMIT_INTERVAL), str(PERSIST_INTERVAL)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.strip() == "ready", (line, proc.stderr.read() if proc.stderr else "")
+        time.sleep(rng.uniform(1.2, 2.4))
+        killed_at = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+        polls, deliveries = _parse(log)
+        # Time between two poll starts (an auto-commit and its write happen
+        # inside a poll), including the poll the kill interrupted.
+        gaps = [b - a for a, b in itertools.pairwise(polls)]
+        gaps.append(killed_at - polls[-1])
+        slack = 2 * max(gaps)
+        bound_at = killed_at - AUTO_COMMIT_INTERVAL - PERSIST_INTERVAL - slack
+        at_kill = _positions_at(deliveries, killed_at, start)
+        floor = _positions_at(deliveries, bound_at, start)
+        # The run delivered from every queue before the bound (the check can fail).
+        assert all(floor[q] > start[q] for q in range(QUEUES)), (iteration, start, floor)
+        restart = _committed(path)
+        for q in range(QUEUES):
+            assert floor[q] <= restart[q] <= at_kill[q], (
+                f"iteration {iteration} queue {q}: restarts at {restart[q]}, delivered "
+                f"{at_kill[q]} at the kill and {floor[q]} by {killed_at - bound_at:.2f} s "
+                f"before it; committed {restart}"
+            )
+        start = restart
