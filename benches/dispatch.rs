@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::index::index_file::IndexStore;
+use _native::index::index_service::IndexStore;
 use _native::log::commitlog::{CommitLog, CommitLogConfig};
 use _native::log::message::MessageSpec;
 use _native::queue::cq_table::ConsumeQueueTable;

@@ -542,6 +542,14 @@ class GetMessageResult:
         """Messages skipped because their record is damaged (never served)."""
         ...
     @property
+    def skipped(self) -> int:
+        """Offsets moved past because retention deleted their messages.
+
+        Below the min offset (``OFFSET_TOO_SMALL``) or pointing into a deleted
+        CommitLog file, whatever the status (also inside a ``FOUND`` pull).
+        """
+        ...
+    @property
     def messages(self) -> list[MessageExt]: ...
     def __len__(self) -> int: ...
 

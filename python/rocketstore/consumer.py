@@ -69,9 +69,6 @@ _CORRECTIONS = {
     GetStatus.NO_MESSAGE_IN_QUEUE: "in a queue that holds no message",
 }
 
-# Corrections that mean retention deleted messages the group had not read.
-_EXPIRED = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.MESSAGE_WAS_REMOVING})
-
 
 class GetResultLike(Protocol):
     """What :meth:`ConsumerStore.get_message` returns (the store's GetResult)."""
@@ -87,6 +84,10 @@ class GetResultLike(Protocol):
     @property
     def damaged(self) -> int:
         """Messages skipped because their record is damaged."""
+        ...
+    @property
+    def skipped(self) -> int:
+        """Offsets moved past because retention deleted their messages."""
         ...
     @property
     def messages(self) -> Sequence[MessageExt]: ...
@@ -274,9 +275,12 @@ class Consumer:
     def skipped(self) -> int:
         """Messages retention deleted before this consumer read them.
 
-        When a queue's min offset passed this consumer's position (expired
-        files were deleted), reading continues from the min offset; the
-        messages in between are counted here and logged naming the group.
+        When retention deleted messages at or after this consumer's position
+        (a queue's min offset passed it, or a pull met units whose CommitLog
+        file is gone), reading continues after them; every such offset is
+        counted here (each pull's ``skipped``) and logged naming the group.
+        So, without a tag filter, the offsets a queue's position moved past
+        are exactly the messages delivered + ``skipped`` + ``damaged``.
         (Not ``lag``: in Kafka that means messages not read yet.)
         """
         return self._skipped
@@ -376,6 +380,13 @@ class Consumer:
                 damaged = r.damaged
                 if damaged:
                     self._damaged += damaged
+                skipped = r.skipped
+                if skipped:
+                    # Retention deleted these before the group read them.
+                    self._skipped += skipped
+                    log.warning("consumer group %s: %s/%d messages %d..%d were deleted "
+                                "by retention before they were consumed; skipping %d",
+                                group, topic, q, pos, pos + skipped - 1, skipped)
                 if msgs:
                     buf = self._buffer
                     for m in msgs:
@@ -384,15 +395,9 @@ class Consumer:
                     budget -= len(msgs)
                 elif nxt == pos:
                     continue  # caught up (OFFSET_OVERFLOW_ONE) or nothing to do
-                else:
+                elif not skipped:
                     why = _CORRECTIONS.get(r.status)
-                    if r.status in _EXPIRED and nxt > pos:
-                        # Retention deleted these before the group read them.
-                        self._skipped += nxt - pos
-                        log.warning("consumer group %s: %s/%d messages %d..%d were deleted "
-                                    "by retention before they were consumed; skipping %d",
-                                    group, topic, q, pos, nxt - 1, nxt - pos)
-                    elif why is not None:
+                    if why is not None:
                         log.info("consumer %s: %s/%d offset %d is %s; moving to %d",
                                  group, topic, q, pos, why, nxt)
                 self._fetch_pos[q] = nxt

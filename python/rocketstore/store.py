@@ -504,6 +504,11 @@ class MessageStore(MessageStoreBase):
         Every message's body CRC is checked: a damaged record is skipped,
         counted in the result's ``damaged`` and logged once; it is never
         served, and ``next_begin_offset`` moves past it (offsets stay dense).
+        Offsets whose messages retention deleted (below the min offset, or
+        units pointing into a deleted CommitLog file, also inside a ``FOUND``
+        pull) are counted in ``skipped``: without a tag filter, a pull that
+        moves forward has ``next_begin_offset - offset == len(messages) +
+        skipped + damaged``.
 
         On a read-only store, a pull that reaches the end of what this
         process knows of the queue first picks up what the writer appended.

@@ -42,6 +42,7 @@ class FakeResult:
     max_offset: int
     messages: list[FakeMsg]
     damaged: int = 0
+    skipped: int = 0
 
 
 class FakeStore:
@@ -131,7 +132,7 @@ class FakeStore:
         if hi == 0:
             return result(GetStatus.NO_MESSAGE_IN_QUEUE, 0)
         if offset < lo:
-            return result(GetStatus.OFFSET_TOO_SMALL, lo)
+            return dataclasses.replace(result(GetStatus.OFFSET_TOO_SMALL, lo), skipped=lo - offset)
         if offset == hi:
             return result(GetStatus.OFFSET_OVERFLOW_ONE, offset)
         if offset > hi:

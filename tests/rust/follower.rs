@@ -66,7 +66,10 @@ fn unit_of_a_segment_not_adopted_yet_is_not_a_removed_message() {
     writer.drain_dispatch().unwrap();
     assert!(writer.commitlog().queue().len() > 3);
     // The reader sees the new units first (its CommitLog has not followed).
-    reader.consume_queues().refresh().unwrap();
+    reader
+        .consume_queues()
+        .refresh(reader.commitlog().min_offset())
+        .unwrap();
     assert_eq!(reader.commitlog().queue().len(), 1);
 
     let mut offset = 0;

@@ -39,10 +39,6 @@ use crate::error::{Result, StoreError};
 use crate::log::mapped_file::{MappedFile, Reserve};
 use crate::log::message::java_string_hash;
 
-// The directory of index files moved to its own module; its names stay
-// reachable from here.
-pub use crate::index::index_service::{IndexStore, QueryOffsetResult};
-
 /// Header length.
 pub const INDEX_HEADER_SIZE: usize = 40;
 /// One hash slot.

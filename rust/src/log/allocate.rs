@@ -15,15 +15,15 @@
 //! which is only safe before the file is handed to the writer.)
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{Result, StoreError};
-use crate::log::mapped_file::{MappedFile, WriteBuffer};
-use crate::log::mapped_file_queue::MappedFileQueue;
+use crate::log::mapped_file::MappedFile;
+use crate::log::mapped_file_queue::{FileMaker, MappedFileQueue};
 use crate::ratelog::RateLimited;
 use crate::services::service::{ServiceThread, Signal, STOP_TIMEOUT};
 
@@ -431,58 +431,16 @@ fn prefault_round(
     }
 }
 
-/// RocketMQ's `TransientStorePool`: off-heap write buffers, one per CommitLog
-/// file being written, so appends never touch the page cache until a commit
-/// copies them in. Buffers are allocated on first use (up to `count`) and
-/// locked in memory when the RLIMIT_MEMLOCK allows.
-#[derive(Debug)]
-pub struct TransientStorePool {
-    buffer_size: usize,
-    count: usize,
-    created: AtomicUsize,
-    free: Mutex<Vec<Arc<WriteBuffer>>>,
-}
-
-impl TransientStorePool {
-    pub fn new(count: usize, buffer_size: usize) -> Self {
-        Self {
-            buffer_size,
-            count,
-            created: AtomicUsize::new(0),
-            free: Mutex::new(Vec::new()),
-        }
+impl FileMaker for Allocator {
+    fn take(&self, offset: u64) -> Result<Arc<MappedFile>> {
+        Allocator::take(self, offset)
     }
 
-    /// A free buffer, or `None` when all `count` buffers are in use.
-    pub fn borrow(&self) -> Option<Arc<WriteBuffer>> {
-        if let Some(b) = self.free.lock().pop() {
-            return Some(b);
-        }
-        let n = self.created.fetch_add(1, Ordering::AcqRel);
-        if n >= self.count {
-            self.created.fetch_sub(1, Ordering::AcqRel);
-            return None;
-        }
-        match WriteBuffer::new(self.buffer_size) {
-            Some(b) => Some(Arc::new(b)),
-            None => {
-                self.created.fetch_sub(1, Ordering::AcqRel);
-                None
-            }
-        }
+    fn request(&self, offset: u64) {
+        Allocator::request(self, offset)
     }
 
-    /// Returns a buffer whose file was committed in full.
-    pub fn give_back(&self, buffer: Arc<WriteBuffer>) {
-        buffer.clear();
-        self.free.lock().push(buffer);
-    }
-
-    /// Buffers not in use (allocated or not yet allocated).
-    pub fn available(&self) -> usize {
-        self.free.lock().len()
-            + self
-                .count
-                .saturating_sub(self.created.load(Ordering::Acquire))
+    fn unlock_later(&self, file: Arc<MappedFile>) {
+        Allocator::unlock_later(self, file)
     }
 }

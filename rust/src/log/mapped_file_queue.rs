@@ -16,8 +16,8 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Result, StoreError};
-use crate::log::allocate::{Allocator, TransientStorePool};
 use crate::log::mapped_file::{file_name, MappedFile, Reserve};
+use crate::log::transient_pool::TransientStorePool;
 
 /// What loading a directory found.
 #[derive(Debug, Clone, Default)]
@@ -123,6 +123,18 @@ pub fn list_segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
+/// Makes a queue's next files ahead of its writer (the allocator thread of
+/// [`crate::log::allocate`]): the queue takes a file from it on a roll and
+/// asks for the one after, without knowing how files are made.
+pub trait FileMaker: Send + Sync + std::fmt::Debug {
+    /// The file starting at `offset`, waiting for it if it is not made yet.
+    fn take(&self, offset: u64) -> Result<Arc<MappedFile>>;
+    /// Asks for the file starting at `offset` to be made next.
+    fn request(&self, offset: u64);
+    /// Unlocks `file` from memory off the put path (the writer left it).
+    fn unlock_later(&self, file: Arc<MappedFile>);
+}
+
 /// A queue of mapped files.
 #[derive(Debug)]
 pub struct MappedFileQueue {
@@ -140,7 +152,7 @@ pub struct MappedFileQueue {
     /// How new and loaded files reserve disk blocks.
     reserve: Reserve,
     /// Creates the next file in the background (CommitLog only).
-    allocator: RwLock<Option<Arc<Allocator>>>,
+    allocator: RwLock<Option<Arc<dyn FileMaker>>>,
     /// A writable queue's short newest file found by loading, until
     /// recovery extends and maps it.
     short_newest: Mutex<Option<PathBuf>>,
@@ -506,7 +518,7 @@ impl MappedFileQueue {
     }
 
     /// Creates new files through `allocator` from now on.
-    pub fn set_allocator(&self, allocator: Option<Arc<Allocator>>) {
+    pub fn set_allocator(&self, allocator: Option<Arc<dyn FileMaker>>) {
         *self.allocator.write() = allocator;
     }
 

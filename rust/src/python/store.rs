@@ -233,6 +233,11 @@ pub struct PyGetResult {
     /// served, and `next_begin_offset` moves past them.
     #[pyo3(get)]
     damaged: usize,
+    /// Offsets the pull moved past because retention deleted their
+    /// messages (below the min offset, or pointing into a deleted CommitLog
+    /// file); also inside a `FOUND` pull.
+    #[pyo3(get)]
+    skipped: u64,
     messages: Py<PyList>,
 }
 
@@ -253,12 +258,17 @@ impl PyGetResult {
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
-            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>{})",
+            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>{}{})",
             self.status(py)?.bind(py).str()?,
             self.next_begin_offset,
             self.min_offset,
             self.max_offset,
             self.messages.bind(py).len(),
+            if self.skipped > 0 {
+                format!(", skipped={}", self.skipped)
+            } else {
+                String::new()
+            },
             if self.damaged > 0 {
                 format!(", damaged={}", self.damaged)
             } else {
@@ -1124,6 +1134,7 @@ impl PyStore {
                 min_offset: r.min_offset,
                 max_offset: r.max_offset,
                 damaged: r.damaged.len(),
+                skipped: r.skipped,
                 messages: list.unbind(),
             })
         })

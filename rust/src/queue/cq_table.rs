@@ -265,12 +265,15 @@ impl ConsumeQueueTable {
     }
 
     /// Read-only stores: adopts queues another process created and advances
-    /// every queue's end. Returns true when anything changed.
-    pub fn refresh(&self) -> Result<bool> {
+    /// every queue's end; min offsets follow the CommitLog's min offset
+    /// `phy_min` ([`ConsumeQueue::refresh`]). Returns true when anything
+    /// changed.
+    pub fn refresh(&self, phy_min: i64) -> Result<bool> {
         let mut changed = false;
         for (topic, qid, _) in list_queue_dirs(&self.root)? {
             if self.get(&topic, qid).is_none() && is_readable_topic(&topic) {
-                let cq = ConsumeQueue::load_read_only(&self.root, &topic, qid, self.file_size)?;
+                let cq =
+                    ConsumeQueue::load_read_only(&self.root, &topic, qid, self.file_size, phy_min)?;
                 self.queues
                     .write()
                     .entry(topic)
@@ -281,7 +284,7 @@ impl ConsumeQueueTable {
         }
         for q in self.all() {
             let before = q.max_offset_in_queue();
-            if q.refresh()? != before {
+            if q.refresh(phy_min)? != before {
                 changed = true;
             }
         }

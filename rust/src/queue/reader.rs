@@ -150,6 +150,12 @@ pub struct GetResult {
     /// `rocketstore repair`). Queue offsets stay dense: the next pull starts
     /// after them; they are never served.
     pub damaged: Vec<Damage>,
+    /// Offsets this pull moved past because retention deleted their
+    /// messages: below the queue's min offset (`OFFSET_TOO_SMALL`), or units
+    /// pointing below the CommitLog's first file, whatever the status. With
+    /// `next_begin_offset > offset`, every offset in between is a message,
+    /// skipped, damaged, or (with a tag filter) filtered out.
+    pub skipped: u64,
 }
 
 impl GetResult {
@@ -161,6 +167,16 @@ impl GetResult {
             max_offset: max,
             messages: Vec::new(),
             damaged: Vec::new(),
+            skipped: 0,
+        }
+    }
+
+    /// `OFFSET_TOO_SMALL`: the pull moves to the min offset, and every
+    /// offset below it counts as skipped.
+    fn too_small(offset: i64, min: i64, max: i64) -> Self {
+        Self {
+            skipped: (min - offset).max(0) as u64,
+            ..Self::empty(GetStatus::OffsetTooSmall, min, min, max)
         }
     }
 }
@@ -209,7 +225,7 @@ pub fn get_message(
         return GetResult::empty(GetStatus::NoMessageInQueue, 0, min, max);
     }
     if offset < min {
-        return GetResult::empty(GetStatus::OffsetTooSmall, min, min, max);
+        return GetResult::too_small(offset, min, max);
     }
     if offset == max {
         return GetResult::empty(GetStatus::OffsetOverflowOne, offset, min, max);
@@ -224,6 +240,12 @@ pub fn get_message(
     let budget = MIN_SCAN_UNITS.max(max_msgs);
     let chunk = if filter.is_some() { budget } else { max_msgs };
     let Some(mut units) = cq.units(offset, chunk) else {
+        // Retention may have deleted the queue file since the min offset was
+        // read: it moves the min offset before it removes a file.
+        let min_now = cq.min_offset_in_queue();
+        if offset < min_now {
+            return GetResult::too_small(offset, min_now, max);
+        }
         return GetResult::empty(
             GetStatus::OffsetFoundNull,
             cq.roll_next_file(offset),
@@ -235,6 +257,10 @@ pub fn get_message(
     let mut status = GetStatus::NoMatchedMessage;
     let mut messages = Vec::with_capacity(max_msgs.min(units.len()));
     let mut damaged = Vec::new();
+    let mut skipped = 0u64;
+    // Units pointing below the CommitLog's first file lost their message to
+    // retention; they count as skipped whatever the tag filter says.
+    let mut phy_min = commitlog.min_offset();
     let mut bytes = 0usize;
     let mut scanned = 0usize;
     let mut next_phy_file_start = i64::MIN;
@@ -253,7 +279,11 @@ pub fn get_message(
                 break 'scan;
             }
             scanned += 1;
-            if u.phy_offset < next_phy_file_start {
+            if u.phy_offset >= 0 && (u.phy_offset < next_phy_file_start || u.phy_offset < phy_min) {
+                skipped += 1;
+                if messages.is_empty() {
+                    status = GetStatus::MessageWasRemoving;
+                }
                 continue;
             }
             if let Some(f) = filter {
@@ -278,9 +308,11 @@ pub fn get_message(
             let read = match read_unit(commitlog, u.phy_offset, u.size, follow, &mut refreshed) {
                 Ok(r) => Ok(r),
                 Err(Unreadable::Removed) => {
+                    skipped += 1;
                     if messages.is_empty() {
                         status = GetStatus::MessageWasRemoving;
                     }
+                    phy_min = commitlog.min_offset();
                     next_phy_file_start =
                         commitlog.roll_next_file(u.phy_offset.max(0) as u64) as i64;
                     continue;
@@ -356,6 +388,7 @@ pub fn get_message(
         max_offset: max,
         messages,
         damaged,
+        skipped,
     }
 }
 

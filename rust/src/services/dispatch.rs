@@ -21,7 +21,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StoreError};
-use crate::index::index_file::IndexStore;
+use crate::index::index_service::IndexStore;
 use crate::log::commitlog::CommitLog;
 use crate::log::message::{
     find_property, iter_properties, parse_valid_record, sysflag, tags_code, Parsed, RecordView,

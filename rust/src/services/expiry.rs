@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::index::index_file::IndexStore;
+use crate::index::index_service::IndexStore;
 use crate::log::commitlog::CommitLog;
 use crate::log::mapped_file::MappedFile;
 use crate::queue::cq_table::ConsumeQueueTable;

@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
-use crate::index::index_file::IndexStore;
+use crate::index::index_service::IndexStore;
 use crate::log::commitlog::{CommitLog, PutStatus};
 use crate::queue::cq_table::ConsumeQueueTable;
 use crate::running::{Flag, RunningFlags};

@@ -1,0 +1,405 @@
+//! The CommitLog: every message of every topic, appended to one queue of
+//! mapped files (SPEC §1).
+//!
+//! ```text
+//!  file k: [record][record]...[record][size|CBD43194 blank ........]
+//!  file k+1: [record]...                      (message retried here)
+//! ```
+//! A record is written only if at least 8 bytes remain after it, so every
+//! full file ends with an 8-byte blank header. One put lock serialises
+//! appends; it also owns the queue-offset table (`topic-queueId` → next
+//! logical offset). The store timestamp is taken under that lock.
+//!
+//! # Files
+//!
+//! - `mod.rs`: put results, the configuration, the queue-offset table and
+//!   the [`CommitLog`] itself (loading, offsets, the put lock's state).
+//! - `append.rs`: validating a message ([`Prepared`]) and single puts.
+//! - `batch.rs`: batches of one queue ([`BatchInput`], [`BatchOutcome`]).
+//! - `scan.rs`: the recovery scan and replay ([`ScanReport`]).
+//! - `damage.rs`: damage in durable data ([`DamagePolicy`], damaged ranges).
+//! - `read.rs`: reads of one record ([`RecordRead`]) and following a writer.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+use rustc_hash::FxHashMap;
+
+use crate::clock::CachedClock;
+use crate::error::Result;
+use crate::log::mapped_file::{MappedFile, Reserve};
+use crate::log::mapped_file_queue::MappedFileQueue;
+use crate::ratelog::RateLimited;
+
+mod append;
+mod batch;
+mod damage;
+mod read;
+mod scan;
+
+pub use append::Prepared;
+pub use batch::{BatchInput, BatchOutcome, BatchRefusal};
+pub use damage::{Damage, DamagePolicy, DurableBound};
+pub use read::{check_read_record, RecordRead};
+pub use scan::{account_record, ScanReport};
+
+/// Result status of a put (RocketMQ's `PutMessageStatus`, same order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum PutStatus {
+    PutOk = 0,
+    FlushDiskTimeout = 1,
+    FlushSlaveTimeout = 2,
+    SlaveNotAvailable = 3,
+    ServiceNotAvailable = 4,
+    CreateMappedFileFailed = 5,
+    MessageIllegal = 6,
+    PropertiesSizeExceeded = 7,
+    OsPageCacheBusy = 8,
+    UnknownError = 9,
+}
+
+/// What a put did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutOutcome {
+    pub status: PutStatus,
+    pub wrote_offset: i64,
+    pub wrote_bytes: i32,
+    pub queue_offset: i64,
+    pub store_timestamp: i64,
+    /// Why the put was not `PUT_OK` (a short sentence naming the field and
+    /// the rule); `None` when it was. Built only on the refusal path.
+    pub reason: Option<String>,
+}
+
+impl PutOutcome {
+    /// A rejected put: nothing written.
+    pub fn rejected(refused: Refused) -> Self {
+        Self {
+            status: refused.status,
+            wrote_offset: -1,
+            wrote_bytes: 0,
+            queue_offset: -1,
+            store_timestamp: 0,
+            reason: Some(refused.reason),
+        }
+    }
+}
+
+/// A put refused before anything was written: the status and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub status: PutStatus,
+    pub reason: String,
+}
+
+impl Refused {
+    pub fn new(status: PutStatus, reason: impl Into<String>) -> Self {
+        Self {
+            status,
+            reason: reason.into(),
+        }
+    }
+
+    /// `MESSAGE_ILLEGAL` because of `reason`.
+    pub fn illegal(reason: impl Into<String>) -> Self {
+        Self::new(PutStatus::MessageIllegal, reason)
+    }
+}
+
+/// Format-relevant CommitLog settings.
+#[derive(Debug, Clone)]
+pub struct CommitLogConfig {
+    pub dir: PathBuf,
+    pub file_size: usize,
+    pub max_message_size: usize,
+    pub store_host: SocketAddr,
+    /// Delay per level in ms (index 0 = level 1).
+    pub delay_levels: Vec<i64>,
+}
+
+/// Milliseconds since the Unix epoch (the system clock).
+#[inline]
+pub fn now_ms() -> i64 {
+    crate::clock::system_now_ms()
+}
+
+/// `topic -> queue id -> next queue offset`.
+#[derive(Debug, Default, Clone)]
+pub struct QueueOffsetTable {
+    map: FxHashMap<String, FxHashMap<i32, i64>>,
+}
+
+impl QueueOffsetTable {
+    #[inline]
+    pub fn get(&self, topic: &str, queue_id: i32) -> i64 {
+        self.map
+            .get(topic)
+            .and_then(|q| q.get(&queue_id))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The entry of `topic-queue_id`, created at 0.
+    #[inline]
+    pub fn slot(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
+        if !self.map.contains_key(topic) {
+            self.map.insert(topic.to_owned(), FxHashMap::default());
+        }
+        self.map
+            .get_mut(topic)
+            .expect("inserted above")
+            .entry(queue_id)
+            .or_insert(0)
+    }
+
+    #[inline]
+    pub fn set(&mut self, topic: &str, queue_id: i32, next: i64) {
+        *self.slot(topic, queue_id) = next;
+    }
+
+    /// Raises the entry to at least `next`.
+    pub fn raise(&mut self, topic: &str, queue_id: i32, next: i64) {
+        if self.get(topic, queue_id) < next {
+            self.set(topic, queue_id, next);
+        }
+    }
+
+    /// Every `(topic, queue_id, next_offset)`.
+    pub fn entries(&self) -> Vec<(String, i32, i64)> {
+        let mut v: Vec<_> = self
+            .map
+            .iter()
+            .flat_map(|(t, q)| q.iter().map(move |(id, n)| (t.clone(), *id, *n)))
+            .collect();
+        v.sort();
+        v
+    }
+
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+struct PutState {
+    table: QueueOffsetTable,
+    /// The file being appended to (saves a queue lookup per put). Only puts
+    /// add files, expiry never removes the last one, and truncation resets it.
+    current: Option<Arc<MappedFile>>,
+    /// Last store timestamp given out: timestamps never decrease along the
+    /// log (by-time lookups binary-search them).
+    last_ts: i64,
+    /// Queues a batch is appending to while it lets other writers in
+    /// between CommitLog files: their other writers wait, so queue offsets
+    /// stay in CommitLog order.
+    busy: Vec<(String, i32)>,
+}
+
+impl PutState {
+    #[inline]
+    fn is_busy(&self, topic: &str, queue_id: i32) -> bool {
+        !self.busy.is_empty()
+            && self
+                .busy
+                .iter()
+                .any(|(t, q)| *q == queue_id && t.as_str() == topic)
+    }
+}
+
+/// Failed CommitLog file creations (rate-limited log).
+static CREATE_FAILURES: RateLimited = RateLimited::new();
+/// Failed reservations of the next chunk of a CommitLog file (rate-limited).
+static RESERVE_FAILURES: RateLimited = RateLimited::new();
+
+/// The CommitLog.
+pub struct CommitLog {
+    cfg: CommitLogConfig,
+    mfq: Arc<MappedFileQueue>,
+    put: Mutex<PutState>,
+    /// Signalled when a batch releases its queue.
+    batch_done: Condvar,
+    /// Where store timestamps come from: the cached clock once a writer
+    /// installs one, else the system clock.
+    clock: OnceLock<Arc<CachedClock>>,
+    /// When the put lock was taken (ms), 0 while it is free (RocketMQ's
+    /// `beginTimeInLock`).
+    lock_since: AtomicI64,
+    /// `os_page_cache_busy_time_out_mills`.
+    busy_timeout_ms: AtomicI64,
+    /// Damaged ranges `[start, end)` recovery skipped.
+    damaged: RwLock<Vec<(u64, u64)>>,
+    has_damage: std::sync::atomic::AtomicBool,
+}
+
+/// The held put lock; clears the lock time when dropped.
+struct LockedPut<'a> {
+    g: parking_lot::MutexGuard<'a, PutState>,
+    since: &'a AtomicI64,
+    ts: i64,
+}
+
+impl Drop for LockedPut<'_> {
+    fn drop(&mut self) {
+        self.since.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Default `os_page_cache_busy_time_out_mills`.
+pub const DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS: i64 = 1000;
+
+impl CommitLog {
+    /// Loads the CommitLog directory (files marked full; recovery sets the
+    /// positions). Changes nothing on disk.
+    pub fn load(cfg: CommitLogConfig, writable: bool) -> Result<Self> {
+        // A short newest file stays unmapped: a writer's recovery extends it.
+        let (mfq, _) = MappedFileQueue::load_with(
+            cfg.dir.clone(),
+            cfg.file_size,
+            writable,
+            Reserve::COMMIT_LOG,
+        )?;
+        mfq.set_flush_pause_point("pause_commitlog_flush");
+        Ok(Self {
+            cfg,
+            mfq: Arc::new(mfq),
+            put: Mutex::new(PutState {
+                table: QueueOffsetTable::default(),
+                current: None,
+                last_ts: 0,
+                busy: Vec::new(),
+            }),
+            batch_done: Condvar::new(),
+            clock: OnceLock::new(),
+            lock_since: AtomicI64::new(0),
+            busy_timeout_ms: AtomicI64::new(DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS),
+            damaged: RwLock::new(Vec::new()),
+            has_damage: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    pub fn config(&self) -> &CommitLogConfig {
+        &self.cfg
+    }
+
+    /// Takes store timestamps from `clock` from now on (once; later calls
+    /// are ignored).
+    pub fn use_clock(&self, clock: Arc<CachedClock>) {
+        let _ = self.clock.set(clock);
+    }
+
+    /// Milliseconds now, from the cached clock when one is installed.
+    #[inline]
+    pub fn clock_ms(&self) -> i64 {
+        match self.clock.get() {
+            Some(c) => c.now_ms(),
+            None => now_ms(),
+        }
+    }
+
+    /// The store timestamp of the next append (under the put lock).
+    #[inline]
+    fn stamp(&self, st: &mut PutState) -> i64 {
+        let ts = self.clock_ms().max(st.last_ts);
+        st.last_ts = ts;
+        ts
+    }
+
+    /// Waits while a batch holds `topic-queue_id`; true if it waited. The
+    /// put lock is free while waiting, so it does not count as held for the
+    /// busy check.
+    #[inline]
+    fn wait_queue_free(
+        &self,
+        st: &mut MutexGuard<'_, PutState>,
+        topic: &str,
+        queue_id: i32,
+    ) -> bool {
+        let mut waited = false;
+        while st.is_busy(topic, queue_id) {
+            let since = self.lock_since.swap(0, Ordering::Relaxed);
+            self.batch_done.wait(st);
+            self.lock_since
+                .store(since.max(now_ms()), Ordering::Relaxed);
+            waited = true;
+        }
+        waited
+    }
+
+    pub fn queue(&self) -> &MappedFileQueue {
+        &self.mfq
+    }
+
+    /// Drops every file (the store shut down): mappings and descriptors are
+    /// released as soon as no reader holds them; no file is created again.
+    pub fn release(&self) {
+        self.put.lock().current = None;
+        self.mfq.release();
+    }
+
+    /// A shared handle on the file queue (for background threads).
+    pub fn queue_arc(&self) -> Arc<MappedFileQueue> {
+        self.mfq.clone()
+    }
+
+    pub fn file_size(&self) -> usize {
+        self.cfg.file_size
+    }
+
+    /// End of readable data.
+    pub fn max_offset(&self) -> u64 {
+        self.mfq.max_offset()
+    }
+
+    /// Start of the first file, or -1 when the log holds no file.
+    pub fn min_offset(&self) -> i64 {
+        self.mfq.min_offset().map(|o| o as i64).unwrap_or(-1)
+    }
+
+    pub fn flushed_offset(&self) -> u64 {
+        self.mfq.flushed_where()
+    }
+
+    /// Start of the file after the one holding `offset`.
+    pub fn roll_next_file(&self, offset: u64) -> u64 {
+        let s = self.cfg.file_size as u64;
+        offset + s - offset % s
+    }
+
+    /// Snapshot of the queue-offset table.
+    pub fn queue_offsets(&self) -> QueueOffsetTable {
+        self.put.lock().table.clone()
+    }
+
+    /// Replaces the queue-offset table (after recovery).
+    pub fn set_queue_offsets(&self, table: QueueOffsetTable) {
+        self.put.lock().table = table;
+    }
+
+    /// Next queue offset of `topic-queue_id`.
+    pub fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.put.lock().table.get(topic, queue_id)
+    }
+
+    /// Cuts everything after `offset` (zeroing the cut bytes) and sets the
+    /// flushed offset to it. Returns bytes discarded.
+    pub fn truncate_to(&self, offset: u64) -> Result<u64> {
+        let mut st = self.put.lock();
+        st.current = None;
+        let n = self.mfq.truncate_dirty(offset)?;
+        self.mfq.set_flushed_where(offset);
+        Ok(n)
+    }
+
+    /// The file that holds `phy`.
+    pub fn file_for(&self, phy: u64) -> Option<Arc<MappedFile>> {
+        self.mfq.find_by_offset(phy, false)
+    }
+
+    /// Flushes everything written.
+    pub fn flush_all(&self) -> Result<u64> {
+        self.mfq.flush_all()
+    }
+}

@@ -1,0 +1,164 @@
+//! Reading one record at a CommitLog offset (checked the way every read
+//! serving a message checks it: [`check_read_record`]) and, for read-only
+//! stores, following the files and records another process writes.
+
+use std::path::PathBuf;
+
+use crate::error::Result;
+use crate::log::mapped_file::MappedFile;
+use crate::log::message::{self, parse_record, Parsed, RecordView};
+
+use super::CommitLog;
+
+impl CommitLog {
+    /// Bytes of `f` from `pos` that a reader may parse: below the write
+    /// position for the writer; for a read-only store (another process
+    /// writes) the whole mapped file, whose records are validated as parsed.
+    pub fn readable<'f>(&self, f: &'f MappedFile, pos: usize) -> Option<&'f [u8]> {
+        if self.mfq.is_writable() {
+            f.readable_from(pos)
+        } else {
+            f.raw().get(pos..)
+        }
+    }
+
+    /// The store timestamp of the record at `phy`, if one is there.
+    pub fn store_timestamp_at(&self, phy: i64) -> Option<i64> {
+        let phy = u64::try_from(phy).ok()?;
+        let f = self.mfq.find_by_offset(phy, false)?;
+        let pos = (phy - f.file_from_offset()) as usize;
+        match parse_record(self.readable(&f, pos)?, false) {
+            Parsed::Record(v) => Some(v.store_timestamp),
+            _ => None,
+        }
+    }
+
+    /// Read-only stores: adopts CommitLog files another process created and
+    /// forgets files it deleted. True when the readable end moved.
+    pub fn refresh(&self) -> Result<bool> {
+        if self.mfq.is_writable() {
+            return Ok(false);
+        }
+        let before = self.mfq.max_offset();
+        let gone = self
+            .mfq
+            .files()
+            .iter()
+            .take_while(|f| !f.path().exists())
+            .count();
+        if gone > 0 {
+            self.mfq.remove_head(gone);
+        }
+        self.mfq.adopt_new_files()?;
+        // Advance the end over records that became valid since.
+        let files = self.mfq.files();
+        let start = files
+            .iter()
+            .position(|f| !f.is_full())
+            .unwrap_or(files.len());
+        for f in files.iter().skip(start) {
+            let data = f.raw();
+            let mut pos = f.wrote_position();
+            let full = loop {
+                match parse_record(&data[pos..], false) {
+                    Parsed::Record(v) => pos += v.total_size,
+                    Parsed::Blank => break true,
+                    Parsed::End { .. } => break false,
+                }
+            };
+            f.set_positions(if full { f.file_size() } else { pos });
+            if !full {
+                break;
+            }
+        }
+        Ok(self.mfq.max_offset() != before)
+    }
+
+    /// The valid record at `phy` (body CRC checked), with its bytes copied
+    /// out; `None` for anything else (see [`CommitLog::read_checked`] for why).
+    pub fn read_record(&self, phy: u64) -> Option<(RecordView, Vec<u8>)> {
+        match self.read_checked(phy) {
+            RecordRead::Found(v, raw) => Some((v, raw)),
+            _ => None,
+        }
+    }
+
+    /// What a read finds at `phy`: a valid record (its bytes copied out),
+    /// or why there is none. A record whose bytes start with a record magic
+    /// but fail [`check_read_record`] (size fields, body CRC), or whose size
+    /// runs past the end of its file, is [`RecordRead::Damaged`]; it is never
+    /// returned as a message.
+    pub fn read_checked(&self, phy: u64) -> RecordRead {
+        let Some(f) = self.mfq.find_by_offset(phy, false) else {
+            return RecordRead::NoFile;
+        };
+        let pos = (phy - f.file_from_offset()) as usize;
+        let in_file = f.file_size() - pos;
+        let Some(data) = self.readable(&f, pos) else {
+            return RecordRead::NotYet;
+        };
+        if data.len() < 8 {
+            return if in_file < 8 {
+                RecordRead::NoRecord
+            } else {
+                RecordRead::NotYet
+            };
+        }
+        let total = i32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+        let magic = i32::from_be_bytes([data[4], data[5], data[6], data[7]]);
+        if magic != message::MAGIC_V1 && magic != message::MAGIC_V2 {
+            return RecordRead::NoRecord;
+        }
+        let damaged = |reason| RecordRead::Damaged {
+            path: f.path().to_path_buf(),
+            reason,
+        };
+        if total <= 0 || total as usize > in_file {
+            return damaged("record size outside its file");
+        }
+        let total = total as usize;
+        if total > data.len() {
+            // Not all of it is readable yet (a writer's pending bytes).
+            return RecordRead::NotYet;
+        }
+        let rec = &data[..total];
+        match check_read_record(rec) {
+            Ok(v) => RecordRead::Found(v, rec.to_vec()),
+            Err(reason) => damaged(reason),
+        }
+    }
+}
+
+/// What [`CommitLog::read_checked`] found at an offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordRead {
+    /// A valid record and its bytes.
+    Found(RecordView, Vec<u8>),
+    /// No file holds the offset: below the first file (expired) or past the
+    /// last one (for a read-only store: maybe not adopted yet).
+    NoFile,
+    /// The offset (or part of the record there) lies past what readers may
+    /// see yet: bytes the writer has not made readable.
+    NotYet,
+    /// No record starts here: zeros, an end-of-file blank, no record magic.
+    NoRecord,
+    /// A record starts here but is not valid.
+    Damaged {
+        /// The CommitLog file holding it.
+        path: PathBuf,
+        reason: &'static str,
+    },
+}
+
+/// The read path's record check: `rec` holds exactly one record (its
+/// TOTALSIZE bytes). Valid when its fields add up to its size and its body
+/// CRC matches (SPEC "A record is valid"; reads always check the CRC).
+/// Every read that serves a message goes through here.
+pub fn check_read_record(rec: &[u8]) -> std::result::Result<RecordView, &'static str> {
+    match parse_record(rec, true) {
+        Parsed::Record(v) if v.total_size == rec.len() => Ok(v),
+        Parsed::Record(_) => Err("record size differs from the sum of its fields"),
+        Parsed::Blank => Err("end-of-file blank where a record was expected"),
+        Parsed::End { reason } => Err(reason),
+    }
+}

@@ -1,0 +1,371 @@
+//! CommitLog record codec (SPEC §1).
+//!
+//! ```text
+//!  off  size  field                     off  size  field
+//!    0    4   TOTALSIZE                  48  8|20  BORNHOST (ip + port int)
+//!    4    4   MAGICCODE  DAA320A7 (V1)    ..    8   STORETIMESTAMP
+//!    8    4   BODYCRC (crc32 & 0x7FFFFFFF) ..  8|20  STOREHOSTADDRESS
+//!   12    4   QUEUEID                     ..    4   RECONSUMETIMES
+//!   16    4   FLAG                        ..    8   PREPARED TX OFFSET
+//!   20    8   QUEUEOFFSET                 ..  4+n   BODYLEN + BODY
+//!   28    8   PHYSICALOFFSET              ..  1+t   TOPICLEN (V1; 2 bytes in V2) + TOPIC
+//!   36    4   SYSFLAG                     ..  2+p   PROPLEN + PROPERTIES
+//!   40    8   BORNTIMESTAMP
+//! ```
+//! All integers big-endian. We write V1 and read V1 and V2. A blank record
+//! (`[int size][int CBD43194]`) marks the unused tail of a full file.
+//!
+//! # Files
+//!
+//! - `mod.rs`: the format's constants (magics, field positions, sys flags,
+//!   property names) and the hashes and checksum a record carries.
+//! - `rules.rs`: the put rules (topic, sys flag, compressed body) and the
+//!   laxer read rule for topics.
+//! - `encode.rs`: [`MessageSpec`] and the V1 encoder (records, blanks).
+//! - `decode.rs`: the checked decoders ([`parse_record`], the validity rule,
+//!   resynchronising after damage).
+//! - `properties.rs`: the properties string (parse, build, the rules).
+//! - `msg_id.rs`: message ids (store host and offset).
+//! - `delay.rs`: the delay-level grammar.
+
+mod decode;
+mod delay;
+mod encode;
+mod msg_id;
+mod properties;
+mod rules;
+
+pub use decode::{
+    find_next_valid_record, parse_record, parse_valid_record, properties_well_formed,
+    valid_record_size, NotARecord, Parsed, RecordView,
+};
+pub use delay::{delay_level_table, parse_delay_levels};
+pub use encode::{
+    encode_blank, encode_v1, encode_v1_crc_of_copy, host_len, record_len, MessageSpec,
+};
+pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};
+pub use properties::{
+    find_property, iter_properties, property_problem, PropertiesBuilder, PropertyError,
+};
+pub use rules::{
+    compressed_body_problem, is_readable_topic, is_readable_topic_bytes, is_valid_topic,
+    sys_flag_problem, topic_problem, MAX_TOPIC_LEN_V2,
+};
+
+/// Magic of a V1 record (1-byte topic length).
+pub const MAGIC_V1: i32 = 0xDAA3_20A7_u32 as i32;
+/// Magic of a V2 record (2-byte topic length, RocketMQ 5.x).
+pub const MAGIC_V2: i32 = 0xDAA3_20AB_u32 as i32;
+/// Magic of the end-of-file blank.
+pub const BLANK_MAGIC: i32 = 0xCBD4_3194_u32 as i32;
+/// Bytes every full file keeps for the end-of-file blank header.
+pub const END_FILE_MIN_BLANK_LENGTH: usize = 8;
+/// Fixed record overhead with IPv4 born and store hosts.
+pub const FIXED_OVERHEAD_V4: usize = 91;
+/// Largest properties string in bytes (signed short length).
+pub const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
+/// Largest V1 topic in bytes (signed byte length).
+pub const MAX_TOPIC_LEN: usize = i8::MAX as usize;
+/// Separator between a property name and its value.
+pub const NAME_VALUE_SEPARATOR: u8 = 1;
+/// Separator between two properties.
+pub const PROPERTY_SEPARATOR: u8 = 2;
+/// Topic that delayed messages are parked in.
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+
+/// Field positions shared by every record.
+pub mod pos {
+    pub const TOTAL_SIZE: usize = 0;
+    pub const MAGIC: usize = 4;
+    pub const BODY_CRC: usize = 8;
+    pub const QUEUE_ID: usize = 12;
+    pub const FLAG: usize = 16;
+    pub const QUEUE_OFFSET: usize = 20;
+    pub const PHYSICAL_OFFSET: usize = 28;
+    pub const SYS_FLAG: usize = 36;
+    pub const BORN_TIMESTAMP: usize = 40;
+    pub const BORN_HOST: usize = 48;
+}
+
+/// `MessageSysFlag` bits (SPEC §1.6).
+pub mod sysflag {
+    pub const COMPRESSED: i32 = 0x1;
+    pub const MULTI_TAGS: i32 = 0x2;
+    pub const TRANSACTION_TYPE_MASK: i32 = 0xC;
+    pub const TRANSACTION_NOT: i32 = 0x0;
+    pub const TRANSACTION_PREPARED: i32 = 0x4;
+    pub const TRANSACTION_COMMIT: i32 = 0x8;
+    pub const TRANSACTION_ROLLBACK: i32 = 0xC;
+    pub const BORNHOST_V6: i32 = 0x10;
+    pub const STOREHOST_V6: i32 = 0x20;
+    pub const COMPRESSION_TYPE_MASK: i32 = 0x700;
+}
+
+/// Well-known property names used by the store.
+pub mod props {
+    pub const KEYS: &str = "KEYS";
+    pub const TAGS: &str = "TAGS";
+    pub const WAIT: &str = "WAIT";
+    pub const DELAY: &str = "DELAY";
+    pub const REAL_TOPIC: &str = "REAL_TOPIC";
+    pub const REAL_QID: &str = "REAL_QID";
+    pub const UNIQ_KEY: &str = "UNIQ_KEY";
+}
+
+/// Java's `String.hashCode` over UTF-16 code units.
+pub fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
+}
+
+/// CQ tagsCode of a TAGS string: the Java hash sign-extended; 0 when absent.
+pub fn tags_code(tags: Option<&str>) -> i64 {
+    match tags {
+        Some(t) if !t.is_empty() => java_string_hash(t) as i64,
+        _ => 0,
+    }
+}
+
+/// `crc32(body) & 0x7FFFFFFF`, as RocketMQ's `UtilAll.crc32`.
+#[inline]
+pub fn body_crc(body: &[u8]) -> i32 {
+    (crc32fast::hash(body) & 0x7FFF_FFFF) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use super::*;
+
+    #[test]
+    fn java_hash_matches_known_values() {
+        assert_eq!(java_string_hash("TagA"), 2598919);
+        assert_eq!(java_string_hash("TAG1"), 2567159);
+        assert_eq!(java_string_hash("中文"), 646394);
+        assert_eq!(java_string_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(tags_code(Some("polygenelubricants")), -2147483648i64);
+        // a character outside the BMP hashes as its two UTF-16 surrogates
+        assert_eq!(java_string_hash("😀"), 0xD83Di32 * 31 + 0xDE00);
+        assert_eq!(tags_code(None), 0);
+        assert_eq!(tags_code(Some("")), 0);
+        assert_eq!(java_string_hash("Aa"), java_string_hash("BB"));
+    }
+
+    #[test]
+    fn topic_validation() {
+        assert!(is_valid_topic("TopicTest"));
+        assert!(is_valid_topic("%RETRY%g-1|x_y"));
+        assert!(!is_valid_topic(""));
+        assert!(!is_valid_topic("../x"));
+        assert!(!is_valid_topic("a/b"));
+        assert!(!is_valid_topic("a b"));
+        assert!(is_valid_topic(&"a".repeat(127)));
+        assert!(!is_valid_topic(&"a".repeat(128)));
+    }
+
+    #[test]
+    fn topic_read_rule() {
+        assert!(is_readable_topic("TopicTest"));
+        assert!(is_readable_topic("a b"));
+        assert!(is_readable_topic("中文"));
+        assert!(is_readable_topic(&"t".repeat(200)));
+        assert!(!is_readable_topic(""));
+        assert!(!is_readable_topic("."));
+        assert!(!is_readable_topic(".."));
+        assert!(!is_readable_topic("../x"));
+        assert!(!is_readable_topic("a/b"));
+        assert!(!is_readable_topic("a\0b"));
+        assert!(is_readable_topic_bytes(&[b'a'; 127], MAX_TOPIC_LEN));
+        assert!(!is_readable_topic_bytes(&[b'a'; 128], MAX_TOPIC_LEN));
+        assert!(is_readable_topic_bytes(&[b'a'; 32767], MAX_TOPIC_LEN_V2));
+        assert!(!is_readable_topic_bytes(&[0xff, 0xfe], MAX_TOPIC_LEN_V2));
+    }
+
+    #[test]
+    fn properties_must_be_pairs() {
+        assert!(properties_well_formed(b""));
+        assert!(properties_well_formed(b"A\x011"));
+        assert!(properties_well_formed(b"A\x011\x02B\x01two"));
+        assert!(properties_well_formed(
+            b"A\x01\x02__CRC32#\x011234567890\x02"
+        ));
+        assert!(!properties_well_formed(&[0u8; 11]));
+        assert!(!properties_well_formed(b"A"));
+        assert!(!properties_well_formed(b"\x01x"));
+        assert!(!properties_well_formed(b"A\x011\x02\x02B\x012"));
+        assert!(!properties_well_formed(b"\x02"));
+        assert!(!properties_well_formed(b"A\0\x011"));
+    }
+
+    fn record_at(phy: i64, topic: &str, queue_id: i32, props: &[u8]) -> Vec<u8> {
+        let spec = MessageSpec {
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            ..MessageSpec::new(topic, queue_id, b"body")
+                .with_properties(props)
+                .born_at(1)
+        };
+        let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let len = record_len(4, topic.len(), props.len(), &spec.born_host, &store);
+        let mut buf = vec![0u8; len];
+        encode_v1(&mut buf, &spec, 0, body_crc(b"body"), &store, 0, phy, 2);
+        buf
+    }
+
+    #[test]
+    fn record_validity_rule() {
+        let ok = record_at(500, "T", 1, b"K\x01v");
+        assert!(matches!(
+            parse_valid_record(&ok, 500, true),
+            Parsed::Record(_)
+        ));
+        assert!(matches!(
+            parse_valid_record(&ok, 501, true),
+            Parsed::End { .. }
+        ));
+        let bad_qid = record_at(500, "T", -5, b"");
+        assert!(matches!(parse_record(&bad_qid, true), Parsed::Record(_)));
+        assert!(matches!(
+            parse_valid_record(&bad_qid, 500, true),
+            Parsed::End { .. }
+        ));
+        let bad_props = record_at(500, "T", 1, &[0u8; 5]);
+        assert!(matches!(
+            parse_valid_record(&bad_props, 500, true),
+            Parsed::End { .. }
+        ));
+        let bad_topic = record_at(500, "a/b", 1, b"");
+        assert!(matches!(
+            parse_valid_record(&bad_topic, 500, true),
+            Parsed::End { .. }
+        ));
+        // Garbage, zeros, then the record: found where it starts.
+        let mut data = vec![0x55u8; 37];
+        data.extend_from_slice(&[0u8; 1000]);
+        let at = data.len();
+        data.extend_from_slice(&record_at(10_000 + at as i64, "T", 1, b""));
+        data.extend_from_slice(&[0u8; 100]);
+        assert_eq!(find_next_valid_record(&data, 1, 10_000, true), Some(at));
+        assert_eq!(find_next_valid_record(&data, 1, 10_001, true), None);
+    }
+
+    /// `valid_record_size` (recovery's scan) judges every record exactly as
+    /// `parse_valid_record` does: same acceptance, same size, same reason.
+    #[test]
+    fn valid_record_size_agrees_with_parse_valid_record() {
+        let mut records = vec![
+            record_at(500, "T", 1, b"K\x01v"),
+            record_at(500, "T", -5, b""),
+            record_at(500, "T", 1, &[0u8; 5]),
+            record_at(500, "a/b", 1, b""),
+            record_at(500, "tópico", 1, b"A\x011\x02"),
+        ];
+        // A record with IPv6 hosts, and one with a V2 magic (2-byte topic length).
+        let mut v6 = record_at(500, "T", 1, b"");
+        let spec = MessageSpec {
+            born_host: "[::1]:1".parse().unwrap(),
+            ..MessageSpec::new("T6", 2, b"body").born_at(1)
+        };
+        let store: SocketAddr = "[::2]:2".parse().unwrap();
+        v6.resize(record_len(4, 2, 0, &spec.born_host, &store), 0);
+        let flags = sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6;
+        encode_v1(&mut v6, &spec, flags, body_crc(b"body"), &store, 0, 500, 2);
+        assert!(matches!(
+            parse_valid_record(&v6, 500, true),
+            Parsed::Record(_)
+        ));
+        records.push(v6);
+        let mut v2 = record_at(500, "T", 1, b"");
+        v2[4..8].copy_from_slice(&MAGIC_V2.to_be_bytes());
+        records.push(v2);
+        let check = |buf: &[u8], phy: u64, crc: bool| {
+            let want = match parse_valid_record(buf, phy, crc) {
+                Parsed::Record(v) => Ok(v.total_size),
+                other => Err(other),
+            };
+            let got = valid_record_size(buf, phy, crc).map_err(Parsed::from);
+            assert_eq!(got, want, "{buf:?} at {phy}");
+        };
+        let mut accepted = 0;
+        for rec in &records {
+            for crc in [true, false] {
+                check(rec, 500, crc);
+                check(rec, 501, crc);
+                accepted += usize::from(valid_record_size(rec, 500, crc).is_ok());
+                for k in 0..rec.len() {
+                    check(&rec[..k], 500, crc);
+                    for x in [0x01u8, 0x80, 0xff] {
+                        let mut m = rec.clone();
+                        m[k] ^= x;
+                        check(&m, 500, crc);
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            accepted,
+            2 * 3,
+            "ok, non-ASCII topic and IPv6 records are valid"
+        );
+    }
+
+    #[test]
+    fn msg_id_round_trip() {
+        let h: SocketAddr = "192.168.1.2:10911".parse().unwrap();
+        let id = offset_msg_id(&h, 1234);
+        assert_eq!(id, "C0A8010200002A9F00000000000004D2");
+        assert_eq!(decode_msg_id(&id), Some((h, 1234)));
+        let h6: SocketAddr = "[2001:db8::1]:10911".parse().unwrap();
+        let id6 = offset_msg_id(&h6, 99);
+        assert_eq!(id6.len(), 56);
+        assert_eq!(decode_msg_id(&id6), Some((h6, 99)));
+        assert_eq!(decode_msg_id("zz"), None);
+    }
+
+    #[test]
+    fn properties_parse_like_rocketmq() {
+        let raw = b"A\x011\x02\x02B\x01\x02\x01x\x02C\x01three";
+        let v: Vec<_> = iter_properties(raw).collect();
+        assert_eq!(v, vec![(&b"A"[..], &b"1"[..]), (&b"C"[..], &b"three"[..])]);
+        let mut b = PropertiesBuilder::new();
+        b.push("K", "v").unwrap();
+        b.push("L", "w w").unwrap();
+        assert_eq!(b.finish(), b"K\x01v\x02L\x01w w");
+        assert!(PropertiesBuilder::new().push("", "v").is_err());
+        assert!(PropertiesBuilder::new().push("k", "a\x02b").is_err());
+    }
+
+    #[test]
+    fn delay_levels() {
+        let v = parse_delay_levels("1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")
+            .unwrap();
+        assert_eq!(v.len(), 18);
+        assert_eq!(v[0], 1000);
+        assert_eq!(v[17], 7_200_000);
+        assert_eq!(parse_delay_levels("1x"), None);
+        assert_eq!(parse_delay_levels(""), None);
+        assert_eq!(parse_delay_levels("0s"), None);
+        // ASCII digits only: no sign, no other scripts' digits.
+        assert_eq!(parse_delay_levels("+5s"), None);
+        assert_eq!(parse_delay_levels("\u{0663}s"), None);
+        assert_eq!(parse_delay_levels("5"), None);
+        assert_eq!(parse_delay_levels("s"), None);
+        assert_eq!(parse_delay_levels("5é"), None);
+        assert_eq!(
+            parse_delay_levels("2d").as_deref(),
+            Some(&[172_800_000][..])
+        );
+        assert_eq!(
+            delay_level_table("1s 99999999999999999999s"),
+            Err("level \"99999999999999999999s\" is too long".to_owned())
+        );
+        assert_eq!(
+            delay_level_table("9999999999999999d"),
+            Err("level \"9999999999999999d\" is too long".to_owned())
+        );
+        assert_eq!(
+            delay_level_table(" "),
+            Err("must name at least one level".to_owned())
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! The properties string: `name 0x01 value 0x02` pairs (RocketMQ's
+//! `messageProperties2String`), parsed, looked up, checked and built.
+//!
+//! ```text
+//!  KEYS \x01 k1 k2 \x02 TAGS \x01 t \x02 ...
+//! ```
+
+use super::{props, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+
+/// Iterates `(name, value)` pairs of a serialized properties string, skipping
+/// malformed segments exactly as RocketMQ's parser does.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    props.split(|&b| b == PROPERTY_SEPARATOR).filter_map(|seg| {
+        if seg.len() < 3 {
+            return None;
+        }
+        let i = seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
+        if i == 0 || i >= seg.len() - 1 {
+            return None;
+        }
+        Some((seg.get(..i)?, seg.get(i + 1..)?))
+    })
+}
+
+/// The value of property `name`, if present.
+pub fn find_property<'p>(props: &'p [u8], name: &str) -> Option<&'p [u8]> {
+    iter_properties(props)
+        .find(|(k, _)| *k == name.as_bytes())
+        .map(|(_, v)| v)
+}
+
+/// Why the property `name=value` cannot be stored, or `None`.
+pub fn property_problem(name: &str, value: &str) -> Option<String> {
+    let sep = |s: &str| {
+        s.bytes()
+            .find(|&b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+    };
+    if name.is_empty() {
+        return Some("property names must not be empty".into());
+    }
+    if let Some(b) = sep(name) {
+        return Some(format!(
+            "property name {name:?} contains the control character {b:#04x}, which separates \
+             properties in a record"
+        ));
+    }
+    if value.is_empty() {
+        return Some(format!("property {name:?} has an empty value"));
+    }
+    if let Some(b) = sep(value) {
+        return Some(format!(
+            "property {name:?} has a value containing the control character {b:#04x}, which \
+             separates properties in a record"
+        ));
+    }
+    None
+}
+
+/// Why a property could not be added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PropertyError {
+    /// Name or value empty, or containing a separator byte.
+    Illegal(String),
+}
+
+/// Builds a serialized properties string, validating names and values.
+#[derive(Debug, Default, Clone)]
+pub struct PropertiesBuilder {
+    buf: Vec<u8>,
+    /// Where the current message's properties start (several messages'
+    /// properties can be built back to back in one buffer).
+    start: usize,
+}
+
+impl PropertiesBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            buf: Vec::with_capacity(n),
+            start: 0,
+        }
+    }
+
+    /// Starts the next message's properties after what was built so far.
+    pub fn next_message(&mut self) {
+        self.start = self.buf.len();
+    }
+
+    /// Bytes built so far (every message's).
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Drops the current message's properties.
+    pub fn discard_message(&mut self) {
+        self.buf.truncate(self.start);
+    }
+
+    /// Appends one key to the current message's `KEYS` property (`started`
+    /// tracks whether the property was begun). Empty keys are skipped; a key
+    /// with a space or a separator byte is illegal.
+    pub fn push_key(&mut self, k: &str, started: &mut bool) -> Result<(), PropertyError> {
+        if k.is_empty() {
+            return Ok(());
+        }
+        if k.contains(' ') {
+            return Err(PropertyError::Illegal(format!(
+                "key {k:?} contains a space; keys are stored space-separated, so a key \
+                 cannot hold one"
+            )));
+        }
+        if k.bytes()
+            .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+        {
+            return Err(PropertyError::Illegal(format!(
+                "key {k:?} contains a control character 0x01 or 0x02, which separates \
+                 properties in a record"
+            )));
+        }
+        if *started {
+            self.buf.push(b' ');
+        } else {
+            if self.buf.len() > self.start {
+                self.buf.push(PROPERTY_SEPARATOR);
+            }
+            self.buf.extend_from_slice(props::KEYS.as_bytes());
+            self.buf.push(NAME_VALUE_SEPARATOR);
+            *started = true;
+        }
+        self.buf.extend_from_slice(k.as_bytes());
+        Ok(())
+    }
+
+    /// Appends `name=value`; both must be non-empty and free of 0x01/0x02
+    /// (the record's separators). The error names the property and the rule.
+    pub fn push(&mut self, name: &str, value: &str) -> Result<(), PropertyError> {
+        if let Some(why) = property_problem(name, value) {
+            return Err(PropertyError::Illegal(why));
+        }
+        if self.buf.len() > self.start {
+            self.buf.push(PROPERTY_SEPARATOR);
+        }
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.push(NAME_VALUE_SEPARATOR);
+        self.buf.extend_from_slice(value.as_bytes());
+        Ok(())
+    }
+
+    /// Appends raw, already-validated serialized properties.
+    pub fn push_serialized(&mut self, raw: &[u8]) {
+        if raw.is_empty() {
+            return;
+        }
+        if self.buf.len() > self.start {
+            self.buf.push(PROPERTY_SEPARATOR);
+        }
+        self.buf.extend_from_slice(raw);
+    }
+
+    /// Appends a pair taken from an already-parsed properties string.
+    pub fn push_pair_raw(&mut self, name: &[u8], value: &[u8]) {
+        if self.buf.len() > self.start {
+            self.buf.push(PROPERTY_SEPARATOR);
+        }
+        self.buf.extend_from_slice(name);
+        self.buf.push(NAME_VALUE_SEPARATOR);
+        self.buf.extend_from_slice(value);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub fn finish(self) -> Vec<u8> {
+        self.buf
+    }
+}

@@ -1,0 +1,320 @@
+//! Recovering a ConsumeQueue: the plain scan (SPEC §8.1) stops at the
+//! first invalid unit; the checked one keeps only units that agree with the
+//! CommitLog and returns the runs between good units as [`CqHole`]s to
+//! rebuild. Truncation cuts the queue at a CommitLog offset.
+
+use std::sync::atomic::Ordering;
+
+use crate::error::Result;
+
+use super::{has_unwritten_unit, scan_valid, ConsumeQueue, CqUnit, WriteState, CQ_UNIT_SIZE};
+
+impl ConsumeQueue {
+    /// Recovers the queue (SPEC §8.1): scans from the third-last file, stops
+    /// at the first invalid unit (continuing into the next file only if the
+    /// whole file was valid), sets positions, zeroes and cuts what follows.
+    /// Returns the recovered end (`processOffset`, a logical byte offset).
+    pub fn recover(&self) -> Result<u64> {
+        let mut st = self.state.lock();
+        let files = self.mfq.files();
+        if files.is_empty() {
+            return Ok(0);
+        }
+        let mut index = files.len().saturating_sub(3);
+        let mut process = files[index].file_from_offset();
+        let mut max_phy: Option<i64> = None;
+        loop {
+            let (valid, last_real) = scan_valid(files[index].raw(), 0);
+            if let Some(end) = last_real {
+                max_phy = Some(end);
+            }
+            if valid == self.file_size && index + 1 < files.len() {
+                index += 1;
+                process = files[index].file_from_offset();
+                continue;
+            }
+            process += valid as u64;
+            break;
+        }
+        self.cut_at(&mut st, process)?;
+        self.mfq.set_flushed_where(process);
+        self.max_physic_offset
+            .store(max_phy.unwrap_or(-1), Ordering::Release);
+        drop(st);
+        self.correct_min_offset(0);
+        Ok(process)
+    }
+
+    /// The writer's recovery of this queue (SPEC "Recovery rebuilds every
+    /// ConsumeQueue unit"): scans from the third-last file to the end and
+    /// keeps the units that are *good* — valid, pointing below `bound` (the
+    /// recovered CommitLog end) and in CommitLog order. When two units are
+    /// out of order, `verify(unit, logical_offset)` (the CommitLog record
+    /// there is this queue's message at that offset) decides which one is
+    /// bad, so one wild unit never hides the units after it. The queue is
+    /// cut just past its last good unit (in every file: units past `bound`
+    /// go wherever they are), and the runs of bad or zeroed units between
+    /// good ones are returned as holes, each with the CommitLog range
+    /// between its good neighbours, for [`ConsumeQueue::put_at`] to rebuild.
+    pub fn recover_checked(
+        &self,
+        bound: i64,
+        phy_min: i64,
+        verify: &dyn Fn(&CqUnit, i64) -> bool,
+    ) -> Result<Vec<CqHole>> {
+        let mut st = self.state.lock();
+        let files = self.mfq.files();
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        // From the third-last file, or earlier while a file does not start
+        // with a good unit (newest files lost: the units before them must be
+        // checked against the bound too).
+        let mut first = files.len().saturating_sub(3);
+        while first > 0 {
+            match CqUnit::decode(files[first].raw()) {
+                Some(u) if u.is_valid() && (u.is_pre_blank() || u.end_phy_offset() <= bound) => {
+                    break
+                }
+                _ => first -= 1,
+            }
+        }
+        // A hole before the window (a file whose pages never reached the
+        // disk while later files did, or one recovery made full size): the
+        // files before the window are full of written units, so the first
+        // one holding an unwritten unit starts the window. One load per
+        // unit, no decoding: a clean reopen keeps its cost.
+        if let Some(k) = files[..first]
+            .iter()
+            .position(|f| has_unwritten_unit(f.raw()))
+        {
+            first = k;
+        }
+        let unit = CQ_UNIT_SIZE as u64;
+        let window_start = (files[first].file_from_offset() / unit) as i64;
+        // The good unit just before the window, if any (for a hole's lower bound).
+        let before = (first > 0)
+            .then(|| self.last_unit_phy_of_file(&files[first - 1]))
+            .flatten()
+            .and_then(|_| {
+                let f = &files[first - 1];
+                f.read(self.file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
+                    .and_then(CqUnit::decode)
+            })
+            .filter(|u| u.is_valid() && !u.is_pre_blank() && u.end_phy_offset() <= bound);
+        let mut good = GoodUnits::new(window_start - 1, before, phy_min);
+        for f in &files[first..] {
+            let from = (f.file_from_offset() / unit) as i64;
+            for (k, chunk) in f.raw().chunks_exact(CQ_UNIT_SIZE).enumerate() {
+                let idx = from + k as i64;
+                let Some(u) = CqUnit::decode(chunk) else {
+                    break;
+                };
+                if !u.is_valid() {
+                    continue;
+                }
+                if u.is_pre_blank() {
+                    good.push(idx, u);
+                    continue;
+                }
+                if u.end_phy_offset() > bound {
+                    continue;
+                }
+                loop {
+                    match good.last_real() {
+                        Some((pi, p)) if u.phy_offset < p.end_phy_offset() => {
+                            if verify(&u, idx) && !verify(&p, pi) {
+                                // The earlier unit was the wild one.
+                                good.pop_real();
+                                continue;
+                            }
+                            break;
+                        }
+                        _ => {
+                            good.push(idx, u);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let end = ((good.last_index + 1).max(window_start) as u64) * unit;
+        self.cut_at(&mut st, end)?;
+        self.mfq.set_flushed_where(end);
+        self.max_physic_offset
+            .store(good.last_real_end().unwrap_or(-1), Ordering::Release);
+        drop(st);
+        self.correct_min_offset(0);
+        Ok(good.holes)
+    }
+
+    /// Cuts the queue at logical byte offset `end`: the containing file keeps
+    /// `end % size` bytes, later files are destroyed, and the non-zero bytes
+    /// after `end` are zeroed and synced ([`MappedFileQueue::truncate_dirty`]
+    /// writes nothing when they are already zero, so a clean queue costs no
+    /// writes on every start; a read-only queue only sets positions).
+    fn cut_at(&self, st: &mut WriteState, end: u64) -> Result<()> {
+        if st.first_created_from.is_some_and(|from| from > end) {
+            st.first_created_from = None;
+        }
+        let discarded = self.mfq.truncate_dirty(end)?;
+        if discarded > 0 && self.mfq.is_writable() {
+            log::info!(
+                "{}-{}: cut the consume queue at {end}, zeroed {discarded} dirty bytes",
+                self.topic,
+                self.queue_id
+            );
+        }
+        Ok(())
+    }
+
+    /// Removes every unit at or after CommitLog offset `phy` (SPEC §8.4):
+    /// files whose first unit is ≥ `phy` are deleted from the tail; in the
+    /// remaining last file the positions stop after the last valid unit below
+    /// `phy`, and the bytes after it are zeroed. Pre-blank units are kept and
+    /// never become the max physical offset.
+    pub fn truncate_dirty_logic_files(&self, phy: i64) -> Result<()> {
+        let mut st = self.state.lock();
+        let mut max_phy = phy;
+        while let Some(last) = self.mfq.last_file() {
+            let data = last.raw();
+            let mut pos = 0usize;
+            let mut delete = false;
+            for (i, chunk) in data.chunks_exact(CQ_UNIT_SIZE).enumerate() {
+                let Some(u) = CqUnit::decode(chunk) else {
+                    break;
+                };
+                // RocketMQ keeps an invalid first unit (position 20); we stop
+                // at it like at any other invalid unit.
+                if !u.is_valid() {
+                    break;
+                }
+                if u.phy_offset >= phy {
+                    delete = i == 0;
+                    break;
+                }
+                pos = (i + 1) * CQ_UNIT_SIZE;
+                if !u.is_pre_blank() {
+                    max_phy = u.end_phy_offset();
+                }
+            }
+            if delete {
+                let from = last.file_from_offset();
+                self.mfq.delete_last_file()?;
+                if st.first_created_from == Some(from) {
+                    st.first_created_from = None;
+                }
+                continue;
+            }
+            let end = last.file_from_offset() + pos as u64;
+            self.cut_at(&mut st, end)?;
+            if self.mfq.flushed_where() > end {
+                self.mfq.set_flushed_where(end);
+            }
+            break;
+        }
+        if self.mfq.is_empty() {
+            self.mfq.set_flushed_where(0);
+        }
+        self.max_physic_offset.store(max_phy, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// A run of bad or zeroed units between good ones, found by
+/// [`ConsumeQueue::recover_checked`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CqHole {
+    /// Logical offsets `[from, to)` of the units to rebuild.
+    pub from: i64,
+    pub to: i64,
+    /// The CommitLog range between the hole's good neighbours: the records
+    /// of the missing units lie in `[phy_from, phy_to)`.
+    pub phy_from: i64,
+    pub phy_to: i64,
+}
+
+/// The good units recovery keeps, newest last (a bounded tail of them: a
+/// wild unit is caught by its successor), and the holes between them.
+struct GoodUnits {
+    stack: Vec<(i64, CqUnit)>,
+    /// Logical offset of the last good unit (window start − 1 when none).
+    last_index: i64,
+    /// End of the good real unit before the window, or the CommitLog min.
+    floor: i64,
+    holes: Vec<CqHole>,
+}
+
+impl GoodUnits {
+    const KEEP: usize = 4096;
+
+    fn new(last_index: i64, before: Option<CqUnit>, phy_min: i64) -> Self {
+        let mut stack = Vec::new();
+        let floor = match before {
+            Some(u) => {
+                stack.push((last_index, u));
+                u.end_phy_offset()
+            }
+            None => phy_min.max(0),
+        };
+        Self {
+            stack,
+            last_index,
+            floor,
+            holes: Vec::new(),
+        }
+    }
+
+    fn last_real(&self) -> Option<(i64, CqUnit)> {
+        self.stack
+            .iter()
+            .rev()
+            .find(|(_, u)| !u.is_pre_blank())
+            .copied()
+    }
+
+    fn last_real_end(&self) -> Option<i64> {
+        self.last_real().map(|(_, u)| u.end_phy_offset())
+    }
+
+    fn push(&mut self, idx: i64, u: CqUnit) {
+        if idx > self.last_index + 1 {
+            let phy_from = self.last_real_end().unwrap_or(self.floor);
+            let phy_to = if u.is_pre_blank() {
+                phy_from
+            } else {
+                u.phy_offset
+            };
+            self.holes.push(CqHole {
+                from: self.last_index + 1,
+                to: idx,
+                phy_from,
+                phy_to,
+            });
+        }
+        self.last_index = idx;
+        self.stack.push((idx, u));
+        if self.stack.len() > 2 * Self::KEEP {
+            self.stack.drain(..Self::KEEP);
+        }
+    }
+
+    /// Drops the last good real unit (it turned out wild): the hole that
+    /// ended at it is re-made, larger, by the next push.
+    fn pop_real(&mut self) {
+        let Some(pos) = self.stack.iter().rposition(|(_, u)| !u.is_pre_blank()) else {
+            return;
+        };
+        let (idx, _) = self.stack[pos];
+        self.stack.truncate(pos);
+        if self.holes.last().is_some_and(|h| h.to == idx) {
+            let h = self.holes.pop().expect("checked above");
+            self.last_index = h.from - 1;
+        } else {
+            self.last_index = idx - 1;
+        }
+        if let Some(&(i, _)) = self.stack.last() {
+            self.last_index = self.last_index.max(i).min(idx - 1);
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The put path: validation against the running state, single puts (the
+//! non-blocking fast path and the locked one), batches, redeliveries of
+//! delayed messages and, under SYNC_FLUSH, the group-commit wait.
+
+use std::sync::atomic::Ordering;
+
+use super::Store;
+use crate::error::{Result, StoreError};
+use crate::log::commitlog::{
+    BatchInput, BatchOutcome, BatchRefusal, Prepared, PutOutcome, PutStatus, Refused,
+};
+use crate::log::message::{find_property, props, MessageSpec};
+
+impl Store {
+    fn check_writable(&self) -> Result<Option<Refused>> {
+        self.check_open()?;
+        if self.opts.read_only {
+            return Err(StoreError::ReadOnly);
+        }
+        if !self.flags.is_writeable() {
+            return Ok(self
+                .flags
+                .refusal()
+                .map(|why| Refused::new(PutStatus::ServiceNotAvailable, why)));
+        }
+        Ok(None)
+    }
+
+    /// Why a flush wait ended with `status` (None for PUT_OK).
+    fn flush_wait_reason(&self, status: PutStatus) -> Option<String> {
+        (status != PutStatus::PutOk).then(|| match self.flusher.failure() {
+            Some(why) => format!("the message was written but the flush failed: {why}"),
+            None => format!(
+                "the message was written but not confirmed on disk within \
+                 sync_flush_timeout ({} ms)",
+                self.opts.flush.sync_timeout.as_millis()
+            ),
+        })
+    }
+
+    /// Validates a message for this store; `Err(refused)` means rejected.
+    #[allow(clippy::type_complexity)]
+    pub fn prepare<'a>(
+        &self,
+        spec: MessageSpec<'a>,
+    ) -> Result<std::result::Result<Prepared<'a>, Refused>> {
+        if let Some(s) = self.check_writable()? {
+            return Ok(Err(s));
+        }
+        Ok(self.commitlog.prepare(spec))
+    }
+
+    /// Appends without blocking, if possible (see [`CommitLog::try_put_prepared`]).
+    /// Never used for SYNC_FLUSH, whose put must wait for the disk.
+    pub fn try_put_fast(&self, p: &Prepared<'_>) -> Option<Result<PutOutcome>> {
+        if self.opts.flush.sync_flush {
+            return None;
+        }
+        let r = self.commitlog.try_put_prepared(p)?;
+        self.dispatcher.wakeup();
+        if let Ok(o) = &r {
+            self.note_acked(o);
+        }
+        Some(r)
+    }
+
+    /// Appends and, under SYNC_FLUSH, waits (group commit) until the record
+    /// is on disk.
+    pub fn put_prepared(&self, p: &Prepared<'_>) -> Result<PutOutcome> {
+        let mut out = self.commitlog.put_prepared(p)?;
+        self.dispatcher.wakeup();
+        if self.opts.flush.sync_flush && out.status == PutStatus::PutOk && wants_wait(&p.spec) {
+            out.status = self
+                .flusher
+                .wait_flushed((out.wrote_offset + out.wrote_bytes as i64) as u64);
+            out.reason = self.flush_wait_reason(out.status);
+        }
+        self.note_acked(&out);
+        Ok(out)
+    }
+
+    /// Appends a batch under one lock hold, then one flush wait.
+    pub fn put_batch<'a>(
+        &self,
+        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, Refused>>,
+    ) -> Result<Vec<PutOutcome>> {
+        if let Some(r) = self.check_writable()? {
+            return Ok(specs
+                .into_iter()
+                .map(|_| PutOutcome::rejected(r.clone()))
+                .collect());
+        }
+        let mut any_wait = false;
+        let specs = specs.into_iter().inspect(|s| {
+            if let Ok(s) = s {
+                any_wait = any_wait || wants_wait(s);
+            }
+        });
+        let mut out = self.commitlog.put_batch(specs)?;
+        self.dispatcher.wakeup();
+        let end = out
+            .iter()
+            .filter(|o| o.status == PutStatus::PutOk)
+            .map(|o| (o.wrote_offset + o.wrote_bytes as i64) as u64)
+            .max();
+        if let (true, true, Some(end)) = (self.opts.flush.sync_flush, any_wait, end) {
+            let st = self.flusher.wait_flushed(end);
+            let why = self.flush_wait_reason(st);
+            for o in out.iter_mut().filter(|o| o.status == PutStatus::PutOk) {
+                o.status = st;
+                o.reason.clone_from(&why);
+            }
+        }
+        if let Some(last) = out.iter().rev().find(|o| o.status == PutStatus::PutOk) {
+            self.note_acked(last);
+        }
+        Ok(out)
+    }
+
+    /// Appends the delivered copies of delayed messages (see
+    /// [`CommitLog::put_redeliveries`]); under SYNC_FLUSH waits once for the
+    /// batch to be on disk (a FLUSH_DISK_TIMEOUT copy is written all the
+    /// same). `Err(refused)` when the store takes no puts now (poisoned).
+    #[allow(clippy::type_complexity)]
+    pub fn put_redeliveries<'a>(
+        &self,
+        specs: impl IntoIterator<Item = MessageSpec<'a>>,
+    ) -> Result<std::result::Result<Vec<PutOutcome>, Refused>> {
+        if let Some(r) = self.check_writable()? {
+            return Ok(Err(r));
+        }
+        let out = self.commitlog.put_redeliveries(specs)?;
+        self.dispatcher.wakeup();
+        let end = out
+            .iter()
+            .filter(|o| o.status == PutStatus::PutOk)
+            .map(|o| (o.wrote_offset + o.wrote_bytes as i64) as u64)
+            .max();
+        if let (true, Some(end)) = (self.opts.flush.sync_flush, end) {
+            self.flusher.wait_flushed(end);
+        }
+        Ok(Ok(out))
+    }
+
+    /// Appends a batch of messages to one queue: every message is checked
+    /// first and one refused message refuses the batch (nothing written);
+    /// then one append per CommitLog file's worth and, under SYNC_FLUSH,
+    /// one flush wait for the whole batch.
+    pub fn put_bodies(
+        &self,
+        b: &BatchInput<'_>,
+        want_offsets: bool,
+    ) -> Result<std::result::Result<BatchOutcome, BatchRefusal>> {
+        if let Some(r) = self.check_writable()? {
+            return Ok(Err(r));
+        }
+        if let Err(r) = self.commitlog.validate_batch(b) {
+            return Ok(Err(r));
+        }
+        let dispatcher = &self.dispatcher;
+        let mut out = self
+            .commitlog
+            .append_batch(b, want_offsets, || dispatcher.wakeup())?;
+        let wait = self.opts.flush.sync_flush
+            && out.status == PutStatus::PutOk
+            && out.count > 0
+            && (0..b.bodies.len()).any(|i| wants_wait_props(b.props_of(i)));
+        if wait {
+            out.status = self.flusher.wait_flushed(out.end_offset as u64);
+            out.reason = self.flush_wait_reason(out.status);
+        }
+        if out.status == PutStatus::PutOk && out.count > 0 {
+            // Reads in this process wait until the whole batch is visible.
+            self.acked_end
+                .fetch_max(out.end_offset as u64, Ordering::AcqRel);
+        }
+        Ok(Ok(out))
+    }
+    // -- visibility ----------------------------------------------------------
+
+    /// Raises the visibility horizon to the end of an acknowledged put.
+    #[inline]
+    fn note_acked(&self, o: &PutOutcome) {
+        if o.status == PutStatus::PutOk {
+            let end = (o.wrote_offset + o.wrote_bytes as i64) as u64;
+            self.acked_end.fetch_max(end, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A message waits for the disk when its `WAIT` property is absent or
+/// "true" (Java's `Boolean.parseBoolean`: any other value means false).
+fn wants_wait(spec: &MessageSpec<'_>) -> bool {
+    wants_wait_props(&spec.properties)
+}
+
+fn wants_wait_props(properties: &[u8]) -> bool {
+    match find_property(properties, props::WAIT) {
+        None => true,
+        Some(v) => v.eq_ignore_ascii_case(b"true"),
+    }
+}

@@ -1,0 +1,261 @@
+//! Reads: pulls of a queue, lookups by CommitLog offset and by key, and,
+//! for read-only stores, following the writer's files.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Store;
+use crate::error::{Result, StoreError};
+use crate::log::commitlog::RecordRead;
+use crate::log::message::{find_property, props, RecordView};
+use crate::queue::consume_queue::ConsumeQueue;
+use crate::queue::reader::{get_message, Damage as UnitDamage, GetResult, TagFilter};
+
+/// Damaged records remembered for "log once"; beyond this many, new ones are
+/// still logged but no longer remembered.
+const DAMAGE_LOG_MEMORY: usize = 65_536;
+
+/// Read-only stores: least time between two looks for new queue
+/// directories made by pulls of an unknown queue.
+const FOLLOW_NEW_QUEUES_EVERY: Duration = Duration::from_millis(5);
+
+impl Store {
+    // -- reads ---------------------------------------------------------------
+
+    /// Pulls messages of a queue (SPEC §2.5).
+    pub fn get_message(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: usize,
+        tags: Option<&[String]>,
+    ) -> Result<GetResult> {
+        self.check_open()?;
+        self.await_visible()?;
+        let filter = tags.and_then(TagFilter::new);
+        let mut cq = self.cqs.get(topic, queue_id);
+        let follow = self.opts.read_only;
+        if follow
+            && cq
+                .as_ref()
+                .map_or(true, |q| offset >= q.max_offset_in_queue())
+        {
+            cq = self.follow_queue(topic, queue_id, cq)?;
+        }
+        let r = get_message(
+            &self.commitlog,
+            cq.as_ref(),
+            offset,
+            max_msgs,
+            filter.as_ref(),
+            &self.limits,
+            follow,
+        );
+        if !r.damaged.is_empty() {
+            self.log_damage(topic, queue_id, &r.damaged);
+        }
+        Ok(r)
+    }
+
+    /// Read-only stores: a pull that reached the end of what this process
+    /// knows of a queue first picks up what the writer appended to it (a
+    /// queue unknown here: new queue directories, at most every 5 ms).
+    fn follow_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        cq: Option<Arc<ConsumeQueue>>,
+    ) -> Result<Option<Arc<ConsumeQueue>>> {
+        if let Some(q) = cq {
+            if q.may_have_grown() {
+                let before = q.max_offset_in_queue();
+                if q.refresh(self.commitlog.min_offset())? != before {
+                    self.dispatcher.bump_seq();
+                }
+            }
+            return Ok(Some(q));
+        }
+        let now = self.opened.elapsed().as_micros() as u64;
+        let last = self.last_follow_us.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= FOLLOW_NEW_QUEUES_EVERY.as_micros() as u64
+            && self
+                .last_follow_us
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.refresh()?;
+        }
+        Ok(self.cqs.get(topic, queue_id))
+    }
+
+    /// Logs each damaged record a pull skipped, once per record.
+    fn log_damage(&self, topic: &str, queue_id: i32, damaged: &[UnitDamage]) {
+        let mut seen = self.damage_logged.lock();
+        for d in damaged {
+            if seen.contains(&d.phy_offset) {
+                continue;
+            }
+            if seen.len() < DAMAGE_LOG_MEMORY {
+                seen.insert(d.phy_offset);
+            }
+            let file = d.path.as_ref().map_or_else(
+                || "no CommitLog file".to_owned(),
+                |p| p.display().to_string(),
+            );
+            log::warn!(
+                "skipped a damaged message of {topic}/{queue_id} at queue offset {}: \
+                 {} ({file}, CommitLog offset {})",
+                d.queue_offset,
+                d.reason,
+                d.phy_offset
+            );
+        }
+    }
+
+    /// The message whose record starts at CommitLog offset `phy`, as a read
+    /// sees it: after acknowledged puts became visible, and only below the
+    /// visibility horizon; `None` when no record starts there. A damaged
+    /// record (body CRC, size fields) is an error naming its file and
+    /// offset, never a message.
+    pub fn look_message_by_offset(&self, phy: u64) -> Result<Option<(RecordView, Vec<u8>)>> {
+        self.check_open()?;
+        self.await_visible()?;
+        self.read_visible_record(phy, self.visible_end())
+    }
+
+    /// Messages carrying `key` in `[begin, end]`, ascending by offset, hash
+    /// collisions filtered out (SPEC §3.3: up to three rounds).
+    pub fn query_message(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<Vec<(RecordView, Vec<u8>)>> {
+        self.check_open()?;
+        if let Some(e) = &self.index_error {
+            return Err(StoreError::Mismatch(format!(
+                "key queries are refused: {e}"
+            )));
+        }
+        let Some(index) = &self.index else {
+            return Ok(Vec::new());
+        };
+        self.await_visible()?;
+        let visible = self.visible_end();
+        let mut out: Vec<(RecordView, Vec<u8>)> = Vec::new();
+        let mut end = end;
+        for _round in 0..3 {
+            let r = index.query(topic, key, max_num, begin, end);
+            let mut offsets = r.phy_offsets.clone();
+            offsets.sort_unstable();
+            offsets.dedup();
+            for off in offsets {
+                let Ok(off) = u64::try_from(off) else {
+                    continue;
+                };
+                if out.iter().any(|(v, _)| v.physical_offset == off as i64) {
+                    continue;
+                }
+                if let Some((v, raw)) = self.read_visible_record(off, visible)? {
+                    if carries_key(&v, &raw, topic, key) {
+                        out.push((v, raw));
+                    }
+                }
+            }
+            if !out.is_empty() || r.phy_offsets.is_empty() {
+                break;
+            }
+            // Everything found was a hash collision: look further back.
+            let Some(first_ts) = r
+                .phy_offsets
+                .iter()
+                .filter_map(|o| self.commitlog.store_timestamp_at(*o))
+                .min()
+            else {
+                break;
+            };
+            if first_ts <= begin || first_ts >= end {
+                break;
+            }
+            end = first_ts - 1;
+        }
+        out.sort_by_key(|(v, _)| v.physical_offset);
+        out.truncate(max_num);
+        Ok(out)
+    }
+
+    /// The record at `offset`, if it lies wholly below the visibility
+    /// horizon `visible` (see [`Store::visible_end`]); a damaged record is an
+    /// error naming its file and offset.
+    pub fn read_visible_record(
+        &self,
+        offset: u64,
+        visible: u64,
+    ) -> Result<Option<(RecordView, Vec<u8>)>> {
+        match self.commitlog.read_checked(offset) {
+            RecordRead::Found(v, raw) => {
+                Ok(Some((v, raw)).filter(|(v, _)| offset + v.total_size as u64 <= visible))
+            }
+            RecordRead::Damaged { path, reason } => {
+                Err(StoreError::corrupted(path, offset, reason))
+            }
+            RecordRead::NoFile | RecordRead::NotYet | RecordRead::NoRecord => Ok(None),
+        }
+    }
+
+    /// Read-only stores: follows the writer (new files, new records, new
+    /// queue units). Returns true when new messages became visible.
+    pub fn refresh(&self) -> Result<bool> {
+        self.check_open()?;
+        if !self.opts.read_only {
+            return Ok(false);
+        }
+        let log_moved = self.commitlog.refresh()?;
+        if let Some(i) = &self.index {
+            i.refresh()?;
+        }
+        let changed = self.cqs.refresh(self.commitlog.min_offset())?;
+        // The CommitLog moving alone also wakes waiters: a pull that stopped
+        // before a unit whose CommitLog file was not adopted yet retries.
+        if changed || log_moved {
+            self.dispatcher.bump_seq();
+        }
+        Ok(changed)
+    }
+
+    /// Waits (up to `timeout`) for the dispatch sequence to move past `seen`.
+    /// Read-only stores poll the files every few milliseconds instead.
+    pub fn wait_for_dispatch(&self, seen: u64, timeout: Duration) -> Result<u64> {
+        self.check_open()?;
+        if !self.opts.read_only {
+            return Ok(self.dispatcher.wait_for_seq(seen, timeout));
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            self.refresh()?;
+            let s = self.dispatcher.seq();
+            if s != seen || std::time::Instant::now() >= deadline {
+                return Ok(s);
+            }
+            std::thread::sleep(Duration::from_millis(5).min(deadline - std::time::Instant::now()));
+        }
+    }
+}
+
+/// True when the record is of `topic` and carries `key` (UNIQ_KEY or a KEYS token).
+fn carries_key(v: &RecordView, raw: &[u8], topic: &str, key: &str) -> bool {
+    if &raw[v.topic.clone()] != topic.as_bytes() {
+        return false;
+    }
+    let p = &raw[v.properties.clone()];
+    if find_property(p, props::UNIQ_KEY) == Some(key.as_bytes()) {
+        return true;
+    }
+    find_property(p, props::KEYS)
+        .map(|k| k.split(|&b| b == b' ').any(|t| t == key.as_bytes()))
+        .unwrap_or(false)
+}
