@@ -319,6 +319,9 @@ class ConsumerOffsets:
         _check_name("topic", topic)
         if "@" in topic:
             raise ValueError(f"topic must not contain '@': {topic!r}")
+        if not isinstance(offsets, Mapping):
+            raise TypeError("offsets must be a mapping {queue_id: offset}, "
+                            f"not {type(offsets).__name__}")
         todo = [(_check_int("queue_id", q, maximum=MAX_QUEUE_ID), _check_int("offset", off))
                 for q, off in offsets.items()]
         key = self.key(group, topic)

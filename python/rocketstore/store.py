@@ -19,6 +19,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _native
+from rocketstore._checks import I32_MAX as _I32_MAX
+from rocketstore._checks import I64_MAX as _I64_MAX
+from rocketstore._checks import int_arg as _int_arg
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import (
     GetMessageResult,
@@ -52,19 +55,6 @@ OFFSETS_PERSIST_INTERVAL = 5.0
 
 #: Most engine threads one ``read_arrow`` may use.
 MAX_READ_THREADS = 256
-
-_I32_MAX = 2**31 - 1
-_I64_MAX = 2**63 - 1
-
-
-def _int_arg(name: str, value: object, lo: int, hi: int | None = None) -> int:
-    """``value`` if it is an int (not a bool) in ``[lo, hi]``; else TypeError/ValueError."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < lo or (hi is not None and value > hi):
-        bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return value
 
 
 # Live stores, so a forked child can disarm the handles it inherited.
@@ -734,12 +724,19 @@ class MessageStore(MessageStoreBase):
 
         Raises:
             ValueError / TypeError: an empty group or topic, a topic with
-                ``@``, a queue id or offset that is not an int or is negative.
+                ``@`` or one that breaks the topic rule (letters, digits and
+                ``% | _ -``, at most 127 bytes) and the store does not hold,
+                a queue id outside ``[0, 2**31 - 1]`` or an offset outside
+                ``[0, 2**63 - 1]`` or not an int.
             ReadOnlyStoreError: the store was opened read-only.
         """
-        self._n  # noqa: B018 - raises StoreClosedError when closed
+        n = self._n
         if self._read_only:
             raise ReadOnlyStoreError("cannot commit offsets in a read-only store")
+        if isinstance(topic, str) and topic and "@" not in topic:
+            # The read rule: a name that breaks the topic rule is refused
+            # unless the store holds that topic (raises ValueError).
+            n.get_max_offset_in_queue(topic, 0)
         self._offsets.commit_many(group, topic, offsets)
         self._maybe_persist_offsets()
 

@@ -61,7 +61,9 @@ pub const MAX_DAMAGED_RANGES: usize = (CHECKPOINT_FILE_SIZE - MARK_AT - MARK_HEA
 /// damaged CommitLog ranges recovery skipped (`[start, end)`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DurableMark {
+    /// Every CommitLog byte below this offset is on disk.
     pub durable_offset: u64,
+    /// Damaged ranges `[start, end)` recovery skipped, ascending.
     pub damaged: Vec<(u64, u64)>,
 }
 
@@ -346,30 +348,37 @@ impl Checkpoint {
         *self.mark.lock() = Some(mark);
     }
 
+    /// The checkpoint file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Store time of the last CommitLog record flushed (`physicMsgTimestamp`, ms).
     pub fn physic_msg_timestamp(&self) -> i64 {
         self.physic.load(Ordering::Acquire)
     }
 
+    /// Sets `physicMsgTimestamp` (kept in memory until the next flush of the checkpoint).
     pub fn set_physic_msg_timestamp(&self, ts: i64) {
         self.physic.store(ts, Ordering::Release);
     }
 
+    /// Store time of the last message flushed to a consume queue (`logicsMsgTimestamp`, ms).
     pub fn logics_msg_timestamp(&self) -> i64 {
         self.logics.load(Ordering::Acquire)
     }
 
+    /// Sets `logicsMsgTimestamp` (kept in memory until the next flush of the checkpoint).
     pub fn set_logics_msg_timestamp(&self, ts: i64) {
         self.logics.store(ts, Ordering::Release);
     }
 
+    /// Store time of the last message flushed to the index (`indexMsgTimestamp`, ms).
     pub fn index_msg_timestamp(&self) -> i64 {
         self.index.load(Ordering::Acquire)
     }
 
+    /// Sets `indexMsgTimestamp` (kept in memory until the next flush of the checkpoint).
     pub fn set_index_msg_timestamp(&self, ts: i64) {
         self.index.store(ts, Ordering::Release);
     }

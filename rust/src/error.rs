@@ -12,15 +12,20 @@ pub enum StoreError {
     /// An operating-system I/O failure, with what we were doing.
     #[error("{context}: {source}")]
     Io {
+        /// What the store was doing ("fsync <path>", "create <path>").
         context: String,
         #[source]
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// Bytes on disk do not form what the format requires.
     #[error("corrupted data in {path} at offset {offset}: {reason}")]
     Corrupted {
+        /// The file holding the bad bytes.
         path: PathBuf,
+        /// Offset of the bad bytes (in the file's offset space: a CommitLog offset for CommitLog files).
         offset: u64,
+        /// Which rule the bytes break.
         reason: String,
     },
     /// Files on disk disagree with the configuration or with each other.

@@ -7,6 +7,8 @@
 //! The `failpoints` feature compiles in the fault-injection points of
 //! [`failpoint`] for tests; release wheels are built without it.
 
+#![warn(missing_docs)]
+
 pub mod checkpoint;
 pub mod clock;
 #[cfg(feature = "arrow")]
@@ -27,6 +29,7 @@ pub mod store;
 pub mod verify;
 
 #[cfg(feature = "python")]
+#[allow(missing_docs)] // the private binding: its Python names are documented in `_native.pyi`
 pub mod python;
 
 pub use error::{Result, StoreError};

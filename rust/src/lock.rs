@@ -182,6 +182,7 @@ impl StoreLock {
         Ok(lock)
     }
 
+    /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -38,6 +38,7 @@ impl Default for RateLimited {
 }
 
 impl RateLimited {
+    /// A limiter that has logged nothing yet.
     pub const fn new() -> Self {
         Self {
             state: Mutex::new(State {

@@ -24,11 +24,17 @@ use parking_lot::Mutex;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u32)]
 pub enum Flag {
+    /// Reads are refused.
     NotReadable = 1,
+    /// Puts are refused for good (poisoned).
     NotWriteable = 1 << 1,
+    /// Dispatch to a consume queue failed.
     WriteLogicsQueueError = 1 << 2,
+    /// Dispatch to the index failed.
     WriteIndexFileError = 1 << 3,
+    /// Disk usage is above the warning level.
     DiskFull = 1 << 4,
+    /// A flush failed.
     FlushFailed = 1 << 5,
 }
 
@@ -83,6 +89,7 @@ pub struct RunningFlags {
 }
 
 impl RunningFlags {
+    /// A state with no flag set.
     pub fn new() -> Self {
         Self::default()
     }

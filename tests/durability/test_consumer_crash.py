@@ -22,7 +22,7 @@ from rocketstore import MessageStore, StoreConfig
 
 HELPER = HELPERS / "autocommit_child.py"
 QUEUES = 4
-PER_QUEUE = 6000
+PER_QUEUE = 10000
 AUTO_COMMIT_INTERVAL = 0.3
 PERSIST_INTERVAL = 0.4
 CFG = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 20 * 4000}
@@ -64,12 +64,14 @@ def _committed(path: str) -> dict[int, int]:
 def test_kill_during_auto_commit_loses_at_most_one_interval_per_queue(tmp_path: Path) -> None:
     path = str(tmp_path / "store")
     with MessageStore(StoreConfig(store_path=path, **CFG)) as store:
-        for i in range(PER_QUEUE):
-            for q in range(QUEUES):
-                assert store.put("T", b"m%06d" % i, queue_id=q).ok
+        for q in range(QUEUES):
+            assert store.put_batch("T", [b"m%06d" % i for i in range(PER_QUEUE)], q).ok
     rng = random.Random(0xC0FFEE)
     start = {q: 0 for q in range(QUEUES)}
-    for iteration in range(4):
+    meaningful = 0  # kills where every queue had deliveries older than the bound
+    for iteration in range(8):
+        if meaningful == 4:
+            break
         log = tmp_path / f"deliveries-{iteration}.log"
         proc = subprocess.Popen(
             [sys.executable, str(HELPER), path, str(log),
@@ -79,7 +81,7 @@ def test_kill_during_auto_commit_loses_at_most_one_interval_per_queue(tmp_path: 
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.strip() == "ready", (line, proc.stderr.read() if proc.stderr else "")
-        time.sleep(rng.uniform(1.2, 2.4))
+        time.sleep(rng.uniform(1.5, 3.0))
         killed_at = time.monotonic()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -93,8 +95,10 @@ def test_kill_during_auto_commit_loses_at_most_one_interval_per_queue(tmp_path: 
         bound_at = killed_at - AUTO_COMMIT_INTERVAL - PERSIST_INTERVAL - slack
         at_kill = _positions_at(deliveries, killed_at, start)
         floor = _positions_at(deliveries, bound_at, start)
-        # The run delivered from every queue before the bound (the check can fail).
-        assert all(floor[q] > start[q] for q in range(QUEUES)), (iteration, start, floor)
+        # Count the kills where the check below can fail: every queue had
+        # deliveries before the bound (on a loaded machine the polls, and so
+        # the slack, can stretch past the whole run).
+        meaningful += all(floor[q] > start[q] for q in range(QUEUES))
         restart = _committed(path)
         for q in range(QUEUES):
             assert floor[q] <= restart[q] <= at_kill[q], (
@@ -103,3 +107,4 @@ def test_kill_during_auto_commit_loses_at_most_one_interval_per_queue(tmp_path: 
                 f"before it; committed {restart}"
             )
         start = restart
+    assert meaningful >= 2, f"only {meaningful} kill(s) came late enough to check the bound"

@@ -1,11 +1,12 @@
 """Soak: retention deletes files under a writer-side and a read-only consumer.
 
-A writer process (SYNC_FLUSH) puts to small CommitLog segments with a size
-cap, so its clean service deletes the oldest files every few milliseconds; a
-consumer thread inside it reads the topic. Both consumers pause now and then,
-so retention passes them. The writer is killed with SIGKILL and
-restarted at random moments. This process follows the store read-only with
-a consumer of its own. Both consumers check, for every poll::
+A writer process (SYNC_FLUSH; ``SOAK_FLUSH=ASYNC_FLUSH``: asynchronous
+flushing, which lets the flush fall behind retention) puts to small CommitLog
+segments with a size cap, so its clean service deletes the oldest files every
+few milliseconds; a consumer thread inside it reads the topic. Both
+consumers pause now and then, so retention passes them. The writer is killed
+with SIGKILL and restarted at random moments. This process follows the store
+read-only with a consumer of its own. Both consumers check, for every poll::
 
     sum of position moves == delivered + newly skipped + newly damaged
 
@@ -44,7 +45,6 @@ CONFIG: dict[str, Any] = {
     "mapped_file_size_consume_queue": 20 * 50,
     "max_hash_slot_num": 64,
     "max_index_num": 256,
-    "max_store_size_bytes": 8 * SEG,
     "clean_resource_interval": 5,
     "delete_commit_log_files_interval": 0,
     "delete_consume_queue_files_interval": 0,
@@ -59,7 +59,7 @@ import json, os, random, sys, threading, time
 from rocketstore import FlushDiskType, MessageStore, StoreConfig
 
 path, topic, queues, stop_file = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-store = MessageStore(StoreConfig(store_path=path, flush_disk_type=FlushDiskType.SYNC_FLUSH,
+store = MessageStore(StoreConfig(store_path=path, flush_disk_type=FlushDiskType[sys.argv[6]],
                                  **json.loads(sys.argv[5]))).start()
 lock = threading.Lock()
 
@@ -112,11 +112,12 @@ say("DONE")
 
 
 class Writer:
-    def __init__(self, path: str, stop_file: str, log: Path) -> None:
+    def __init__(self, path: str, stop_file: str, log: Path, cfg: dict[str, Any],
+                 flush: str) -> None:
         self.err = open(log, "a")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", WRITER, path, TOPIC, str(QUEUES), stop_file,
-             json.dumps(CONFIG)],
+             json.dumps(cfg), flush],
             stdout=subprocess.PIPE, stderr=self.err, text=True,
         )
         self.acked: list[tuple[int, int]] = []
@@ -158,12 +159,16 @@ class Writer:
 
 
 def test_retention_under_consumers_with_writer_kills(tmp_path: Path) -> None:
+    flush = os.environ.get("SOAK_FLUSH", "SYNC_FLUSH")
+    # ASYNC writes faster: a larger cap keeps the same few seconds of data.
+    cap_segments = 8 if flush == "SYNC_FLUSH" else 24
+    cfg = {**CONFIG, "max_store_size_bytes": cap_segments * SEG}
     seconds = float(os.environ.get("SOAK_SECONDS", "60"))
     rng = random.Random(int(os.environ.get("SOAK_SEED", "7")))
     path = str(tmp_path / "store")
     stop_file = str(tmp_path / "stop")
     log = tmp_path / "writer.err"
-    writers = [Writer(path, stop_file, log)]
+    writers = [Writer(path, stop_file, log, cfg, flush)]
     writers[-1].expect("READY")
     ro = MessageStore(StoreConfig(store_path=path, **CONFIG), read_only=True).start()
     c = ro.consumer("follower", TOPIC, auto_commit=False)
@@ -203,7 +208,7 @@ def test_retention_under_consumers_with_writer_kills(tmp_path: Path) -> None:
             if time.monotonic() >= next_kill:
                 writers[-1].kill()
                 kills += 1
-                writers.append(Writer(path, stop_file, log))
+                writers.append(Writer(path, stop_file, log, cfg, flush))
                 writers[-1].expect("READY")
                 next_kill = time.monotonic() + rng.uniform(1.0, 4.0)
         Path(stop_file).touch()

@@ -116,3 +116,56 @@ def test_commit_offset_above_a_java_long_is_refused(tmp_path: Path, offset: int)
         assert store.query_offset("A", "T", 0) == 5
         assert store.query_offset("B", "T", 0) == -1
         assert sum(store.query_offset("C", "T", q) for q in range(4)) == 4
+
+
+@pytest.mark.parametrize("topic", ["é", "x" * 300, "a b"])
+def test_commit_offset_for_a_topic_that_breaks_the_topic_rule_is_refused(
+    tmp_path: Path, topic: str
+) -> None:
+    """Refused as reads refuse it; before, the offset was kept and the next
+    retention round raised on it, which stopped the clean service and
+    poisoned the store."""
+    _fill(tmp_path)
+    with MessageStore(StoreConfig(store_path=str(tmp_path), **SMALL)) as store:
+        with pytest.raises(ValueError, match="topic"):
+            store.commit_offset("g", topic, 0, 1)
+        store.delete_expired_files(force=True)
+        assert store.running_flags == []
+        assert store.put("T", b"after").ok
+
+
+def test_a_stored_offset_of_an_unreadable_topic_does_not_stop_retention(
+    tmp_path: Path,
+) -> None:
+    """A consumerOffset.json (a broker's, say) may name a topic this store
+    refuses to read; retention passes over it instead of failing."""
+    _fill(tmp_path)
+    cfg = StoreConfig(store_path=str(tmp_path), **SMALL)
+    (tmp_path / "config").mkdir(exist_ok=True)
+    (tmp_path / "config" / "consumerOffset.json").write_text(
+        '{"offsetTable":{"a b@g":{0:1},"T@g":{0:2}}}')
+    with MessageStore(cfg) as store:
+        store.delete_expired_files(force=True)
+        assert store.running_flags == []
+        assert store.query_offset("g", "T", 0) == 2
+
+
+@pytest.mark.parametrize("queue_id", [2**31, 2**63, -(2**63) - 1, 2**64])
+def test_put_batch_queue_id_out_of_range_is_a_value_error(tmp_path: Path, queue_id: int) -> None:
+    _fill(tmp_path)
+    with MessageStore(StoreConfig(store_path=str(tmp_path), **SMALL)) as store:
+        before = store.max_phy_offset
+        with pytest.raises(ValueError, match="queue_id"):
+            store.put_batch("T", [b"x"], queue_id)
+        with pytest.raises(ValueError, match="queue_id"):
+            store.put_batch("T", [b"x"], queue_id=queue_id)
+        assert store.max_phy_offset == before
+
+
+@pytest.mark.parametrize("offsets", [0, "x", [(0, 1)], None])
+def test_commit_offsets_needs_a_mapping(tmp_path: Path, offsets: Any) -> None:
+    _fill(tmp_path)
+    with MessageStore(StoreConfig(store_path=str(tmp_path), **SMALL)) as store:
+        with pytest.raises(TypeError, match="mapping"):
+            store.commit_offsets("g", "T", offsets)
+        assert store.query_offset("g", "T", 0) == -1

@@ -283,7 +283,12 @@ class CleanService(ServiceThread):
             topic = key.split("@", 1)[0]
             for qid in queues:
                 if (topic, qid) not in mins:
-                    mins[topic, qid] = self._native.get_min_offset_in_queue(topic, qid)
+                    try:
+                        mins[topic, qid] = self._native.get_min_offset_in_queue(topic, qid)
+                    except ValueError:
+                        # A name the store refuses to read (the offsets file
+                        # came from elsewhere): it has no messages to lose.
+                        continue
         return mins
 
     def _lost(self, before: Mapping[tuple[str, int], int]) -> dict[str, int]:

@@ -17,12 +17,21 @@ use super::{schema, BatchBuilder, ReadStats, RowFilter, MAX_BATCH_BODY_BYTES};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Range {
     /// CommitLog records starting in `[from, to)` (physical offsets).
-    CommitLog { from: u64, to: u64 },
+    CommitLog {
+        /// First CommitLog offset.
+        from: u64,
+        /// End CommitLog offset (exclusive).
+        to: u64,
+    },
     /// Messages of one queue at logical offsets `[from, to)`.
     Queue {
+        /// The queue's topic.
         topic: String,
+        /// The queue's id.
         queue_id: i32,
+        /// First logical offset.
         from: i64,
+        /// End logical offset (exclusive).
         to: i64,
     },
 }

@@ -55,15 +55,22 @@ pub const DEFAULT_MAX_MSGS_NUM_BATCH: usize = 64;
 /// The 40-byte header of an index file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct IndexHeader {
+    /// Store time of the first message indexed in the file (ms).
     pub begin_timestamp: i64,
+    /// Store time of the last message indexed in the file (ms).
     pub end_timestamp: i64,
+    /// CommitLog offset of the first message indexed in the file.
     pub begin_phy_offset: i64,
+    /// CommitLog offset of the last message indexed in the file.
     pub end_phy_offset: i64,
+    /// Hash slots in use.
     pub hash_slot_count: i32,
+    /// Entries written, plus one (entry 0 is never used).
     pub index_count: i32,
 }
 
 impl IndexHeader {
+    /// The header's 40 bytes, big-endian.
     pub fn encode(&self) -> [u8; INDEX_HEADER_SIZE] {
         let mut b = [0u8; INDEX_HEADER_SIZE];
         b[0..8].copy_from_slice(&self.begin_timestamp.to_be_bytes());
@@ -93,14 +100,18 @@ impl IndexHeader {
 /// One index entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IndexEntry {
+    /// Hash of the key (`topic#key`) the entry indexes.
     pub key_hash: i32,
+    /// CommitLog offset of the message carrying the key.
     pub phy_offset: i64,
     /// Seconds since the file's begin timestamp.
     pub time_diff: i32,
+    /// The previous entry in the same hash slot's chain (0: none).
     pub prev_index: i32,
 }
 
 impl IndexEntry {
+    /// The entry's 20 bytes, big-endian.
     pub fn encode(&self) -> [u8; INDEX_ENTRY_SIZE] {
         let mut b = [0u8; INDEX_ENTRY_SIZE];
         b[0..4].copy_from_slice(&self.key_hash.to_be_bytes());
@@ -111,6 +122,7 @@ impl IndexEntry {
     }
 
     #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+    /// Decodes an entry from its 20 bytes; `None` if `b` is shorter.
     pub fn decode(b: &[u8]) -> Option<IndexEntry> {
         Some(IndexEntry {
             key_hash: be_i32(b, 0)?,
@@ -307,6 +319,7 @@ impl IndexFile {
         }
     }
 
+    /// The index file's path.
     pub fn path(&self) -> &Path {
         self.mf.path()
     }
@@ -319,10 +332,12 @@ impl IndexFile {
             .unwrap_or_default()
     }
 
+    /// Hash slots of this file (its geometry).
     pub fn hash_slot_num(&self) -> usize {
         self.hash_slot_num
     }
 
+    /// Entries this file holds at most (its geometry).
     pub fn index_num(&self) -> usize {
         self.index_num
     }
@@ -339,18 +354,22 @@ impl IndexFile {
         }
     }
 
+    /// Store time of the first message indexed here (ms).
     pub fn begin_timestamp(&self) -> i64 {
         self.begin_timestamp.load(Ordering::Acquire)
     }
 
+    /// Store time of the last message indexed here (ms).
     pub fn end_timestamp(&self) -> i64 {
         self.end_timestamp.load(Ordering::Acquire)
     }
 
+    /// CommitLog offset of the first message indexed here.
     pub fn begin_phy_offset(&self) -> i64 {
         self.begin_phy_offset.load(Ordering::Acquire)
     }
 
+    /// CommitLog offset of the last message indexed here.
     pub fn end_phy_offset(&self) -> i64 {
         self.end_phy_offset.load(Ordering::Acquire)
     }

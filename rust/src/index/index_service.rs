@@ -215,6 +215,7 @@ impl IndexStore {
         Ok((store, redispatch_from))
     }
 
+    /// The store's `index` directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

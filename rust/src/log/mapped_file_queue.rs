@@ -378,6 +378,7 @@ impl MappedFileQueue {
         Ok(done)
     }
 
+    /// The directory holding the files.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
@@ -410,10 +411,12 @@ impl MappedFileQueue {
         Ok(Some(path))
     }
 
+    /// Size of every file.
     pub fn file_size(&self) -> usize {
         self.file_size
     }
 
+    /// False for a read-only queue (another process writes).
     pub fn is_writable(&self) -> bool {
         self.writable
     }
@@ -423,18 +426,22 @@ impl MappedFileQueue {
         self.files.read().clone()
     }
 
+    /// Number of files.
     pub fn len(&self) -> usize {
         self.files.read().len()
     }
 
+    /// True when the queue holds no file.
     pub fn is_empty(&self) -> bool {
         self.files.read().is_empty()
     }
 
+    /// The oldest file.
     pub fn first_file(&self) -> Option<Arc<MappedFile>> {
         self.files.read().first().cloned()
     }
 
+    /// The newest file.
     pub fn last_file(&self) -> Option<Arc<MappedFile>> {
         self.files.read().last().cloned()
     }
@@ -586,10 +593,12 @@ impl MappedFileQueue {
             .unwrap_or(0)
     }
 
+    /// Offset up to which the files are on disk.
     pub fn flushed_where(&self) -> u64 {
         self.flushed_where.load(Ordering::Acquire)
     }
 
+    /// Offset up to which the transient buffers were committed into the files.
     pub fn committed_where(&self) -> u64 {
         self.committed_where.load(Ordering::Acquire)
     }

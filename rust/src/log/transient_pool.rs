@@ -22,6 +22,7 @@ pub struct TransientStorePool {
 }
 
 impl TransientStorePool {
+    /// A pool of `count` buffers of `buffer_size` bytes (allocated on first use).
     pub fn new(count: usize, buffer_size: usize) -> Self {
         Self {
             buffer_size,

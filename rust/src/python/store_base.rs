@@ -155,19 +155,23 @@ impl PyStoreBase {
     ///
     /// If a new CommitLog file cannot be created mid-batch, the result has
     /// that status and `count` says how many messages were written.
-    #[pyo3(signature = (topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=false))]
+    #[pyo3(signature = (topic, bodies, queue_id=None, *, keys=None, tags=None, properties=None, return_offsets=false), text_signature = "($self, topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=False)")]
     #[allow(clippy::too_many_arguments)]
     fn put_batch(
         &self,
         py: Python<'_>,
         topic: &str,
         bodies: &Bound<'_, PyAny>,
-        queue_id: i64,
+        queue_id: Option<&Bound<'_, PyAny>>,
         keys: Option<Bound<'_, PyAny>>,
         tags: Option<Bound<'_, PyAny>>,
         properties: Option<Bound<'_, PyAny>>,
         return_offsets: bool,
     ) -> PyResult<PyBatchPutResult> {
+        // Checked here: an int outside i64 is a ValueError, not an OverflowError.
+        let queue_id = super::args::defaulted(queue_id, 0, |o| {
+            super::types::queue_id_arg(o).map(i64::from)
+        })?;
         self.engine(py)?.get().put_batch(
             py,
             topic,

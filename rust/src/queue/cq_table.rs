@@ -145,10 +145,12 @@ impl ConsumeQueueTable {
         Ok(table)
     }
 
+    /// Size of every consume-queue file.
     pub fn file_size(&self) -> usize {
         self.file_size
     }
 
+    /// The store's `consumequeue` directory.
     pub fn root(&self) -> &Path {
         &self.root
     }

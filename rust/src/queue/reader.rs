@@ -13,20 +13,29 @@ use rustc_hash::FxHashSet;
 
 use crate::log::commitlog::{CommitLog, RecordRead};
 use crate::log::message::{find_property, java_string_hash, props, RecordView};
-use crate::queue::consume_queue::{ConsumeQueue, CQ_UNIT_SIZE};
+use crate::queue::consume_queue::{ConsumeQueue, CqUnit, CQ_UNIT_SIZE};
 
 /// RocketMQ's `GetMessageStatus`, same order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum GetStatus {
+    /// Messages found.
     Found = 0,
+    /// Units scanned, but none matched the tag filter.
     NoMatchedMessage = 1,
+    /// The messages at the offset were deleted by retention.
     MessageWasRemoving = 2,
+    /// No message readable at the offset (yet).
     OffsetFoundNull = 3,
+    /// The offset lies past the max offset.
     OffsetOverflowBadly = 4,
+    /// The offset is the max offset: nothing new.
     OffsetOverflowOne = 5,
+    /// The offset lies below the min offset.
     OffsetTooSmall = 6,
+    /// RocketMQ's unknown queue (never returned: it reads as empty).
     NoMatchedLogicQueue = 7,
+    /// The queue holds no message.
     NoMessageInQueue = 8,
 }
 
@@ -74,9 +83,13 @@ impl TagFilter {
 /// Transfer limits of one pull (SPEC §2.5 `isTheBatchFull`).
 #[derive(Debug, Clone, Copy)]
 pub struct TransferLimits {
+    /// Bytes a pull serves at most from memory (`max_transfer_bytes_on_message_in_memory`).
     pub max_bytes_in_memory: usize,
+    /// Messages a pull serves at most from memory.
     pub max_count_in_memory: usize,
+    /// Bytes a pull serves at most from disk (`max_transfer_bytes_on_message_in_disk`).
     pub max_bytes_in_disk: usize,
+    /// Messages a pull serves at most from disk.
     pub max_count_in_disk: usize,
     /// A message further than this many bytes behind the CommitLog end
     /// counts as "in disk" (`totalPhysicalRAM * accessMessageInMemoryMaxRatio`).
@@ -134,16 +147,22 @@ pub struct Damage {
     pub queue_offset: i64,
     /// The CommitLog file holding `phy_offset`, when one does.
     pub path: Option<PathBuf>,
+    /// Why the unit is skipped.
     pub reason: &'static str,
 }
 
 /// What a pull found.
 #[derive(Debug, Clone)]
 pub struct GetResult {
+    /// What the pull found.
     pub status: GetStatus,
+    /// Where the next pull starts.
     pub next_begin_offset: i64,
+    /// The queue's min offset.
     pub min_offset: i64,
+    /// The queue's max offset (one past its last message).
     pub max_offset: i64,
+    /// The messages: each record's view and bytes.
     pub messages: Vec<(RecordView, Vec<u8>)>,
     /// Units skipped as damaged: records that fail the read checks, and
     /// records in a range recovery skipped (`on_corruption="skip"` or
@@ -219,39 +238,13 @@ pub fn get_message(
     let Some(cq) = cq else {
         return GetResult::empty(GetStatus::NoMessageInQueue, 0, 0, 0);
     };
-    let min = cq.min_offset_in_queue();
-    let max = cq.max_offset_in_queue();
-    if max == 0 {
-        return GetResult::empty(GetStatus::NoMessageInQueue, 0, min, max);
-    }
-    if offset < min {
-        return GetResult::too_small(offset, min, max);
-    }
-    if offset == max {
-        return GetResult::empty(GetStatus::OffsetOverflowOne, offset, min, max);
-    }
-    if offset > max {
-        return GetResult::empty(GetStatus::OffsetOverflowBadly, max, min, max);
-    }
-    // RocketMQ scans up to 16000 bytes of units per pull. Units are read in
-    // chunks: without a tag filter `max_msgs` units usually fill the batch,
-    // so decoding 800 units up front would be wasted; more chunks follow
-    // while units are skipped (filtered, or their CommitLog file expired).
-    let budget = MIN_SCAN_UNITS.max(max_msgs);
-    let chunk = if filter.is_some() { budget } else { max_msgs };
+    let (min, max) = match queue_bounds(cq, offset) {
+        Ok(bounds) => bounds,
+        Err(r) => return r,
+    };
+    let (budget, chunk) = scan_sizes(max_msgs, filter.is_some());
     let Some(mut units) = cq.units(offset, chunk) else {
-        // Retention may have deleted the queue file since the min offset was
-        // read: it moves the min offset before it removes a file.
-        let min_now = cq.min_offset_in_queue();
-        if offset < min_now {
-            return GetResult::too_small(offset, min_now, max);
-        }
-        return GetResult::empty(
-            GetStatus::OffsetFoundNull,
-            cq.roll_next_file(offset),
-            min,
-            max,
-        );
+        return no_units_at(cq, offset, min, max);
     };
     let max_phy = commitlog.max_offset() as i64;
     let mut status = GetStatus::NoMatchedMessage;
@@ -295,69 +288,35 @@ pub fn get_message(
             if commitlog.is_damaged(u.phy_offset) {
                 // Recovery skipped this damaged record; its unit stays so
                 // queue offsets stay dense: skip it and count it.
-                damaged.push(Damage {
-                    phy_offset: u.phy_offset,
-                    queue_offset: logical,
-                    path: commitlog
-                        .file_for(u.phy_offset.max(0) as u64)
-                        .map(|f| f.path().into()),
-                    reason: "the record is in a damaged range recovery skipped",
-                });
+                damaged.push(in_damaged_range(commitlog, u.phy_offset, logical));
                 continue;
             }
-            let read = match read_unit(commitlog, u.phy_offset, u.size, follow, &mut refreshed) {
-                Ok(r) => Ok(r),
-                Err(Unreadable::Removed) => {
-                    skipped += 1;
-                    if messages.is_empty() {
-                        status = GetStatus::MessageWasRemoving;
+            let (view, raw) =
+                match read_queue_unit(commitlog, cq, u, logical, follow, &mut refreshed) {
+                    UnitRead::Message(view, raw) => (view, raw),
+                    UnitRead::Damaged(d) => {
+                        damaged.push(d);
+                        continue;
                     }
-                    phy_min = commitlog.min_offset();
-                    next_phy_file_start =
-                        commitlog.roll_next_file(u.phy_offset.max(0) as u64) as i64;
-                    continue;
-                }
-                Err(Unreadable::Later) => {
-                    // Serve what came before; the next pull starts here.
-                    scanned -= 1;
-                    if messages.is_empty() {
-                        status = GetStatus::OffsetFoundNull;
+                    UnitRead::Removed => {
+                        skipped += 1;
+                        if messages.is_empty() {
+                            status = GetStatus::MessageWasRemoving;
+                        }
+                        phy_min = commitlog.min_offset();
+                        next_phy_file_start =
+                            commitlog.roll_next_file(u.phy_offset.max(0) as u64) as i64;
+                        continue;
                     }
-                    break 'scan;
-                }
-                Err(Unreadable::Damaged(path, reason)) => Err((path, reason)),
-            };
-            // A damaged unit can point at another valid record of the right
-            // size: deliver a record only if it is this queue's message at
-            // this logical offset. (5.x multi-dispatch messages sit in
-            // several queues at other offsets; they are taken as the unit says.)
-            let read = read.and_then(|(view, raw)| {
-                if (view.queue_id != cq.queue_id()
-                    || view.queue_offset != logical
-                    || &raw[view.topic.clone()] != cq.topic().as_bytes())
-                    && find_property(&raw[view.properties.clone()], "INNER_MULTI_DISPATCH")
-                        .is_none()
-                {
-                    let path = commitlog
-                        .file_for(u.phy_offset as u64)
-                        .map(|f| f.path().into());
-                    Err((path, "the record there is another queue's message"))
-                } else {
-                    Ok((view, raw))
-                }
-            });
-            let (view, raw) = match read {
-                Ok(r) => r,
-                Err((path, reason)) => {
-                    damaged.push(Damage {
-                        phy_offset: u.phy_offset,
-                        queue_offset: logical,
-                        path,
-                        reason,
-                    });
-                    continue;
-                }
-            };
+                    UnitRead::Later => {
+                        // Serve what came before; the next pull starts here.
+                        scanned -= 1;
+                        if messages.is_empty() {
+                            status = GetStatus::OffsetFoundNull;
+                        }
+                        break 'scan;
+                    }
+                };
             if let Some(f) = filter {
                 if !f.matches_record(&raw[view.properties.clone()]) {
                     continue;
@@ -367,18 +326,10 @@ pub fn get_message(
             messages.push((view, raw));
             status = GetStatus::Found;
         }
-        let next = offset + scanned as i64;
-        // One pull never crosses into the next consume-queue file.
-        if messages.len() >= max_msgs
-            || scanned >= budget
-            || fetched < chunk
-            || cq.roll_next_file(next - 1) == next
-        {
-            break;
-        }
-        match cq.units(next, chunk.min(budget - scanned)) {
-            Some(more) if !more.is_empty() => units = more,
-            _ => break,
+        let done = messages.len() >= max_msgs || scanned >= budget || fetched < chunk;
+        match next_chunk(cq, offset + scanned as i64, done, chunk, budget, scanned) {
+            Some(more) => units = more,
+            None => break,
         }
     }
     GetResult {
@@ -389,6 +340,163 @@ pub fn get_message(
         messages,
         damaged,
         skipped,
+    }
+}
+
+/// `(budget, chunk)`: units a pull scans at most, and per read. RocketMQ
+/// scans up to 16000 bytes of units per pull. Units are read in chunks:
+/// without a tag filter `max_msgs` units usually fill the batch, so decoding
+/// 800 units up front would be wasted; more chunks follow while units are
+/// skipped (filtered, or their CommitLog file expired).
+fn scan_sizes(max_msgs: usize, filtered: bool) -> (usize, usize) {
+    let budget = MIN_SCAN_UNITS.max(max_msgs);
+    let chunk = if filtered { budget } else { max_msgs };
+    (budget, chunk)
+}
+
+/// The next chunk of units from `next` for a pull that is not `done`
+/// (`scanned` of `budget` units so far); `None` when there are none, or at
+/// the end of a consume-queue file: one pull never crosses into the next.
+fn next_chunk(
+    cq: &ConsumeQueue,
+    next: i64,
+    done: bool,
+    chunk: usize,
+    budget: usize,
+    scanned: usize,
+) -> Option<Vec<CqUnit>> {
+    if done || cq.roll_next_file(next - 1) == next {
+        return None;
+    }
+    cq.units(next, chunk.min(budget - scanned))
+        .filter(|more| !more.is_empty())
+}
+
+/// `(min, max)` offsets of `cq`, or the result of a pull from `offset`
+/// outside them (nothing to read there).
+fn queue_bounds(cq: &ConsumeQueue, offset: i64) -> Result<(i64, i64), GetResult> {
+    let min = cq.min_offset_in_queue();
+    let max = cq.max_offset_in_queue();
+    if max == 0 {
+        return Err(GetResult::empty(GetStatus::NoMessageInQueue, 0, min, max));
+    }
+    if offset < min {
+        return Err(GetResult::too_small(offset, min, max));
+    }
+    if offset == max {
+        return Err(GetResult::empty(
+            GetStatus::OffsetOverflowOne,
+            offset,
+            min,
+            max,
+        ));
+    }
+    if offset > max {
+        return Err(GetResult::empty(
+            GetStatus::OffsetOverflowBadly,
+            max,
+            min,
+            max,
+        ));
+    }
+    Ok((min, max))
+}
+
+/// The result of a pull from `offset` (inside `[min, max)`) that found no
+/// units there.
+fn no_units_at(cq: &ConsumeQueue, offset: i64, min: i64, max: i64) -> GetResult {
+    // Retention may have deleted the queue file since the min offset was
+    // read: it moves the min offset before it removes a file.
+    let min_now = cq.min_offset_in_queue();
+    if offset < min_now {
+        return GetResult::too_small(offset, min_now, max);
+    }
+    GetResult::empty(
+        GetStatus::OffsetFoundNull,
+        cq.roll_next_file(offset),
+        min,
+        max,
+    )
+}
+
+/// The damage of a unit at `logical` whose record lies in a damaged range
+/// recovery skipped.
+fn in_damaged_range(commitlog: &CommitLog, phy_offset: i64, logical: i64) -> Damage {
+    Damage {
+        phy_offset,
+        queue_offset: logical,
+        path: commitlog
+            .file_for(phy_offset.max(0) as u64)
+            .map(|f| f.path().into()),
+        reason: "the record is in a damaged range recovery skipped",
+    }
+}
+
+/// What a pull finds at a unit: its message, or why it serves none.
+enum UnitRead {
+    /// This queue's message at the unit's logical offset.
+    Message(RecordView, Vec<u8>),
+    /// A damaged record, or another queue's message.
+    Damaged(Damage),
+    /// The record's CommitLog file expired.
+    Removed,
+    /// Not readable yet.
+    Later,
+}
+
+/// Reads the record unit `u` (at `logical`) points at ([`read_unit`]) and
+/// checks it is this queue's message ([`this_queues_message`]).
+fn read_queue_unit(
+    commitlog: &CommitLog,
+    cq: &ConsumeQueue,
+    u: &CqUnit,
+    logical: i64,
+    follow: bool,
+    refreshed: &mut bool,
+) -> UnitRead {
+    let damage = |path, reason| Damage {
+        phy_offset: u.phy_offset,
+        queue_offset: logical,
+        path,
+        reason,
+    };
+    match read_unit(commitlog, u.phy_offset, u.size, follow, refreshed) {
+        Ok((view, raw)) => {
+            match this_queues_message(commitlog, cq, u.phy_offset, logical, view, raw) {
+                Ok((view, raw)) => UnitRead::Message(view, raw),
+                Err((path, reason)) => UnitRead::Damaged(damage(path, reason)),
+            }
+        }
+        Err(Unreadable::Removed) => UnitRead::Removed,
+        Err(Unreadable::Later) => UnitRead::Later,
+        Err(Unreadable::Damaged(path, reason)) => UnitRead::Damaged(damage(path, reason)),
+    }
+}
+
+/// A damaged unit can point at another valid record of the right size:
+/// a record is delivered only if it is this queue's message at this logical
+/// offset. (5.x multi-dispatch messages sit in several queues at other
+/// offsets; they are taken as the unit says.)
+#[allow(clippy::type_complexity)]
+fn this_queues_message(
+    commitlog: &CommitLog,
+    cq: &ConsumeQueue,
+    phy_offset: i64,
+    logical: i64,
+    view: RecordView,
+    raw: Vec<u8>,
+) -> Result<(RecordView, Vec<u8>), (Option<PathBuf>, &'static str)> {
+    if (view.queue_id != cq.queue_id()
+        || view.queue_offset != logical
+        || &raw[view.topic.clone()] != cq.topic().as_bytes())
+        && find_property(&raw[view.properties.clone()], "INNER_MULTI_DISPATCH").is_none()
+    {
+        let path = commitlog
+            .file_for(phy_offset as u64)
+            .map(|f| f.path().into());
+        Err((path, "the record there is another queue's message"))
+    } else {
+        Ok((view, raw))
     }
 }
 

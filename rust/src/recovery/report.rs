@@ -33,15 +33,25 @@ pub enum RecoveryStep {
     /// The store is open; no step ran yet.
     #[default]
     Opened,
+    /// `check_file_sizes`.
     FileSizes,
+    /// `judge_damage`.
     JudgeDamage,
+    /// `scan_commit_log_normally` or `_abnormally`.
     ScanCommitLog,
+    /// `recover_consume_queues`.
     ConsumeQueues,
+    /// `rebuild_queue_holes`.
     QueueHoles,
+    /// `truncate`.
     Truncate,
+    /// `rebuild_index`.
     Index,
+    /// `redispatch`.
     Redispatch,
+    /// `clamp_consumer_offsets`.
     ConsumerOffsets,
+    /// `rebuild_queue_offset_table` (the last step).
     QueueOffsetTable,
 }
 
@@ -115,14 +125,19 @@ pub struct DamageRule {
 /// What the CommitLog scan found.
 #[derive(Debug, Clone, Default)]
 pub struct CommitLogScan {
+    /// Normal or abnormal.
     pub mode: RecoveryMode,
     /// CommitLog offset the scan started at.
     pub start_offset: u64,
+    /// CommitLog files scanned.
     pub files_scanned: usize,
+    /// Bytes scanned.
     pub bytes_scanned: u64,
+    /// Valid records found.
     pub records_scanned: u64,
     /// Just past the last valid record: where the log is cut.
     pub end_offset: u64,
+    /// Why the scan stopped before the end of the last file, if it did.
     pub stop_reason: Option<String>,
     /// Damaged ranges inside durable data that were skipped.
     pub damaged: Vec<Damage>,
@@ -131,6 +146,7 @@ pub struct CommitLogScan {
 /// What [`Store::recover_consume_queues`] found.
 #[derive(Debug, Clone, Default)]
 pub struct ConsumeQueueRecovery {
+    /// Consume queues recovered.
     pub consume_queues: usize,
     /// Largest CommitLog end any queue covers (-1: none).
     pub max_physic_offset: i64,
@@ -141,14 +157,18 @@ pub struct ConsumeQueueRecovery {
 /// What [`Store::rebuild_queue_holes`] rebuilt.
 #[derive(Debug, Clone, Default)]
 pub struct QueueHoleRebuild {
+    /// Holes found.
     pub holes: usize,
+    /// Units the holes lacked.
     pub units_missing: u64,
+    /// Units rebuilt from the CommitLog.
     pub units_rebuilt: u64,
 }
 
 /// What [`Store::truncate`] cut.
 #[derive(Debug, Clone, Default)]
 pub struct Truncation {
+    /// Where the CommitLog was cut.
     pub end_offset: u64,
     /// Non-zero CommitLog bytes cut and zeroed after the end.
     pub bytes_truncated: u64,
@@ -189,6 +209,7 @@ pub struct ConsumerOffsetClamp {
 /// What [`Store::rebuild_queue_offset_table`] set.
 #[derive(Debug, Clone, Default)]
 pub struct QueueOffsetTable {
+    /// Queues in the table.
     pub queues: usize,
     /// The durable mark written with the checkpoint (`None`: read-only).
     pub durable_mark: Option<u64>,
@@ -197,17 +218,27 @@ pub struct QueueOffsetTable {
 /// What recovery found and did: the steps' reports in one.
 #[derive(Debug, Clone, Default)]
 pub struct RecoveryReport {
+    /// Normal or abnormal.
     pub mode: RecoveryMode,
+    /// CommitLog files scanned.
     pub files_scanned: usize,
+    /// Bytes scanned.
     pub bytes_scanned: u64,
+    /// Valid records found.
     pub records: u64,
+    /// Where the CommitLog ends (it was cut there).
     pub end_offset: u64,
+    /// Bytes cut off after the end.
     pub bytes_truncated: u64,
+    /// Why the scan stopped before the end of the last file, if it did.
     pub stop_reason: Option<String>,
+    /// Consume queues recovered.
     pub consume_queues: usize,
+    /// Records dispatched again to the queues.
     pub redispatched_records: u64,
     /// Index entries rebuilt from this CommitLog offset.
     pub index_redispatch_from: Option<i64>,
+    /// Records indexed again.
     pub index_redispatched_records: u64,
     /// Damaged CommitLog ranges inside durable data that were skipped.
     pub damaged: Vec<Damage>,
@@ -217,6 +248,7 @@ pub struct RecoveryReport {
     /// Damaged ranges `[start, end)` an earlier recovery skipped and the
     /// durable mark keeps (skipped again without refusing the store).
     pub known_damaged: Vec<(u64, u64)>,
+    /// Consumer offsets lowered to their queue's max offset.
     pub consumer_offsets_clamped: usize,
     /// Short newest files extended (found by opening, repaired by recovery).
     pub short_files_extended: Vec<PathBuf>,

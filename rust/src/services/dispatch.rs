@@ -39,7 +39,9 @@ pub const DEFAULT_STEP_BYTES: usize = 4 << 20;
 /// What one dispatch step did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DispatchStats {
+    /// Records dispatched.
     pub records: u64,
+    /// Their bytes.
     pub bytes: u64,
 }
 
@@ -137,6 +139,7 @@ fn tags_code_of(
 }
 
 impl Dispatcher {
+    /// A dispatcher of `commitlog` into `cqs` and `index` from CommitLog offset `from`, recording progress in `checkpoint`.
     pub fn new(
         commitlog: Arc<CommitLog>,
         cqs: Arc<ConsumeQueueTable>,
@@ -187,6 +190,7 @@ impl Dispatcher {
         }
     }
 
+    /// The CommitLog offset dispatch has reached.
     pub fn reput_from(&self) -> u64 {
         self.reput_from.load(Ordering::Acquire)
     }

@@ -46,7 +46,9 @@ pub struct CommitLogExpiry {
 /// What one queue step did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QueueExpiry {
+    /// Consume-queue files deleted.
     pub consume_queue_files: usize,
+    /// Index files deleted.
     pub index_files: usize,
 }
 

@@ -27,17 +27,29 @@ use crate::services::service::{ServiceThread, Signal, STOP_TIMEOUT};
 /// Flush settings (MessageStoreConfig names, in Durations).
 #[derive(Debug, Clone)]
 pub struct FlushConfig {
+    /// SYNC_FLUSH: a put waits until its record is on disk (group commit).
     pub sync_flush: bool,
+    /// The transient store pool is on: appends are committed into the files before they are flushed.
     pub transient: bool,
+    /// `flush_interval_commit_log`: how often the CommitLog is flushed (ASYNC_FLUSH).
     pub flush_interval: Duration,
+    /// `flush_commit_log_least_pages`: dirty pages a periodic CommitLog flush waits for.
     pub flush_least_pages: usize,
+    /// `flush_commit_log_thorough_interval`: a flush of every dirty page at least this often.
     pub flush_thorough_interval: Duration,
+    /// `commit_interval_commit_log`: how often the transient buffers are committed.
     pub commit_interval: Duration,
+    /// `commit_commit_log_least_pages`: pages a periodic commit waits for.
     pub commit_least_pages: usize,
+    /// `commit_commit_log_thorough_interval`: a commit of everything at least this often.
     pub commit_thorough_interval: Duration,
+    /// `flush_interval_consume_queue`: how often consume queues and the index are flushed.
     pub cq_interval: Duration,
+    /// `flush_consume_queue_least_pages`: dirty pages a periodic queue flush waits for.
     pub cq_least_pages: usize,
+    /// `flush_consume_queue_thorough_interval`: a queue flush of every dirty page at least this often.
     pub cq_thorough_interval: Duration,
+    /// `sync_flush_timeout`: how long a SYNC_FLUSH put waits for the disk.
     pub sync_timeout: Duration,
 }
 
@@ -119,6 +131,7 @@ pub struct FlushService {
 }
 
 impl FlushService {
+    /// A flush service for the store's files (threads start with `start`).
     pub fn new(
         cfg: FlushConfig,
         commitlog: Arc<CommitLog>,
@@ -157,6 +170,7 @@ impl FlushService {
         *self.on_flushed.lock() = Some(f);
     }
 
+    /// The flush settings.
     pub fn config(&self) -> &FlushConfig {
         &self.cfg
     }

@@ -15,8 +15,9 @@
 //! it as for any message outside `SCHEDULE_TOPIC_XXXX`).
 
 use crate::error::{Result, StoreError};
-use crate::log::commitlog::{PutStatus, RecordRead};
+use crate::log::commitlog::{CommitLog, PutOutcome, PutStatus, RecordRead};
 use crate::log::message::{find_property, props, MessageSpec, RecordView, SCHEDULE_TOPIC};
+use crate::queue::consume_queue::CqUnit;
 use crate::ratelog::RateLimited;
 use crate::store::Store;
 use std::borrow::Cow;
@@ -171,63 +172,93 @@ pub fn deliver_due(
                 step.due_at = at;
                 break 'gather;
             }
-            let read = match u64::try_from(u.phy_offset) {
-                Ok(phy) => commitlog.read_checked(phy),
-                Err(_) => RecordRead::NoRecord,
-            };
-            let found = match read {
-                RecordRead::Found(v, raw) if v.total_size as i64 == u.size as i64 => Ok((v, raw)),
-                RecordRead::Found(..) => Err("its unit's size differs from the record's".into()),
+            let Some(item) = judge_due_unit(commitlog, &u, offset, level, &mut step) else {
                 // Written but not readable yet: try again next time.
-                RecordRead::NotYet => break 'gather,
-                RecordRead::NoFile => Err("its CommitLog file is gone".to_string()),
-                RecordRead::NoRecord => Err("no record starts at its offset".to_string()),
-                RecordRead::Damaged { path, reason } => Err(format!(
-                    "the record is damaged ({reason}) in {}",
-                    path.display()
-                )),
+                break 'gather;
             };
-            let item = match found {
-                Err(why) => {
-                    DROPPED.log(log::Level::Warn, || {
-                        format!(
-                            "delayed message at {SCHEDULE_TOPIC} queue {} offset {offset} \
-                             (CommitLog offset {}) cannot be read: {why}; it is not delivered",
-                            level - 1,
-                            u.phy_offset
-                        )
-                    });
-                    step.dropped += 1;
-                    Item::Skip
-                }
-                Ok((view, raw)) => match real_destination(&view, &raw) {
-                    Ok((topic, qid)) => {
-                        puts += 1;
-                        Item::Put(Box::new(Parked {
-                            raw,
-                            view,
-                            topic,
-                            qid,
-                        }))
-                    }
-                    Err(why) => {
-                        DROPPED.log(log::Level::Error, || {
-                            format!(
-                                "delayed message at {SCHEDULE_TOPIC} queue {} offset {offset} \
-                                 is not delivered: {why}",
-                                level - 1
-                            )
-                        });
-                        step.dropped += 1;
-                        Item::Skip
-                    }
-                },
-            };
+            if matches!(item, Item::Put(_)) {
+                puts += 1;
+            }
             items.push((offset, item));
             offset += 1;
         }
     }
     step.more = puts >= max_msgs && offset < end;
+    let outcomes = put_copies(store, &items, puts, &mut step)?;
+    step.next_offset = offset;
+    account_outcomes(&mut step, &items, outcomes);
+    Ok(step)
+}
+
+/// What to do with a due unit of level `level` at queue offset `offset`:
+/// put a copy of its message, or skip it (dropped: logged and counted);
+/// `None` when its record is written but not readable yet.
+fn judge_due_unit(
+    commitlog: &CommitLog,
+    u: &CqUnit,
+    offset: i64,
+    level: usize,
+    step: &mut DeliverStep,
+) -> Option<Item> {
+    let read = match u64::try_from(u.phy_offset) {
+        Ok(phy) => commitlog.read_checked(phy),
+        Err(_) => RecordRead::NoRecord,
+    };
+    let found = match read {
+        RecordRead::Found(v, raw) if v.total_size as i64 == u.size as i64 => Ok((v, raw)),
+        RecordRead::Found(..) => Err("its unit's size differs from the record's".into()),
+        // Written but not readable yet: try again next time.
+        RecordRead::NotYet => return None,
+        RecordRead::NoFile => Err("its CommitLog file is gone".to_string()),
+        RecordRead::NoRecord => Err("no record starts at its offset".to_string()),
+        RecordRead::Damaged { path, reason } => Err(format!(
+            "the record is damaged ({reason}) in {}",
+            path.display()
+        )),
+    };
+    Some(match found {
+        Err(why) => {
+            DROPPED.log(log::Level::Warn, || {
+                format!(
+                    "delayed message at {SCHEDULE_TOPIC} queue {} offset {offset} \
+                     (CommitLog offset {}) cannot be read: {why}; it is not delivered",
+                    level - 1,
+                    u.phy_offset
+                )
+            });
+            step.dropped += 1;
+            Item::Skip
+        }
+        Ok((view, raw)) => match real_destination(&view, &raw) {
+            Ok((topic, qid)) => Item::Put(Box::new(Parked {
+                raw,
+                view,
+                topic,
+                qid,
+            })),
+            Err(why) => {
+                DROPPED.log(log::Level::Error, || {
+                    format!(
+                        "delayed message at {SCHEDULE_TOPIC} queue {} offset {offset} \
+                         is not delivered: {why}",
+                        level - 1
+                    )
+                });
+                step.dropped += 1;
+                Item::Skip
+            }
+        },
+    })
+}
+
+/// Puts the copies among `items` (`puts` of them) in one batch. A refused
+/// batch writes nothing: the step is blocked and no outcome returned.
+fn put_copies(
+    store: &Store,
+    items: &[(i64, Item)],
+    puts: usize,
+    step: &mut DeliverStep,
+) -> Result<Vec<PutOutcome>> {
     let specs = items.iter().filter_map(|(_, it)| match it {
         Item::Put(p) => Some(MessageSpec {
             topic: Cow::Borrowed(p.topic.as_str()),
@@ -248,17 +279,21 @@ pub fn deliver_due(
     } else {
         store.put_redeliveries(specs)?
     };
-    let outcomes = match outcomes {
+    Ok(match outcomes {
         Ok(o) => o,
         Err(refused) => {
             // Nothing was written: progress stops at the first copy to put.
             step.blocked = Some(refused.reason);
             Vec::new()
         }
-    };
+    })
+}
+
+/// Counts what the puts of the copies did and moves the step's progress
+/// back to the first copy not delivered (blocked there).
+fn account_outcomes(step: &mut DeliverStep, items: &[(i64, Item)], outcomes: Vec<PutOutcome>) {
     let mut outcomes = outcomes.into_iter();
-    step.next_offset = offset;
-    for (at, item) in &items {
+    for (at, item) in items {
         let Item::Put(p) = item else {
             continue;
         };
@@ -305,7 +340,6 @@ pub fn deliver_due(
             }
         }
     }
-    Ok(step)
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ pub struct Signal {
 }
 
 impl Signal {
+    /// A signal nobody has raised.
     pub fn new() -> Self {
         Self::default()
     }
@@ -197,6 +198,7 @@ impl ServiceThread {
         })
     }
 
+    /// The thread's name.
     pub fn name(&self) -> &'static str {
         self.name
     }

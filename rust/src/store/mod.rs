@@ -161,34 +161,42 @@ pub struct VisibilityStats {
 }
 
 impl Store {
+    /// The options the store was opened with.
     pub fn options(&self) -> &StoreOptions {
         &self.opts
     }
 
+    /// The CommitLog.
     pub fn commitlog(&self) -> &CommitLog {
         &self.commitlog
     }
 
+    /// The consume queues.
     pub fn consume_queues(&self) -> &ConsumeQueueTable {
         &self.cqs
     }
 
+    /// The index (`None` when disabled, or for a reader whose index geometry does not match).
     pub fn index(&self) -> Option<&IndexStore> {
         self.index.as_deref()
     }
 
+    /// The checkpoint.
     pub fn checkpoint(&self) -> &Checkpoint {
         &self.checkpoint
     }
 
+    /// The flush service.
     pub fn flusher(&self) -> &FlushService {
         &self.flusher
     }
 
+    /// The dispatcher (CommitLog to consume queues and index).
     pub fn dispatcher(&self) -> &Dispatcher {
         &self.dispatcher
     }
 
+    /// True for a read-only open (another process may write).
     pub fn is_read_only(&self) -> bool {
         self.opts.read_only
     }
@@ -279,6 +287,7 @@ impl Store {
         self.flags.poison_reason()
     }
 
+    /// True once the store was shut down or abandoned (and in a forked child).
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire) || self.is_forked_copy()
     }

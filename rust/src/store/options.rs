@@ -21,30 +21,50 @@ pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
 /// `MessageStoreConfig` defaults, as in `config.py` (a test pins them equal).
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
+    /// The store's root directory.
     pub root: PathBuf,
+    /// The CommitLog directory (`root/commitlog` by default).
     pub commit_log_dir: PathBuf,
     /// `None`: take the size from the files, or the default for a new store.
     pub commit_log_file_size: Option<usize>,
+    /// Size of every consume-queue file; `None`: from the files, or the default (rounded to 20 bytes).
     pub consume_queue_file_size: Option<usize>,
+    /// Largest body accepted (`max_message_size`).
     pub max_message_size: usize,
+    /// The store host written into every record (`broker_ip:listen_port`).
     pub store_host: SocketAddr,
+    /// Delay per level in ms (`message_delay_level`; index 0 = level 1).
     pub delay_levels: Vec<i64>,
+    /// Open read-only: no lock, nothing written, following another process's writes.
     pub read_only: bool,
+    /// Index the keys of every message (`message_index_enable`).
     pub message_index_enable: bool,
+    /// Hash slots per index file (`max_hash_slot_num`).
     pub max_hash_slot_num: usize,
+    /// Entries per index file (`max_index_num`).
     pub max_index_num: usize,
+    /// Messages a key query returns at most (`max_msgs_num_batch`).
     pub max_msgs_num_batch: usize,
+    /// `max_transfer_bytes_on_message_in_memory`.
     pub max_transfer_bytes_in_memory: usize,
+    /// `max_transfer_count_on_message_in_memory`.
     pub max_transfer_count_in_memory: usize,
+    /// `max_transfer_bytes_on_message_in_disk`.
     pub max_transfer_bytes_in_disk: usize,
+    /// `max_transfer_count_on_message_in_disk`.
     pub max_transfer_count_in_disk: usize,
+    /// `access_message_in_memory_max_ratio`: the share of memory (percent) behind the CommitLog's end counted as in memory.
     pub access_message_in_memory_max_ratio: u64,
+    /// `message_index_safe`: index files are flushed with the checkpoint.
     pub message_index_safe: bool,
+    /// `transient_store_pool_enable` (ASYNC_FLUSH only).
     pub transient_store_pool_enable: bool,
+    /// `transient_store_pool_size`: buffers in the pool.
     pub transient_store_pool_size: usize,
     /// `os_page_cache_busy_time_out_mills`: a put that finds the put lock
     /// held longer than this is refused with `OS_PAGE_CACHE_BUSY` (ms, ≥ 1).
     pub os_page_cache_busy_timeout_ms: i64,
+    /// Flush and commit settings.
     pub flush: FlushConfig,
     /// Make the next CommitLog file in the background (RocketMQ's
     /// AllocateMappedFileService); off: a roll creates it on the put path.

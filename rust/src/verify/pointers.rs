@@ -101,13 +101,7 @@ impl Source {
                     }
                 }
                 let at = *unit * CQ_UNIT_SIZE;
-                let decoded = map
-                    .as_ref()
-                    .and_then(|m| m.get(at..at + CQ_UNIT_SIZE))
-                    .and_then(CqUnit::decode);
-                let Some(u) =
-                    decoded.filter(|u| !(u.phy_offset == 0 && u.size == 0 && u.tags_code == 0))
-                else {
+                let Some(u) = written_unit(map.as_ref(), at) else {
                     // End of this file's data.
                     *file += 1;
                     *map = None;
@@ -192,6 +186,14 @@ impl Source {
             },
         }
     }
+}
+
+/// The unit at byte `at` of a mapped queue file; `None` at the end of its
+/// data (an all-zero unit, or past the file).
+fn written_unit(map: Option<&Mmap>, at: usize) -> Option<CqUnit> {
+    map.and_then(|m| m.get(at..at + CQ_UNIT_SIZE))
+        .and_then(CqUnit::decode)
+        .filter(|u| !(u.phy_offset == 0 && u.size == 0 && u.tags_code == 0))
 }
 
 /// Topic and index file names, for the messages.

@@ -27,6 +27,7 @@ impl From<crate::log::message::PropertyError> for Refused {
 
 /// A message ready to append: validated, delay-converted, CRC computed.
 pub struct Prepared<'a> {
+    /// The message as it will be written (delay-converted).
     pub spec: MessageSpec<'a>,
     sys_flag: i32,
     crc: i32,
@@ -124,19 +125,7 @@ impl CommitLog {
         }
         let props_len = spec.properties.len();
         if props_len > MAX_PROPERTIES_LEN {
-            // RocketMQ checks the Java char count first (MESSAGE_ILLEGAL), then bytes.
-            let chars = String::from_utf8_lossy(&spec.properties)
-                .encode_utf16()
-                .count();
-            let why = format!(
-                "properties (tags, keys and properties together) take {props_len} bytes \
-                 ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed"
-            );
-            return Err(if chars > MAX_PROPERTIES_LEN {
-                Refused::illegal(why)
-            } else {
-                Refused::new(PutStatus::PropertiesSizeExceeded, why)
-            });
+            return Err(properties_too_long(&spec.properties));
         }
         let mut sys_flag = spec.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6);
         if spec.born_host.is_ipv6() {
@@ -430,5 +419,23 @@ impl CommitLog {
         Err(StoreError::internal(
             "message did not fit in a fresh CommitLog file",
         ))
+    }
+}
+
+/// The refusal of properties over [`MAX_PROPERTIES_LEN`] bytes: RocketMQ
+/// checks the Java char count first (MESSAGE_ILLEGAL), then bytes
+/// (PROPERTIES_SIZE_EXCEEDED).
+#[cold]
+fn properties_too_long(properties: &[u8]) -> Refused {
+    let props_len = properties.len();
+    let chars = String::from_utf8_lossy(properties).encode_utf16().count();
+    let why = format!(
+        "properties (tags, keys and properties together) take {props_len} bytes \
+         ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed"
+    );
+    if chars > MAX_PROPERTIES_LEN {
+        Refused::illegal(why)
+    } else {
+        Refused::new(PutStatus::PropertiesSizeExceeded, why)
     }
 }

@@ -6,10 +6,12 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
 use parking_lot::{Condvar, MutexGuard};
 
 use crate::error::{Result, StoreError};
+use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
     encode_blank, encode_v1_crc_of_copy, find_property, props, record_len, sysflag, topic_problem,
     MessageSpec, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN,
@@ -20,16 +22,23 @@ use super::{CommitLog, PutState, PutStatus, Refused, RESERVE_FAILURES};
 /// Messages for one topic and queue, appended by [`CommitLog::append_batch`].
 #[derive(Debug, Clone)]
 pub struct BatchInput<'a> {
+    /// Topic of every message.
     pub topic: &'a str,
+    /// Queue id of every message.
     pub queue_id: i32,
+    /// The producer's flag of every message.
     pub flag: i32,
+    /// Born time of every message (ms since the epoch).
     pub born_timestamp: i64,
+    /// Born host of every message.
     pub born_host: SocketAddr,
+    /// The messages' bodies, in order.
     pub bodies: &'a [&'a [u8]],
     /// Every message's serialized properties, concatenated: message `i`
     /// has `props[props_ends[i - 1]..props_ends[i]]`. Empty `props_ends`:
     /// no message has properties.
     pub props: &'a [u8],
+    /// End of each message's properties in `props` (empty: none has any).
     pub props_ends: &'a [usize],
 }
 
@@ -64,6 +73,7 @@ pub type BatchRefusal = Refused;
 /// What a batch put did: one result for the whole batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchOutcome {
+    /// `PUT_OK`, or why the batch (or its rest) was not written.
     pub status: PutStatus,
     /// CommitLog offset of the first message (-1 when none was written).
     pub first_offset: i64,
@@ -215,21 +225,7 @@ impl CommitLog {
         mut on_file: impl FnMut(),
     ) -> Result<BatchOutcome> {
         let n = b.bodies.len();
-        let mut out = BatchOutcome {
-            status: PutStatus::PutOk,
-            first_offset: -1,
-            first_queue_offset: -1,
-            count: 0,
-            bytes: 0,
-            store_timestamp: 0,
-            end_offset: -1,
-            reason: None,
-            offsets: if want_offsets {
-                Vec::with_capacity(n)
-            } else {
-                Vec::new()
-            },
-        };
+        let mut out = BatchOutcome::nothing_yet(n, want_offsets);
         if n == 0 {
             return Ok(out);
         }
@@ -238,23 +234,8 @@ impl CommitLog {
             out.reason = Some(busy.reason);
             return Ok(out);
         }
-        let mut st = self.put.lock();
-        self.wait_queue_free(&mut st, b.topic, b.queue_id);
-        st.busy.push((b.topic.to_owned(), b.queue_id));
-        let mut hold = BatchHold {
-            st,
-            cv: &self.batch_done,
-            since: &self.lock_since,
-            topic: b.topic,
-            queue_id: b.queue_id,
-        };
-        let mut sys_flag = sysflag::TRANSACTION_NOT;
-        if b.born_host.is_ipv6() {
-            sys_flag |= sysflag::BORNHOST_V6;
-        }
-        if self.cfg.store_host.is_ipv6() {
-            sys_flag |= sysflag::STOREHOST_V6;
-        }
+        let mut hold = self.hold_queue(b);
+        let sys_flag = self.batch_sys_flag(b);
         let store_host = self.cfg.store_host;
         let mut i = 0usize;
         let mut qo = *hold.st.table.slot(b.topic, b.queue_id);
@@ -271,19 +252,9 @@ impl CommitLog {
             if i == 0 {
                 out.store_timestamp = ts;
             }
-            let file = match &hold.st.current {
-                Some(f) if !f.is_full() => f.clone(),
-                _ => match self.mfq.last_file_or_create(0) {
-                    Ok(f) => {
-                        hold.st.current = Some(f.clone());
-                        f
-                    }
-                    Err(e) => {
-                        log::error!("cannot create CommitLog file: {e}");
-                        out.status = PutStatus::CreateMappedFileFailed;
-                        break;
-                    }
-                },
+            let Some(file) = self.file_with_room(&mut hold.st) else {
+                out.status = PutStatus::CreateMappedFileFailed;
+                break;
             };
             let from = file.file_from_offset() as i64;
             let start = i;
@@ -292,14 +263,7 @@ impl CommitLog {
             let mut end = -1i64;
             // Reserve blocks for what this file will take: the records that
             // fit and a blank's 8 bytes (at most the rest of the file).
-            let room = file.file_size() - file.wrote_position();
-            let mut need = END_FILE_MIN_BLANK_LENGTH;
-            for j in i..n {
-                need += b.record_len(j, &store_host);
-                if need >= room {
-                    break;
-                }
-            }
+            let need = reserve_need(b, i, file.file_size() - file.wrote_position(), &store_host);
             let appended = file.append_reserved(need, |tail, at| {
                 let mut pos = 0usize;
                 let mut first = None;
@@ -372,5 +336,92 @@ impl CommitLog {
         }
         drop(hold);
         Ok(out)
+    }
+}
+
+impl CommitLog {
+    /// Takes the put lock for a batch to `b`'s queue, once no other batch
+    /// holds that queue, and marks the queue held.
+    #[inline]
+    fn hold_queue<'a, 'b>(&'a self, b: &BatchInput<'b>) -> BatchHold<'a, 'b> {
+        let mut st = self.put.lock();
+        self.wait_queue_free(&mut st, b.topic, b.queue_id);
+        st.busy.push((b.topic.to_owned(), b.queue_id));
+        BatchHold {
+            st,
+            cv: &self.batch_done,
+            since: &self.lock_since,
+            topic: b.topic,
+            queue_id: b.queue_id,
+        }
+    }
+
+    /// The sys_flag of every record of a batch: not a transaction, with the
+    /// IPv6 bits of its hosts.
+    #[inline]
+    fn batch_sys_flag(&self, b: &BatchInput<'_>) -> i32 {
+        let mut sys_flag = sysflag::TRANSACTION_NOT;
+        if b.born_host.is_ipv6() {
+            sys_flag |= sysflag::BORNHOST_V6;
+        }
+        if self.cfg.store_host.is_ipv6() {
+            sys_flag |= sysflag::STOREHOST_V6;
+        }
+        sys_flag
+    }
+
+    /// The file to append to: the current one while it has room, else the
+    /// last one or a new one; `None` (logged) when none can be created.
+    #[inline]
+    fn file_with_room(&self, st: &mut PutState) -> Option<Arc<MappedFile>> {
+        match &st.current {
+            Some(f) if !f.is_full() => Some(f.clone()),
+            _ => match self.mfq.last_file_or_create(0) {
+                Ok(f) => {
+                    st.current = Some(f.clone());
+                    Some(f)
+                }
+                Err(e) => {
+                    log::error!("cannot create CommitLog file: {e}");
+                    None
+                }
+            },
+        }
+    }
+}
+
+/// Bytes to reserve in a file with `room` bytes left for the batch's
+/// records from `i` on: those that fit and a blank's 8 bytes (at most the
+/// rest of the file).
+#[inline]
+fn reserve_need(b: &BatchInput<'_>, i: usize, room: usize, store_host: &SocketAddr) -> usize {
+    let mut need = END_FILE_MIN_BLANK_LENGTH;
+    for j in i..b.bodies.len() {
+        need += b.record_len(j, store_host);
+        if need >= room {
+            break;
+        }
+    }
+    need
+}
+
+impl BatchOutcome {
+    /// The outcome of a batch of `n` messages before any is written.
+    fn nothing_yet(n: usize, want_offsets: bool) -> Self {
+        Self {
+            status: PutStatus::PutOk,
+            first_offset: -1,
+            first_queue_offset: -1,
+            count: 0,
+            bytes: 0,
+            store_timestamp: 0,
+            end_offset: -1,
+            reason: None,
+            offsets: if want_offsets {
+                Vec::with_capacity(n)
+            } else {
+                Vec::new()
+            },
+        }
     }
 }

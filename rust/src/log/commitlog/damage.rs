@@ -20,6 +20,7 @@ pub enum DurableBound {
 /// How a recovery scan treats invalid data that intact durable records follow.
 #[derive(Debug, Clone)]
 pub struct DamagePolicy {
+    /// Where durable data ends: damage below it is not a torn tail.
     pub bound: DurableBound,
     /// Skip (and report) damaged records instead of refusing the open.
     pub skip: bool,
@@ -45,7 +46,9 @@ pub struct Damage {
     pub offset: u64,
     /// Where intact data resumes.
     pub end: u64,
+    /// The CommitLog file holding the damaged record.
     pub file: PathBuf,
+    /// Why the record is invalid.
     pub reason: String,
 }
 impl CommitLog {

@@ -50,25 +50,40 @@ pub use scan::{account_record, ScanReport};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum PutStatus {
+    /// Written (and, under SYNC_FLUSH, on disk).
     PutOk = 0,
+    /// Written, but not confirmed on disk within `sync_flush_timeout`.
     FlushDiskTimeout = 1,
+    /// RocketMQ's replication timeout (never returned: no replication).
     FlushSlaveTimeout = 2,
+    /// RocketMQ's missing replica (never returned: no replication).
     SlaveNotAvailable = 3,
+    /// The store takes no puts now (read-only, poisoned, disk full).
     ServiceNotAvailable = 4,
+    /// No CommitLog file could be created or space reserved in one.
     CreateMappedFileFailed = 5,
+    /// The message breaks a rule of the format (the reason says which).
     MessageIllegal = 6,
+    /// The properties take more than 32767 bytes.
     PropertiesSizeExceeded = 7,
+    /// The put lock was held longer than `os_page_cache_busy_timeout_mills`.
     OsPageCacheBusy = 8,
+    /// Any other failure.
     UnknownError = 9,
 }
 
 /// What a put did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PutOutcome {
+    /// What happened.
     pub status: PutStatus,
+    /// CommitLog offset of the record (-1: nothing written).
     pub wrote_offset: i64,
+    /// Record bytes written.
     pub wrote_bytes: i32,
+    /// The message's offset in its queue (-1: nothing written).
     pub queue_offset: i64,
+    /// Store time given to the message (ms since the epoch).
     pub store_timestamp: i64,
     /// Why the put was not `PUT_OK` (a short sentence naming the field and
     /// the rule); `None` when it was. Built only on the refusal path.
@@ -92,11 +107,14 @@ impl PutOutcome {
 /// A put refused before anything was written: the status and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
+    /// The status the put gets.
     pub status: PutStatus,
+    /// Why, in a sentence naming the field and the rule.
     pub reason: String,
 }
 
 impl Refused {
+    /// A refusal with `status` because of `reason`.
     pub fn new(status: PutStatus, reason: impl Into<String>) -> Self {
         Self {
             status,
@@ -113,9 +131,13 @@ impl Refused {
 /// Format-relevant CommitLog settings.
 #[derive(Debug, Clone)]
 pub struct CommitLogConfig {
+    /// The `commitlog` directory.
     pub dir: PathBuf,
+    /// Size of every CommitLog file (`mapped_file_size_commit_log`).
     pub file_size: usize,
+    /// Largest body accepted (`max_message_size`).
     pub max_message_size: usize,
+    /// The store host written into every record.
     pub store_host: SocketAddr,
     /// Delay per level in ms (index 0 = level 1).
     pub delay_levels: Vec<i64>,
@@ -135,6 +157,7 @@ pub struct QueueOffsetTable {
 
 impl QueueOffsetTable {
     #[inline]
+    /// Next queue offset of `topic-queue_id` (0 when unknown).
     pub fn get(&self, topic: &str, queue_id: i32) -> i64 {
         self.map
             .get(topic)
@@ -157,6 +180,7 @@ impl QueueOffsetTable {
     }
 
     #[inline]
+    /// Sets the next queue offset of `topic-queue_id`.
     pub fn set(&mut self, topic: &str, queue_id: i32, next: i64) {
         *self.slot(topic, queue_id) = next;
     }
@@ -179,6 +203,7 @@ impl QueueOffsetTable {
         v
     }
 
+    /// Forgets every queue.
     pub fn clear(&mut self) {
         self.map.clear();
     }
@@ -280,6 +305,7 @@ impl CommitLog {
         })
     }
 
+    /// The CommitLog's settings.
     pub fn config(&self) -> &CommitLogConfig {
         &self.cfg
     }
@@ -328,6 +354,7 @@ impl CommitLog {
         waited
     }
 
+    /// The file queue holding the CommitLog files.
     pub fn queue(&self) -> &MappedFileQueue {
         &self.mfq
     }
@@ -344,6 +371,7 @@ impl CommitLog {
         self.mfq.clone()
     }
 
+    /// Size of every CommitLog file.
     pub fn file_size(&self) -> usize {
         self.cfg.file_size
     }
@@ -358,6 +386,7 @@ impl CommitLog {
         self.mfq.min_offset().map(|o| o as i64).unwrap_or(-1)
     }
 
+    /// End of what is known to be on disk.
     pub fn flushed_offset(&self) -> u64 {
         self.mfq.flushed_where()
     }

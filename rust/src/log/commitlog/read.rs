@@ -146,6 +146,7 @@ pub enum RecordRead {
     Damaged {
         /// The CommitLog file holding it.
         path: PathBuf,
+        /// Which check the record fails.
         reason: &'static str,
     },
 }

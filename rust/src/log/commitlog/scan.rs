@@ -19,8 +19,11 @@ use super::{CommitLog, Damage, DamagePolicy, DurableBound, QueueOffsetTable};
 pub struct ScanReport {
     /// Offset just past the last valid record.
     pub end_offset: u64,
+    /// CommitLog files the scan read.
     pub files_scanned: usize,
+    /// Bytes the scan read.
     pub bytes_scanned: u64,
+    /// Valid records found.
     pub records: u64,
     /// Why the scan stopped, when it stopped before the end of the last file.
     pub stop_reason: Option<String>,

@@ -48,14 +48,17 @@ impl WriteBuffer {
         })
     }
 
+    /// Length of the buffer in bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// True for an empty buffer.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// True when the buffer is locked in memory.
     pub fn is_locked(&self) -> bool {
         self.locked
     }

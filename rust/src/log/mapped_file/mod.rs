@@ -401,6 +401,7 @@ impl MappedFile {
         Ok(f)
     }
 
+    /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -410,18 +411,22 @@ impl MappedFile {
         self.file_from_offset
     }
 
+    /// The file's size (its logical length).
     pub fn file_size(&self) -> usize {
         self.file_size
     }
 
+    /// Bytes appended so far.
     pub fn wrote_position(&self) -> usize {
         self.wrote.load(Ordering::Acquire)
     }
 
+    /// Bytes committed into the mapping (transient pool; else the write position).
     pub fn committed_position(&self) -> usize {
         self.committed.load(Ordering::Acquire)
     }
 
+    /// Bytes known to be on disk.
     pub fn flushed_position(&self) -> usize {
         self.flushed.load(Ordering::Acquire)
     }
@@ -441,18 +446,22 @@ impl MappedFile {
         self.transient
     }
 
+    /// True when nothing more can be appended.
     pub fn is_full(&self) -> bool {
         self.wrote_position() >= self.file_size
     }
 
+    /// False once the file was deleted.
     pub fn is_available(&self) -> bool {
         self.available.load(Ordering::Acquire)
     }
 
+    /// Store time of the last message appended (CommitLog files; 0: none).
     pub fn store_timestamp(&self) -> i64 {
         self.store_timestamp.load(Ordering::Acquire)
     }
 
+    /// Records the store time of the last message appended.
     pub fn set_store_timestamp(&self, ts: i64) {
         self.store_timestamp.store(ts, Ordering::Release);
     }

@@ -22,8 +22,11 @@ use crate::error::{Result, StoreError};
 /// busy file makes few `fallocate` calls and an idle one stays small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reserve {
+    /// Bytes reserved when the file is created.
     pub initial: usize,
+    /// Smallest step of a later reservation.
     pub min_step: usize,
+    /// Largest step of a later reservation.
     pub max_step: usize,
     /// fsync the new file and its directory at creation; otherwise the
     /// first flush does it ([`MappedFile::sync_created`]).

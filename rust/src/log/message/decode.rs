@@ -53,22 +53,39 @@ const FIELD_OUTSIDE_RECORD: NotARecord = NotARecord::End("field outside the reco
 /// A validated record inside a buffer: fixed fields decoded, variable fields as ranges.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordView {
+    /// TOTALSIZE: the record's length in bytes.
     pub total_size: usize,
+    /// MAGICCODE (V1 or V2).
     pub magic: i32,
+    /// BODYCRC as stored.
     pub body_crc: i32,
+    /// QUEUEID.
     pub queue_id: i32,
+    /// FLAG (the producer's).
     pub flag: i32,
+    /// QUEUEOFFSET: the message's offset in its queue.
     pub queue_offset: i64,
+    /// PHYSICALOFFSET: the record's CommitLog offset.
     pub physical_offset: i64,
+    /// SYSFLAG (see [`sysflag`](super::sysflag)).
     pub sys_flag: i32,
+    /// BORNTIMESTAMP (ms since the epoch).
     pub born_timestamp: i64,
+    /// BORNHOST.
     pub born_host: SocketAddr,
+    /// STORETIMESTAMP (ms since the epoch).
     pub store_timestamp: i64,
+    /// STOREHOSTADDRESS.
     pub store_host: SocketAddr,
+    /// RECONSUMETIMES.
     pub reconsume_times: i32,
+    /// PREPARED TRANSACTION OFFSET.
     pub prepared_transaction_offset: i64,
+    /// Where the body lies in the record's bytes.
     pub body: std::ops::Range<usize>,
+    /// Where the topic lies in the record's bytes.
     pub topic: std::ops::Range<usize>,
+    /// Where the properties lie in the record's bytes.
     pub properties: std::ops::Range<usize>,
 }
 
@@ -80,7 +97,10 @@ pub enum Parsed {
     /// End-of-file blank: the rest of this file is unused.
     Blank,
     /// No record here: zeros, garbage or a torn record. `reason` says which.
-    End { reason: &'static str },
+    End {
+        /// Which of them, in a few words.
+        reason: &'static str,
+    },
 }
 
 /// Where the fields of the record at the start of a buffer lie: what

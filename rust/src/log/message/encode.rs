@@ -46,14 +46,23 @@ pub fn record_len(
 /// A message as the producer hands it to the store (before positions are known).
 #[derive(Debug, Clone)]
 pub struct MessageSpec<'a> {
+    /// Topic.
     pub topic: Cow<'a, str>,
+    /// Queue id.
     pub queue_id: i32,
+    /// The producer's flag.
     pub flag: i32,
+    /// SYSFLAG as given (the host bits are set when the record is written).
     pub sys_flag: i32,
+    /// Born time (ms since the epoch).
     pub born_timestamp: i64,
+    /// Born host.
     pub born_host: SocketAddr,
+    /// Times the message was consumed again.
     pub reconsume_times: i32,
+    /// PREPARED TRANSACTION OFFSET.
     pub prepared_transaction_offset: i64,
+    /// Body.
     pub body: Cow<'a, [u8]>,
     /// Serialized properties (`k\x01v\x02k\x01v`), already validated.
     pub properties: Cow<'a, [u8]>,

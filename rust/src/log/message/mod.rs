@@ -75,40 +75,67 @@ pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 
 /// Field positions shared by every record.
 pub mod pos {
+    /// TOTALSIZE.
     pub const TOTAL_SIZE: usize = 0;
+    /// MAGICCODE.
     pub const MAGIC: usize = 4;
+    /// BODYCRC.
     pub const BODY_CRC: usize = 8;
+    /// QUEUEID.
     pub const QUEUE_ID: usize = 12;
+    /// FLAG.
     pub const FLAG: usize = 16;
+    /// QUEUEOFFSET.
     pub const QUEUE_OFFSET: usize = 20;
+    /// PHYSICALOFFSET.
     pub const PHYSICAL_OFFSET: usize = 28;
+    /// SYSFLAG.
     pub const SYS_FLAG: usize = 36;
+    /// BORNTIMESTAMP.
     pub const BORN_TIMESTAMP: usize = 40;
+    /// BORNHOST.
     pub const BORN_HOST: usize = 48;
 }
 
 /// `MessageSysFlag` bits (SPEC §1.6).
 pub mod sysflag {
+    /// The body is compressed.
     pub const COMPRESSED: i32 = 0x1;
+    /// The TAGS property holds several tags.
     pub const MULTI_TAGS: i32 = 0x2;
+    /// The transaction-type bits.
     pub const TRANSACTION_TYPE_MASK: i32 = 0xC;
+    /// Not a transactional message.
     pub const TRANSACTION_NOT: i32 = 0x0;
+    /// A prepared (half) transactional message.
     pub const TRANSACTION_PREPARED: i32 = 0x4;
+    /// A committed transactional message.
     pub const TRANSACTION_COMMIT: i32 = 0x8;
+    /// A rolled-back transactional message.
     pub const TRANSACTION_ROLLBACK: i32 = 0xC;
+    /// BORNHOST is IPv6 (20 bytes).
     pub const BORNHOST_V6: i32 = 0x10;
+    /// STOREHOSTADDRESS is IPv6 (20 bytes).
     pub const STOREHOST_V6: i32 = 0x20;
+    /// The compression-type bits (8..10).
     pub const COMPRESSION_TYPE_MASK: i32 = 0x700;
 }
 
 /// Well-known property names used by the store.
 pub mod props {
+    /// Keys, separated by spaces (indexed).
     pub const KEYS: &str = "KEYS";
+    /// Tags (the consume queue keeps their hash).
     pub const TAGS: &str = "TAGS";
+    /// Whether the put waits for the disk under SYNC_FLUSH.
     pub const WAIT: &str = "WAIT";
+    /// Delay level.
     pub const DELAY: &str = "DELAY";
+    /// A delayed message's real topic.
     pub const REAL_TOPIC: &str = "REAL_TOPIC";
+    /// A delayed message's real queue id.
     pub const REAL_QID: &str = "REAL_QID";
+    /// The producer's unique message id (indexed).
     pub const UNIQ_KEY: &str = "UNIQ_KEY";
 }
 

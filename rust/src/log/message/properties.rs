@@ -74,10 +74,12 @@ pub struct PropertiesBuilder {
 }
 
 impl PropertiesBuilder {
+    /// An empty builder.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// An empty builder with room for `n` bytes.
     pub fn with_capacity(n: usize) -> Self {
         Self {
             buf: Vec::with_capacity(n),
@@ -171,10 +173,12 @@ impl PropertiesBuilder {
         self.buf.extend_from_slice(value);
     }
 
+    /// True when nothing was pushed.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
     }
 
+    /// The serialized properties.
     pub fn finish(self) -> Vec<u8> {
         self.buf
     }

@@ -67,8 +67,11 @@ pub fn round_cq_file_size(n: usize) -> usize {
 /// One ConsumeQueue unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CqUnit {
+    /// CommitLog offset of the message.
     pub phy_offset: i64,
+    /// Size of its record.
     pub size: i32,
+    /// Hash of its tags (or a delayed message's delivery time).
     pub tags_code: i64,
 }
 
@@ -244,10 +247,12 @@ impl ConsumeQueue {
         Ok(cq)
     }
 
+    /// The queue's topic.
     pub fn topic(&self) -> &str {
         &self.topic
     }
 
+    /// The queue's id.
     pub fn queue_id(&self) -> i32 {
         self.queue_id
     }
@@ -262,10 +267,12 @@ impl ConsumeQueue {
         self.file_size / CQ_UNIT_SIZE
     }
 
+    /// The queue's directory.
     pub fn dir(&self) -> &Path {
         self.mfq.dir()
     }
 
+    /// False for a read-only queue (another process writes).
     pub fn is_writable(&self) -> bool {
         self.mfq.is_writable()
     }

@@ -227,10 +227,12 @@ impl ConsumeQueue {
 pub struct CqHole {
     /// Logical offsets `[from, to)` of the units to rebuild.
     pub from: i64,
+    /// End of the hole (exclusive).
     pub to: i64,
     /// The CommitLog range between the hole's good neighbours: the records
     /// of the missing units lie in `[phy_from, phy_to)`.
     pub phy_from: i64,
+    /// End of that CommitLog range (exclusive).
     pub phy_to: i64,
 }
 

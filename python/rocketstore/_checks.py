@@ -1,0 +1,17 @@
+"""Argument checks shared by the public classes (Java int/long ranges)."""
+
+from __future__ import annotations
+
+#: Largest Java int (queue ids) and Java long (offsets).
+I32_MAX = 2**31 - 1
+I64_MAX = 2**63 - 1
+
+
+def int_arg(name: str, value: object, lo: int, hi: int | None = None) -> int:
+    """``value`` if it is an int (not a bool) in ``[lo, hi]``; else TypeError/ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < lo or (hi is not None and value > hi):
+        bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return value
