@@ -10,6 +10,10 @@
 //! - `append_batch_100B`: `validate_batch` + `append_batch` of 10,000
 //!   bodies to one queue (the engine side of `put_batch`).
 //!
+//! Each runs with the property CRC (`enabled_append_prop_crc`, the store's
+//! default) and without it (`/nocrc`), in the same run, so the difference
+//! is its cost per message.
+//!
 //! Media: `tmpfs` is `/dev/shm` (or `ROCKETSTORE_BENCH_DIR`), `disk` the
 //! temp dir (or `ROCKETSTORE_DISK_BENCH_DIR`).
 
@@ -47,7 +51,7 @@ fn media() -> Vec<(&'static str, PathBuf)> {
     v
 }
 
-fn fresh(base: &PathBuf, clock: Option<&Arc<CachedClock>>) -> Log {
+fn fresh(base: &PathBuf, clock: Option<&Arc<CachedClock>>, prop_crc: bool) -> Log {
     let dir = tempfile::tempdir_in(base).unwrap();
     let cfg = CommitLogConfig {
         dir: dir.path().join("commitlog"),
@@ -55,6 +59,7 @@ fn fresh(base: &PathBuf, clock: Option<&Arc<CachedClock>>) -> Log {
         max_message_size: 4 << 20,
         store_host: "127.0.0.1:10911".parse().unwrap(),
         delay_levels: vec![1000],
+        prop_crc,
     };
     let log = CommitLog::load(cfg, true).unwrap();
     if let Some(c) = clock {
@@ -76,15 +81,16 @@ fn spec(body: &[u8]) -> MessageSpec<'_> {
 fn run(
     base: &PathBuf,
     clock: Option<&Arc<CachedClock>>,
+    prop_crc: bool,
     iters: u64,
     mut round: impl FnMut(&CommitLog),
 ) -> Duration {
-    let mut cur = fresh(base, clock);
+    let mut cur = fresh(base, clock, prop_crc);
     let mut total = Duration::ZERO;
     for _ in 0..iters {
         let f = cur.log.queue().last_file().unwrap();
         if f.wrote_position() + (BATCH as usize + 1) * 256 > SEGMENT {
-            cur = fresh(base, clock);
+            cur = fresh(base, clock, prop_crc);
         }
         let t = Instant::now();
         round(&cur.log);
@@ -103,10 +109,19 @@ fn bench_append(c: &mut Criterion) {
     let mut g = c.benchmark_group("commitlog");
     g.throughput(Throughput::Elements(BATCH));
     g.measurement_time(Duration::from_secs(6));
-    for (medium, base) in media() {
+    for ((medium, base), prop_crc) in media()
+        .into_iter()
+        .flat_map(|m| [(m.clone(), true), (m, false)])
+    {
+        let medium = if prop_crc {
+            medium.to_string()
+        } else {
+            format!("{medium}/nocrc")
+        };
+        let medium = medium.as_str();
         g.bench_function(BenchmarkId::new("append_100B", medium), |b| {
             b.iter_custom(|iters| {
-                run(&base, None, iters, |log| {
+                run(&base, None, prop_crc, iters, |log| {
                     for _ in 0..BATCH {
                         std::hint::black_box(log.put(spec(&body)).unwrap());
                     }
@@ -115,7 +130,7 @@ fn bench_append(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("append_100B_cached_clock", medium), |b| {
             b.iter_custom(|iters| {
-                run(&base, Some(&clock), iters, |log| {
+                run(&base, Some(&clock), prop_crc, iters, |log| {
                     for _ in 0..BATCH {
                         std::hint::black_box(log.put(spec(&body)).unwrap());
                     }
@@ -124,7 +139,7 @@ fn bench_append(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("append_batch_100B", medium), |b| {
             b.iter_custom(|iters| {
-                run(&base, Some(&clock), iters, |log| {
+                run(&base, Some(&clock), prop_crc, iters, |log| {
                     let input = BatchInput {
                         topic: "bench",
                         queue_id: 0,

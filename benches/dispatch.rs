@@ -31,6 +31,7 @@ fn written_log(dir: &std::path::Path, keyed: bool) -> Arc<CommitLog> {
         max_message_size: 4 << 20,
         store_host: "127.0.0.1:10911".parse().unwrap(),
         delay_levels: vec![1000],
+        prop_crc: true,
     };
     let log = CommitLog::load(cfg, true).unwrap();
     let body = [7u8; 100];

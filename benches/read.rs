@@ -33,6 +33,7 @@ fn written_log(dir: &std::path::Path, body_len: usize) -> (CommitLog, Vec<u64>) 
         max_message_size: 4 << 20,
         store_host: "127.0.0.1:10911".parse().unwrap(),
         delay_levels: vec![1000],
+        prop_crc: true,
     };
     let log = CommitLog::load(cfg, true).unwrap();
     let body = vec![7u8; body_len];

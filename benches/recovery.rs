@@ -24,6 +24,7 @@ fn bench_recovery(c: &mut Criterion) {
         max_message_size: 4 << 20,
         store_host: "127.0.0.1:10911".parse().unwrap(),
         delay_levels: vec![1000],
+        prop_crc: true,
     };
     let log = CommitLog::load(cfg.clone(), true).unwrap();
     let body: Vec<u8> = (0..1024u32).map(|i| (i * 31) as u8).collect();

@@ -114,8 +114,10 @@ _INERT: Final[dict[str, str]] = {
     "use_reentrant_lock_when_put_message": "puts always take one mutex",
     "max_topic_length": "5.x setting; topics are limited to 127 bytes (4.9.8 rule)",
     "auto_message_version_on_topic_len": "5.x setting; records are always written as V1",
-    "enabled_append_prop_crc": "5.x setting; no property CRC is written",
-    "force_verify_prop_crc": "5.x setting; property CRCs are not verified",
+    "force_verify_prop_crc": (
+        "5.x setting; the property CRC is checked in the CommitLog ranges "
+        "written with it and never demanded elsewhere"
+    ),
     "max_filter_message_size": "5.x setting; there is no server-side filter",
     "enable_running_flags_in_flush": "5.x setting",
     "max_recovery_commitlog_files": "5.x setting; recovery scans as 4.9.8 does",
@@ -326,11 +328,14 @@ class StoreConfig:
     #: 5.x: write V2 records automatically when a topic is longer than 127 bytes.
     #: *Inert*: no effect in rocketstore (warns once when set).
     auto_message_version_on_topic_len: bool = True
-    #: 5.x: append a CRC property to each record.
-    #: *Inert*: no effect in rocketstore (warns once when set).
-    enabled_append_prop_crc: bool = False
+    #: 5.x: end every record written with the property ``__CRC32#``, the
+    #: CRC32 of the record's other bytes (our default: True; RocketMQ's:
+    #: False). Records in CommitLog ranges written with it are checked on
+    #: every read, ``verify`` and recovery: damaged properties are damage.
+    enabled_append_prop_crc: bool = True
     #: 5.x: refuse records whose property CRC is missing or wrong.
-    #: *Inert*: no effect in rocketstore (warns once when set).
+    #: *Inert*: rocketstore checks it wherever the checkpoint says it was
+    #: written, never elsewhere (warns once when set).
     force_verify_prop_crc: bool = False
     #: 5.x: largest message a server-side filter evaluates, bytes.
     #: *Inert*: no effect in rocketstore (warns once when set).

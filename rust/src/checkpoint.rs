@@ -31,7 +31,21 @@
 //! The mark counts only if its magic and CRC match and its copy of
 //! physicMsgTimestamp equals the one at byte 0 (a RocketMQ broker that ran
 //! on the store since rewrote byte 0 but not the mark: the mark is stale and
-//! ignored).
+//! ignored). It holds at most 62 damaged ranges (a mark written before the
+//! property-CRC block existed may hold up to 126; it is read, and rewritten
+//! with the first 62).
+//!
+//! The **property-CRC ranges** follow at byte 3072: the CommitLog ranges
+//! whose records were all written with the property CRC `__CRC32#`
+//! (docs/format.md "Property CRC"):
+//! ```text
+//!  3072 +0  magic "RSPCRC01"      +8  u32 range count n (≤ 63)
+//!       +12 u32 crc32 of [+0,+12) and the ranges
+//!       +16 n × (u64 start, u64 end)   ascending, not overlapping
+//! ```
+//! They count when magic and CRC match, whatever byte 0 holds: a broker
+//! that ran since wrote after them (it appends at the end of the log), so
+//! they still describe what rocketstore wrote.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -54,8 +68,159 @@ pub const MARK_AT: usize = 2048;
 pub const MARK_MAGIC: &[u8; 8] = b"RSDMARK1";
 /// Fixed part of the mark block.
 const MARK_HEADER_LEN: usize = 32;
-/// Most damaged ranges the block holds.
-pub const MAX_DAMAGED_RANGES: usize = (CHECKPOINT_FILE_SIZE - MARK_AT - MARK_HEADER_LEN) / 16;
+/// Where the property-CRC ranges block starts (after the durable mark).
+pub const PROP_CRC_AT: usize = 3072;
+/// Magic of the property-CRC ranges block.
+pub const PROP_CRC_MAGIC: &[u8; 8] = b"RSPCRC01";
+/// Fixed part of the property-CRC ranges block.
+const PROP_CRC_HEADER_LEN: usize = 16;
+/// Most property-CRC ranges the block holds.
+pub const MAX_PROP_CRC_RANGES: usize =
+    (CHECKPOINT_FILE_SIZE - PROP_CRC_AT - PROP_CRC_HEADER_LEN) / 16;
+/// Most damaged ranges the mark holds (up to the property-CRC block).
+pub const MAX_DAMAGED_RANGES: usize = (PROP_CRC_AT - MARK_AT - MARK_HEADER_LEN) / 16;
+/// Most damaged ranges a mark written before the property-CRC block held.
+const LEGACY_MAX_DAMAGED_RANGES: usize = (CHECKPOINT_FILE_SIZE - MARK_AT - MARK_HEADER_LEN) / 16;
+
+/// The CommitLog ranges `[start, end)` written with the property CRC, and
+/// the start of the range the running writer is adding to (its end is the
+/// durable offset when the block is written).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PropCrcRanges {
+    /// Closed ranges, ascending.
+    pub ranges: Vec<(u64, u64)>,
+    /// Where this writer started writing with the property CRC.
+    pub open: Option<u64>,
+}
+
+impl PropCrcRanges {
+    /// The ranges to write, the open one ending at `durable` (the oldest
+    /// dropped beyond [`MAX_PROP_CRC_RANGES`]: a range not listed is only
+    /// checked less).
+    pub fn closed_at(&self, durable: u64) -> Vec<(u64, u64)> {
+        let mut v = self.ranges.clone();
+        if let Some(s) = self.open {
+            push_range(&mut v, s, durable);
+        }
+        let extra = v.len().saturating_sub(MAX_PROP_CRC_RANGES);
+        v.drain(..extra);
+        v
+    }
+
+    /// The ranges readers check: the open one without an end.
+    pub fn for_reads(&self) -> Vec<(u64, u64)> {
+        self.closed_at(u64::MAX)
+    }
+
+    /// Starts the writer's range at `start` (continuing the last range when
+    /// it ends exactly there: nothing else wrote in between).
+    pub fn open_at(&mut self, start: u64) {
+        if let Some(&(s, e)) = self.ranges.last() {
+            if e == start {
+                self.ranges.pop();
+                self.open = Some(s);
+                return;
+            }
+        }
+        self.open = Some(start);
+    }
+
+    /// Keeps only what lies in `[min, end)`: below `min` the files are
+    /// gone; past `end` recovery cut the log (others may write there).
+    pub fn clip(&mut self, min: u64, end: u64) {
+        let mut v = Vec::with_capacity(self.ranges.len());
+        for &(s, e) in &self.ranges {
+            push_range(&mut v, s.max(min), e.min(end));
+        }
+        self.ranges = v;
+        if let Some(s) = self.open {
+            if s >= end {
+                self.open = None;
+            }
+        }
+    }
+
+    /// The block at [`PROP_CRC_AT`] for these ranges, the open one ending
+    /// at `durable`.
+    pub fn encode(&self, durable: u64) -> Vec<u8> {
+        let ranges = self.closed_at(durable);
+        let mut b = Vec::with_capacity(PROP_CRC_HEADER_LEN + ranges.len() * 16);
+        b.extend_from_slice(PROP_CRC_MAGIC);
+        b.extend_from_slice(&(ranges.len() as u32).to_be_bytes());
+        b.extend_from_slice(&[0u8; 4]);
+        for (s, e) in &ranges {
+            b.extend_from_slice(&s.to_be_bytes());
+            b.extend_from_slice(&e.to_be_bytes());
+        }
+        let mut h = crc32fast::Hasher::new();
+        h.update(&b[..12]);
+        h.update(&b[PROP_CRC_HEADER_LEN..]);
+        b[12..16].copy_from_slice(&h.finalize().to_be_bytes());
+        b
+    }
+
+    /// Decodes the block of a whole checkpoint file; empty when there is
+    /// none or it is damaged (then no range is checked).
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+    pub fn decode(file: &[u8]) -> Self {
+        Self::decode_block(file).unwrap_or_default()
+    }
+
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+    fn decode_block(file: &[u8]) -> Option<Self> {
+        let b = file.get(PROP_CRC_AT..)?;
+        if b.get(..8)? != PROP_CRC_MAGIC {
+            return None;
+        }
+        let n = u32::from_be_bytes(b.get(8..12)?.try_into().ok()?) as usize;
+        let crc = u32::from_be_bytes(b.get(12..16)?.try_into().ok()?);
+        if n > MAX_PROP_CRC_RANGES {
+            return None;
+        }
+        let body = b.get(PROP_CRC_HEADER_LEN..PROP_CRC_HEADER_LEN + n * 16)?;
+        let mut h = crc32fast::Hasher::new();
+        h.update(b.get(..12)?);
+        h.update(body);
+        if h.finalize() != crc {
+            return None;
+        }
+        let mut ranges: Vec<(u64, u64)> = Vec::with_capacity(n);
+        for c in body.chunks_exact(16) {
+            let (start, end) = c.split_first_chunk::<8>()?;
+            let (s, e) = (
+                u64::from_be_bytes(*start),
+                u64::from_be_bytes(*end.first_chunk::<8>()?),
+            );
+            // Ascending and disjoint, or the block is not ours.
+            if e < s || ranges.last().is_some_and(|&(_, pe)| s < pe) {
+                return None;
+            }
+            ranges.push((s, e));
+        }
+        Some(Self { ranges, open: None })
+    }
+}
+
+/// Appends `[s, e)` to ascending ranges, merging with the last when they
+/// touch; empty ranges are dropped.
+fn push_range(v: &mut Vec<(u64, u64)>, s: u64, e: u64) {
+    if e <= s {
+        return;
+    }
+    if let Some(last) = v.last_mut() {
+        if last.1 >= s {
+            last.1 = last.1.max(e);
+            return;
+        }
+    }
+    v.push((s, e));
+}
+
+/// True when `phy` lies in one of the ascending `ranges`.
+#[inline]
+pub fn in_ranges(ranges: &[(u64, u64)], phy: u64) -> bool {
+    ranges.iter().any(|&(s, e)| s <= phy && phy < e)
+}
 
 /// The durable mark: the CommitLog offset known to be on disk, and the
 /// damaged CommitLog ranges recovery skipped (`[start, end)`).
@@ -101,7 +266,7 @@ impl DurableMark {
         let tag = i64::from_be_bytes(b.get(16..24)?.try_into().ok()?);
         let n = u32::from_be_bytes(b.get(24..28)?.try_into().ok()?) as usize;
         let crc = u32::from_be_bytes(b.get(28..32)?.try_into().ok()?);
-        if n > MAX_DAMAGED_RANGES {
+        if n > LEGACY_MAX_DAMAGED_RANGES {
             return None;
         }
         let ranges = b.get(MARK_HEADER_LEN..MARK_HEADER_LEN + n * 16)?;
@@ -188,6 +353,8 @@ pub struct Checkpoint {
     /// The durable mark read at open (`None`: the store has none) and kept
     /// up to date by the flush service and recovery.
     mark: Mutex<Option<DurableMark>>,
+    /// The property-CRC ranges read at open, and the writer's own.
+    prop_crc: Mutex<PropCrcRanges>,
     flush_lock: Mutex<()>,
     /// A size repair [`Checkpoint::open_writable`] found needed.
     pending: Mutex<Option<CheckpointRepair>>,
@@ -317,6 +484,7 @@ impl Checkpoint {
             logics: AtomicI64::new(d.logics_msg_timestamp),
             index: AtomicI64::new(d.index_msg_timestamp),
             mark: Mutex::new(None),
+            prop_crc: Mutex::new(PropCrcRanges::default()),
             flush_lock: Mutex::new(()),
             pending: Mutex::new(None),
         }
@@ -326,6 +494,7 @@ impl Checkpoint {
     fn with_mark(self, file_bytes: Option<Vec<u8>>) -> Self {
         if let Some(b) = file_bytes {
             *self.mark.lock() = DurableMark::decode(&b, self.physic_msg_timestamp());
+            *self.prop_crc.lock() = PropCrcRanges::decode(&b);
         }
         self
     }
@@ -340,6 +509,17 @@ impl Checkpoint {
     pub fn set_durable_offset(&self, offset: u64) {
         let mut m = self.mark.lock();
         m.get_or_insert_with(DurableMark::default).durable_offset = offset;
+    }
+
+    /// The property-CRC ranges (as read at open, clipped and opened since).
+    pub fn prop_crc_ranges(&self) -> PropCrcRanges {
+        self.prop_crc.lock().clone()
+    }
+
+    /// Changes the property-CRC ranges (recovery: clips them to the log,
+    /// opens the writer's range); written by the next flush.
+    pub fn update_prop_crc_ranges(&self, f: impl FnOnce(&mut PropCrcRanges)) {
+        f(&mut self.prop_crc.lock());
     }
 
     /// Replaces the mark (recovery: after cutting, or with the damaged
@@ -416,8 +596,20 @@ impl Checkpoint {
         let bytes = snap.encode();
         file.write_all_at(&bytes, 0)
             .map_err(|e| StoreError::io(format!("write {}", self.path.display()), e))?;
-        if let Some(m) = self.durable_mark() {
+        let mark = self.durable_mark();
+        if let Some(m) = &mark {
             file.write_all_at(&m.encode(snap.physic_msg_timestamp), MARK_AT as u64)
+                .map_err(|e| StoreError::io(format!("write {}", self.path.display()), e))?;
+        }
+        let crc_block = {
+            let r = self.prop_crc.lock();
+            // The open range ends where data is known durable; without a
+            // mark nothing of it is.
+            let durable = mark.as_ref().map_or(0, |m| m.durable_offset);
+            (!r.ranges.is_empty() || r.open.is_some()).then(|| r.encode(durable))
+        };
+        if let Some(b) = crc_block {
+            file.write_all_at(&b, PROP_CRC_AT as u64)
                 .map_err(|e| StoreError::io(format!("write {}", self.path.display()), e))?;
         }
         file.sync_data()
@@ -561,6 +753,82 @@ mod tests {
         b[MARK_AT + 12] ^= 1;
         std::fs::write(&p, &b).unwrap();
         assert_eq!(Checkpoint::load_read_only(&p).unwrap().durable_mark(), None);
+    }
+
+    #[test]
+    fn prop_crc_ranges_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("checkpoint");
+        let c = Checkpoint::load_or_create(&p).unwrap();
+        c.set_physic_msg_timestamp(1_700_000_000_123);
+        c.set_durable_mark(DurableMark {
+            durable_offset: 9000,
+            damaged: vec![(100, 300)],
+        });
+        c.update_prop_crc_ranges(|r| {
+            r.ranges = vec![(0, 500)];
+            r.open_at(4000);
+        });
+        assert_eq!(
+            c.prop_crc_ranges().for_reads(),
+            vec![(0, 500), (4000, u64::MAX)]
+        );
+        c.flush().unwrap();
+        drop(c);
+        let bytes = std::fs::read(&p).unwrap();
+        let b = &bytes[PROP_CRC_AT..];
+        assert_eq!(&b[..8], PROP_CRC_MAGIC);
+        assert_eq!(&b[8..12], &2u32.to_be_bytes());
+        let mut h = crc32fast::Hasher::new();
+        h.update(&b[..12]);
+        h.update(&b[16..48]);
+        assert_eq!(&b[12..16], &h.finalize().to_be_bytes());
+        assert_eq!(&b[16..24], &0u64.to_be_bytes());
+        assert_eq!(&b[24..32], &500u64.to_be_bytes());
+        assert_eq!(&b[32..40], &4000u64.to_be_bytes());
+        assert_eq!(
+            &b[40..48],
+            &9000u64.to_be_bytes(),
+            "the open range ends at the mark"
+        );
+        assert!(b[48..].iter().all(|&x| x == 0));
+        // A broker rewrote byte 0: the mark is stale, the ranges still count.
+        let mut s = bytes.clone();
+        s[0..8].copy_from_slice(&1_800_000_000_000i64.to_be_bytes());
+        std::fs::write(&p, &s).unwrap();
+        let c = Checkpoint::load_read_only(&p).unwrap();
+        assert_eq!(c.durable_mark(), None);
+        assert_eq!(c.prop_crc_ranges().ranges, vec![(0, 500), (4000, 9000)]);
+        // A damaged block is no block.
+        let mut d = bytes.clone();
+        d[PROP_CRC_AT + 20] ^= 1;
+        std::fs::write(&p, &d).unwrap();
+        assert_eq!(
+            Checkpoint::load_read_only(&p).unwrap().prop_crc_ranges(),
+            PropCrcRanges::default()
+        );
+        // Reopened where it ended: the range continues; elsewhere a new one.
+        let mut r = PropCrcRanges {
+            ranges: vec![(0, 500), (4000, 9000)],
+            open: None,
+        };
+        r.open_at(9000);
+        assert_eq!(r.closed_at(12_000), vec![(0, 500), (4000, 12_000)]);
+        r.clip(100, 10_000);
+        assert_eq!(r.closed_at(12_000), vec![(100, 500), (4000, 12_000)]);
+        let mut r = PropCrcRanges {
+            ranges: vec![(0, 500)],
+            open: None,
+        };
+        r.open_at(700);
+        assert_eq!(r.closed_at(900), vec![(0, 500), (700, 900)]);
+        assert_eq!(r.closed_at(700), vec![(0, 500)], "nothing durable yet");
+        r.clip(0, 300);
+        assert_eq!(
+            r.closed_at(900),
+            vec![(0, 300)],
+            "cut below the writer's start"
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -229,14 +231,21 @@ def test_info_explains_the_checkpoint(store_dir: Path) -> None:
 
 
 def _set_compressed_flag(store_dir: Path, offset: int) -> None:
-    """Set sys_flag bit 0x1 on the record at ``offset`` (as an older version
-    stored it for a plain body; sys_flag is outside the body CRC)."""
+    """Set sys_flag bit 0x1 on the record at ``offset`` (as a writer that
+    stored it for a plain body: sys_flag is outside the body CRC, and the
+    property CRC, which covers it, is computed again)."""
     name = store_dir / "commitlog" / f"{offset - offset % SEGMENT:020d}"
     with open(name, "r+b") as f:
-        f.seek(offset % SEGMENT + SYS_FLAG_AT + 3)
-        b = f.read(1)
-        f.seek(-1, 1)
-        f.write(bytes([b[0] | 0x01]))
+        f.seek(offset % SEGMENT)
+        size = struct.unpack(">i", f.read(4))[0]
+        f.seek(offset % SEGMENT)
+        rec = bytearray(f.read(size))
+        rec[SYS_FLAG_AT + 3] |= 0x01
+        assert rec[-20:-11] == b"__CRC32#\x01"
+        crc = zlib.crc32(rec[:-20]) & 0x7FFFFFFF
+        rec[-11:-1] = bytes(ord("0") + crc // 10**k % 10 for k in range(10))
+        f.seek(offset % SEGMENT)
+        f.write(rec)
 
 
 def _offset_of(store_dir: Path, queue_offset: int) -> int:

@@ -86,7 +86,8 @@ SPEC_DEFAULTS: dict[str, Any] = {
     # 5.x only
     "max_recovery_commitlog_files": 30,
     "auto_message_version_on_topic_len": True,
-    "enabled_append_prop_crc": False,
+    # ours: 5.x's property CRC on by default (docs/format.md "Property CRC")
+    "enabled_append_prop_crc": True,
     "force_verify_prop_crc": False,
     "max_topic_length": 127,
     "put_message_timeout": 8000,

@@ -26,14 +26,19 @@ def record_len(
     props: dict[str, str] | None = None,
     *,
     ipv6_hosts: int = 0,
+    prop_crc: bool = True,
 ) -> int:
-    """Length of a V1 CommitLog record (SPEC §1.1)."""
+    """Length of a V1 CommitLog record (docs/format.md §3.1); with
+    ``prop_crc`` (the store's default) the property CRC's 20 bytes, and a
+    separator before them when other properties precede (§6.1)."""
+    raw = props_bytes(props or {})
     return (
         RECORD_OVERHEAD_V4
         + IPV6_EXTRA * ipv6_hosts
         + len(body)
         + len(topic.encode())
-        + len(props_bytes(props or {}))
+        + len(raw)
+        + ((20 + (1 if raw else 0)) if prop_crc else 0)
     )
 
 

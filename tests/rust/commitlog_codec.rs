@@ -36,6 +36,7 @@ fn golden_record_encodes_to_spec_bytes() {
         7,
         1234,
         1_700_000_000_123,
+        false,
     );
     assert_eq!(n, 186);
     let golden = golden_bytes();

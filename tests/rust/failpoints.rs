@@ -33,6 +33,7 @@ fn commitlog(dir: &Path, file_size: usize) -> CommitLog {
         max_message_size: 4 << 20,
         store_host: "127.0.0.1:10911".parse::<SocketAddr>().unwrap(),
         delay_levels: parse_delay_levels("1s 5s").unwrap(),
+        prop_crc: true,
     };
     CommitLog::load(cfg, true).unwrap()
 }

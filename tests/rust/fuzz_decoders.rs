@@ -11,8 +11,8 @@ use proptest::prelude::*;
 use _native::checkpoint::{Checkpoint, CheckpointData, CHECKPOINT_FILE_SIZE};
 use _native::index::index_file::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
 use _native::log::message::{
-    body_crc, encode_v1, find_property, iter_properties, parse_record, record_len, sysflag,
-    MessageSpec, Parsed, PropertiesBuilder, MAGIC_V1,
+    body_crc, encode_v1, find_property, iter_properties, parse_record, prop_crc_extra, prop_crc_ok,
+    record_len, sysflag, MessageSpec, Parsed, PropertiesBuilder, MAGIC_V1,
 };
 use _native::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
@@ -89,6 +89,7 @@ proptest! {
         prepared in any::<i64>(),
         queue_offset in any::<i64>(),
         phy in any::<i64>(),
+        with_crc in any::<bool>(),
     ) {
         let mut b = PropertiesBuilder::new();
         for (k, v) in &props {
@@ -115,10 +116,14 @@ proptest! {
             body: Cow::Borrowed(&body),
             properties: Cow::Borrowed(&props_bytes),
         };
-        let len = record_len(body.len(), topic.len(), props_bytes.len(), &born, &store);
+        let extra = if with_crc { prop_crc_extra(&props_bytes) } else { 0 };
+        prop_assume!(props_bytes.len() + extra <= i16::MAX as usize);
+        let len = record_len(body.len(), topic.len(), props_bytes.len() + extra, &born, &store);
         let mut buf = vec![0u8; len + 16];
         let crc = body_crc(&body);
-        let n = encode_v1(&mut buf, &spec, sys_flag, crc, &store, queue_offset, phy, store_ts);
+        let n = encode_v1(
+            &mut buf, &spec, sys_flag, crc, &store, queue_offset, phy, store_ts, with_crc,
+        );
         prop_assert_eq!(n, len);
         // Trailing bytes after the record do not matter.
         let Parsed::Record(v) = parse_record(&buf, true) else {
@@ -141,7 +146,17 @@ proptest! {
         prop_assert_eq!(&buf[v.body.clone()], &body[..]);
         prop_assert_eq!(&buf[v.topic.clone()], topic.as_bytes());
         let stored_props = &buf[v.properties.clone()];
-        prop_assert_eq!(stored_props, &props_bytes[..]);
+        prop_assert_eq!(&stored_props[..props_bytes.len()], &props_bytes[..]);
+        prop_assert_eq!(stored_props.len(), props_bytes.len() + extra);
+        prop_assert_eq!(prop_crc_ok(&buf[..len], &v.properties), with_crc);
+        if with_crc {
+            // Any changed byte of the properties is caught.
+            for at in v.properties.clone() {
+                let mut bad = buf[..len].to_vec();
+                bad[at] ^= 0x20;
+                prop_assert!(!prop_crc_ok(&bad, &v.properties), "byte {} not caught", at);
+            }
+        }
         let parsed: Vec<(Vec<u8>, Vec<u8>)> = iter_properties(stored_props)
             .map(|(k, v)| (k.to_vec(), v.to_vec()))
             .collect();

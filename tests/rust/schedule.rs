@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use _native::log::commitlog::PutStatus;
-use _native::log::message::{find_property, props, tags_code, MessageSpec, PropertiesBuilder};
+use _native::log::message::{
+    find_property, prop_crc_ok, props, tags_code, MessageSpec, PropertiesBuilder,
+};
 use _native::services::flush::FlushConfig;
 use _native::services::schedule::deliver_due;
 use _native::store::{Store, StoreOptions};
@@ -109,7 +111,12 @@ fn due_units_are_delivered_once_with_the_stored_properties() {
         let (rv, rraw) = store.commitlog().read_record(ru.phy_offset as u64).unwrap();
         assert_eq!(&rraw[rv.topic.clone()], b"orders");
         assert_eq!(rv.queue_id, 3);
-        assert_eq!(&rraw[rv.properties.clone()], &praw[pv.properties.clone()]);
+        // The stored properties, unchanged but for the property CRC: each
+        // record carries its own, over its own bytes.
+        let (rp, pp) = (&rraw[rv.properties.clone()], &praw[pv.properties.clone()]);
+        assert_eq!(rp[..rp.len() - 20], pp[..pp.len() - 20]);
+        assert!(prop_crc_ok(&rraw, &rv.properties) && prop_crc_ok(&praw, &pv.properties));
+        assert_ne!(rp[rp.len() - 20..], pp[pp.len() - 20..]);
         assert_eq!(
             find_property(&rraw[rv.properties.clone()], props::DELAY),
             Some(&b"1"[..])

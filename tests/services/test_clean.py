@@ -42,6 +42,8 @@ CONFIG: dict[str, Any] = {
     "delete_commit_log_files_interval": 0,
     "delete_consume_queue_files_interval": 0,
     "clean_resource_interval": 3_600_000,  # rounds are run by hand here
+    # Records as RocketMQ 4.9.8 writes them (no property CRC): one per file.
+    "enabled_append_prop_crc": False,
 }
 
 

@@ -215,7 +215,7 @@ def snapshot_without_mtime(s: dict[str, tuple[object, ...]]) -> dict[str, tuple[
 # -- END_OF_FILE ---------------------------------------------------------------
 
 EOF_SEG = 1024
-FIRST_BODY = b"a" * 100  # record 91 + 100 + 1 ("T") = 192 bytes
+FIRST_BODY = b"a" * 100  # record 91 + 100 + 1 ("T") + 20 (property CRC) = 212 bytes
 
 
 @pytest.mark.parametrize("tagged", [False, True])
@@ -224,7 +224,7 @@ def test_record_leaving_exactly_8_bytes_stays_in_file(
 ) -> None:
     store = open_store(mapped_file_size_commit_log=EOF_SEG)
     r1 = store.put("T", FIRST_BODY)
-    assert r1.wrote_bytes == record_len("T", FIRST_BODY) == 192
+    assert r1.wrote_bytes == record_len("T", FIRST_BODY) == 212
     tags = "tg" if tagged else None
     props = {"TAGS": "tg"} if tagged else {}
     body_len = EOF_SEG - r1.wrote_bytes - 8 - record_len("T", b"", props)

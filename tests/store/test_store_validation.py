@@ -106,11 +106,15 @@ def test_illegal_properties(open_store: OpenStore, store_path: str, kwargs: dict
 
 def test_properties_size_limit(open_store: OpenStore) -> None:
     store = open_store(mapped_file_size_commit_log=1 << 20)
-    # 32767 bytes of serialized properties are fine, one more is not.
-    fits = {"k": "v" * (32767 - 2)}
+    # 32767 bytes of serialized properties are fine, one more is not; the
+    # property CRC's 21 bytes count (as in RocketMQ 5.x).
+    fits = {"k": "v" * (32767 - 2 - 21)}
     r = store.put("T", b"", properties=fits)
     assert r.status is PutStatus.PUT_OK
     assert r.wrote_bytes == record_len("T", b"", fits)
+    r = store.put("T", b"", properties={"k": "v" * (32767 - 2 - 20)})
+    assert r.status is PutStatus.PROPERTIES_SIZE_EXCEEDED, r.status
+    assert "property CRC" in (r.reason or ""), r.reason
     r = store.put("T", b"", properties={"k": "v" * (32767 - 1)})
     # Over 32767 Java chars: refused up front, as the broker's message check does.
     assert r.status is PutStatus.MESSAGE_ILLEGAL, r.status

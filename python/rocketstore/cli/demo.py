@@ -66,13 +66,17 @@ def _demo_message(i: int) -> Message:
 
 # Bytes every full CommitLog file keeps for its end marker.
 _END_FILE_BLANK: Final = _native.END_FILE_MIN_BLANK_LENGTH
+#: What the property CRC adds to a record with properties: a separator, then
+#: ``__CRC32#``, ``\x01``, ten digits and ``\x02`` (docs/format.md §6.1).
+_PROP_CRC_BYTES: Final = 21
 
 
 def _demo_record_size(i: int) -> int:
     """Bytes the CommitLog record of demo message ``i`` takes (IPv4 hosts)."""
     topic, _ = _demo_route(i)
     props = f"TAGS\x01{_DEMO_TAGS[i % len(_DEMO_TAGS)]}\x02KEYS\x01demo-{i}".encode()
-    return _native.MIN_RECORD_SIZE + len(_demo_body(i)) + len(topic.encode()) + len(props)
+    return (_native.MIN_RECORD_SIZE + len(_demo_body(i)) + len(topic.encode()) + len(props)
+            + _PROP_CRC_BYTES)
 
 
 def _demo_min_segment_size(count: int) -> int:
@@ -158,7 +162,7 @@ def _demo_read_back(store: MessageStore, offsets: list[int], progress: Progress)
               show_default=True, help="Number of messages to write.")
 @click.option("--segment-size", type=click.IntRange(min=1), default=1 << 20, show_default=True,
               help="CommitLog segment (file) size in bytes; at least the largest demo record "
-                   "plus 8 bytes: 382 for 10,000 messages (one more per extra digit of -n).")
+                   "plus 8 bytes: 403 for 10,000 messages (one more per extra digit of -n).")
 @_json_flag
 @click.pass_context
 def demo(ctx: click.Context, directory: Path | None, count: int, segment_size: int,

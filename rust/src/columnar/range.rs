@@ -7,7 +7,7 @@ use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::log::mapped_file::MappedFile;
-use crate::log::message::{body_crc, parse_record, Parsed};
+use crate::log::message::{body_crc, parse_record, prop_crc_ok, Parsed};
 use crate::queue::consume_queue::ConsumeQueue;
 use crate::store::Store;
 
@@ -204,8 +204,10 @@ impl RangeReader {
                     if pos - (v.total_size as u64) < from {
                         continue;
                     }
-                    if v.physical_offset != (base + local as u64) as i64
+                    let at = base + local as u64;
+                    if v.physical_offset != at as i64
                         || body_crc(rec.get(v.body.clone()).unwrap_or_default()) != v.body_crc
+                        || (cl.needs_prop_crc(at) && !prop_crc_ok(rec, &v.properties))
                     {
                         ReadStats::add(&stats.skipped_corrupt, 1);
                         continue;
@@ -319,6 +321,7 @@ impl RangeReader {
             || v.queue_offset != logical
             || rec.get(v.topic.clone()) != Some(cq.topic().as_bytes())
             || body_crc(rec.get(v.body.clone()).unwrap_or_default()) != v.body_crc
+            || (cl.needs_prop_crc(phy_u) && !prop_crc_ok(rec, &v.properties))
         {
             ReadStats::add(&self.stats.skipped_corrupt, 1);
             return;

@@ -768,6 +768,9 @@ impl MappedFileQueue {
             }
             let len = match std::fs::metadata(&path) {
                 Ok(m) => m.len(),
+                // Deleted since the listing (retention): with no file known
+                // yet, the files after it are the queue's.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && next.is_none() => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
                 Err(e) => return Err(StoreError::io(format!("stat {}", path.display()), e)),
             };
@@ -794,6 +797,29 @@ impl MappedFileQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A read-only queue whose known files were all deleted adopts the files
+    /// left, even when a file it listed is deleted before it looks at it (a
+    /// dangling link stands in for that file).
+    #[test]
+    fn adopting_from_nothing_passes_over_files_deleted_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = dir.path().join("cl");
+        let w = MappedFileQueue::new(cl.clone(), 128, true);
+        for at in [128, 256] {
+            let f = w.last_file_or_create(at).unwrap();
+            f.append(|_, _| (128, ())).unwrap();
+        }
+        drop(w);
+        std::os::unix::fs::symlink(
+            dir.path().join("gone"),
+            cl.join(crate::log::mapped_file::file_name(0)),
+        )
+        .unwrap();
+        let r = MappedFileQueue::new(cl, 128, false);
+        assert_eq!(r.adopt_new_files().unwrap(), 2);
+        assert_eq!(r.min_offset(), Some(128));
+    }
 
     #[test]
     fn create_roll_find() {

@@ -173,6 +173,7 @@ pub fn options_from_config(cfg: &Bound<'_, PyAny>, read_only: bool) -> PyResult<
             flush_every_pages: f.usize("flush_least_pages_when_warm_mapped_file")?,
             ..Default::default()
         },
+        enabled_append_prop_crc: f.bool("enabled_append_prop_crc")?,
     })
 }
 
@@ -256,6 +257,7 @@ pub fn default_options(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     )?;
     d.set_item("sync_flush_timeout", ms(f.sync_timeout))?;
     d.set_item("warm_mapped_file_enable", o.warm.enabled)?;
+    d.set_item("enabled_append_prop_crc", o.enabled_append_prop_crc)?;
     d.set_item(
         "flush_least_pages_when_warm_mapped_file",
         o.warm.flush_every_pages,

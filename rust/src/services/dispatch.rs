@@ -546,6 +546,7 @@ mod tests {
             max_message_size: 1 << 10,
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
             delay_levels: vec![1000],
+            prop_crc: true,
         };
         Arc::new(CommitLog::load(cfg, true).unwrap())
     }

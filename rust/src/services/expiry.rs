@@ -171,6 +171,7 @@ mod tests {
                 max_message_size: 1024,
                 store_host: "127.0.0.1:10911".parse().unwrap(),
                 delay_levels: vec![1000],
+                prop_crc: true,
             },
             true,
         )

@@ -198,6 +198,7 @@ fn load_commitlog(
         max_message_size: opts.max_message_size,
         store_host: opts.store_host,
         delay_levels: opts.delay_levels.clone(),
+        prop_crc: opts.enabled_append_prop_crc,
     };
     let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
     commitlog.set_busy_timeout_ms(opts.os_page_cache_busy_timeout_ms);

@@ -71,6 +71,9 @@ pub struct StoreOptions {
     pub preallocate: bool,
     /// Warm-up of new CommitLog files (made by the allocator).
     pub warm: WarmConfig,
+    /// `enabled_append_prop_crc`: every record written ends with the
+    /// property CRC `__CRC32#` (docs/format.md §6.1).
+    pub enabled_append_prop_crc: bool,
 }
 
 impl Default for StoreOptions {
@@ -104,6 +107,7 @@ impl Default for StoreOptions {
             // tell a made-ahead CommitLog file from a written one.
             preallocate: false,
             warm: WarmConfig::default(),
+            enabled_append_prop_crc: true,
         }
     }
 }

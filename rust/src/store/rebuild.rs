@@ -250,6 +250,18 @@ impl Store {
             };
             if !s.is_read_only() {
                 let end = st.report.end_offset;
+                // Ranges end where the log does now (others may write past
+                // it); this writer's own range starts there.
+                let min = s.commitlog().min_offset().max(0) as u64;
+                let prop_crc = s.commitlog().config().prop_crc;
+                s.checkpoint().update_prop_crc_ranges(|r| {
+                    r.clip(min, end);
+                    if prop_crc {
+                        r.open_at(end);
+                    }
+                });
+                s.commitlog()
+                    .set_prop_crc_ranges(s.checkpoint().prop_crc_ranges().for_reads());
                 s.renew_durable_mark(st.start_file, end, std::mem::take(&mut st.damaged))?;
                 r.durable_mark = Some(end);
             }

@@ -162,6 +162,10 @@ impl Store {
             st.report.durable_mark = policy.bound_mark();
             st.report.known_damaged.clone_from(&policy.known);
             st.policy = Some(policy);
+            // Records in ranges written with the property CRC are checked
+            // for it by the scan and every read from here on.
+            s.commitlog()
+                .set_prop_crc_ranges(s.checkpoint().prop_crc_ranges().for_reads());
             Ok(rule)
         })
     }

@@ -104,6 +104,16 @@ pub(super) fn scan_commit_log(
                         Some(off),
                         format!("body CRC mismatch (stored {}, computed {crc})", v.body_crc),
                     ));
+                } else if crate::checkpoint::in_ranges(&log.prop_crc, off)
+                    && !crate::log::message::prop_crc_ok(rec, &v.properties)
+                {
+                    report.problems.push((
+                        Some(off),
+                        format!(
+                            "{} (the record lies in a range written with it)",
+                            crate::log::commitlog::PROP_CRC_MISMATCH
+                        ),
+                    ));
                 } else if v.sys_flag & sysflag::COMPRESSED != 0
                     && ZLIB_TYPES.contains(&((v.sys_flag & COMPRESSION_TYPE_MASK) >> 8))
                 {

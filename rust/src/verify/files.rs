@@ -18,6 +18,8 @@ pub(super) struct CommitLog {
     pub(super) files: BTreeMap<u64, Mmap>,
     pub(super) start: u64,
     pub(super) end: u64,
+    /// Ranges written with the property CRC (the checkpoint lists them).
+    pub(super) prop_crc: Vec<(u64, u64)>,
 }
 
 pub(super) fn map_file(path: &Path) -> Result<Option<Mmap>> {
@@ -73,11 +75,15 @@ impl CommitLog {
                 files.insert(base, m);
             }
         }
+        let prop_crc = crate::checkpoint::Checkpoint::load_read_only(&paths::checkpoint_file(root))
+            .map(|c| c.prop_crc_ranges().ranges)
+            .unwrap_or_default();
         Ok(Self {
             segment,
             files,
             start,
             end,
+            prop_crc,
         })
     }
 

@@ -9,7 +9,8 @@
 //! - CommitLog: from `start` to `end`, every record must pass
 //!   [`parse_valid_record`] (magic, sizes, physical offset, topic, queue
 //!   id/offset, properties) and its body CRC; a body flagged compressed
-//!   (zlib types) must inflate. A record whose body fails its CRC still has
+//!   (zlib types) must inflate; in a range the checkpoint lists as written
+//!   with the property CRC, that CRC must match. A record whose body fails its CRC still has
 //!   a sound size, so the scan goes on behind it; behind a record that does
 //!   not parse, the scan resumes at the next valid record of the same file
 //!   (as recovery's skip does), or at the next file.

@@ -31,6 +31,8 @@ pub struct Prepared<'a> {
     pub spec: MessageSpec<'a>,
     sys_flag: i32,
     crc: i32,
+    /// The record ends with the property CRC.
+    prop_crc: bool,
     /// Encoded record length.
     pub len: usize,
 }
@@ -123,9 +125,19 @@ impl CommitLog {
                 }
             }
         }
-        let props_len = spec.properties.len();
+        if message::has_prop_crc(&spec.properties) {
+            // A stored record's (a delivered copy) or a stale copy's: the
+            // store writes its own (5.x deletes it before encoding too).
+            spec.properties = Cow::Owned(message::strip_prop_crc(&spec.properties));
+        }
+        let prop_crc = self.cfg.prop_crc;
+        let props_len = if prop_crc {
+            spec.properties.len() + message::prop_crc_extra(&spec.properties)
+        } else {
+            spec.properties.len()
+        };
         if props_len > MAX_PROPERTIES_LEN {
-            return Err(properties_too_long(&spec.properties));
+            return Err(properties_too_long(&spec.properties, props_len));
         }
         let mut sys_flag = spec.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6);
         if spec.born_host.is_ipv6() {
@@ -161,6 +173,7 @@ impl CommitLog {
             spec,
             sys_flag,
             crc,
+            prop_crc,
             len,
         })
     }
@@ -373,6 +386,7 @@ impl CommitLog {
                     queue_offset,
                     phy,
                     ts,
+                    p.prop_crc,
                 );
                 (n, Some(phy))
             });
@@ -426,12 +440,21 @@ impl CommitLog {
 /// checks the Java char count first (MESSAGE_ILLEGAL), then bytes
 /// (PROPERTIES_SIZE_EXCEEDED).
 #[cold]
-fn properties_too_long(properties: &[u8]) -> Refused {
+/// `stored`: the length written, with the store's property CRC if any.
+fn properties_too_long(properties: &[u8], stored: usize) -> Refused {
     let props_len = properties.len();
     let chars = String::from_utf8_lossy(properties).encode_utf16().count();
+    let crc_note = if stored > props_len {
+        format!(
+            " (with the store's {}-byte property CRC)",
+            stored - props_len
+        )
+    } else {
+        String::new()
+    };
     let why = format!(
         "properties (tags, keys and properties together) take {props_len} bytes \
-         ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed"
+         ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed{crc_note}"
     );
     if chars > MAX_PROPERTIES_LEN {
         Refused::illegal(why)

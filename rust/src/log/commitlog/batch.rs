@@ -53,13 +53,25 @@ impl BatchInput<'_> {
         &self.props[from..self.props_ends[i]]
     }
 
+    /// Stored length of message `i`'s properties (with the property CRC
+    /// when `prop_crc`).
+    #[inline]
+    pub fn props_len(&self, i: usize, prop_crc: bool) -> usize {
+        let p = self.props_of(i);
+        if prop_crc {
+            p.len() + crate::log::message::prop_crc_extra(p)
+        } else {
+            p.len()
+        }
+    }
+
     /// Encoded length of message `i`.
     #[inline]
-    pub fn record_len(&self, i: usize, store_host: &SocketAddr) -> usize {
+    pub fn record_len(&self, i: usize, store_host: &SocketAddr, prop_crc: bool) -> usize {
         record_len(
             self.bodies[i].len(),
             self.topic.len(),
-            self.props_of(i).len(),
+            self.props_len(i, prop_crc),
             &self.born_host,
             store_host,
         )
@@ -160,6 +172,35 @@ impl CommitLog {
                 ));
             }
             let p = b.props_of(i);
+            if crate::log::message::has_prop_crc(p) {
+                return Err(refuse(
+                    Some(i),
+                    PutStatus::MessageIllegal,
+                    "property __CRC32# is the store's own; it cannot be put".into(),
+                ));
+            }
+            let stored = b.props_len(i, self.cfg.prop_crc);
+            if stored > MAX_PROPERTIES_LEN {
+                let chars = String::from_utf8_lossy(p).encode_utf16().count();
+                let status = if chars > MAX_PROPERTIES_LEN {
+                    PutStatus::MessageIllegal
+                } else {
+                    PutStatus::PropertiesSizeExceeded
+                };
+                return Err(refuse(
+                    Some(i),
+                    status,
+                    if stored > p.len() {
+                        format!(
+                            "properties of {} bytes ({stored} with the store's property \
+                             CRC) exceed {MAX_PROPERTIES_LEN}",
+                            p.len()
+                        )
+                    } else {
+                        format!("properties of {stored} bytes exceed {MAX_PROPERTIES_LEN}")
+                    },
+                ));
+            }
             if !p.is_empty() {
                 if p.len() > MAX_PROPERTIES_LEN {
                     let chars = String::from_utf8_lossy(p).encode_utf16().count();
@@ -193,7 +234,7 @@ impl CommitLog {
                     }
                 }
             }
-            let len = b.record_len(i, &self.cfg.store_host);
+            let len = b.record_len(i, &self.cfg.store_host, self.cfg.prop_crc);
             if len > self.cfg.max_message_size + 64 * 1024
                 || len + END_FILE_MIN_BLANK_LENGTH > self.cfg.file_size
             {
@@ -237,6 +278,7 @@ impl CommitLog {
         let mut hold = self.hold_queue(b);
         let sys_flag = self.batch_sys_flag(b);
         let store_host = self.cfg.store_host;
+        let prop_crc = self.cfg.prop_crc;
         let mut i = 0usize;
         let mut qo = *hold.st.table.slot(b.topic, b.queue_id);
         out.first_queue_offset = qo;
@@ -263,12 +305,18 @@ impl CommitLog {
             let mut end = -1i64;
             // Reserve blocks for what this file will take: the records that
             // fit and a blank's 8 bytes (at most the rest of the file).
-            let need = reserve_need(b, i, file.file_size() - file.wrote_position(), &store_host);
+            let need = reserve_need(
+                b,
+                i,
+                file.file_size() - file.wrote_position(),
+                &store_host,
+                prop_crc,
+            );
             let appended = file.append_reserved(need, |tail, at| {
                 let mut pos = 0usize;
                 let mut first = None;
                 while i < n {
-                    let len = b.record_len(i, &store_host);
+                    let len = b.record_len(i, &store_host, prop_crc);
                     if pos + len + END_FILE_MIN_BLANK_LENGTH > tail.len() {
                         // END_OF_FILE: the blank fills the file; go on in the next.
                         let rest = tail.len() - pos;
@@ -297,6 +345,7 @@ impl CommitLog {
                         qo,
                         phy,
                         ts,
+                        prop_crc,
                     );
                     debug_assert_eq!(w, len);
                     if want_offsets {
@@ -394,10 +443,16 @@ impl CommitLog {
 /// records from `i` on: those that fit and a blank's 8 bytes (at most the
 /// rest of the file).
 #[inline]
-fn reserve_need(b: &BatchInput<'_>, i: usize, room: usize, store_host: &SocketAddr) -> usize {
+fn reserve_need(
+    b: &BatchInput<'_>,
+    i: usize,
+    room: usize,
+    store_host: &SocketAddr,
+    prop_crc: bool,
+) -> usize {
     let mut need = END_FILE_MIN_BLANK_LENGTH;
     for j in i..b.bodies.len() {
-        need += b.record_len(j, store_host);
+        need += b.record_len(j, store_host, prop_crc);
         if need >= room {
             break;
         }

@@ -74,6 +74,23 @@ impl CommitLog {
             .map(|&(_, e)| e)
     }
 
+    /// Sets the ranges whose records must carry a matching property CRC
+    /// (ascending; `u64::MAX` ends the running writer's own).
+    pub fn set_prop_crc_ranges(&self, ranges: Vec<(u64, u64)>) {
+        *self.prop_crc_ranges.write() = ranges;
+    }
+
+    /// The ranges whose records must carry a matching property CRC.
+    pub fn prop_crc_ranges(&self) -> Vec<(u64, u64)> {
+        self.prop_crc_ranges.read().clone()
+    }
+
+    /// True when the record at `phy` must carry a matching property CRC.
+    #[inline]
+    pub fn needs_prop_crc(&self, phy: u64) -> bool {
+        crate::checkpoint::in_ranges(&self.prop_crc_ranges.read(), phy)
+    }
+
     /// The damaged ranges recovery skipped.
     pub fn damaged(&self) -> Vec<(u64, u64)> {
         self.damaged.read().clone()

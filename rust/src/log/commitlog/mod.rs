@@ -43,7 +43,7 @@ mod scan;
 pub use append::Prepared;
 pub use batch::{BatchInput, BatchOutcome, BatchRefusal};
 pub use damage::{Damage, DamagePolicy, DurableBound};
-pub use read::{check_read_record, RecordRead};
+pub use read::{check_read_record, check_read_record_at, RecordRead, PROP_CRC_MISMATCH};
 pub use scan::{account_record, ScanReport};
 
 /// Result status of a put (RocketMQ's `PutMessageStatus`, same order).
@@ -141,6 +141,9 @@ pub struct CommitLogConfig {
     pub store_host: SocketAddr,
     /// Delay per level in ms (index 0 = level 1).
     pub delay_levels: Vec<i64>,
+    /// Append the property CRC `__CRC32#` to every record written
+    /// (`enabled_append_prop_crc`; docs/format.md §6.1).
+    pub prop_crc: bool,
 }
 
 /// Milliseconds since the Unix epoch (the system clock).
@@ -257,6 +260,10 @@ pub struct CommitLog {
     /// Damaged ranges `[start, end)` recovery skipped.
     damaged: RwLock<Vec<(u64, u64)>>,
     has_damage: std::sync::atomic::AtomicBool,
+    /// CommitLog ranges `[start, end)` written with the property CRC (the
+    /// checkpoint's mark lists them; a writer adds `[its start, u64::MAX)`):
+    /// a record there whose property CRC is missing or wrong is damaged.
+    prop_crc_ranges: RwLock<Vec<(u64, u64)>>,
 }
 
 /// The held put lock; clears the lock time when dropped.
@@ -302,6 +309,7 @@ impl CommitLog {
             busy_timeout_ms: AtomicI64::new(DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS),
             damaged: RwLock::new(Vec::new()),
             has_damage: std::sync::atomic::AtomicBool::new(false),
+            prop_crc_ranges: RwLock::new(Vec::new()),
         })
     }
 

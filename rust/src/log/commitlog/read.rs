@@ -122,7 +122,7 @@ impl CommitLog {
             return RecordRead::NotYet;
         }
         let rec = &data[..total];
-        match check_read_record(rec) {
+        match check_read_record_at(rec, self.needs_prop_crc(phy)) {
             Ok(v) => RecordRead::Found(v, rec.to_vec()),
             Err(reason) => damaged(reason),
         }
@@ -163,3 +163,20 @@ pub fn check_read_record(rec: &[u8]) -> std::result::Result<RecordView, &'static
         Parsed::End { reason } => Err(reason),
     }
 }
+
+/// [`check_read_record`], and with `prop_crc` (the record lies in a range
+/// written with the property CRC) its property CRC must match too.
+#[inline]
+pub fn check_read_record_at(
+    rec: &[u8],
+    prop_crc: bool,
+) -> std::result::Result<RecordView, &'static str> {
+    let v = check_read_record(rec)?;
+    if prop_crc && !message::prop_crc_ok(rec, &v.properties) {
+        return Err(PROP_CRC_MISMATCH);
+    }
+    Ok(v)
+}
+
+/// Why a record in a range written with the property CRC is damaged.
+pub const PROP_CRC_MISMATCH: &str = "property CRC missing or mismatched";

@@ -34,19 +34,32 @@ pub struct ScanReport {
 
 /// Where the next valid record after the invalid data at `pos` of file
 /// `index` starts: later in that file, or in a later file.
+/// A record in `prop_ranges` must also carry a matching property CRC.
 fn find_resume_point(
     files: &[Arc<MappedFile>],
     index: usize,
     pos: usize,
     check_crc: bool,
+    prop_ranges: &[(u64, u64)],
 ) -> Option<(usize, usize)> {
-    let f = &files[index];
-    if let Some(p) = find_next_valid_record(f.raw(), pos + 1, f.file_from_offset(), check_crc) {
+    let next_in = |g: &MappedFile, mut from: usize| loop {
+        let p = find_next_valid_record(g.raw(), from, g.file_from_offset(), check_crc)?;
+        let at = g.file_from_offset() + p as u64;
+        if !crate::checkpoint::in_ranges(prop_ranges, at)
+            || crate::log::message::record_prop_crc_ok(&g.raw()[p..])
+        {
+            return Some(p);
+        }
+        from = p + 1;
+    };
+    if let Some(p) = next_in(&files[index], pos + 1) {
         return Some((index, p));
     }
-    files.iter().enumerate().skip(index + 1).find_map(|(i, g)| {
-        find_next_valid_record(g.raw(), 0, g.file_from_offset(), check_crc).map(|p| (i, p))
-    })
+    files
+        .iter()
+        .enumerate()
+        .skip(index + 1)
+        .find_map(|(i, g)| next_in(g, 0).map(|p| (i, p)))
 }
 
 impl CommitLog {
@@ -88,6 +101,17 @@ impl CommitLog {
     ) -> Result<ScanReport> {
         let files = self.mfq.files();
         let mut rep = ScanReport::default();
+        // With the CRC checks: records in ranges written with the property
+        // CRC must carry a matching one.
+        let prop_ranges = if check_crc {
+            self.prop_crc_ranges()
+        } else {
+            Vec::new()
+        };
+        let prop_bad = |at: u64, rec: &[u8]| {
+            crate::checkpoint::in_ranges(&prop_ranges, at)
+                && !crate::log::message::record_prop_crc_ok(rec)
+        };
         let Some(first) = files.get(start_index) else {
             rep.end_offset = files.first().map(|f| f.file_from_offset()).unwrap_or(0);
             return Ok(rep);
@@ -105,9 +129,20 @@ impl CommitLog {
             let mut reached_blank = false;
             let mut resume = None;
             loop {
+                let at = from + pos as u64;
                 let parsed = match visit.as_mut() {
-                    Some(_) => parse_valid_record(&data[pos..], from + pos as u64, check_crc),
-                    None => match valid_record_size(&data[pos..], from + pos as u64, check_crc) {
+                    Some(_) => match parse_valid_record(&data[pos..], at, check_crc) {
+                        Parsed::Record(v) if prop_bad(at, &data[pos..pos + v.total_size]) => {
+                            Parsed::End {
+                                reason: super::PROP_CRC_MISMATCH,
+                            }
+                        }
+                        p => p,
+                    },
+                    None => match valid_record_size(&data[pos..], at, check_crc) {
+                        Ok(n) if prop_bad(at, &data[pos..pos + n]) => Parsed::End {
+                            reason: super::PROP_CRC_MISMATCH,
+                        },
                         Ok(n) => {
                             pos += n;
                             rep.records += 1;
@@ -116,6 +151,7 @@ impl CommitLog {
                         Err(n) => n.into(),
                     },
                 };
+
                 match parsed {
                     Parsed::Record(v) => {
                         let rec = &data[pos..pos + v.total_size];
@@ -131,8 +167,16 @@ impl CommitLog {
                     }
                     Parsed::End { reason } => {
                         if let Some(p) = policy {
-                            resume =
-                                self.judge_invalid(&files, i, pos, reason, check_crc, p, &mut rep)?;
+                            resume = self.judge_invalid(
+                                &files,
+                                i,
+                                pos,
+                                reason,
+                                check_crc,
+                                &prop_ranges,
+                                p,
+                                &mut rep,
+                            )?;
                         }
                         if resume.is_none() && data[pos..].iter().take(8).any(|&b| b != 0) {
                             rep.stop_reason =
@@ -175,6 +219,7 @@ impl CommitLog {
         pos: usize,
         reason: &'static str,
         check_crc: bool,
+        prop_ranges: &[(u64, u64)],
         policy: &DamagePolicy,
         rep: &mut ScanReport,
     ) -> Result<Option<(usize, usize)>> {
@@ -187,7 +232,7 @@ impl CommitLog {
                 return Ok(None);
             }
         }
-        let next = find_resume_point(files, index, pos, check_crc);
+        let next = find_resume_point(files, index, pos, check_crc, prop_ranges);
         let next_offset = next.map(|(i, p)| files[i].file_from_offset() + p as u64);
         let durable = known
             || match policy.bound {

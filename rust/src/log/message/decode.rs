@@ -6,8 +6,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{
-    body_crc, is_readable_topic_bytes, pos, sysflag, BLANK_MAGIC, FIXED_OVERHEAD_V4, MAGIC_V1,
-    MAGIC_V2, MAX_TOPIC_LEN, MAX_TOPIC_LEN_V2, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
+    body_crc, is_readable_topic_bytes, pos, prop_crc_ok, sysflag, BLANK_MAGIC, FIXED_OVERHEAD_V4,
+    MAGIC_V1, MAGIC_V2, MAX_TOPIC_LEN, MAX_TOPIC_LEN_V2, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
 };
 
 // The decoders below read bytes from disk: every access is checked
@@ -461,4 +461,16 @@ pub fn find_next_valid_record(
         i += 1;
     }
     None
+}
+
+/// [`prop_crc_ok`] for the record at the start of `buf` (which may run on
+/// past it): false when no record frame is there.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+pub fn record_prop_crc_ok(buf: &[u8]) -> bool {
+    match parse_frame(buf) {
+        Ok(f) => buf
+            .get(..f.total)
+            .is_some_and(|rec| prop_crc_ok(rec, &f.properties)),
+        Err(_) => false,
+    }
 }

@@ -5,7 +5,10 @@
 use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
-use super::{body_crc, sysflag, BLANK_MAGIC, FIXED_OVERHEAD_V4, MAGIC_V1};
+use super::{
+    body_crc, prop_crc_digits, prop_crc_extra, sysflag, BLANK_MAGIC, FIXED_OVERHEAD_V4, MAGIC_V1,
+    NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_CRC_LEN, PROP_CRC_NAME,
+};
 
 /// Length in bytes of one encoded host (`ip` + 4-byte port).
 #[inline]
@@ -148,6 +151,7 @@ pub fn encode_v1(
     queue_offset: i64,
     phy_offset: i64,
     store_timestamp: i64,
+    prop_crc: bool,
 ) -> usize {
     encode_v1_with(
         dst,
@@ -158,6 +162,7 @@ pub fn encode_v1(
         queue_offset,
         phy_offset,
         store_timestamp,
+        prop_crc,
     )
 }
 
@@ -174,6 +179,7 @@ pub fn encode_v1_crc_of_copy(
     queue_offset: i64,
     phy_offset: i64,
     store_timestamp: i64,
+    prop_crc: bool,
 ) -> usize {
     encode_v1_with(
         dst,
@@ -184,6 +190,7 @@ pub fn encode_v1_crc_of_copy(
         queue_offset,
         phy_offset,
         store_timestamp,
+        prop_crc,
     )
 }
 
@@ -198,17 +205,17 @@ fn encode_v1_with(
     queue_offset: i64,
     phy_offset: i64,
     store_timestamp: i64,
+    prop_crc: bool,
 ) -> usize {
     let body = &m.body[..];
     let topic = m.topic.as_bytes();
     let props = &m.properties[..];
-    let total = record_len(
-        body.len(),
-        topic.len(),
-        props.len(),
-        &m.born_host,
-        store_host,
-    );
+    let props_len = if prop_crc {
+        props.len() + prop_crc_extra(props)
+    } else {
+        props.len()
+    };
+    let total = record_len(body.len(), topic.len(), props_len, &m.born_host, store_host);
     let d = &mut dst[..total];
     // TOTALSIZE is written last (below), after a release fence, so a reader
     // in another process that sees a non-zero size sees the whole record.
@@ -242,10 +249,27 @@ fn encode_v1_with(
     p += 1;
     d[p..p + topic.len()].copy_from_slice(topic);
     p += topic.len();
-    d[p..p + 2].copy_from_slice(&(props.len() as i16).to_be_bytes());
+    d[p..p + 2].copy_from_slice(&(props_len as i16).to_be_bytes());
     p += 2;
     d[p..p + props.len()].copy_from_slice(props);
     p += props.len();
+    if prop_crc {
+        // 5.x's property CRC: over the first TOTALSIZE - 20 bytes, with
+        // TOTALSIZE as it will be (it is written last), then the 20 bytes.
+        if props_len - props.len() > PROP_CRC_LEN {
+            d[p] = PROPERTY_SEPARATOR;
+            p += 1;
+        }
+        let mut h = crc32fast::Hasher::new();
+        h.update(&(total as i32).to_be_bytes());
+        h.update(&d[4..p]);
+        let crc = h.finalize() & 0x7FFF_FFFF;
+        d[p..p + 8].copy_from_slice(PROP_CRC_NAME);
+        d[p + 8] = NAME_VALUE_SEPARATOR;
+        d[p + 9..p + 19].copy_from_slice(&prop_crc_digits(crc));
+        d[p + 19] = PROPERTY_SEPARATOR;
+        p += PROP_CRC_LEN;
+    }
     debug_assert_eq!(p, total);
     std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
     d[0..4].copy_from_slice(&(total as i32).to_be_bytes());

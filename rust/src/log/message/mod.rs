@@ -32,18 +32,23 @@ mod decode;
 mod delay;
 mod encode;
 mod msg_id;
+mod prop_crc;
 mod properties;
 mod rules;
 
 pub use decode::{
     find_next_valid_record, parse_record, parse_valid_record, properties_well_formed,
-    valid_record_size, NotARecord, Parsed, RecordView,
+    record_prop_crc_ok, valid_record_size, NotARecord, Parsed, RecordView,
 };
 pub use delay::{delay_level_table, parse_delay_levels};
 pub use encode::{
     encode_blank, encode_v1, encode_v1_crc_of_copy, host_len, record_len, MessageSpec,
 };
 pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};
+pub use prop_crc::{
+    has_prop_crc, parse_prop_crc_digits, prop_crc_digits, prop_crc_extra, prop_crc_ok,
+    strip_prop_crc, PROP_CRC_LEN, PROP_CRC_NAME,
+};
 pub use properties::{
     find_property, iter_properties, property_problem, PropertiesBuilder, PropertyError,
 };
@@ -235,7 +240,17 @@ mod tests {
         let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
         let len = record_len(4, topic.len(), props.len(), &spec.born_host, &store);
         let mut buf = vec![0u8; len];
-        encode_v1(&mut buf, &spec, 0, body_crc(b"body"), &store, 0, phy, 2);
+        encode_v1(
+            &mut buf,
+            &spec,
+            0,
+            body_crc(b"body"),
+            &store,
+            0,
+            phy,
+            2,
+            false,
+        );
         buf
     }
 
@@ -296,7 +311,17 @@ mod tests {
         let store: SocketAddr = "[::2]:2".parse().unwrap();
         v6.resize(record_len(4, 2, 0, &spec.born_host, &store), 0);
         let flags = sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6;
-        encode_v1(&mut v6, &spec, flags, body_crc(b"body"), &store, 0, 500, 2);
+        encode_v1(
+            &mut v6,
+            &spec,
+            flags,
+            body_crc(b"body"),
+            &store,
+            0,
+            500,
+            2,
+            false,
+        );
         assert!(matches!(
             parse_valid_record(&v6, 500, true),
             Parsed::Record(_)
@@ -334,6 +359,93 @@ mod tests {
             2 * 3,
             "ok, non-ASCII topic and IPv6 records are valid"
         );
+    }
+
+    /// The digits by hand: least significant first, zero-padded after.
+    #[test]
+    fn prop_crc_digits_are_least_significant_first() {
+        assert_eq!(&prop_crc_digits(1_234_567_890), b"0987654321");
+        assert_eq!(&prop_crc_digits(7), b"7000000000");
+        assert_eq!(&prop_crc_digits(0), b"0000000000");
+        assert_eq!(&prop_crc_digits(0x7FFF_FFFF), b"7463847412");
+        assert_eq!(parse_prop_crc_digits(b"0987654321"), Some(1_234_567_890));
+        assert_eq!(parse_prop_crc_digits(b"7000000000"), Some(7));
+        assert_eq!(parse_prop_crc_digits(b"8463847412"), None, "over 31 bits");
+        assert_eq!(parse_prop_crc_digits(b"09876543x1"), None);
+        assert_eq!(parse_prop_crc_digits(b"098765432"), None);
+    }
+
+    fn record_with_crc(props: &[u8]) -> Vec<u8> {
+        let spec = MessageSpec::new("T", 1, &b"body"[..])
+            .with_properties(props)
+            .born_at(1);
+        let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let plen = props.len() + prop_crc_extra(props);
+        let len = record_len(4, 1, plen, &spec.born_host, &store);
+        let mut buf = vec![0u8; len];
+        let n = encode_v1(
+            &mut buf,
+            &spec,
+            0,
+            body_crc(b"body"),
+            &store,
+            3,
+            500,
+            2,
+            true,
+        );
+        assert_eq!(n, len);
+        buf
+    }
+
+    #[test]
+    fn prop_crc_layout_and_check() {
+        for (props, before) in [
+            (&b""[..], &b""[..]),
+            (b"A\x011", b"A\x011\x02"),
+            (b"A\x011\x02", b"A\x011\x02"),
+        ] {
+            let rec = record_with_crc(props);
+            let v = match parse_valid_record(&rec, 500, true) {
+                Parsed::Record(v) => v,
+                other => panic!("{other:?}"),
+            };
+            let p = &rec[v.properties.clone()];
+            assert_eq!(
+                p.len(),
+                before.len() + PROP_CRC_LEN,
+                "length includes the 20 bytes"
+            );
+            assert_eq!(&p[..before.len()], before);
+            let t = &p[before.len()..];
+            assert_eq!(&t[..9], b"__CRC32#\x01");
+            assert_eq!(t[19], PROPERTY_SEPARATOR);
+            let want = crc32fast::hash(&rec[..rec.len() - 20]) & 0x7FFF_FFFF;
+            assert_eq!(t[9..19], prop_crc_digits(want));
+            assert!(prop_crc_ok(&rec, &v.properties));
+            // Readers do not see it.
+            assert!(iter_properties(p).all(|(k, _)| k != b"__CRC32#"));
+            // Any 1..4 bytes changed anywhere but the TOTALSIZE is caught.
+            for at in 4..rec.len() {
+                for n in 1..=4usize.min(rec.len() - at) {
+                    let mut m = rec.clone();
+                    for b in &mut m[at..at + n] {
+                        *b ^= 0x5A;
+                    }
+                    let ok = match parse_record(&m, false) {
+                        Parsed::Record(v) => prop_crc_ok(&m, &v.properties),
+                        _ => false,
+                    };
+                    assert!(!ok, "change at {at}+{n} not caught");
+                }
+            }
+        }
+        // Without the property, or a short one: not ok.
+        let plain = record_at(500, "T", 1, b"K\x01v");
+        let Parsed::Record(v) = parse_record(&plain, true) else {
+            panic!()
+        };
+        assert!(!prop_crc_ok(&plain, &v.properties));
     }
 
     #[test]

@@ -5,10 +5,12 @@
 //!  KEYS \x01 k1 k2 \x02 TAGS \x01 t \x02 ...
 //! ```
 
-use super::{props, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+use super::{props, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_CRC_NAME};
 
 /// Iterates `(name, value)` pairs of a serialized properties string, skipping
-/// malformed segments exactly as RocketMQ's parser does.
+/// malformed segments exactly as RocketMQ's parser does, and the property
+/// CRC `__CRC32#` (record metadata the store checks, never a message's
+/// property: readers do not show it and copies do not carry it over).
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     props.split(|&b| b == PROPERTY_SEPARATOR).filter_map(|seg| {
@@ -19,7 +21,11 @@ pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         if i == 0 || i >= seg.len() - 1 {
             return None;
         }
-        Some((seg.get(..i)?, seg.get(i + 1..)?))
+        let name = seg.get(..i)?;
+        if name == PROP_CRC_NAME {
+            return None;
+        }
+        Some((name, seg.get(i + 1..)?))
     })
 }
 
@@ -38,6 +44,13 @@ pub fn property_problem(name: &str, value: &str) -> Option<String> {
     };
     if name.is_empty() {
         return Some("property names must not be empty".into());
+    }
+    if name.as_bytes() == PROP_CRC_NAME {
+        return Some(
+            "property name \"__CRC32#\" is the store's own (the record's property CRC); \
+             it cannot be set"
+                .into(),
+        );
     }
     if let Some(b) = sep(name) {
         return Some(format!(

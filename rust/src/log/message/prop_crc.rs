@@ -1,0 +1,113 @@
+//! RocketMQ 5.x's property CRC `__CRC32#` (docs/format.md §6.1): the last
+//! 20 bytes of a record's properties, the CRC32 of everything before them.
+
+use super::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
+
+/// Name of the property CRC (RocketMQ 5.x `MessageConst.PROPERTY_CRC32`).
+pub const PROP_CRC_NAME: &[u8; 8] = b"__CRC32#";
+/// Bytes the property CRC takes at the end of the properties: the name,
+/// `\x01`, ten digits and `\x02` (5.x `CommitLog.CRC32_RESERVED_LEN`).
+pub const PROP_CRC_LEN: usize = PROP_CRC_NAME.len() + 1 + 10 + 1;
+
+/// Bytes the property CRC adds to properties `props`: the 20 bytes, and a
+/// `\x02` before them when other properties precede it and do not already
+/// end with one (docs/format.md "Property CRC").
+#[inline]
+pub fn prop_crc_extra(props: &[u8]) -> usize {
+    PROP_CRC_LEN + usize::from(props.last().is_some_and(|&b| b != PROPERTY_SEPARATOR))
+}
+
+/// The ten ASCII digits of a property CRC: `crc` in decimal, least
+/// significant digit first (5.x `MessageDecoder.createCrc32`).
+#[inline]
+pub fn prop_crc_digits(crc: u32) -> [u8; 10] {
+    let mut d = [b'0'; 10];
+    let mut v = crc;
+    for c in &mut d {
+        *c = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    d
+}
+
+/// The value of ten property-CRC digits (least significant first), or
+/// `None` when one is not an ASCII digit or the value does not fit a
+/// masked CRC (31 bits).
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline]
+pub fn parse_prop_crc_digits(d: &[u8]) -> Option<u32> {
+    if d.len() != 10 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &c in d.iter().rev() {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u64::from(c - b'0');
+    }
+    u32::try_from(v).ok().filter(|&v| v <= 0x7FFF_FFFF)
+}
+
+/// True when the record `rec` (exactly its TOTALSIZE bytes, its properties
+/// at `props`) ends with a property CRC that matches: the last 20 bytes of
+/// the properties are `__CRC32#\x01`, ten digits and `\x02`, a `\x02`
+/// separates them from any property before, and the digits are the CRC32
+/// (masked with 0x7FFFFFFF) of the record's first TOTALSIZE - 20 bytes.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline]
+pub fn prop_crc_ok(rec: &[u8], props: &std::ops::Range<usize>) -> bool {
+    let total = rec.len();
+    if props.end != total || props.end < props.start || props.len() < PROP_CRC_LEN {
+        return false;
+    }
+    let cut = total - PROP_CRC_LEN;
+    let (Some(head), Some(trailer)) = (rec.get(..cut), rec.get(cut..)) else {
+        return false;
+    };
+    let Some((name, rest)) = trailer.split_first_chunk::<8>() else {
+        return false;
+    };
+    if name != PROP_CRC_NAME
+        || rest.first() != Some(&NAME_VALUE_SEPARATOR)
+        || rest.last() != Some(&PROPERTY_SEPARATOR)
+    {
+        return false;
+    }
+    if props.len() > PROP_CRC_LEN && head.last() != Some(&PROPERTY_SEPARATOR) {
+        return false;
+    }
+    let Some(value) = rest.get(1..11).and_then(parse_prop_crc_digits) else {
+        return false;
+    };
+    (crc32fast::hash(head) & 0x7FFF_FFFF) == value
+}
+
+/// `props` without any `__CRC32#` property; every other byte as it was.
+pub fn strip_prop_crc(props: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(props.len());
+    let mut first = true;
+    for seg in props.split(|&b| b == PROPERTY_SEPARATOR) {
+        if seg.starts_with(PROP_CRC_NAME)
+            && seg.get(PROP_CRC_NAME.len()) == Some(&NAME_VALUE_SEPARATOR)
+        {
+            continue;
+        }
+        if !first {
+            out.push(PROPERTY_SEPARATOR);
+        }
+        first = false;
+        out.extend_from_slice(seg);
+    }
+    out
+}
+
+/// True when serialized properties hold a `__CRC32#` property anywhere
+/// (a producer's, or a stale copy): the store drops it before writing.
+#[inline]
+pub fn has_prop_crc(props: &[u8]) -> bool {
+    props.len() >= PROP_CRC_NAME.len()
+        && props
+            .windows(PROP_CRC_NAME.len())
+            .any(|w| w == PROP_CRC_NAME)
+}
