@@ -609,7 +609,7 @@ class StoreConfig:
         """The highest delay level (the number of levels in ``message_delay_level``)."""
         return len(_parse_delay_levels(self.message_delay_level))
 
-    # --- layout (SPEC "Store directory layout") -----------------------------
+    # --- layout (docs/format.md §1) -----------------------------
     @property
     def root_dir(self) -> Path:
         """``store_path`` as a :class:`~pathlib.Path`."""

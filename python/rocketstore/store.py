@@ -405,11 +405,13 @@ class MessageStore(MessageStoreBase):
 
     @property
     def running_flags(self) -> list[str]:
-        """Why puts are refused, if they are (empty when writeable).
+        """Why puts are refused, if they are, and what waits for a resource.
 
         ``CLOSED`` and ``READ_ONLY``, then the engine's running flags by
         name (RocketMQ's ``RunningFlags``); the first failure's flag and
-        ``DISK_FULL`` carry their reason (``"NAME: reason"``).
+        ``DISK_FULL`` carry their reason (``"NAME: reason"``), and
+        ``RESOURCE_WAIT`` what cannot create or map a file for want of a
+        resource and retries (puts are still taken; it goes by itself).
         """
         n = self._native
         flags: list[str] = []

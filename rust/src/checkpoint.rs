@@ -1,4 +1,4 @@
-//! The store checkpoint file `checkpoint` (SPEC §4, RocketMQ's
+//! The store checkpoint file `checkpoint` (docs/format.md §11, RocketMQ's
 //! `StoreCheckpoint`).
 //!
 //! ```text

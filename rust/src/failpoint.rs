@@ -25,6 +25,10 @@ static WAITING: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 /// is not used).
 /// `reserve` fails reserving disk blocks ahead of a writer (a full disk);
 /// `mlock` fails warm-up's memory lock (RLIMIT_MEMLOCK).
+/// `create_cq_file`, `create_index_file` and `allocate_file` fail making a
+/// new ConsumeQueue file (dispatch), index file (dispatch) or CommitLog file
+/// (the allocator thread, or without it the put that rolls) with the errno,
+/// before anything is created.
 /// `pause_cq_flush`, `pause_commitlog_flush` and `pause_index_flush` hold
 /// a flush between picking a file and syncing it, while armed (the errno is
 /// not used), so a test can delete the file in that window
@@ -41,6 +45,9 @@ pub const POINTS: &[&str] = &[
     "reserve",
     "mlock",
     "pause_cq_flush",
+    "create_cq_file",
+    "create_index_file",
+    "allocate_file",
     "pause_commitlog_flush",
     "pause_index_flush",
     "panic_flush",

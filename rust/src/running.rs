@@ -9,10 +9,15 @@
 //!  bit  3 WRITE_INDEX_FILE_ERROR    dispatch to (or flushing of) the index failed
 //!  bit  4 DISK_FULL                 set and cleared by the clean service
 //!  bit  5 FLUSH_FAILED              an msync/fsync failed (ours: RocketMQ logs and goes on)
+//!  bit  6 RESOURCE_WAIT             ours: a service waits for memory, descriptors or disk
+//!                                   space to create or map a file, and retries (puts are taken)
 //! ```
-//! Every bit but DISK_FULL is sticky: after a failed flush a later one may
-//! succeed without the pages the kernel dropped, so the store never becomes
-//! writeable again in this process. The put path asks [`RunningFlags::is_writeable`]:
+//! Every bit but DISK_FULL and RESOURCE_WAIT is sticky: after a failed flush
+//! a later one may succeed without the pages the kernel dropped, so the store
+//! never becomes writeable again in this process. RESOURCE_WAIT is set while
+//! at least one service (dispatch, allocation) retries a file it could not
+//! create or map for want of a resource ([`is_transient_resource`]), each
+//! with its reason, and cleared by the service once it succeeds. The put path asks [`RunningFlags::is_writeable`]:
 //! one atomic load. The reasons are read only to explain a refusal.
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -36,17 +41,20 @@ pub enum Flag {
     DiskFull = 1 << 4,
     /// A flush failed.
     FlushFailed = 1 << 5,
+    /// A service waits for a resource to create or map a file (puts are taken).
+    ResourceWait = 1 << 6,
 }
 
 impl Flag {
     /// Every flag, in bit order.
-    pub const ALL: [Flag; 6] = [
+    pub const ALL: [Flag; 7] = [
         Flag::NotReadable,
         Flag::NotWriteable,
         Flag::WriteLogicsQueueError,
         Flag::WriteIndexFileError,
         Flag::DiskFull,
         Flag::FlushFailed,
+        Flag::ResourceWait,
     ];
 
     /// RocketMQ's name of the flag (ours for FLUSH_FAILED).
@@ -58,6 +66,7 @@ impl Flag {
             Flag::WriteIndexFileError => "WRITE_INDEX_FILE_ERROR",
             Flag::DiskFull => "DISK_FULL",
             Flag::FlushFailed => "FLUSH_FAILED",
+            Flag::ResourceWait => "RESOURCE_WAIT",
         }
     }
 
@@ -74,7 +83,7 @@ const NOT_WRITEABLE_MASK: u32 = Flag::NotWriteable as u32
     | Flag::DiskFull as u32
     | Flag::FlushFailed as u32;
 
-/// Sticky failure bits (all but DISK_FULL and NOT_READABLE).
+/// Sticky failure bits (all but DISK_FULL, RESOURCE_WAIT and NOT_READABLE).
 const POISON_MASK: u32 = NOT_WRITEABLE_MASK & !(Flag::DiskFull as u32);
 
 /// The running state of one store (shared by the store and its services).
@@ -86,6 +95,8 @@ pub struct RunningFlags {
     first: OnceLock<(Flag, String)>,
     /// Why the disk is full (the clean service's last word).
     disk_full_reason: Mutex<String>,
+    /// The services waiting for a resource, each with its reason.
+    waiting: Mutex<Vec<(&'static str, String)>>,
 }
 
 impl RunningFlags {
@@ -168,6 +179,41 @@ impl RunningFlags {
         before & bit != 0
     }
 
+    /// Records that service `who` waits for a resource (`Some(why)`) or no
+    /// longer does (`None`); RESOURCE_WAIT is set while any service waits.
+    /// Returns whether `who` waited before.
+    pub fn set_waiting(&self, who: &'static str, why: Option<String>) -> bool {
+        let mut w = self.waiting.lock();
+        let before = w.iter().position(|(n, _)| *n == who);
+        match (why, before) {
+            (Some(why), Some(i)) => w[i].1 = why,
+            (Some(why), None) => w.push((who, why)),
+            (None, Some(i)) => {
+                w.remove(i);
+            }
+            (None, None) => {}
+        }
+        let bit = Flag::ResourceWait.bit();
+        if w.is_empty() {
+            self.bits.fetch_and(!bit, Ordering::AcqRel);
+        } else {
+            self.bits.fetch_or(bit, Ordering::AcqRel);
+        }
+        before.is_some()
+    }
+
+    /// What waits for a resource and why (`"who: why; ..."`), while
+    /// RESOURCE_WAIT is set.
+    pub fn waiting_reason(&self) -> Option<String> {
+        let w = self.waiting.lock();
+        (!w.is_empty()).then(|| {
+            w.iter()
+                .map(|(who, why)| format!("{who}: {why}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+
     /// Why the disk is full, while DISK_FULL is set.
     pub fn disk_full_reason(&self) -> Option<String> {
         self.is_set(Flag::DiskFull)
@@ -198,11 +244,37 @@ impl RunningFlags {
                 (Flag::DiskFull, _) => {
                     format!("DISK_FULL: {}", self.disk_full_reason.lock())
                 }
+                (Flag::ResourceWait, _) => match self.waiting_reason() {
+                    Some(why) => format!("RESOURCE_WAIT: {why}"),
+                    None => "RESOURCE_WAIT".to_owned(),
+                },
                 (f, Some((ff, why))) if *ff == f => format!("{}: {why}", f.name()),
                 (f, _) => f.name().to_owned(),
             })
             .collect()
     }
+}
+
+/// The errnos of a resource that may come back by itself: memory or address
+/// space (`ENOMEM`, `EAGAIN`), descriptors (`EMFILE`, `ENFILE`) and disk
+/// space (`ENOSPC`, `EDQUOT`).
+pub const TRANSIENT_ERRNOS: [i32; 6] = [
+    libc::ENOMEM,
+    libc::EAGAIN,
+    libc::EMFILE,
+    libc::ENFILE,
+    libc::ENOSPC,
+    libc::EDQUOT,
+];
+
+/// True for an I/O error whose cause may go away by itself
+/// ([`TRANSIENT_ERRNOS`]). Creating or mapping a file (dispatch, index
+/// building, allocation) that fails so is retried, not a failure of the
+/// store; a failed msync/fsync of written data never is (see the module
+/// documentation), nor is any other errno (`EIO`) or damage.
+pub fn is_transient_resource(e: &crate::error::StoreError) -> bool {
+    matches!(e, crate::error::StoreError::Io { source, .. }
+        if source.raw_os_error().is_some_and(|n| TRANSIENT_ERRNOS.contains(&n)))
 }
 
 #[cfg(test)]
@@ -226,6 +298,32 @@ mod tests {
             r.refusal().as_deref(),
             Some("the store is not writeable: fsync: EIO")
         );
+    }
+
+    #[test]
+    fn resource_waits_come_and_go_without_refusing_puts() {
+        let r = RunningFlags::new();
+        assert!(!r.set_waiting("dispatch", Some("mmap x: ENOMEM".into())));
+        assert!(!r.set_waiting("allocate", Some("mmap y: ENOMEM".into())));
+        assert!(r.is_writeable() && !r.is_poisoned());
+        assert!(r.is_set(Flag::ResourceWait));
+        assert_eq!(
+            r.describe(),
+            vec!["RESOURCE_WAIT: dispatch: mmap x: ENOMEM; allocate: mmap y: ENOMEM"]
+        );
+        assert!(r.set_waiting("dispatch", None));
+        assert_eq!(
+            r.describe(),
+            vec!["RESOURCE_WAIT: allocate: mmap y: ENOMEM"]
+        );
+        r.set_waiting("allocate", None);
+        assert!(!r.is_set(Flag::ResourceWait) && r.describe().is_empty());
+        use crate::error::StoreError;
+        let io = |n| StoreError::io("mmap f", std::io::Error::from_raw_os_error(n));
+        assert!(is_transient_resource(&io(libc::ENOMEM)));
+        assert!(is_transient_resource(&io(libc::EMFILE)));
+        assert!(!is_transient_resource(&io(libc::EIO)));
+        assert!(!is_transient_resource(&StoreError::corrupted("f", 0, "x")));
     }
 
     #[test]

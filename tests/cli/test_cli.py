@@ -717,6 +717,9 @@ def test_tail_follow_prints_new_messages(store: Store) -> None:
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 # -- query -----------------------------------------------------------------------

@@ -21,8 +21,8 @@ from rocketstore.config import (
     StoreConfig,
 )
 
-# RocketMQ 4.9.8 MessageStoreConfig defaults as listed in SPEC.md §6 (plus the
-# 5.x-only ones), hard-coded here so a changed default is caught.
+# RocketMQ 4.9.8's MessageStoreConfig defaults (plus the 5.x-only ones),
+# hard-coded here so a changed default is caught.
 SPEC_DEFAULTS: dict[str, Any] = {
     "store_path_commit_log": None,
     "mapped_file_size_commit_log": None,  # None => 1 GiB for a new store

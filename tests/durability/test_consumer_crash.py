@@ -85,6 +85,9 @@ def test_kill_during_auto_commit_loses_at_most_one_interval_per_queue(tmp_path: 
         killed_at = time.monotonic()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
+        proc.stdout.close()
+        if proc.stderr is not None:
+            proc.stderr.close()
         assert proc.returncode == -signal.SIGKILL
         polls, deliveries = _parse(log)
         # Time between two poll starts (an auto-commit and its write happen

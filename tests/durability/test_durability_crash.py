@@ -1,4 +1,4 @@
-"""Durability across process death (STYLE §11: kill -9 of a writer subprocess).
+"""Durability across process death (kill -9 of a writer subprocess).
 
 * SYNC_FLUSH acknowledges a put only once group commit flushed it: the flushed
   offset covers the record at every acknowledgement (single puts, batches,
@@ -9,7 +9,7 @@
   0, every key is found, and the store takes new puts right at the end.
 * Crashing twice (kill, recover-and-write, kill again): both rounds'
   acknowledged messages survive and no record cut by the first recovery ever
-  comes back (SPEC "Our choices": truncation zeroes).
+  comes back (docs/format.md §14: truncation zeroes).
 
 kill -9 keeps the page cache, so it cannot show what a power loss loses; that
 is ``test_durability_images.py``. Heavier repetitions are marked ``slow``.
@@ -38,17 +38,6 @@ from helpers.durability_util import (
     wait_dispatched,
 )
 from rocketstore import GetStatus, Message, MessageStore, PutResult, PutStatus
-
-
-@pytest.fixture(autouse=True)
-def _slow_only_when_asked(request: pytest.FixtureRequest) -> None:
-    """``slow`` repetitions run only when ``-m`` names them (e.g. ``-m slow``), so a
-    plain ``pytest`` run stays within its time budget."""
-    if request.node.get_closest_marker("slow") and "slow" not in (
-        request.config.option.markexpr or ""
-    ):
-        pytest.skip("slow durability repetition: run with -m slow")
-
 
 # -- SYNC_FLUSH: the acknowledgement invariant ----------------------------------------------
 

@@ -1,7 +1,7 @@
 """Fault injection: what the store does when the disk misbehaves.
 
-* A failed msync/fsync poisons the store (SPEC "Our choices", API store
-  states): puts answer SERVICE_NOT_AVAILABLE, ``running_flags`` says why,
+* A failed msync/fsync poisons the store (docs/format.md §14,
+  §15): puts answer SERVICE_NOT_AVAILABLE, ``running_flags`` says why,
   reads keep working, ``flush`` raises, shutdown does not hang and leaves the
   abort file, and the next open recovers abnormally with every acknowledged
   message intact.
@@ -265,7 +265,9 @@ def test_enospc_on_segment_creation_fails_the_put_cleanly(
     assert sorted(os.listdir(Path(store_path) / "commitlog")) == files_before
     time.sleep(0.3)
     assert store.is_writeable, store.running_flags
-    assert store.running_flags == []
+    # Only the wait is shown, naming what waits and why.
+    [wait] = store.running_flags
+    assert wait.startswith("RESOURCE_WAIT: commitlog: ") and "No space left" in wait, wait
     # Reads are unaffected.
     g = store.get_message("g", "topic", 0, 0, 32)
     assert g.status is GetStatus.FOUND
@@ -279,6 +281,7 @@ def test_enospc_on_segment_creation_fails_the_put_cleanly(
     assert r.wrote_offset == SEG
     assert r.queue_offset == sum(1 for i in range(n) if i % 2 == n % 2)
     acked.append(r)
+    assert store.running_flags == []
     assert sorted(os.listdir(Path(store_path) / "commitlog")) == [f"{0:020d}", f"{SEG:020d}"]
     assert_all_present(store, acked, size=1000)
     store.flush()
@@ -670,7 +673,7 @@ def test_garbage_in_an_old_segment_never_crashes_a_read(store_path: str) -> None
 
 
 def test_garbage_in_a_scanned_segment_is_refused_or_skipped(store_path: str) -> None:
-    """Garbage in durable data is damage, not a torn tail (SPEC "Damage is not a torn tail").
+    """Garbage in durable data is damage, not a torn tail (docs/format.md §15.1).
 
     The old rule cut the log at the garbage and zeroed every later record;
     now the read-write open refuses with CorruptedError and changes nothing,

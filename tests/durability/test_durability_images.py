@@ -1,4 +1,4 @@
-"""Power-loss images (STYLE §11: crash images), which kill -9 cannot show.
+"""Power-loss images (crash images), which kill -9 cannot show.
 
 A store is written, flushed part-way (``flushed`` = the CommitLog offset known
 to be on disk), written further, then stopped like a killed process
@@ -46,15 +46,6 @@ from rocketstore import GetStatus, Message, MessageStore
 PAGE = 4096
 N_FLUSHED = 1900  # messages below the flushed offset (475 units per queue)
 N_UNFLUSHED = 500  # written after it: several CommitLog files, a new CQ file per queue
-
-
-@pytest.fixture(autouse=True)
-def _slow_only_when_asked(request: pytest.FixtureRequest) -> None:
-    """``slow`` repetitions run only when ``-m`` names them (e.g. ``-m slow``)."""
-    if request.node.get_closest_marker("slow") and "slow" not in (
-        request.config.option.markexpr or ""
-    ):
-        pytest.skip("slow durability repetition: run with -m slow")
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -427,7 +418,7 @@ def test_bogus_cq_units_do_not_hide_messages(images: dict[str, Image], tmp_path:
 @pytest.mark.parametrize("which", ["commitlog", "consumequeue"])
 def test_lone_short_newest_file_is_extended(tmp_path: Path, which: str) -> None:
     """A directory's only file, cut short by a crash, is the newest file: it is
-    extended with zeros and recovered (SPEC "Our choices": file sizes on open)."""
+    extended with zeros and recovered (docs/format.md §14: file sizes on open)."""
     path = tmp_path / "s"
     store = MessageStore(config(path)).start()
     acks = _put(store, range(40))  # one CommitLog file, one CQ file per queue
@@ -463,7 +454,7 @@ def test_truncated_bytes_never_resurface(
     images: dict[str, Image], tmp_path: Path, damage: str
 ) -> None:
     """After a truncation, a second crash must not bring the cut bytes back: they
-    were zeroed on disk (SPEC "Our choices": truncation zeroes)."""
+    were zeroed on disk (docs/format.md §14: truncation zeroes)."""
     orig = images["async"]
     img = _copy(orig, tmp_path / "img")
     CL_DAMAGE[damage](img, random.Random(5))
@@ -726,8 +717,8 @@ def test_index_rebuilt_from_oldest_destroyed_file(
     index_gap_image: tuple[Path, list[Ack]], tmp_path: Path
 ) -> None:
     """Without message_index_safe the scan starts after the records the destroyed
-    index file covered: their keys come only from the index rebuild (SPEC "Our
-    choices": no key is lost to an abnormal exit). Regression: the rebuild ran after
+    index file covered: their keys come only from the index rebuild (docs/format.md
+    §14: no key is lost to an abnormal exit). Regression: the rebuild ran after
     the scan had raised the index's end offset, so build_index skipped them all."""
     image, acks = index_gap_image
     with _recover_index_gap_image(image, tmp_path, False) as store:

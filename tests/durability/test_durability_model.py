@@ -1,4 +1,4 @@
-"""Model test of the store's durability (STYLE §11: a hypothesis state machine).
+"""Model test of the store's durability (a hypothesis state machine).
 
 A :class:`RuleBasedStateMachine` drives one store through puts, batches,
 pulls, flushes, clean restarts, simulated crashes (``kill -9`` in-process:
@@ -10,7 +10,7 @@ plain list model:
   offset and at its queue offset, across restarts and crashes;
 * each queue's max offset equals the model's length;
 * ``get_message`` answers FOUND / OFFSET_OVERFLOW_ONE / OFFSET_OVERFLOW_BADLY /
-  NO_MESSAGE_IN_QUEUE exactly as the model predicts (SPEC §2.5);
+  NO_MESSAGE_IN_QUEUE exactly as the model predicts (docs/format.md §18.3);
 * key queries find exactly the messages carrying the key (also after a crash:
   no key is lost to an abnormal exit);
 * committed consumer offsets survive a clean restart (and a crash, once
@@ -211,7 +211,7 @@ class StoreModel(RuleBasedStateMachine):
             assert g.messages == []
         else:
             assert g.status is GetStatus.FOUND, g.status
-            # A pull never crosses a ConsumeQueue file boundary (SPEC §2.4).
+            # A pull never crosses a ConsumeQueue file boundary (docs/format.md §18.2).
             in_file = CQ_UNITS_PER_FILE - offset % CQ_UNITS_PER_FILE
             want = q[offset : offset + min(max_msgs, in_file)]
             assert len(g.messages) == len(want)
@@ -359,5 +359,6 @@ class SlowStoreModel(StoreModel):
     pass
 
 
-TestStoreModelSlow = pytest.mark.slow(SlowStoreModel.TestCase)
+# 400 examples: about 11 minutes on a busy 2-core machine, past the default timeout.
+TestStoreModelSlow = pytest.mark.timeout(1800)(pytest.mark.slow(SlowStoreModel.TestCase))
 TestStoreModelSlow.settings = settings(max_examples=400, stateful_step_count=100, **_COMMON)

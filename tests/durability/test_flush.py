@@ -1,4 +1,4 @@
-"""Flush services (SPEC §9): group commit, WAIT=false, async flush, the
+"""Flush services (docs/format.md §20): group commit, WAIT=false, async flush, the
 transient store pool and the checkpoint.
 
 * SYNC_FLUSH acknowledges a put only once it is on disk, and concurrent
@@ -196,16 +196,18 @@ def test_wait_other_than_true_does_not_wait(
 
 def test_async_flush_catches_up_within_the_intervals(opened: Callable[..., MessageStore]) -> None:
     store = opened(**FAST_FLUSH)
+    group_flushes, _ = _group_stats(store)
     for round_ in range(3):
         rs = [store.put("t", body_of(round_ * 100 + i, 500)) for i in range(60)]
         assert all(r.ok for r in rs)
         target = store.max_phy_offset
         assert target == end_of(rs[-1])
-        took = wait_for(
-            lambda t=target: store.flushed_offset >= t, 5.0, "async flush reached the end"
-        )
-        # Interval + thorough interval is 150 ms; allow for a busy machine.
-        assert took < 3.0
+        # Nothing here calls flush(): only the flush service can move the
+        # flushed offset. The wait's bound only catches a service that never
+        # runs (a stopped loop), however busy the machine.
+        wait_for(lambda t=target: store.flushed_offset >= t, 120.0, "async flush reached the end")
+    # ASYNC_FLUSH puts never flushed through group commit.
+    assert _group_stats(store)[0] == group_flushes
     # Several segments were flushed, one file per flush call.
     assert len(os.listdir(Path(store.config.store_path) / "commitlog")) >= 2
 
@@ -225,7 +227,7 @@ def test_async_flush_is_not_on_the_put_path(opened: Callable[..., MessageStore])
 
 
 def test_async_flush_least_pages(opened: Callable[..., MessageStore]) -> None:
-    """Between thorough flushes, only 4 or more dirty pages are flushed (SPEC §9)."""
+    """Between thorough flushes, only 4 or more dirty pages are flushed (docs/format.md §20)."""
     store = opened(
         flush_interval_commit_log=20,
         flush_commit_log_thorough_interval=60_000,
@@ -463,7 +465,7 @@ def test_checkpoint_after_flush(
 
 
 def test_checkpoint_follows_sync_puts(opened: Callable[..., MessageStore]) -> None:
-    """Group commit records the physic timestamp after each flush (SPEC §9)."""
+    """Group commit records the physic timestamp after each flush (docs/format.md §20)."""
     store = opened(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     native = store._native
     assert native is not None

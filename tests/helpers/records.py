@@ -1,4 +1,4 @@
-"""A CommitLog record encoder for crash images (SPEC §1.1, §1.3).
+"""A CommitLog record encoder for crash images (docs/format.md §3.1, §3.2).
 
 Tests use it to write records the store itself never writes (illegal topics,
 negative queue ids or offsets, V2 records with long topics) into the files of

@@ -7,7 +7,7 @@ crash resurrects them.
 It needs CommitLog segments larger than 1 MiB (4 MiB here, one file, in a
 temporary directory that is removed afterwards), which is why it is not part of
 the suite (the suite keeps segments at 64 KiB, where truncation scans the whole
-file). SPEC "Our choices" (truncation zeroes) promises that a later crash can
+file). docs/format.md §14 (truncation zeroes) promises that a later crash can
 never resurrect stale records behind newer ones.
 
 Steps: 3000 same-size records; a power loss loses 1.5 MiB of pages after

@@ -8,7 +8,7 @@ import os
 import struct
 from pathlib import Path
 
-#: Fixed V1 record overhead with IPv4 born and store hosts (SPEC §1.1).
+#: Fixed V1 record overhead with IPv4 born and store hosts (docs/format.md §3.1).
 RECORD_OVERHEAD_V4 = 91
 #: Extra bytes per IPv6 host (16-byte address instead of 4).
 IPV6_EXTRA = 12

@@ -1,7 +1,7 @@
 """Tests for rocketstore.consumer.Consumer.
 
 Most tests run against ``FakeStore`` (an in-memory model of the store contract
-the consumer relies on, answering ``get_message`` per SPEC.md §2.5) and, once
+the consumer relies on, answering ``get_message`` per docs/format.md §18.3) and, once
 ``MessageStore`` implements that contract, against a real store too (the
 ``store`` fixture). Tests that inspect calls or fake expiry use ``fake``.
 """

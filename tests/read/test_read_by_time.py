@@ -1,4 +1,4 @@
-"""Time-based reads: ``get_offset_in_queue_by_time`` (SPEC §2.4) and friends.
+"""Time-based reads: ``get_offset_in_queue_by_time`` (docs/format.md §18.5) and friends.
 
 Store timestamps cannot be chosen, so messages are put in three groups with
 sleeps in between and the ``PutResult.store_timestamp`` of each is recorded.

@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers.read_util import SMALL_INDEX
 from rocketstore import GetStatus, MessageStore, StoreConfig
 
@@ -85,8 +87,9 @@ class _Lines:
         self.t.start()
 
     def _run(self, stream) -> None:  # type: ignore[no-untyped-def]
-        for line in stream:
-            self.q.put(line)
+        with stream:  # closed at EOF, by the thread that reads it
+            for line in stream:
+                self.q.put(line)
         self.q.put("")
 
     def get(self, timeout: float) -> str:
@@ -160,7 +163,9 @@ def test_read_only_consumer_follows_a_writer_process(tmp_path: Path) -> None:
                 # every message exactly once, in queue order, dense from 0
                 assert seen[q] == list(range(N // QUEUES)), q
             assert consumer.poll(timeout=0.05) == []
-            consumer.commit()  # read-only: kept in memory
+            # read-only: kept in memory, and the consumer says so
+            with pytest.warns(RuntimeWarning, match="reads a read-only store"):
+                consumer.commit()
             assert consumer.committed(0) == N // QUEUES
             assert not (Path(store_path) / "config" / "consumerOffset.json").exists()
 
@@ -193,3 +198,5 @@ def test_read_only_consumer_follows_a_writer_process(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        if proc.stdin is not None:
+            proc.stdin.close()

@@ -102,6 +102,7 @@ class Writer:
                 continue
             q, off = line.split()
             self.acked.add((int(q), int(off)))
+        self.proc.stdout.close()  # EOF: the writer is gone
         self.done.set()
         self.ready.put("")
 

@@ -1,4 +1,4 @@
-"""``MessageStore.get_message``: the statuses of SPEC.md §2.5 and the transfer limits.
+"""``MessageStore.get_message``: the statuses of docs/format.md §18.3 and the transfer limits.
 
 Every store uses small segments (64 KiB CommitLog, 200-unit consume queues).
 """
@@ -80,7 +80,7 @@ def test_offset_too_small_after_first_cq_file_expired(
 
     The public API cannot produce one yet without ``delete_expired_files`` (see
     the next test), so this builds the state RocketMQ's CQ cleaner leaves
-    behind (SPEC §10 ``deleteExpiredFileByOffset``): the queue's first CQ file
+    behind (docs/format.md §16 ``deleteExpiredFileByOffset``): the queue's first CQ file
     is gone. On reopen the queue's min offset is the first unit of its first
     remaining file (200), and reads below it are corrected to it.
     """
@@ -112,7 +112,7 @@ PRE_BLANK_UNIT = struct.pack(">qiq", 0, 0x7FFFFFFF, 0)
 
 
 def test_offset_too_small_on_pre_blank_queue(open_store: OpenStore, store_path: str) -> None:
-    """A queue whose first units are pre-blank (SPEC §2.2, "Our choices").
+    """A queue whose first units are pre-blank (docs/format.md §9, §14).
 
     RocketMQ fills units ``0..N-1`` with ``(0, 0x7FFFFFFF, 0)`` when a queue's
     first CQ file is created at logical offset N. The public API cannot create
@@ -159,7 +159,7 @@ def _expire_first_commit_log_file(
     """Write ``n`` messages to T/0, shut down, delete CommitLog file 0.
 
     That is the state RocketMQ's CleanCommitLogService leaves until the CQ
-    cleaner runs (SPEC §10), or a store whose old segments were removed.
+    cleaner runs (docs/format.md §16), or a store whose old segments were removed.
     Returns the put results and the queue offset of the first surviving message.
     """
     store = open_store(**SMALL)
@@ -175,7 +175,7 @@ def _expire_first_commit_log_file(
 def test_offset_too_small_after_first_commit_log_file_expired(
     open_store: OpenStore, store_path: str
 ) -> None:
-    """Opening corrects each queue's min offset to the CommitLog min (SPEC §8 step 5).
+    """Opening corrects each queue's min offset to the CommitLog min (docs/format.md §18.2).
 
     Large bodies: the queue's first CQ file reaches past the expired CommitLog
     file, so ``correctMinOffset`` (which scans the first CQ file) finds the
@@ -365,7 +365,7 @@ def test_filtered_units_do_not_count_toward_max_msg_nums(open_store: OpenStore) 
     assert r.next_begin_offset == 22
 
 
-# -- transfer limits (SPEC §2.5 isTheBatchFull) -----------------------------------
+# -- transfer limits (docs/format.md §18.4 isTheBatchFull) -----------------------------------
 
 
 def _expected_fit(sizes: list[int], limit: int) -> int:

@@ -1,4 +1,4 @@
-"""Key queries through the IndexFile (SPEC §3): ``query_message``.
+"""Key queries through the IndexFile (docs/format.md §10): ``query_message``.
 
 The index geometry is tiny (100 slots, 400 entries = 399 keys per file), so
 ~4700 keys roll a dozen index files.
@@ -101,7 +101,7 @@ def test_query_capped_by_max_num_newest_first(built: tuple[MessageStore, Built])
         assert len(msgs) == max_num
         got = _offsets(msgs)
         assert got == sorted(got)
-        # the index is walked newest to oldest (SPEC §3.3): the newest max_num
+        # the index is walked newest to oldest (docs/format.md §19.3): the newest max_num
         assert got == want[-max_num:]
     # default max_num is 32 (more than the 30 carrying k7)
     assert _offsets(store.query_message("T", "k7")) == want
@@ -248,7 +248,7 @@ def test_writer_with_other_geometry_is_refused(open_store: OpenStore, store_path
 
 
 def _index_entries(store_path: str) -> list[tuple[int, int]]:
-    """``(keyHash, phyOffset)`` of every used entry of every index file (SPEC §3.1)."""
+    """``(keyHash, phyOffset)`` of every used entry of every index file (docs/format.md §10)."""
     out = []
     for p in sorted((Path(store_path) / "index").iterdir()):
         data = p.read_bytes()

@@ -1,4 +1,5 @@
-"""Consumer offsets (``commit_offset``/``query_offset``) and the config files (SPEC §5)."""
+"""Consumer offsets (``commit_offset``/``query_offset``) and the config
+files (docs/format.md §13)."""
 
 from __future__ import annotations
 

@@ -256,6 +256,8 @@ class Follower:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def test_read_only_follower_counts_every_offset_retention_passed(

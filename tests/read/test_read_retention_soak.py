@@ -136,6 +136,7 @@ class Writer:
                 self.bad.append(line.strip())
             else:
                 self.events.put(line.strip())
+        self.proc.stdout.close()  # EOF: the writer is gone
         self.events.put("")
 
     def expect(self, what: str, timeout: float = 60) -> None:

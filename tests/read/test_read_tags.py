@@ -1,6 +1,6 @@
 """Tag filtering in ``get_message`` and the consumer: exact, hash collisions never leak.
 
-SPEC "Our choices": the CQ tagsCode is only a prefilter; the stored ``TAGS``
+docs/format.md §14: the CQ tagsCode is only a prefilter; the stored ``TAGS``
 string decides.
 """
 

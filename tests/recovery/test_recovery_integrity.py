@@ -239,6 +239,7 @@ def killed_sync_writer(
         acks.append((int(off), int(qoff)))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    proc.stdout.close()
     assert len(acks) == n
     return acks
 

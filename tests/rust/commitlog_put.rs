@@ -60,7 +60,7 @@ fn bad_inputs(cl: &CommitLog, dir: &Path) {
         spec("T", 0, &big, Vec::new()),
         PutStatus::MessageIllegal,
     );
-    // Properties over 32767 bytes: by chars first, then by bytes (SPEC 1.10).
+    // Properties over 32767 bytes: by chars first, then by bytes (docs/format.md §17.1).
     let ascii = props(&[("K", &"a".repeat(32_800))]);
     assert_rejected(
         cl,

@@ -1,4 +1,4 @@
-//! Property tests of every on-disk decoder (STYLE §11: one fuzz target per
+//! Property tests of every on-disk decoder (one fuzz target per
 //! structure): arbitrary bytes never panic, and encode → decode is the
 //! identity for CommitLog records, ConsumeQueue units, index headers and
 //! index entries, and the checkpoint.

@@ -445,6 +445,7 @@ def test_kill_during_a_clean_round(opened: Callable[..., MessageStore], store_pa
     assert not first.exists(), "the round started deleting"
     child.send_signal(signal.SIGKILL)
     child.wait()
+    child.stdout.close()
     assert child.returncode == -signal.SIGKILL
     store = opened()
     min_phy = store.min_phy_offset

@@ -233,6 +233,8 @@ def _run_writer(path: Path, seed: int, kill_after: float) -> tuple[int, list[lis
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait(60)
         reader.join(60)
+        if not reader.is_alive() and proc.stdout is not None:
+            proc.stdout.close()
         assert proc.stdout is not None
         proc.stdout.close()
     done = [raw.decode() for raw in lines if raw.endswith(b"\n")]

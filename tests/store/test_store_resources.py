@@ -166,8 +166,9 @@ def test_failed_mapping_of_a_queue_or_index_file_leaves_nothing_behind(
     fail_points: Callable[[str, int], None], store_path: str, kind: str
 ) -> None:
     """A consume queue or index file whose mapping fails is removed again.
-    Dispatch then fails and the store refuses puts, as RocketMQ does after a
-    logics-queue error; reopened, it rebuilds what was missing."""
+    Dispatch then waits (RESOURCE_WAIT) and retries instead of failing: the
+    store takes puts, and once the mapping works again dispatch goes on by
+    itself; reopened, the store has every message."""
     cfg = _cfg(store_path, mapped_file_size_consume_queue=20 * 10, max_index_num=10)
     store = MessageStore(cfg).start()
     acked: dict[tuple[int, int], bytes] = {}
@@ -184,13 +185,23 @@ def test_failed_mapping_of_a_queue_or_index_file_leaves_nothing_behind(
     assert r.ok
     acked[(0, r.queue_offset)] = b"the one that rolls"
     deadline = time.monotonic() + 10
-    while store.is_writeable and time.monotonic() < deadline:
+    while not store.running_flags and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not store.is_writeable
-    assert "mmap" in " ".join(store.running_flags)
-    store.shutdown()  # stops the dispatch retries
+    [wait] = store.running_flags
+    assert wait.startswith("RESOURCE_WAIT: dispatch: ") and "mmap" in wait, wait
+    assert store.is_writeable
+    time.sleep(0.2)  # retries meanwhile
     assert sorted(os.listdir(sub)) == before, "the failed creation left its file behind"
+    r = store.put("F", b"while it waits", keys="k-wait")
+    assert r.ok
+    acked[(0, r.queue_offset)] = b"while it waits"
     fail_points("map_new_file", 0)
+    deadline = time.monotonic() + 10
+    while (store.running_flags or store.dispatch_behind_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.running_flags == [] and store.dispatch_behind_bytes() == 0
+    assert [m.body for m in store.query_message("F", "k-wait")] == [b"while it waits"]
+    store.shutdown()
     _check_all(store_path, "F", acked, mapped_file_size_consume_queue=20 * 10, max_index_num=10)
     with MessageStore(_cfg(store_path, mapped_file_size_consume_queue=20 * 10,
                            max_index_num=10)) as again:

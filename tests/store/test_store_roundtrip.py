@@ -1,5 +1,5 @@
 """Put and read back through the public API: every MessageExt field, IPv6 hosts,
-Java tag hashes, delay conversion (SPEC §1.1, §1.6-§1.9)."""
+Java tag hashes, delay conversion (docs/format.md §3.1, §5-§8, §17.3)."""
 
 from __future__ import annotations
 

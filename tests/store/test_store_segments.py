@@ -1,5 +1,5 @@
 """Many messages across small CommitLog segments: reopen, geometry from disk,
-END_OF_FILE blanks, torn tails (SPEC §1.5, "File sizes on open", "Truncation zeroes")."""
+END_OF_FILE blanks, torn tails (docs/format.md §4, §14: file sizes on open, truncation zeroes)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Bad input at put time: MESSAGE_ILLEGAL statuses that write nothing, and
-TypeError/ValueError for wrong arguments (API.md, SPEC "Our choices", §1.10)."""
+TypeError/ValueError for wrong arguments (docs/format.md §14, §17.1)."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ def test_properties_size_limit(open_store: OpenStore) -> None:
     # Over 32767 Java chars: refused up front, as the broker's message check does.
     assert r.status is PutStatus.MESSAGE_ILLEGAL, r.status
     assert "32768 characters" in (r.reason or ""), r.reason
-    # Over 32767 UTF-8 bytes but not Java chars: PROPERTIES_SIZE_EXCEEDED (SPEC §1.10).
+    # Over 32767 UTF-8 bytes but not Java chars: PROPERTIES_SIZE_EXCEEDED (docs/format.md §17.1).
     r = store.put("T", b"", properties={"k": "é" * 20000})
     assert r.status is PutStatus.PROPERTIES_SIZE_EXCEEDED
 

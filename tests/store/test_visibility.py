@@ -411,7 +411,7 @@ def test_concurrent_commits_share_writes(
     commits = 0
     writes = 0
     lock = threading.Lock()
-    real_commit = ConsumerOffsets.commit
+    real_commit = ConsumerOffsets.commit_many
     real_write = config_files.atomic_write
 
     def counting_commit(self: ConsumerOffsets, *args: Any) -> None:
@@ -419,7 +419,7 @@ def test_concurrent_commits_share_writes(
         real_commit(self, *args)
         with lock:
             commits += 1
-            if commits == 2 * len(consumers):  # two queues per consumer
+            if commits == len(consumers):  # one call per consumer, both queues
                 all_in_memory.set()
 
     def slow_first_write(path: Any, text: str) -> None:
@@ -431,7 +431,7 @@ def test_concurrent_commits_share_writes(
             assert all_in_memory.wait(30)
         real_write(path, text)
 
-    monkeypatch.setattr(ConsumerOffsets, "commit", counting_commit)
+    monkeypatch.setattr(ConsumerOffsets, "commit_many", counting_commit)
     monkeypatch.setattr(config_files, "atomic_write", slow_first_write)
     threads = [threading.Thread(target=c.commit) for c in consumers]
     for t in threads:

@@ -1,4 +1,4 @@
-//! One IndexFile (SPEC §3): a hash index from `topic#key` to CommitLog
+//! One IndexFile (docs/format.md §10): a hash index from `topic#key` to CommitLog
 //! offsets — its header, slots, entries and lookups. The `index/`
 //! directory of such files is [`crate::index::index_service`]'s.
 //!
@@ -399,7 +399,7 @@ impl IndexFile {
         INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + index * INDEX_ENTRY_SIZE
     }
 
-    /// Adds `key` → `phy_offset` (SPEC §3.2). `Ok(false)` when the file is full.
+    /// Adds `key` → `phy_offset` (docs/format.md §10). `Ok(false)` when the file is full.
     pub fn put_key(&self, key: &str, phy_offset: i64, store_timestamp: i64) -> Result<bool> {
         let _g = self.write_lock.lock();
         let count = self.index_count();
@@ -451,7 +451,7 @@ impl IndexFile {
     }
 
     /// Appends to `out` the offsets stored under `key` whose time lies in
-    /// `[begin, end]`, newest first, until `out` holds `max` (SPEC §3.3).
+    /// `[begin, end]`, newest first, until `out` holds `max` (docs/format.md §19.3).
     /// Entries of other keys with the same hash are included (the caller
     /// compares the message's keys).
     #[deny(clippy::indexing_slicing, clippy::unwrap_used)]

@@ -308,6 +308,9 @@ impl IndexStore {
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| StoreError::io(format!("create {}", self.dir.display()), e))?;
         let path = self.new_file_path(newest.as_ref());
+        #[cfg(feature = "failpoints")]
+        crate::failpoint::check("create_index_file")
+            .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
         let f = Arc::new(IndexFile::create(
             &path,
             self.hash_slot_num,
@@ -445,7 +448,7 @@ impl IndexStore {
     }
 
     /// Deletes leading files (never the newest) whose end offset is below
-    /// `min_phy` (SPEC §10). Returns how many were deleted.
+    /// `min_phy` (docs/format.md §16). Returns how many were deleted.
     pub fn delete_expired(&self, min_phy: i64) -> usize {
         if !self.writable {
             return 0;

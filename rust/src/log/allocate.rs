@@ -25,6 +25,7 @@ use crate::error::{Result, StoreError};
 use crate::log::mapped_file::MappedFile;
 use crate::log::mapped_file_queue::{FileMaker, MappedFileQueue};
 use crate::ratelog::RateLimited;
+use crate::running::{is_transient_resource, RunningFlags};
 use crate::services::service::{ServiceThread, Signal, STOP_TIMEOUT};
 
 /// How long a roll waits for the allocator (RocketMQ: 5 s).
@@ -73,6 +74,10 @@ struct AllocState {
     /// The thread is making this offset now.
     making: Option<u64>,
     stop: bool,
+    /// After a failure for want of a resource: when the thread tries the
+    /// failed file again, and the pause before the attempt after that.
+    retry_at: Option<Instant>,
+    backoff: Duration,
 }
 
 struct AllocShared {
@@ -89,7 +94,15 @@ struct AllocShared {
     /// Files handed to the writer ready-made / after waiting for the thread.
     hits: AtomicU64,
     waits: AtomicU64,
+    /// The store's running state: RESOURCE_WAIT while a file cannot be
+    /// made for want of a resource.
+    flags: Mutex<Option<Arc<RunningFlags>>>,
 }
+
+/// First and longest pause between two background attempts at a file that
+/// could not be made for want of a resource (doubling in between).
+const RETRY_MIN: Duration = Duration::from_millis(10);
+const RETRY_MAX: Duration = Duration::from_secs(1);
 
 /// Failed background creations (rate-limited log: a full disk fails each).
 static ALLOC_FAILURES: RateLimited = RateLimited::new();
@@ -124,6 +137,7 @@ impl Allocator {
             warm,
             hits: AtomicU64::new(0),
             waits: AtomicU64::new(0),
+            flags: Mutex::new(None),
         });
         let s = shared.clone();
         let q = Arc::downgrade(queue);
@@ -142,6 +156,12 @@ impl Allocator {
             shared,
             service: Mutex::new(Some(service)),
         }))
+    }
+
+    /// Shares the store's running state: a file that cannot be made for
+    /// want of a resource sets RESOURCE_WAIT until it is made.
+    pub fn set_running_flags(&self, flags: Arc<RunningFlags>) {
+        *self.shared.flags.lock() = Some(flags);
     }
 
     /// Wakes the thread: call with new work recorded in `state`.
@@ -183,7 +203,14 @@ impl Allocator {
                 }
                 // Made in vain before this call asked (a full disk then):
                 // try once more now; a failure after waiting is returned.
-                Some(Slot::Failed(e)) if waited => return Err(e),
+                Some(Slot::Failed(e)) if waited => {
+                    // The thread goes on trying a file that waits for a
+                    // resource: keep it in the slot.
+                    if let Some(again) = transient_copy(&e) {
+                        st.slots.insert(offset, Slot::Failed(again));
+                    }
+                    return Err(e);
+                }
                 Some(Slot::Pending) | Some(Slot::Failed(_)) | None => {
                     st.slots.insert(offset, Slot::Pending);
                     self.notify_work();
@@ -263,6 +290,17 @@ impl Allocator {
     }
 }
 
+/// A copy of an error that waits for a resource (`None` for any other).
+fn transient_copy(e: &StoreError) -> Option<StoreError> {
+    match e {
+        StoreError::Io { context, source } if is_transient_resource(e) => Some(StoreError::io(
+            context.clone(),
+            std::io::Error::from_raw_os_error(source.raw_os_error()?),
+        )),
+        _ => None,
+    }
+}
+
 /// How long the allocator sleeps without a request (a wake-up ends it).
 const ALLOCATOR_IDLE: Duration = Duration::from_secs(1);
 
@@ -278,18 +316,39 @@ fn allocate_round(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
             return;
         }
         let unlock = std::mem::take(&mut st.unlock);
-        let next = st
+        let mut next = st
             .slots
             .iter()
             .find(|(_, s)| matches!(s, Slot::Pending))
             .map(|(o, _)| *o);
+        // A file that could not be made for want of a resource is tried
+        // again in the background, with backoff, until it is made: the
+        // writer finds it ready once the resource is back.
+        let now = Instant::now();
+        if next.is_none() && st.retry_at.is_some_and(|t| t <= now) {
+            st.retry_at = None;
+            next = st
+                .slots
+                .iter()
+                .find(|(_, s)| matches!(s, Slot::Failed(e) if is_transient_resource(e)))
+                .map(|(o, _)| *o);
+            if let Some(o) = next {
+                st.slots.insert(o, Slot::Pending);
+            }
+        }
         st.making = next;
         (next, unlock)
     };
     if offset.is_none() && unlock.is_empty() {
-        shared.signal.wait_unless(ALLOCATOR_IDLE, || {
-            shared.work_seq.load(Ordering::SeqCst) != seen
-        });
+        let idle = match shared.state.lock().retry_at {
+            Some(t) => t
+                .saturating_duration_since(Instant::now())
+                .min(ALLOCATOR_IDLE),
+            None => ALLOCATOR_IDLE,
+        };
+        shared
+            .signal
+            .wait_unless(idle, || shared.work_seq.load(Ordering::SeqCst) != seen);
         return;
     }
     {
@@ -316,20 +375,7 @@ fn allocate_round(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
         drop(q);
         let mut st = shared.state.lock();
         st.making = None;
-        let slot = match made {
-            Ok(f) => {
-                ALLOC_FAILURES.reset();
-                Slot::Ready(Arc::new(f))
-            }
-            Err(e) => {
-                // The writer that takes this file reports the failure (its
-                // put fails with a status and a rate-limited log line).
-                ALLOC_FAILURES.log(log::Level::Debug, || {
-                    format!("cannot make CommitLog file {offset} in the background: {e}")
-                });
-                Slot::Failed(e)
-            }
-        };
+        let slot = slot_of(shared, &mut st, offset, made);
         if st.stop {
             // Stopped while making it: hand it to `stop` for removal.
             st.slots.insert(offset, slot);
@@ -349,6 +395,53 @@ fn allocate_round(shared: &AllocShared, queue: &Weak<MappedFileQueue>) {
             }
         }
         shared.done.notify_all();
+    }
+}
+
+/// The slot a made (or failed) file goes into; a failure for want of a
+/// resource schedules a retry with backoff and sets RESOURCE_WAIT, which a
+/// success clears.
+fn slot_of(
+    shared: &AllocShared,
+    st: &mut AllocState,
+    offset: u64,
+    made: Result<MappedFile>,
+) -> Slot {
+    let flags = shared.flags.lock().clone();
+    match made {
+        Ok(f) => {
+            if let Some(n) = ALLOC_FAILURES.reset() {
+                log::warn!("made CommitLog file {offset} after {n} failed attempts");
+            }
+            st.retry_at = None;
+            st.backoff = RETRY_MIN;
+            if let Some(flags) = &flags {
+                flags.set_waiting("allocate", None);
+            }
+            Slot::Ready(Arc::new(f))
+        }
+        Err(e) if is_transient_resource(&e) => {
+            // Puts that need the file fail with a status meanwhile (nothing
+            // is acknowledged that is not written); the file is made again
+            // after a pause, until it is.
+            let why = format!("making CommitLog file {offset} waits, retrying: {e}");
+            ALLOC_FAILURES.log(log::Level::Error, || why.clone());
+            if let Some(flags) = &flags {
+                flags.set_waiting("allocate", Some(why));
+            }
+            st.backoff = st.backoff.clamp(RETRY_MIN, RETRY_MAX);
+            st.retry_at = Some(Instant::now() + st.backoff);
+            st.backoff = (st.backoff * 2).min(RETRY_MAX);
+            Slot::Failed(e)
+        }
+        Err(e) => {
+            // The writer that takes this file reports the failure (its put
+            // fails with a status and a rate-limited log line).
+            ALLOC_FAILURES.log(log::Level::Debug, || {
+                format!("cannot make CommitLog file {offset} in the background: {e}")
+            });
+            Slot::Failed(e)
+        }
     }
 }
 

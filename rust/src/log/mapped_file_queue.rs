@@ -162,6 +162,8 @@ pub struct MappedFileQueue {
     /// The fail point that holds a flush of this queue between picking a
     /// file and syncing it (tests of flush against deletion).
     pause_point: std::sync::OnceLock<&'static str>,
+    /// The fail point that fails making a file of this queue.
+    create_point: std::sync::OnceLock<&'static str>,
 }
 
 impl MappedFileQueue {
@@ -188,6 +190,7 @@ impl MappedFileQueue {
             short_newest: Mutex::new(None),
             gaps: Mutex::new(Vec::new()),
             pause_point: std::sync::OnceLock::new(),
+            create_point: std::sync::OnceLock::new(),
         }
     }
 
@@ -195,6 +198,12 @@ impl MappedFileQueue {
     /// [`crate::failpoint`]); without the `failpoints` feature it is unused.
     pub fn set_flush_pause_point(&self, name: &'static str) {
         let _ = self.pause_point.set(name);
+    }
+
+    /// Names the fail point that fails making a file of this queue (see
+    /// [`crate::failpoint`]); without the `failpoints` feature it is unused.
+    pub fn set_create_fail_point(&self, name: &'static str) {
+        let _ = self.create_point.set(name);
     }
 
     /// Holds a flush at this queue's pause point while it is armed.
@@ -499,9 +508,14 @@ impl MappedFileQueue {
         if self.released.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
+        let path = self.dir.join(file_name(offset));
+        #[cfg(feature = "failpoints")]
+        if let Some(p) = self.create_point.get() {
+            crate::failpoint::check(p)
+                .map_err(|e| StoreError::io(format!("create {}", path.display()), e))?;
+        }
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| StoreError::io(format!("create {}", self.dir.display()), e))?;
-        let path = self.dir.join(file_name(offset));
         let pool = self.pool.read().clone();
         let buffer = pool.as_ref().and_then(|p| {
             let b = p.borrow();

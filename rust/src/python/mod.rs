@@ -39,7 +39,9 @@ fn body_crc(data: &Bound<'_, PyAny>) -> PyResult<i32> {
 
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
 /// "create_file", "map_new_file", "cq_put", "flush_hold" (a stalled disk:
-/// nothing is flushed while armed), "reserve", "mlock", or a pause point
+/// nothing is flushed while armed), "reserve", "mlock", "create_cq_file",
+/// "create_index_file", "allocate_file" (making a new file of that kind
+/// fails), or a pause point
 /// ("pause_cq_flush", "pause_commitlog_flush", "pause_index_flush": a flush
 /// is held between picking a file and syncing it while armed). For tests. Returns
 /// False for an unknown name. Only in builds with the `failpoints` feature.

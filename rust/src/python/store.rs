@@ -810,15 +810,18 @@ impl PyStore {
 
     /// The engine's running flags that are set, by name (RocketMQ's
     /// ``RunningFlags``: ``NOT_WRITEABLE``, ``WRITE_LOGICS_QUEUE_ERROR``,
-    /// ``WRITE_INDEX_FILE_ERROR``, ``DISK_FULL``, ``FLUSH_FAILED``). The
-    /// flag of the first failure carries its reason (``"NAME: reason"``),
-    /// as ``DISK_FULL`` carries the clean service's. DISK_FULL is not
-    /// listed once the store is closed. Empty when puts are taken.
+    /// ``WRITE_INDEX_FILE_ERROR``, ``DISK_FULL``, ``FLUSH_FAILED``, and
+    /// ours, ``RESOURCE_WAIT``). The flag of the first failure carries its
+    /// reason (``"NAME: reason"``), as ``DISK_FULL`` carries the clean
+    /// service's and ``RESOURCE_WAIT`` what waits for a resource and why
+    /// (puts are still taken while only it is set). DISK_FULL and
+    /// RESOURCE_WAIT are not listed once the store is closed. Empty when
+    /// puts are taken and nothing waits.
     #[getter]
     fn running_flags(&self) -> Vec<String> {
         let mut flags = self.store.running_flags().describe();
         if self.store.is_closed() {
-            flags.retain(|f| !f.starts_with("DISK_FULL"));
+            flags.retain(|f| !f.starts_with("DISK_FULL") && !f.starts_with("RESOURCE_WAIT"));
         }
         flags
     }

@@ -1,7 +1,7 @@
 //! Per-message Python types: `Message`, `PutResult`, `MessageExt`.
 //!
 //! They sit on the hot path, so they are frozen Rust classes: building one
-//! costs a fraction of a dataclass (STYLE §10).
+//! costs a fraction of a dataclass.
 
 use std::borrow::Cow;
 use std::io::Read;

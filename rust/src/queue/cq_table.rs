@@ -238,7 +238,7 @@ impl ConsumeQueueTable {
         Ok(max)
     }
 
-    /// Cuts every queue's units that point at or past `phy` (SPEC §8.4).
+    /// Cuts every queue's units that point at or past `phy` (docs/format.md §15.2).
     pub fn truncate_dirty_logic_files(&self, phy: i64) -> Result<()> {
         for q in self.all() {
             q.truncate_dirty_logic_files(phy)?;
@@ -256,7 +256,7 @@ impl ConsumeQueueTable {
     }
 
     /// `topic -> queue -> next offset` from the queues' ends, with each
-    /// queue's min offset corrected to `commit_log_min` (SPEC §8.5).
+    /// queue's min offset corrected to `commit_log_min` (docs/format.md §15.2).
     pub fn queue_offset_table(&self, commit_log_min: i64) -> QueueOffsetTable {
         let mut t = QueueOffsetTable::default();
         for q in self.all() {

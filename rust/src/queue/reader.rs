@@ -1,4 +1,4 @@
-//! Reading a consume queue: RocketMQ's `getMessage` (SPEC §2.5).
+//! Reading a consume queue: RocketMQ's `getMessage` (docs/format.md §18.3).
 //!
 //! ```text
 //!  consumequeue units [offset ..]  --(phy, size, tagsCode)-->  CommitLog records
@@ -80,7 +80,7 @@ impl TagFilter {
     }
 }
 
-/// Transfer limits of one pull (SPEC §2.5 `isTheBatchFull`).
+/// Transfer limits of one pull (docs/format.md §18.4 `isTheBatchFull`).
 #[derive(Debug, Clone, Copy)]
 pub struct TransferLimits {
     /// Bytes a pull serves at most from memory (`max_transfer_bytes_on_message_in_memory`).

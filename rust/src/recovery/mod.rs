@@ -1,4 +1,4 @@
-//! Recovery as named steps (SPEC §8, RocketMQ 4.9.8's
+//! Recovery as named steps (docs/format.md §15.2, RocketMQ 4.9.8's
 //! `DefaultMessageStore.recover()`), each returning a typed report.
 //!
 //! Opening a store ([`Store::open`](crate::store::Store::open)) takes the writer lock (creating the

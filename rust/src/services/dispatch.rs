@@ -30,7 +30,7 @@ use crate::log::message::{
 use crate::queue::consume_queue::CqUnit;
 use crate::queue::cq_table::ConsumeQueueTable;
 use crate::ratelog::RateLimited;
-use crate::running::{Flag, RunningFlags};
+use crate::running::{is_transient_resource, Flag, RunningFlags};
 use crate::services::service::{ServiceThread, Signal};
 
 /// Bytes one dispatch step reads at most.
@@ -112,7 +112,7 @@ mod smallvec_keys {
 }
 
 /// The CQ tag code of a record: the TAGS hash, or for a delayed message
-/// parked in `SCHEDULE_TOPIC_XXXX` its delivery time (SPEC §1.9).
+/// parked in `SCHEDULE_TOPIC_XXXX` its delivery time (docs/format.md §8).
 fn tags_code_of(
     topic: &str,
     tags: Option<&[u8]>,
@@ -451,6 +451,27 @@ impl Dispatcher {
             .wait_unless(max, || self.dispatch_end() > self.reput_from());
     }
 
+    /// The structure the last failed step was writing, by name.
+    fn failing_structure(&self) -> &'static str {
+        if self.step_error.load(Ordering::Acquire) == Flag::WriteIndexFileError as u32 {
+            "index"
+        } else {
+            "consume queues"
+        }
+    }
+
+    /// Sleeps `pause` (a put's wake-up does not end it; a stop does).
+    fn backoff(&self, pause: Duration) {
+        let until = Instant::now() + pause;
+        loop {
+            let now = Instant::now();
+            if now >= until || self.signal.is_stopped() {
+                return;
+            }
+            self.signal.wait(until - now);
+        }
+    }
+
     /// Dispatches until nothing is left (or a step fails).
     pub fn drain(&self) -> Result<()> {
         while self.dispatch_once(DEFAULT_STEP_BYTES)?.records > 0 {}
@@ -458,14 +479,13 @@ impl Dispatcher {
     }
 }
 
-/// Dispatch steps that failed for want of disk space (rate-limited log).
-static NO_SPACE: RateLimited = RateLimited::new();
+/// Dispatch steps that waited for a resource (rate-limited log).
+static RESOURCE_WAITS: RateLimited = RateLimited::new();
 
-/// True for an I/O error meaning "no disk space" (ENOSPC, EDQUOT).
-pub fn is_no_space(e: &StoreError) -> bool {
-    matches!(e, StoreError::Io { source, .. }
-        if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT)))
-}
+/// First and longest pause between two attempts of a step that waits for a
+/// resource (the pause doubles after each failed attempt).
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// How long the dispatch thread naps, unwakeable, when it has caught up,
 /// before it sleeps until a put wakes it.
@@ -487,11 +507,19 @@ impl Dispatcher {
         };
         let mut failed = false;
         let mut napped = false;
+        let mut backoff = BACKOFF_MIN;
         ServiceThread::start_with("reput", self.signal.clone(), on_panic, move |_| {
             match d.dispatch_once(DEFAULT_STEP_BYTES) {
                 Ok(st) => {
-                    if let Some(n) = NO_SPACE.reset() {
-                        log::warn!("dispatch goes on: disk space was found after {n} attempts");
+                    if let Some(n) = RESOURCE_WAITS.reset() {
+                        log::warn!(
+                            "dispatch goes on after {n} attempts that waited for a resource"
+                        );
+                    }
+                    if backoff > BACKOFF_MIN {
+                        // The resource is back.
+                        backoff = BACKOFF_MIN;
+                        d.flags.set_waiting("dispatch", None);
                     }
                     if st.records > 0 {
                         napped = false;
@@ -507,17 +535,23 @@ impl Dispatcher {
                         d.sleep_until_woken(Duration::from_millis(1));
                     }
                 }
-                // A full disk (a queue or index file cannot get its
-                // blocks) stalls dispatch instead of poisoning the
-                // store: the step is retried, re-dispatching nothing
-                // twice, and goes on once space is freed.
-                Err(e) if is_no_space(&e) => {
-                    NO_SPACE.log(log::Level::Error, || {
-                        format!("dispatch stalled, retrying: {e}")
-                    });
-                    d.sleep_until_woken(Duration::from_millis(100));
+                // A queue or index file that cannot be created or mapped
+                // for want of memory, descriptors or disk space stalls
+                // dispatch instead of poisoning the store: the step is
+                // retried with backoff, re-dispatching nothing twice, and
+                // goes on by itself once the resource is back. Puts go on
+                // meanwhile; what they wrote becomes visible then.
+                Err(e) if is_transient_resource(&e) => {
+                    let what = d.failing_structure();
+                    let why = format!("dispatch to the {what} waits, retrying: {e}");
+                    RESOURCE_WAITS.log(log::Level::Error, || why.clone());
+                    d.flags.set_waiting("dispatch", Some(why));
+                    d.backoff(backoff);
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
                 }
                 Err(e) => {
+                    backoff = BACKOFF_MIN;
+                    d.flags.set_waiting("dispatch", None);
                     if !failed {
                         log::error!("dispatch failed: {e}");
                         d.record_failure(&e);

@@ -1,5 +1,5 @@
 //! Expired-file deletion: the single steps the Python clean service runs
-//! (SPEC §10). The service decides *when* (clock, `delete_when`, disk
+//! (docs/format.md §16). The service decides *when* (clock, `delete_when`, disk
 //! usage, size cap); these steps do the file work, each a batch.
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! Flush services (SPEC §9): group commit for SYNC_FLUSH, periodic flush for
+//! Flush services (docs/format.md §20): group commit for SYNC_FLUSH, periodic flush for
 //! ASYNC_FLUSH, the transient-pool commit, and the consume-queue flush that
 //! also persists the checkpoint. Each is a [`ServiceThread`].
 //!

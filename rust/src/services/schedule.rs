@@ -1,4 +1,4 @@
-//! Delayed delivery, the engine step (SPEC §1.9): re-put the due messages of
+//! Delayed delivery, the engine step (docs/format.md §17.3): re-put the due messages of
 //! one delay level from `SCHEDULE_TOPIC_XXXX` into their real topic.
 //!
 //! The Python schedule service decides *when* (one timer per level) and

@@ -145,11 +145,22 @@ impl Store {
         if let Some(why) = self.flags.first_failure() {
             return Err(StoreError::Poisoned(why));
         }
-        let r = self
-            .drain_dispatch()
-            .and_then(|_| self.flusher.final_flush())
-            .map(|_| self.commitlog.flushed_offset());
-        r.inspect_err(|e| self.poison(format!("flush failed: {e}")))
+        match self.drain_dispatch() {
+            // Dispatch waits for a resource (memory, descriptors, disk
+            // space) to create a queue or index file: what is written is
+            // still flushed, and the caller learns that the queues are
+            // behind; nothing failed for good, so nothing is poisoned.
+            Err(e) if crate::running::is_transient_resource(&e) => {
+                self.flusher
+                    .final_flush()
+                    .inspect_err(|e| self.poison(format!("flush failed: {e}")))?;
+                Err(e)
+            }
+            r => r
+                .and_then(|_| self.flusher.final_flush())
+                .map(|_| self.commitlog.flushed_offset())
+                .inspect_err(|e| self.poison(format!("flush failed: {e}"))),
+        }
     }
 
     /// Stops dispatch (after dispatching what is left) and the flush threads,

@@ -17,7 +17,7 @@
 //! # Lock order
 //!
 //! A thread holding a lock may take only locks further down this list
-//! (never one above it, never the GIL; see STYLE.md). Locks not listed are
+//! (never one above it, never the GIL). Locks not listed are
 //! leaves: nothing is taken while they are held.
 //!
 //! 0. `Store::recovery` — held for a whole recovery step

@@ -202,6 +202,7 @@ fn load_commitlog(
     };
     let commitlog = Arc::new(CommitLog::load(cfg, writable)?);
     commitlog.set_busy_timeout_ms(opts.os_page_cache_busy_timeout_ms);
+    commitlog.set_running_flags(flags.clone());
     if writable {
         // Store timestamps from a cached clock: no clock read per put.
         commitlog.use_clock(Arc::new(
@@ -300,6 +301,7 @@ fn start_helpers(
         };
         let a = Allocator::start(&commitlog.queue_arc(), warm, poison_on_panic(flags))
             .map_err(|e| StoreError::io("start the allocator thread", e))?;
+        a.set_running_flags(flags.clone());
         commitlog.queue().set_allocator(Some(a.clone()));
         Some(a)
     } else {

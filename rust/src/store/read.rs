@@ -23,7 +23,7 @@ const FOLLOW_NEW_QUEUES_EVERY: Duration = Duration::from_millis(5);
 impl Store {
     // -- reads ---------------------------------------------------------------
 
-    /// Pulls messages of a queue (SPEC §2.5).
+    /// Pulls messages of a queue (docs/format.md §18.3).
     pub fn get_message(
         &self,
         topic: &str,
@@ -126,7 +126,7 @@ impl Store {
     }
 
     /// Messages carrying `key` in `[begin, end]`, ascending by offset, hash
-    /// collisions filtered out (SPEC §3.3: up to three rounds).
+    /// collisions filtered out (docs/format.md §19.3: up to three rounds).
     pub fn query_message(
         &self,
         topic: &str,

@@ -303,7 +303,7 @@ impl Store {
         Ok(st.report.clone())
     }
 
-    /// Runs every recovery step in order (SPEC §8; Python's
+    /// Runs every recovery step in order (docs/format.md §15.2; Python's
     /// `RecoveryService` runs the same steps one by one). No consumer
     /// offsets are clamped.
     pub fn recover(&self, check_crc: bool, skip_damaged: bool) -> Result<RecoveryReport> {

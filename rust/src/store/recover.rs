@@ -257,7 +257,7 @@ impl Store {
 
     /// The CommitLog file abnormal recovery starts from: the newest file whose
     /// first record was stored before the checkpoint says everything was
-    /// flushed (SPEC §8.3), else the first file.
+    /// flushed (docs/format.md §15.2), else the first file.
     fn abnormal_start_file(&self) -> usize {
         let min_ts = if self.options().message_index_safe && self.index().is_some() {
             self.checkpoint().min_timestamp_index()

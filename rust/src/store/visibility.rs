@@ -107,6 +107,10 @@ impl Store {
                     self.vis.inline_dispatches.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(_) => {}
+                // A file that cannot be created or mapped for now: the
+                // dispatch thread retries it (and says so in the running
+                // flags); this read serves what is visible.
+                Err(e) if crate::running::is_transient_resource(&e) => return Ok(true),
                 Err(e) => {
                     // As when the dispatch thread fails: the store is
                     // poisoned; this read serves what is visible.

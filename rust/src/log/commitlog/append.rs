@@ -14,8 +14,7 @@ use crate::log::message::{
 };
 
 use super::{
-    now_ms, CommitLog, LockedPut, PutOutcome, PutState, PutStatus, Refused, CREATE_FAILURES,
-    RESERVE_FAILURES,
+    now_ms, CommitLog, LockedPut, PutOutcome, PutState, PutStatus, Refused, RESERVE_FAILURES,
 };
 
 impl From<crate::log::message::PropertyError> for Refused {
@@ -38,7 +37,7 @@ pub struct Prepared<'a> {
 }
 
 impl CommitLog {
-    /// Validates `spec` and converts delayed messages (SPEC §1.9, §1.10).
+    /// Validates `spec` and converts delayed messages (docs/format.md §17.3, §17.1).
     ///
     /// A refusal carries a sentence naming the field and the rule; the checks
     /// cost nothing more than before on the success path (the sentence is
@@ -52,7 +51,7 @@ impl CommitLog {
     /// the copy of a record already stored skips the producer's sys_flag and
     /// compressed-body rules (the stored flags and body are kept as they are;
     /// the IPv6 host bits are derived again) and the delay conversion, which
-    /// would park it in `SCHEDULE_TOPIC_XXXX` once more (SPEC §1.9).
+    /// would park it in `SCHEDULE_TOPIC_XXXX` once more (docs/format.md §17.3).
     fn prepare_as<'a>(
         &self,
         spec: MessageSpec<'a>,
@@ -345,27 +344,19 @@ impl CommitLog {
             // traffic (two atomic read-modify-writes) per put.
             let file = match &st.current {
                 Some(f) if !f.is_full() => f,
-                _ => {
-                    match self.mfq.last_file_or_create(0) {
-                        Ok(f) => {
-                            if let Some(n) = CREATE_FAILURES.reset() {
-                                log::warn!("CommitLog files can be created again after {n} failed attempts");
-                            }
-                            &*st.current.insert(f)
-                        }
-                        Err(e) => {
-                            // A full disk fails every put: log a few lines and a count,
-                            // not one line per attempt.
-                            CREATE_FAILURES.log(log::Level::Error, || {
-                                format!("cannot create CommitLog file: {e}")
-                            });
-                            return Ok(PutOutcome::rejected(Refused::new(
-                                PutStatus::CreateMappedFileFailed,
-                                format!("cannot create a CommitLog file: {e}"),
-                            )));
-                        }
+                _ => match self.mfq.last_file_or_create(0) {
+                    Ok(f) => {
+                        self.created_file();
+                        &*st.current.insert(f)
                     }
-                }
+                    Err(e) => {
+                        self.create_failed(&e);
+                        return Ok(PutOutcome::rejected(Refused::new(
+                            PutStatus::CreateMappedFileFailed,
+                            format!("cannot create a CommitLog file: {e}"),
+                        )));
+                    }
+                },
             };
             let from = file.file_from_offset() as i64;
             // At most the record and the 8 bytes a blank needs are written;

@@ -427,11 +427,12 @@ impl CommitLog {
             Some(f) if !f.is_full() => Some(f.clone()),
             _ => match self.mfq.last_file_or_create(0) {
                 Ok(f) => {
+                    self.created_file();
                     st.current = Some(f.clone());
                     Some(f)
                 }
                 Err(e) => {
-                    log::error!("cannot create CommitLog file: {e}");
+                    self.create_failed(&e);
                     None
                 }
             },

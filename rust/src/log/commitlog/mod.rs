@@ -1,5 +1,5 @@
 //! The CommitLog: every message of every topic, appended to one queue of
-//! mapped files (SPEC §1).
+//! mapped files (docs/format.md §3).
 //!
 //! ```text
 //!  file k: [record][record]...[record][size|CBD43194 blank ........]
@@ -29,10 +29,11 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::clock::CachedClock;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::log::mapped_file::{MappedFile, Reserve};
 use crate::log::mapped_file_queue::MappedFileQueue;
 use crate::ratelog::RateLimited;
+use crate::running::{is_transient_resource, RunningFlags};
 
 mod append;
 mod batch;
@@ -260,6 +261,9 @@ pub struct CommitLog {
     /// Damaged ranges `[start, end)` recovery skipped.
     damaged: RwLock<Vec<(u64, u64)>>,
     has_damage: std::sync::atomic::AtomicBool,
+    /// The store's running state: RESOURCE_WAIT while a new file cannot be
+    /// made for want of a resource.
+    flags: OnceLock<Arc<RunningFlags>>,
     /// CommitLog ranges `[start, end)` written with the property CRC (the
     /// checkpoint's mark lists them; a writer adds `[its start, u64::MAX)`):
     /// a record there whose property CRC is missing or wrong is damaged.
@@ -294,6 +298,7 @@ impl CommitLog {
             Reserve::COMMIT_LOG,
         )?;
         mfq.set_flush_pause_point("pause_commitlog_flush");
+        mfq.set_create_fail_point("allocate_file");
         Ok(Self {
             cfg,
             mfq: Arc::new(mfq),
@@ -309,6 +314,7 @@ impl CommitLog {
             busy_timeout_ms: AtomicI64::new(DEFAULT_OS_PAGE_CACHE_BUSY_TIMEOUT_MS),
             damaged: RwLock::new(Vec::new()),
             has_damage: std::sync::atomic::AtomicBool::new(false),
+            flags: OnceLock::new(),
             prop_crc_ranges: RwLock::new(Vec::new()),
         })
     }
@@ -316,6 +322,45 @@ impl CommitLog {
     /// The CommitLog's settings.
     pub fn config(&self) -> &CommitLogConfig {
         &self.cfg
+    }
+
+    /// Shares the store's running state (see [`CommitLog::create_failed`]).
+    pub fn set_running_flags(&self, flags: Arc<RunningFlags>) {
+        let _ = self.flags.set(flags);
+    }
+
+    /// A new file was made: ends a run of failed creations.
+    #[inline]
+    pub(super) fn created_file(&self) {
+        if let Some(n) = CREATE_FAILURES.reset() {
+            log::warn!("CommitLog files can be created again after {n} failed attempts");
+            if let Some(f) = self.flags.get() {
+                f.set_waiting("commitlog", None);
+            }
+        }
+    }
+
+    /// Making a new file failed: the put that needs it is refused with a
+    /// status (a rate-limited log); for want of a resource
+    /// ([`is_transient_resource`]) RESOURCE_WAIT says so until a file is
+    /// made again (each put that needs it tries again).
+    pub(super) fn create_failed(&self, e: &StoreError) {
+        // A full disk fails every put: log a few lines and a count, not one
+        // line per attempt.
+        CREATE_FAILURES.log(log::Level::Error, || {
+            format!("cannot create CommitLog file: {e}")
+        });
+        if is_transient_resource(e) {
+            if let Some(f) = self.flags.get() {
+                f.set_waiting(
+                    "commitlog",
+                    Some(format!(
+                        "a new CommitLog file waits (puts that need it are refused and \
+                         try again): {e}"
+                    )),
+                );
+            }
+        }
     }
 
     /// Takes store timestamps from `clock` from now on (once; later calls

@@ -153,7 +153,7 @@ pub enum RecordRead {
 
 /// The read path's record check: `rec` holds exactly one record (its
 /// TOTALSIZE bytes). Valid when its fields add up to its size and its body
-/// CRC matches (SPEC "A record is valid"; reads always check the CRC).
+/// CRC matches (docs/format.md §3.3; reads always check the CRC).
 /// Every read that serves a message goes through here.
 pub fn check_read_record(rec: &[u8]) -> std::result::Result<RecordView, &'static str> {
     match parse_record(rec, true) {

@@ -250,7 +250,7 @@ impl CommitLog {
         }
         let Some(end) = next_offset else {
             // Nothing intact follows: cutting here zeroes no intact record
-            // (SPEC: only damage that valid records follow is refused), but
+            // (docs/format.md §15.1: only damage that valid records follow is refused), but
             // the report says that durable data ended the log.
             log::warn!(
                 "invalid data at CommitLog offset {at} in {} lies inside durable data ({reason}) \

@@ -226,7 +226,7 @@ fn frame_crc_ok(b: &[u8], f: &Frame) -> bool {
 /// Parses the record at the start of `buf` (`buf` ends where readable data
 /// ends). A record is valid only if its magic is V1/V2, its total size equals
 /// the sum of its field lengths, it lies inside `buf`, and (with `check_crc`)
-/// the body CRC matches (SPEC "A record is valid").
+/// the body CRC matches (docs/format.md §3.3).
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline]
 pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
@@ -345,8 +345,7 @@ pub fn properties_well_formed(props: &[u8]) -> bool {
     !in_name
 }
 
-/// The record-validity rule of recovery and dispatch (SPEC "A record is
-/// valid", docs/format.md "Record validity"): the record at the start of
+/// The record-validity rule of recovery and dispatch (docs/format.md §3.3): the record at the start of
 /// `buf`, stored at CommitLog offset `phy`, is valid only if
 /// [`parse_record`] accepts it (magic, sizes, CRC when `check_crc`), its
 /// PHYSICALOFFSET equals `phy`, its properties are well-formed, its topic

@@ -1,4 +1,4 @@
-//! CommitLog record codec (SPEC §1).
+//! CommitLog record codec (docs/format.md §3).
 //!
 //! ```text
 //!  off  size  field                     off  size  field
@@ -102,7 +102,7 @@ pub mod pos {
     pub const BORN_HOST: usize = 48;
 }
 
-/// `MessageSysFlag` bits (SPEC §1.6).
+/// `MessageSysFlag` bits (docs/format.md §5).
 pub mod sysflag {
     /// The body is compressed.
     pub const COMPRESSED: i32 = 0x1;

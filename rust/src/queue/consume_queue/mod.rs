@@ -1,5 +1,5 @@
 //! ConsumeQueue: the per-queue index of one `consumequeue/<topic>/<queueId>/`
-//! directory (SPEC §2).
+//! directory (docs/format.md §9).
 //!
 //! ```text
 //!  unit (20 bytes, big-endian)            logical offset q lives at byte q*20
@@ -17,8 +17,8 @@
 //! ```
 //! Pre-blank units fill a queue whose first message has logical offset N > 0.
 //! They count as valid units for recovery, but never as messages: they are
-//! skipped for the min offset and for the max physical offset (SPEC "Our
-//! choices"). An all-zero unit marks the end of the data.
+//! skipped for the min offset and for the max physical offset
+//! (docs/format.md §14). An all-zero unit marks the end of the data.
 //!
 //! Writers publish a unit's `size` field last (after a release fence), so a
 //! reader in another process (read-only open, [`ConsumeQueue::refresh`])
@@ -210,6 +210,7 @@ impl ConsumeQueue {
             Reserve::CONSUME_QUEUE,
         )?;
         mfq.set_flush_pause_point("pause_cq_flush");
+        mfq.set_create_fail_point("create_cq_file");
         if let (Some(p), false) = (info.short_file, writable) {
             log::info!(
                 "ignoring short ConsumeQueue file {} until it is full size",
@@ -309,7 +310,7 @@ impl ConsumeQueue {
     }
 
     /// Sets the min offset to the first real unit of the first file whose
-    /// CommitLog offset is ≥ `phy_min` (SPEC §2.4, skipping pre-blank
+    /// CommitLog offset is ≥ `phy_min` (docs/format.md §18.2, skipping pre-blank
     /// units). If the first file holds only pre-blank units, the min offset
     /// is the end of them; if no unit qualifies it stays (but never below
     /// the first file's start).

@@ -155,7 +155,7 @@ impl ConsumeQueue {
     }
 
     /// Logical offset of the message stored nearest to `timestamp` (RocketMQ
-    /// 4.9.8 `getOffsetInQueueByTime`, SPEC §2.4): picks the first file
+    /// 4.9.8 `getOffsetInQueueByTime`, docs/format.md §18.5): picks the first file
     /// modified at or after `timestamp` (else the last), binary-searches its
     /// units, skipping those below `min_phy` (and pre-blank units), reading
     /// each message's store time with `store_ts_of(phy, size)` (`None` ⇒ 0).

@@ -1,4 +1,4 @@
-//! Recovering a ConsumeQueue: the plain scan (SPEC §8.1) stops at the
+//! Recovering a ConsumeQueue: the plain scan (docs/format.md §15.3) stops at the
 //! first invalid unit; the checked one keeps only units that agree with the
 //! CommitLog and returns the runs between good units as [`CqHole`]s to
 //! rebuild. Truncation cuts the queue at a CommitLog offset.
@@ -10,7 +10,7 @@ use crate::error::Result;
 use super::{has_unwritten_unit, scan_valid, ConsumeQueue, CqUnit, WriteState, CQ_UNIT_SIZE};
 
 impl ConsumeQueue {
-    /// Recovers the queue (SPEC §8.1): scans from the third-last file, stops
+    /// Recovers the queue (docs/format.md §15.3): scans from the third-last file, stops
     /// at the first invalid unit (continuing into the next file only if the
     /// whole file was valid), sets positions, zeroes and cuts what follows.
     /// Returns the recovered end (`processOffset`, a logical byte offset).
@@ -45,8 +45,7 @@ impl ConsumeQueue {
         Ok(process)
     }
 
-    /// The writer's recovery of this queue (SPEC "Recovery rebuilds every
-    /// ConsumeQueue unit"): scans from the third-last file to the end and
+    /// The writer's recovery of this queue (docs/format.md §15.3): scans from the third-last file to the end and
     /// keeps the units that are *good* — valid, pointing below `bound` (the
     /// recovered CommitLog end) and in CommitLog order. When two units are
     /// out of order, `verify(unit, logical_offset)` (the CommitLog record
@@ -168,7 +167,7 @@ impl ConsumeQueue {
         Ok(())
     }
 
-    /// Removes every unit at or after CommitLog offset `phy` (SPEC §8.4):
+    /// Removes every unit at or after CommitLog offset `phy` (docs/format.md §15.2):
     /// files whose first unit is ≥ `phy` are deleted from the tail; in the
     /// remaining last file the positions stop after the last valid unit below
     /// `phy`, and the bytes after it are zeroed. Pre-blank units are kept and

@@ -42,7 +42,7 @@ impl ConsumeQueue {
         Ok(())
     }
     /// Appends the unit for logical offset `cq_offset` (RocketMQ's
-    /// `putMessagePositionInfo`, SPEC §2.2). Returns `Ok(true)` when the unit
+    /// `putMessagePositionInfo`, docs/format.md §9). Returns `Ok(true)` when the unit
     /// is in the queue (written now, or already built), `Ok(false)` when the
     /// file had no room for it.
     pub fn put(&self, phy_offset: i64, size: i32, tags_code: i64, cq_offset: i64) -> Result<bool> {
@@ -155,8 +155,8 @@ impl ConsumeQueue {
     }
 
     /// Deletes leading files (never the last) whose last unit points below
-    /// `min_phy` (RocketMQ's `deleteExpiredFileByOffset(minPhy, 20)`, SPEC
-    /// §10), then corrects the min offset. Returns how many were deleted.
+    /// `min_phy` (RocketMQ's `deleteExpiredFileByOffset(minPhy, 20)`, docs/format.md
+    /// §16), then corrects the min offset. Returns how many were deleted.
     pub fn delete_expired_by_offset(&self, min_phy: i64) -> usize {
         if !self.mfq.is_writable() {
             return 0;
