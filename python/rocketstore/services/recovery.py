@@ -11,7 +11,9 @@ store refuses puts and reads until the last step ran. Each step returns a
 typed report (a class of ``rocketstore._native``).
 
 1. File sizes: a newest file shorter than its segment size (a crash while it
-   was created) is extended with zeros; a missing checkpoint is created.
+   was created) is extended with zeros, and so is a consume-queue file
+   missing or short between files (its units are rebuilt in step 5); a
+   missing checkpoint is created.
 2. Damage rule: the checkpoint's durable mark (what was flushed) tells a
    torn tail from damage. Invalid data past it is a torn tail, cut and
    zeroed, so a later crash can never bring a stale record back. Invalid
@@ -26,8 +28,10 @@ typed report (a class of ``rocketstore._native``).
    refused open has written nothing and the queues' units can be checked
    against the recovered end.
 4. The consume queues: units pointing past the recovered end go; holes
-   between good units are rebuilt from the CommitLog between their good
-   neighbours (step 5).
+   between good units — in any file, found by a cheap check of every file
+   older than the ones checked unit by unit — are rebuilt from the
+   CommitLog between their good neighbours (step 5); a hole at a queue's
+   front from the CommitLog's first retained record.
 6. Truncation of the CommitLog and the queues past the end.
 7. The index: index files newer than the index checkpoint (after a crash)
    or holding entries past the end are destroyed and rebuilt from the oldest

@@ -8,6 +8,7 @@
 //! expired). Names are 20-digit zero-padded decimal offsets, and consecutive
 //! files must be exactly one file size apart.
 
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -31,6 +32,18 @@ pub struct LoadInfo {
 /// The file size found in `dir`, if it holds any segment file. Only the
 /// newest file may be shorter than the others; all others must agree.
 pub fn detect_file_size(dir: &Path) -> Result<Option<usize>> {
+    detect_size(dir, false)
+}
+
+/// [`detect_file_size`] for a queue loaded with
+/// [`MappedFileQueue::load_tolerating_gaps`]: a file between files that is
+/// shorter than the largest is a damaged file recovery rebuilds, not a
+/// different geometry.
+pub fn detect_file_size_tolerating_short(dir: &Path) -> Result<Option<usize>> {
+    detect_size(dir, true)
+}
+
+fn detect_size(dir: &Path, short_ok: bool) -> Result<Option<usize>> {
     let names = list_segment_files(dir)?;
     if names.is_empty() {
         return Ok(None);
@@ -50,7 +63,10 @@ pub fn detect_file_size(dir: &Path) -> Result<Option<usize>> {
     // Every file but the newest has the segment size; one shorter than the
     // largest is damaged (truncated), not a different geometry.
     let size = considered.iter().map(|(s, _)| *s).max().unwrap_or(0);
-    if let Some((other, p)) = considered.iter().find(|(s, _)| *s != size) {
+    if let Some((other, p)) = considered
+        .iter()
+        .find(|(s, _)| *s != size && !(short_ok && *s < size))
+    {
         return Err(StoreError::corrupted(
             p,
             *other as u64,
@@ -140,6 +156,9 @@ pub struct MappedFileQueue {
     /// A writable queue's short newest file found by loading, until
     /// recovery extends and maps it.
     short_newest: Mutex<Option<PathBuf>>,
+    /// Missing or short files between files (offset, path), for
+    /// [`MappedFileQueue::repair_gaps`].
+    gaps: Mutex<Vec<(u64, PathBuf)>>,
     /// The fail point that holds a flush of this queue between picking a
     /// file and syncing it (tests of flush against deletion).
     pause_point: std::sync::OnceLock<&'static str>,
@@ -169,6 +188,7 @@ impl MappedFileQueue {
             reserve,
             allocator: RwLock::new(None),
             short_newest: Mutex::new(None),
+            gaps: Mutex::new(Vec::new()),
             pause_point: std::sync::OnceLock::new(),
             create_point: std::sync::OnceLock::new(),
         }
@@ -212,10 +232,37 @@ impl MappedFileQueue {
         writable: bool,
         reserve: Reserve,
     ) -> Result<(Self, LoadInfo)> {
+        Self::load_inner(dir, file_size, writable, reserve, false)
+    }
+
+    /// [`MappedFileQueue::load_with`] for a queue whose lost files can be
+    /// rebuilt from elsewhere (a ConsumeQueue, from the CommitLog): a missing
+    /// file between two files, or a file between files that is shorter than
+    /// the file size, is not refused. A writable queue remembers it for
+    /// [`MappedFileQueue::repair_gaps`] (which makes it a full-size file of
+    /// zeros, for recovery to rebuild); a read-only queue keeps only the
+    /// files before it. Loading changes nothing on disk.
+    pub fn load_tolerating_gaps(
+        dir: PathBuf,
+        file_size: usize,
+        writable: bool,
+        reserve: Reserve,
+    ) -> Result<(Self, LoadInfo)> {
+        Self::load_inner(dir, file_size, writable, reserve, true)
+    }
+
+    fn load_inner(
+        dir: PathBuf,
+        file_size: usize,
+        writable: bool,
+        reserve: Reserve,
+        gaps_ok: bool,
+    ) -> Result<(Self, LoadInfo)> {
         let q = Self::new_with(dir, file_size, writable, reserve);
         let mut info = LoadInfo::default();
         let names = list_segment_files(&q.dir)?;
         let mut files = Vec::with_capacity(names.len());
+        let mut gaps: Vec<(u64, PathBuf)> = Vec::new();
         let n = names.len();
         for (i, (off, path)) in names.into_iter().enumerate() {
             if off % file_size as u64 != 0 {
@@ -228,9 +275,28 @@ impl MappedFileQueue {
                     ),
                 ));
             }
+            let expected = files
+                .last()
+                .map(|p: &Arc<MappedFile>| p.file_from_offset())
+                .max(gaps.last().map(|&(o, _)| o))
+                .map(|o| o + file_size as u64);
+            if let Some(mut next) = expected.filter(|&e| e < off && gaps_ok) {
+                if !writable {
+                    log::warn!(
+                        "{}: segment {next} is missing; the files from it on are ignored \
+                         until a writer rebuilds it",
+                        q.dir.display()
+                    );
+                    break;
+                }
+                while next < off {
+                    gaps.push((next, q.dir.join(file_name(next))));
+                    next += file_size as u64;
+                }
+            }
             if let Some(prev) = files.last() {
                 let prev: &Arc<MappedFile> = prev;
-                if prev.file_from_offset() + file_size as u64 != off {
+                if prev.file_from_offset() + file_size as u64 != off && !gaps_ok {
                     return Err(StoreError::corrupted(
                         &path,
                         0,
@@ -253,6 +319,18 @@ impl MappedFileQueue {
                 }
                 info.short_file = Some(path);
                 continue;
+            } else if len < file_size && gaps_ok {
+                if !writable {
+                    log::warn!(
+                        "{}: file {} is short ({len} bytes); it and the files after it \
+                         are ignored until a writer rebuilds it",
+                        q.dir.display(),
+                        path.display()
+                    );
+                    break;
+                }
+                gaps.push((off, path));
+                continue;
             } else if len != file_size {
                 return Err(StoreError::corrupted(
                     &path,
@@ -265,7 +343,48 @@ impl MappedFileQueue {
             files.push(Arc::new(mf));
         }
         *q.files.write() = files;
+        *q.gaps.lock() = gaps;
         Ok((q, info))
+    }
+
+    /// The files between files that loading found missing or short
+    /// (writable queues loaded with [`MappedFileQueue::load_tolerating_gaps`]).
+    pub fn gaps(&self) -> Vec<PathBuf> {
+        self.gaps.lock().iter().map(|(_, p)| p.clone()).collect()
+    }
+
+    /// Makes every missing or short file loading found between files a
+    /// full-size file (a missing one is created, a short one extended, with
+    /// zeros; synced, with the directory), maps it in its place, marked
+    /// fully written like every loaded file. Returns their paths.
+    pub fn repair_gaps(&self) -> Result<Vec<PathBuf>> {
+        let mut pending = self.gaps.lock();
+        if pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut done = Vec::with_capacity(pending.len());
+        for (off, path) in pending.iter() {
+            let file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+            drop(file);
+            MappedFile::extend_short_file(path, self.file_size)?;
+            let mf = MappedFile::open(path, *off, self.file_size, self.writable)?
+                .with_reserve(self.reserve);
+            mf.set_positions(self.file_size);
+            let mut files = self.files.write();
+            let at = files.partition_point(|f| f.file_from_offset() < *off);
+            files.insert(at, Arc::new(mf));
+            done.push(path.clone());
+        }
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| StoreError::io(format!("fsync {}", self.dir.display()), e))?;
+        pending.clear();
+        Ok(done)
     }
 
     /// The directory holding the files.
@@ -805,6 +924,45 @@ mod tests {
             std::fs::metadata(d.join(file_name(128))).unwrap().len(),
             128
         );
+    }
+
+    #[test]
+    fn gaps_between_files_are_tolerated_and_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("cq");
+        std::fs::create_dir_all(&d).unwrap();
+        // 0 full, 128 short, 256 missing, 384 full, 512 full (the newest).
+        std::fs::write(d.join(file_name(0)), vec![1u8; 128]).unwrap();
+        std::fs::write(d.join(file_name(128)), vec![2u8; 30]).unwrap();
+        std::fs::write(d.join(file_name(384)), vec![4u8; 128]).unwrap();
+        std::fs::write(d.join(file_name(512)), vec![5u8; 128]).unwrap();
+        assert!(MappedFileQueue::load(d.clone(), 128, true).is_err());
+        // Read-only: the files before the first gap only.
+        let (q, _) =
+            MappedFileQueue::load_tolerating_gaps(d.clone(), 128, false, Reserve::WHOLE).unwrap();
+        assert_eq!(q.len(), 1);
+        assert!(q.gaps().is_empty());
+        // A writer's load changes nothing on disk; the repair makes both full size.
+        let (q, _) =
+            MappedFileQueue::load_tolerating_gaps(d.clone(), 128, true, Reserve::WHOLE).unwrap();
+        assert_eq!(q.len(), 3);
+        assert_eq!(
+            q.gaps(),
+            vec![d.join(file_name(128)), d.join(file_name(256))]
+        );
+        assert!(!d.join(file_name(256)).exists());
+        assert_eq!(std::fs::metadata(d.join(file_name(128))).unwrap().len(), 30);
+        assert_eq!(q.repair_gaps().unwrap().len(), 2);
+        let offsets: Vec<u64> = q.files().iter().map(|f| f.file_from_offset()).collect();
+        assert_eq!(offsets, vec![0, 128, 256, 384, 512]);
+        let short = std::fs::read(d.join(file_name(128))).unwrap();
+        assert_eq!(&short[..30], &[2u8; 30][..]);
+        assert_eq!(&short[30..], &[0u8; 98][..]);
+        assert_eq!(
+            std::fs::read(d.join(file_name(256))).unwrap(),
+            vec![0u8; 128]
+        );
+        assert!(q.repair_gaps().unwrap().is_empty());
     }
 
     #[test]

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::error::{Result, StoreError};
 use crate::log::commitlog::QueueOffsetTable;
-use crate::log::mapped_file_queue::{detect_file_size, list_segment_files};
+use crate::log::mapped_file_queue::{detect_file_size_tolerating_short, list_segment_files};
 use crate::log::message::is_readable_topic;
 use crate::queue::consume_queue::{round_cq_file_size, ConsumeQueue, DEFAULT_CQ_FILE_SIZE};
 
@@ -68,7 +68,7 @@ fn list_queue_dirs(root: &Path) -> Result<Vec<(String, i32, PathBuf)>> {
 /// A lone queue file larger than the settled size (cannot be a short newest file).
 fn lone_too_big(dirs: &[(String, i32, PathBuf)], size: usize) -> Result<Option<(usize, PathBuf)>> {
     for (_, _, dir) in dirs {
-        if let Some(s) = detect_file_size(dir)? {
+        if let Some(s) = detect_file_size_tolerating_short(dir)? {
             if s > size {
                 return Ok(Some((s, dir.clone())));
             }
@@ -88,7 +88,7 @@ impl ConsumeQueueTable {
         let mut full: Option<(usize, PathBuf)> = None;
         let mut lone: Option<(usize, PathBuf)> = None;
         for (_, _, dir) in &dirs {
-            let Some(size) = detect_file_size(dir)? else {
+            let Some(size) = detect_file_size_tolerating_short(dir)? else {
                 continue;
             };
             let is_lone = list_segment_files(dir)?.len() == 1;

@@ -65,6 +65,14 @@ impl Store {
                 r.short_files_extended.push(p);
             }
             for q in s.consume_queues().all() {
+                for p in q.queue().repair_gaps()? {
+                    log::warn!(
+                        "made missing or short ConsumeQueue file {} full size (zeros; its \
+                         units are rebuilt from the CommitLog)",
+                        p.display()
+                    );
+                    r.short_files_extended.push(p);
+                }
                 if let Some(p) = q.queue().repair_short_newest()? {
                     log::warn!(
                         "extended short ConsumeQueue file {} to full size",

@@ -203,8 +203,12 @@ impl ConsumeQueue {
             ));
         }
         let dir = queue_dir(root, topic, queue_id);
-        let (mfq, info) =
-            MappedFileQueue::load_with(dir, file_size, writable, Reserve::CONSUME_QUEUE)?;
+        let (mfq, info) = MappedFileQueue::load_tolerating_gaps(
+            dir,
+            file_size,
+            writable,
+            Reserve::CONSUME_QUEUE,
+        )?;
         mfq.set_flush_pause_point("pause_cq_flush");
         mfq.set_create_fail_point("create_cq_file");
         if let (Some(p), false) = (info.short_file, writable) {
@@ -393,6 +397,18 @@ fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
         }
     }
     (end, last_real)
+}
+
+/// True when `data` holds a unit whose size field is not positive (an
+/// unwritten, all-zero unit, or a torn one). Written units have a positive
+/// size (a pre-blank's is `i32::MAX`).
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+fn has_unwritten_unit(data: &[u8]) -> bool {
+    data.chunks_exact(CQ_UNIT_SIZE).any(|u| {
+        u.get(8..12)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(true, |b| i32::from_be_bytes(b) <= 0)
+    })
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use crate::error::Result;
 
-use super::{scan_valid, ConsumeQueue, CqUnit, WriteState, CQ_UNIT_SIZE};
+use super::{has_unwritten_unit, scan_valid, ConsumeQueue, CqUnit, WriteState, CQ_UNIT_SIZE};
 
 impl ConsumeQueue {
     /// Recovers the queue (docs/format.md §15.3): scans from the third-last file, stops
@@ -77,6 +77,17 @@ impl ConsumeQueue {
                 }
                 _ => first -= 1,
             }
+        }
+        // A hole before the window (a file whose pages never reached the
+        // disk while later files did, or one recovery made full size): the
+        // files before the window are full of written units, so the first
+        // one holding an unwritten unit starts the window. One load per
+        // unit, no decoding: a clean reopen keeps its cost.
+        if let Some(k) = files[..first]
+            .iter()
+            .position(|f| has_unwritten_unit(f.raw()))
+        {
+            first = k;
         }
         let unit = CQ_UNIT_SIZE as u64;
         let window_start = (files[first].file_from_offset() / unit) as i64;
