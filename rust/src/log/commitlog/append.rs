@@ -46,6 +46,21 @@ impl CommitLog {
         self.prepare_as(spec, false)
     }
 
+    /// Drops a `__CRC32#` property the caller's properties carry (a stored
+    /// record's, or a stale copy's: the store writes its own, as RocketMQ 5.x
+    /// deletes it before encoding) and returns the length the properties
+    /// take in the record, the property CRC included when it is written.
+    fn stored_properties_len(&self, spec: &mut MessageSpec<'_>) -> usize {
+        if message::has_prop_crc(&spec.properties) {
+            spec.properties = Cow::Owned(message::strip_prop_crc(&spec.properties));
+        }
+        if self.cfg.prop_crc {
+            spec.properties.len() + message::prop_crc_extra(&spec.properties)
+        } else {
+            spec.properties.len()
+        }
+    }
+
     /// [`CommitLog::prepare`] for a put from a producer (`redelivery` false),
     /// or for the delivered copy of a delayed message (`redelivery` true):
     /// the copy of a record already stored skips the producer's sys_flag and
@@ -124,17 +139,8 @@ impl CommitLog {
                 }
             }
         }
-        if message::has_prop_crc(&spec.properties) {
-            // A stored record's (a delivered copy) or a stale copy's: the
-            // store writes its own (5.x deletes it before encoding too).
-            spec.properties = Cow::Owned(message::strip_prop_crc(&spec.properties));
-        }
         let prop_crc = self.cfg.prop_crc;
-        let props_len = if prop_crc {
-            spec.properties.len() + message::prop_crc_extra(&spec.properties)
-        } else {
-            spec.properties.len()
-        };
+        let props_len = self.stored_properties_len(&mut spec);
         if props_len > MAX_PROPERTIES_LEN {
             return Err(properties_too_long(&spec.properties, props_len));
         }

@@ -65,6 +65,23 @@ impl BatchInput<'_> {
         }
     }
 
+    /// Message `i` as a spec for the encoder, with the batch's `sys_flag`.
+    #[inline]
+    pub fn spec_of(&self, i: usize, sys_flag: i32) -> MessageSpec<'_> {
+        MessageSpec {
+            topic: Cow::Borrowed(self.topic),
+            queue_id: self.queue_id,
+            flag: self.flag,
+            sys_flag,
+            born_timestamp: self.born_timestamp,
+            born_host: self.born_host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Borrowed(self.bodies[i]),
+            properties: Cow::Borrowed(self.props_of(i)),
+        }
+    }
+
     /// Encoded length of message `i`.
     #[inline]
     pub fn record_len(&self, i: usize, store_host: &SocketAddr, prop_crc: bool) -> usize {
@@ -325,18 +342,7 @@ impl CommitLog {
                     }
                     let phy = from + (at + pos) as i64;
                     first.get_or_insert(phy);
-                    let spec = MessageSpec {
-                        topic: Cow::Borrowed(b.topic),
-                        queue_id: b.queue_id,
-                        flag: b.flag,
-                        sys_flag,
-                        born_timestamp: b.born_timestamp,
-                        born_host: b.born_host,
-                        reconsume_times: 0,
-                        prepared_transaction_offset: 0,
-                        body: Cow::Borrowed(b.bodies[i]),
-                        properties: Cow::Borrowed(b.props_of(i)),
-                    };
+                    let spec = b.spec_of(i, sys_flag);
                     let w = encode_v1_crc_of_copy(
                         &mut tail[pos..],
                         &spec,
