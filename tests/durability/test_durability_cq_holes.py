@@ -159,6 +159,23 @@ def test_sync_flush_kill9_zeroed_second_queue_file_is_rebuilt(tmp_path: Path) ->
     _check(d, acks, reference, "normal")
 
 
+@pytest.mark.parametrize("damage", [d for d in DAMAGE if d.startswith("zero")])
+def test_read_only_open_serves_the_rebuilt_units(
+    killed: tuple[Path, list[Ack]], tmp_path: Path, damage: str
+) -> None:
+    """A read-only open rebuilds a hole's units in memory (it writes nothing):
+    it serves what the writer's recovery keeps."""
+    src, acks = killed
+    d = tmp_path / "store"
+    shutil.copytree(src, d)
+    reference = _snapshot(d)
+    DAMAGE[damage](_queue_files(d))
+    damaged = _snapshot(d)
+    _check(d, acks, damaged, "normal", read_only=True)
+    _check(d, acks, reference, "abnormal")
+    _check(d, acks, reference, "normal", read_only=True)
+
+
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_hole_rebuilt_after_crash(
     killed: tuple[Path, list[Ack]], tmp_path: Path, damage: str
