@@ -280,24 +280,23 @@ impl Store {
     /// good one in every file; the holes between good units are remembered
     /// for [`Store::rebuild_queue_holes`]. Units pointing past the end of the
     /// last CommitLog file (damaged queue files) are cut too. Read-only:
-    /// finds each queue's end.
+    /// the same judgement, positions only (nothing is written), so the
+    /// queue ends and holes are those a writer's recovery finds.
     pub fn recover_consume_queues(&self) -> Result<ConsumeQueueRecovery> {
         self.run_step(RecoveryStep::ConsumeQueues, |s, st| {
             let end = st.report.end_offset;
             let cqs = s.consume_queues();
             let mut max = -1i64;
-            if s.is_read_only() {
-                max = cqs.recover_all()?;
-            } else {
-                let min = s.commitlog().min_offset().max(0);
-                for q in cqs.all() {
-                    let verify = |u: &CqUnit, idx: i64| s.unit_matches_record(&q, u, idx);
-                    let holes = q.recover_checked(end as i64, min, &verify)?;
-                    max = max.max(q.max_physic_offset());
-                    if !holes.is_empty() {
-                        st.holes.push((q, holes));
-                    }
+            let min = s.commitlog().min_offset().max(0);
+            for q in cqs.all() {
+                let verify = |u: &CqUnit, idx: i64| s.unit_matches_record(&q, u, idx);
+                let holes = q.recover_checked(end as i64, min, &verify)?;
+                max = max.max(q.max_physic_offset());
+                if !holes.is_empty() {
+                    st.holes.push((q, holes));
                 }
+            }
+            if !s.is_read_only() {
                 // Units pointing past the end of the last CommitLog file cannot
                 // be real (damaged queue files): cut them before anything
                 // trusts a queue's end, or dispatch would take their records
@@ -341,7 +340,8 @@ impl Store {
 
     /// Step 5: rebuilds the units of every hole step 4 found from the
     /// CommitLog records between the hole's good neighbours (not a rescan of
-    /// the whole log), then syncs the queue's files.
+    /// the whole log), then syncs the queue's files. Read-only: the rebuilt
+    /// units are held in memory and served in place of those on disk.
     pub fn rebuild_queue_holes(&self) -> Result<QueueHoleRebuild> {
         self.run_step(RecoveryStep::QueueHoles, |s, st| {
             let mut r = QueueHoleRebuild::default();
@@ -376,7 +376,12 @@ impl Store {
                     && &rec[v.topic.clone()] == q.topic().as_bytes()
                 {
                     if let Some(u) = self.dispatcher().cq_unit_of(phy, v, rec) {
-                        if q.put_at(v.queue_offset, u)? {
+                        let put = if self.is_read_only() {
+                            q.put_in_memory(v.queue_offset, u)
+                        } else {
+                            q.put_at(v.queue_offset, u)?
+                        };
+                        if put {
                             rebuilt += 1;
                         }
                     }
@@ -395,11 +400,18 @@ impl Store {
             missing += h.to - h.from;
         }
         log::warn!(
-            "{}-{}: rebuilt {rebuilt} of {missing} damaged or lost consume-queue units from the CommitLog",
+            "{}-{}: rebuilt {rebuilt} of {missing} damaged or lost consume-queue units from the CommitLog{}",
             q.topic(),
-            q.queue_id()
+            q.queue_id(),
+            if self.is_read_only() {
+                " (in memory: the open is read-only)"
+            } else {
+                ""
+            }
         );
-        q.sync_all_files()?;
+        if !self.is_read_only() {
+            q.sync_all_files()?;
+        }
         Ok((rebuilt, missing.max(0) as u64))
     }
 }

@@ -9,7 +9,7 @@ use crate::error::{Result, StoreError};
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
     find_next_valid_record, is_readable_topic_bytes, parse_record, parse_valid_record, sysflag,
-    valid_record_size, Parsed, RecordView, MAX_TOPIC_LEN_V2,
+    valid_record_size, Parsed, RecordView, FIXED_OVERHEAD_V4, MAX_TOPIC_LEN_V2,
 };
 
 use super::{CommitLog, Damage, DamagePolicy, DurableBound, QueueOffsetTable};
@@ -117,6 +117,10 @@ impl CommitLog {
             return Ok(rep);
         };
         rep.end_offset = first.file_from_offset();
+        let scan_from = first.file_from_offset();
+        // The last valid record before the current position (damage after
+        // intact records is judged against it).
+        let mut last_at: Option<u64> = None;
         let mut i = start_index;
         let mut pos = 0usize;
         while let Some(f) = files.get(i) {
@@ -144,6 +148,7 @@ impl CommitLog {
                             reason: super::PROP_CRC_MISMATCH,
                         },
                         Ok(n) => {
+                            last_at = Some(at);
                             pos += n;
                             rep.records += 1;
                             continue;
@@ -158,6 +163,7 @@ impl CommitLog {
                         if let Some(visit) = visit.as_mut() {
                             visit(from + pos as u64, &v, rec);
                         }
+                        last_at = Some(at);
                         pos += v.total_size;
                         rep.records += 1;
                     }
@@ -167,6 +173,10 @@ impl CommitLog {
                     }
                     Parsed::End { reason } => {
                         if let Some(p) = policy {
+                            let before = Before {
+                                scan_from,
+                                last_record: last_at,
+                            };
                             resume = self.judge_invalid(
                                 &files,
                                 i,
@@ -175,6 +185,7 @@ impl CommitLog {
                                 check_crc,
                                 &prop_ranges,
                                 p,
+                                &before,
                                 &mut rep,
                             )?;
                         }
@@ -221,6 +232,7 @@ impl CommitLog {
         check_crc: bool,
         prop_ranges: &[(u64, u64)],
         policy: &DamagePolicy,
+        before: &Before,
         rep: &mut ScanReport,
     ) -> Result<Option<(usize, usize)>> {
         let f = &files[index];
@@ -276,6 +288,29 @@ impl CommitLog {
                 ),
             ));
         }
+        if !known {
+            if let Some(why) = self.older_log_resumes(at, end, before, policy, rep) {
+                // The intact records after the damage belong to an older
+                // log a cut left behind: the log ends here, as RocketMQ's
+                // recovery ends it (docs/format.md, "A store a RocketMQ
+                // broker cut and appended to").
+                log::warn!(
+                    "invalid data at CommitLog offset {at} in {} ({reason}) ends the log: \
+                     the intact records resuming at {end} are older than the records \
+                     before it ({why})",
+                    f.path().display()
+                );
+                rep.damaged.push(Damage {
+                    offset: at,
+                    end: at,
+                    file: f.path().to_path_buf(),
+                    reason: format!(
+                        "{reason}; the intact records after it belong to an older log ({why})"
+                    ),
+                });
+                return Ok(None);
+            }
+        }
         log::warn!(
             "skipping damaged CommitLog bytes [{at}, {end}) in {} ({reason})",
             f.path().display()
@@ -287,6 +322,93 @@ impl CommitLog {
             reason: reason.to_string(),
         });
         Ok(next)
+    }
+
+    /// Damage at `at` that intact records follow from `resume`: says why
+    /// the record at `resume` belongs to an older log (one a cut left behind
+    /// and new records were appended over), or `None` when it may continue
+    /// the log. It is older when it was stored before the last valid record
+    /// preceding the damage, or when its queue offset does not follow the
+    /// last one its queue reached before the damage: not greater, or greater
+    /// by more than the records the skipped bytes could have held
+    /// (docs/format.md, "A store a RocketMQ broker cut and appended to").
+    fn older_log_resumes(
+        &self,
+        at: u64,
+        resume: u64,
+        before: &Before,
+        policy: &DamagePolicy,
+        rep: &ScanReport,
+    ) -> Option<String> {
+        let record_at = |phy: u64| {
+            let f = self.mfq.find_by_offset(phy, false)?;
+            let pos = usize::try_from(phy - f.file_from_offset()).ok()?;
+            match parse_record(f.raw().get(pos..)?, false) {
+                Parsed::Record(v) => {
+                    let topic = f.raw().get(pos..)?.get(v.topic.clone())?.to_vec();
+                    Some((v, topic))
+                }
+                _ => None,
+            }
+        };
+        let (next, next_topic) = record_at(resume)?;
+        let (last, _) = record_at(before.last_record?)?;
+        if next.store_timestamp < last.store_timestamp {
+            return Some(format!(
+                "stored at {}, before the record at {} (stored at {})",
+                next.store_timestamp,
+                before.last_record.unwrap_or_default(),
+                last.store_timestamp
+            ));
+        }
+        if !counts_in_queue(&next) {
+            return None;
+        }
+        // The last record of the same queue before the damage, and where it is.
+        let mut skipped: Vec<(u64, u64)> = policy
+            .known
+            .iter()
+            .copied()
+            .chain(rep.damaged.iter().map(|d| (d.offset, d.end)))
+            .filter(|&(s, e)| e > s && s < at)
+            .collect();
+        let mut found: Option<(u64, i64)> = None;
+        let visit = |phy: u64, v: &RecordView, rec: &[u8]| {
+            if v.queue_id == next.queue_id
+                && counts_in_queue(v)
+                && rec.get(v.topic.clone()) == Some(next_topic.as_slice())
+            {
+                found = Some((phy, v.queue_offset));
+            }
+            Ok(())
+        };
+        skipped.sort_unstable();
+        self.replay(before.scan_from, at, &skipped, visit, |_, _| Ok(()))
+            .ok()?;
+        let (phy, prev) = found?;
+        if next.queue_offset <= prev {
+            return Some(format!(
+                "its queue offset {} does not follow {} of the same queue at {phy}",
+                next.queue_offset, prev
+            ));
+        }
+        // Bytes after that record that were skipped: records of the queue
+        // may hide there, at most one per smallest record.
+        let hidden = (resume - at)
+            + skipped
+                .iter()
+                .filter(|&&(s, _)| s > phy)
+                .map(|&(s, e)| e - s)
+                .sum::<u64>();
+        let room = (hidden / MIN_RECORD_SIZE as u64) as i64;
+        if next.queue_offset > prev.saturating_add(1).saturating_add(room) {
+            return Some(format!(
+                "its queue offset {} skips past {}: at most {room} records of the queue fit \
+                 in the skipped bytes",
+                next.queue_offset, prev
+            ));
+        }
+        None
     }
 
     /// Replays the records of `[from, until)`, jumping over the `damaged`
@@ -350,6 +472,25 @@ impl CommitLog {
             _ => None,
         }
     }
+}
+
+/// The smallest record: the fixed fields with IPv4 hosts, a one-byte
+/// topic, no body, no properties.
+const MIN_RECORD_SIZE: usize = FIXED_OVERHEAD_V4 + 1;
+
+/// What a recovery scan knows of the records before damage it finds.
+struct Before {
+    /// Where the scan started.
+    scan_from: u64,
+    /// The last valid record before the damage, if the scan found one.
+    last_record: Option<u64>,
+}
+
+/// True when the record takes a queue offset of its queue (not a prepared
+/// or rolled-back transaction message: RocketMQ gives those offset 0).
+fn counts_in_queue(v: &RecordView) -> bool {
+    let tran = v.sys_flag & sysflag::TRANSACTION_TYPE_MASK;
+    tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT
 }
 
 /// Rebuilds the queue-offset table from a record as a scan visits it.

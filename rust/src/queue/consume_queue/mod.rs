@@ -35,10 +35,11 @@
 //!   truncation.
 //! - `read.rs`: reading units, following a writer, lookup by time.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Result, StoreError};
 use crate::log::mapped_file::Reserve;
@@ -167,6 +168,10 @@ pub struct ConsumeQueue {
     /// corrected to (see [`ConsumeQueue::refresh`]).
     corrected_for: AtomicI64,
     state: Mutex<WriteState>,
+    /// Read-only queues: the units recovery rebuilt for holes, served in
+    /// place of the damaged or zeroed units on disk (a read-only open
+    /// writes nothing).
+    overlay: RwLock<BTreeMap<i64, CqUnit>>,
 }
 
 impl ConsumeQueue {
@@ -227,6 +232,7 @@ impl ConsumeQueue {
             repeated: AtomicU64::new(0),
             corrected_for: AtomicI64::new(i64::MIN),
             state: Mutex::new(WriteState::default()),
+            overlay: RwLock::new(BTreeMap::new()),
         })
     }
 
@@ -367,11 +373,19 @@ pub fn queue_dir(root: &Path, topic: &str, queue_id: i32) -> PathBuf {
 
 /// Scans units of `data` from byte `pos` (a multiple of 20) while they are
 /// valid. Returns the end of the valid run and the end CommitLog offset of
-/// its last real (non-pre-blank) unit.
+/// its last real (non-pre-blank) unit. `after` is the end of the last real
+/// unit before `pos`, when known: a unit pointing before it ends the run.
+/// `phy_end` is where the CommitLog's records end, when known: a unit
+/// pointing past it ends the run.
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
+fn scan_valid(
+    data: &[u8],
+    pos: usize,
+    after: Option<i64>,
+    phy_end: Option<i64>,
+) -> (usize, Option<i64>) {
     let mut end = pos - pos % CQ_UNIT_SIZE;
-    let mut last_real = None;
+    let mut last_real = after.filter(|&a| a >= 0);
     for chunk in data
         .get(end..)
         .unwrap_or_default()
@@ -384,6 +398,13 @@ fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
                 if u.is_valid()
                     && !u.is_pre_blank()
                     && last_real.is_some_and(|p| u.phy_offset < p) =>
+            {
+                break
+            }
+            Some(u)
+                if u.is_valid()
+                    && !u.is_pre_blank()
+                    && phy_end.is_some_and(|e| u.end_phy_offset() > e) =>
             {
                 break
             }
@@ -774,33 +795,72 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let w = open(dir.path(), true);
         let r = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 0).unwrap();
-        assert_eq!(r.refresh(0).unwrap(), 0);
+        assert_eq!(r.refresh(0, None).unwrap(), 0);
         w.put(900, 10, 0, 3).unwrap();
-        assert_eq!(r.refresh(0).unwrap(), 4);
+        assert_eq!(r.refresh(0, None).unwrap(), 4);
         assert_eq!(r.min_offset_in_queue(), 3);
         assert_eq!(r.unit_at(3).unwrap().phy_offset, 900);
         for i in 4..23i64 {
             w.put(900 + i * 10, 10, 0, i).unwrap();
         }
-        assert_eq!(r.refresh(0).unwrap(), 23);
+        assert_eq!(r.refresh(0, None).unwrap(), 23);
         assert_eq!(r.queue().len(), 3);
         assert_eq!(r.max_physic_offset(), 900 + 22 * 10 + 10);
         assert_eq!(r.unit_at(22).unwrap().phy_offset, 1120);
         assert!(r.put(0, 1, 0, 0).is_err());
         // The writer expires the first file; the reader drops it.
         assert_eq!(w.delete_expired_by_offset(1000), 1);
-        r.refresh(1000).unwrap();
+        r.refresh(1000, None).unwrap();
         assert_eq!(r.queue().len(), 2);
         assert_eq!(r.min_offset_in_queue(), 10);
         // The CommitLog's min moved inside the reader's first file: the
         // reader's min offset moves with it, as the writer's does.
         assert_eq!(w.delete_expired_by_offset(1055), 0);
         assert_eq!(w.min_offset_in_queue(), 16);
-        r.refresh(1055).unwrap();
+        r.refresh(1055, None).unwrap();
         assert_eq!(r.min_offset_in_queue(), 16);
         // A reader opened now agrees.
         let fresh = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 1055).unwrap();
         assert_eq!(fresh.min_offset_in_queue(), 16);
+    }
+
+    #[test]
+    fn read_only_refresh_never_adopts_stale_units() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = open(dir.path(), true);
+        for i in 0..4i64 {
+            w.put(i * 10, 10, 0, i).unwrap();
+        }
+        let r = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 0).unwrap();
+        assert_eq!(r.max_offset_in_queue(), 4);
+        // Units left from an older log after the writer's: one pointing
+        // before the queue's last unit, then one past the CommitLog's end.
+        write_unit(
+            dir.path(),
+            4,
+            &CqUnit {
+                phy_offset: 20,
+                size: 10,
+                tags_code: 0,
+            }
+            .encode(),
+        );
+        assert_eq!(r.refresh(0, Some(1000)).unwrap(), 4);
+        write_unit(
+            dir.path(),
+            4,
+            &CqUnit {
+                phy_offset: 990,
+                size: 20,
+                tags_code: 0,
+            }
+            .encode(),
+        );
+        assert_eq!(r.refresh(0, Some(1000)).unwrap(), 4);
+        assert_eq!(r.max_physic_offset(), 40);
+        // Once the CommitLog holds its record, the unit is adopted.
+        assert_eq!(r.refresh(0, Some(1010)).unwrap(), 5);
+        assert_eq!(r.max_physic_offset(), 1010);
     }
 
     #[test]

@@ -24,7 +24,7 @@ impl ConsumeQueue {
         let mut process = files[index].file_from_offset();
         let mut max_phy: Option<i64> = None;
         loop {
-            let (valid, last_real) = scan_valid(files[index].raw(), 0);
+            let (valid, last_real) = scan_valid(files[index].raw(), 0, None, None);
             if let Some(end) = last_real {
                 max_phy = Some(end);
             }

@@ -34,6 +34,18 @@ impl ConsumeQueue {
         Ok(true)
     }
 
+    /// Read-only queues: serves `unit` at logical offset `index` in place of
+    /// the unit on disk (a hole's unit recovery rebuilt from the CommitLog;
+    /// nothing is written). Returns false when `index` lies outside the
+    /// queue's recovered units.
+    pub fn put_in_memory(&self, index: i64, unit: CqUnit) -> bool {
+        let inside = index >= self.min_offset_in_queue() && index < self.max_offset_in_queue();
+        if inside {
+            self.overlay.write().insert(index, unit);
+        }
+        inside
+    }
+
     /// Forces every file of the queue to disk (after [`ConsumeQueue::put_at`]).
     pub fn sync_all_files(&self) -> Result<()> {
         for f in self.mfq.files() {
