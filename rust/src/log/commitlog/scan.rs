@@ -101,13 +101,7 @@ impl CommitLog {
     ) -> Result<ScanReport> {
         let files = self.mfq.files();
         let mut rep = ScanReport::default();
-        // With the CRC checks: records in ranges written with the property
-        // CRC must carry a matching one.
-        let prop_ranges = if check_crc {
-            self.prop_crc_ranges()
-        } else {
-            Vec::new()
-        };
+        let prop_ranges = self.prop_ranges_checked(check_crc);
         let prop_bad = |at: u64, rec: &[u8]| {
             crate::checkpoint::in_ranges(&prop_ranges, at)
                 && !crate::log::message::record_prop_crc_ok(rec)
@@ -117,10 +111,10 @@ impl CommitLog {
             return Ok(rep);
         };
         rep.end_offset = first.file_from_offset();
-        let scan_from = first.file_from_offset();
-        // The last valid record before the current position (damage after
-        // intact records is judged against it).
-        let mut last_at: Option<u64> = None;
+        let mut before = Before {
+            scan_from: first.file_from_offset(),
+            last_record: None,
+        };
         let mut i = start_index;
         let mut pos = 0usize;
         while let Some(f) = files.get(i) {
@@ -148,7 +142,7 @@ impl CommitLog {
                             reason: super::PROP_CRC_MISMATCH,
                         },
                         Ok(n) => {
-                            last_at = Some(at);
+                            before.last_record = Some(at);
                             pos += n;
                             rep.records += 1;
                             continue;
@@ -163,7 +157,7 @@ impl CommitLog {
                         if let Some(visit) = visit.as_mut() {
                             visit(from + pos as u64, &v, rec);
                         }
-                        last_at = Some(at);
+                        before.last_record = Some(at);
                         pos += v.total_size;
                         rep.records += 1;
                     }
@@ -173,10 +167,6 @@ impl CommitLog {
                     }
                     Parsed::End { reason } => {
                         if let Some(p) = policy {
-                            let before = Before {
-                                scan_from,
-                                last_record: last_at,
-                            };
                             resume = self.judge_invalid(
                                 &files,
                                 i,
@@ -322,6 +312,16 @@ impl CommitLog {
             reason: reason.to_string(),
         });
         Ok(next)
+    }
+
+    /// With the CRC checks, the ranges whose records must carry a matching
+    /// property CRC (those written with it); none without.
+    fn prop_ranges_checked(&self, check_crc: bool) -> Vec<(u64, u64)> {
+        if check_crc {
+            self.prop_crc_ranges()
+        } else {
+            Vec::new()
+        }
     }
 
     /// Damage at `at` that intact records follow from `resume`: says why
