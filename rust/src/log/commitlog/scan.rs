@@ -8,8 +8,9 @@ use std::sync::Arc;
 use crate::error::{Result, StoreError};
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
-    find_next_valid_record, is_readable_topic_bytes, parse_record, parse_valid_record, sysflag,
-    valid_record_size, Parsed, RecordView, FIXED_OVERHEAD_V4, MAX_TOPIC_LEN_V2,
+    find_next_valid_record, is_readable_topic_bytes, parse_record, parse_valid_record, prop_crc_ok,
+    sysflag, valid_record_size_with, Parsed, RecordCrc, RecordView, FIXED_OVERHEAD_V4,
+    MAX_TOPIC_LEN_V2,
 };
 
 use super::{CommitLog, Damage, DamagePolicy, DurableBound, QueueOffsetTable};
@@ -102,10 +103,10 @@ impl CommitLog {
         let files = self.mfq.files();
         let mut rep = ScanReport::default();
         let prop_ranges = self.prop_ranges_checked(check_crc);
-        let prop_bad = |at: u64, rec: &[u8]| {
-            crate::checkpoint::in_ranges(&prop_ranges, at)
-                && !crate::log::message::record_prop_crc_ok(rec)
-        };
+        // A record in those ranges is checked by its property CRC alone: it
+        // covers the body and the stored body CRC, so a match proves both as
+        // written and the body CRC is not computed a second time.
+        let in_prop = |at: u64| crate::checkpoint::in_ranges(&prop_ranges, at);
         let Some(first) = files.get(start_index) else {
             rep.end_offset = files.first().map(|f| f.file_from_offset()).unwrap_or(0);
             return Ok(rep);
@@ -128,19 +129,21 @@ impl CommitLog {
             let mut resume = None;
             loop {
                 let at = from + pos as u64;
+                let prop = in_prop(at);
+                let (body_crc, record_crc) = crc_checks(check_crc, prop);
                 let parsed = match visit.as_mut() {
-                    Some(_) => match parse_valid_record(&data[pos..], at, check_crc) {
-                        Parsed::Record(v) if prop_bad(at, &data[pos..pos + v.total_size]) => {
+                    Some(_) => match parse_valid_record(&data[pos..], at, body_crc) {
+                        Parsed::Record(v)
+                            if prop
+                                && !prop_crc_ok(&data[pos..pos + v.total_size], &v.properties) =>
+                        {
                             Parsed::End {
                                 reason: super::PROP_CRC_MISMATCH,
                             }
                         }
                         p => p,
                     },
-                    None => match valid_record_size(&data[pos..], at, check_crc) {
-                        Ok(n) if prop_bad(at, &data[pos..pos + n]) => Parsed::End {
-                            reason: super::PROP_CRC_MISMATCH,
-                        },
+                    None => match valid_record_size_with(&data[pos..], at, record_crc) {
                         Ok(n) => {
                             before.last_record = Some(at);
                             pos += n;
@@ -471,6 +474,17 @@ impl CommitLog {
             Parsed::Record(v) => Some((v.magic, v.store_timestamp)),
             _ => None,
         }
+    }
+}
+
+/// The CRC checks a record gets (the body CRC for a parse, and the check
+/// for a measure): with the CRC checks, its property CRC alone inside the
+/// property-CRC ranges (`prop`), else its body CRC; none without.
+fn crc_checks(check_crc: bool, prop: bool) -> (bool, RecordCrc) {
+    match (check_crc, prop) {
+        (false, _) => (false, RecordCrc::None),
+        (true, false) => (true, RecordCrc::Body),
+        (true, true) => (false, RecordCrc::Prop),
     }
 }
 
