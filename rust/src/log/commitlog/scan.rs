@@ -8,8 +8,8 @@ use std::sync::Arc;
 use crate::error::{Result, StoreError};
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
-    find_next_valid_record, is_readable_topic_bytes, parse_record, parse_valid_record, sysflag,
-    valid_record_size, Parsed, RecordView, MAX_TOPIC_LEN_V2,
+    find_next_valid_record, is_readable_topic_bytes, parse_record, parse_valid_record, prop_crc_ok,
+    sysflag, valid_record_size_with, Parsed, RecordCrc, RecordView, MAX_TOPIC_LEN_V2,
 };
 
 use super::{CommitLog, Damage, DamagePolicy, DurableBound, QueueOffsetTable};
@@ -108,10 +108,10 @@ impl CommitLog {
         } else {
             Vec::new()
         };
-        let prop_bad = |at: u64, rec: &[u8]| {
-            crate::checkpoint::in_ranges(&prop_ranges, at)
-                && !crate::log::message::record_prop_crc_ok(rec)
-        };
+        // A record in those ranges is checked by its property CRC alone: it
+        // covers the body and the stored body CRC, so a match proves both as
+        // written and the body CRC is not computed a second time.
+        let in_prop = |at: u64| crate::checkpoint::in_ranges(&prop_ranges, at);
         let Some(first) = files.get(start_index) else {
             rep.end_offset = files.first().map(|f| f.file_from_offset()).unwrap_or(0);
             return Ok(rep);
@@ -130,19 +130,26 @@ impl CommitLog {
             let mut resume = None;
             loop {
                 let at = from + pos as u64;
+                let prop = in_prop(at);
+                let body_crc = check_crc && !prop;
+                let record_crc = match (check_crc, prop) {
+                    (false, _) => RecordCrc::None,
+                    (true, false) => RecordCrc::Body,
+                    (true, true) => RecordCrc::Prop,
+                };
                 let parsed = match visit.as_mut() {
-                    Some(_) => match parse_valid_record(&data[pos..], at, check_crc) {
-                        Parsed::Record(v) if prop_bad(at, &data[pos..pos + v.total_size]) => {
+                    Some(_) => match parse_valid_record(&data[pos..], at, body_crc) {
+                        Parsed::Record(v)
+                            if prop
+                                && !prop_crc_ok(&data[pos..pos + v.total_size], &v.properties) =>
+                        {
                             Parsed::End {
                                 reason: super::PROP_CRC_MISMATCH,
                             }
                         }
                         p => p,
                     },
-                    None => match valid_record_size(&data[pos..], at, check_crc) {
-                        Ok(n) if prop_bad(at, &data[pos..pos + n]) => Parsed::End {
-                            reason: super::PROP_CRC_MISMATCH,
-                        },
+                    None => match valid_record_size_with(&data[pos..], at, record_crc) {
                         Ok(n) => {
                             pos += n;
                             rep.records += 1;
