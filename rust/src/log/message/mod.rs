@@ -25,12 +25,15 @@
 //! - `decode.rs`: the checked decoders ([`parse_record`], the validity rule,
 //!   resynchronising after damage).
 //! - `properties.rs`: the properties string (parse, build, the rules).
+//! - `fields.rs`: a put's tags, keys, properties and delay level as a
+//!   message's properties (one message, or a batch's), with their rules.
 //! - `msg_id.rs`: message ids (store host and offset).
 //! - `delay.rs`: the delay-level grammar.
 
 mod decode;
 mod delay;
 mod encode;
+mod fields;
 mod msg_id;
 mod prop_crc;
 mod properties;
@@ -44,7 +47,9 @@ pub use decode::{
 pub use delay::{delay_level_table, parse_delay_levels};
 pub use encode::{
     encode_blank, encode_v1, encode_v1_crc_of_copy, host_len, record_len, MessageSpec,
+    DEFAULT_BORN_HOST,
 };
+pub use fields::{BatchProperties, MessageFields};
 pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};
 pub use prop_crc::{
     has_prop_crc, parse_prop_crc_digits, prop_crc_digits, prop_crc_extra, prop_crc_ok,
