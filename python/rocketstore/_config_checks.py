@@ -264,7 +264,8 @@ def _check_segment_sizes(cfg: StoreConfig) -> None:
             cfg.mapped_file_size_commit_log,
             MIN_MAPPED_FILE_SIZE_COMMIT_LOG,
             I32_MAX,
-            "(a minimal 91-byte record plus the 8-byte blank must fit)",
+            f"(a minimal {_native.MIN_RECORD_SIZE}-byte record plus the "
+            f"{_native.END_FILE_MIN_BLANK_LENGTH}-byte blank must fit)",
         )
     if cfg.mapped_file_size_consume_queue is not None:
         size = cfg.mapped_file_size_consume_queue

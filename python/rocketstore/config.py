@@ -289,9 +289,9 @@ class StoreConfig:
 
     # --- index --------------------------------------------------------------
     #: Hash slots per IndexFile (index geometry).
-    max_hash_slot_num: int = 5_000_000
+    max_hash_slot_num: int = _native.DEFAULT_HASH_SLOT_NUM
     #: Entries per IndexFile (index geometry).
-    max_index_num: int = 20_000_000
+    max_index_num: int = _native.DEFAULT_INDEX_NUM
     #: Whether message keys are indexed.
     message_index_enable: bool = True
     #: Recovery also respects the index checkpoint timestamp (RocketMQ ``messageIndexSafe``);
