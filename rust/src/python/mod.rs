@@ -10,7 +10,10 @@ pub mod logbridge;
 pub mod recovery;
 pub mod results;
 pub mod store;
+pub mod store_admin;
 pub mod store_base;
+pub mod store_put;
+pub mod store_read;
 pub mod types;
 pub mod verify;
 
@@ -196,7 +199,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyPutResult>()?;
     m.add_class::<types::PyBatchPutResult>()?;
     m.add_class::<types::PyMessageExt>()?;
-    m.add_class::<store::PyGetResult>()?;
+    m.add_class::<store_read::PyGetResult>()?;
     m.add_class::<arrow::PyArrowStream>()?;
     recovery::register(m)?;
     results::register(m)?;

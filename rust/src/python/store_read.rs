@@ -1,0 +1,430 @@
+//! The read methods of `NativeStore`: pulls, lookups by offset, id and
+//! key, queue offsets and times, topics and queues, Arrow decodes, and
+//! following a writer (read-only stores).
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::log::message::decode_msg_id;
+use crate::queue::reader::GetStatus;
+
+use super::args::{defaulted, i64_arg, opt_i64_arg, str_arg, type_error};
+use super::gil::{guarded, nogil};
+use super::store::PyStore;
+use super::types::{get_status_obj, PyMessageExt};
+
+/// The result of `get_message`.
+#[pyclass(frozen, module = "rocketstore._native", name = "GetMessageResult")]
+pub struct PyGetResult {
+    status: GetStatus,
+    #[pyo3(get)]
+    next_begin_offset: i64,
+    #[pyo3(get)]
+    min_offset: i64,
+    #[pyo3(get)]
+    max_offset: i64,
+    /// Messages skipped because their record is damaged (body CRC, size
+    /// fields, or not the message its queue unit names); they are never
+    /// served, and `next_begin_offset` moves past them.
+    #[pyo3(get)]
+    damaged: usize,
+    /// Offsets the pull moved past because retention deleted their
+    /// messages (below the min offset, or pointing into a deleted CommitLog
+    /// file); also inside a `FOUND` pull.
+    #[pyo3(get)]
+    skipped: u64,
+    messages: Py<PyList>,
+}
+
+#[pymethods]
+impl PyGetResult {
+    /// The `GetStatus` of the pull.
+    #[getter]
+    fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
+        get_status_obj(py, self.status)
+    }
+    /// The messages found (a list of MessageExt).
+    #[getter]
+    fn messages(&self, py: Python<'_>) -> Py<PyList> {
+        self.messages.clone_ref(py)
+    }
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.messages.bind(py).len()
+    }
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>{}{})",
+            self.status(py)?.bind(py).str()?,
+            self.next_begin_offset,
+            self.min_offset,
+            self.max_offset,
+            self.messages.bind(py).len(),
+            if self.skipped > 0 {
+                format!(", skipped={}", self.skipped)
+            } else {
+                String::new()
+            },
+            if self.damaged > 0 {
+                format!(", damaged={}", self.damaged)
+            } else {
+                String::new()
+            }
+        ))
+    }
+}
+
+/// A `tags` argument of a read: None, or an iterable of str.
+fn tag_list_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    let iter = obj
+        .try_iter()
+        .map_err(|_| type_error("tags", "a list of str", obj))?;
+    let mut out = Vec::new();
+    for item in iter {
+        let item = item?;
+        out.push(str_arg(&item, "each tag")?.to_owned());
+    }
+    Ok(Some(out))
+}
+
+#[pymethods]
+impl PyStore {
+    /// The message whose record starts at `offset`, or None.
+    pub(crate) fn look_message_by_offset(
+        &self,
+        py: Python<'_>,
+        offset: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PyMessageExt>> {
+        guarded(|| {
+            let offset = i64_arg(offset, "offset")?;
+            self.store.check_open()?;
+            if offset < 0 {
+                return Ok(None);
+            }
+            self.visible(py)?;
+            let store = &self.store;
+            let r = nogil(py, || store.look_message_by_offset(offset as u64))?;
+            Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
+        })
+    }
+
+    /// The message with offset message id `msg_id`, or None.
+    fn look_message_by_id(
+        &self,
+        py: Python<'_>,
+        msg_id: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<PyMessageExt>> {
+        guarded(|| {
+            let msg_id = str_arg(msg_id, "msg_id")?;
+            self.store.check_open()?;
+            let Some((host, off)) = decode_msg_id(msg_id) else {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "{msg_id:?} is not an offset message id (32 or 56 hex digits)"
+                )));
+            };
+            if off < 0 {
+                return Ok(None);
+            }
+            self.visible(py)?;
+            let store = &self.store;
+            let r = nogil(py, || store.look_message_by_offset(off as u64))?;
+            Ok(r.map(|(view, raw)| PyMessageExt { raw, view })
+                .filter(|m| m.view.store_host == host))
+        })
+    }
+
+    /// Read-only stores: picks up what the writer appended. True if new
+    /// messages became visible.
+    fn refresh(&self, py: Python<'_>) -> PyResult<bool> {
+        guarded(|| {
+            let store = &self.store;
+            nogil(py, || store.refresh())
+        })
+    }
+
+    /// Pulls up to `max_msg_nums` messages of a queue from `offset`.
+    #[pyo3(signature = (topic, queue_id, offset, max_msg_nums=None, tags=None), text_signature = "($self, topic, queue_id, offset, max_msg_nums=32, tags=None)")]
+    fn get_message(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        offset: &Bound<'_, PyAny>,
+        max_msg_nums: Option<&Bound<'_, PyAny>>,
+        tags: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyGetResult> {
+        guarded(|| {
+            let topic = str_arg(topic, "topic")?;
+            let queue_id = i64_arg(queue_id, "queue_id")?;
+            let offset = i64_arg(offset, "offset")?;
+            let max_msg_nums = defaulted(max_msg_nums, 32, |o| i64_arg(o, "max_msg_nums"))?;
+            let tags = tag_list_arg(tags)?;
+            let queue_id = self.check_read_args(topic, queue_id)?;
+            if max_msg_nums <= 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "max_msg_nums must be > 0, got {max_msg_nums}"
+                )));
+            }
+            self.visible(py)?;
+            let store = &self.store;
+            let r = nogil(py, || {
+                store.get_message(
+                    topic,
+                    queue_id,
+                    offset,
+                    max_msg_nums as usize,
+                    tags.as_deref(),
+                )
+            })?;
+            let list = PyList::empty(py);
+            for (view, raw) in r.messages {
+                list.append(Bound::new(py, PyMessageExt { raw, view })?)?;
+            }
+            Ok(PyGetResult {
+                status: r.status,
+                next_begin_offset: r.next_begin_offset,
+                min_offset: r.min_offset,
+                max_offset: r.max_offset,
+                damaged: r.damaged.len(),
+                skipped: r.skipped,
+                messages: list.unbind(),
+            })
+        })
+    }
+
+    /// One past the last logical offset of a queue (0 if unknown).
+    pub(crate) fn get_max_offset_in_queue(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(self.store.max_offset_in_queue(topic, qid)?)
+        })
+    }
+
+    /// The first logical offset of a queue (0 if unknown).
+    pub(crate) fn get_min_offset_in_queue(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(self.store.min_offset_in_queue(topic, qid)?)
+        })
+    }
+
+    /// CommitLog offset of the message at `cq_offset` (0 if none).
+    fn get_commit_log_offset_in_queue(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        cq_offset: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let cq_offset = i64_arg(cq_offset, "cq_offset")?;
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(self
+                .store
+                .commit_log_offset_in_queue(topic, qid, cq_offset)?)
+        })
+    }
+
+    /// Logical offset of the message stored nearest to `timestamp` (ms).
+    fn get_offset_in_queue_by_time(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        timestamp: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let timestamp = i64_arg(timestamp, "timestamp")?;
+            let qid = self.readable(py, topic, queue_id)?;
+            let store = &self.store;
+            nogil(py, || store.offset_in_queue_by_time(topic, qid, timestamp))
+        })
+    }
+
+    /// Store time of the first message of a queue (-1 if none).
+    fn get_earliest_message_time(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(self.store.earliest_message_time(topic, qid)?)
+        })
+    }
+
+    /// Store time of the message at `cq_offset` (-1 if none).
+    fn get_message_store_timestamp(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        cq_offset: &Bound<'_, PyAny>,
+    ) -> PyResult<i64> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let cq_offset = i64_arg(cq_offset, "cq_offset")?;
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(self.store.message_store_timestamp(topic, qid, cq_offset)?)
+        })
+    }
+
+    /// Messages of `topic` carrying `key`, stored in `[begin, end]` (ms).
+    #[pyo3(signature = (topic, key, max_num=None, begin_timestamp=None, end_timestamp=None), text_signature = "($self, topic, key, max_num=32, begin_timestamp=0, end_timestamp=None)")]
+    fn query_message<'py>(
+        &self,
+        py: Python<'py>,
+        topic: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+        max_num: Option<&Bound<'_, PyAny>>,
+        begin_timestamp: Option<&Bound<'_, PyAny>>,
+        end_timestamp: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        guarded(|| {
+            let topic = str_arg(topic, "topic")?;
+            let key = str_arg(key, "key")?;
+            let max_num = defaulted(max_num, 32, |o| i64_arg(o, "max_num"))?;
+            let begin_timestamp = defaulted(begin_timestamp, 0, |o| i64_arg(o, "begin_timestamp"))?;
+            let end_timestamp = opt_i64_arg(end_timestamp, "end_timestamp")?;
+            self.check_read_topic(topic)?;
+            if max_num <= 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "max_num must be > 0",
+                ));
+            }
+            let end = end_timestamp.unwrap_or(i64::MAX);
+            self.visible(py)?;
+            let store = &self.store;
+            let found = nogil(py, || {
+                store.query_message(topic, key, max_num as usize, begin_timestamp, end)
+            })?;
+            let list = PyList::empty(py);
+            for (view, raw) in found {
+                list.append(Bound::new(py, PyMessageExt { raw, view })?)?;
+            }
+            Ok(list)
+        })
+    }
+
+    /// Decodes ranges into an Arrow stream: `queue_ranges` as
+    /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
+    /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
+    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, batch_size=65_536, store_name=None, threads=1))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_arrow(
+        &self,
+        queue_ranges: Option<Vec<(String, i64, i64, i64)>>,
+        commitlog_ranges: Option<Vec<(i64, i64)>>,
+        topics: Option<Vec<String>>,
+        include_system: bool,
+        include_uncommitted: bool,
+        min_store_timestamp: Option<i64>,
+        batch_size: i64,
+        store_name: Option<String>,
+        threads: usize,
+    ) -> PyResult<super::arrow::PyArrowStream> {
+        use crate::columnar::{
+            split_at_segments, ParallelReader, Range, RangeReader, ReadStats, RowFilter,
+        };
+        guarded(|| {
+            self.store.check_open()?;
+            if batch_size <= 0 {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "batch_size must be > 0, got {batch_size}"
+                )));
+            }
+            let mut ranges = Vec::new();
+            for (topic, qid, from, to) in queue_ranges.unwrap_or_default() {
+                let queue_id = self.check_read_args(&topic, qid)?;
+                ranges.push(Range::Queue {
+                    topic,
+                    queue_id,
+                    from: from.max(0),
+                    to,
+                });
+            }
+            // Clamped to the bytes the CommitLog holds now, so the pieces a
+            // parallel read cuts follow the store's size, not the range's.
+            let cl = self.store.commitlog();
+            let (lo, hi) = (cl.min_offset().max(0) as u64, cl.max_offset());
+            for (from, to) in commitlog_ranges.unwrap_or_default() {
+                let (from, to) = ((from.max(0) as u64).max(lo), (to.max(0) as u64).min(hi));
+                if from < to {
+                    ranges.push(Range::CommitLog { from, to });
+                }
+            }
+            let filter = RowFilter {
+                topics: topics.map(|t| t.into_iter().map(String::into_bytes).collect()),
+                include_system,
+                include_uncommitted,
+                min_store_timestamp,
+            };
+            let stats = Arc::new(ReadStats::default());
+            if threads > 1 {
+                // Pieces decode independently: CommitLog ranges are cut at
+                // segment boundaries; queue ranges are pieces already.
+                let seg = self.store.commitlog().file_size() as u64;
+                let ranges = split_at_segments(ranges, seg);
+                let reader = ParallelReader::start(
+                    self.store.clone(),
+                    ranges,
+                    filter,
+                    batch_size as usize,
+                    store_name,
+                    threads,
+                    stats.clone(),
+                )
+                .map_err(|e| crate::error::StoreError::io("start decode threads", e))?;
+                return Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats));
+            }
+            let reader = RangeReader::new(
+                self.store.clone(),
+                ranges,
+                filter,
+                batch_size as usize,
+                store_name,
+            )
+            .with_stats(stats.clone());
+            Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats))
+        })
+    }
+
+    /// Queue ids of `topic` that exist, sorted.
+    fn queue_ids(&self, py: Python<'_>, topic: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+        guarded(|| {
+            let topic = str_arg(topic, "topic")?;
+            self.store.check_open()?;
+            self.visible(py)?;
+            Ok(self.store.consume_queues().queue_ids(topic))
+        })
+    }
+
+    /// Topics that have at least one queue, sorted.
+    fn topics(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        guarded(|| {
+            self.store.check_open()?;
+            self.visible(py)?;
+            Ok(self.store.consume_queues().topics())
+        })
+    }
+}
