@@ -29,6 +29,8 @@ static WAITING: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 /// new ConsumeQueue file (dispatch), index file (dispatch) or CommitLog file
 /// (the allocator thread, or without it the put that rolls) with the errno,
 /// before anything is created.
+/// `index_msync` fails the flush of a full index file (the `index_flush`
+/// service's, or the one a store flush waits for) with the errno.
 /// `pause_cq_flush`, `pause_commitlog_flush` and `pause_index_flush` hold
 /// a flush between picking a file and syncing it, while armed (the errno is
 /// not used), so a test can delete the file in that window
@@ -50,6 +52,7 @@ pub const POINTS: &[&str] = &[
     "allocate_file",
     "pause_commitlog_flush",
     "pause_index_flush",
+    "index_msync",
     "panic_flush",
     "panic_group_commit",
     "panic_commit",

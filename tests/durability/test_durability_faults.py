@@ -227,6 +227,48 @@ def test_failed_background_flush_poisons_async_store(
     assert put_ok(again, 1, start=25)[0].queue_offset == 12
 
 
+def test_failed_index_flush_poisons_the_store(
+    fail_points: Callable[[str, int], None],
+    opened: Callable[..., MessageStore],
+    store_path: str,
+) -> None:
+    """A full index file whose background flush fails poisons the store: a
+    later flush could report success over index pages the kernel dropped."""
+    # Small index files (8 entries: 4 messages each), and no periodic
+    # ConsumeQueue/index flush: the background flush of a full file fails.
+    geometry = {"max_hash_slot_num": 16, "max_index_num": 8}
+    slow_cq = {"flush_interval_consume_queue": 60_000,
+               "flush_consume_queue_thorough_interval": 60_000}
+    store = opened(**{**FAST_FLUSH, **slow_cq, **geometry})
+    acked = put_ok(store, 2)
+    store.flush()
+
+    fail_points("index_msync", errno.EIO)
+    # Enough keys to fill the newest index file and roll to the next ones.
+    late = put_ok(store, 12, start=2)
+    wait_for(lambda: not store.is_writeable, 10.0, "store poisoned by a failed index flush")
+    why = flags_text(store)
+    assert "FLUSH_FAILED: index flush failed: " in why, why
+    assert "/index/" in why and why.endswith("Input/output error (os error 5)"), why
+    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    # The failure sticks: flush() refuses instead of flushing the file again.
+    fail_points("index_msync", 0)
+    with pytest.raises(PoisonedError, match="index flush failed"):
+        store.flush()
+    assert_all_present(store, acked + late)
+    err = shutdown_bounded(store)
+    assert isinstance(err, PoisonedError), repr(err)
+    assert (Path(store_path) / "abort").exists()
+
+    # The next open recovers abnormally and rebuilds the index.
+    again = opened(**{**FAST_FLUSH, **geometry})
+    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    assert again.is_writeable, again.running_flags
+    assert_all_present(again, acked + late)
+    for i in range(len(acked + late)):
+        assert [m.body for m in again.query_message("topic", f"key{i}")] == [body_of(i)]
+
+
 # -- full disk when a segment is created ------------------------------------------
 
 

@@ -179,3 +179,53 @@ fn a_failed_reservation_refuses_the_put_and_writes_nothing() {
     assert_eq!((out.wrote_offset, out.queue_offset), (end as i64, n));
     assert!(file.reserved() > file.wrote_position());
 }
+
+#[test]
+fn a_failed_index_flush_poisons_and_never_advances_the_index_checkpoint() {
+    use _native::checkpoint::Checkpoint;
+    use _native::index::index_service::IndexStore;
+    use _native::running::{Flag, RunningFlags};
+    use std::sync::Arc;
+
+    let p = Points::take();
+    let dir = tempfile::tempdir().unwrap();
+    let (index, _) = IndexStore::load(&dir.path().join("index"), 4, 4, true, 0).unwrap();
+    let checkpoint = Arc::new(Checkpoint::load_or_create(&dir.path().join("checkpoint")).unwrap());
+    let flags = Arc::new(RunningFlags::new());
+    index.set_checkpoint(checkpoint.clone());
+    index.set_running_flags(flags.clone());
+    index.set_clock(Arc::new(|| 1_700_000_000_000));
+    p.arm("index_msync", libc::EIO);
+    // Four entries fill the first file; the fifth key rolls to a second one
+    // and hands the full file to the flush.
+    for i in 0..5 {
+        index
+            .build_index(
+                "t",
+                &[&format!("k{i}")],
+                None,
+                100 * i,
+                1_700_000_000_000 + i,
+                0,
+            )
+            .unwrap();
+    }
+    // Failed here, or already in the background flush service.
+    let e = index.flush().expect_err("the full file's flush must fail");
+    assert!(e.to_string().contains("msync "), "{e}");
+    assert!(flags.is_set(Flag::FlushFailed) && !flags.is_writeable());
+    let why = flags.poison_reason().unwrap();
+    assert!(why.starts_with("index flush failed: msync "), "{why}");
+    assert_eq!(
+        checkpoint.index_msg_timestamp(),
+        0,
+        "advanced past a failed flush"
+    );
+    // The failure sticks: with the disk back, nothing claims the file is on disk.
+    p.arm("index_msync", 0);
+    let e = index
+        .flush()
+        .expect_err("a flush after a failed one must fail");
+    assert!(matches!(e, StoreError::Poisoned(_)), "{e}");
+    assert_eq!(checkpoint.index_msg_timestamp(), 0);
+}

@@ -64,6 +64,11 @@ struct FullFiles {
     /// Held while a batch is flushed, so [`IndexStore::flush`] returns only
     /// after the service's batch in progress is on disk.
     flushing: Mutex<()>,
+    /// Why the first failed flush failed. Sticky: after a failed msync or
+    /// fsync the kernel may have dropped the dirty pages, so a later flush
+    /// could succeed over lost entries; nothing is flushed again and the
+    /// index checkpoint is never advanced past the failed file.
+    failed: std::sync::OnceLock<String>,
 }
 
 impl FullFiles {
@@ -72,14 +77,28 @@ impl FullFiles {
     }
 
     /// Flushes every queued file (RocketMQ's `IndexService.flush(IndexFile)`).
-    fn flush_pending(&self) {
+    /// The first failure is kept and poisons the store (`flags`): this call
+    /// and every later one return it.
+    fn flush_pending(&self, flags: Option<&RunningFlags>) -> Result<()> {
         let _g = self.flushing.lock();
+        if let Some(why) = self.failed.get() {
+            return Err(StoreError::Poisoned(why.clone()));
+        }
         let batch = std::mem::take(&mut *self.queue.lock());
         for (file, checkpoint) in batch {
             #[cfg(feature = "failpoints")]
             crate::failpoint::pause("pause_index_flush");
-            flush_full(&file, checkpoint.as_deref());
+            if let Err(e) = flush_full(&file, checkpoint.as_deref()) {
+                let why = format!("index flush failed: {e}");
+                log::error!("{why}");
+                if let Some(f) = flags {
+                    f.fail(Flag::FlushFailed, why.clone());
+                }
+                let _ = self.failed.set(why);
+                return Err(e);
+            }
         }
+        Ok(())
     }
 }
 
@@ -339,15 +358,17 @@ impl IndexStore {
                     f.fail(Flag::WriteIndexFileError, why);
                 }
             };
+            let flags = self.flags.read().clone();
             match ServiceThread::start("index_flush", on_panic, move |s| {
-                full.flush_pending();
+                // A failure poisons the store (and is logged) in flush_pending.
+                let _ = full.flush_pending(flags.as_deref());
                 s.wait_unless(INDEX_FLUSH_IDLE, || !full.is_empty());
             }) {
                 Ok(t) => *flusher = Some(t),
                 Err(e) => {
                     log::warn!("cannot start the index flush thread ({e}); flushing inline");
                     drop(flusher);
-                    self.full.flush_pending();
+                    let _ = self.flush_full_files();
                     return;
                 }
             }
@@ -535,7 +556,7 @@ impl IndexStore {
     /// service's batch in progress) and forces every file written since its
     /// last flush.
     pub fn flush(&self) -> Result<()> {
-        self.full.flush_pending();
+        self.flush_full_files()?;
         for f in self.files() {
             #[cfg(feature = "failpoints")]
             crate::failpoint::pause("pause_index_flush");
@@ -558,7 +579,14 @@ impl IndexStore {
         if let Some(t) = flusher {
             t.stop(STOP_TIMEOUT);
         }
-        self.full.flush_pending();
+        // A failure poisons the store (and is logged) in flush_pending.
+        let _ = self.flush_full_files();
+    }
+
+    /// Flushes the full files not yet flushed; a failure poisons the store.
+    fn flush_full_files(&self) -> Result<()> {
+        let flags = self.flags.read().clone();
+        self.full.flush_pending(flags.as_deref())
     }
 
     /// Follows a writer in another process (read-only stores): drops files
@@ -597,25 +625,27 @@ impl Drop for IndexStore {
 }
 
 /// Flushes a full file, then records its end timestamp in the checkpoint
-/// (RocketMQ's `IndexService.flush(IndexFile)`).
-fn flush_full(file: &IndexFile, checkpoint: Option<&Checkpoint>) {
+/// (RocketMQ's `IndexService.flush(IndexFile)`); the timestamp is recorded
+/// only once the file is on disk.
+fn flush_full(file: &IndexFile, checkpoint: Option<&Checkpoint>) -> Result<()> {
     let ts = if file.is_write_full() {
         file.end_timestamp()
     } else {
         0
     };
-    if let Err(e) = file.flush() {
-        log::error!("flushing index file {} failed: {e}", file.path().display());
-        return;
-    }
+    #[cfg(feature = "failpoints")]
+    let armed = crate::failpoint::check("index_msync")
+        .map_err(|e| StoreError::io(format!("msync {}", file.path().display()), e));
+    #[cfg(not(feature = "failpoints"))]
+    let armed = Ok(());
+    armed.and_then(|_| file.flush())?;
     if ts > 0 {
         if let Some(c) = checkpoint {
             c.set_index_msg_timestamp(ts);
-            if let Err(e) = c.flush() {
-                log::error!("flushing the checkpoint failed: {e}");
-            }
+            c.flush()?;
         }
     }
+    Ok(())
 }
 
 /// Index files of `dir` (17-digit names), oldest first.

@@ -364,27 +364,58 @@ impl MappedFileQueue {
         }
         let mut done = Vec::with_capacity(pending.len());
         for (off, path) in pending.iter() {
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-                .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
-            drop(file);
-            MappedFile::extend_short_file(path, self.file_size)?;
-            let mf = MappedFile::open(path, *off, self.file_size, self.writable)?
-                .with_reserve(self.reserve);
-            mf.set_positions(self.file_size);
-            let mut files = self.files.write();
-            let at = files.partition_point(|f| f.file_from_offset() < *off);
-            files.insert(at, Arc::new(mf));
+            self.insert_zero_file(*off, path)?;
             done.push(path.clone());
         }
-        std::fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| StoreError::io(format!("fsync {}", self.dir.display()), e))?;
+        crate::paths::sync_dir(&self.dir)?;
         pending.clear();
         Ok(done)
+    }
+
+    /// Creates full-size files of zeros (synced, with the directory) for
+    /// every offset from `from` (a multiple of the file size) up to the
+    /// first file, and maps them in front of it, marked fully written like
+    /// every loaded file. Returns their paths (none when `from` is not
+    /// below the first file, or the queue is empty or read-only).
+    pub fn prepend_zero_files(&self, from: u64) -> Result<Vec<PathBuf>> {
+        let Some(first) = self.first_file().map(|f| f.file_from_offset()) else {
+            return Ok(Vec::new());
+        };
+        if !self.writable || from % self.file_size as u64 != 0 {
+            return Ok(Vec::new());
+        }
+        let mut done = Vec::new();
+        let mut off = from;
+        while off < first {
+            let path = self.dir.join(file_name(off));
+            self.insert_zero_file(off, &path)?;
+            done.push(path);
+            off += self.file_size as u64;
+        }
+        if !done.is_empty() {
+            crate::paths::sync_dir(&self.dir)?;
+        }
+        Ok(done)
+    }
+
+    /// Makes `path` a full-size file of zeros (created, or a short one
+    /// extended; synced) and maps it in its place in the queue.
+    fn insert_zero_file(&self, off: u64, path: &Path) -> Result<()> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+        drop(file);
+        MappedFile::extend_short_file(path, self.file_size)?;
+        let mf =
+            MappedFile::open(path, off, self.file_size, self.writable)?.with_reserve(self.reserve);
+        mf.set_positions(self.file_size);
+        let mut files = self.files.write();
+        let at = files.partition_point(|f| f.file_from_offset() < off);
+        files.insert(at, Arc::new(mf));
+        Ok(())
     }
 
     /// The directory holding the files.
