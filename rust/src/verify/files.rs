@@ -20,6 +20,9 @@ pub(super) struct CommitLog {
     pub(super) end: u64,
     /// Ranges written with the property CRC (the checkpoint lists them).
     pub(super) prop_crc: Vec<(u64, u64)>,
+    /// `[start, end)` is all the data and no writer adds to it (see
+    /// [`super::Scope`]).
+    pub(super) complete: bool,
 }
 
 pub(super) fn map_file(path: &Path) -> Result<Option<Mmap>> {
@@ -65,7 +68,13 @@ pub(super) fn numbered_files(dir: &Path) -> Result<Vec<(u64, std::path::PathBuf)
 }
 
 impl CommitLog {
-    pub(super) fn open(root: &Path, segment: u64, start: u64, end: u64) -> Result<Self> {
+    pub(super) fn open(
+        root: &Path,
+        segment: u64,
+        start: u64,
+        end: u64,
+        complete: bool,
+    ) -> Result<Self> {
         let mut files = BTreeMap::new();
         for (base, path) in numbered_files(&paths::commit_log_dir(root))? {
             if base + segment <= start || base >= end {
@@ -84,6 +93,7 @@ impl CommitLog {
             start,
             end,
             prop_crc,
+            complete,
         })
     }
 
