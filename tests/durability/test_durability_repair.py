@@ -230,3 +230,77 @@ def test_repair_rebuilds_what_verify_reports(tmp_path: Path,
 
     again = cli("repair", str(s.path))
     assert again.returncode == 0 and "nothing to repair" in again.stdout, again.stdout
+
+
+def test_repair_skips_a_damaged_record_and_rebuilds_a_queue_unit(tmp_path: Path) -> None:
+    """A body CRC mismatch is skipped and reported, never rebuilt from; a
+    zeroed unit of another queue is rebuilt in the same repair."""
+    s = Store(tmp_path / "store")
+    victim = s.acked[3]  # queue 1, queue offset 1
+    seg = s.path / "commitlog" / f"{victim.wrote_offset - victim.wrote_offset % SEG:020d}"
+    flip(seg, victim.wrote_offset % SEG + 200, 0x01)  # inside the body
+    zeroed_unit(s)
+
+    r = cli("repair", str(s.path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"offset {victim.wrote_offset}" in r.stdout and "body CRC" in r.stdout, r.stdout
+    assert "rebuilt 1 consume-queue unit(s)" in r.stdout, r.stdout
+    v = cli("verify", str(s.path))
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "skipped" in v.stdout, v.stdout  # the damaged record: never served
+    with MessageStore(StoreConfig(store_path=str(s.path), **CFG)) as store:
+        got = store.get_message("g", TOPIC, 1, 0, 32)
+        assert got.damaged == 1
+        assert [m.body for m in got.messages] == [body(i) for i in range(1, 67, 2) if i != 3]
+        got = store.get_message("g", TOPIC, 0, 0, 32)
+        assert [m.body for m in got.messages] == [body(i) for i in range(0, 64, 2)]
+    again = cli("repair", str(s.path))
+    assert again.returncode == 0 and "nothing to repair" in again.stdout, again.stdout
+
+
+def damage_magic(s: Store, i: int) -> int:
+    """Breaks record ``i``'s magic code (recovery skips it); its offset."""
+    off = s.offsets[i]
+    write_at(s.path / "commitlog" / f"{off - off % SEG:020d}", off % SEG + 4, b"\xde\xad\xbe\xef")
+    return off
+
+
+def test_a_unit_into_a_skipped_range_stays_the_damaged_records(tmp_path: Path) -> None:
+    """A unit pointing into a damaged range recovery skipped is that
+    record's unit: pulls count it as damaged; repair rebuilds nothing from
+    the range and keeps the index entry of the record."""
+    s = Store(tmp_path / "store")
+    off = damage_magic(s, 10)  # queue 0, queue offset 5
+    f, at = s.unit(0, 5)
+    write_at(f, at, struct.pack(">q", off + 3))
+
+    r = cli("repair", str(s.path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"offset {off}" in r.stdout and "rebuilt" not in r.stdout, r.stdout
+    v = cli("verify", str(s.path))
+    assert v.returncode == 0 and "skipped" in v.stdout, v.stdout + v.stderr
+    with MessageStore(StoreConfig(store_path=str(s.path), **CFG)) as store:
+        got = store.get_message("g", TOPIC, 0, 4, 3)
+        assert got.damaged == 1
+        assert [m.body for m in got.messages] == [body(8), body(12), body(14)]
+
+
+def test_repair_names_a_unit_whose_record_is_gone(tmp_path: Path) -> None:
+    """A unit whose record is unreadable and which points nowhere cannot be
+    rebuilt: repair names it with the next step and exits 1; the units
+    after it and the other queue are served."""
+    s = Store(tmp_path / "store")
+    off = damage_magic(s, 10)  # queue 0, queue offset 5
+    f, at = s.unit(0, 5)
+    write_at(f, at, struct.pack(">q", 1 << 50))
+
+    r = cli("repair", str(s.path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"offset {off}" in r.stdout, r.stdout
+    assert "cannot repair" in r.stdout and "ConsumeQueue T/0@5" in r.stdout, r.stdout
+    assert "next step" in r.stdout, r.stdout
+    with MessageStore(StoreConfig(store_path=str(s.path), **CFG)) as store:
+        for q in (0, 1):
+            got = store.get_message("g", TOPIC, q, 0, 32)
+            assert [m.body for m in got.messages] == [
+                body(i) for i in range(q, 66, 2) if i != 10][:32]

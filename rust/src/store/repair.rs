@@ -127,12 +127,15 @@ impl Store {
             };
             let topic = std::str::from_utf8(&rec[v.topic.clone()]).unwrap_or_default();
             let q = self.consume_queues().get_or_create(topic, v.queue_id)?;
-            // Inside the queue's data the unit is overwritten; past its end
-            // (a lost tail or queue) it is appended, in CommitLog order.
-            let before = q.max_offset_in_queue();
+            // Inside the queue's data the unit is overwritten; right at its
+            // end (a lost tail or queue) it is appended, in CommitLog order.
+            // After a gap (a unit whose record is gone) nothing is appended:
+            // the units would land at the wrong queue offsets.
+            let end = q.max_offset_in_queue();
             let wrote = q.put_at(v.queue_offset, unit)?
-                || (q.put(unit.phy_offset, unit.size, unit.tags_code, v.queue_offset)?
-                    && q.max_offset_in_queue() > before);
+                || ((end == v.queue_offset || (q.queue().is_empty() && end <= v.queue_offset))
+                    && q.put(unit.phy_offset, unit.size, unit.tags_code, v.queue_offset)?
+                    && q.max_offset_in_queue() > end);
             if wrote {
                 rebuilt += 1;
                 if !touched.iter().any(|t| std::sync::Arc::ptr_eq(t, &q)) {

@@ -23,6 +23,10 @@ pub(super) struct CommitLog {
     /// `[start, end)` is all the data and no writer adds to it (see
     /// [`super::Scope`]).
     pub(super) complete: bool,
+    /// Damaged ranges a recovery skipped (the checkpoint's durable mark):
+    /// pointers into them are the damaged records' own, and nothing is
+    /// rebuilt from them.
+    pub(super) known_damaged: Vec<(u64, u64)>,
 }
 
 pub(super) fn map_file(path: &Path) -> Result<Option<Mmap>> {
@@ -84,8 +88,15 @@ impl CommitLog {
                 files.insert(base, m);
             }
         }
-        let prop_crc = crate::checkpoint::Checkpoint::load_read_only(&paths::checkpoint_file(root))
+        let checkpoint =
+            crate::checkpoint::Checkpoint::load_read_only(&paths::checkpoint_file(root)).ok();
+        let prop_crc = checkpoint
+            .as_ref()
             .map(|c| c.prop_crc_ranges().ranges)
+            .unwrap_or_default();
+        let known_damaged = checkpoint
+            .and_then(|c| c.durable_mark())
+            .map(|m| m.damaged)
             .unwrap_or_default();
         Ok(Self {
             segment,
@@ -94,7 +105,13 @@ impl CommitLog {
             end,
             prop_crc,
             complete,
+            known_damaged,
         })
+    }
+
+    /// True when `off` lies in a damaged range a recovery skipped.
+    pub(super) fn in_known_damage(&self, off: u64) -> bool {
+        self.known_damaged.iter().any(|&(s, e)| s <= off && off < e)
     }
 
     /// The readable bytes from `off` to the end of its file (or of the data).

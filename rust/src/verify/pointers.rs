@@ -260,6 +260,8 @@ pub(super) struct Pointers {
     pub(super) hashes: (Option<u64>, Vec<i32>),
     /// Which records have their unit and index entries.
     pub(super) coverage: Coverage,
+    /// Damaged ranges a recovery skipped (see [`CommitLog::known_damaged`]).
+    pub(super) known_damaged: Vec<(u64, u64)>,
 }
 
 impl Pointers {
@@ -279,6 +281,7 @@ impl Pointers {
             heap: BinaryHeap::with_capacity(n),
             hashes: (None, Vec::new()),
             coverage,
+            known_damaged: log.known_damaged.clone(),
         };
         for i in 0..n {
             if let Some(phy) = p.advance(i, log, report) {
@@ -357,8 +360,10 @@ impl Pointers {
             record_key_hashes(v, rec, &mut self.hashes.1);
             self.hashes.0 = Some(off);
         }
-        self.coverage
-            .after_record(off, v, rec, &self.hashes.1, log.complete);
+        if !log.in_known_damage(off) {
+            self.coverage
+                .after_record(off, v, rec, &self.hashes.1, log.complete);
+        }
     }
 
     /// Checks the pointers the scan did not reach, then the records found
@@ -371,6 +376,10 @@ impl Pointers {
         if let Err(e) = coverage.finish(&self.names, &self.sources, log.complete, report) {
             self.failed.get_or_insert(e);
         }
+    }
+
+    fn in_known_damage(&self, off: u64) -> bool {
+        self.known_damaged.iter().any(|&(s, e)| s <= off && off < e)
     }
 
     pub(super) fn check_alone(&mut self, p: Pointer, log: &CommitLog, report: &mut VerifyReport) {
@@ -437,7 +446,9 @@ impl Pointers {
                         }
                     }
                 };
-                if problem.is_some() {
+                // A unit into a skipped damaged range is its record's own:
+                // pulls count it as damaged, and nothing is rebuilt.
+                if problem.is_some() && !self.in_known_damage(p.phy) {
                     report.damaged_unit(topic, queue_id, queue_offset);
                 }
                 problem
@@ -460,7 +471,7 @@ impl Pointers {
                         }
                     }
                 };
-                if problem.is_some() {
+                if problem.is_some() && !self.in_known_damage(p.phy) {
                     report
                         .damaged_index_files
                         .insert(self.names.index_files[file].clone());

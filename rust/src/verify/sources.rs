@@ -201,7 +201,9 @@ mod tests {
         let path = dir.path().join("20240222172627123");
         let f = IndexFile::create(&path, 7, 30, 0, 0).unwrap();
         for i in 0..keys {
-            assert!(f.put_key(&format!("t#k{i}"), 100 * i as i64, 1_000_000).unwrap());
+            assert!(f
+                .put_key(&format!("t#k{i}"), 100 * i as i64, 1_000_000)
+                .unwrap());
         }
         drop(f);
         std::fs::read(&path).unwrap()
