@@ -52,11 +52,18 @@ def drop_cache(root: str) -> None:
                 os.close(fd)
 
 
+CPU: list[float] = []
+
+
 def timed_open(cfg: StoreConfig) -> tuple[float, str]:
-    """Seconds to start the store, and what its recovery reported."""
+    """Seconds to start the store, and what its recovery reported. The CPU
+    seconds the open took (every thread of the process) go to ``CPU``: on a
+    loaded machine they move less than wall time."""
+    c = time.process_time()
     t = time.perf_counter()
     store = MessageStore(cfg).start()
     took = time.perf_counter() - t
+    CPU.append(time.process_time() - c)
     r = store.recovery_report
     assert r is not None
     desc = (f"{r.mode}, {r.files_scanned} files, {r.bytes_scanned / 2**20:.0f} MiB "
@@ -80,9 +87,9 @@ def fill(cfg: StoreConfig, gib: float) -> int:
     return int(end)
 
 
-def measure(medium: str, gib: float, repeats: int) -> None:
+def measure(medium: str, gib: float, repeats: int, prop_crc: bool) -> None:
     with tempfile.TemporaryDirectory(dir=bench_base(medium)) as d:
-        cfg = StoreConfig(store_path=d)
+        cfg = StoreConfig(store_path=d, enabled_append_prop_crc=prop_crc)
         t = time.perf_counter()
         end = fill(cfg, gib)
         wrote = time.perf_counter() - t
@@ -93,12 +100,15 @@ def measure(medium: str, gib: float, repeats: int) -> None:
         cold, desc = timed_open(cfg)
         print(f"        cold reopen  {cold * 1000:.0f} ms ({desc})")
         warm = []
+        CPU.clear()
         for _ in range(repeats):
             took, desc = timed_open(cfg)
             warm.append(took)
         ms = sorted(x * 1000 for x in warm)
         print(f"        warm reopen  min {ms[0]:.0f} / median {statistics.median(ms):.0f} / "
               f"max {ms[-1]:.0f} ms over {repeats} ({desc}); load {load_average()}")
+        cpu = statistics.median(CPU) * 1000
+        print(f"        warm reopen  CPU median {cpu:.0f} ms")
         verdict = "met" if statistics.median(ms) <= 300 else "NOT met"
         print(f"        target warm median <= 300 ms: {verdict}")
     with tempfile.TemporaryDirectory(dir=bench_base(medium)) as d:
@@ -116,12 +126,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gib", type=float, default=1.0, help="GiB of records to write")
     p.add_argument("--repeats", type=int, default=5, help="warm reopens to time")
+    p.add_argument("--no-prop-crc", action="store_true",
+                   help="write without the property CRC (enabled_append_prop_crc=False)")
     media_arg(p)
     args = p.parse_args()
+    prop_crc = "off" if args.no_prop_crc else "on"
     print(f"clean reopen, {args.gib} GiB of 100 B messages, default geometry, "
-          f"check_crc_on_recover=True; load average {load_average()}")
+          f"check_crc_on_recover=True, property CRC {prop_crc}; "
+          f"load average {load_average()}")
     for medium in chosen(args.medium):
-        measure(medium, args.gib, args.repeats)
+        measure(medium, args.gib, args.repeats, not args.no_prop_crc)
 
 
 if __name__ == "__main__":

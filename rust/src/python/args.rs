@@ -4,6 +4,8 @@
 //! type names, never a bare `OverflowError`).
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use std::net::{IpAddr, SocketAddr};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyString};
 
@@ -131,4 +133,47 @@ pub fn defaulted<'py, T>(
         Some(o) if !o.is_none() => convert(o),
         _ => Ok(default),
     }
+}
+
+/// Parses an `(ip, port)` tuple.
+pub fn parse_host(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<SocketAddr> {
+    let (ip, port): (String, i64) = obj.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be an (ip: str, port: int) tuple, not {}",
+            type_name(obj)
+        ))
+    })?;
+    let ip: IpAddr = ip
+        .parse()
+        .map_err(|_| PyValueError::new_err(format!("{what}: {ip:?} is not an IP address")))?;
+    if !(0..=65535).contains(&port) {
+        return Err(PyValueError::new_err(format!(
+            "{what}: port {port} out of range"
+        )));
+    }
+    Ok(SocketAddr::new(ip, port as u16))
+}
+
+/// Converts and validates a queue id argument (an int in 0..=2**31-1).
+pub fn queue_id_arg(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    let q = i64_arg(obj, "queue_id").map_err(|e| {
+        if e.is_instance_of::<PyValueError>(obj.py()) {
+            PyValueError::new_err("queue_id is out of range: it must be in 0..2147483647")
+        } else {
+            e
+        }
+    })?;
+    check_queue_id(q)
+}
+
+/// Validates a queue id argument.
+pub fn check_queue_id(q: i64) -> PyResult<i32> {
+    if q < 0 {
+        return Err(PyValueError::new_err(format!(
+            "queue_id must be >= 0, got {q}"
+        )));
+    }
+    i32::try_from(q).map_err(|_| {
+        PyValueError::new_err(format!("queue_id is out of range: {q} is over 2147483647"))
+    })
 }

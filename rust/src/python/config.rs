@@ -18,8 +18,8 @@ use crate::queue::consume_queue::DEFAULT_CQ_FILE_SIZE;
 use crate::services::flush::{FlushConfig, FlushDiskType};
 use crate::store::{StoreOptions, DEFAULT_COMMIT_LOG_FILE_SIZE};
 
+use super::args::parse_host;
 use super::args::{i64_arg, type_error};
-use super::types::parse_host;
 
 /// Reads fields of one config object, naming them in errors.
 struct Fields<'a, 'py> {

@@ -7,6 +7,7 @@ pub mod config;
 pub mod errors;
 pub mod gil;
 pub mod logbridge;
+pub mod put_args;
 pub mod recovery;
 pub mod results;
 pub mod store;

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
-use crate::log::commitlog::{PutOutcome, Refused};
+use crate::log::commitlog::PutOutcome;
 use crate::log::message::{is_valid_topic, topic_problem};
 use crate::store::{Store, StoreOptions};
 
+use super::args::check_queue_id;
 use super::config::options_from_config;
 use super::gil::{guarded, nogil};
 use super::recovery::{
@@ -26,7 +27,7 @@ use super::recovery::{
     PyQueueOffsetTableReport, PyRecoveryMode, PyRecoveryReport, PyRedispatchReport,
     PyTruncateReport,
 };
-use super::types::{check_queue_id, PyPutResult};
+use super::types::PyPutResult;
 
 /// The engine store (private; use `rocketstore.MessageStore`).
 #[pyclass(frozen, module = "rocketstore._native", name = "NativeStore")]
@@ -49,16 +50,6 @@ impl PyStore {
             outcome,
             store_host: self.store.options().store_host,
         }
-    }
-
-    /// The result of a message refused before it reached the engine; the
-    /// store's state (closed, read-only) is reported first, as for any put.
-    pub(super) fn refuse_illegal(&self, refused: Refused) -> PyResult<PyPutResult> {
-        self.store.check_open()?;
-        if self.store.is_read_only() {
-            return Err(crate::error::StoreError::ReadOnly.into());
-        }
-        Ok(self.result(PutOutcome::rejected(refused)))
     }
 }
 

@@ -19,6 +19,7 @@ use pyo3::sync::GILProtected;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::errors::store_closed;
+use super::put_args::{put_fields_method, PutArgs};
 use super::store::PyStore;
 use super::types::{PyBatchPutResult, PyMessageExt, PyPutResult};
 
@@ -53,6 +54,23 @@ impl PyStoreBase {
     }
 }
 
+put_fields_method!(
+    /// Append one message given as arguments (the fast path: no `Message`).
+    ///
+    /// `body` may be any bytes-like object; anything but `bytes` is copied
+    /// once and the CRC is taken over the copy. A refused message writes
+    /// nothing: the result's `status` is not `PUT_OK` and `reason` says
+    /// which field broke which rule.
+    fn put in PyStoreBase -> PyPutResult => PyStoreBase::put_args
+);
+
+impl PyStoreBase {
+    /// Puts one message given as the put fields: the engine store's put.
+    fn put_args(&self, py: Python<'_>, args: PutArgs<'_, '_>) -> PyResult<PyPutResult> {
+        self.engine(py)?.get().put_args(py, args)
+    }
+}
+
 #[pymethods]
 impl PyStoreBase {
     /// Accepts (and ignores) the subclass's constructor arguments: the
@@ -76,45 +94,6 @@ impl PyStoreBase {
     fn _detach(&self, py: Python<'_>, reason: String) {
         let old = self.engine.get(py).replace(Err(reason));
         drop(old);
-    }
-
-    /// Append one message given as arguments (the fast path: no `Message`).
-    ///
-    /// `body` may be any bytes-like object; anything but `bytes` is copied
-    /// once and the CRC is taken over the copy. A refused message writes
-    /// nothing: the result's `status` is not `PUT_OK` and `reason` says
-    /// which field broke which rule.
-    #[pyo3(signature = (topic, body, queue_id=None, tags=None, keys=None, properties=None, delay_level=None, flag=None, born_timestamp=None, born_host=None, sys_flag=None), text_signature = "($self, topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0)")]
-    #[allow(clippy::too_many_arguments)]
-    fn put(
-        &self,
-        py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        body: &Bound<'_, PyAny>,
-        queue_id: Option<&Bound<'_, PyAny>>,
-        tags: Option<&Bound<'_, PyAny>>,
-        keys: Option<Bound<'_, PyAny>>,
-        properties: Option<&Bound<'_, PyAny>>,
-        delay_level: Option<&Bound<'_, PyAny>>,
-        flag: Option<&Bound<'_, PyAny>>,
-        born_timestamp: Option<&Bound<'_, PyAny>>,
-        born_host: Option<Bound<'_, PyAny>>,
-        sys_flag: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyPutResult> {
-        self.engine(py)?.get().put(
-            py,
-            topic,
-            body,
-            queue_id,
-            tags,
-            keys,
-            properties,
-            delay_level,
-            flag,
-            born_timestamp,
-            born_host,
-            sys_flag,
-        )
     }
 
     /// Append one message; returns its `PutResult`.
@@ -169,17 +148,16 @@ impl PyStoreBase {
         return_offsets: bool,
     ) -> PyResult<PyBatchPutResult> {
         // Checked here: an int outside i64 is a ValueError, not an OverflowError.
-        let queue_id = super::args::defaulted(queue_id, 0, |o| {
-            super::types::queue_id_arg(o).map(i64::from)
-        })?;
+        let queue_id =
+            super::args::defaulted(queue_id, 0, |o| super::args::queue_id_arg(o).map(i64::from))?;
         self.engine(py)?.get().put_batch(
             py,
             topic,
             bodies,
             queue_id,
-            keys,
-            tags,
-            properties,
+            keys.as_ref(),
+            tags.as_ref(),
+            properties.as_ref(),
             return_offsets,
         )
     }

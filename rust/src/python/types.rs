@@ -5,24 +5,21 @@
 
 use std::borrow::Cow;
 use std::io::Read;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::log::commitlog::{PutOutcome, PutStatus, Refused};
 use crate::log::message::{
-    iter_properties, offset_msg_id, props, sysflag, tags_code, MessageSpec, PropertiesBuilder,
-    RecordView,
+    iter_properties, offset_msg_id, props, sysflag, tags_code, MessageSpec, RecordView,
 };
 use crate::queue::reader::GetStatus;
 
-use super::args::{
-    body_arg, defaulted, i32_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, type_error, type_name,
-};
 use super::gil::guarded;
+use super::put_args::{put_fields_method, PutArgs};
 
 static PUT_STATUS: GILOnceCell<Vec<PyObject>> = GILOnceCell::new();
 
@@ -75,25 +72,6 @@ pub fn engine_enums() -> std::collections::HashMap<&'static str, Vec<(u8, &'stat
     m
 }
 
-/// Parses an `(ip, port)` tuple.
-pub fn parse_host(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<SocketAddr> {
-    let (ip, port): (String, i64) = obj.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "{what} must be an (ip: str, port: int) tuple, not {}",
-            type_name(obj)
-        ))
-    })?;
-    let ip: IpAddr = ip
-        .parse()
-        .map_err(|_| PyValueError::new_err(format!("{what}: {ip:?} is not an IP address")))?;
-    if !(0..=65535).contains(&port) {
-        return Err(PyValueError::new_err(format!(
-            "{what}: port {port} out of range"
-        )));
-    }
-    Ok(SocketAddr::new(ip, port as u16))
-}
-
 fn host_tuple<'py>(py: Python<'py>, a: &SocketAddr) -> PyResult<Bound<'py, PyTuple>> {
     PyTuple::new(
         py,
@@ -102,113 +80,6 @@ fn host_tuple<'py>(py: Python<'py>, a: &SocketAddr) -> PyResult<Bound<'py, PyTup
             a.port().into_pyobject(py)?.into_any(),
         ],
     )
-}
-
-/// Builds the serialized properties of a message. `Ok(Err(reason))` means the
-/// message is illegal (MESSAGE_ILLEGAL at put, `reason` names the field and
-/// the rule); `Err` is a Python error for a wrong argument type or a
-/// contradiction.
-pub fn build_properties(
-    tags: Option<&str>,
-    keys: Option<&Bound<'_, PyAny>>,
-    properties: Option<&Bound<'_, PyDict>>,
-    delay_level: i32,
-) -> PyResult<std::result::Result<Vec<u8>, String>> {
-    let mut b = PropertiesBuilder::with_capacity(32);
-    Ok(build_properties_into(&mut b, tags, keys, properties, delay_level)?.map(|()| b.finish()))
-}
-
-/// [`build_properties`] appending to `b` (after what it holds, as the
-/// properties of a new message), so a batch builds all its messages'
-/// properties in one buffer.
-pub fn build_properties_into(
-    b: &mut PropertiesBuilder,
-    tags: Option<&str>,
-    keys: Option<&Bound<'_, PyAny>>,
-    properties: Option<&Bound<'_, PyDict>>,
-    delay_level: i32,
-) -> PyResult<std::result::Result<(), String>> {
-    b.next_message();
-    let mut illegal: Option<String> = None;
-    fn note(
-        illegal: &mut Option<String>,
-        r: std::result::Result<(), crate::log::message::PropertyError>,
-    ) {
-        if let Err(crate::log::message::PropertyError::Illegal(m)) = r {
-            illegal.get_or_insert(m);
-        }
-    }
-    if let Some(d) = properties {
-        for (k, v) in d.iter() {
-            let k: Bound<'_, PyString> = k
-                .downcast_into()
-                .map_err(|e| type_error("property names", "str", &e.into_inner()))?;
-            let v: Bound<'_, PyString> = v
-                .downcast_into()
-                .map_err(|e| type_error("property values", "str", &e.into_inner()))?;
-            let ks = k.to_cow()?;
-            if tags.is_some() && ks == props::TAGS {
-                return Err(PyValueError::new_err(
-                    "give tags= or a TAGS property, not both",
-                ));
-            }
-            if keys.is_some() && ks == props::KEYS {
-                return Err(PyValueError::new_err(
-                    "give keys= or a KEYS property, not both",
-                ));
-            }
-            if delay_level != 0 && ks == props::DELAY {
-                return Err(PyValueError::new_err(
-                    "give delay_level= or a DELAY property, not both",
-                ));
-            }
-            note(&mut illegal, b.push(&ks, &v.to_cow()?));
-        }
-    }
-    if let Some(t) = tags {
-        if t.is_empty() {
-            illegal.get_or_insert_with(|| {
-                "tags must not be empty (give tags=None for a message without tags)".into()
-            });
-        } else if let Err(crate::log::message::PropertyError::Illegal(_)) = b.push(props::TAGS, t) {
-            illegal.get_or_insert_with(|| {
-                format!(
-                    "tags {t:?} contain a control character 0x01 or 0x02, which separates \
-                     properties in a record"
-                )
-            });
-        }
-    }
-    if let Some(k) = keys {
-        // Keys go straight into the buffer (no joined string per message).
-        let mut started = false;
-        if let Ok(s) = k.downcast::<PyString>() {
-            note(&mut illegal, b.push_key(&s.to_cow()?, &mut started));
-        } else {
-            for item in k
-                .try_iter()
-                .map_err(|_| type_error("keys", "a str or an iterable of str", k))?
-            {
-                let item = item?;
-                let s: Bound<'_, PyString> = item
-                    .downcast_into()
-                    .map_err(|e| type_error("each key", "str", &e.into_inner()))?;
-                note(&mut illegal, b.push_key(&s.to_cow()?, &mut started));
-            }
-        }
-    }
-    if delay_level < 0 {
-        return Err(PyValueError::new_err(format!(
-            "delay_level must be >= 0, got {delay_level}"
-        )));
-    }
-    if delay_level > 0 {
-        note(&mut illegal, b.push(props::DELAY, &delay_level.to_string()));
-    }
-    Ok(match illegal {
-        Some(m) => Err(m),
-        None => Ok(()),
-    })
 }
 
 /// A message to put.
@@ -245,9 +116,7 @@ impl PyMessage {
         &'a self,
         py: Python<'a>,
     ) -> std::result::Result<(&'a str, &'a [u8]), Refused> {
-        let topic = self.topic.bind(py).to_str().map_err(|_| {
-            Refused::illegal("topic is not valid UTF-8 text (it holds a lone surrogate)")
-        })?;
+        let topic = super::put_args::topic_str(self.topic.bind(py))?;
         Ok((topic, self.body.bind(py).as_bytes()))
     }
 
@@ -277,9 +146,7 @@ impl PyMessage {
     }
 }
 
-/// Born host used when a message gives none.
-pub const DEFAULT_BORN_HOST: SocketAddr =
-    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1)), 0);
+pub use crate::log::message::DEFAULT_BORN_HOST;
 
 fn props_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
@@ -304,62 +171,30 @@ fn keys_list(raw: &[u8]) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[pymethods]
+put_fields_method!(new PyMessage => PyMessage::from_args);
+
 impl PyMessage {
-    #[new]
-    #[pyo3(signature = (topic, body, queue_id=None, tags=None, keys=None, properties=None, delay_level=None, flag=None, born_timestamp=None, born_host=None, sys_flag=None), text_signature = "(topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0)")]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        topic: &Bound<'_, PyAny>,
-        body: &Bound<'_, PyAny>,
-        queue_id: Option<&Bound<'_, PyAny>>,
-        tags: Option<&Bound<'_, PyAny>>,
-        keys: Option<Bound<'_, PyAny>>,
-        properties: Option<&Bound<'_, PyAny>>,
-        delay_level: Option<&Bound<'_, PyAny>>,
-        flag: Option<&Bound<'_, PyAny>>,
-        born_timestamp: Option<&Bound<'_, PyAny>>,
-        born_host: Option<Bound<'_, PyAny>>,
-        sys_flag: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
+    /// A message from the put fields (`Message(...)`).
+    fn from_args(args: PutArgs<'_, '_>) -> PyResult<Self> {
         guarded(|| {
-            let topic = topic
-                .downcast::<PyString>()
-                .map_err(|_| type_error("topic", "str", topic))?
-                .clone();
-            let body = body_arg(body)?;
-            let queue_id = defaulted(queue_id, 0, queue_id_arg)?;
-            let tags = opt_str_arg(tags, "tags")?;
-            let keys = keys.filter(|k| !k.is_none());
-            let properties = opt_dict_arg(properties, "properties", "a dict of str to str")?;
-            let delay_level = defaulted(delay_level, 0, |o| i32_arg(o, "delay_level"))?;
-            let flag = defaulted(flag, 0, |o| i32_arg(o, "flag"))?;
-            let sys_flag = defaulted(sys_flag, 0, |o| i32_arg(o, "sys_flag"))?;
-            let born_timestamp = opt_i64_arg(born_timestamp, "born_timestamp")?;
-            let born_host = born_host
-                .filter(|h| !h.is_none())
-                .map(|h| parse_host(&h, "born_host"))
-                .transpose()?;
-            let props =
-                if tags.is_none() && keys.is_none() && properties.is_none() && delay_level == 0 {
-                    Ok(Vec::new())
-                } else {
-                    build_properties(tags, keys.as_ref(), properties, delay_level)?
-                };
+            let f = args.parse()?;
             Ok(Self {
-                topic: topic.unbind(),
-                body: body.unbind(),
-                queue_id,
-                flag,
-                born_timestamp,
-                born_host,
-                sys_flag,
-                delay_level,
-                props,
+                topic: f.topic.unbind(),
+                body: f.body.unbind(),
+                queue_id: f.queue_id,
+                flag: f.flag,
+                born_timestamp: f.born_timestamp,
+                born_host: f.born_host,
+                sys_flag: f.sys_flag,
+                delay_level: f.delay_level,
+                props: f.props,
             })
         })
     }
+}
 
+#[pymethods]
+impl PyMessage {
     #[getter]
     fn topic(&self, py: Python<'_>) -> Py<PyString> {
         self.topic.clone_ref(py)
@@ -422,30 +257,6 @@ impl PyMessage {
             self.tags()
         )
     }
-}
-
-/// Converts and validates a queue id argument (an int in 0..=2**31-1).
-pub fn queue_id_arg(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
-    let q = super::args::i64_arg(obj, "queue_id").map_err(|e| {
-        if e.is_instance_of::<PyValueError>(obj.py()) {
-            PyValueError::new_err("queue_id is out of range: it must be in 0..2147483647")
-        } else {
-            e
-        }
-    })?;
-    check_queue_id(q)
-}
-
-/// Validates a queue id argument.
-pub fn check_queue_id(q: i64) -> PyResult<i32> {
-    if q < 0 {
-        return Err(PyValueError::new_err(format!(
-            "queue_id must be >= 0, got {q}"
-        )));
-    }
-    i32::try_from(q).map_err(|_| {
-        PyValueError::new_err(format!("queue_id is out of range: {q} is over 2147483647"))
-    })
 }
 
 /// The result of a put.

@@ -323,6 +323,9 @@ impl Dispatcher {
             let min = self.commitlog.min_offset();
             if min >= 0 && from < min as u64 {
                 // Those files expired before they were dispatched.
+                log::warn!(
+                    "dispatch: CommitLog {from}..{min} was deleted before it was dispatched"
+                );
                 from = min as u64;
                 continue;
             }

@@ -93,6 +93,7 @@ impl Store {
             interval,
             immediately,
             max_files,
+            self.dispatcher.reput_from(),
         )
     }
 

@@ -9,14 +9,20 @@ use crate::error::{Result, StoreError};
 use crate::log::commitlog::{
     BatchInput, BatchOutcome, BatchRefusal, Prepared, PutOutcome, PutStatus, Refused,
 };
-use crate::log::message::{find_property, props, MessageSpec};
+use crate::log::message::{find_property, props, BatchProperties, MessageSpec, DEFAULT_BORN_HOST};
 
 impl Store {
-    fn check_writable(&self) -> Result<Option<Refused>> {
+    /// A put to a closed store, or to a read-only one, is an error.
+    fn check_open_writer(&self) -> Result<()> {
         self.check_open()?;
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<Option<Refused>> {
+        self.check_open_writer()?;
         if !self.flags.is_writeable() {
             return Ok(self
                 .flags
@@ -36,6 +42,15 @@ impl Store {
                 self.opts.flush.sync_timeout.as_millis()
             ),
         })
+    }
+
+    /// The outcome of a message refused before it reached the store (its
+    /// fields broke a put rule): the store's state (closed, read-only) is
+    /// reported first, as for any put; a store that takes no puts now
+    /// still gives the message's own refusal.
+    pub fn refused(&self, why: Refused) -> Result<PutOutcome> {
+        self.check_open_writer()?;
+        Ok(PutOutcome::rejected(why))
     }
 
     /// Validates a message for this store; `Err(refused)` means rejected.
@@ -142,11 +157,62 @@ impl Store {
         Ok(Ok(out))
     }
 
+    /// Appends `bodies` to one queue of `topic`, message `i` with the
+    /// properties `props` built for it (born now, at the default born host):
+    /// all or nothing. An illegal message refuses the batch (after the
+    /// store's state: closed or read-only is an error, as for any put);
+    /// otherwise see [`Store::put_batch_input`]. A batch not wholly written
+    /// says so in its reason (`... (k of n messages were written)`), and
+    /// its first queue offset is -1 when no message was written.
+    pub fn put_bodies(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        bodies: &[&[u8]],
+        props: &BatchProperties,
+        want_offsets: bool,
+    ) -> Result<std::result::Result<BatchOutcome, BatchRefusal>> {
+        let born_timestamp = self.commitlog.clock_ms();
+        if let Some(why) = props.illegal() {
+            self.check_open_writer()?;
+            return Ok(Err(Refused::illegal(why)));
+        }
+        let input = BatchInput {
+            topic,
+            queue_id,
+            flag: 0,
+            born_timestamp,
+            born_host: DEFAULT_BORN_HOST,
+            bodies,
+            props: props.bytes(),
+            props_ends: props.ends(),
+        };
+        let mut out = match self.put_batch_input(&input, want_offsets)? {
+            Ok(out) => out,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        if out.status != PutStatus::PutOk {
+            let why = out
+                .reason
+                .take()
+                .unwrap_or_else(|| format!("{:?}", out.status));
+            out.reason = Some(format!(
+                "{why} ({} of {} messages were written)",
+                out.count,
+                bodies.len()
+            ));
+        }
+        if out.count == 0 {
+            out.first_queue_offset = -1;
+        }
+        Ok(Ok(out))
+    }
+
     /// Appends a batch of messages to one queue: every message is checked
     /// first and one refused message refuses the batch (nothing written);
     /// then one append per CommitLog file's worth and, under SYNC_FLUSH,
     /// one flush wait for the whole batch.
-    pub fn put_bodies(
+    pub fn put_batch_input(
         &self,
         b: &BatchInput<'_>,
         want_offsets: bool,

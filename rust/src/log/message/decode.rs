@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use super::{
     body_crc, is_readable_topic_bytes, pos, prop_crc_ok, sysflag, BLANK_MAGIC, FIXED_OVERHEAD_V4,
     MAGIC_V1, MAGIC_V2, MAX_TOPIC_LEN, MAX_TOPIC_LEN_V2, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
+    PROP_CRC_MISMATCH,
 };
 
 // The decoders below read bytes from disk: every access is checked
@@ -294,10 +295,50 @@ pub fn valid_record_size(
     phy: u64,
     check_crc: bool,
 ) -> std::result::Result<usize, NotARecord> {
+    let crc = if check_crc {
+        RecordCrc::Body
+    } else {
+        RecordCrc::None
+    };
+    valid_record_size_with(buf, phy, crc)
+}
+
+/// Which CRC a record check computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordCrc {
+    /// None: the structural rules only.
+    None,
+    /// The body CRC.
+    Body,
+    /// The property CRC `__CRC32#` alone (a record in a range written with
+    /// it): it covers every byte before it, the body and the stored body CRC
+    /// among them, so a match proves the body as written and the body CRC is
+    /// not computed a second time (docs/format.md "Property CRC").
+    Prop,
+}
+
+/// [`valid_record_size`] with the CRC to check named: with
+/// [`RecordCrc::Prop`] a missing or mismatched property CRC is
+/// [`PROP_CRC_MISMATCH`].
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline]
+pub fn valid_record_size_with(
+    buf: &[u8],
+    phy: u64,
+    crc: RecordCrc,
+) -> std::result::Result<usize, NotARecord> {
     let f = parse_frame(buf)?;
     let b = buf.get(..f.total).ok_or(FIELD_OUTSIDE_RECORD)?;
-    if check_crc && !frame_crc_ok(b, &f) {
-        return Err(NotARecord::End("body CRC mismatch"));
+    match crc {
+        RecordCrc::None => {}
+        RecordCrc::Body if !frame_crc_ok(b, &f) => {
+            return Err(NotARecord::End("body CRC mismatch"));
+        }
+        RecordCrc::Body => {}
+        RecordCrc::Prop if !prop_crc_ok(b, &f.properties) => {
+            return Err(NotARecord::End(PROP_CRC_MISMATCH));
+        }
+        RecordCrc::Prop => {}
     }
     let rule = record_rule_violation_at(
         b,

@@ -10,6 +10,10 @@ use super::{
     NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_CRC_LEN, PROP_CRC_NAME,
 };
 
+/// Born host of a message that gives none (127.0.0.1, port 0).
+pub const DEFAULT_BORN_HOST: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1)), 0);
+
 /// Length in bytes of one encoded host (`ip` + 4-byte port).
 #[inline]
 pub fn host_len(addr: &SocketAddr) -> usize {
@@ -105,7 +109,7 @@ impl<'a> MessageSpec<'a> {
             flag: 0,
             sys_flag: 0,
             born_timestamp: 0,
-            born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
+            born_host: DEFAULT_BORN_HOST,
             reconsume_times: 0,
             prepared_transaction_offset: 0,
             body: body.into(),

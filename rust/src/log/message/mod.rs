@@ -25,12 +25,15 @@
 //! - `decode.rs`: the checked decoders ([`parse_record`], the validity rule,
 //!   resynchronising after damage).
 //! - `properties.rs`: the properties string (parse, build, the rules).
+//! - `fields.rs`: a put's tags, keys, properties and delay level as a
+//!   message's properties (one message, or a batch's), with their rules.
 //! - `msg_id.rs`: message ids (store host and offset).
 //! - `delay.rs`: the delay-level grammar.
 
 mod decode;
 mod delay;
 mod encode;
+mod fields;
 mod msg_id;
 mod prop_crc;
 mod properties;
@@ -38,16 +41,19 @@ mod rules;
 
 pub use decode::{
     find_next_valid_record, parse_record, parse_valid_record, properties_well_formed,
-    record_prop_crc_ok, valid_record_size, NotARecord, Parsed, RecordView,
+    record_prop_crc_ok, valid_record_size, valid_record_size_with, NotARecord, Parsed, RecordCrc,
+    RecordView,
 };
 pub use delay::{delay_level_table, parse_delay_levels};
 pub use encode::{
     encode_blank, encode_v1, encode_v1_crc_of_copy, host_len, record_len, MessageSpec,
+    DEFAULT_BORN_HOST,
 };
+pub use fields::{BatchProperties, MessageFields};
 pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};
 pub use prop_crc::{
     has_prop_crc, parse_prop_crc_digits, prop_crc_digits, prop_crc_extra, prop_crc_ok,
-    strip_prop_crc, PROP_CRC_LEN, PROP_CRC_NAME,
+    strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
 };
 pub use properties::{
     find_property, iter_properties, property_problem, PropertiesBuilder, PropertyError,
@@ -446,6 +452,42 @@ mod tests {
             panic!()
         };
         assert!(!prop_crc_ok(&plain, &v.properties));
+    }
+
+    /// The property-CRC check alone (a record in a range written with it)
+    /// refuses every body the body CRC refuses, and names the property CRC.
+    #[test]
+    fn prop_check_stands_for_both_crcs() {
+        let rec = record_with_crc(b"A\x011");
+        assert_eq!(
+            valid_record_size_with(&rec, 500, RecordCrc::Prop),
+            Ok(rec.len())
+        );
+        let Parsed::Record(v) = parse_valid_record(&rec, 500, true) else {
+            panic!()
+        };
+        for at in v.body.clone() {
+            let mut m = rec.clone();
+            m[at] ^= 0x01;
+            assert_eq!(
+                valid_record_size_with(&m, 500, RecordCrc::Prop),
+                Err(NotARecord::End(PROP_CRC_MISMATCH))
+            );
+            assert_eq!(
+                valid_record_size_with(&m, 500, RecordCrc::Body),
+                Err(NotARecord::End("body CRC mismatch"))
+            );
+            assert_eq!(
+                valid_record_size_with(&m, 500, RecordCrc::None),
+                Ok(rec.len())
+            );
+        }
+        // A record without the property fails the property check.
+        let plain = record_at(500, "T", 1, b"K\x01v");
+        assert_eq!(
+            valid_record_size_with(&plain, 500, RecordCrc::Prop),
+            Err(NotARecord::End(PROP_CRC_MISMATCH))
+        );
     }
 
     #[test]

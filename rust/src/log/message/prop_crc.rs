@@ -3,6 +3,9 @@
 
 use super::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR};
 
+/// Why a record in a range written with the property CRC is damaged.
+pub const PROP_CRC_MISMATCH: &str = "property CRC missing or mismatched";
+
 /// Name of the property CRC (RocketMQ 5.x `MessageConst.PROPERTY_CRC32`).
 pub const PROP_CRC_NAME: &[u8; 8] = b"__CRC32#";
 /// Bytes the property CRC takes at the end of the properties: the name,

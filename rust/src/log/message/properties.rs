@@ -170,6 +170,11 @@ impl PropertiesBuilder {
         self.buf.extend_from_slice(value);
     }
 
+    /// The serialized properties built so far.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// True when nothing was pushed.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()

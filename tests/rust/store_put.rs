@@ -1,0 +1,211 @@
+//! The engine's batch put of bodies to one queue (`Store::put_bodies`, what
+//! `MessageStore.put_batch` calls) and the refusal of a message whose fields
+//! broke a put rule (`Store::refused`): properties built by the engine's
+//! field rules, all or nothing, an illegal message reported after the
+//! store's state and before its running flags, and the reason of a batch
+//! not wholly written.
+
+use std::path::Path;
+
+use _native::log::commitlog::{PutStatus, Refused};
+use _native::log::message::{find_property, BatchProperties, MessageFields};
+use _native::store::{Store, StoreOptions};
+use _native::StoreError;
+
+mod common;
+
+/// Serialises the tests of this target in fault-injection builds, where
+/// one of them arms a (process-wide) fail point.
+#[cfg(feature = "failpoints")]
+fn serial() -> common::Points {
+    common::Points::take()
+}
+/// Nothing to serialise without fail points.
+#[cfg(not(feature = "failpoints"))]
+struct Serial;
+#[cfg(not(feature = "failpoints"))]
+fn serial() -> Serial {
+    Serial
+}
+
+fn started(dir: &Path) -> Store {
+    Store::open_running(StoreOptions {
+        commit_log_file_size: Some(64 << 10),
+        consume_queue_file_size: Some(20 * 100),
+        max_hash_slot_num: 10,
+        max_index_num: 40,
+        ..StoreOptions::at(dir)
+    })
+    .unwrap()
+}
+
+/// Batch properties for messages given as `(tags, keys)`.
+fn props(messages: &[(Option<&str>, &[&str])]) -> BatchProperties {
+    let mut batch = BatchProperties::new();
+    for (tags, keys) in messages {
+        batch
+            .message(*tags, !keys.is_empty(), |m: &mut MessageFields<'_, '_>| {
+                for k in *keys {
+                    m.key(k);
+                }
+                Ok::<(), StoreError>(())
+            })
+            .unwrap();
+    }
+    batch
+}
+
+#[test]
+fn a_batch_is_written_in_order_with_each_messages_properties() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let store = started(dir.path());
+    let bodies: [&[u8]; 3] = [b"a", b"bb", b"ccc"];
+    let p = props(&[(Some("t0"), &["k0"]), (None, &[]), (Some("t2"), &[])]);
+    let out = store
+        .put_bodies("T", 1, &bodies, &p, true)
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status, PutStatus::PutOk);
+    assert_eq!(
+        (out.count, out.first_queue_offset, out.reason),
+        (3, 0, None)
+    );
+    assert_eq!(out.offsets.len(), 3);
+    for (i, off) in out.offsets.iter().enumerate() {
+        let (view, raw) = store.look_message_by_offset(*off as u64).unwrap().unwrap();
+        assert_eq!(&raw[view.body.clone()], bodies[i]);
+        assert_eq!((view.queue_id, view.queue_offset), (1, i as i64));
+        let stored = &raw[view.properties.clone()];
+        let tags = find_property(stored, "TAGS");
+        assert_eq!(tags, [Some(&b"t0"[..]), None, Some(&b"t2"[..])][i]);
+        assert_eq!(find_property(stored, "KEYS").is_some(), i == 0);
+    }
+    store.drain_dispatch().unwrap();
+    assert_eq!(store.max_offset_in_queue("T", 1).unwrap(), 3);
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn an_illegal_message_refuses_the_whole_batch() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let store = started(dir.path());
+    let end = store.commitlog().max_offset();
+    let bodies: [&[u8]; 3] = [b"a", b"b", b"c"];
+    let p = props(&[(None, &["ok"]), (None, &["two words"]), (Some(""), &[])]);
+    let refused = store
+        .put_bodies("T", 0, &bodies, &p, false)
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.status, PutStatus::MessageIllegal);
+    assert!(
+        refused
+            .reason
+            .starts_with("message 1: key \"two words\" contains a space"),
+        "{}",
+        refused.reason
+    );
+    assert_eq!(store.commitlog().max_offset(), end);
+    // The message's own refusal comes before the running flags...
+    store.poison("a service failed".into());
+    let refused = store
+        .put_bodies("T", 0, &bodies, &p, false)
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.status, PutStatus::MessageIllegal);
+    let one = store.refused(Refused::illegal("bad")).unwrap();
+    assert_eq!(
+        (one.status, one.reason.as_deref()),
+        (PutStatus::MessageIllegal, Some("bad"))
+    );
+    // ...while a legal batch gets the running state's refusal.
+    let fine = props(&[(None, &[]), (None, &[]), (None, &[])]);
+    let refused = store
+        .put_bodies("T", 0, &bodies, &fine, false)
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(refused.status, PutStatus::ServiceNotAvailable);
+    assert_eq!(store.commitlog().max_offset(), end);
+    // A closed store is an error, before any rule.
+    store.shutdown().unwrap();
+    assert!(matches!(
+        store.put_bodies("T", 0, &bodies, &p, false),
+        Err(StoreError::Closed)
+    ));
+    assert!(matches!(
+        store.refused(Refused::illegal("bad")),
+        Err(StoreError::Closed)
+    ));
+}
+
+#[test]
+fn a_read_only_store_refuses_an_illegal_batch_as_read_only() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    started(dir.path()).shutdown().unwrap();
+    let store = Store::open(StoreOptions {
+        read_only: true,
+        commit_log_file_size: Some(64 << 10),
+        consume_queue_file_size: Some(20 * 100),
+        max_hash_slot_num: 10,
+        max_index_num: 40,
+        ..StoreOptions::at(dir.path())
+    })
+    .unwrap();
+    store.recover(true, false).unwrap();
+    let p = props(&[(Some(""), &[])]);
+    let r = store.put_bodies("T", 0, &[b"x"], &p, false);
+    assert!(matches!(r, Err(StoreError::ReadOnly)), "{r:?}");
+    assert!(matches!(
+        store.refused(Refused::illegal("bad")),
+        Err(StoreError::ReadOnly)
+    ));
+}
+
+#[cfg(feature = "failpoints")]
+#[test]
+fn a_batch_cut_short_says_how_many_messages_were_written() {
+    let points = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let store = started(dir.path());
+    // The first file exists before the disk "fills".
+    let one = props(&[(None, &[])]);
+    let first = store
+        .put_bodies("T", 0, &[b"x"], &one, false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.status, PutStatus::PutOk);
+    // 64 KiB files: 100 bodies of 1,000 bytes need a second file.
+    let body = vec![b'x'; 1000];
+    let bodies: Vec<&[u8]> = (0..100).map(|_| &body[..]).collect();
+    points.arm("create_file", libc::ENOSPC);
+    let out = store
+        .put_bodies("T", 0, &bodies, &BatchProperties::new(), false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status, PutStatus::CreateMappedFileFailed);
+    assert!(out.count > 0 && out.count < 100, "{}", out.count);
+    let reason = out.reason.unwrap();
+    assert!(
+        reason.ends_with(&format!("({} of 100 messages were written)", out.count)),
+        "{reason}"
+    );
+    assert_eq!(out.first_queue_offset, 1);
+    // Nothing written at all: no first queue offset.
+    let out = store
+        .put_bodies("T", 0, &bodies, &BatchProperties::new(), false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (out.status, out.count),
+        (PutStatus::CreateMappedFileFailed, 0)
+    );
+    assert_eq!(out.first_queue_offset, -1);
+    assert!(out
+        .reason
+        .unwrap()
+        .ends_with("(0 of 100 messages were written)"));
+    drop(points);
+    store.shutdown().unwrap();
+}
