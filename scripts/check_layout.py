@@ -8,7 +8,10 @@ Fails (exit 1), naming each offender, when
   every line except ``#[cfg(test)] mod name { ... }`` blocks);
 - a function (Rust ``fn``, Python ``def``) has more than 120 lines, from
   its ``fn``/``def`` line to its last line;
-- Rust modules import each other in a circle.
+- Rust modules import each other in a circle;
+- a Rust module uses a module of a higher layer (``LAYERS``: the crate's
+  other top-level modules < ``log`` < ``queue``, ``index`` < ``services`` <
+  ``recovery`` < ``store`` < ``columnar``, ``verify`` < ``python``).
 
 The module graph is drawn between files (``lib.rs``, ``a.rs``, ``a/mod.rs``
 and ``a/b.rs`` are modules). An edge is a path that names an item of another
@@ -38,6 +41,21 @@ from pathlib import Path
 
 MAX_FILE_LINES = 800
 MAX_FN_LINES = 120
+
+#: The engine's layers, lowest first, by top-level module under ``rust/src``.
+#: A module may use its own layer and the layers below it. Top-level modules
+#: not named here (``error``, ``lock``, ``service``, ``paths``, the crate
+#: root, ...) are the layer below all of them.
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("log", frozenset({"log"})),
+    ("queue/index", frozenset({"queue", "index"})),
+    ("services", frozenset({"services"})),
+    ("recovery", frozenset({"recovery"})),
+    ("store", frozenset({"store"})),
+    ("columnar/verify", frozenset({"columnar", "verify"})),
+    ("python", frozenset({"python"})),
+)
+BASE_LAYER = "primitives"
 
 
 # -- Rust lexing ---------------------------------------------------------------
@@ -495,15 +513,48 @@ def _one_circle(group: list[Mod], edges: dict[Mod, dict[Mod, str]]) -> list[Mod]
     return [*group, start]
 
 
-def circle_offences(rust: dict[str, str]) -> list[Offence]:
-    """One offence per circle of Rust modules."""
+def module_graph(rust: dict[str, str]) -> tuple[dict[Mod, Module], dict[Mod, dict[Mod, str]]]:
+    """The modules of `rust` (path -> source) and the edges between them."""
     mods: dict[Mod, Module] = {}
     for rel, src in rust.items():
         path = module_path(Path(rel).relative_to("rust/src"))
         m = Module(path, rel)
         parse_module(m, src)
         mods[path] = m
-    edges = Graph(mods).edges()
+    return mods, Graph(mods).edges()
+
+
+def layer_of(mod: Mod) -> tuple[int, str]:
+    """`(rank, name)` of the layer a module belongs to (0: the base layer)."""
+    top = mod[0] if mod else ""
+    for rank, (name, members) in enumerate(LAYERS, 1):
+        if top in members:
+            return rank, name
+    return 0, BASE_LAYER
+
+
+def layer_offences(mods: dict[Mod, Module], edges: dict[Mod, dict[Mod, str]]) -> list[Offence]:
+    """One offence per use of a module in a higher layer."""
+    found: list[Offence] = []
+    for a in sorted(edges):
+        rank_a, name_a = layer_of(a)
+        for b, example in sorted(edges[a].items()):
+            rank_b, name_b = layer_of(b)
+            if rank_b > rank_a:
+                found.append(
+                    Offence(
+                        mods[a].rel,
+                        f"layer {name_a} uses the higher layer {name_b}: "
+                        f"{mods[b].rel} ({example})",
+                    )
+                )
+    return found
+
+
+def circle_offences(
+    mods: dict[Mod, Module], edges: dict[Mod, dict[Mod, str]]
+) -> list[Offence]:
+    """One offence per circle of Rust modules."""
     found: list[Offence] = []
     for c in circles(edges):
         steps = [
@@ -552,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{o.path}: {o.what}")
             failed = True
-    for o in circle_offences(rust):
+    mods, edges = module_graph(rust)
+    for o in [*circle_offences(mods, edges), *layer_offences(mods, edges)]:
         print(f"{o.path}: {o.what}")
         failed = True
     for stale in sorted(allow - offending):
@@ -563,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(
         f"layout ok: files <= {MAX_FILE_LINES} lines, functions <= {MAX_FN_LINES} lines, "
-        "no module circles"
+        "no module circles, no use of a higher layer"
     )
     return 0
 

@@ -130,8 +130,10 @@ def main() -> None:
                    help="write without the property CRC (enabled_append_prop_crc=False)")
     media_arg(p)
     args = p.parse_args()
+    prop_crc = "off" if args.no_prop_crc else "on"
     print(f"clean reopen, {args.gib} GiB of 100 B messages, default geometry, "
-          f"check_crc_on_recover=True, property CRC {'off' if args.no_prop_crc else 'on'}; load average {load_average()}")
+          f"check_crc_on_recover=True, property CRC {prop_crc}; "
+          f"load average {load_average()}")
     for medium in chosen(args.medium):
         measure(medium, args.gib, args.repeats, not args.no_prop_crc)
 

@@ -35,6 +35,7 @@ __all__ = [
     "INDEX_HEADER_SIZE",
     "LOCK_FILE",
     "MIN_RECORD_SIZE",
+    "SCHEDULE_TOPIC",
     "SEGMENT_NAME_DIGITS",
     "STORE_ENTRIES",
     "SUBSCRIPTION_GROUP_FILE",
@@ -81,6 +82,7 @@ __all__ = [
     "body_crc",
     "index_file_size",
     "index_geometry",
+    "is_system_topic",
     "java_string_hash",
     "parse_delay_levels",
     "tags_code",
@@ -104,6 +106,8 @@ DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE: int
 DEFAULT_MESSAGE_DELAY_LEVEL: str
 DEFAULT_HASH_SLOT_NUM: int
 DEFAULT_INDEX_NUM: int
+#: Where delayed messages wait (queue id = level - 1).
+SCHEDULE_TOPIC: str
 
 # The store's folder and file names (the engine's `paths` module).
 COMMIT_LOG_DIR: str
@@ -122,6 +126,7 @@ STORE_ENTRIES: list[str]
 
 def parse_delay_levels(text: str) -> list[int]: ...
 def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int | None: ...
+def is_system_topic(topic: str) -> bool: ...
 
 def java_string_hash(s: str) -> int: ...
 def tags_code(tags: str | None) -> int: ...

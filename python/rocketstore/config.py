@@ -35,17 +35,26 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import ipaddress
 import logging
-import math
 import os
-import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Self
 
 from rocketstore import _native
+from rocketstore._config_checks import (
+    MIN_MAPPED_FILE_SIZE_COMMIT_LOG,
+    Checker,
+    FieldKind,
+    check_ranges,
+    checker_for,
+    is_ip_literal,
+    kind_of,
+    parse_delay_levels,
+    parse_delete_when,
+)
+from rocketstore._config_properties import format_value, java_names, read_values
 from rocketstore.formats.properties import read_properties
 
 __all__ = [
@@ -69,19 +78,10 @@ CQ_STORE_UNIT_SIZE: Final[int] = _native.CQ_STORE_UNIT_SIZE
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG: Final[int] = _native.DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
 #: ConsumeQueue segment size of a new store when ``mapped_file_size_consume_queue`` is None.
 DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE: Final[int] = _native.DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
-#: Smallest CommitLog segment: a minimal record (91 bytes) plus the 8-byte end-of-file blank.
-MIN_MAPPED_FILE_SIZE_COMMIT_LOG: Final[int] = (
-    _native.MIN_RECORD_SIZE + _native.END_FILE_MIN_BLANK_LENGTH
-)
 #: Default STOREHOST of records written by this store (RocketMQ's default listen port).
 DEFAULT_STORE_HOST: Final[tuple[str, int]] = ("127.0.0.1", 10911)
 #: RocketMQ's default ``messageDelayLevel`` (18 levels).
 DEFAULT_MESSAGE_DELAY_LEVEL: Final[str] = _native.DEFAULT_MESSAGE_DELAY_LEVEL
-
-_INT32_MAX: Final = 2**31 - 1  # Java int: file sizes and in-file positions
-_INT64_MAX: Final = 2**63 - 1  # Java long
-_MAX_PORT: Final = 65535
-_LAST_HOUR: Final = 23
 
 
 #: Fields accepted for compatibility with RocketMQ's ``MessageStoreConfig`` that
@@ -289,9 +289,9 @@ class StoreConfig:
 
     # --- index --------------------------------------------------------------
     #: Hash slots per IndexFile (index geometry).
-    max_hash_slot_num: int = 5_000_000
+    max_hash_slot_num: int = _native.DEFAULT_HASH_SLOT_NUM
     #: Entries per IndexFile (index geometry).
-    max_index_num: int = 20_000_000
+    max_index_num: int = _native.DEFAULT_INDEX_NUM
     #: Whether message keys are indexed.
     message_index_enable: bool = True
     #: Recovery also respects the index checkpoint timestamp (RocketMQ ``messageIndexSafe``);
@@ -383,10 +383,10 @@ class StoreConfig:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            checked = _check_type(f.name, _FIELD_KINDS[f.name], value)
+            checked = _TYPE_CHECKS[f.name](f.name, value)
             if checked is not value:
                 object.__setattr__(self, f.name, checked)
-        self._check_ranges()
+        check_ranges(self)
         self._warn_inert()
 
     def _warn_inert(self) -> None:
@@ -401,154 +401,6 @@ class StoreConfig:
                 getattr(self, name),
                 why,
             )
-
-    def _check_ranges(self) -> None:
-        # paths
-        if not self.store_path:
-            _bad("store_path", self.store_path, "must be a non-empty path")
-        if self.store_path_commit_log is not None:
-            if not self.store_path_commit_log:
-                _bad(
-                    "store_path_commit_log",
-                    self.store_path_commit_log,
-                    "must be a non-empty path or None",
-                )
-            if "," in self.store_path_commit_log:
-                _bad(
-                    "store_path_commit_log",
-                    self.store_path_commit_log,
-                    "multi-path CommitLogs (',' separated) are not supported",
-                )
-        _check_store_host(self.store_host)
-        if self.on_corruption not in ("refuse", "skip"):
-            _bad("on_corruption", self.on_corruption, 'must be "refuse" or "skip"')
-
-        # segment sizes
-        if self.mapped_file_size_commit_log is not None:
-            _in_range(
-                "mapped_file_size_commit_log",
-                self.mapped_file_size_commit_log,
-                MIN_MAPPED_FILE_SIZE_COMMIT_LOG,
-                _INT32_MAX,
-                "(a minimal 91-byte record plus the 8-byte blank must fit)",
-            )
-        if self.mapped_file_size_consume_queue is not None:
-            size = self.mapped_file_size_consume_queue
-            _in_range("mapped_file_size_consume_queue", size, 1, _INT32_MAX)
-            rounded = -(-size // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
-            if rounded > _INT32_MAX:
-                _bad(
-                    "mapped_file_size_consume_queue",
-                    size,
-                    f"rounds up to {rounded}, above {_INT32_MAX}",
-                )
-            object.__setattr__(self, "mapped_file_size_consume_queue", rounded)
-        _in_range(
-            "mapped_file_size_consume_queue_ext",
-            self.mapped_file_size_consume_queue_ext,
-            1,
-            _INT32_MAX,
-        )
-        _in_range(
-            "bit_map_length_consume_queue_ext",
-            self.bit_map_length_consume_queue_ext,
-            0,
-            _INT32_MAX,
-        )
-
-        # periods the services sleep for: must be positive
-        for name in (
-            "flush_interval_commit_log",
-            "commit_interval_commit_log",
-            "flush_interval_consume_queue",
-            "clean_resource_interval",
-            "flush_delay_offset_interval",
-            "sync_flush_timeout",
-            "slave_timeout",
-            "put_message_timeout",
-            "os_page_cache_busy_time_out_mills",
-        ):
-            _in_range(name, getattr(self, name), 1, _INT64_MAX)
-        # page counts, pauses and ages where zero means "no threshold"
-        for name in (
-            "flush_commit_log_least_pages",
-            "flush_commit_log_thorough_interval",
-            "commit_commit_log_least_pages",
-            "commit_commit_log_thorough_interval",
-            "flush_consume_queue_least_pages",
-            "flush_consume_queue_thorough_interval",
-            "file_reserved_time",
-            "delete_commit_log_files_interval",
-            "delete_consume_queue_files_interval",
-            "destroy_mapped_file_interval_forcibly",
-            "redelete_hanged_file_interval",
-            "flush_least_pages_when_warm_mapped_file",
-        ):
-            _in_range(name, getattr(self, name), 0, _INT64_MAX)
-        # counts and limits that must allow at least one
-        for name in (
-            "delete_file_batch_max",
-            "transient_store_pool_size",
-            "max_msgs_num_batch",
-            "default_query_max_num",
-            "max_message_size",
-            "put_msg_index_hight_water",
-            "max_topic_length",
-            "max_filter_message_size",
-            "max_transfer_bytes_on_message_in_memory",
-            "max_transfer_count_on_message_in_memory",
-            "max_transfer_bytes_on_message_in_disk",
-            "max_transfer_count_on_message_in_disk",
-            "max_recovery_commitlog_files",
-        ):
-            _in_range(name, getattr(self, name), 1, _INT32_MAX)
-
-        if self.max_store_size_bytes is not None:
-            _in_range("max_store_size_bytes", self.max_store_size_bytes, 1, _INT64_MAX)
-
-        # index geometry: the file size is a Java int
-        _in_range("max_hash_slot_num", self.max_hash_slot_num, 1, _INT32_MAX)
-        _in_range("max_index_num", self.max_index_num, 1, _INT32_MAX)
-        if _native.index_file_size(self.max_hash_slot_num, self.max_index_num) is None:
-            index_size = (
-                _native.INDEX_HEADER_SIZE
-                + self.max_hash_slot_num * _native.INDEX_HASH_SLOT_SIZE
-                + self.max_index_num * _native.INDEX_ENTRY_SIZE
-            )
-            raise ValueError(
-                f"max_hash_slot_num={self.max_hash_slot_num!r}, "
-                f"max_index_num={self.max_index_num!r}: IndexFile size {index_size} "
-                f"exceeds {_INT32_MAX} bytes"
-            )
-
-        # ratios and percentages
-        _in_range(
-            "disk_max_used_space_ratio",
-            self.disk_max_used_space_ratio,
-            -_INT32_MAX - 1,
-            _INT32_MAX,
-        )  # any Java int; clamped by the property
-        for name in (
-            "disk_space_warning_level_ratio",
-            "disk_space_clean_forcibly_ratio",
-        ):
-            ratio = getattr(self, name)
-            if not (0.0 < ratio <= 1.0):
-                _bad(name, ratio, "must be a fraction in (0, 1]")
-        _in_range(
-            "access_message_in_memory_max_ratio",
-            self.access_message_in_memory_max_ratio,
-            0,
-            100,
-        )
-
-        _in_range("ha_listen_port", self.ha_listen_port, 0, _MAX_PORT)
-        if not self.store_type:
-            _bad("store_type", self.store_type, "must be non-empty")
-
-        # strings with a grammar
-        _parse_delete_when(self.delete_when)
-        _parse_delay_levels(self.message_delay_level)
 
     # --- resolved values ----------------------------------------------------
     @property
@@ -591,7 +443,7 @@ class StoreConfig:
     @property
     def delete_when_hours(self) -> frozenset[int]:
         """The hours of the day (0..23) named by ``delete_when``."""
-        return frozenset(_parse_delete_when(self.delete_when))
+        return frozenset(parse_delete_when(self.delete_when))
 
     def delay_level_table(self) -> dict[int, int]:
         """Delay levels as ``{level: milliseconds}``, level 1 first.
@@ -601,13 +453,13 @@ class StoreConfig:
         """
         return {
             i: ms
-            for i, ms in enumerate(_parse_delay_levels(self.message_delay_level), 1)
+            for i, ms in enumerate(parse_delay_levels(self.message_delay_level), 1)
         }
 
     @property
     def max_delay_level(self) -> int:
         """The highest delay level (the number of levels in ``message_delay_level``)."""
-        return len(_parse_delay_levels(self.message_delay_level))
+        return len(parse_delay_levels(self.message_delay_level))
 
     # --- layout (docs/format.md §1) -----------------------------
     @property
@@ -679,7 +531,7 @@ class StoreConfig:
             value = getattr(self, f.name)
             if value is None:
                 continue
-            out[_JAVA_NAMES[f.name]] = _format_value(value)
+            out[_JAVA_NAMES[f.name]] = format_value(value)
         return out
 
     @classmethod
@@ -712,40 +564,24 @@ class StoreConfig:
             origin = os.fspath(source)
             items = list(read_properties(Path(origin)).items())
 
-        values: dict[str, Any] = {}
-        broker_ip: str | None = None
-        listen_port: int | None = None
-        for raw_key, raw_value in items:
-            key = raw_key.strip()
-            name = _field_for_key(key)
-            if name is None:
-                if key == "brokerIP1" and isinstance(raw_value, str):
-                    broker_ip = raw_value.strip()
-                elif key == "listenPort":
-                    listen_port = _convert(
-                        origin, key, _Kind.INT, raw_value, "listen_port"
-                    )
-                else:
-                    _log.debug("%s: ignoring %r: not a store option", origin, key)
-                continue
-            values[name] = _convert(origin, key, _FIELD_KINDS[name], raw_value, name)
-
+        read = read_values(origin, items, _FIELD_KINDS, _KEY_TO_FIELD)
+        values = read.values
         if "store_host" not in values and (
-            broker_ip is not None or listen_port is not None
+            read.broker_ip is not None or read.listen_port is not None
         ):
             host, port = DEFAULT_STORE_HOST
-            if broker_ip is not None:
-                if _is_ip_literal(broker_ip):
-                    host = broker_ip
+            if read.broker_ip is not None:
+                if is_ip_literal(read.broker_ip):
+                    host = read.broker_ip
                 else:
                     _log.debug(
                         "%s: brokerIP1=%r is not an IP literal; store_host keeps %r",
                         origin,
-                        broker_ip,
+                        read.broker_ip,
                         host,
                     )
-            if listen_port is not None:
-                port = listen_port
+            if read.listen_port is not None:
+                port = read.listen_port
             values["store_host"] = (host, port)
 
         values.update(overrides)
@@ -771,321 +607,15 @@ StoreConfig.__setattr__ = _refuse_setattr  # type: ignore[method-assign,assignme
 StoreConfig.__delattr__ = _refuse_delattr  # type: ignore[method-assign,assignment]
 
 
-# --------------------------------------------------------------------------
-# field kinds and type checks
-
-
-class _Kind(enum.Enum):
-    INT = "int"
-    OPT_INT = "int | None"
-    BOOL = "bool"
-    FLOAT = "float"
-    STR = "str"
-    OPT_STR = "str | None"
-    FLUSH_DISK_TYPE = "FlushDiskType"
-    BROKER_ROLE = "BrokerRole"
-    HOST = "tuple[str, int]"
-
-
-def _kind_of(hint: object) -> _Kind:
-    table: list[tuple[object, _Kind]] = [
-        (bool, _Kind.BOOL),
-        (int, _Kind.INT),
-        (float, _Kind.FLOAT),
-        (str, _Kind.STR),
-        (int | None, _Kind.OPT_INT),
-        (str | None, _Kind.OPT_STR),
-        (FlushDiskType, _Kind.FLUSH_DISK_TYPE),
-        (BrokerRole, _Kind.BROKER_ROLE),
-        (tuple[str, int], _Kind.HOST),
-    ]
-    for candidate, kind in table:
-        if hint == candidate:
-            return kind
-    raise AssertionError(f"StoreConfig: unsupported field type {hint!r}")
-
-
-def _bad(name: str, value: object, why: str) -> typing.NoReturn:
-    raise ValueError(f"{name}={value!r}: {why}")
-
-
-def _in_range(name: str, value: int, low: int, high: int, note: str = "") -> None:
-    if not low <= value <= high:
-        why = (
-            f"must be >= {low}" if high >= _INT64_MAX else f"must be in [{low}, {high}]"
-        )
-        _bad(name, value, f"{why} {note}".rstrip())
-
-
-_Checker = Callable[[str, object], object]
-
-
-def _expected(name: str, value: object, expected: str) -> typing.NoReturn:
-    raise TypeError(
-        f"{name}={value!r}: expected {expected}, got {type(value).__name__}"
-    )
-
-
-def _check_bool(name: str, value: object) -> object:
-    if isinstance(value, bool):
-        return value
-    _expected(name, value, "a bool")
-
-
-def _check_int(name: str, value: object) -> object:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    _expected(name, value, "an int")
-
-
-def _check_float(name: str, value: object) -> object:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            _bad(name, value, "must be finite")
-        return float(value)
-    _expected(name, value, "a float")
-
-
-def _check_str(name: str, value: object) -> object:
-    if name in _PATH_FIELDS and isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if isinstance(value, str):
-        return value
-    _expected(name, value, "a str")
-
-
-def _check_host(name: str, value: object) -> object:
-    if isinstance(value, (tuple, list)):
-        return tuple(value)
-    _expected(name, value, "a (host, port) tuple")
-
-
-def _enum_checker(enum_cls: type[enum.Enum]) -> _Checker:
-    def check(name: str, value: object) -> object:
-        if isinstance(value, enum_cls):
-            return value
-        if isinstance(value, str):
-            try:
-                return enum_cls[value]
-            except KeyError:
-                _bad(name, value, f"must be one of {', '.join(enum_cls.__members__)}")
-        _expected(name, value, f"a {enum_cls.__name__}")
-
-    return check
-
-
-def _optional(checker: _Checker) -> _Checker:
-    def check(name: str, value: object) -> object:
-        return None if value is None else checker(name, value)
-
-    return check
-
-
-_TYPE_CHECKERS: Final[dict[_Kind, _Checker]] = {
-    _Kind.BOOL: _check_bool,
-    _Kind.INT: _check_int,
-    _Kind.OPT_INT: _optional(_check_int),
-    _Kind.FLOAT: _check_float,
-    _Kind.STR: _check_str,
-    _Kind.OPT_STR: _optional(_check_str),
-    _Kind.FLUSH_DISK_TYPE: _enum_checker(FlushDiskType),
-    _Kind.BROKER_ROLE: _enum_checker(BrokerRole),
-    _Kind.HOST: _check_host,
-}
-
-
-def _check_type(name: str, kind: _Kind, value: object) -> object:
-    """Check ``value`` against the field kind; return it (normalized where allowed)."""
-    return _TYPE_CHECKERS[kind](name, value)
-
-
-def _is_ip_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def _check_store_host(value: object) -> None:
-    if not isinstance(value, tuple) or len(value) != 2:
-        _bad("store_host", value, "must be a (host, port) tuple")
-    host, port = value
-    if not isinstance(host, str):
-        raise TypeError(f"store_host={value!r}: the host must be a str")
-    if not isinstance(port, int) or isinstance(port, bool):
-        raise TypeError(f"store_host={value!r}: the port must be an int")
-    if not _is_ip_literal(host):
-        _bad("store_host", value, f"{host!r} is not an IPv4 or IPv6 address literal")
-    if not 0 <= port <= _MAX_PORT:
-        _bad("store_host", value, f"port {port} is not in [0, 65535]")
-
-
-def _parse_delete_when(text: str) -> list[int]:
-    hours: list[int] = []
-    for part in text.split(";"):
-        token = part.strip()
-        if not re.fullmatch(r"\d{1,2}", token) or int(token) > _LAST_HOUR:
-            _bad(
-                "delete_when",
-                text,
-                f"must be ';'-separated hours 0..23 (bad part {token!r})",
-            )
-        hours.append(int(token))
-    return hours
-
-
-def _parse_delay_levels(text: str) -> list[int]:
-    # The engine's grammar (the engine parses the same string at open).
-    try:
-        return _native.parse_delay_levels(text)
-    except ValueError as exc:
-        _bad("message_delay_level", text, str(exc))
-
-
-# --------------------------------------------------------------------------
-# properties: key names, value conversion, file reading
-
-# RocketMQ names that camelCase -> snake_case (plus Maped -> mapped) does not give.
-_JAVA_NAME_OVERRIDES: Final = {
-    "store_path": "storePathRootDir",
-    "warm_mapped_file_enable": "warmMapedFileEnable",
-    "flush_least_pages_when_warm_mapped_file": "flushLeastPagesWhenWarmMapedFile",
-    "destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly",
-    "check_crc_on_recover": "checkCRCOnRecover",
-    "enabled_append_prop_crc": "enabledAppendPropCRC",
-    "force_verify_prop_crc": "forceVerifyPropCRC",
-}
-_PATH_FIELDS: Final = frozenset({"store_path", "store_path_commit_log"})
-_RATIO_FIELDS: Final = frozenset(
-    {"disk_space_warning_level_ratio", "disk_space_clean_forcibly_ratio"}
-)
-
-
-def _snake_to_camel(name: str) -> str:
-    first, *rest = name.split("_")
-    return first + "".join(part.capitalize() for part in rest)
-
-
-def _camel_to_snake(key: str) -> str:
-    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", key)
-    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", s).lower()
-    return "_".join("mapped" if part == "maped" else part for part in s.split("_"))
-
-
-def _field_for_key(key: str) -> str | None:
-    name = _KEY_TO_FIELD.get(key)
-    if name is None:
-        candidate = _camel_to_snake(key)
-        if candidate in _FIELD_KINDS:
-            name = candidate
-    return name
-
-
-def _parse_host(text: str) -> tuple[str, int]:
-    text = text.strip()
-    match = re.fullmatch(r"\[([^\]]+)\]:(\d+)", text) or re.fullmatch(
-        r"([^:]+):(\d+)", text
-    )
-    if match is None:
-        # a bare IPv6 literal with the port after the last colon
-        host, sep, port = text.rpartition(":")
-        if not sep or not port.isdigit() or not _is_ip_literal(host):
-            raise ValueError("expected ip:port or [ipv6]:port")
-        return host, int(port)
-    return match.group(1), int(match.group(2))
-
-
-def _text_to_int(text: str) -> int:
-    if not re.fullmatch(r"[+-]?\d+", text):
-        raise ValueError("expected an integer")
-    return int(text)
-
-
-def _text_to_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return lowered == "true"
-
-
-def _text_to_float(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError("expected a finite number")
-    return number
-
-
-def _text_to_enum(enum_cls: type[enum.Enum]) -> Callable[[str], object]:
-    def convert(text: str) -> object:
-        try:
-            return enum_cls[text.upper()]
-        except KeyError:
-            raise ValueError(
-                f"expected one of {', '.join(enum_cls.__members__)}"
-            ) from None
-
-    return convert
-
-
-_TEXT_CONVERTERS: Final[dict[_Kind, Callable[[str], object]]] = {
-    _Kind.BOOL: _text_to_bool,
-    _Kind.INT: _text_to_int,
-    _Kind.OPT_INT: _text_to_int,
-    _Kind.FLOAT: _text_to_float,
-    _Kind.STR: str,
-    _Kind.OPT_STR: str,
-    _Kind.FLUSH_DISK_TYPE: _text_to_enum(FlushDiskType),
-    _Kind.BROKER_ROLE: _text_to_enum(BrokerRole),
-    _Kind.HOST: _parse_host,
-}
-
-
-def _percent_to_fraction(value: object) -> object:
-    """A disk ratio given as RocketMQ 5.x integer percent (> 1) becomes a fraction."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1:
-        return value / 100
-    return value
-
-
-def _convert(origin: str, key: str, kind: _Kind, raw: object, name: str) -> Any:
-    """Convert one property value for field ``name`` (ValueError names ``key``)."""
-    if isinstance(raw, str):
-        text = raw.strip()
-        if text == "" and kind in (_Kind.OPT_INT, _Kind.OPT_STR):
-            return None
-        try:
-            value = _TEXT_CONVERTERS[kind](text)
-        except ValueError as exc:
-            raise ValueError(f"{origin}: {key}={raw!r}: {exc} (field {name})") from None
-    else:
-        value = raw  # already typed (a mapping of values): the constructor checks it
-    if name in _RATIO_FIELDS:
-        value = _percent_to_fraction(value)
-    return value
-
-
-def _format_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, tuple):
-        host, port = value
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
-    return str(value)
-
-
 # Built once the class exists: field -> kind, field -> RocketMQ key, key -> field.
-_FIELD_KINDS: Final[dict[str, _Kind]] = {
-    name: _kind_of(hint) for name, hint in typing.get_type_hints(StoreConfig).items()
+_FIELD_KINDS: Final[dict[str, FieldKind]] = {
+    name: kind_of(hint) for name, hint in typing.get_type_hints(StoreConfig).items()
 }
-_JAVA_NAMES: Final[dict[str, str]] = {
-    name: _JAVA_NAME_OVERRIDES.get(name, _snake_to_camel(name)) for name in _FIELD_KINDS
+_TYPE_CHECKS: Final[dict[str, Checker]] = {
+    name: checker_for(kind) for name, kind in _FIELD_KINDS.items()
 }
-_KEY_TO_FIELD: Final[dict[str, str]] = {
-    java: name for name, java in _JAVA_NAMES.items()
-}
+_JAVA_NAMES: Final[dict[str, str]] = java_names(_FIELD_KINDS)
+_KEY_TO_FIELD: Final[dict[str, str]] = {java: name for name, java in _JAVA_NAMES.items()}
 
 #: Default value of every field (for the inert-field warning).
 _DEFAULTS: Final[dict[str, object]] = {

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from rocketstore import _native
+from rocketstore._checks import I32_MAX, I64_MAX
 from rocketstore.errors import CorruptedError
 from rocketstore.formats.fastjson import _is_int, dumps_fastjson, loads_fastjson
 
@@ -155,8 +156,8 @@ def load_with_backup(
 
 
 #: Largest queue id (a Java int) and offset (a Java long) the files hold.
-MAX_QUEUE_ID = 2**31 - 1
-MAX_OFFSET = 2**63 - 1
+MAX_QUEUE_ID = I32_MAX
+MAX_OFFSET = I64_MAX
 
 
 def _check_int(
@@ -535,8 +536,8 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-_JAVA_INT = 2**31
-_JAVA_LONG = 2**63
+_JAVA_INT = I32_MAX + 1
+_JAVA_LONG = I64_MAX + 1
 
 
 def _is_java_int(value: object, bound: int) -> bool:

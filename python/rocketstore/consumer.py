@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from rocketstore._checks import I32_MAX, I64_MAX
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, StoreError
 
@@ -136,7 +137,7 @@ class ConsumerStore(Protocol):
 
 
 # Queue ids are Java ints and offsets Java longs in the files.
-_MAX = {"queue_id": 2**31 - 1, "offset": 2**63 - 1}
+_MAX = {"queue_id": I32_MAX, "offset": I64_MAX}
 
 
 def _check_offset(name: str, value: object) -> int:

@@ -18,6 +18,7 @@ is dispatched; the damage is then applied to the directory it left.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -129,6 +130,59 @@ def _zero(p: Path) -> None:
     p.write_bytes(b"\0" * p.stat().st_size)
 
 
+def _units(p: Path, first: int, data: bytes) -> None:
+    """Overwrites the units of ``p`` from unit ``first`` on with ``data``."""
+    with open(p, "r+b") as f:
+        f.seek(first * 20)
+        f.write(data)
+
+
+def _unit_of(p: Path, index: int) -> tuple[int, int, int]:
+    with open(p, "rb") as f:
+        f.seek(index * 20)
+        b = f.read(20)
+    return (
+        int.from_bytes(b[:8], "big", signed=True),
+        int.from_bytes(b[8:12], "big", signed=True),
+        int.from_bytes(b[12:], "big", signed=True),
+    )
+
+
+def _unit(phy: int, size: int, tags: int = 0) -> bytes:
+    return phy.to_bytes(8, "big", signed=True) + size.to_bytes(4, "big", signed=True) + (
+        tags.to_bytes(8, "big", signed=True)
+    )
+
+
+def _garbage_phy_past_end(fs: list[Path]) -> None:
+    """Unit 70 points far past the CommitLog's end (a plausible size)."""
+    _units(fs[1], 6, _unit(1 << 40, 300))
+
+
+def _garbage_oversize(fs: list[Path]) -> None:
+    """Unit 75 points at its own record with a size over any record's."""
+    phy, _, tags = _unit_of(fs[1], 11)
+    _units(fs[1], 11, _unit(phy, 64 << 20, tags))
+
+
+def _garbage_backwards(fs: list[Path]) -> None:
+    """Units 100..102 point back at records 10..12 (valid records of the
+    queue, with their sizes): CommitLog offsets going backwards."""
+    back = b"".join(_unit(*_unit_of(fs[0], i)) for i in range(10, 13))
+    _units(fs[1], 36, back)
+
+
+def _garbage_random(fs: list[Path]) -> None:
+    """Units 5..24 of the first file are random bytes with a positive size
+    field (written-looking units)."""
+    rng = random.Random(5)
+    units = bytearray(rng.randbytes(20 * 20))
+    for k in range(20):
+        units[k * 20 + 8] &= 0x7F
+        units[k * 20 + 11] |= 1
+    _units(fs[0], 5, bytes(units))
+
+
 DAMAGE: dict[str, Callable[[list[Path]], None]] = {
     "zero_middle_file": lambda fs: _zero(fs[1]),
     "zero_several_files": lambda fs: [_zero(f) for f in fs[1:4]] and None,
@@ -136,6 +190,12 @@ DAMAGE: dict[str, Callable[[list[Path]], None]] = {
     "delete_several_files": lambda fs: [f.unlink() for f in fs[1:3]] and None,
     "zero_first_file": lambda fs: _zero(fs[0]),
     "short_middle_file": lambda fs: os.truncate(fs[1], 610),
+    "delete_first_file": lambda fs: fs[0].unlink(),
+    "delete_first_two_files": lambda fs: [f.unlink() for f in fs[:2]] and None,
+    "garbage_phy_past_end": _garbage_phy_past_end,
+    "garbage_oversize": _garbage_oversize,
+    "garbage_backwards": _garbage_backwards,
+    "garbage_random": _garbage_random,
 }
 
 
@@ -157,6 +217,23 @@ def test_sync_flush_kill9_zeroed_second_queue_file_is_rebuilt(tmp_path: Path) ->
     _zero(_queue_files(d)[1])
     _check(d, acks, reference, "abnormal")
     _check(d, acks, reference, "normal")
+
+
+@pytest.mark.parametrize("damage", [d for d in DAMAGE if d.startswith("zero")])
+def test_read_only_open_serves_the_rebuilt_units(
+    killed: tuple[Path, list[Ack]], tmp_path: Path, damage: str
+) -> None:
+    """A read-only open rebuilds a hole's units in memory (it writes nothing):
+    it serves what the writer's recovery keeps."""
+    src, acks = killed
+    d = tmp_path / "store"
+    shutil.copytree(src, d)
+    reference = _snapshot(d)
+    DAMAGE[damage](_queue_files(d))
+    damaged = _snapshot(d)
+    _check(d, acks, damaged, "normal", read_only=True)
+    _check(d, acks, reference, "abnormal")
+    _check(d, acks, reference, "normal", read_only=True)
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
@@ -184,3 +261,129 @@ def test_hole_rebuilt_on_clean_reopen(
     DAMAGE[damage](_queue_files(d))
     _check(d, acks, reference, "normal")
     _check(d, acks, reference, "normal")
+
+
+# -- the front of a queue after retention ------------------------------------------------
+
+SEG = 4096
+CQ_FILE_4 = 4 * 20
+D_MESSAGES = 40
+
+KILL_AFTER_OPEN = r"""
+import sys, time
+from rocketstore import MessageStore, StoreConfig
+store = MessageStore(StoreConfig(store_path=sys.argv[1], mapped_file_size_commit_log=4096,
+                                 mapped_file_size_consume_queue=80)).start()
+print("READY", flush=True)
+time.sleep(120)
+"""
+
+
+def _sparse_cfg(path: Path):  # type: ignore[no-untyped-def]
+    return config(
+        path,
+        "async",
+        mapped_file_size_commit_log=SEG,
+        mapped_file_size_consume_queue=CQ_FILE_4,
+        delete_file_batch_max=1,
+        delete_commit_log_files_interval=0,
+    )
+
+
+def _sparse_store(d: Path, deleted: int) -> tuple[list[int], list[bytes]]:
+    """One message of ``D``/0 in each CommitLog file, after a filler record
+    of topic ``F`` (4 units per queue file: queue file ``j`` holds the
+    messages of CommitLog files ``4j..4j+3``); then retention deletes the
+    oldest ``deleted`` CommitLog files and the queue files wholly below
+    them. Returns each message's CommitLog offset and body."""
+    offsets: list[int] = []
+    bodies: list[bytes] = []
+    with MessageStore(_sparse_cfg(d)) as store:
+        while len(offsets) < D_MESSAGES:
+            r = store.put("F", b"f" * 900, 0)
+            if offsets and r.wrote_offset // SEG == offsets[-1] // SEG:
+                continue
+            body = body_for(len(offsets))
+            rd = store.put(TOPIC, body, 0)
+            assert rd.wrote_offset // SEG == r.wrote_offset // SEG
+            assert rd.wrote_offset > r.wrote_offset
+            offsets.append(rd.wrote_offset)
+            bodies.append(body)
+        store.flush()
+        while store.min_phy_offset < deleted * SEG:
+            assert store.delete_expired_files(force=True) == 1
+        assert store.min_phy_offset == deleted * SEG
+    return offsets, bodies
+
+
+def _kill_after_open(d: Path) -> None:
+    """A writer opens the store and is killed with SIGKILL (the abort file stays)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_AFTER_OPEN, os.fspath(d)], stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(60)
+    proc.stdout.close()
+    assert line.startswith(b"READY"), line
+
+
+def _read_all(d: Path, first: int, bodies: list[bytes], offsets: list[int], mode: str) -> None:
+    with MessageStore(_sparse_cfg(d)) as store:
+        rep = store.recovery_report
+        assert rep is not None and rep.mode == mode, rep
+        assert store.get_min_offset_in_queue(TOPIC, 0) == first
+        assert store.get_max_offset_in_queue(TOPIC, 0) == D_MESSAGES
+        got = []
+        off = first
+        while off < D_MESSAGES:
+            r = store.get_message("g", TOPIC, 0, off, 32)
+            assert r.status is GetStatus.FOUND, (off, r.status)
+            got.extend(r.messages)
+            off = r.next_begin_offset
+        assert [m.queue_offset for m in got] == list(range(first, D_MESSAGES))
+        assert [m.body for m in got] == bodies[first:]
+        assert [m.commit_log_offset for m in got] == offsets[first:]
+
+
+def test_queue_files_deleted_by_retention_are_not_rebuilt(tmp_path: Path) -> None:
+    """Retention deleted 20 CommitLog files and the 5 queue files wholly
+    below them: the queue's first file now starts with a unit pointing above
+    the CommitLog's min offset, and the CommitLog before it holds only other
+    topics' records. Reopening (cleanly, and after a kill -9) rebuilds
+    nothing: the same queue files, byte for byte, and the same min offset."""
+    d = tmp_path / "store"
+    offsets, bodies = _sparse_store(d, 20)
+    reference = _snapshot(d)
+    assert sorted(reference)[0] == f"{5 * CQ_FILE_4:020d}"
+    assert offsets[20] > 20 * SEG
+    _read_all(d, 20, bodies, offsets, "normal")
+    assert _snapshot(d) == reference
+    _kill_after_open(d)
+    _read_all(d, 20, bodies, offsets, "abnormal")
+    assert _snapshot(d) == reference
+
+
+def test_deleted_first_queue_file_after_retention_is_rebuilt(tmp_path: Path) -> None:
+    """Retention deleted 21 CommitLog files (message 20's among them) and
+    the queue files wholly below them; then the queue's first file (units
+    20..23) is lost. The CommitLog still holds messages 21..23: they are
+    rebuilt in a new first file whose unit 20 is a pre-blank (its message is
+    gone), after a kill -9 and on a clean reopen."""
+    for crash in (True, False):
+        d = tmp_path / f"store-{crash}"
+        offsets, bodies = _sparse_store(d, 21)
+        reference = _snapshot(d)
+        first = sorted(reference)[0]
+        assert first == f"{5 * CQ_FILE_4:020d}"
+        (d / "consumequeue" / TOPIC / "0" / first).unlink()
+        if crash:
+            _kill_after_open(d)
+        _read_all(d, 21, bodies, offsets, "abnormal" if crash else "normal")
+        now = _snapshot(d)
+        assert sorted(now) == sorted(reference)
+        assert now[first][:20] == _unit(0, 0x7FFFFFFF, 0), "unit 20: pre-blank"
+        assert now[first][20:] == reference[first][20:], "units 21..23 as dispatch wrote them"
+        _read_all(d, 21, bodies, offsets, "normal")
+        assert _snapshot(d) == now

@@ -1,5 +1,6 @@
-"""scripts/check_layout.py: fails on an over-long file, an over-long function
-and a module circle, passes a clean tree, and holds the repository to it."""
+"""scripts/check_layout.py: fails on an over-long file, an over-long function,
+a module circle and a use of a higher layer, passes a clean tree, and holds
+the repository to it."""
 
 from __future__ import annotations
 
@@ -158,6 +159,58 @@ def test_test_modules_are_not_in_the_graph(tmp_path: Path) -> None:
         },
     )
     assert run(root).returncode == 0
+
+
+def test_use_of_a_higher_layer_fails(tmp_path: Path) -> None:
+    root = clean_tree(tmp_path)
+    # log (layer 1) naming store (layer 5), without a circle: store does not use it.
+    write(
+        root,
+        {
+            "rust/src/log/helper.rs": "pub fn open(_s: &crate::store::Store) {}\n",
+            "rust/src/log/mod.rs": "//! Log.\nmod append;\nmod read;\npub mod helper;\n"
+            "pub use append::Prepared;\npub use read::Found;\npub struct Log;\n",
+        },
+    )
+    r = run(root)
+    assert r.returncode == 1, r.stdout
+    assert "module circle" not in r.stdout
+    assert (
+        "rust/src/log/helper.rs: layer log uses the higher layer store: "
+        "rust/src/store.rs (crate::store::Store)"
+    ) in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("rel", "text"),
+    [
+        # A top-level module outside the table is the layer below all of them.
+        ("rust/src/error.rs", "pub struct Error(crate::log::Log);\n"),
+        # services (layer 3) above recovery (4).
+        ("rust/src/services.rs", "pub fn step(_r: &crate::recovery::Report) {}\n"),
+        # queue (layer 2) above services (3).
+        ("rust/src/queue.rs", "pub fn wake(_s: &crate::services::Signal) {}\n"),
+    ],
+)
+def test_each_layer_is_below_the_next(tmp_path: Path, rel: str, text: str) -> None:
+    root = clean_tree(tmp_path)
+    write(
+        root,
+        {
+            "rust/src/lib.rs": "pub mod error;\npub mod log;\npub mod queue;\n"
+            "pub mod recovery;\npub mod services;\npub mod store;\npub use error::Error;\n",
+            "rust/src/queue.rs": "pub struct Queue(crate::log::Log);\n",
+            "rust/src/services.rs": "pub struct Signal;\n"
+            "pub fn run(_q: &crate::queue::Queue) {}\n",
+            "rust/src/recovery.rs": "pub struct Report;\n"
+            "pub fn recover(_s: &crate::services::Signal) {}\n",
+        },
+    )
+    assert run(root).returncode == 0, run(root).stdout  # each uses only lower layers
+    write(root, {rel: text})
+    r = run(root)
+    assert r.returncode == 1, r.stdout
+    assert "uses the higher layer" in r.stdout
 
 
 def test_allow_list_reports_without_failing_and_must_shrink(tmp_path: Path) -> None:

@@ -73,16 +73,15 @@ def test_unknown_queue_in_read_only_store_creates_nothing(
 # -- OFFSET_TOO_SMALL -----------------------------------------------------------------
 
 
-def test_offset_too_small_after_first_cq_file_expired(
-    open_store: OpenStore, store_path: str
-) -> None:
+def test_offset_too_small_after_first_cq_file_lost(open_store: OpenStore, store_path: str) -> None:
     """OFFSET_TOO_SMALL needs a queue whose min offset is > 0.
 
-    The public API cannot produce one yet without ``delete_expired_files`` (see
-    the next test), so this builds the state RocketMQ's CQ cleaner leaves
-    behind (docs/format.md §16 ``deleteExpiredFileByOffset``): the queue's first CQ file
-    is gone. On reopen the queue's min offset is the first unit of its first
-    remaining file (200), and reads below it are corrected to it.
+    The queue's first CQ file is gone while the CommitLog still holds its
+    messages (retention would have deleted them first: the next test). A
+    read-only open repairs nothing: the queue's min offset is the first unit
+    of its first remaining file (200), and reads below it are corrected to
+    it. A writer's open then rebuilds the lost file from the CommitLog
+    (docs/format.md §15.3, "A missing first file"): the min offset is 0 again.
     """
     store = open_store(**SMALL)
     _fill(store, "T", 0, 450)
@@ -91,21 +90,29 @@ def test_offset_too_small_after_first_cq_file_expired(
     assert first.exists()
     os.remove(first)
 
-    for read_only in (False, True):
-        s = open_store(read_only=read_only, **SMALL)
-        assert s.get_min_offset_in_queue("T", 0) == CQ_UNITS_PER_FILE
-        assert s.get_max_offset_in_queue("T", 0) == 450
-        for offset in (0, 5, CQ_UNITS_PER_FILE - 1):
-            r = s.get_message("g", "T", 0, offset)
-            assert r.status is GetStatus.OFFSET_TOO_SMALL, offset
-            assert r.next_begin_offset == CQ_UNITS_PER_FILE
-            assert r.messages == []
-            assert (r.min_offset, r.max_offset) == (CQ_UNITS_PER_FILE, 450)
-        r = s.get_message("g", "T", 0, CQ_UNITS_PER_FILE, 3)
-        assert r.status is GetStatus.FOUND
-        assert [m.queue_offset for m in r.messages] == [200, 201, 202]
-        assert [m.body for m in r.messages] == [f"T-0-{i}".encode() for i in (200, 201, 202)]
-        s.shutdown()
+    s = open_store(read_only=True, **SMALL)
+    assert s.get_min_offset_in_queue("T", 0) == CQ_UNITS_PER_FILE
+    assert s.get_max_offset_in_queue("T", 0) == 450
+    for offset in (0, 5, CQ_UNITS_PER_FILE - 1):
+        r = s.get_message("g", "T", 0, offset)
+        assert r.status is GetStatus.OFFSET_TOO_SMALL, offset
+        assert r.next_begin_offset == CQ_UNITS_PER_FILE
+        assert r.messages == []
+        assert (r.min_offset, r.max_offset) == (CQ_UNITS_PER_FILE, 450)
+    r = s.get_message("g", "T", 0, CQ_UNITS_PER_FILE, 3)
+    assert r.status is GetStatus.FOUND
+    assert [m.queue_offset for m in r.messages] == [200, 201, 202]
+    assert [m.body for m in r.messages] == [f"T-0-{i}".encode() for i in (200, 201, 202)]
+    s.shutdown()
+
+    s = open_store(**SMALL)
+    assert first.exists()
+    assert s.get_min_offset_in_queue("T", 0) == 0
+    assert s.get_max_offset_in_queue("T", 0) == 450
+    r = s.get_message("g", "T", 0, 0, 3)
+    assert r.status is GetStatus.FOUND
+    assert [m.body for m in r.messages] == [f"T-0-{i}".encode() for i in (0, 1, 2)]
+    s.shutdown()
 
 
 PRE_BLANK_UNIT = struct.pack(">qiq", 0, 0x7FFFFFFF, 0)

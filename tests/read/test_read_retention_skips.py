@@ -284,3 +284,47 @@ def test_read_only_follower_counts_every_offset_retention_passed(
     finally:
         f.close()
     assert f.proc.returncode == 0
+
+
+def test_retention_keeps_files_dispatch_has_not_passed(
+    open_store: Callable[..., MessageStore],
+) -> None:
+    """Dispatch behind the producer (a loaded machine; here its thread is
+    stopped) while retention deletes every CommitLog file it may: the files
+    dispatch has not passed stay, whatever their age, so their messages get
+    their units at their own queue offsets once dispatch goes on. A consumer
+    then delivers every message from the min offset on, none damaged, and
+    the queue has no gap (new puts keep their offsets)."""
+    store = open_store(**CONFIG)
+    offsets = fill(store, 100)
+    native = store._native
+    assert native is not None
+    native.stop_dispatch()
+    for i in range(100, 400):
+        r = store.put(TOPIC, body(i), 0)
+        assert r.status is PutStatus.PUT_OK and r.queue_offset == i
+        offsets.append(r.wrote_offset)
+    assert store.dispatch_behind_bytes() > 0
+    while store.delete_expired_files(force=True):
+        pass
+    assert store.min_phy_offset > 0, "retention deleted the dispatched files"
+    assert store.min_phy_offset <= offsets[100], "a file dispatch had not passed was deleted"
+    native.start_dispatch()
+    r = store.put(TOPIC, body(400), 0)
+    assert r.status is PutStatus.PUT_OK and r.queue_offset == 400
+    offsets.append(r.wrote_offset)
+    for _ in range(2000):
+        if not store.dispatch_behind_bytes():
+            break
+        store.wait_for_dispatch(store.dispatch_seq, 0.01)
+    assert store.get_max_offset_in_queue(TOPIC, 0) == 401
+    first = first_retained(offsets, store.min_phy_offset)
+    c = store.consumer("g", TOPIC, auto_commit=False)
+    got = take(c, 401 - first)
+    assert got == list(range(first, 401))
+    assert c.damaged == 0
+    assert c.positions() == {0: 401}
+    r2 = store.get_message("g", TOPIC, 0, first, 401)
+    bodies = [m.body for m in r2.messages]
+    assert bodies == [body(i) for i in range(first, first + len(bodies))]
+    c.close()

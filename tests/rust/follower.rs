@@ -68,7 +68,7 @@ fn unit_of_a_segment_not_adopted_yet_is_not_a_removed_message() {
     // The reader sees the new units first (its CommitLog has not followed).
     reader
         .consume_queues()
-        .refresh(reader.commitlog().min_offset())
+        .refresh(reader.commitlog().min_offset(), None)
         .unwrap();
     assert_eq!(reader.commitlog().queue().len(), 1);
 

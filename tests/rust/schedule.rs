@@ -10,7 +10,7 @@ use _native::log::message::{
     find_property, prop_crc_ok, props, tags_code, MessageSpec, PropertiesBuilder,
 };
 use _native::services::flush::FlushConfig;
-use _native::services::schedule::deliver_due;
+use _native::store::schedule::deliver_due;
 use _native::store::{Store, StoreOptions};
 
 fn open(dir: &Path) -> Store {

@@ -169,6 +169,9 @@ print("ok", resource.getrlimit(resource.RLIMIT_NOFILE)[0])
 """
 
 
+# 10,000 queue files made, mapped, recovered: minutes on a busy machine, so
+# the per-test timeout is the subprocess's own.
+@pytest.mark.timeout(960)
 def test_ten_thousand_queue_ids_work_under_a_1024_open_files_limit(store_path: str) -> None:
     """A mapped file keeps no descriptor open: 10,000 queues (each with a
     mapped file) fit under a soft limit of 1,024 open files."""

@@ -145,9 +145,7 @@ class CleanService(ServiceThread):
         self._round_lock = threading.Lock()
         # CommitLog min offset the queues were last cleaned for.
         self._last_min = -1
-        self._delete_hours = frozenset(
-            int(h) for h in config.delete_when.split(";") if h.strip()
-        )
+        self._delete_hours = config.delete_when_hours
         self._last_error: str | None = None
         self.last_report: CleanReport | None = None
 

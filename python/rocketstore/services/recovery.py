@@ -42,9 +42,11 @@ typed report (a class of ``rocketstore._native``).
 10. The queue-offset table (RocketMQ's ``recoverTopicQueueTable``) and the
     durable mark at the recovered end: the store is recovered.
 
-A read-only open runs the same steps; the engine writes nothing there (it
-finds the ends). The scans run in the engine (docs/format.md §15) with the
-GIL released.
+A read-only open runs the same steps; the engine writes nothing there: it
+finds the same ends, judges queue units as a writer's recovery does and
+holds a hole's rebuilt units in memory, so it serves what a read-write
+open with ``on_corruption="skip"`` of the directory keeps. The scans run in
+the engine (docs/format.md §15) with the GIL released.
 """
 
 from __future__ import annotations

@@ -30,8 +30,9 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
+from rocketstore import _native
 from rocketstore._native import DeliverStep, NativeStore
 from rocketstore.config_files import DelayOffsets
 
@@ -45,8 +46,8 @@ __all__ = ["SCHEDULE_TOPIC", "DeliverStep", "ScheduleService", "now_ms"]
 
 log = logging.getLogger("rocketstore")
 
-#: Where delayed messages wait (queue id = level - 1).
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: Where delayed messages wait (queue id = level - 1); the engine's name.
+SCHEDULE_TOPIC: Final[str] = _native.SCHEDULE_TOPIC
 #: Seconds between rounds: a level whose queue is drained is looked at again
 #: this often (RocketMQ's ``DELAY_FOR_A_WHILE``, 100 ms).
 ROUND_INTERVAL = 0.1

@@ -11,6 +11,7 @@ import json
 import os
 from collections.abc import Mapping
 
+from rocketstore._native import is_system_topic
 from rocketstore.config import StoreConfig
 from rocketstore.store import MessageStore
 
@@ -203,7 +204,7 @@ class ReadOptions:
             topics = list(self.topics)
         else:
             topics = [t for t in store.topics()
-                      if self.include_system or not _is_system(t)]
+                      if self.include_system or not is_system_topic(t)]
         out: list[tuple[str, int]] = []
         for t in sorted(set(topics)):
             qids = store.queue_ids(t)
@@ -220,10 +221,6 @@ class ReadOptions:
 
     def end_of(self, store: MessageStore, topic: str, qid: int) -> int:
         return _resolve(self.ending, store, topic, qid, missing=-1)
-
-
-def _is_system(topic: str) -> bool:
-    return topic == "SCHEDULE_TOPIC_XXXX" or topic.startswith("RMQ_SYS_")
 
 
 def _resolve(

@@ -46,7 +46,7 @@ use std::sync::Arc;
 use arrow_array::builder::MapFieldNames;
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
-use crate::log::message::{sysflag, RecordView, SCHEDULE_TOPIC};
+use crate::log::message::{is_system_topic, sysflag, RecordView};
 mod append;
 mod batch;
 mod parallel;
@@ -59,15 +59,8 @@ pub use batch::BatchBuilder;
 pub use parallel::{split_at_segments, ParallelReader};
 pub use range::{Range, RangeReader};
 
-/// Prefix of RocketMQ's system topics.
-pub const SYSTEM_TOPIC_PREFIX: &str = "RMQ_SYS_";
 /// Body bytes one batch holds at most (Arrow binary offsets are 32-bit).
 pub const MAX_BATCH_BODY_BYTES: usize = 1 << 30;
-
-/// True for topics left out unless asked for.
-pub fn is_system_topic(topic: &[u8]) -> bool {
-    topic == SCHEDULE_TOPIC.as_bytes() || topic.starts_with(SYSTEM_TOPIC_PREFIX.as_bytes())
-}
 
 /// The Arrow schema of decoded messages; `with_store` appends a `store`
 /// column naming the store the rows came from.
@@ -212,14 +205,6 @@ mod tests {
                 q
             ]
         );
-    }
-
-    #[test]
-    fn system_topics() {
-        assert!(is_system_topic(b"SCHEDULE_TOPIC_XXXX"));
-        assert!(is_system_topic(b"RMQ_SYS_TRACE_TOPIC"));
-        assert!(!is_system_topic(b"orders"));
-        assert!(!is_system_topic(b"%RETRY%g"));
     }
 
     #[test]

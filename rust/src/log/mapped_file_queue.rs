@@ -19,6 +19,10 @@ use crate::error::{Result, StoreError};
 use crate::log::mapped_file::{file_name, MappedFile, Reserve};
 use crate::log::transient_pool::TransientStorePool;
 
+pub use crate::log::segment_files::{
+    detect_file_size, detect_file_size_tolerating_short, list_segment_files,
+};
+
 /// What loading a directory found.
 #[derive(Debug, Clone, Default)]
 pub struct LoadInfo {
@@ -27,100 +31,6 @@ pub struct LoadInfo {
     /// ([`MappedFileQueue::repair_short_newest`]), a read-only open ignores
     /// it until it is full size.
     pub short_file: Option<PathBuf>,
-}
-
-/// The file size found in `dir`, if it holds any segment file. Only the
-/// newest file may be shorter than the others; all others must agree.
-pub fn detect_file_size(dir: &Path) -> Result<Option<usize>> {
-    detect_size(dir, false)
-}
-
-/// [`detect_file_size`] for a queue loaded with
-/// [`MappedFileQueue::load_tolerating_gaps`]: a file between files that is
-/// shorter than the largest is a damaged file recovery rebuilds, not a
-/// different geometry.
-pub fn detect_file_size_tolerating_short(dir: &Path) -> Result<Option<usize>> {
-    detect_size(dir, true)
-}
-
-fn detect_size(dir: &Path, short_ok: bool) -> Result<Option<usize>> {
-    let names = list_segment_files(dir)?;
-    if names.is_empty() {
-        return Ok(None);
-    }
-    let mut sizes = Vec::with_capacity(names.len());
-    for (_, p) in &names {
-        let len = std::fs::metadata(p)
-            .map_err(|e| StoreError::io(format!("stat {}", p.display()), e))?
-            .len();
-        sizes.push((len as usize, p.clone()));
-    }
-    let considered = if sizes.len() > 1 {
-        &sizes[..sizes.len() - 1]
-    } else {
-        &sizes[..]
-    };
-    // Every file but the newest has the segment size; one shorter than the
-    // largest is damaged (truncated), not a different geometry.
-    let size = considered.iter().map(|(s, _)| *s).max().unwrap_or(0);
-    if let Some((other, p)) = considered
-        .iter()
-        .find(|(s, _)| *s != size && !(short_ok && *s < size))
-    {
-        return Err(StoreError::corrupted(
-            p,
-            *other as u64,
-            format!(
-                "file is {other} bytes but the other files of {} are {size}; refusing to map it",
-                dir.display()
-            ),
-        ));
-    }
-    if size == 0 && sizes.len() == 1 {
-        // A lone empty file: a crash right after creating it; the size is unknown.
-        return Ok(None);
-    }
-    if size == 0 {
-        return Err(StoreError::corrupted(
-            &considered[0].1,
-            0,
-            "file is empty while newer files follow; cannot infer the file size",
-        ));
-    }
-    if sizes.len() > 1 && sizes[sizes.len() - 1].0 > size {
-        let p = &sizes[sizes.len() - 1].1;
-        return Err(StoreError::corrupted(
-            p,
-            size as u64,
-            format!(
-                "file is larger than the other files of {} ({size} bytes)",
-                dir.display()
-            ),
-        ));
-    }
-    Ok(Some(size))
-}
-
-/// Segment files of `dir` (20-digit names) sorted by offset.
-pub fn list_segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(StoreError::io(format!("list {}", dir.display()), e)),
-    };
-    let mut out = Vec::new();
-    for ent in rd {
-        let ent = ent.map_err(|e| StoreError::io(format!("list {}", dir.display()), e))?;
-        let name = ent.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
-            if let Ok(off) = name.parse::<u64>() {
-                out.push((off, ent.path()));
-            }
-        }
-    }
-    out.sort_by_key(|(o, _)| *o);
-    Ok(out)
 }
 
 /// Makes a queue's next files ahead of its writer (the allocator thread of
@@ -364,27 +274,58 @@ impl MappedFileQueue {
         }
         let mut done = Vec::with_capacity(pending.len());
         for (off, path) in pending.iter() {
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)
-                .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
-            drop(file);
-            MappedFile::extend_short_file(path, self.file_size)?;
-            let mf = MappedFile::open(path, *off, self.file_size, self.writable)?
-                .with_reserve(self.reserve);
-            mf.set_positions(self.file_size);
-            let mut files = self.files.write();
-            let at = files.partition_point(|f| f.file_from_offset() < *off);
-            files.insert(at, Arc::new(mf));
+            self.insert_zero_file(*off, path)?;
             done.push(path.clone());
         }
-        std::fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| StoreError::io(format!("fsync {}", self.dir.display()), e))?;
+        crate::paths::sync_dir(&self.dir)?;
         pending.clear();
         Ok(done)
+    }
+
+    /// Creates full-size files of zeros (synced, with the directory) for
+    /// every offset from `from` (a multiple of the file size) up to the
+    /// first file, and maps them in front of it, marked fully written like
+    /// every loaded file. Returns their paths (none when `from` is not
+    /// below the first file, or the queue is empty or read-only).
+    pub fn prepend_zero_files(&self, from: u64) -> Result<Vec<PathBuf>> {
+        let Some(first) = self.first_file().map(|f| f.file_from_offset()) else {
+            return Ok(Vec::new());
+        };
+        if !self.writable || from % self.file_size as u64 != 0 {
+            return Ok(Vec::new());
+        }
+        let mut done = Vec::new();
+        let mut off = from;
+        while off < first {
+            let path = self.dir.join(file_name(off));
+            self.insert_zero_file(off, &path)?;
+            done.push(path);
+            off += self.file_size as u64;
+        }
+        if !done.is_empty() {
+            crate::paths::sync_dir(&self.dir)?;
+        }
+        Ok(done)
+    }
+
+    /// Makes `path` a full-size file of zeros (created, or a short one
+    /// extended; synced) and maps it in its place in the queue.
+    fn insert_zero_file(&self, off: u64, path: &Path) -> Result<()> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+        drop(file);
+        MappedFile::extend_short_file(path, self.file_size)?;
+        let mf =
+            MappedFile::open(path, off, self.file_size, self.writable)?.with_reserve(self.reserve);
+        mf.set_positions(self.file_size);
+        let mut files = self.files.write();
+        let at = files.partition_point(|f| f.file_from_offset() < off);
+        files.insert(at, Arc::new(mf));
+        Ok(())
     }
 
     /// The directory holding the files.

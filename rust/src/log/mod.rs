@@ -10,7 +10,8 @@
 //!
 //! It owns the record codec ([`message`]), the mapped segment (all `mmap`
 //! `unsafe` lives in [`mapped_file`]), the ordered file queue
-//! ([`mapped_file_queue`]), ahead-of-time file creation ([`allocate`]), the
+//! ([`mapped_file_queue`]; the names and sizes of its files on disk in
+//! [`segment_files`]), ahead-of-time file creation ([`allocate`]), the
 //! transient store pool's buffers ([`transient_pool`]) and
 //! the CommitLog itself ([`commitlog`]): append positions, the record scan
 //! recovery uses, damage accounting and reads by physical offset. Data enters
@@ -23,4 +24,5 @@ pub mod commitlog;
 pub mod mapped_file;
 pub mod mapped_file_queue;
 pub mod message;
+pub mod segment_files;
 pub mod transient_pool;

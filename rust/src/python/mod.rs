@@ -114,6 +114,14 @@ fn parse_delay_levels(text: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
     crate::log::message::delay_level_table(text).map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
+/// True for RocketMQ's system topics (`SCHEDULE_TOPIC_XXXX`, `RMQ_SYS_*`),
+/// which scans leave out unless asked for: the engine's rule.
+#[pyfunction]
+fn is_system_topic(topic: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let topic = args::str_arg(topic, "topic")?;
+    Ok(crate::log::message::is_system_topic(topic.as_bytes()))
+}
+
 /// Bytes of an index file with this geometry (header, slots, entries);
 /// `None` when it exceeds what a Java int can address.
 #[pyfunction]
@@ -174,8 +182,10 @@ fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("DEFAULT_HASH_SLOT_NUM", index_file::DEFAULT_HASH_SLOT_NUM)?;
     m.add("DEFAULT_INDEX_NUM", index_file::DEFAULT_INDEX_NUM)?;
+    m.add("SCHEDULE_TOPIC", message::SCHEDULE_TOPIC)?;
     add_path_names(m)?;
     m.add_function(wrap_pyfunction!(parse_delay_levels, m)?)?;
+    m.add_function(wrap_pyfunction!(is_system_topic, m)?)?;
     m.add_function(wrap_pyfunction!(index_file_size, m)?)?;
     Ok(())
 }

@@ -52,8 +52,8 @@ frozen_record! {
     }
 }
 
-impl From<crate::services::schedule::DeliverStep> for PyDeliverStep {
-    fn from(s: crate::services::schedule::DeliverStep) -> Self {
+impl From<crate::store::schedule::DeliverStep> for PyDeliverStep {
+    fn from(s: crate::store::schedule::DeliverStep) -> Self {
         Self {
             next_offset: s.next_offset,
             delivered: s.delivered,

@@ -198,7 +198,7 @@ impl PyStore {
                     ))
                 }
                 Some(t) => Duration::from_secs_f64(t.min(1e9)),
-                None => crate::services::service::STOP_TIMEOUT,
+                None => crate::service::STOP_TIMEOUT,
             };
             let store = &self.store;
             nogil(py, || Ok(store.stop_dispatch_within(timeout)))
@@ -366,9 +366,7 @@ impl PyStore {
                 levels
                     .iter()
                     .map(|&(level, offset)| {
-                        crate::services::schedule::deliver_due(
-                            store, level, offset, now_ms, max_msgs,
-                        )
+                        crate::store::schedule::deliver_due(store, level, offset, now_ms, max_msgs)
                     })
                     .collect::<crate::error::Result<Vec<_>>>()
             })?;

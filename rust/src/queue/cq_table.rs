@@ -268,9 +268,10 @@ impl ConsumeQueueTable {
 
     /// Read-only stores: adopts queues another process created and advances
     /// every queue's end; min offsets follow the CommitLog's min offset
-    /// `phy_min` ([`ConsumeQueue::refresh`]). Returns true when anything
-    /// changed.
-    pub fn refresh(&self, phy_min: i64) -> Result<bool> {
+    /// `phy_min`; no unit past `phy_end` (where the CommitLog's records end
+    /// as this process knows them) is adopted ([`ConsumeQueue::refresh`]).
+    /// Returns true when anything changed.
+    pub fn refresh(&self, phy_min: i64, phy_end: Option<i64>) -> Result<bool> {
         let mut changed = false;
         for (topic, qid, _) in list_queue_dirs(&self.root)? {
             if self.get(&topic, qid).is_none() && is_readable_topic(&topic) {
@@ -286,7 +287,7 @@ impl ConsumeQueueTable {
         }
         for q in self.all() {
             let before = q.max_offset_in_queue();
-            if q.refresh(phy_min)? != before {
+            if q.refresh(phy_min, phy_end)? != before {
                 changed = true;
             }
         }

@@ -31,7 +31,7 @@ use crate::queue::consume_queue::CqUnit;
 use crate::queue::cq_table::ConsumeQueueTable;
 use crate::ratelog::RateLimited;
 use crate::running::{is_transient_resource, Flag, RunningFlags};
-use crate::services::service::{ServiceThread, Signal};
+use crate::service::{ServiceThread, Signal};
 
 /// Bytes one dispatch step reads at most.
 pub const DEFAULT_STEP_BYTES: usize = 4 << 20;
@@ -323,6 +323,9 @@ impl Dispatcher {
             let min = self.commitlog.min_offset();
             if min >= 0 && from < min as u64 {
                 // Those files expired before they were dispatched.
+                log::warn!(
+                    "dispatch: CommitLog {from}..{min} was deleted before it was dispatched"
+                );
                 from = min as u64;
                 continue;
             }

@@ -31,6 +31,11 @@ use crate::index::index_service::IndexStore;
 use crate::log::commitlog::CommitLog;
 use crate::log::mapped_file::MappedFile;
 use crate::queue::cq_table::ConsumeQueueTable;
+use crate::ratelog::RateLimited;
+
+/// Expired CommitLog files kept because dispatch had not passed them
+/// (rate-limited log).
+static HELD_BY_DISPATCH: RateLimited = RateLimited::new();
 
 /// What one CommitLog step did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,8 +64,11 @@ fn expired(file: &MappedFile, now_ms: i64, reserved_ms: i64, immediately: bool) 
 
 /// Deletes the oldest CommitLog files whose age reached `reserved_ms` at
 /// `now_ms` (every one of them with `immediately`), never the last file,
-/// at most `max_files`, pausing `interval` between two deletions. Stops at
-/// the first file that is not expired or cannot be deleted.
+/// never a file dispatch has not passed (`dispatched`, the reput offset:
+/// its records have no queue units yet, and the queues would skip their
+/// offsets), at most `max_files`, pausing `interval` between two
+/// deletions. Stops at the first file that is not expired, not dispatched
+/// or cannot be deleted.
 pub fn delete_expired_commit_log(
     commitlog: &CommitLog,
     now_ms: i64,
@@ -68,6 +76,7 @@ pub fn delete_expired_commit_log(
     interval: Duration,
     immediately: bool,
     max_files: usize,
+    dispatched: u64,
 ) -> Result<CommitLogExpiry> {
     let mfq = commitlog.queue();
     let mut report = CommitLogExpiry {
@@ -82,6 +91,15 @@ pub fn delete_expired_commit_log(
     let mut first_err = None;
     for f in files.iter().take(candidates.min(max_files)) {
         if !expired(f, now_ms, reserved_ms, immediately) {
+            break;
+        }
+        if f.file_from_offset() + f.file_size() as u64 > dispatched {
+            HELD_BY_DISPATCH.log(log::Level::Warn, || {
+                format!(
+                    "CommitLog file {} is kept until it is dispatched (dispatch is at {dispatched})",
+                    f.path().display()
+                )
+            });
             break;
         }
         if report.deleted > 0 && !interval.is_zero() {
@@ -201,12 +219,20 @@ mod tests {
         let before = held.read(0, 191).unwrap().to_vec();
         let now = crate::log::commitlog::now_ms();
         // Nothing is old enough yet.
-        let r = delete_expired_commit_log(&cl, now, 3_600_000, Duration::ZERO, false, 10).unwrap();
+        let r = delete_expired_commit_log(&cl, now, 3_600_000, Duration::ZERO, false, 10, u64::MAX)
+            .unwrap();
         assert_eq!(r.deleted, 0);
         // Everything is, but at most 3 a round.
-        let r =
-            delete_expired_commit_log(&cl, now + 7_200_000, 3_600_000, Duration::ZERO, false, 3)
-                .unwrap();
+        let r = delete_expired_commit_log(
+            &cl,
+            now + 7_200_000,
+            3_600_000,
+            Duration::ZERO,
+            false,
+            3,
+            u64::MAX,
+        )
+        .unwrap();
         assert_eq!(r.deleted, 3);
         assert_eq!(r.from_offset, 0);
         assert_eq!(r.min_offset, 3 * 256);
@@ -216,7 +242,7 @@ mod tests {
             &before[..],
             "reader's bytes intact"
         );
-        let r = delete_expired_commit_log(&cl, 0, 0, Duration::ZERO, true, 100).unwrap();
+        let r = delete_expired_commit_log(&cl, 0, 0, Duration::ZERO, true, 100, u64::MAX).unwrap();
         assert_eq!(r.deleted, 4, "immediately: all but the last");
         assert_eq!(cl.queue().len(), 1);
         assert_eq!(cl.min_offset(), 7 * 256);

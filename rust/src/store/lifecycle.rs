@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::Store;
 use crate::error::{Result, StoreError};
 use crate::paths;
-use crate::services::service::STOP_TIMEOUT;
+use crate::service::STOP_TIMEOUT;
 
 impl Store {
     /// Starts the flush threads and creates the abort file (writer only).
@@ -93,6 +93,7 @@ impl Store {
             interval,
             immediately,
             max_files,
+            self.dispatcher.reput_from(),
         )
     }
 

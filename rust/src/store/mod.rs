@@ -44,7 +44,7 @@
 //! 5. `MappedFileQueue::flush_lock` / `commit_lock` → `MappedFileQueue::files`
 //!    (read) → a file's write buffer. After the flush, apart:
 //!    `FlushService::on_flushed`, held while it wakes dispatch (→ the
-//!    dispatch [`Signal`](crate::services::service::Signal)'s lock).
+//!    dispatch [`Signal`](crate::service::Signal)'s lock).
 //! 6. The index flush service's `flushing` → its queue → an index file →
 //!    the checkpoint's `flush_lock` → its file.
 //! 7. `Store::lock` — the writer's file lock, released last, after every
@@ -63,6 +63,8 @@
 //! - `read.rs`: reads (pulls, lookups by offset and key, following a writer).
 //! - `recover.rs`, `rebuild.rs`: the recovery steps (see [`crate::recovery`]).
 //! - `lifecycle.rs`: threads, flushes, expiry steps, shutdown and drop.
+//! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
+//!   put into their real topic).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -81,9 +83,9 @@ use crate::queue::cq_table::ConsumeQueueTable;
 use crate::queue::reader::TransferLimits;
 use crate::recovery::RecoveryState;
 use crate::running::{Flag, RunningFlags};
+use crate::service::ServiceThread;
 use crate::services::dispatch::Dispatcher;
 use crate::services::flush::FlushService;
-use crate::services::service::ServiceThread;
 
 mod lifecycle;
 mod open;
@@ -93,6 +95,7 @@ mod queue_reads;
 mod read;
 mod rebuild;
 mod recover;
+pub mod schedule;
 mod visibility;
 
 pub use options::{StoreOptions, DEFAULT_COMMIT_LOG_FILE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL};

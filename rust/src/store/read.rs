@@ -71,7 +71,15 @@ impl Store {
         if let Some(q) = cq {
             if q.may_have_grown() {
                 let before = q.max_offset_in_queue();
-                if q.refresh(self.commitlog.min_offset())? != before {
+                let min = self.commitlog.min_offset();
+                let mut after = q.refresh(min, Some(self.commitlog.max_offset() as i64))?;
+                if q.may_have_grown() {
+                    // A unit past the records known here: follow the
+                    // CommitLog first (a unit is appended after its record).
+                    self.commitlog.refresh()?;
+                    after = q.refresh(min, Some(self.commitlog.max_offset() as i64))?;
+                }
+                if after != before {
                     self.dispatcher.bump_seq();
                 }
             }
@@ -198,7 +206,13 @@ impl Store {
     ) -> Result<Option<(RecordView, Vec<u8>)>> {
         match self.commitlog.read_checked(offset) {
             RecordRead::Found(v, raw) => {
-                Ok(Some((v, raw)).filter(|(v, _)| offset + v.total_size as u64 <= visible))
+                let end = offset + v.total_size as u64;
+                if end > visible && self.opts.read_only && self.commitlog.refresh()? {
+                    // Read-only: the writer may have appended it since.
+                    let visible = self.visible_end();
+                    return Ok(Some((v, raw)).filter(|_| end <= visible));
+                }
+                Ok(Some((v, raw)).filter(|_| end <= visible))
             }
             RecordRead::Damaged { path, reason } => {
                 Err(StoreError::corrupted(path, offset, reason))
@@ -218,7 +232,10 @@ impl Store {
         if let Some(i) = &self.index {
             i.refresh()?;
         }
-        let changed = self.cqs.refresh(self.commitlog.min_offset())?;
+        let changed = self.cqs.refresh(
+            self.commitlog.min_offset(),
+            Some(self.commitlog.max_offset() as i64),
+        )?;
         // The CommitLog moving alone also wakes waiters: a pull that stopped
         // before a unit whose CommitLog file was not adopted yet retries.
         if changed || log_moved {

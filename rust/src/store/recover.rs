@@ -10,7 +10,7 @@ use crate::error::{Result, StoreError};
 use crate::index::index_file::index_file_size;
 use crate::log::commitlog::{DamagePolicy, DurableBound, RecordRead};
 use crate::log::message::{find_property, RecordView};
-use crate::queue::consume_queue::{ConsumeQueue, CqHole, CqUnit};
+use crate::queue::consume_queue::{ConsumeQueue, CqHole, CqUnit, UnitLimits, CQ_UNIT_SIZE};
 
 use super::Store;
 use crate::recovery::{
@@ -280,24 +280,42 @@ impl Store {
     /// good one in every file; the holes between good units are remembered
     /// for [`Store::rebuild_queue_holes`]. Units pointing past the end of the
     /// last CommitLog file (damaged queue files) are cut too. Read-only:
-    /// finds each queue's end.
+    /// the same judgement, positions only (nothing is written), so the
+    /// queue ends and holes are those a writer's recovery finds (a front
+    /// hole stays: its files cannot be created).
     pub fn recover_consume_queues(&self) -> Result<ConsumeQueueRecovery> {
         self.run_step(RecoveryStep::ConsumeQueues, |s, st| {
             let end = st.report.end_offset;
             let cqs = s.consume_queues();
             let mut max = -1i64;
-            if s.is_read_only() {
-                max = cqs.recover_all()?;
-            } else {
-                let min = s.commitlog().min_offset().max(0);
-                for q in cqs.all() {
-                    let verify = |u: &CqUnit, idx: i64| s.unit_matches_record(&q, u, idx);
-                    let holes = q.recover_checked(end as i64, min, &verify)?;
-                    max = max.max(q.max_physic_offset());
-                    if !holes.is_empty() {
-                        st.holes.push((q, holes));
+            let mut with_holes = 0usize;
+            let limits = UnitLimits {
+                end: end as i64,
+                phy_min: s.commitlog().min_offset().max(0),
+                max_size: (s.options().max_message_size as i64).saturating_add(64 * 1024),
+            };
+            for q in cqs.all() {
+                let verify = |u: &CqUnit, idx: i64| s.unit_matches_record(&q, u, idx);
+                let mut holes = q.recover_checked(limits, &verify)?;
+                max = max.max(q.max_physic_offset());
+                if !holes.is_empty() {
+                    with_holes += 1;
+                }
+                if let Some(front) = q.front_gap(limits).filter(|_| !s.is_read_only()) {
+                    // One CommitLog pass for the front and a first hole
+                    // that shares its range.
+                    match holes.first_mut() {
+                        Some(h) if h.from == front.to && h.phy_from == front.phy_from => {
+                            h.from = 0;
+                        }
+                        _ => holes.insert(0, front),
                     }
                 }
+                if !holes.is_empty() {
+                    st.holes.push((q, holes));
+                }
+            }
+            if !s.is_read_only() {
                 // Units pointing past the end of the last CommitLog file cannot
                 // be real (damaged queue files): cut them before anything
                 // trusts a queue's end, or dispatch would take their records
@@ -317,7 +335,7 @@ impl Store {
             Ok(ConsumeQueueRecovery {
                 consume_queues: cqs.all().len(),
                 max_physic_offset: max,
-                queues_with_holes: st.holes.len(),
+                queues_with_holes: with_holes,
             })
         })
     }
@@ -341,32 +359,40 @@ impl Store {
 
     /// Step 5: rebuilds the units of every hole step 4 found from the
     /// CommitLog records between the hole's good neighbours (not a rescan of
-    /// the whole log), then syncs the queue's files.
+    /// the whole log), then syncs the queue's files. Read-only: the rebuilt
+    /// units are held in memory and served in place of those on disk.
     pub fn rebuild_queue_holes(&self) -> Result<QueueHoleRebuild> {
         self.run_step(RecoveryStep::QueueHoles, |s, st| {
             let mut r = QueueHoleRebuild::default();
             let end = st.report.end_offset;
             for (q, holes) in std::mem::take(&mut st.holes) {
-                let (rebuilt, missing) = s.fill_queue_holes(&q, &holes, end, &st.damaged)?;
-                r.holes += holes.len();
-                r.units_rebuilt += rebuilt;
-                r.units_missing += missing;
+                let f = s.fill_queue_holes(&q, &holes, end, &st.damaged)?;
+                r.holes += f.holes;
+                r.units_rebuilt += f.rebuilt;
+                r.units_missing += f.missing;
             }
             Ok(r)
         })
     }
 
-    /// Rebuilds the units of `holes`; returns (units rebuilt, units missing).
+    /// Rebuilds the units of `holes`. Units below the queue's first file (a
+    /// front hole) are collected and written by [`ConsumeQueue::put_front`];
+    /// a front hole counts only the units the CommitLog still held.
     fn fill_queue_holes(
         &self,
         q: &ConsumeQueue,
         holes: &[CqHole],
         end: u64,
         damaged: &[(u64, u64)],
-    ) -> Result<(u64, u64)> {
+    ) -> Result<HoleFill> {
         let min = self.commitlog().min_offset().max(0) as u64;
+        let first = q
+            .queue()
+            .first_file()
+            .map_or(0, |f| (f.file_from_offset() / CQ_UNIT_SIZE as u64) as i64);
         let mut rebuilt = 0u64;
         let mut missing = 0i64;
+        let mut front = Vec::new();
         for h in holes {
             let from = (h.phy_from.max(0) as u64).max(min);
             let until = (h.phy_to.max(0) as u64).min(end);
@@ -376,7 +402,11 @@ impl Store {
                     && &rec[v.topic.clone()] == q.topic().as_bytes()
                 {
                     if let Some(u) = self.dispatcher().cq_unit_of(phy, v, rec) {
-                        if q.put_at(v.queue_offset, u)? {
+                        if self.is_read_only() {
+                            rebuilt += u64::from(q.put_in_memory(v.queue_offset, u));
+                        } else if v.queue_offset < first {
+                            front.push((v.queue_offset, u));
+                        } else if q.put_at(v.queue_offset, u)? {
                             rebuilt += 1;
                         }
                     }
@@ -392,16 +422,58 @@ impl Store {
                     |_, _| Ok(()),
                 )?;
             }
-            missing += h.to - h.from;
+            missing += (h.to - h.from.max(first)).max(0);
         }
-        log::warn!(
-            "{}-{}: rebuilt {rebuilt} of {missing} damaged or lost consume-queue units from the CommitLog",
-            q.topic(),
-            q.queue_id()
-        );
-        q.sync_all_files()?;
-        Ok((rebuilt, missing.max(0) as u64))
+        front.sort_unstable_by_key(|&(i, _)| i);
+        front.dedup_by_key(|&mut (i, _)| i);
+        if !front.is_empty() {
+            log::warn!(
+                "{}-{}: the CommitLog holds {} messages below the queue's first file \
+                 (offsets {}..={}): a deleted queue file, rebuilt",
+                q.topic(),
+                q.queue_id(),
+                front.len(),
+                front[0].0,
+                front[front.len() - 1].0
+            );
+            missing += front.len() as i64;
+            rebuilt += q.put_front(&front)?;
+        }
+        let holes = holes
+            .iter()
+            .filter(|h| h.to > first || !front.is_empty())
+            .count();
+        if missing > 0 {
+            log::warn!(
+                "{}-{}: rebuilt {rebuilt} of {missing} damaged or lost consume-queue units from the CommitLog{}",
+                q.topic(),
+                q.queue_id(),
+                if self.is_read_only() {
+                    " (in memory: the open is read-only)"
+                } else {
+                    ""
+                }
+            );
+        }
+        if rebuilt > 0 && !self.is_read_only() {
+            q.sync_all_files()?;
+        }
+        Ok(HoleFill {
+            holes,
+            rebuilt,
+            missing: missing.max(0) as u64,
+        })
     }
+}
+
+/// What [`Store::rebuild_queue_holes`] did for one queue.
+struct HoleFill {
+    /// Holes that lacked units.
+    holes: usize,
+    /// Units rebuilt from the CommitLog.
+    rebuilt: u64,
+    /// Units the holes lacked (a front hole: those the CommitLog held).
+    missing: u64,
 }
 
 /// Largest CommitLog end any queue covers (-1: none).

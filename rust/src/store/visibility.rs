@@ -19,10 +19,15 @@ impl Store {
     /// End of what lookups by offset or id in this process may see: under
     /// SYNC_FLUSH `min(dispatched, flushed)`, the horizon of every read
     /// (dispatch follows the flushed offset, so queues and the index stop
-    /// there too); otherwise everything written.
+    /// there too); otherwise everything written. Read-only: the end of the
+    /// records this process recovered and followed.
     #[inline]
     pub fn visible_end(&self) -> u64 {
-        if !self.opts.read_only && self.opts.flush.sync_flush() {
+        if self.opts.read_only {
+            // The records recovery and following found (never the bytes
+            // past the end a writer's recovery would cut).
+            self.commitlog.max_offset()
+        } else if self.opts.flush.sync_flush() {
             self.dispatcher
                 .reput_from()
                 .min(self.commitlog.flushed_offset())

@@ -9,7 +9,8 @@ use crate::error::{Result, StoreError};
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
     find_next_valid_record, is_readable_topic_bytes, parse_record, parse_valid_record, prop_crc_ok,
-    sysflag, valid_record_size_with, Parsed, RecordCrc, RecordView, MAX_TOPIC_LEN_V2,
+    sysflag, valid_record_size_with, Parsed, RecordCrc, RecordView, FIXED_OVERHEAD_V4,
+    MAX_TOPIC_LEN_V2,
 };
 
 use super::{CommitLog, Damage, DamagePolicy, DurableBound, QueueOffsetTable};
@@ -101,13 +102,7 @@ impl CommitLog {
     ) -> Result<ScanReport> {
         let files = self.mfq.files();
         let mut rep = ScanReport::default();
-        // With the CRC checks: records in ranges written with the property
-        // CRC must carry a matching one.
-        let prop_ranges = if check_crc {
-            self.prop_crc_ranges()
-        } else {
-            Vec::new()
-        };
+        let prop_ranges = self.prop_ranges_checked(check_crc);
         // A record in those ranges is checked by its property CRC alone: it
         // covers the body and the stored body CRC, so a match proves both as
         // written and the body CRC is not computed a second time.
@@ -117,6 +112,10 @@ impl CommitLog {
             return Ok(rep);
         };
         rep.end_offset = first.file_from_offset();
+        let mut before = Before {
+            scan_from: first.file_from_offset(),
+            last_record: None,
+        };
         let mut i = start_index;
         let mut pos = 0usize;
         while let Some(f) = files.get(i) {
@@ -131,12 +130,7 @@ impl CommitLog {
             loop {
                 let at = from + pos as u64;
                 let prop = in_prop(at);
-                let body_crc = check_crc && !prop;
-                let record_crc = match (check_crc, prop) {
-                    (false, _) => RecordCrc::None,
-                    (true, false) => RecordCrc::Body,
-                    (true, true) => RecordCrc::Prop,
-                };
+                let (body_crc, record_crc) = crc_checks(check_crc, prop);
                 let parsed = match visit.as_mut() {
                     Some(_) => match parse_valid_record(&data[pos..], at, body_crc) {
                         Parsed::Record(v)
@@ -151,6 +145,7 @@ impl CommitLog {
                     },
                     None => match valid_record_size_with(&data[pos..], at, record_crc) {
                         Ok(n) => {
+                            before.last_record = Some(at);
                             pos += n;
                             rep.records += 1;
                             continue;
@@ -165,6 +160,7 @@ impl CommitLog {
                         if let Some(visit) = visit.as_mut() {
                             visit(from + pos as u64, &v, rec);
                         }
+                        before.last_record = Some(at);
                         pos += v.total_size;
                         rep.records += 1;
                     }
@@ -182,6 +178,7 @@ impl CommitLog {
                                 check_crc,
                                 &prop_ranges,
                                 p,
+                                &before,
                                 &mut rep,
                             )?;
                         }
@@ -228,6 +225,7 @@ impl CommitLog {
         check_crc: bool,
         prop_ranges: &[(u64, u64)],
         policy: &DamagePolicy,
+        before: &Before,
         rep: &mut ScanReport,
     ) -> Result<Option<(usize, usize)>> {
         let f = &files[index];
@@ -283,6 +281,29 @@ impl CommitLog {
                 ),
             ));
         }
+        if !known {
+            if let Some(why) = self.older_log_resumes(at, end, before, policy, rep) {
+                // The intact records after the damage belong to an older
+                // log a cut left behind: the log ends here, as RocketMQ's
+                // recovery ends it (docs/format.md, "A store a RocketMQ
+                // broker cut and appended to").
+                log::warn!(
+                    "invalid data at CommitLog offset {at} in {} ({reason}) ends the log: \
+                     the intact records resuming at {end} are older than the records \
+                     before it ({why})",
+                    f.path().display()
+                );
+                rep.damaged.push(Damage {
+                    offset: at,
+                    end: at,
+                    file: f.path().to_path_buf(),
+                    reason: format!(
+                        "{reason}; the intact records after it belong to an older log ({why})"
+                    ),
+                });
+                return Ok(None);
+            }
+        }
         log::warn!(
             "skipping damaged CommitLog bytes [{at}, {end}) in {} ({reason})",
             f.path().display()
@@ -294,6 +315,103 @@ impl CommitLog {
             reason: reason.to_string(),
         });
         Ok(next)
+    }
+
+    /// With the CRC checks, the ranges whose records must carry a matching
+    /// property CRC (those written with it); none without.
+    fn prop_ranges_checked(&self, check_crc: bool) -> Vec<(u64, u64)> {
+        if check_crc {
+            self.prop_crc_ranges()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Damage at `at` that intact records follow from `resume`: says why
+    /// the record at `resume` belongs to an older log (one a cut left behind
+    /// and new records were appended over), or `None` when it may continue
+    /// the log. It is older when it was stored before the last valid record
+    /// preceding the damage, or when its queue offset does not follow the
+    /// last one its queue reached before the damage: not greater, or greater
+    /// by more than the records the skipped bytes could have held
+    /// (docs/format.md, "A store a RocketMQ broker cut and appended to").
+    fn older_log_resumes(
+        &self,
+        at: u64,
+        resume: u64,
+        before: &Before,
+        policy: &DamagePolicy,
+        rep: &ScanReport,
+    ) -> Option<String> {
+        let record_at = |phy: u64| {
+            let f = self.mfq.find_by_offset(phy, false)?;
+            let pos = usize::try_from(phy - f.file_from_offset()).ok()?;
+            match parse_record(f.raw().get(pos..)?, false) {
+                Parsed::Record(v) => {
+                    let topic = f.raw().get(pos..)?.get(v.topic.clone())?.to_vec();
+                    Some((v, topic))
+                }
+                _ => None,
+            }
+        };
+        let (next, next_topic) = record_at(resume)?;
+        let (last, _) = record_at(before.last_record?)?;
+        if next.store_timestamp < last.store_timestamp {
+            return Some(format!(
+                "stored at {}, before the record at {} (stored at {})",
+                next.store_timestamp,
+                before.last_record.unwrap_or_default(),
+                last.store_timestamp
+            ));
+        }
+        if !counts_in_queue(&next) {
+            return None;
+        }
+        // The last record of the same queue before the damage, and where it is.
+        let mut skipped: Vec<(u64, u64)> = policy
+            .known
+            .iter()
+            .copied()
+            .chain(rep.damaged.iter().map(|d| (d.offset, d.end)))
+            .filter(|&(s, e)| e > s && s < at)
+            .collect();
+        let mut found: Option<(u64, i64)> = None;
+        let visit = |phy: u64, v: &RecordView, rec: &[u8]| {
+            if v.queue_id == next.queue_id
+                && counts_in_queue(v)
+                && rec.get(v.topic.clone()) == Some(next_topic.as_slice())
+            {
+                found = Some((phy, v.queue_offset));
+            }
+            Ok(())
+        };
+        skipped.sort_unstable();
+        self.replay(before.scan_from, at, &skipped, visit, |_, _| Ok(()))
+            .ok()?;
+        let (phy, prev) = found?;
+        if next.queue_offset <= prev {
+            return Some(format!(
+                "its queue offset {} does not follow {} of the same queue at {phy}",
+                next.queue_offset, prev
+            ));
+        }
+        // Bytes after that record that were skipped: records of the queue
+        // may hide there, at most one per smallest record.
+        let hidden = (resume - at)
+            + skipped
+                .iter()
+                .filter(|&&(s, _)| s > phy)
+                .map(|&(s, e)| e - s)
+                .sum::<u64>();
+        let room = (hidden / MIN_RECORD_SIZE as u64) as i64;
+        if next.queue_offset > prev.saturating_add(1).saturating_add(room) {
+            return Some(format!(
+                "its queue offset {} skips past {}: at most {room} records of the queue fit \
+                 in the skipped bytes",
+                next.queue_offset, prev
+            ));
+        }
+        None
     }
 
     /// Replays the records of `[from, until)`, jumping over the `damaged`
@@ -357,6 +475,36 @@ impl CommitLog {
             _ => None,
         }
     }
+}
+
+/// The CRC checks a record gets (the body CRC for a parse, and the check
+/// for a measure): with the CRC checks, its property CRC alone inside the
+/// property-CRC ranges (`prop`), else its body CRC; none without.
+fn crc_checks(check_crc: bool, prop: bool) -> (bool, RecordCrc) {
+    match (check_crc, prop) {
+        (false, _) => (false, RecordCrc::None),
+        (true, false) => (true, RecordCrc::Body),
+        (true, true) => (false, RecordCrc::Prop),
+    }
+}
+
+/// The smallest record: the fixed fields with IPv4 hosts, a one-byte
+/// topic, no body, no properties.
+const MIN_RECORD_SIZE: usize = FIXED_OVERHEAD_V4 + 1;
+
+/// What a recovery scan knows of the records before damage it finds.
+struct Before {
+    /// Where the scan started.
+    scan_from: u64,
+    /// The last valid record before the damage, if the scan found one.
+    last_record: Option<u64>,
+}
+
+/// True when the record takes a queue offset of its queue (not a prepared
+/// or rolled-back transaction message: RocketMQ gives those offset 0).
+fn counts_in_queue(v: &RecordView) -> bool {
+    let tran = v.sys_flag & sysflag::TRANSACTION_TYPE_MASK;
+    tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT
 }
 
 /// Rebuilds the queue-offset table from a record as a scan visits it.

@@ -19,8 +19,8 @@
 //!
 //! - `mod.rs`: the format's constants (magics, field positions, sys flags,
 //!   property names) and the hashes and checksum a record carries.
-//! - `rules.rs`: the put rules (topic, sys flag, compressed body) and the
-//!   laxer read rule for topics.
+//! - `rules.rs`: the put rules (topic, sys flag, compressed body), the
+//!   laxer read rule for topics, and which topics are system topics.
 //! - `encode.rs`: [`MessageSpec`] and the V1 encoder (records, blanks).
 //! - `decode.rs`: the checked decoders ([`parse_record`], the validity rule,
 //!   resynchronising after damage).
@@ -59,8 +59,8 @@ pub use properties::{
     find_property, iter_properties, property_problem, PropertiesBuilder, PropertyError,
 };
 pub use rules::{
-    compressed_body_problem, is_readable_topic, is_readable_topic_bytes, is_valid_topic,
-    sys_flag_problem, topic_problem, MAX_TOPIC_LEN_V2,
+    compressed_body_problem, is_readable_topic, is_readable_topic_bytes, is_system_topic,
+    is_valid_topic, sys_flag_problem, topic_problem, MAX_TOPIC_LEN_V2,
 };
 
 /// Magic of a V1 record (1-byte topic length).
@@ -83,6 +83,10 @@ pub const NAME_VALUE_SEPARATOR: u8 = 1;
 pub const PROPERTY_SEPARATOR: u8 = 2;
 /// Topic that delayed messages are parked in.
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+/// Prefix of RocketMQ's system topics (`RMQ_SYS_TRACE_TOPIC`, ...).
+pub const SYSTEM_TOPIC_PREFIX: &str = "RMQ_SYS_";
+/// RocketMQ's half-message topic (prepared transactions).
+pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 
 /// Field positions shared by every record.
 pub mod pos {
@@ -514,6 +518,16 @@ mod tests {
         assert_eq!(b.finish(), b"K\x01v\x02L\x01w w");
         assert!(PropertiesBuilder::new().push("", "v").is_err());
         assert!(PropertiesBuilder::new().push("k", "a\x02b").is_err());
+    }
+
+    #[test]
+    fn system_topics() {
+        assert!(is_system_topic(b"SCHEDULE_TOPIC_XXXX"));
+        assert!(is_system_topic(b"RMQ_SYS_TRACE_TOPIC"));
+        assert!(is_system_topic(TRANS_HALF_TOPIC.as_bytes()));
+        assert!(!is_system_topic(b"SCHEDULE_TOPIC_XXXX2"));
+        assert!(!is_system_topic(b"orders"));
+        assert!(!is_system_topic(b"%RETRY%g"));
     }
 
     #[test]

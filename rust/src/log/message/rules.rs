@@ -1,7 +1,14 @@
 //! The rules a put checks before anything is written (topic, sys flag,
-//! compressed body), and the laxer read rule a stored topic must follow.
+//! compressed body), the laxer read rule a stored topic must follow, and
+//! which topics are system topics.
 
-use super::{sysflag, MAX_TOPIC_LEN};
+use super::{sysflag, MAX_TOPIC_LEN, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX};
+
+/// True for RocketMQ's system topics, which readers leave out unless asked
+/// for: `SCHEDULE_TOPIC_XXXX` and `RMQ_SYS_*` (docs/format.md).
+pub fn is_system_topic(topic: &[u8]) -> bool {
+    topic == SCHEDULE_TOPIC.as_bytes() || topic.starts_with(SYSTEM_TOPIC_PREFIX.as_bytes())
+}
 
 /// True if `topic` is a legal topic name: 1..=127 bytes of `[%|a-zA-Z0-9_-]`.
 #[inline]

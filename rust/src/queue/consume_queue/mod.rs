@@ -35,10 +35,11 @@
 //!   truncation.
 //! - `read.rs`: reading units, following a writer, lookup by time.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicI64, AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Result, StoreError};
 use crate::log::mapped_file::Reserve;
@@ -49,7 +50,7 @@ mod read;
 mod recover;
 mod write;
 
-pub use recover::CqHole;
+pub use recover::{CqHole, UnitLimits};
 
 /// Size of one ConsumeQueue unit.
 pub const CQ_UNIT_SIZE: usize = 20;
@@ -167,6 +168,10 @@ pub struct ConsumeQueue {
     /// corrected to (see [`ConsumeQueue::refresh`]).
     corrected_for: AtomicI64,
     state: Mutex<WriteState>,
+    /// Read-only queues: the units recovery rebuilt for holes, served in
+    /// place of the damaged or zeroed units on disk (a read-only open
+    /// writes nothing).
+    overlay: RwLock<BTreeMap<i64, CqUnit>>,
 }
 
 impl ConsumeQueue {
@@ -227,6 +232,7 @@ impl ConsumeQueue {
             repeated: AtomicU64::new(0),
             corrected_for: AtomicI64::new(i64::MIN),
             state: Mutex::new(WriteState::default()),
+            overlay: RwLock::new(BTreeMap::new()),
         })
     }
 
@@ -367,11 +373,19 @@ pub fn queue_dir(root: &Path, topic: &str, queue_id: i32) -> PathBuf {
 
 /// Scans units of `data` from byte `pos` (a multiple of 20) while they are
 /// valid. Returns the end of the valid run and the end CommitLog offset of
-/// its last real (non-pre-blank) unit.
+/// its last real (non-pre-blank) unit. `after` is the end of the last real
+/// unit before `pos`, when known: a unit pointing before it ends the run.
+/// `phy_end` is where the CommitLog's records end, when known: a unit
+/// pointing past it ends the run.
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
+fn scan_valid(
+    data: &[u8],
+    pos: usize,
+    after: Option<i64>,
+    phy_end: Option<i64>,
+) -> (usize, Option<i64>) {
     let mut end = pos - pos % CQ_UNIT_SIZE;
-    let mut last_real = None;
+    let mut last_real = after.filter(|&a| a >= 0);
     for chunk in data
         .get(end..)
         .unwrap_or_default()
@@ -387,6 +401,13 @@ fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
             {
                 break
             }
+            Some(u)
+                if u.is_valid()
+                    && !u.is_pre_blank()
+                    && phy_end.is_some_and(|e| u.end_phy_offset() > e) =>
+            {
+                break
+            }
             Some(u) if u.is_valid() => {
                 end += CQ_UNIT_SIZE;
                 if !u.is_pre_blank() {
@@ -397,18 +418,6 @@ fn scan_valid(data: &[u8], pos: usize) -> (usize, Option<i64>) {
         }
     }
     (end, last_real)
-}
-
-/// True when `data` holds a unit whose size field is not positive (an
-/// unwritten, all-zero unit, or a torn one). Written units have a positive
-/// size (a pre-blank's is `i32::MAX`).
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-fn has_unwritten_unit(data: &[u8]) -> bool {
-    data.chunks_exact(CQ_UNIT_SIZE).any(|u| {
-        u.get(8..12)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map_or(true, |b| i32::from_be_bytes(b) <= 0)
-    })
 }
 
 #[cfg(test)]
@@ -601,6 +610,16 @@ mod tests {
             .unwrap();
     }
 
+    /// Units checked against a CommitLog ending at `end` (min 0, records of
+    /// at most 50 bytes).
+    fn limits(end: i64) -> UnitLimits {
+        UnitLimits {
+            end,
+            phy_min: 0,
+            max_size: 50,
+        }
+    }
+
     /// The record of unit i is at phy i*10 (what the CommitLog would say).
     fn verify(u: &CqUnit, idx: i64) -> bool {
         u.phy_offset == idx * 10 && u.size == 10
@@ -615,7 +634,7 @@ mod tests {
             write_unit(dir.path(), i, &[0u8; 20]);
         }
         write_unit(dir.path(), 22, &[0u8; 20]);
-        let holes = cq.recover_checked(250, 0, &verify).unwrap();
+        let holes = cq.recover_checked(limits(250), &verify).unwrap();
         assert_eq!(
             holes,
             vec![
@@ -653,7 +672,7 @@ mod tests {
                 }
             )
             .unwrap());
-        assert_eq!(cq.recover_checked(250, 0, &verify).unwrap(), vec![]);
+        assert_eq!(cq.recover_checked(limits(250), &verify).unwrap(), vec![]);
         assert_eq!(cq.unit_at(15).unwrap().phy_offset, 150);
     }
 
@@ -680,7 +699,7 @@ mod tests {
         for i in 20..25 {
             write_unit(dir.path(), i, &[0u8; 20]);
         }
-        let holes = cq.recover_checked(95, 0, &verify).unwrap();
+        let holes = cq.recover_checked(limits(95), &verify).unwrap();
         assert_eq!(
             holes,
             vec![
@@ -701,6 +720,123 @@ mod tests {
         assert_eq!(cq.max_offset_in_queue(), 9);
         assert_eq!(cq.max_physic_offset(), 90);
         assert_eq!(cq.queue().len(), 1);
+    }
+
+    #[test]
+    fn recover_checked_finds_garbage_before_the_window() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let cq = open(dir.path(), true);
+            for i in 0..45i64 {
+                cq.put(i * 10, 10, 0, i).unwrap();
+            }
+        }
+        // 5 files: the unit-by-unit window starts at file 2. Garbage in the
+        // files before it: a CommitLog offset past the end (unit 2), a
+        // size over any record's whose record does not match (unit 4), a
+        // pre-blank after real units (unit 7), and CommitLog offsets going
+        // backwards (units 12, 13).
+        let bad = |phy: i64, size: i32| CqUnit {
+            phy_offset: phy,
+            size,
+            tags_code: 0,
+        };
+        write_unit(dir.path(), 2, &bad(1 << 40, 10).encode());
+        write_unit(dir.path(), 4, &bad(40, 4000).encode());
+        write_unit(dir.path(), 7, &CqUnit::PRE_BLANK.encode());
+        write_unit(dir.path(), 12, &bad(10, 10).encode());
+        write_unit(dir.path(), 13, &bad(20, 10).encode());
+        let cq = ConsumeQueue::load(dir.path(), "T", 0, FS, true).unwrap();
+        let holes = cq.recover_checked(limits(450), &verify).unwrap();
+        let hole = |i: i64| CqHole {
+            from: i,
+            to: i + 1,
+            phy_from: i * 10,
+            phy_to: i * 10 + 10,
+        };
+        assert_eq!(
+            holes,
+            vec![
+                hole(2),
+                hole(4),
+                hole(7),
+                CqHole {
+                    from: 12,
+                    to: 14,
+                    phy_from: 120,
+                    phy_to: 140
+                }
+            ]
+        );
+        assert_eq!(cq.max_offset_in_queue(), 45);
+
+        // Clean files cost no hole; a unit over the size limit whose record
+        // matches (an earlier configuration allowed it) is kept.
+        let dir = tempfile::tempdir().unwrap();
+        let cq = written(dir.path());
+        let big = |u: &CqUnit, idx: i64| u.phy_offset == idx * 10;
+        write_unit(dir.path(), 24, &bad(240, 60).encode());
+        assert_eq!(cq.recover_checked(limits(300), &big).unwrap(), vec![]);
+        assert_eq!(cq.unit_at(24).unwrap().size, 60);
+        // The same unit whose record does not match goes (the last unit:
+        // the queue is cut before it, dispatch rebuilds it).
+        assert_eq!(cq.recover_checked(limits(300), &verify).unwrap(), vec![]);
+        assert_eq!(cq.max_offset_in_queue(), 24);
+    }
+
+    #[test]
+    fn front_gap_and_put_front() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(written(dir.path()));
+        let first = dir.path().join("T/0").join(file_name(0));
+        let saved = std::fs::read(&first).unwrap();
+        std::fs::remove_file(&first).unwrap();
+        let cq = ConsumeQueue::load(dir.path(), "T", 0, FS, true).unwrap();
+        assert!(cq.recover_checked(limits(250), &verify).unwrap().is_empty());
+        assert_eq!(cq.min_offset_in_queue(), 10);
+        // Unit 10 points at 100: records of this queue may lie in [min, 100).
+        let at = |phy_min: i64| UnitLimits {
+            phy_min,
+            ..limits(250)
+        };
+        assert_eq!(
+            cq.front_gap(at(30)),
+            Some(CqHole {
+                from: 0,
+                to: 10,
+                phy_from: 30,
+                phy_to: 100
+            })
+        );
+        assert_eq!(cq.front_gap(at(100)), None, "nothing before the first unit");
+        assert_eq!(cq.front_gap(at(120)), None);
+        // The CommitLog held units 3..9: unit 0..2 become pre-blank.
+        let units: Vec<(i64, CqUnit)> = (3..10)
+            .map(|i| {
+                (
+                    i,
+                    CqUnit {
+                        phy_offset: i * 10,
+                        size: 10,
+                        tags_code: 0,
+                    },
+                )
+            })
+            .collect();
+        assert_eq!(cq.put_front(&units).unwrap(), 7);
+        assert_eq!(cq.queue().len(), 3);
+        assert_eq!(cq.min_offset_in_queue(), 3);
+        let now = std::fs::read(&first).unwrap();
+        for k in 0..3 {
+            assert!(CqUnit::decode(&now[k * 20..]).unwrap().is_pre_blank());
+        }
+        assert_eq!(now[60..], saved[60..]);
+        assert_eq!(
+            cq.front_gap(at(0)),
+            None,
+            "the queue starts with pre-blanks"
+        );
+        assert_eq!(cq.put_front(&units).unwrap(), 0, "not below the first file");
     }
 
     #[test]
@@ -774,33 +910,72 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let w = open(dir.path(), true);
         let r = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 0).unwrap();
-        assert_eq!(r.refresh(0).unwrap(), 0);
+        assert_eq!(r.refresh(0, None).unwrap(), 0);
         w.put(900, 10, 0, 3).unwrap();
-        assert_eq!(r.refresh(0).unwrap(), 4);
+        assert_eq!(r.refresh(0, None).unwrap(), 4);
         assert_eq!(r.min_offset_in_queue(), 3);
         assert_eq!(r.unit_at(3).unwrap().phy_offset, 900);
         for i in 4..23i64 {
             w.put(900 + i * 10, 10, 0, i).unwrap();
         }
-        assert_eq!(r.refresh(0).unwrap(), 23);
+        assert_eq!(r.refresh(0, None).unwrap(), 23);
         assert_eq!(r.queue().len(), 3);
         assert_eq!(r.max_physic_offset(), 900 + 22 * 10 + 10);
         assert_eq!(r.unit_at(22).unwrap().phy_offset, 1120);
         assert!(r.put(0, 1, 0, 0).is_err());
         // The writer expires the first file; the reader drops it.
         assert_eq!(w.delete_expired_by_offset(1000), 1);
-        r.refresh(1000).unwrap();
+        r.refresh(1000, None).unwrap();
         assert_eq!(r.queue().len(), 2);
         assert_eq!(r.min_offset_in_queue(), 10);
         // The CommitLog's min moved inside the reader's first file: the
         // reader's min offset moves with it, as the writer's does.
         assert_eq!(w.delete_expired_by_offset(1055), 0);
         assert_eq!(w.min_offset_in_queue(), 16);
-        r.refresh(1055).unwrap();
+        r.refresh(1055, None).unwrap();
         assert_eq!(r.min_offset_in_queue(), 16);
         // A reader opened now agrees.
         let fresh = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 1055).unwrap();
         assert_eq!(fresh.min_offset_in_queue(), 16);
+    }
+
+    #[test]
+    fn read_only_refresh_never_adopts_stale_units() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = open(dir.path(), true);
+        for i in 0..4i64 {
+            w.put(i * 10, 10, 0, i).unwrap();
+        }
+        let r = ConsumeQueue::load_read_only(dir.path(), "T", 0, FS, 0).unwrap();
+        assert_eq!(r.max_offset_in_queue(), 4);
+        // Units left from an older log after the writer's: one pointing
+        // before the queue's last unit, then one past the CommitLog's end.
+        write_unit(
+            dir.path(),
+            4,
+            &CqUnit {
+                phy_offset: 20,
+                size: 10,
+                tags_code: 0,
+            }
+            .encode(),
+        );
+        assert_eq!(r.refresh(0, Some(1000)).unwrap(), 4);
+        write_unit(
+            dir.path(),
+            4,
+            &CqUnit {
+                phy_offset: 990,
+                size: 20,
+                tags_code: 0,
+            }
+            .encode(),
+        );
+        assert_eq!(r.refresh(0, Some(1000)).unwrap(), 4);
+        assert_eq!(r.max_physic_offset(), 40);
+        // Once the CommitLog holds its record, the unit is adopted.
+        assert_eq!(r.refresh(0, Some(1010)).unwrap(), 5);
+        assert_eq!(r.max_physic_offset(), 1010);
     }
 
     #[test]

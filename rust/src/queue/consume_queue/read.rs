@@ -28,12 +28,23 @@ impl ConsumeQueue {
         if data.len() < CQ_UNIT_SIZE {
             return None;
         }
-        Some(
-            data.chunks_exact(CQ_UNIT_SIZE)
-                .take(max_units)
-                .filter_map(CqUnit::decode)
-                .collect(),
-        )
+        let mut units: Vec<CqUnit> = data
+            .chunks_exact(CQ_UNIT_SIZE)
+            .take(max_units)
+            .filter_map(CqUnit::decode)
+            .collect();
+        if !self.mfq.is_writable() {
+            let overlay = self.overlay.read();
+            if !overlay.is_empty() {
+                let end = start_index.saturating_add(units.len() as i64);
+                for (&i, u) in overlay.range(start_index..end) {
+                    if let Some(slot) = units.get_mut((i - start_index) as usize) {
+                        *slot = *u;
+                    }
+                }
+            }
+        }
+        Some(units)
     }
 
     /// The unit at logical offset `index`, if readable.
@@ -76,13 +87,19 @@ impl ConsumeQueue {
 
     /// Follows a writer in another process (read-only queues): drops head
     /// files the writer deleted, adopts files it created, and advances the
-    /// end over units that became visible (non-zero `size`). When the head
+    /// end over units that became visible (non-zero `size`), pointing at or
+    /// after the end of the queue's last unit and, when `phy_end` (where the
+    /// CommitLog's records end as this process knows them) is given, ending
+    /// at or before it: a writer appends a unit after its record, in
+    /// CommitLog order, so any other unit is stale (one a writer's recovery
+    /// cuts, see docs/format.md, "A store a RocketMQ broker cut and appended
+    /// to") and is not adopted. When the head
     /// changed or `phy_min` (the CommitLog's min offset as this process
     /// knows it) moved, the min offset is corrected to `phy_min`, as the
     /// writer's clean round corrects its own: the first unit of the first
     /// file pointing at or above it (docs/format.md §16). Returns the new
     /// max offset in the queue. A writable queue only reports its max offset.
-    pub fn refresh(&self, phy_min: i64) -> Result<i64> {
+    pub fn refresh(&self, phy_min: i64, phy_end: Option<i64>) -> Result<i64> {
         if self.mfq.is_writable() {
             return Ok(self.max_offset_in_queue());
         }
@@ -102,7 +119,8 @@ impl ConsumeQueue {
             let mut all_full = true;
             for f in files.iter().skip_while(|f| f.is_full()) {
                 let pos = f.wrote_position();
-                let (valid, last_real) = scan_valid(f.raw(), pos);
+                let after = Some(self.max_physic_offset());
+                let (valid, last_real) = scan_valid(f.raw(), pos, after, phy_end);
                 if valid > pos {
                     f.set_positions(valid);
                 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use crate::error::Result;
 
-use super::{has_unwritten_unit, scan_valid, ConsumeQueue, CqUnit, WriteState, CQ_UNIT_SIZE};
+use super::{scan_valid, ConsumeQueue, CqUnit, WriteState, CQ_UNIT_SIZE};
 
 impl ConsumeQueue {
     /// Recovers the queue (docs/format.md §15.3): scans from the third-last file, stops
@@ -24,7 +24,7 @@ impl ConsumeQueue {
         let mut process = files[index].file_from_offset();
         let mut max_phy: Option<i64> = None;
         loop {
-            let (valid, last_real) = scan_valid(files[index].raw(), 0);
+            let (valid, last_real) = scan_valid(files[index].raw(), 0, None, None);
             if let Some(end) = last_real {
                 max_phy = Some(end);
             }
@@ -46,21 +46,23 @@ impl ConsumeQueue {
     }
 
     /// The writer's recovery of this queue (docs/format.md §15.3): scans from the third-last file to the end and
-    /// keeps the units that are *good* — valid, pointing below `bound` (the
-    /// recovered CommitLog end) and in CommitLog order. When two units are
+    /// keeps the units that are *good* — not garbage by the cheap checks of
+    /// [`UnitLimits::is_garbage`] (pointing below the recovered CommitLog
+    /// end, a plausible size, a pre-blank only before every real unit) and
+    /// in CommitLog order. When two units are
     /// out of order, `verify(unit, logical_offset)` (the CommitLog record
     /// there is this queue's message at that offset) decides which one is
     /// bad, so one wild unit never hides the units after it. The queue is
-    /// cut just past its last good unit (in every file: units past `bound`
-    /// go wherever they are), and the runs of bad or zeroed units between
+    /// cut just past its last good unit (in every file: units past the
+    /// CommitLog's end go wherever they are), and the runs of bad or zeroed units between
     /// good ones are returned as holes, each with the CommitLog range
     /// between its good neighbours, for [`ConsumeQueue::put_at`] to rebuild.
     pub fn recover_checked(
         &self,
-        bound: i64,
-        phy_min: i64,
+        limits: UnitLimits,
         verify: &dyn Fn(&CqUnit, i64) -> bool,
     ) -> Result<Vec<CqHole>> {
+        let phy_min = limits.phy_min;
         let mut st = self.state.lock();
         let files = self.mfq.files();
         if files.is_empty() {
@@ -72,21 +74,17 @@ impl ConsumeQueue {
         let mut first = files.len().saturating_sub(3);
         while first > 0 {
             match CqUnit::decode(files[first].raw()) {
-                Some(u) if u.is_valid() && (u.is_pre_blank() || u.end_phy_offset() <= bound) => {
-                    break
-                }
+                Some(u) if u.is_pre_blank() || !limits.is_garbage(&u) => break,
                 _ => first -= 1,
             }
         }
         // A hole before the window (a file whose pages never reached the
-        // disk while later files did, or one recovery made full size): the
-        // files before the window are full of written units, so the first
-        // one holding an unwritten unit starts the window. One load per
-        // unit, no decoding: a clean reopen keeps its cost.
-        if let Some(k) = files[..first]
-            .iter()
-            .position(|f| has_unwritten_unit(f.raw()))
-        {
+        // disk while later files did, one recovery made full size, or
+        // garbage units): the files before the window are full of good
+        // units, so the first one holding an unwritten or garbage unit
+        // starts the window. One decode per unit, no CommitLog read: a clean
+        // reopen keeps its cost.
+        if let Some(k) = first_file_with_garbage(&files[..first], &limits) {
             first = k;
         }
         let unit = CQ_UNIT_SIZE as u64;
@@ -100,7 +98,7 @@ impl ConsumeQueue {
                 f.read(self.file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
                     .and_then(CqUnit::decode)
             })
-            .filter(|u| u.is_valid() && !u.is_pre_blank() && u.end_phy_offset() <= bound);
+            .filter(|u| !u.is_pre_blank() && !limits.is_garbage(u) && !limits.is_oversize(u));
         let mut good = GoodUnits::new(window_start - 1, before, phy_min);
         for f in &files[first..] {
             let from = (f.file_from_offset() / unit) as i64;
@@ -109,14 +107,17 @@ impl ConsumeQueue {
                 let Some(u) = CqUnit::decode(chunk) else {
                     break;
                 };
-                if !u.is_valid() {
-                    continue;
-                }
                 if u.is_pre_blank() {
-                    good.push(idx, u);
+                    // The filler only ever precedes a queue's first message.
+                    if good.last_real().is_none() {
+                        good.push(idx, u);
+                    }
                     continue;
                 }
-                if u.end_phy_offset() > bound {
+                if limits.is_garbage(&u) {
+                    continue;
+                }
+                if limits.is_oversize(&u) && !verify(&u, idx) {
                     continue;
                 }
                 loop {
@@ -145,6 +146,51 @@ impl ConsumeQueue {
         drop(st);
         self.correct_min_offset(0);
         Ok(good.holes)
+    }
+
+    /// The units below the queue's first file that the CommitLog may still
+    /// hold (docs/format.md §15.3, a front hole): when the first file does
+    /// not start at offset 0 and does not begin with pre-blank units (the
+    /// queue began there), the records of this queue between the CommitLog's
+    /// first retained record `limits.phy_min` and the first good unit have
+    /// lost their units with a deleted file. Retention deletes a queue file
+    /// only once its last unit points below the CommitLog's min offset, so
+    /// after retention that range holds none of this queue's records and a
+    /// rebuild finds nothing. Returns the range as a hole `[0, first file)`,
+    /// or `None` when the first good unit points at or below `phy_min`
+    /// (nothing of this queue can lie before it). A clean queue costs one
+    /// unit decode.
+    pub fn front_gap(&self, limits: UnitLimits) -> Option<CqHole> {
+        let files = self.mfq.files();
+        let first = files.first()?;
+        let to = (first.file_from_offset() / CQ_UNIT_SIZE as u64) as i64;
+        if to == 0 {
+            return None;
+        }
+        let mut phy_to = limits.end;
+        'files: for f in &files {
+            for chunk in f.raw().chunks_exact(CQ_UNIT_SIZE) {
+                let Some(u) = CqUnit::decode(chunk) else {
+                    break;
+                };
+                if u.is_pre_blank() {
+                    if f.file_from_offset() == first.file_from_offset() {
+                        return None;
+                    }
+                    continue;
+                }
+                if !limits.is_garbage(&u) && !limits.is_oversize(&u) {
+                    phy_to = u.phy_offset;
+                    break 'files;
+                }
+            }
+        }
+        (phy_to > limits.phy_min).then_some(CqHole {
+            from: 0,
+            to,
+            phy_from: limits.phy_min,
+            phy_to,
+        })
     }
 
     /// Cuts the queue at logical byte offset `end`: the containing file keeps
@@ -218,6 +264,63 @@ impl ConsumeQueue {
         self.max_physic_offset.store(max_phy, Ordering::Release);
         Ok(())
     }
+}
+
+/// What a unit is checked against without reading the CommitLog
+/// (docs/format.md §15.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnitLimits {
+    /// The recovered CommitLog end: a record ends at or before it.
+    pub end: i64,
+    /// The CommitLog's min offset (its first retained record).
+    pub phy_min: i64,
+    /// The largest record the store writes (`max_message_size` + 64 KiB):
+    /// a unit over it is checked against its record (an earlier
+    /// configuration may have allowed it).
+    pub max_size: i64,
+}
+
+impl UnitLimits {
+    /// True for a unit that cannot be a message's (the pre-blank filler
+    /// excepted): unwritten or torn (`size` ≤ 0), a negative CommitLog
+    /// offset, or a record ending past the CommitLog's end.
+    pub fn is_garbage(&self, u: &CqUnit) -> bool {
+        !u.is_pre_blank() && (!u.is_valid() || u.end_phy_offset() > self.end)
+    }
+
+    /// True for a unit larger than any record the store writes.
+    pub fn is_oversize(&self, u: &CqUnit) -> bool {
+        !u.is_pre_blank() && (u.size as i64) > self.max_size
+    }
+}
+
+/// The first of `files` (full, consecutive files of one queue) holding a
+/// unit that is unwritten, garbage ([`UnitLimits::is_garbage`]), over the
+/// size limit, a pre-blank after a real unit, or pointing before the end of
+/// the real unit before it (units of one queue follow CommitLog order).
+fn first_file_with_garbage(
+    files: &[std::sync::Arc<crate::log::mapped_file::MappedFile>],
+    limits: &UnitLimits,
+) -> Option<usize> {
+    let mut prev_end: Option<i64> = None;
+    files.iter().position(|f| {
+        f.raw().chunks_exact(CQ_UNIT_SIZE).any(|chunk| {
+            let Some(u) = CqUnit::decode(chunk) else {
+                return true;
+            };
+            if u.is_pre_blank() {
+                return prev_end.is_some();
+            }
+            if limits.is_garbage(&u)
+                || limits.is_oversize(&u)
+                || prev_end.is_some_and(|e| u.phy_offset < e)
+            {
+                return true;
+            }
+            prev_end = Some(u.end_phy_offset());
+            false
+        })
+    })
 }
 
 /// A run of bad or zeroed units between good ones, found by

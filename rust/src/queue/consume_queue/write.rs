@@ -34,6 +34,71 @@ impl ConsumeQueue {
         Ok(true)
     }
 
+    /// Rebuilds units below the queue's first file (recovery only: a front
+    /// hole, see [`ConsumeQueue::front_gap`]). `units` are `(logical offset,
+    /// unit)` in ascending order, all below the first file. The files from
+    /// the one holding the first of them up to the first file are created
+    /// (zeros), the units before the first of them in its file become
+    /// pre-blank (the messages there are gone with the CommitLog files
+    /// retention deleted: the queue now starts at the first rebuilt one),
+    /// and the units are written. The caller syncs the files afterwards.
+    /// Returns the units written.
+    pub fn put_front(&self, units: &[(i64, CqUnit)]) -> Result<u64> {
+        let Some(&(lowest, _)) = units.first() else {
+            return Ok(0);
+        };
+        let unit = CQ_UNIT_SIZE as u64;
+        let Some(first) = self.mfq.first_file().map(|f| f.file_from_offset()) else {
+            return Ok(0);
+        };
+        let Ok(lowest) = u64::try_from(lowest) else {
+            return Ok(0);
+        };
+        let at = lowest * unit;
+        if at >= first {
+            return Ok(0);
+        }
+        let from = at - at % self.file_size as u64;
+        let _st = self.state.lock();
+        let created = self.mfq.prepend_zero_files(from)?;
+        if let Some(f) = self.mfq.first_file().filter(|_| !created.is_empty()) {
+            let blanks = (at - from) as usize;
+            let mut fill = vec![0u8; blanks];
+            for chunk in fill.chunks_exact_mut(CQ_UNIT_SIZE) {
+                chunk.copy_from_slice(&CqUnit::PRE_BLANK.encode());
+            }
+            if blanks > 0 {
+                f.overwrite_in_recovery(0, &fill)?;
+            }
+        }
+        let mut written = 0u64;
+        for &(index, u) in units {
+            let off = index as u64 * unit;
+            if off >= first {
+                break;
+            }
+            if let Some(f) = self.mfq.find_by_offset(off, false) {
+                f.overwrite_in_recovery((off - f.file_from_offset()) as usize, &u.encode())?;
+                written += 1;
+            }
+        }
+        drop(_st);
+        self.correct_min_offset(0);
+        Ok(written)
+    }
+
+    /// Read-only queues: serves `unit` at logical offset `index` in place of
+    /// the unit on disk (a hole's unit recovery rebuilt from the CommitLog;
+    /// nothing is written). Returns false when `index` lies outside the
+    /// queue's recovered units.
+    pub fn put_in_memory(&self, index: i64, unit: CqUnit) -> bool {
+        let inside = index >= self.min_offset_in_queue() && index < self.max_offset_in_queue();
+        if inside {
+            self.overlay.write().insert(index, unit);
+        }
+        inside
+    }
+
     /// Forces every file of the queue to disk (after [`ConsumeQueue::put_at`]).
     pub fn sync_all_files(&self) -> Result<()> {
         for f in self.mfq.files() {

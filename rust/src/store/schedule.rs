@@ -14,16 +14,15 @@
 //! again; its consume-queue tag code is the hash of `TAGS` (dispatch computes
 //! it as for any message outside `SCHEDULE_TOPIC_XXXX`).
 
+use super::Store;
 use crate::error::{Result, StoreError};
 use crate::log::commitlog::{CommitLog, PutOutcome, PutStatus, RecordRead};
-use crate::log::message::{find_property, props, MessageSpec, RecordView, SCHEDULE_TOPIC};
+use crate::log::message::{
+    find_property, props, MessageSpec, RecordView, SCHEDULE_TOPIC, TRANS_HALF_TOPIC,
+};
 use crate::queue::consume_queue::CqUnit;
 use crate::ratelog::RateLimited;
-use crate::store::Store;
 use std::borrow::Cow;
-
-/// RocketMQ's half-message topic: a delayed message never goes there.
-const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 
 /// Copies that were dropped (unreadable record, no real topic, refused put).
 static DROPPED: RateLimited = RateLimited::new();
