@@ -336,3 +336,56 @@ def test_read_only_follower_never_serves_stale_records(tmp_path: Path, shape: st
                 off = r.next_begin_offset
     for q in range(sh.queues):
         assert final[q] >= kept_units[q]
+
+
+@pytest.mark.parametrize(
+    ("queues", "first", "count", "how"),
+    [
+        (1, 30, 1, "magic"),  # one record of the only queue
+        (1, 30, 6, "zeros"),  # six in a row: the queue's offsets jump by six
+        (3, 41, 5, "garbage"),  # five across three queues
+    ],
+)
+def test_damage_in_one_log_keeps_what_follows(
+    tmp_path: Path, queues: int, first: int, count: int, how: str
+) -> None:
+    """Damage in a log nobody cut is not an older log: the records after it
+    were stored later and their queue offsets follow, leaving out at most the
+    damaged records. A skipping writer keeps them all, and a read-only open
+    serves the same."""
+    path = tmp_path / "s"
+    acked: list[PutResult] = []
+    with MessageStore(cfg(path)) as store:
+        for i in range(100):
+            r = store.put(TOPIC, body_of(i, 120), queue_id=i % queues, keys=[key_of(i)])
+            assert r.ok
+            acked.append(r)
+    lo = acked[first].wrote_offset
+    hi = acked[first + count - 1].wrote_offset + acked[first + count - 1].wrote_bytes
+    with open(_cl_file(path), "r+b") as f:
+        if how == "magic":
+            f.seek(lo + 4)
+            f.write(b"\xde\xad\xbe\xef")
+        else:
+            f.seek(lo)
+            f.write(bytes(hi - lo) if how == "zeros" else b"\x5a" * (hi - lo))
+    with pytest.raises(CorruptedError):
+        MessageStore(cfg(path)).start()
+    offsets = [r.wrote_offset for r in acked]
+    keys = [key_of(i) for i in range(100)]
+    with MessageStore(cfg(path), read_only=True) as ro:
+        served = reads(ro, queues, offsets, keys)
+    rw_path = tmp_path / "rw"
+    shutil.copytree(path, rw_path)
+    with MessageStore(cfg(rw_path, on_corruption="skip")) as rw:
+        rep = rw.recovery_report
+        assert rep is not None and [(d[0], d[1]) for d in rep.damaged] == [(lo, hi)]
+        kept = reads(rw, queues, offsets, keys)
+    assert kept["max_phy"] == acked[-1].wrote_offset + acked[-1].wrote_bytes
+    want = {
+        (i % queues, r.queue_offset, body_of(i, 120))
+        for i, r in enumerate(acked)
+        if not first <= i < first + count
+    }
+    assert served_messages(kept, queues) == want
+    assert served == kept

@@ -66,17 +66,11 @@ def _demo_message(i: int) -> Message:
 
 # Bytes every full CommitLog file keeps for its end marker.
 _END_FILE_BLANK: Final = _native.END_FILE_MIN_BLANK_LENGTH
-#: What the property CRC adds to a record with properties: a separator, then
-#: ``__CRC32#``, ``\x01``, ten digits and ``\x02`` (docs/format.md §6.1).
-_PROP_CRC_BYTES: Final = 21
 
 
 def _demo_record_size(i: int) -> int:
-    """Bytes the CommitLog record of demo message ``i`` takes (IPv4 hosts)."""
-    topic, _ = _demo_route(i)
-    props = f"TAGS\x01{_DEMO_TAGS[i % len(_DEMO_TAGS)]}\x02KEYS\x01demo-{i}".encode()
-    return (_native.MIN_RECORD_SIZE + len(_demo_body(i)) + len(topic.encode()) + len(props)
-            + _PROP_CRC_BYTES)
+    """Bytes the CommitLog record of demo message ``i`` takes (the engine's length)."""
+    return _native.record_size(_demo_message(i))
 
 
 def _demo_min_segment_size(count: int) -> int:

@@ -37,6 +37,8 @@
 //! - `range.rs`: [`RangeReader`], decoding CommitLog and queue ranges.
 //! - `parallel.rs`: [`ParallelReader`], ranges split at segments and
 //!   decoded on several threads.
+//! - `append.rs`: the other way, Arrow rows appended as messages
+//!   ([`Store::append_arrow_batch`](crate::store::Store::append_arrow_batch)).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -45,10 +47,14 @@ use arrow_array::builder::MapFieldNames;
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::log::message::{is_system_topic, sysflag, RecordView};
+mod append;
 mod batch;
 mod parallel;
 mod range;
 
+pub use append::{
+    specs_of_batch, AppendColumns, AppendError, BatchAppend, ColumnError, RefusedRow,
+};
 pub use batch::BatchBuilder;
 pub use parallel::{split_at_segments, ParallelReader};
 pub use range::{Range, RangeReader};

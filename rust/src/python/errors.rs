@@ -80,3 +80,15 @@ pub fn panic_to_pyerr(payload: Box<dyn std::any::Any + Send>) -> PyErr {
         Err(_) => PyRuntimeError::new_err(msg),
     })
 }
+
+impl From<crate::columnar::AppendError> for PyErr {
+    /// A column of the wrong type is the caller's: a `TypeError`.
+    fn from(e: crate::columnar::AppendError) -> Self {
+        match e {
+            crate::columnar::AppendError::Store(e) => e.into(),
+            crate::columnar::AppendError::Column(c) => {
+                pyo3::exceptions::PyTypeError::new_err(c.to_string())
+            }
+        }
+    }
+}

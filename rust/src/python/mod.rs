@@ -41,6 +41,29 @@ fn body_crc(data: &Bound<'_, PyAny>) -> PyResult<i32> {
     Ok(message::body_crc(args::body_arg(data)?.as_bytes()))
 }
 
+/// Bytes the CommitLog record of `message` takes when a store with STOREHOST
+/// `store_host` (None: the default, an IPv4 address) writes it, with the
+/// property CRC when `prop_crc`: the encoder's own length (docs/format.md §3).
+/// A message the put would refuse is a ValueError naming why.
+#[pyfunction]
+#[pyo3(signature = (message, store_host=None, prop_crc=true))]
+fn record_size(
+    py: Python<'_>,
+    message: &Bound<'_, types::PyMessage>,
+    store_host: Option<&Bound<'_, PyAny>>,
+    prop_crc: bool,
+) -> PyResult<usize> {
+    let store_host = match store_host.filter(|h| !h.is_none()) {
+        Some(h) => args::parse_host(h, "store_host")?,
+        None => crate::store::StoreOptions::default().store_host,
+    };
+    let spec = message
+        .get()
+        .spec(py, 0)
+        .map_err(|r| pyo3::exceptions::PyValueError::new_err(r.reason))?;
+    Ok(message::spec_record_len(&spec, &store_host, prop_crc))
+}
+
 /// Arms (errno > 0) or disarms (0) a fault-injection point: "msync",
 /// "create_file", "map_new_file", "cq_put", "flush_hold" (a stalled disk:
 /// nothing is flushed while armed), "reserve", "mlock", "create_cq_file",
@@ -207,6 +230,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
+    m.add_function(wrap_pyfunction!(record_size, m)?)?;
     m.add_function(wrap_pyfunction!(config::default_options, m)?)?;
     m.add_function(wrap_pyfunction!(config::transient_pool_in_use, m)?)?;
     m.add_function(wrap_pyfunction!(types::engine_enums, m)?)?;

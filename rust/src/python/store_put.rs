@@ -210,45 +210,21 @@ impl PyStore {
         properties: Option<Vec<(String, String)>>,
     ) -> PyResult<(u64, Option<RefusedRow>)> {
         guarded(|| {
-            self.store.check_open()?;
-            if self.store.is_read_only() {
-                return Err(crate::error::StoreError::ReadOnly.into());
-            }
+            self.store.check_open_writer()?;
             let extra = properties.unwrap_or_default();
             let reader = super::arrow::import_stream(stream)?;
-            let mut appended = 0u64;
-            let mut row = 0u64;
+            let (mut appended, mut row) = (0u64, 0u64);
             for batch in reader {
                 let batch = batch.map_err(|e| {
                     pyo3::exceptions::PyValueError::new_err(format!("arrow stream: {e}"))
                 })?;
-                let mut specs = super::arrow::specs_of_batch(&batch, self.now_ms(), &extra)?;
-                // A row refused before writing (bad topic, properties, null)
-                // ends the append: only the rows before it are put.
-                let mut refused = specs.iter().position(|s| s.is_err()).map(|i| {
-                    let (status, why) = match &specs[i] {
-                        Err(r) => (r.status as u8, r.reason.clone()),
-                        Ok(_) => (0, String::new()),
-                    };
-                    (row + i as u64, status, why)
-                });
-                if let Some((r, _, _)) = refused {
-                    specs.truncate((r - row) as usize);
-                }
                 let store = &self.store;
-                let outs = nogil(py, || store.put_batch(specs))?;
-                for (i, o) in outs.iter().enumerate() {
-                    if o.status == crate::log::commitlog::PutStatus::PutOk {
-                        appended += 1;
-                    } else if refused.as_ref().map_or(true, |r| row + (i as u64) < r.0) {
-                        let why = o.reason.clone().unwrap_or_default();
-                        refused = Some((row + i as u64, o.status as u8, why));
-                    }
+                let done = nogil(py, || Ok(store.append_arrow_batch(&batch, row, &extra)))??;
+                appended += done.appended;
+                if let Some(r) = done.refused {
+                    return Ok((appended, Some((r.row, r.status as u8, r.reason))));
                 }
-                if refused.is_some() {
-                    return Ok((appended, refused));
-                }
-                row += outs.len() as u64;
+                row += done.rows;
             }
             Ok((appended, None))
         })

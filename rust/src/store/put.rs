@@ -13,7 +13,7 @@ use crate::log::message::{find_property, props, BatchProperties, MessageSpec, DE
 
 impl Store {
     /// A put to a closed store, or to a read-only one, is an error.
-    fn check_open_writer(&self) -> Result<()> {
+    pub fn check_open_writer(&self) -> Result<()> {
         self.check_open()?;
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);

@@ -49,8 +49,20 @@ impl CommitLog {
         if gone > 0 {
             self.mfq.remove_head(gone);
         }
-        self.mfq.adopt_new_files()?;
-        // Advance the end over records that became valid since.
+        // Advance the end over records that became valid since; the writer
+        // fills a file (its end blank) before it writes to the next, so new
+        // files are looked for only when every known file is full.
+        if self.advance_known_files() {
+            self.mfq.adopt_new_files()?;
+            self.advance_known_files();
+        }
+        Ok(self.mfq.max_offset() != before)
+    }
+
+    /// Read-only stores: advances each known file's positions over the
+    /// records that became valid, from the first file not full. True when
+    /// every known file is full (or none is known).
+    fn advance_known_files(&self) -> bool {
         let files = self.mfq.files();
         let start = files
             .iter()
@@ -60,18 +72,18 @@ impl CommitLog {
             let data = f.raw();
             let mut pos = f.wrote_position();
             let full = loop {
-                match parse_record(&data[pos..], false) {
+                match parse_record(data.get(pos..).unwrap_or_default(), false) {
                     Parsed::Record(v) => pos += v.total_size,
                     Parsed::Blank => break true,
-                    Parsed::End { .. } => break false,
+                    Parsed::End { .. } => break pos >= f.file_size(),
                 }
             };
             f.set_positions(if full { f.file_size() } else { pos });
             if !full {
-                break;
+                return false;
             }
         }
-        Ok(self.mfq.max_offset() != before)
+        true
     }
 
     /// The valid record at `phy` (body CRC checked), with its bytes copied

@@ -50,6 +50,30 @@ pub fn record_len(
     FIXED_OVERHEAD_V4 - 16 + host_len(born) + host_len(store) + body + topic + props
 }
 
+/// Total length of the V1 record of `m` written with STOREHOST `store_host`,
+/// with the property CRC when `prop_crc`.
+#[inline]
+pub fn spec_record_len(m: &MessageSpec<'_>, store_host: &SocketAddr, prop_crc: bool) -> usize {
+    let props_len = written_props_len(&m.properties, prop_crc);
+    record_len(
+        m.body.len(),
+        m.topic.len(),
+        props_len,
+        &m.born_host,
+        store_host,
+    )
+}
+
+/// Length of properties `props` as written: with the property CRC when `prop_crc`.
+#[inline]
+fn written_props_len(props: &[u8], prop_crc: bool) -> usize {
+    if prop_crc {
+        props.len() + prop_crc_extra(props)
+    } else {
+        props.len()
+    }
+}
+
 /// A message as the producer hands it to the store (before positions are known).
 #[derive(Debug, Clone)]
 pub struct MessageSpec<'a> {
@@ -214,11 +238,7 @@ fn encode_v1_with(
     let body = &m.body[..];
     let topic = m.topic.as_bytes();
     let props = &m.properties[..];
-    let props_len = if prop_crc {
-        props.len() + prop_crc_extra(props)
-    } else {
-        props.len()
-    };
+    let props_len = written_props_len(props, prop_crc);
     let total = record_len(body.len(), topic.len(), props_len, &m.born_host, store_host);
     let d = &mut dst[..total];
     // TOTALSIZE is written last (below), after a release fence, so a reader

@@ -46,8 +46,8 @@ pub use decode::{
 };
 pub use delay::{delay_level_table, parse_delay_levels};
 pub use encode::{
-    encode_blank, encode_v1, encode_v1_crc_of_copy, host_len, record_len, MessageSpec,
-    DEFAULT_BORN_HOST,
+    encode_blank, encode_v1, encode_v1_crc_of_copy, host_len, record_len, spec_record_len,
+    MessageSpec, DEFAULT_BORN_HOST,
 };
 pub use fields::{BatchProperties, MessageFields};
 pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};

@@ -1,0 +1,517 @@
+//! Appending Arrow record batches (`MessageStore.put_arrow`): each row of a
+//! batch with columns `topic, body` and optional `queue_id, tags, keys,
+//! properties` is one message, put with the batch's other rows under one
+//! lock hold ([`Store::put_batch`]).
+//!
+//! Row rules: a null topic or body, a topic breaking the put rule, a tags
+//! or keys column given with a `TAGS` or `KEYS` property in the same row,
+//! and an illegal property make the row `MESSAGE_ILLEGAL`; a null queue id
+//! is queue 0; null tags, keys, properties and property values are absent;
+//! the keys of a row are joined by one space. The extra properties of the
+//! append come after each row's own. A column of the wrong type is a
+//! [`ColumnError`].
+
+use std::borrow::Cow;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::{Array, BinaryArray, Int32Array, ListArray, MapArray, RecordBatch, StringArray};
+
+use crate::error::StoreError;
+use crate::log::commitlog::{PutStatus, Refused};
+use crate::log::message::{
+    props, topic_problem, MessageSpec, PropertiesBuilder, PropertyError, DEFAULT_BORN_HOST,
+};
+use crate::store::Store;
+
+/// A column of an appended batch that is missing or has the wrong type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnError {
+    /// The column's name.
+    pub name: &'static str,
+    /// What it must be (`present`, `a string`, `a map<string,string>`, ...).
+    pub want: &'static str,
+}
+
+impl std::fmt::Display for ColumnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "column {} must be {}", self.name, self.want)
+    }
+}
+
+/// Why an append of a batch stopped: the store's error, or a column.
+#[derive(Debug)]
+pub enum AppendError {
+    /// The store failed or refused the call (closed, read-only, I/O).
+    Store(StoreError),
+    /// A column is missing or has the wrong type.
+    Column(ColumnError),
+}
+
+impl From<StoreError> for AppendError {
+    fn from(e: StoreError) -> Self {
+        AppendError::Store(e)
+    }
+}
+
+impl From<ColumnError> for AppendError {
+    fn from(e: ColumnError) -> Self {
+        AppendError::Column(e)
+    }
+}
+
+fn bad(name: &'static str, want: &'static str) -> ColumnError {
+    ColumnError { name, want }
+}
+
+/// The columns of an appended batch, typed.
+pub struct AppendColumns<'a> {
+    topic: &'a StringArray,
+    body: &'a BinaryArray,
+    queue_id: Option<&'a Int32Array>,
+    tags: Option<&'a StringArray>,
+    keys: Option<&'a ListArray>,
+    properties: Option<&'a MapArray>,
+}
+
+/// The optional column `name` as `T`, if the batch has it.
+fn optional<'a, T>(
+    batch: &'a RecordBatch,
+    name: &'static str,
+    want: &'static str,
+    cast: impl FnOnce(&'a dyn Array) -> Option<&'a T>,
+) -> Result<Option<&'a T>, ColumnError> {
+    match batch.column_by_name(name) {
+        Some(c) => cast(c.as_ref()).map(Some).ok_or_else(|| bad(name, want)),
+        None => Ok(None),
+    }
+}
+
+impl<'a> AppendColumns<'a> {
+    /// The columns of `batch`: `topic` (string) and `body` (binary) must be
+    /// there; `queue_id` (int32), `tags` (string), `keys` (list of string)
+    /// and `properties` (map of string to string) may be.
+    pub fn of(batch: &'a RecordBatch) -> Result<Self, ColumnError> {
+        let topic = batch
+            .column_by_name("topic")
+            .ok_or_else(|| bad("topic", "present"))?
+            .as_string_opt::<i32>()
+            .ok_or_else(|| bad("topic", "a string"))?;
+        let body = batch
+            .column_by_name("body")
+            .ok_or_else(|| bad("body", "present"))?
+            .as_binary_opt::<i32>()
+            .ok_or_else(|| bad("body", "binary"))?;
+        Ok(Self {
+            topic,
+            body,
+            queue_id: optional(batch, "queue_id", "an int", |c| {
+                c.as_primitive_opt::<Int32Type>()
+            })?,
+            tags: optional(batch, "tags", "a string", |c| c.as_string_opt::<i32>())?,
+            keys: optional(batch, "keys", "an array<string>", |c| {
+                c.as_list_opt::<i32>()
+            })?,
+            properties: optional(batch, "properties", "a map<string,string>", |c| {
+                c.as_map_opt()
+            })?,
+        })
+    }
+
+    /// Row `i` as a message born at `born_timestamp`, with the `extra`
+    /// properties after its own, or why the row is refused.
+    pub fn row(
+        &self,
+        i: usize,
+        born_timestamp: i64,
+        extra: &[(String, String)],
+    ) -> Result<Result<MessageSpec<'a>, Refused>, ColumnError> {
+        if self.topic.is_null(i) || self.body.is_null(i) {
+            return Ok(Err(Refused::illegal("topic and body must not be null")));
+        }
+        let topic = self.topic.value(i);
+        if let Some(why) = topic_problem(topic) {
+            return Ok(Err(Refused::illegal(why)));
+        }
+        let properties = match self.row_properties(i, extra)? {
+            Ok(p) => p,
+            Err(why) => return Ok(Err(Refused::illegal(why))),
+        };
+        let queue_id = self
+            .queue_id
+            .map_or(0, |q| if q.is_null(i) { 0 } else { q.value(i) });
+        Ok(Ok(MessageSpec {
+            topic: Cow::Borrowed(topic),
+            queue_id,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp,
+            born_host: DEFAULT_BORN_HOST,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Cow::Borrowed(self.body.value(i)),
+            properties: Cow::Owned(properties),
+        }))
+    }
+
+    /// Row `i`'s serialized properties, or the first rule they break.
+    fn row_properties(
+        &self,
+        i: usize,
+        extra: &[(String, String)],
+    ) -> Result<Result<Vec<u8>, String>, ColumnError> {
+        let mut b = PropertiesBuilder::new();
+        let mut problem: Option<String> = None;
+        let mut note = |r: Result<(), PropertyError>| {
+            if let Err(PropertyError::Illegal(m)) = r {
+                problem.get_or_insert(m);
+            }
+        };
+        let (mut has_tags, mut has_keys) = (false, false);
+        if let Some(m) = self.properties.filter(|m| m.is_valid(i)) {
+            let entries = m.value(i);
+            let (Some(ks), Some(vs)) = (
+                entries.column(0).as_string_opt::<i32>(),
+                entries.column(1).as_string_opt::<i32>(),
+            ) else {
+                return Err(bad("properties", "a map<string,string>"));
+            };
+            for j in (0..ks.len()).filter(|&j| !vs.is_null(j)) {
+                let k = ks.value(j);
+                has_tags |= k == props::TAGS;
+                has_keys |= k == props::KEYS;
+                note(b.push(k, vs.value(j)));
+            }
+        }
+        let both = |name: &str| {
+            PropertyError::Illegal(format!(
+                "give a {} column or a {name} property, not both",
+                name.to_lowercase()
+            ))
+        };
+        if let Some(t) = self.tags.filter(|t| t.is_valid(i)) {
+            note(if has_tags {
+                Err(both(props::TAGS))
+            } else {
+                b.push(props::TAGS, t.value(i))
+            });
+        }
+        if let Some(l) = self.keys.filter(|l| l.is_valid(i)) {
+            let v = l.value(i);
+            let Some(v) = v.as_string_opt::<i32>() else {
+                return Err(bad("keys", "an array<string>"));
+            };
+            let joined = v.iter().flatten().collect::<Vec<_>>().join(" ");
+            if !joined.is_empty() {
+                note(if has_keys {
+                    Err(both(props::KEYS))
+                } else {
+                    b.push(props::KEYS, &joined)
+                });
+            }
+        }
+        for (k, v) in extra {
+            note(b.push(k, v));
+        }
+        Ok(match problem {
+            Some(why) => Err(why),
+            None => Ok(b.finish()),
+        })
+    }
+}
+
+/// Every row of `batch` as a message (see [`AppendColumns::row`]).
+pub fn specs_of_batch<'a>(
+    batch: &'a RecordBatch,
+    born_timestamp: i64,
+    extra: &[(String, String)],
+) -> Result<Vec<Result<MessageSpec<'a>, Refused>>, ColumnError> {
+    let columns = AppendColumns::of(batch)?;
+    (0..batch.num_rows())
+        .map(|i| columns.row(i, born_timestamp, extra))
+        .collect()
+}
+
+/// A row an append refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedRow {
+    /// Its index in the stream.
+    pub row: u64,
+    /// Its status.
+    pub status: PutStatus,
+    /// Why.
+    pub reason: String,
+}
+
+/// What appending one batch of a stream did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchAppend {
+    /// Rows written.
+    pub appended: u64,
+    /// Rows put (written or refused by the put itself).
+    pub rows: u64,
+    /// The first refused row, if any: the append stops after this batch.
+    pub refused: Option<RefusedRow>,
+}
+
+impl Store {
+    /// Appends the rows of `batch`, whose first row is row `first_row` of
+    /// the stream, born now, with the `extra` properties. A row refused
+    /// before writing (see [`AppendColumns::row`]) ends the append: only
+    /// the rows before it are put. Rows the put refuses are reported too
+    /// (the first refused row wins); rows after a refused one in the same
+    /// batch may be written (they are counted).
+    pub fn append_arrow_batch(
+        &self,
+        batch: &RecordBatch,
+        first_row: u64,
+        extra: &[(String, String)],
+    ) -> Result<BatchAppend, AppendError> {
+        let mut specs = specs_of_batch(batch, self.commitlog().clock_ms(), extra)?;
+        let mut refused = specs.iter().position(|s| s.is_err()).map(|i| {
+            let (status, reason) = match &specs[i] {
+                Err(r) => (r.status, r.reason.clone()),
+                Ok(_) => (PutStatus::PutOk, String::new()),
+            };
+            RefusedRow {
+                row: first_row + i as u64,
+                status,
+                reason,
+            }
+        });
+        if let Some(r) = &refused {
+            specs.truncate((r.row - first_row) as usize);
+        }
+        let outs = self.put_batch(specs)?;
+        let mut appended = 0;
+        for (i, o) in outs.iter().enumerate() {
+            let row = first_row + i as u64;
+            if o.status == PutStatus::PutOk {
+                appended += 1;
+            } else if refused.as_ref().map_or(true, |r| row < r.row) {
+                let reason = o.reason.clone().unwrap_or_default();
+                refused = Some(RefusedRow {
+                    row,
+                    status: o.status,
+                    reason,
+                });
+            }
+        }
+        Ok(BatchAppend {
+            appended,
+            rows: outs.len() as u64,
+            refused,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{ListBuilder, MapBuilder, StringBuilder};
+    use arrow_array::{ArrayRef, BinaryArray, Int32Array, StringArray};
+
+    use super::*;
+    use crate::log::message::iter_properties;
+    use crate::store::StoreOptions;
+
+    /// A batch of rows `(topic, body, queue_id, tags, keys, properties)`.
+    #[allow(clippy::type_complexity)]
+    fn batch(
+        rows: &[(
+            Option<&str>,
+            Option<&[u8]>,
+            Option<i32>,
+            Option<&str>,
+            Option<&[&str]>,
+            Option<&[(&str, &str)]>,
+        )],
+    ) -> RecordBatch {
+        let topic: StringArray = rows.iter().map(|r| r.0).collect();
+        let body: BinaryArray = rows.iter().map(|r| r.1).collect();
+        let queue_id: Int32Array = rows.iter().map(|r| r.2).collect();
+        let tags: StringArray = rows.iter().map(|r| r.3).collect();
+        let mut keys = ListBuilder::new(StringBuilder::new());
+        let mut props = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+        for r in rows {
+            match r.4 {
+                Some(ks) => {
+                    for k in ks {
+                        keys.values().append_value(k);
+                    }
+                    keys.append(true);
+                }
+                None => keys.append(false),
+            }
+            match r.5 {
+                Some(ps) => {
+                    for (k, v) in ps {
+                        props.keys().append_value(k);
+                        props.values().append_value(v);
+                    }
+                    props.append(true).unwrap();
+                }
+                None => props.append(false).unwrap(),
+            }
+        }
+        let columns: Vec<(&str, ArrayRef)> = vec![
+            ("topic", Arc::new(topic)),
+            ("body", Arc::new(body)),
+            ("queue_id", Arc::new(queue_id)),
+            ("tags", Arc::new(tags)),
+            ("keys", Arc::new(keys.finish())),
+            ("properties", Arc::new(props.finish())),
+        ];
+        RecordBatch::try_from_iter(columns).unwrap()
+    }
+
+    fn pairs(raw: &[u8]) -> Vec<(String, String)> {
+        iter_properties(raw)
+            .map(|(k, v)| {
+                let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                (s(k), s(v))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rows_become_messages_with_their_properties_then_the_extra_ones() {
+        let b = batch(&[
+            (
+                Some("T"),
+                Some(b"a"),
+                Some(3),
+                Some("t"),
+                Some(&["k1", "k2"]),
+                Some(&[("X", "1")]),
+            ),
+            (Some("T"), Some(b"b"), None, None, None, None),
+        ]);
+        let extra = [("E".to_owned(), "e".to_owned())];
+        let specs = specs_of_batch(&b, 42, &extra).unwrap();
+        let first = specs[0].as_ref().unwrap();
+        assert_eq!(
+            (&*first.topic, first.queue_id, &*first.body),
+            ("T", 3, &b"a"[..])
+        );
+        assert_eq!(first.born_timestamp, 42);
+        let want = [("X", "1"), ("TAGS", "t"), ("KEYS", "k1 k2"), ("E", "e")];
+        assert_eq!(
+            pairs(&first.properties),
+            want.map(|(k, v)| (k.to_owned(), v.to_owned()))
+        );
+        let second = specs[1].as_ref().unwrap();
+        assert_eq!(second.queue_id, 0);
+        assert_eq!(
+            pairs(&second.properties),
+            [("E".to_owned(), "e".to_owned())]
+        );
+    }
+
+    #[test]
+    fn rows_breaking_a_rule_are_refused_with_the_reason() {
+        let b = batch(&[
+            (None, Some(b"a"), None, None, None, None),
+            (Some("a b"), Some(b"a"), None, None, None, None),
+            (
+                Some("T"),
+                Some(b"a"),
+                None,
+                Some("t"),
+                None,
+                Some(&[("TAGS", "u")]),
+            ),
+            (
+                Some("T"),
+                Some(b"a"),
+                None,
+                None,
+                Some(&["k"]),
+                Some(&[("KEYS", "u")]),
+            ),
+            (Some("T"), Some(b"a"), None, None, None, Some(&[("X", "")])),
+        ]);
+        let why: Vec<String> = specs_of_batch(&b, 0, &[])
+            .unwrap()
+            .into_iter()
+            .map(|s| {
+                let r = s.unwrap_err();
+                assert_eq!(r.status, PutStatus::MessageIllegal);
+                r.reason
+            })
+            .collect();
+        assert_eq!(why[0], "topic and body must not be null");
+        assert!(
+            why[1].starts_with("topic \"a b\" contains ' '"),
+            "{}",
+            why[1]
+        );
+        assert_eq!(why[2], "give a tags column or a TAGS property, not both");
+        assert_eq!(why[3], "give a keys column or a KEYS property, not both");
+        assert_eq!(why[4], "property \"X\" has an empty value");
+    }
+
+    #[test]
+    fn a_missing_or_mistyped_column_is_a_column_error() {
+        let only_body = RecordBatch::try_from_iter(vec![(
+            "body",
+            Arc::new(BinaryArray::from(vec![&b"a"[..]])) as ArrayRef,
+        )])
+        .unwrap();
+        let e = specs_of_batch(&only_body, 0, &[]).unwrap_err();
+        assert_eq!(e.to_string(), "column topic must be present");
+        let int_body = RecordBatch::try_from_iter(vec![
+            ("topic", Arc::new(StringArray::from(vec!["T"])) as ArrayRef),
+            ("body", Arc::new(Int32Array::from(vec![1])) as ArrayRef),
+        ])
+        .unwrap();
+        let e = specs_of_batch(&int_body, 0, &[]).unwrap_err();
+        assert_eq!(
+            e,
+            ColumnError {
+                name: "body",
+                want: "binary"
+            }
+        );
+    }
+
+    #[test]
+    fn an_append_stops_at_the_first_refused_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_running(StoreOptions {
+            commit_log_file_size: Some(64 << 10),
+            consume_queue_file_size: Some(20 * 100),
+            max_hash_slot_num: 10,
+            max_index_num: 40,
+            ..StoreOptions::at(dir.path())
+        })
+        .unwrap();
+        let good = batch(&[
+            (Some("T"), Some(b"a"), None, None, None, None),
+            (Some("T"), Some(b"b"), None, None, None, None),
+        ]);
+        let done = store.append_arrow_batch(&good, 0, &[]).unwrap();
+        assert_eq!((done.appended, done.rows, done.refused), (2, 2, None));
+        let bad = batch(&[
+            (Some("T"), Some(b"c"), None, None, None, None),
+            (None, Some(b"d"), None, None, None, None),
+            (Some("T"), Some(b"e"), None, None, None, None),
+        ]);
+        let done = store.append_arrow_batch(&bad, 2, &[]).unwrap();
+        assert_eq!((done.appended, done.rows), (1, 1));
+        let refused = done.refused.unwrap();
+        assert_eq!(
+            (refused.row, refused.status),
+            (3, PutStatus::MessageIllegal)
+        );
+        store.drain_dispatch().unwrap();
+        assert_eq!(store.max_offset_in_queue("T", 0).unwrap(), 3);
+        // A closed store refuses the append.
+        store.shutdown().unwrap();
+        assert!(matches!(
+            store.append_arrow_batch(&good, 0, &[]),
+            Err(AppendError::Store(StoreError::Closed))
+        ));
+    }
+}
