@@ -126,6 +126,9 @@ def test_two_stores_in_one_read(spark: Any, rich: str, tmp_path: Path) -> None:
     assert by_store == {rich: n_rich, other: 30}
     # A comma list in path means the same.
     assert read(spark, f"{rich},{other}", topic="orders").count() == n_rich + 30
+    # So does load() of a list (Spark hands it as a JSON array in paths).
+    df = spark.read.format(FMT).option("topic", "orders").load([rich, other])
+    assert df.columns[-1] == "store" and df.count() == n_rich + 30
 
 
 def test_rocketmq_4_9_8_store(spark: Any, tmp_path: Path) -> None:
