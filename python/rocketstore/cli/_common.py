@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 from rich.console import Console
@@ -118,9 +118,13 @@ def _make_config(path: Path, **options: Any) -> StoreConfig:
         raise CliError(_describe(exc)) from None
 
 
-def _start(store: MessageStore) -> MessageStore:
+_S = TypeVar("_S", bound=MessageStore)
+
+
+def _start(store: _S) -> _S:
     try:
-        return store.start()
+        store.start()
+        return store
     except (StoreError, OSError):
         raise
     except ValueError as exc:  # e.g. "no store at ...": the path is not a store
