@@ -14,7 +14,7 @@ use crate::index::index_file::INDEX_ENTRY_SIZE;
 use crate::log::message::{iter_properties, RecordView};
 use crate::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
-use super::coverage::{expected_tags_code, Coverage};
+use super::coverage::{expected_tags_code, is_ext_addr, Coverage};
 use super::files::{be_i32, be_i64, map_file, CommitLog};
 use super::VerifyReport;
 
@@ -434,10 +434,13 @@ impl Pointers {
                             ))
                         } else {
                             match expected_tags_code(v, rec) {
-                                Some(want) if want != tags_code => Some(format!(
-                                    "{} has tags code {tags_code}, the record's tags give {want}",
-                                    what()
-                                )),
+                                Some(want) if want != tags_code && !is_ext_addr(tags_code) => {
+                                    Some(format!(
+                                        "{} has tags code {tags_code}, the record's tags give \
+                                         {want}",
+                                        what()
+                                    ))
+                                }
                                 _ => {
                                     self.coverage.unit_ok(p.phy);
                                     None
