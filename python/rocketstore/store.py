@@ -128,8 +128,9 @@ class MessageStore(MessageStoreBase):
     >>> tmp.cleanup()
     """
 
-    # Recovery scans the CommitLog from its first file (``rocketstore repair``).
-    _scan_whole_commit_log = False
+    # Opened by ``rocketstore repair``: recovery scans the CommitLog from its
+    # first file, and index files of the wrong size are rebuilt, not refused.
+    _repair = False
 
     def __init__(
         self, config: StoreConfig | str | os.PathLike[str], *, read_only: bool = False
@@ -167,14 +168,14 @@ class MessageStore(MessageStoreBase):
         if not self._read_only:
             os.makedirs(cfg.store_path, exist_ok=True)
         # The engine reads the config object itself (field by field).
-        native = NativeStore(cfg, self._read_only)
+        native = NativeStore(cfg, self._read_only, repair=self._repair)
         try:
             offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
             report = RecoveryService(native).recover(
                 cfg.check_crc_on_recover,
                 cfg.on_corruption == "skip",
                 consumer_offsets=None if self._read_only else offsets,
-                whole=self._scan_whole_commit_log,
+                whole=self._repair,
             )
             topic_configs = TopicConfigs.load(cfg.config_dir / _native.TOPICS_FILE)
             if not self._read_only:

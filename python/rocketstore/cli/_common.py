@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 from rich.console import Console
@@ -118,9 +118,13 @@ def _make_config(path: Path, **options: Any) -> StoreConfig:
         raise CliError(_describe(exc)) from None
 
 
-def _start(store: MessageStore) -> MessageStore:
+_S = TypeVar("_S", bound=MessageStore)
+
+
+def _start(store: _S) -> _S:
     try:
-        return store.start()
+        store.start()
+        return store
     except (StoreError, OSError):
         raise
     except ValueError as exc:  # e.g. "no store at ...": the path is not a store
@@ -148,11 +152,12 @@ def _check_store_dir(path: Path) -> None:
                                _native.CONFIG_DIR):
         raise CliError(f"{path} is the {path.resolve().name} directory of a store, not a store: "
                        f"give the store directory, {path.resolve().parent}")
+    dirs = (_native.COMMIT_LOG_DIR, _native.CONSUME_QUEUE_DIR, _native.INDEX_DIR)
     if not names:
-        raise CliError(f"{path} is an empty directory, not a store (a store holds commitlog/, "
-                       "consumequeue/, index/ and a checkpoint file)")
-    raise CliError(f"{path} is not a store: it holds no commitlog/, consumequeue/, index/ or "
-                   "checkpoint")
+        raise CliError(f"{path} is an empty directory, not a store (a store holds "
+                       f"{'/, '.join(dirs)}/ and a {_native.CHECKPOINT_FILE} file)")
+    raise CliError(f"{path} is not a store: it holds no {'/, '.join(dirs)}/ or "
+                   f"{_native.CHECKPOINT_FILE}")
 
 
 @contextmanager

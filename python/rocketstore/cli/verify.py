@@ -37,15 +37,16 @@ from rocketstore.store import MessageStore
 # -- verify -------------------------------------------------------------------------
 
 
-def _run_verifier(path: Path, store: MessageStore, start: int,
-                  end: int) -> _native.VerifyReport:
+def _run_verifier(path: Path, store: MessageStore, start: int, end: int,
+                  complete: bool) -> _native.VerifyReport:
     """The engine's whole-store check, on a worker thread (it runs without
-    the GIL) while this one draws its progress."""
+    the GIL) while this one draws its progress. ``complete``: ``[start,
+    end)`` is all the data and no writer adds to it."""
     counter = _native.VerifyProgress()
     cfg = store.config
     with ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(_native.verify_store, str(path), _segment_size(store), start, end,
-                             cfg.max_hash_slot_num, cfg.max_index_num, counter)
+                             cfg.max_hash_slot_num, cfg.max_index_num, counter, complete)
         with _progress(_stderr(), byte_counts=True) as progress:
             task = progress.add_task("verifying", total=max(end - start, 0))
             while True:
@@ -76,7 +77,11 @@ def _check_store(path: Path) -> dict[str, Any]:
             # The store reads no further than its recovered end; where the
             # scan stopped early, everything behind it is reported below.
             end = report.end_offset if report.stop_reason else max(end, report.end_offset)
-        checked = _run_verifier(path, store, start, end)
+        # Without a writer, the queues and the index must cover every record
+        # up to the end, and nothing may point past it.
+        complete = (_native.writer_running(str(path)) is False
+                    and (report is None or not report.stop_reason))
+        checked = _run_verifier(path, store, start, end, complete)
         files = _segment_files(store)
     known = [] if report is None else list(report.known_damaged)
     found: dict[int | None, list[str]] = {}
@@ -127,10 +132,13 @@ def verify(ctx: click.Context, path: Path, as_json: bool) -> None:
     record rules of recovery and its body CRC; a body flagged compressed
     must inflate; the scan goes on behind a damaged record), every
     ConsumeQueue unit (it must point at a record of its topic, queue, queue
-    offset and size) and every index entry (it must point at a record
-    carrying a key of its hash). Damage that repair recorded (kept in
-    the checkpoint, never served) is listed as skipped, not as a problem.
-    Exits 2 if PATH is not a store.
+    offset and size, with its tags code) and every index entry (it must
+    point at a record carrying a key of its hash, and be linked from its
+    hash slot). Without a writer running, every record must also have its
+    queue unit and an index entry for each key, and nothing may point past
+    the end. Damage that repair recorded (kept in the checkpoint, never
+    served) is listed as skipped, not as a problem. Exits 2 if PATH is not
+    a store.
     """
     data = _check_store(path)
     ok = data["ok"]
@@ -157,9 +165,35 @@ def verify(ctx: click.Context, path: Path, as_json: bool) -> None:
 
 
 class _RepairStore(MessageStore):
-    """A writer whose recovery scans the CommitLog from its first file."""
+    """A writer whose recovery scans the CommitLog from its first file and
+    rebuilds index files of the wrong size instead of refusing them."""
 
-    _scan_whole_commit_log = True
+    _repair = True
+
+    def rebuild_damaged_pointers(self) -> _native.PointerRebuildReport:
+        """Rebuilds the queue units and index files verify finds damaged."""
+        return self._n.rebuild_damaged_pointers()
+
+
+def _rebuilt(report: RecoveryReport | None,
+             pointers: _native.PointerRebuildReport | None) -> dict[str, Any]:
+    """What recovery and the rebuild step wrote again from the CommitLog."""
+    out: dict[str, Any] = {"queue_units": 0, "queues": [], "index_from": None,
+                           "index_files_replaced": [], "index_records": 0}
+    froms: list[int] = []
+    if report is not None:
+        out["queue_units"] += report.queue_units_rebuilt
+        out["index_files_replaced"] += report.index_files_destroyed
+        out["index_records"] += report.index_redispatched_records
+        froms += [] if report.index_redispatch_from is None else [report.index_redispatch_from]
+    if pointers is not None:
+        out["queue_units"] += pointers.units_rebuilt
+        out["queues"] = [list(q) for q in pointers.queues]
+        out["index_files_replaced"] += pointers.index_files_destroyed
+        out["index_records"] += pointers.index_records
+        froms += [] if pointers.index_from is None else [pointers.index_from]
+    out["index_from"] = min(froms, default=None)
+    return out
 
 
 #: What to do about damage ``repair`` cannot skip.
@@ -186,11 +220,19 @@ def repair(ctx: click.Context, path: Path, hash_slots: int | None, index_num: in
     intact record is kept, each damaged record is skipped (its queue unit
     stays, so queue offsets stay dense; pulls skip and count it) and
     remembered in the checkpoint, so later opens accept the store and verify
-    lists it as skipped. Then it checks the store as verify does; what is
-    left (a missing or short segment, damaged queue or index entries) is
-    named with the next step, and it exits 1. It takes the writer lock: no
+    lists it as skipped. What it cannot fix (a missing or short segment, a
+    queue unit whose record is gone) is named with the next step, and it
+    exits 1. It takes the writer lock: no
     other writer may have the store open. A directory that
     is not a store is refused (exit 2) and left untouched.
+
+    Consume queues and the index are rebuilt from the CommitLog: after
+    recovery the store is checked as verify does, every damaged or missing
+    queue unit (a hole, a unit pointing at the wrong record, a wrong size or
+    tags code, a lost queue file) is written again from its record, and the
+    index is rebuilt from the oldest damaged index file on (a truncated
+    file, a wrong entry or hash slot, keys it misses). Then it checks the
+    store again; only what has no record left to be rebuilt from is named.
     """
     _check_store_dir(path)
     # The index geometry is taken from the index files, like the other
@@ -198,6 +240,7 @@ def repair(ctx: click.Context, path: Path, hash_slots: int | None, index_num: in
     cfg = _make_config(path, on_corruption="skip", check_crc_on_recover=True,
                        **_index_geometry(path, hash_slots, index_num))
     report: RecoveryReport | None = None
+    pointers: _native.PointerRebuildReport | None = None
     left: list[dict[str, Any]] = []
     try:
         store = _start(_RepairStore(cfg))
@@ -206,9 +249,11 @@ def repair(ctx: click.Context, path: Path, hash_slots: int | None, index_num: in
     else:
         try:
             report = store.recovery_report
+            pointers = store.rebuild_damaged_pointers()
         finally:
             store.shutdown()
         left = _check_store(path)["problems"]
+    rebuilt = _rebuilt(report, pointers)
     known = [] if report is None else list(report.known_damaged)
     damaged: list[dict[str, Any]] = [] if report is None else [
         {"offset": off, "resume_offset": resume, "file": file, "reason": reason}
@@ -220,6 +265,7 @@ def repair(ctx: click.Context, path: Path, hash_slots: int | None, index_num: in
         "damaged": damaged,
         "known_damaged": [list(r) for r in known],
         "recovery": _report_dict(report),
+        "rebuilt": rebuilt,
         "not_repaired": left,
         "next_step": _NEXT_STEP if left else None,
     }
@@ -233,6 +279,14 @@ def repair(ctx: click.Context, path: Path, hash_slots: int | None, index_num: in
                     if resume > offset else "nothing intact follows it")
             out.print(Text(f"offset {d['offset']} ({d['file']}): {d['reason']}; {what}",
                            style="yellow"), soft_wrap=True)
+        if rebuilt["queue_units"]:
+            out.print(f"rebuilt {rebuilt['queue_units']} consume-queue unit(s) from the "
+                      "CommitLog", soft_wrap=True)
+        if rebuilt["index_from"] is not None:
+            out.print(f"rebuilt the index from CommitLog offset {rebuilt['index_from']} "
+                      f"({rebuilt['index_records']} record(s) indexed again, "
+                      f"{len(rebuilt['index_files_replaced'])} index file(s) replaced)",
+                      soft_wrap=True)
         for p in left:
             where = "" if p["offset"] is None else f"offset {p['offset']}: "
             out.print(Text(f"cannot repair: {where}{p['problem']}", style="red"),
@@ -241,6 +295,8 @@ def repair(ctx: click.Context, path: Path, hash_slots: int | None, index_num: in
             out.print(Text(_NEXT_STEP, style="red"), soft_wrap=True)
         elif damaged:
             out.print(f"repaired: {len(damaged)} damaged range(s) skipped", soft_wrap=True)
+        elif rebuilt["queue_units"] or rebuilt["index_from"] is not None:
+            out.print("repaired", soft_wrap=True)
         else:
             out.print(Text("nothing to repair", style="green"), soft_wrap=True)
     if left:

@@ -34,6 +34,17 @@ pub struct QueryOffsetResult {
 
 type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
+/// What loading does with an index file shorter than the geometry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Short {
+    /// The newest one is removed (a crash while it was created).
+    Remove,
+    /// The newest one is skipped.
+    Skip,
+    /// Loading stops at the first file of another size (a repair).
+    Stop,
+}
+
 /// The `index/` directory (RocketMQ's `IndexService`).
 pub struct IndexStore {
     dir: PathBuf,
@@ -162,13 +173,13 @@ impl IndexStore {
             true,
             last_exit_ok,
             index_checkpoint_ts,
-            true,
+            Short::Remove,
         )
     }
 
     /// Loads `dir` read-only: nothing is destroyed or written.
     pub fn load_read_only(dir: &Path, hash_slot_num: usize, index_num: usize) -> Result<Self> {
-        Ok(Self::load_inner(dir, hash_slot_num, index_num, false, true, 0, false)?.0)
+        Ok(Self::load_inner(dir, hash_slot_num, index_num, false, true, 0, Short::Skip)?.0)
     }
 
     /// Loads `dir` for a writer without changing anything on disk: a short
@@ -176,7 +187,16 @@ impl IndexStore {
     /// store's recovery steps remove and destroy what must go
     /// (`crate::recovery`, [`IndexStore::destroy_newer_than`]).
     pub fn load_for_recovery(dir: &Path, hash_slot_num: usize, index_num: usize) -> Result<Self> {
-        Ok(Self::load_inner(dir, hash_slot_num, index_num, true, true, 0, false)?.0)
+        Ok(Self::load_inner(dir, hash_slot_num, index_num, true, true, 0, Short::Skip)?.0)
+    }
+
+    /// Loads `dir` for a repair, like [`IndexStore::load_for_recovery`],
+    /// except that the first file of another size than the geometry (a
+    /// truncated or damaged file) and every newer one are left out instead
+    /// of refusing the store: recovery removes them and rebuilds their
+    /// entries from the CommitLog.
+    pub fn load_for_repair(dir: &Path, hash_slot_num: usize, index_num: usize) -> Result<Self> {
+        Ok(Self::load_inner(dir, hash_slot_num, index_num, true, true, 0, Short::Stop)?.0)
     }
 
     fn load_inner(
@@ -186,7 +206,7 @@ impl IndexStore {
         writable: bool,
         last_exit_ok: bool,
         index_checkpoint_ts: i64,
-        remove_short: bool,
+        short: Short,
     ) -> Result<(Self, Option<i64>)> {
         let store = Self::empty(dir.to_path_buf(), hash_slot_num, index_num, writable)?;
         let mut files = Vec::new();
@@ -201,8 +221,11 @@ impl IndexStore {
             let len = std::fs::metadata(&path)
                 .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?
                 .len();
+            if short == Short::Stop && len != expected {
+                break;
+            }
             if i == last && len < expected {
-                if writable && remove_short {
+                if writable && short == Short::Remove {
                     log::warn!(
                         "removing index file {} ({len} bytes: a crash while it was created)",
                         path.display()
@@ -524,6 +547,26 @@ impl IndexStore {
         Ok(from)
     }
 
+    /// Destroys the file at position `pos` of the list (oldest first) and
+    /// every newer one: a repair rebuilds their entries from the CommitLog.
+    /// Returns their paths, oldest first.
+    pub fn destroy_files_from(&self, pos: usize) -> Result<Vec<PathBuf>> {
+        if !self.writable {
+            return Ok(Vec::new());
+        }
+        let _g = self.write_lock.lock();
+        let mut list = self.files.write();
+        let mut gone = Vec::new();
+        while list.len() > pos {
+            let Some(f) = list.pop() else { break };
+            log::info!("destroying damaged index file {}", f.path().display());
+            f.destroy()?;
+            gone.push(f.path().to_path_buf());
+        }
+        gone.reverse();
+        Ok(gone)
+    }
+
     /// Destroys every file whose end timestamp is newer than `ts` (the
     /// index checkpoint: after an abnormal exit their pages may be lost).
     /// Returns the destroyed files' paths and begin offsets, oldest first.
@@ -649,7 +692,7 @@ fn flush_full(file: &IndexFile, checkpoint: Option<&Checkpoint>) -> Result<()> {
 }
 
 /// Index files of `dir` (17-digit names), oldest first.
-fn list_index_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn list_index_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

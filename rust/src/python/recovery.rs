@@ -366,6 +366,8 @@ impl From<r::QueueOffsetTable> for PyQueueOffsetTableReport {
 ///     stop_reason: why the scan stopped before the end of written data, if it did.
 ///     consume_queues: consume queues loaded.
 ///     redispatched_records: records dispatched to queues and index during recovery.
+///     queue_units_rebuilt: consume-queue units rebuilt from the CommitLog
+///         in holes between good units.
 ///     index_redispatch_from: CommitLog offset the index was rebuilt from, if any.
 ///     index_redispatched_records: records re-indexed from there.
 ///     damaged: damaged CommitLog ranges inside durable data that were
@@ -440,6 +442,10 @@ impl PyRecoveryReport {
     #[getter]
     fn redispatched_records(&self) -> u64 {
         self.r.redispatched_records
+    }
+    #[getter]
+    fn queue_units_rebuilt(&self) -> u64 {
+        self.r.queue_units_rebuilt
     }
     #[getter]
     fn index_redispatch_from(&self) -> Option<i64> {
@@ -534,6 +540,10 @@ impl PyRecoveryReport {
                 r.redispatched_records.into_pyobject(py)?.into_any(),
             ),
             (
+                "queue_units_rebuilt",
+                r.queue_units_rebuilt.into_pyobject(py)?.into_any(),
+            ),
+            (
                 "index_redispatch_from",
                 r.index_redispatch_from.into_pyobject(py)?.into_any(),
             ),
@@ -567,6 +577,36 @@ impl PyRecoveryReport {
     }
 }
 
+/// What ``rebuild_damaged_pointers`` found and rebuilt (``rocketstore
+/// repair``): queue units damaged and written again, and the index rebuild.
+#[pyclass(
+    module = "rocketstore._native",
+    name = "PointerRebuildReport",
+    frozen,
+    get_all
+)]
+pub struct PyPointerRebuildReport {
+    units_damaged: u64,
+    units_rebuilt: u64,
+    queues: Vec<(String, i32)>,
+    index_from: Option<u64>,
+    index_files_destroyed: Vec<String>,
+    index_records: u64,
+}
+
+impl From<crate::store::PointerRebuild> for PyPointerRebuildReport {
+    fn from(x: crate::store::PointerRebuild) -> Self {
+        Self {
+            units_damaged: x.units_damaged,
+            units_rebuilt: x.units_rebuilt,
+            queues: x.queues,
+            index_from: x.index_from,
+            index_files_destroyed: paths(&x.index_files_destroyed),
+            index_records: x.index_records,
+        }
+    }
+}
+
 /// Registers the recovery classes.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRecoveryMode>()?;
@@ -581,5 +621,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyConsumerOffsetReport>()?;
     m.add_class::<PyQueueOffsetTableReport>()?;
     m.add_class::<PyRecoveryReport>()?;
+    m.add_class::<PyPointerRebuildReport>()?;
     Ok(())
 }

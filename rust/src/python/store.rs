@@ -15,15 +15,16 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 
 use crate::log::commitlog::PutOutcome;
-use crate::store::Store;
+use crate::store::{Store, StoreOptions};
 
 use super::args::check_queue_id;
 use super::config::options_from_config;
 use super::gil::{guarded, nogil};
 use super::recovery::{
     PyCommitLogScanReport, PyConsumeQueueReport, PyConsumerOffsetReport, PyDamageRule,
-    PyFileSizeReport, PyIndexRebuildReport, PyQueueHoleReport, PyQueueOffsetTableReport,
-    PyRecoveryMode, PyRecoveryReport, PyRedispatchReport, PyTruncateReport,
+    PyFileSizeReport, PyIndexRebuildReport, PyPointerRebuildReport, PyQueueHoleReport,
+    PyQueueOffsetTableReport, PyRecoveryMode, PyRecoveryReport, PyRedispatchReport,
+    PyTruncateReport,
 };
 use super::types::PyPutResult;
 
@@ -100,11 +101,21 @@ impl PyStore {
 impl PyStore {
     /// Takes the writer lock (unless `read_only`) and loads the store's
     /// files. `config` is a `rocketstore.StoreConfig`, read field by field.
+    /// `repair`: opened by `rocketstore repair` (index files of the wrong
+    /// size are rebuilt by recovery instead of refusing the store).
     #[new]
-    #[pyo3(signature = (config, read_only=false))]
-    fn new(py: Python<'_>, config: &Bound<'_, PyAny>, read_only: bool) -> PyResult<Self> {
+    #[pyo3(signature = (config, read_only=false, repair=false))]
+    fn new(
+        py: Python<'_>,
+        config: &Bound<'_, PyAny>,
+        read_only: bool,
+        repair: bool,
+    ) -> PyResult<Self> {
         guarded(|| {
-            let opts = options_from_config(config, read_only)?;
+            let opts = StoreOptions {
+                repair,
+                ..options_from_config(config, read_only)?
+            };
             let store = nogil(py, || Store::open(opts))?;
             Ok(Self {
                 store: Arc::new(store),
@@ -178,6 +189,13 @@ impl PyStore {
     /// Step 7: destroys stale index files and re-indexes from the oldest.
     fn rebuild_index(&self, py: Python<'_>) -> PyResult<PyIndexRebuildReport> {
         guarded(|| Ok(nogil(py, || self.store.rebuild_index())?.into()))
+    }
+
+    /// After recovery, for ``rocketstore repair``: rebuilds from the
+    /// CommitLog the queue units and index files a complete verification
+    /// finds damaged.
+    fn rebuild_damaged_pointers(&self, py: Python<'_>) -> PyResult<PyPointerRebuildReport> {
+        guarded(|| Ok(nogil(py, || self.store.rebuild_damaged_pointers())?.into()))
     }
 
     /// Step 8: re-dispatches the scanned records (after a crash) and what

@@ -54,7 +54,7 @@ pub struct PyVerifyReport {
 #[pyfunction]
 #[allow(clippy::too_many_arguments)] // one per Python keyword argument
 #[pyo3(signature = (store_path, commit_log_file_size, start, end, max_hash_slot_num,
-                    max_index_num, progress=None))]
+                    max_index_num, progress=None, complete=false))]
 pub fn verify_store(
     py: Python<'_>,
     store_path: PathBuf,
@@ -64,14 +64,18 @@ pub fn verify_store(
     max_hash_slot_num: usize,
     max_index_num: usize,
     progress: Option<&PyVerifyProgress>,
+    complete: bool,
 ) -> PyResult<PyVerifyReport> {
     let counter = progress.map(|p| p.done.clone()).unwrap_or_default();
     let r = nogil(py, move || {
         verify::verify_store(
             &store_path,
             commit_log_file_size,
-            start,
-            end,
+            verify::Scope {
+                start,
+                end,
+                complete,
+            },
             max_hash_slot_num,
             max_index_num,
             &counter,

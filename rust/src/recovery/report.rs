@@ -236,6 +236,9 @@ pub struct RecoveryReport {
     pub consume_queues: usize,
     /// Records dispatched again to the queues.
     pub redispatched_records: u64,
+    /// ConsumeQueue units rebuilt from the CommitLog in the holes recovery
+    /// found between good units.
+    pub queue_units_rebuilt: u64,
     /// Index entries rebuilt from this CommitLog offset.
     pub index_redispatch_from: Option<i64>,
     /// Records indexed again.

@@ -62,6 +62,7 @@
 //! - `visibility.rs`: read-your-writes (the visibility horizon).
 //! - `read.rs`: reads (pulls, lookups by offset and key, following a writer).
 //! - `recover.rs`, `rebuild.rs`: the recovery steps (see [`crate::recovery`]).
+//! - `repair.rs`: a repair's rebuild of damaged queue units and index files.
 //! - `lifecycle.rs`: threads, flushes, expiry steps, shutdown and drop.
 //! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
 //!   put into their real topic).
@@ -95,12 +96,14 @@ mod queue_reads;
 mod read;
 mod rebuild;
 mod recover;
+mod repair;
 pub mod schedule;
 mod visibility;
 
 pub use options::{StoreOptions, DEFAULT_COMMIT_LOG_FILE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL};
 
 pub use crate::recovery::RecoveryReport;
+pub use repair::PointerRebuild;
 
 /// An open store.
 pub struct Store {

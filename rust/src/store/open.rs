@@ -241,11 +241,12 @@ fn load_index(
         let idx = if writable {
             // A writer must index every new message: a geometry mismatch
             // is fatal. Stale files are destroyed by recovery, not here.
-            Some(IndexStore::load_for_recovery(
-                &dir,
-                opts.max_hash_slot_num,
-                opts.max_index_num,
-            )?)
+            let load = if opts.repair {
+                IndexStore::load_for_repair
+            } else {
+                IndexStore::load_for_recovery
+            };
+            Some(load(&dir, opts.max_hash_slot_num, opts.max_index_num)?)
         } else {
             // A reader opens any store; only key queries need the geometry.
             match IndexStore::load_read_only(&dir, opts.max_hash_slot_num, opts.max_index_num) {

@@ -37,6 +37,10 @@ pub struct StoreOptions {
     pub delay_levels: Vec<i64>,
     /// Open read-only: no lock, nothing written, following another process's writes.
     pub read_only: bool,
+    /// Opened by a repair (`rocketstore repair`): index files of another
+    /// size than the geometry, and every newer one, are removed by recovery
+    /// and rebuilt from the CommitLog instead of refusing the store.
+    pub repair: bool,
     /// Index the keys of every message (`message_index_enable`).
     pub message_index_enable: bool,
     /// Hash slots per index file (`max_hash_slot_num`).
@@ -88,6 +92,7 @@ impl Default for StoreOptions {
             delay_levels: crate::log::message::parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL)
                 .unwrap_or_default(),
             read_only: false,
+            repair: false,
             message_index_enable: true,
             max_hash_slot_num: 5_000_000,
             max_index_num: 20_000_000,

@@ -98,7 +98,7 @@ impl Store {
 
     /// Index-only dispatch of the valid records in `[from, until)`; returns
     /// how many records were passed to the index (it skips offsets it holds).
-    fn reindex(&self, from: i64, until: u64) -> Result<u64> {
+    pub(super) fn reindex(&self, from: i64, until: u64) -> Result<u64> {
         if self.index().is_none() {
             return Ok(0);
         }

@@ -87,6 +87,11 @@ impl Store {
                 st.report.index_files_destroyed.push(p.clone());
                 r.short_index_file_removed = Some(p);
             }
+            let removed = s.remove_unloaded_index_files()?;
+            if !removed.is_empty() {
+                st.index_from = Some(s.index().map_or(0, |i| i.end_phy_offset()));
+                st.report.index_files_destroyed.extend(removed);
+            }
             st.report.short_files_extended = r.short_files_extended.clone();
             st.report.checkpoint_created = r.checkpoint == Some(CheckpointRepair::Create);
             Ok(r)
@@ -135,6 +140,39 @@ impl Store {
             .map_err(|e| StoreError::io(format!("remove {}", path.display()), e))?;
         crate::paths::sync_dir(dir)?;
         Ok(Some((path, index.end_phy_offset())))
+    }
+
+    /// In a repair, the index files loading left out (the first of another
+    /// size than the geometry, and every newer one), removed: recovery
+    /// rebuilds their entries from where the loaded files end.
+    fn remove_unloaded_index_files(&self) -> Result<Vec<PathBuf>> {
+        let Some(index) = self.index().filter(|_| self.options().repair) else {
+            return Ok(Vec::new());
+        };
+        let loaded: Vec<PathBuf> = index
+            .files()
+            .iter()
+            .map(|f| f.path().to_path_buf())
+            .collect();
+        let dir = index.dir();
+        let mut removed = Vec::new();
+        for path in crate::index::index_service::list_index_files(dir)? {
+            if loaded.contains(&path) {
+                continue;
+            }
+            log::warn!(
+                "removing index file {} (not of the index geometry: damaged); its entries are \
+                 rebuilt from the CommitLog",
+                path.display()
+            );
+            std::fs::remove_file(&path)
+                .map_err(|e| StoreError::io(format!("remove {}", path.display()), e))?;
+            removed.push(path);
+        }
+        if !removed.is_empty() {
+            crate::paths::sync_dir(dir)?;
+        }
+        Ok(removed)
     }
 
     /// Step 2: sets the rule the scan tells a torn tail from damage by: the
@@ -371,6 +409,7 @@ impl Store {
                 r.units_rebuilt += f.rebuilt;
                 r.units_missing += f.missing;
             }
+            st.report.queue_units_rebuilt = r.units_rebuilt;
             Ok(r)
         })
     }

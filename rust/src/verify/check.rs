@@ -8,13 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::{Result, StoreError};
 use crate::log::message::{body_crc, compressed_body_problem, parse_valid_record, sysflag, Parsed};
 
+use super::coverage::Coverage;
 use super::files::{segment_name, CommitLog};
 use super::pointers::Pointers;
 use super::sources::{consume_queue_sources, index_sources};
-use super::{VerifyReport, COMPRESSION_TYPE_MASK, PROGRESS_STEP, ZLIB_TYPES};
+use super::{Scope, VerifyReport, COMPRESSION_TYPE_MASK, PROGRESS_STEP, ZLIB_TYPES};
 
-/// Verifies the store at `root`: CommitLog records in `[start, end)`, and
-/// every ConsumeQueue unit and index entry against them. `progress` counts
+/// Verifies the store at `root`: CommitLog records in `scope`, and every
+/// ConsumeQueue unit and index entry against them. `progress` counts
 /// CommitLog bytes scanned so far (for a progress bar on another thread).
 ///
 /// One pass: the queue units and index entries are merged into CommitLog
@@ -27,25 +28,33 @@ use super::{VerifyReport, COMPRESSION_TYPE_MASK, PROGRESS_STEP, ZLIB_TYPES};
 pub fn verify_store(
     root: &Path,
     segment: u64,
-    start: u64,
-    end: u64,
+    scope: Scope,
     hash_slot_num: usize,
     index_num: usize,
     progress: &AtomicU64,
 ) -> Result<VerifyReport> {
+    let Scope {
+        start,
+        end,
+        complete,
+    } = scope;
     if segment == 0 {
         return Err(StoreError::InvalidArgument(
             "segment size must be positive".into(),
         ));
     }
     let end = end.max(start);
-    let log = CommitLog::open(root, segment, start, end)?;
+    let log = CommitLog::open(root, segment, start, end, complete)?;
     let mut report = VerifyReport::default();
     let (mut names, mut sources) = consume_queue_sources(root)?;
-    let (index_names, index) = index_sources(root, hash_slot_num, index_num, &mut report)?;
-    names.index_files = index_names.index_files;
-    sources.extend(index);
-    let mut pointers = Pointers::new(names, sources, &log, &mut report);
+    let index = index_sources(root, hash_slot_num, index_num, complete, &mut report)?;
+    names.index_files = index.names.index_files;
+    sources.extend(index.sources);
+    // With index files but none of the geometry, the files are reported;
+    // the records are checked against the index only when it can be read.
+    let index_end = if index.present { index.end } else { None };
+    let coverage = Coverage::new(&names, index_end);
+    let mut pointers = Pointers::new(names, sources, coverage, &log, &mut report);
     scan_commit_log(&log, &mut report, progress, &mut pointers);
     pointers.finish(&log, &mut report);
     if let Some(e) = pointers.failed.take() {

@@ -20,6 +20,13 @@ pub(super) struct CommitLog {
     pub(super) end: u64,
     /// Ranges written with the property CRC (the checkpoint lists them).
     pub(super) prop_crc: Vec<(u64, u64)>,
+    /// `[start, end)` is all the data and no writer adds to it (see
+    /// [`super::Scope`]).
+    pub(super) complete: bool,
+    /// Damaged ranges a recovery skipped (the checkpoint's durable mark):
+    /// pointers into them are the damaged records' own, and nothing is
+    /// rebuilt from them.
+    pub(super) known_damaged: Vec<(u64, u64)>,
 }
 
 pub(super) fn map_file(path: &Path) -> Result<Option<Mmap>> {
@@ -65,7 +72,13 @@ pub(super) fn numbered_files(dir: &Path) -> Result<Vec<(u64, std::path::PathBuf)
 }
 
 impl CommitLog {
-    pub(super) fn open(root: &Path, segment: u64, start: u64, end: u64) -> Result<Self> {
+    pub(super) fn open(
+        root: &Path,
+        segment: u64,
+        start: u64,
+        end: u64,
+        complete: bool,
+    ) -> Result<Self> {
         let mut files = BTreeMap::new();
         for (base, path) in numbered_files(&paths::commit_log_dir(root))? {
             if base + segment <= start || base >= end {
@@ -75,8 +88,15 @@ impl CommitLog {
                 files.insert(base, m);
             }
         }
-        let prop_crc = crate::checkpoint::Checkpoint::load_read_only(&paths::checkpoint_file(root))
+        let checkpoint =
+            crate::checkpoint::Checkpoint::load_read_only(&paths::checkpoint_file(root)).ok();
+        let prop_crc = checkpoint
+            .as_ref()
             .map(|c| c.prop_crc_ranges().ranges)
+            .unwrap_or_default();
+        let known_damaged = checkpoint
+            .and_then(|c| c.durable_mark())
+            .map(|m| m.damaged)
             .unwrap_or_default();
         Ok(Self {
             segment,
@@ -84,7 +104,14 @@ impl CommitLog {
             start,
             end,
             prop_crc,
+            complete,
+            known_damaged,
         })
+    }
+
+    /// True when `off` lies in a damaged range a recovery skipped.
+    pub(super) fn in_known_damage(&self, off: u64) -> bool {
+        self.known_damaged.iter().any(|&(s, e)| s <= off && off < e)
     }
 
     /// The readable bytes from `off` to the end of its file (or of the data).

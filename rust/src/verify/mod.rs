@@ -15,12 +15,36 @@
 //!   not parse, the scan resumes at the next valid record of the same file
 //!   (as recovery's skip does), or at the next file.
 //! - ConsumeQueue: every unit below `end` must point at a valid record of
-//!   the same size, topic, queue id and queue offset. Units pointing below
-//!   `start` (expired CommitLog files) or at or past `end` (not yet readable
-//!   data, e.g. a writer running) are counted as not checked.
+//!   the same size, topic, queue id and queue offset, with the tags code
+//!   dispatch gives it (the hash of `TAGS`; not checked for the schedule
+//!   topic, whose code is a delivery time, nor when the code is a broker's
+//!   ConsumeQueue extension address, below the `i32` range). Units pointing below `start`
+//!   (expired CommitLog files) are counted as not checked, and so are units
+//!   at or past `end` unless the check is complete (below): then they are
+//!   damaged. Every record dispatch gives a unit (not a PREPARED or ROLLBACK
+//!   one) must have one at its queue offset in its queue pointing back at
+//!   it: a unit that is zero, missing (a hole, a queue file or directory
+//!   gone) or pointing elsewhere is damaged. Units past the last one a
+//!   queue holds are not yet dispatched unless the check is complete. A
+//!   topic with no queue directory at all is a deleted topic: its records
+//!   are not checked.
 //! - Index: every entry below `end` must point at a valid record one of
 //!   whose keys (`topic#UNIQ_KEY`, `topic#KEY` for each of `KEYS`) has the
-//!   entry's hash, and its previous-entry link must point backwards.
+//!   entry's hash, and its previous-entry link must point backwards, at an
+//!   entry of the same hash slot. Every hash slot must be empty or point at
+//!   an entry of that slot, and every entry must be reachable from its slot
+//!   once. When the store has index files, every record in range that is not
+//!   a ROLLBACK must have an entry for each of its keys (records past the
+//!   newest index file's end offset are not yet indexed unless the check is
+//!   complete). An index file of another size than the geometry is damaged.
+//!
+//! The check is *complete* when `[start, end)` is all of the store's data
+//! and no writer adds to it (no writer running, or the writer is the one
+//! checking, as a repair does).
+//!
+//! Besides the problems' text, the report says what is damaged in a form a
+//! repair acts on: the queue units (by queue and queue offset), the index
+//! files, and the first record the index misses.
 //!
 //! # Files
 //!
@@ -32,7 +56,10 @@
 //! - `probe.rs`: the index geometry a store was written with, and whether a
 //!   writer holds the lock.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 mod check;
+mod coverage;
 mod files;
 mod pointers;
 mod probe;
@@ -46,6 +73,19 @@ const ZLIB_TYPES: [i32; 2] = [0, 3];
 const COMPRESSION_TYPE_MASK: i32 = 0x700;
 /// Progress is published every this many bytes of CommitLog scanned.
 const PROGRESS_STEP: u64 = 1 << 20;
+
+/// The CommitLog range a verification checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Scope {
+    /// The first CommitLog offset checked (the first file's start, or the
+    /// CommitLog's min offset).
+    pub start: u64,
+    /// The end of the data checked.
+    pub end: u64,
+    /// `[start, end)` is all of the store's data and no writer adds to it
+    /// (see the rules above).
+    pub complete: bool,
+}
 
 /// What a whole-store verification found.
 #[derive(Debug, Default, Clone)]
@@ -62,6 +102,31 @@ pub struct VerifyReport {
     pub not_checked: u64,
     /// Problems, by CommitLog offset (`None` for a problem of a whole file).
     pub problems: Vec<(Option<u64>, String)>,
+    /// ConsumeQueue units found damaged or missing, by `(topic, queue id)`:
+    /// their queue offsets.
+    pub damaged_units: BTreeMap<(String, i32), BTreeSet<u64>>,
+    /// Index files found damaged, by name.
+    pub damaged_index_files: BTreeSet<String>,
+    /// The first record in range with a key the index misses.
+    pub unindexed_from: Option<u64>,
+}
+
+impl VerifyReport {
+    /// Records unit `queue_offset` of `topic`/`queue_id` as damaged; true if
+    /// it was not yet.
+    pub(crate) fn damaged_unit(&mut self, topic: &str, queue_id: i32, queue_offset: u64) -> bool {
+        self.damaged_units
+            .entry((topic.to_owned(), queue_id))
+            .or_default()
+            .insert(queue_offset)
+    }
+
+    /// Whether anything a repair rebuilds (queue units, index) was found.
+    pub fn has_damaged_pointers(&self) -> bool {
+        !self.damaged_units.is_empty()
+            || !self.damaged_index_files.is_empty()
+            || self.unindexed_from.is_some()
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::index::index_file::INDEX_ENTRY_SIZE;
 use crate::log::message::{iter_properties, RecordView};
 use crate::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
+use super::coverage::{expected_tags_code, is_ext_addr, Coverage};
 use super::files::{be_i32, be_i64, map_file, CommitLog};
 use super::VerifyReport;
 
@@ -26,6 +27,7 @@ pub(super) enum Claim {
         queue_id: i32,
         queue_offset: u64,
         size: i32,
+        tags_code: i64,
     },
     /// Entry `entry` of index file `files[file]`.
     Entry {
@@ -53,6 +55,8 @@ pub(super) enum Source {
         file: usize,
         map: Option<Mmap>,
         unit: usize,
+        /// One past the largest queue offset of a written unit read.
+        seen_end: u64,
     },
     Index {
         file: usize,
@@ -83,6 +87,7 @@ impl Source {
                 file,
                 map,
                 unit,
+                seen_end,
             } => loop {
                 let (base, path) = files.get(*file)?;
                 let base = *base;
@@ -113,19 +118,34 @@ impl Source {
                     continue;
                 }
                 let queue_offset = (base + at as u64) / CQ_UNIT_SIZE as u64;
+                *seen_end = (*seen_end).max(queue_offset + 1);
+                let topic_name = &names.topics[*topic];
                 if u.phy_offset < 0 || u.size <= 0 {
                     report.problems.push((
                         None,
                         format!(
                             "{}: invalid unit (offset {}, size {})",
-                            unit_name(&names.topics[*topic], *queue_id, queue_offset),
+                            unit_name(topic_name, *queue_id, queue_offset),
                             u.phy_offset,
                             u.size
                         ),
                     ));
+                    report.damaged_unit(topic_name, *queue_id, queue_offset);
                     continue;
                 }
                 let phy = u.phy_offset as u64;
+                if phy >= log.end && log.complete {
+                    report.problems.push((
+                        None,
+                        format!(
+                            "{} points past the end of the CommitLog ({phy} >= {})",
+                            unit_name(topic_name, *queue_id, queue_offset),
+                            log.end
+                        ),
+                    ));
+                    report.damaged_unit(topic_name, *queue_id, queue_offset);
+                    continue;
+                }
                 if phy < log.start || phy >= log.end {
                     report.not_checked += 1;
                     continue;
@@ -138,6 +158,7 @@ impl Source {
                         queue_id: *queue_id,
                         queue_offset,
                         size: u.size,
+                        tags_code: u.tags_code,
                     },
                 });
             },
@@ -160,6 +181,19 @@ impl Source {
                     *entry = *count;
                     return None;
                 };
+                let name = &names.index_files[*file];
+                if log.complete && (phy < 0 || phy as u64 >= log.end) {
+                    report.problems.push((
+                        None,
+                        format!(
+                            "{} points outside the CommitLog (offset {phy}, end {})",
+                            entry_name(name, j),
+                            log.end
+                        ),
+                    ));
+                    report.damaged_index_files.insert(name.clone());
+                    continue;
+                }
                 if phy < 0 || (phy as u64) < log.start || phy as u64 >= log.end {
                     report.not_checked += 1;
                     continue;
@@ -170,9 +204,10 @@ impl Source {
                         Some(phy as u64),
                         format!(
                             "{}: previous entry {prev} is not before it",
-                            entry_name(&names.index_files[*file], j)
+                            entry_name(name, j)
                         ),
                     ));
+                    report.damaged_index_files.insert(name.clone());
                     continue;
                 }
                 return Some(Pointer {
@@ -223,12 +258,17 @@ pub(super) struct Pointers {
     pub(super) heap: BinaryHeap<Reverse<(u64, usize)>>,
     /// Key hashes of the record they were last computed for.
     pub(super) hashes: (Option<u64>, Vec<i32>),
+    /// Which records have their unit and index entries.
+    pub(super) coverage: Coverage,
+    /// Damaged ranges a recovery skipped (see [`CommitLog::known_damaged`]).
+    pub(super) known_damaged: Vec<(u64, u64)>,
 }
 
 impl Pointers {
     pub(super) fn new(
         names: Names,
         sources: Vec<Source>,
+        coverage: Coverage,
         log: &CommitLog,
         report: &mut VerifyReport,
     ) -> Self {
@@ -240,6 +280,8 @@ impl Pointers {
             next: vec![(None, 0); n],
             heap: BinaryHeap::with_capacity(n),
             hashes: (None, Vec::new()),
+            coverage,
+            known_damaged: log.known_damaged.clone(),
         };
         for i in 0..n {
             if let Some(phy) = p.advance(i, log, report) {
@@ -309,16 +351,35 @@ impl Pointers {
         while let Some(p) = self.pop_below(off, log, report) {
             self.check_alone(p, log, report);
         }
+        self.coverage.begin_record(off);
         while let Some(p) = self.pop_below(off + 1, log, report) {
             self.check(p, Ok((v, rec)), report);
         }
+        if self.coverage.index_end.is_some() && self.hashes.0 != Some(off) {
+            self.hashes.1.clear();
+            record_key_hashes(v, rec, &mut self.hashes.1);
+            self.hashes.0 = Some(off);
+        }
+        if !log.in_known_damage(off) {
+            self.coverage
+                .after_record(off, v, rec, &self.hashes.1, log.complete);
+        }
     }
 
-    /// Checks the pointers the scan did not reach.
+    /// Checks the pointers the scan did not reach, then the records found
+    /// without their unit or index entries.
     pub(super) fn finish(&mut self, log: &CommitLog, report: &mut VerifyReport) {
         while let Some(p) = self.pop_below(u64::MAX, log, report) {
             self.check_alone(p, log, report);
         }
+        let coverage = std::mem::take(&mut self.coverage);
+        if let Err(e) = coverage.finish(&self.names, &self.sources, log.complete, report) {
+            self.failed.get_or_insert(e);
+        }
+    }
+
+    fn in_known_damage(&self, off: u64) -> bool {
+        self.known_damaged.iter().any(|&(s, e)| s <= off && off < e)
     }
 
     pub(super) fn check_alone(&mut self, p: Pointer, log: &CommitLog, report: &mut VerifyReport) {
@@ -343,10 +404,11 @@ impl Pointers {
                 queue_id,
                 queue_offset,
                 size,
+                tags_code,
             } => {
                 let topic = &self.names.topics[topic];
                 let what = || unit_name(topic, queue_id, queue_offset);
-                match found {
+                let problem = match found {
                     Err(reason) => Some(format!("{} points at no valid record ({reason})", what())),
                     Ok((v, rec)) => {
                         if v.total_size as i64 != size as i64 {
@@ -371,14 +433,32 @@ impl Pointers {
                                 v.queue_offset
                             ))
                         } else {
-                            None
+                            match expected_tags_code(v, rec) {
+                                Some(want) if want != tags_code && !is_ext_addr(tags_code) => {
+                                    Some(format!(
+                                        "{} has tags code {tags_code}, the record's tags give \
+                                         {want}",
+                                        what()
+                                    ))
+                                }
+                                _ => {
+                                    self.coverage.unit_ok(p.phy);
+                                    None
+                                }
+                            }
                         }
                     }
+                };
+                // A unit into a skipped damaged range is its record's own:
+                // pulls count it as damaged, and nothing is rebuilt.
+                if problem.is_some() && !self.in_known_damage(p.phy) {
+                    report.damaged_unit(topic, queue_id, queue_offset);
                 }
+                problem
             }
             Claim::Entry { file, entry, hash } => {
                 let what = || entry_name(&self.names.index_files[file], entry);
-                match found {
+                let problem = match found {
                     Err(reason) => Some(format!("{} points at no valid record ({reason})", what())),
                     Ok((v, rec)) => {
                         if self.hashes.0 != Some(p.phy) {
@@ -387,12 +467,19 @@ impl Pointers {
                             self.hashes.0 = Some(p.phy);
                         }
                         if self.hashes.1.contains(&hash) {
+                            self.coverage.entry_ok(p.phy, hash);
                             None
                         } else {
                             Some(format!("{}: no key of the record has hash {hash}", what()))
                         }
                     }
+                };
+                if problem.is_some() && !self.in_known_damage(p.phy) {
+                    report
+                        .damaged_index_files
+                        .insert(self.names.index_files[file].clone());
                 }
+                problem
             }
         };
         if let Some(problem) = problem {

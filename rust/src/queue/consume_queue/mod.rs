@@ -837,6 +837,13 @@ mod tests {
             "the queue starts with pre-blanks"
         );
         assert_eq!(cq.put_front(&units).unwrap(), 0, "not below the first file");
+        // A queue without a good unit bounds nothing: no scan.
+        let dir = tempfile::tempdir().unwrap();
+        drop(written(dir.path()));
+        std::fs::remove_file(dir.path().join("T/0").join(file_name(0))).unwrap();
+        let cq = ConsumeQueue::load(dir.path(), "T", 0, FS, true).unwrap();
+        assert_eq!(cq.front_gap(limits(95)), None, "every unit past the end");
+        assert!(cq.front_gap(limits(250)).is_some());
     }
 
     #[test]

@@ -158,8 +158,8 @@ impl ConsumeQueue {
     /// after retention that range holds none of this queue's records and a
     /// rebuild finds nothing. Returns the range as a hole `[0, first file)`,
     /// or `None` when the first good unit points at or below `phy_min`
-    /// (nothing of this queue can lie before it). A clean queue costs one
-    /// unit decode.
+    /// (nothing of this queue can lie before it) or the queue holds no good
+    /// unit. A clean queue costs one unit decode.
     pub fn front_gap(&self, limits: UnitLimits) -> Option<CqHole> {
         let files = self.mfq.files();
         let first = files.first()?;
@@ -167,7 +167,10 @@ impl ConsumeQueue {
         if to == 0 {
             return None;
         }
-        let mut phy_to = limits.end;
+        // No good unit at all (every unit past the recovered end, or
+        // garbage): the queue holds nothing to bound the range by, and a
+        // scan of the whole log would mostly find other queues' records.
+        let mut phy_to = limits.phy_min;
         'files: for f in &files {
             for chunk in f.raw().chunks_exact(CQ_UNIT_SIZE) {
                 let Some(u) = CqUnit::decode(chunk) else {
