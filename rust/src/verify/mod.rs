@@ -26,8 +26,9 @@
 //!   it: a unit that is zero, missing (a hole, a queue file or directory
 //!   gone) or pointing elsewhere is damaged. Units past the last one a
 //!   queue holds are not yet dispatched unless the check is complete. A
-//!   topic with no queue directory at all is a deleted topic: its records
-//!   are not checked.
+//!   topic with no queue directory at all that the store's topic config
+//!   (`config/topics.json`, read by the caller) does not list is a deleted
+//!   topic: its records are not checked.
 //! - Index: every entry below `end` must point at a valid record one of
 //!   whose keys (`topic#UNIQ_KEY`, `topic#KEY` for each of `KEYS`) has the
 //!   entry's hash, and its previous-entry link must point backwards, at an
@@ -51,7 +52,10 @@
 //! - `check.rs`: [`verify_store`] and the CommitLog scan it drives.
 //! - `pointers.rs`: queue units and index entries merged into CommitLog
 //!   order and checked against the records they point at.
-//! - `sources.rs`: the queue and index files read as pointer sources.
+//! - `sources.rs`: the queue and index files read as pointer sources
+//!   (and the index files' hash slots and chains checked).
+//! - `coverage.rs`: the records' side: each record's unit and index
+//!   entries, missing ones found and reported.
 //! - `files.rs`: read-only maps of the store's files.
 //! - `probe.rs`: the index geometry a store was written with, and whether a
 //!   writer holds the lock.
