@@ -17,7 +17,7 @@ use crate::log::message::{find_property, sysflag, tags_code, RecordView, SCHEDUL
 use crate::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
 use super::files::map_file;
-use super::pointers::{unit_name, Names, Source};
+use super::sources::{unit_name, Names, Source};
 use super::VerifyReport;
 
 /// The tags code dispatch gives the record (`None` for the schedule topic,

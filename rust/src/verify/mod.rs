@@ -51,7 +51,10 @@
 //! - `check.rs`: [`verify_store`] and the CommitLog scan it drives.
 //! - `pointers.rs`: queue units and index entries merged into CommitLog
 //!   order and checked against the records they point at.
-//! - `sources.rs`: the queue and index files read as pointer sources.
+//! - `sources.rs`: the queue and index files read as pointer sources
+//!   (and the index files' hash slots and chains checked).
+//! - `coverage.rs`: the records' side: each record's unit and index
+//!   entries, missing ones found and reported.
 //! - `files.rs`: read-only maps of the store's files.
 //! - `probe.rs`: the index geometry a store was written with, and whether a
 //!   writer holds the lock.
