@@ -193,9 +193,14 @@ impl PyStore {
 
     /// After recovery, for ``rocketstore repair``: rebuilds from the
     /// CommitLog the queue units and index files a complete verification
-    /// finds damaged.
-    fn rebuild_damaged_pointers(&self, py: Python<'_>) -> PyResult<PyPointerRebuildReport> {
-        guarded(|| Ok(nogil(py, || self.store.rebuild_damaged_pointers())?.into()))
+    /// finds damaged. ``topics``: the topics the topic config lists.
+    #[pyo3(signature = (topics=Vec::new()))]
+    fn rebuild_damaged_pointers(
+        &self,
+        py: Python<'_>,
+        topics: Vec<String>,
+    ) -> PyResult<PyPointerRebuildReport> {
+        guarded(|| Ok(nogil(py, || self.store.rebuild_damaged_pointers(&topics))?.into()))
     }
 
     /// Step 8: re-dispatches the scanned records (after a crash) and what
