@@ -33,7 +33,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from rocketstore.errors import StoreError
-from rocketstore.spark import _commit
+from rocketstore.spark import _commit, _staging
 from rocketstore.spark._options import (
     ReadOptions,
     WriteOptions,
@@ -379,26 +379,39 @@ def _task_partition() -> int:
     return os.getpid()
 
 
+def _task_batch_id() -> str:
+    """The micro-batch a streaming write task belongs to (Spark's local
+    property ``streaming.sql.batchId``)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    v = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+    if v is None or not v.isdigit():
+        raise RuntimeError("a rocketstore streaming write task without a micro-batch id")
+    return v
+
+
 def _files(messages: Sequence[WriterCommitMessage | None]) -> list[_commit.StagedFile]:
     return [m.staged for m in messages if isinstance(m, _Staged)]
 
 
 class _BatchWriter(DataSourceArrowWriter):
-    """Tasks stage Arrow files; the driver's commit appends them (one writer)."""
+    """Tasks stage Arrow files in a job directory the driver made at
+    planning; the driver's commit appends them (one writer)."""
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
-        self.job_id = _commit.new_job_id()
+        self.job_dir = _staging.make_job_dir(opts.staging_dir)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _Staged(_commit.stage_batches(iterator, self.opts, self.job_id, _task_partition()))
+        return _Staged(_commit.stage_batches(iterator, self.job_dir, _task_partition()))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        n = _commit.append_staged(self.opts, self.job_id, _files(messages))
+        n = _commit.append_staged(self.opts, self.job_dir, _files(messages))
         log.info("rocketstore: appended %d rows to %s", n, self.opts.path)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        _commit.remove_staging(self.opts, self.job_id)
+        _staging.remove_dir(self.opts.staging_dir, self.job_dir)
 
 
 class _StreamWriter(DataSourceStreamArrowWriter):
@@ -406,14 +419,18 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
-        self.job_id = _commit.new_job_id()
         store_config(opts.path, opts.fields)
+        # Made on the driver (query start and each commit): tasks record it.
+        self.owner = _staging.owner_record()
+        _staging.reclaim(opts.staging_dir)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _Staged(_commit.stage_batches(iterator, self.opts, self.job_id, _task_partition()))
+        d = _staging.batch_dir_of_stream(self.opts.staging_dir, self.opts.sink_name,
+                                         _task_batch_id(), self.owner)
+        return _Staged(_commit.stage_batches(iterator, d, _task_partition()))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _commit.append_stream_batch(self.opts, self.job_id, _files(messages), batchId)
+        _commit.append_stream_batch(self.opts, _files(messages), batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _commit.remove_staging(self.opts, self.job_id)
+        _commit.remove_stream_staging(self.opts, _files(messages), batchId)
