@@ -102,7 +102,11 @@ impl ConsumeQueue {
         let mut good = GoodUnits::new(window_start - 1, before, phy_min);
         for f in &files[first..] {
             let from = (f.file_from_offset() / unit) as i64;
-            for (k, chunk) in f.raw().chunks_exact(CQ_UNIT_SIZE).enumerate() {
+            // The all-zero units after the last written one are skipped
+            // unread (unwritten: garbage, no hole follows them).
+            let data = f.raw();
+            let written = data.get(..written_len(data)).unwrap_or_default();
+            for (k, chunk) in written.chunks_exact(CQ_UNIT_SIZE).enumerate() {
                 let idx = from + k as i64;
                 let Some(u) = CqUnit::decode(chunk) else {
                     break;
@@ -297,6 +301,28 @@ impl UnitLimits {
     }
 }
 
+/// Bytes of `data` up to the end of its last unit holding a non-zero byte
+/// (0 when every unit is zeros). Blocks of units are compared with zeros
+/// from the end, so a mostly empty file costs a few `memcmp`s per page.
+fn written_len(data: &[u8]) -> usize {
+    const BLOCK: usize = CQ_UNIT_SIZE * 205;
+    static ZEROS: [u8; BLOCK] = [0; BLOCK];
+    let mut end = data.len() / CQ_UNIT_SIZE * CQ_UNIT_SIZE;
+    while end > 0 {
+        let start = end.saturating_sub(BLOCK);
+        let block = data.get(start..end).unwrap_or_default();
+        if Some(block) != ZEROS.get(..block.len()) {
+            let last = block
+                .chunks_exact(CQ_UNIT_SIZE)
+                .rposition(|u| Some(u) != ZEROS.get(..CQ_UNIT_SIZE))
+                .unwrap_or(0);
+            return start + (last + 1) * CQ_UNIT_SIZE;
+        }
+        end = start;
+    }
+    0
+}
+
 /// The first of `files` (full, consecutive files of one queue) holding a
 /// unit that is unwritten, garbage ([`UnitLimits::is_garbage`]), over the
 /// size limit, a pre-blank after a real unit, or pointing before the end of
@@ -423,5 +449,27 @@ impl GoodUnits {
         if let Some(&(i, _)) = self.stack.last() {
             self.last_index = self.last_index.max(i).min(idx - 1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_len_ends_after_the_last_non_zero_unit() {
+        let mut data = vec![0u8; CQ_UNIT_SIZE * 1000 + 7];
+        assert_eq!(written_len(&data), 0);
+        data[0] = 1;
+        assert_eq!(written_len(&data), CQ_UNIT_SIZE);
+        // A zero run in the middle stays inside; the last unit's last byte counts.
+        data[CQ_UNIT_SIZE * 600 + 19] = 1;
+        assert_eq!(written_len(&data), CQ_UNIT_SIZE * 601);
+        data[CQ_UNIT_SIZE * 999] = 9;
+        assert_eq!(written_len(&data), CQ_UNIT_SIZE * 1000);
+        // Bytes past the last whole unit are not a unit.
+        data[CQ_UNIT_SIZE * 1000 + 3] = 1;
+        assert_eq!(written_len(&data), CQ_UNIT_SIZE * 1000);
+        assert_eq!(written_len(&data[..CQ_UNIT_SIZE * 205]), CQ_UNIT_SIZE);
     }
 }
