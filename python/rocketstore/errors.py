@@ -2,7 +2,8 @@
 
 ``StoreError`` is the root. I/O failures from the operating system are raised
 as :class:`OSError` (with ``errno`` set, so ``FileNotFoundError`` and friends
-work: a missing store opened read-only is a ``FileNotFoundError``); bad
+work); a read-only open of a directory that holds no store (or does not
+exist) is a :class:`NotAStoreError`, also a ``FileNotFoundError``; bad
 arguments from the caller, and only those, as :class:`ValueError` /
 :class:`TypeError`. Damaged files (a gap between segments, a misaligned or
 wrong-length segment, a bad record) are :class:`CorruptedError`; a broken
@@ -15,6 +16,7 @@ __all__ = [
     "ConfigMismatchError",
     "CorruptedError",
     "InternalError",
+    "NotAStoreError",
     "PoisonedError",
     "ReadOnlyStoreError",
     "RecoveryOrderError",
@@ -42,6 +44,17 @@ class StoreLockedError(StoreError):
 
 class StoreClosedError(StoreError):
     """The store is not started, or was shut down."""
+
+
+class NotAStoreError(StoreError, FileNotFoundError):
+    """A read-only open found no store: the directory does not exist, or holds
+    none of a store's entries (``commitlog/``, ``consumequeue/``, ``index/``,
+    ``checkpoint``, ``config/``, ...). ``errno`` is ``ENOENT``.
+
+    ``MessageStore(cfg, read_only=True, wait_for_writer=True)`` opens an
+    existing directory that holds no store yet as an empty store that follows
+    the writer once it starts.
+    """
 
 
 class ReadOnlyStoreError(StoreError):

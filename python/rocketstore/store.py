@@ -104,7 +104,12 @@ class MessageStore(MessageStoreBase):
         config: a :class:`StoreConfig`, or just the store directory.
         read_only: open without taking the writer lock; never writes a byte
             and never repairs anything, so it can read a store that another
-            process is writing.
+            process is writing. A directory that holds no store (or does not
+            exist) is refused with :class:`NotAStoreError` (a
+            ``FileNotFoundError``) when the store starts.
+        wait_for_writer: with ``read_only``, open an existing directory that
+            holds no store yet as an empty store instead, and follow the
+            writer once it starts there (its messages show up as it writes).
 
     Use it as a context manager (``with MessageStore(cfg) as store:``), or
     call :meth:`start` and :meth:`shutdown` yourself. Nothing touches the
@@ -133,10 +138,17 @@ class MessageStore(MessageStoreBase):
     _repair = False
 
     def __init__(
-        self, config: StoreConfig | str | os.PathLike[str], *, read_only: bool = False
+        self,
+        config: StoreConfig | str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        wait_for_writer: bool = False,
     ) -> None:
         self._config = _as_config(config)
+        if wait_for_writer and not read_only:
+            raise ValueError("wait_for_writer=True needs read_only=True (a writer creates the store)")
         self._read_only = read_only
+        self._wait_for_writer = wait_for_writer
         self._native: NativeStore | None = None
         self._reput: ReputService | None = None
         self._clean: CleanService | None = None
@@ -156,6 +168,8 @@ class MessageStore(MessageStoreBase):
         """Lock, load and recover the store; returns ``self``.
 
         Raises:
+            NotAStoreError: a read-only open found no store there (see
+                ``wait_for_writer``).
             StoreLockedError: another writer holds the store.
             ConfigMismatchError: the files disagree with the configuration.
             CorruptedError: a file is damaged beyond what recovery repairs.
@@ -168,7 +182,8 @@ class MessageStore(MessageStoreBase):
         if not self._read_only:
             os.makedirs(cfg.store_path, exist_ok=True)
         # The engine reads the config object itself (field by field).
-        native = NativeStore(cfg, self._read_only, repair=self._repair)
+        native = NativeStore(cfg, self._read_only, repair=self._repair,
+                             wait_for_writer=self._wait_for_writer)
         try:
             offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
             report = RecoveryService(native).recover(
@@ -347,10 +362,12 @@ class MessageStore(MessageStoreBase):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A handle never survives pickling: the copy reopens by path.
-        return (MessageStore, (self._config,), {"_read_only": self._read_only})
+        return (MessageStore, (self._config,), {"_read_only": self._read_only,
+                                                "_wait_for_writer": self._wait_for_writer})
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._read_only = state["_read_only"]
+        self._wait_for_writer = state.get("_wait_for_writer", False)
 
     def __repr__(self) -> str:
         state = "closed" if self._native is None or self._native.closed else "open"
