@@ -696,9 +696,16 @@ class MessageStore(MessageStoreBase):
         """Queue ids of ``topic`` that exist, sorted."""
         return self._n.queue_ids(topic)
 
-    def topics(self) -> list[str]:
-        """Topics that have at least one consume queue, sorted."""
-        return self._n.topics()
+    def topics(self, *, include_system: bool = False) -> list[str]:
+        """Topics that have at least one consume queue, sorted.
+
+        System topics (``SCHEDULE_TOPIC_XXXX``, where delayed messages wait,
+        ``RMQ_SYS_*``, ...) are left out unless ``include_system``.
+        """
+        topics = self._n.topics()
+        if include_system:
+            return topics
+        return [t for t in topics if not _native.is_system_topic(t)]
 
     def dispatch_behind_bytes(self) -> int:
         """CommitLog bytes not yet in the consume queues and index."""

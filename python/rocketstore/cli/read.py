@@ -361,7 +361,7 @@ def _get_from_queue(ctx: click.Context, path: Path, topic: str, queue_id: int, o
 
 def _selected_queues(store: MessageStore, topic: str | None,
                      queue_id: int | None) -> list[tuple[str, int]]:
-    topics = [topic] if topic is not None else store.topics()
+    topics = [topic] if topic is not None else store.topics(include_system=True)
     queues: list[tuple[str, int]] = []
     for t in topics:
         ids = store.queue_ids(t)
