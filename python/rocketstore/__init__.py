@@ -26,6 +26,7 @@ from rocketstore.errors import (
     StoreClosedError,
     StoreError,
     StoreLockedError,
+    UnknownTopicWarning,
 )
 from rocketstore.message import (
     BatchPutResult,
@@ -63,5 +64,6 @@ __all__ = [
     "StoreConfig",
     "StoreError",
     "StoreLockedError",
+    "UnknownTopicWarning",
     "__version__",
 ]

@@ -23,6 +23,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreLockedError",
+    "UnknownTopicWarning",
 ]
 
 
@@ -74,4 +75,15 @@ class InternalError(StoreError):
     """An engine invariant does not hold: a bug in rocketstore (please report it).
 
     Never caused by the caller's input or by the files on disk.
+    """
+
+
+class UnknownTopicWarning(UserWarning):
+    """A read named a topic, or a queue of a topic, that the store does not
+    hold (yet): it returns nothing. The message names the topic and the topics
+    (or queues) the store does hold. Issued once per store, topic and queue.
+
+    Not an error: a topic appears with its first message, so a reader (a
+    read-only follower above all) may ask before the writer wrote it. Turn it
+    into one with ``warnings.simplefilter("error", UnknownTopicWarning)``.
     """

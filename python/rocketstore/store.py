@@ -13,6 +13,7 @@ import atexit
 import logging
 import os
 import time
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -31,7 +32,8 @@ from rocketstore._native import (
 )
 from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
-from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, UnknownTopicWarning
+from rocketstore.enums import GetStatus
 from rocketstore.services.base import ServiceThread
 from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
@@ -52,6 +54,9 @@ log = logging.getLogger("rocketstore")
 #: Seconds between writes of consumerOffset.json triggered by ``sync=False``
 #: commits (RocketMQ's ``flushConsumerOffsetInterval``).
 OFFSETS_PERSIST_INTERVAL = 5.0
+
+#: Topics an :class:`UnknownTopicWarning` lists at most.
+_KNOWN_SHOWN = 20
 
 #: Most engine threads one ``read_arrow`` may use.
 MAX_READ_THREADS = 256
@@ -161,6 +166,8 @@ class MessageStore(MessageStoreBase):
         self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
         self._pid = os.getpid()
+        # (topic, queue_id or None) already warned about by _warn_unknown.
+        self._warned_unknown: set[tuple[str, int | None]] = set()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -485,6 +492,30 @@ class MessageStore(MessageStoreBase):
 
     # -- consume queues ----------------------------------------------------
 
+    def _warn_unknown(self, topic: str, queue_id: int | None = None, *,
+                      stacklevel: int = 3) -> bool:
+        """Warn (:class:`UnknownTopicWarning`, once per topic and queue) if
+        ``topic``, or its ``queue_id``, does not exist; True if it does not."""
+        n = self._n
+        qids = n.queue_ids(topic)
+        if qids and (queue_id is None or queue_id in qids):
+            return False
+        if (topic, queue_id) in self._warned_unknown:
+            return True
+        self._warned_unknown.add((topic, queue_id))
+        if not qids:
+            known = self.topics()
+            shown = ", ".join(repr(t) for t in known[:_KNOWN_SHOWN])
+            more = f" and {len(known) - _KNOWN_SHOWN} more" if len(known) > _KNOWN_SHOWN else ""
+            what = (f"topic {topic!r} does not exist in the store at "
+                    f"{self._config.store_path} (yet): the read returns nothing; "
+                    f"known topics: {shown + more if known else 'none'}")
+        else:
+            what = (f"queue {queue_id} of topic {topic!r} does not exist (yet): the read "
+                    f"returns nothing; the topic's queues: {', '.join(map(str, qids))}")
+        warnings.warn(what, UnknownTopicWarning, stacklevel=stacklevel)
+        return True
+
     def get_message(
         self,
         group: str,
@@ -507,7 +538,9 @@ class MessageStore(MessageStoreBase):
         expired), ``OFFSET_FOUND_NULL`` (no unit readable at ``offset``),
         ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
         ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
-        unknown queue reads as an empty one (and nothing is created on disk).
+        unknown topic or queue reads as an empty one (nothing is created on
+        disk), with an :class:`~rocketstore.UnknownTopicWarning` naming the
+        topics (or queues) the store holds.
         ``OFFSET_FOUND_NULL`` with ``next_begin_offset == offset`` means the
         message there is not readable yet: pull again.
 
@@ -535,7 +568,10 @@ class MessageStore(MessageStoreBase):
             tag_list = [t.strip() for t in tags.split("||")]
         else:
             tag_list = list(tags)
-        return self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list)
+        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list)
+        if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
+            self._warn_unknown(topic, queue_id)
+        return result
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         """CommitLog offset of the message at ``cq_offset`` (0 when none)."""
@@ -570,7 +606,10 @@ class MessageStore(MessageStoreBase):
             CorruptedError: a record the index points at is damaged (the
                 message names file and offset).
         """
-        return self._n.query_message(topic, key, max_num, begin_timestamp, end_timestamp)
+        found = self._n.query_message(topic, key, max_num, begin_timestamp, end_timestamp)
+        if not found:
+            self._warn_unknown(topic)
+        return found
 
     def read_arrow(
         self,
@@ -683,6 +722,7 @@ class MessageStore(MessageStoreBase):
         ranges: list[tuple[str, int, int, int]] = []
         for t in topics:
             n.get_max_offset_in_queue(t, 0)  # raises ValueError for an invalid topic name
+            self._warn_unknown(t, queue_id, stacklevel=4)
             qids = n.queue_ids(t) if queue_id is None else [queue_id]
             for q in qids:
                 lo = n.get_min_offset_in_queue(t, q) if start is None else start
@@ -813,11 +853,16 @@ class MessageStore(MessageStoreBase):
             ValueError: ``topic`` breaks the topic rule (letters, digits and
                 ``% | _ -``, at most 127 bytes) and the store holds no such
                 topic, so the consumer could never receive anything.
+
+        A topic the store does not hold yet is accepted (the consumer picks
+        up its queues when they appear), with an
+        :class:`~rocketstore.UnknownTopicWarning` naming the known topics.
         """
         from rocketstore.consumer import Consumer
 
         # The read rule: a name that fails the put rule is refused unless the
         # store holds that topic (raises ValueError).
         self._n.get_max_offset_in_queue(topic, 0)
+        self._warn_unknown(topic)
         return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
                         auto_commit_interval=auto_commit_interval)
