@@ -527,6 +527,18 @@ class MessageStore(MessageStoreBase):
     ) -> GetMessageResult:
         """Pull up to ``max_msg_nums`` messages of ``topic``/``queue_id`` from ``offset``.
 
+        One pull is capped as in RocketMQ (its ``isTheBatchFull`` rule):
+        at most ``max_transfer_count_on_message_in_memory`` messages (32) and
+        ``max_transfer_bytes_on_message_in_memory`` bytes (256 KiB) when the
+        messages are recent (within the last ``access_message_in_memory_max_ratio``
+        percent of RAM of the CommitLog), ``max_transfer_count_on_message_in_disk``
+        (8) and ``max_transfer_bytes_on_message_in_disk`` (64 KiB) when they
+        are older; the first message is always served. So
+        ``get_message(..., 200)`` returns at most 32 messages with the default
+        config: pull again from ``next_begin_offset``, raise those
+        :class:`StoreConfig` fields, or use a consumer (``poll`` pulls as
+        often as it needs for ``max_messages``) or :meth:`read_arrow`.
+
         ``tags`` filters exactly by tag (``None`` or ``["*"]``: every message; a
         string is a RocketMQ expression ``"a || b"``). The result's
         ``next_begin_offset`` is where the next pull starts. ``group`` names the
