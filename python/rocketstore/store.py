@@ -10,6 +10,7 @@ orchestrates.
 from __future__ import annotations
 
 import atexit
+import datetime
 import logging
 import os
 import time
@@ -23,6 +24,7 @@ from rocketstore import _native
 from rocketstore._checks import I32_MAX as _I32_MAX
 from rocketstore._checks import I64_MAX as _I64_MAX
 from rocketstore._checks import int_arg as _int_arg
+from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import (
     GetMessageResult,
@@ -32,8 +34,8 @@ from rocketstore._native import (
 )
 from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
-from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, UnknownTopicWarning
 from rocketstore.enums import GetStatus
+from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, UnknownTopicWarning
 from rocketstore.services.base import ServiceThread
 from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
@@ -151,7 +153,8 @@ class MessageStore(MessageStoreBase):
     ) -> None:
         self._config = _as_config(config)
         if wait_for_writer and not read_only:
-            raise ValueError("wait_for_writer=True needs read_only=True (a writer creates the store)")
+            raise ValueError("wait_for_writer=True needs read_only=True "
+                             "(a writer creates the store)")
         self._read_only = read_only
         self._wait_for_writer = wait_for_writer
         self._native: NativeStore | None = None
@@ -589,9 +592,15 @@ class MessageStore(MessageStoreBase):
         """CommitLog offset of the message at ``cq_offset`` (0 when none)."""
         return self._n.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """Logical offset of the message stored nearest to ``timestamp`` (ms)."""
-        return self._n.get_offset_in_queue_by_time(topic, queue_id, timestamp)
+    def get_offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp: int | datetime.datetime
+    ) -> int:
+        """Logical offset of the message stored nearest to ``timestamp``.
+
+        ``timestamp`` is ms since the epoch, or a ``datetime`` (a naive one
+        is local time, as ``datetime.timestamp()`` reads it).
+        """
+        return self._n.get_offset_in_queue_by_time(topic, queue_id, _ms_arg(timestamp))
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the queue's first message (-1 when none)."""
@@ -606,19 +615,29 @@ class MessageStore(MessageStoreBase):
         topic: str,
         key: str,
         max_num: int = 32,
-        begin_timestamp: int = 0,
-        end_timestamp: int | None = None,
+        begin_timestamp: int | datetime.datetime = 0,
+        end_timestamp: int | datetime.datetime | None = None,
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose UNIQ_KEY or KEYS contain ``key``, ascending by offset.
 
         Only messages really carrying the key are returned (index hash
         collisions are filtered out); at most ``min(max_num, max_msgs_num_batch)``.
 
+        The window is the messages' store time in ``[begin_timestamp,
+        end_timestamp]``, both included, exact to the millisecond (``None``:
+        no end). The bounds are ms since the epoch, or ``datetime`` objects (a
+        naive one is local time, as ``datetime.timestamp()`` reads it). The
+        index keeps whole seconds, so the search looks up to a second before
+        ``begin_timestamp`` and each record's own store time decides; the
+        ``max_num`` entries the index hands out may include such neighbours
+        (they are dropped, not replaced).
+
         Raises:
             CorruptedError: a record the index points at is damaged (the
                 message names file and offset).
         """
-        found = self._n.query_message(topic, key, max_num, begin_timestamp, end_timestamp)
+        found = self._n.query_message(topic, key, max_num, _ms_arg(begin_timestamp),
+                                      _ms_arg(end_timestamp))
         if not found:
             self._warn_unknown(topic)
         return found
