@@ -287,6 +287,26 @@ def test_verify_detects_a_queue_unit_with_a_wrong_size(store: Store) -> None:
     assert "ConsumeQueue orders/0@1" in data["problems"][0]["problem"]
 
 
+def test_verify_checks_a_units_tags_code_but_not_an_extension_address(store: Store) -> None:
+    victim = next(m for m in store.messages if (m.topic, m.queue_id, m.queue_offset)
+                  == ("orders", 0, 1))
+    unit = store.path / "consumequeue" / "orders" / "0" / f"{0:020d}"
+    with open(unit, "r+b") as f:
+        f.seek(1 * 20 + 12)
+        f.write((12345).to_bytes(8, "big", signed=True))
+    result = run(["verify", str(store.path), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [p["offset"] for p in data["problems"]] == [victim.offset]
+    assert "ConsumeQueue orders/0@1 has tags code 12345" in data["problems"][0]["problem"]
+    # A code below the int range is a broker's ConsumeQueue extension
+    # address, not a tags hash: not checked.
+    with open(unit, "r+b") as f:
+        f.seek(1 * 20 + 12)
+        f.write((-(2**31) - 7).to_bytes(8, "big", signed=True))
+    assert run(["verify", str(store.path)]).exit_code == 0
+
+
 def test_verify_detects_an_index_entry_with_a_wrong_hash(store: Store) -> None:
     (index,) = sorted((store.path / "index").iterdir())
     entry = 40 + SMALL["max_hash_slot_num"] * 4 + 1 * 20  # entry 0 is unused

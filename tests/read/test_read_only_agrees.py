@@ -339,15 +339,18 @@ def test_read_only_follower_never_serves_stale_records(tmp_path: Path, shape: st
 
 
 @pytest.mark.parametrize(
-    ("queues", "first", "count", "how"),
+    ("queues", "spans", "how"),
     [
-        (1, 30, 1, "magic"),  # one record of the only queue
-        (1, 30, 6, "zeros"),  # six in a row: the queue's offsets jump by six
-        (3, 41, 5, "garbage"),  # five across three queues
+        (1, [(30, 1)], "magic"),  # one record of the only queue
+        (1, [(30, 6)], "zeros"),  # six in a row: the queue's offsets jump by six
+        (3, [(41, 5)], "garbage"),  # five across three queues
+        # Several damaged ranges: each is judged against what precedes it.
+        (2, [(10, 1), (20, 3), (21 + 10, 2), (70, 4)], "garbage"),
+        (1, [(5, 2), (50, 1), (90, 3)], "magic"),
     ],
 )
 def test_damage_in_one_log_keeps_what_follows(
-    tmp_path: Path, queues: int, first: int, count: int, how: str
+    tmp_path: Path, queues: int, spans: list[tuple[int, int]], how: str
 ) -> None:
     """Damage in a log nobody cut is not an older log: the records after it
     were stored later and their queue offsets follow, leaving out at most the
@@ -360,15 +363,21 @@ def test_damage_in_one_log_keeps_what_follows(
             r = store.put(TOPIC, body_of(i, 120), queue_id=i % queues, keys=[key_of(i)])
             assert r.ok
             acked.append(r)
-    lo = acked[first].wrote_offset
-    hi = acked[first + count - 1].wrote_offset + acked[first + count - 1].wrote_bytes
-    with open(_cl_file(path), "r+b") as f:
-        if how == "magic":
-            f.seek(lo + 4)
-            f.write(b"\xde\xad\xbe\xef")
-        else:
-            f.seek(lo)
-            f.write(bytes(hi - lo) if how == "zeros" else b"\x5a" * (hi - lo))
+    damaged: list[tuple[int, int]] = []
+    gone: set[int] = set()
+    for first, count in spans:
+        lo = acked[first].wrote_offset
+        hi = acked[first + count - 1].wrote_offset + acked[first + count - 1].wrote_bytes
+        damaged.append((lo, hi))
+        gone.update(range(first, first + count))
+        with open(_cl_file(path), "r+b") as f:
+            if how == "magic":
+                for i in range(first, first + count):
+                    f.seek(acked[i].wrote_offset + 4)
+                    f.write(b"\xde\xad\xbe\xef")
+            else:
+                f.seek(lo)
+                f.write(bytes(hi - lo) if how == "zeros" else b"\x5a" * (hi - lo))
     with pytest.raises(CorruptedError):
         MessageStore(cfg(path)).start()
     offsets = [r.wrote_offset for r in acked]
@@ -379,13 +388,13 @@ def test_damage_in_one_log_keeps_what_follows(
     shutil.copytree(path, rw_path)
     with MessageStore(cfg(rw_path, on_corruption="skip")) as rw:
         rep = rw.recovery_report
-        assert rep is not None and [(d[0], d[1]) for d in rep.damaged] == [(lo, hi)]
+        assert rep is not None and [(d[0], d[1]) for d in rep.damaged] == damaged
         kept = reads(rw, queues, offsets, keys)
     assert kept["max_phy"] == acked[-1].wrote_offset + acked[-1].wrote_bytes
     want = {
         (i % queues, r.queue_offset, body_of(i, 120))
         for i, r in enumerate(acked)
-        if not first <= i < first + count
+        if i not in gone
     }
     assert served_messages(kept, queues) == want
     assert served == kept

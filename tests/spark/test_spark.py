@@ -126,6 +126,9 @@ def test_two_stores_in_one_read(spark: Any, rich: str, tmp_path: Path) -> None:
     assert by_store == {rich: n_rich, other: 30}
     # A comma list in path means the same.
     assert read(spark, f"{rich},{other}", topic="orders").count() == n_rich + 30
+    # So does load() of a list (Spark hands it as a JSON array in paths).
+    df = spark.read.format(FMT).option("topic", "orders").load([rich, other])
+    assert df.columns[-1] == "store" and df.count() == n_rich + 30
 
 
 def test_rocketmq_4_9_8_store(spark: Any, tmp_path: Path) -> None:
@@ -339,3 +342,90 @@ def test_ipv6_store_host(spark: Any, tmp_path: Path) -> None:
     got = sorted(rows_of(read(spark, path)), key=key)
     assert got == want
     assert all(len(r["msg_id"]) == 56 and r["store_host"] == "[::1]:10911" for r in got)
+
+
+def test_unknown_read_options_are_refused_with_the_valid_ones(spark: Any, rich: str) -> None:
+    with pytest.raises(Exception, match=r"unknown option for a rocketstore .*read: topc "
+                                        r"\(did you mean topic\?\)\. Valid options") as e:
+        read(spark, rich, topc="orders").count()
+    assert "startingOffsets" in str(e.value) and "snake_case" in str(e.value)
+    # With a user schema Spark skips schema(): the reader refuses it.
+    with pytest.raises(Exception, match=r"unknown option .*: topc"):
+        (spark.read.format(FMT).schema("topic string, body binary").option("path", rich)
+         .option("topc", "orders").load().count())
+    # Any case is the same option; StoreConfig fields and Spark's own pass.
+    n = read(spark, rich, TOPIC="events", BatchSize=7, max_hash_slot_num=100).count()
+    assert n == read(spark, rich, topic="events").count() > 0
+    assert spark.read.format(FMT).load(rich).count() == read(spark, rich).count()
+    with pytest.raises(Exception, match=r"maxOffsetsPerTrigger \(an option of a streaming read"):
+        read(spark, rich, maxOffsetsPerTrigger=5).count()
+    with pytest.raises(Exception, match=r"store_path \(did you mean"):
+        read(spark, rich, store_path=rich).count()
+
+
+def test_unknown_streaming_read_options_are_refused(spark: Any, rich: str, tmp_path: Path) -> None:
+    def start(**opts: Any) -> Any:
+        r = spark.readStream.format(FMT).option("path", rich)
+        for k, v in opts.items():
+            r = r.option(k, str(v))
+        q = (r.load().writeStream.format("parquet").option("path", str(tmp_path / "o"))
+             .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True)
+             .start())
+        q.awaitTermination(120)
+        return q
+
+    with pytest.raises(Exception, match=r"unknown option .*: maxoffsetpertrigger \(did you mean "
+                                        r"maxOffsetsPerTrigger\?\)"):
+        start(maxOffsetPerTrigger=10)
+    with pytest.raises(Exception, match=r"endingOffsets \(an option of a batch read\)"):
+        start(endingOffsets="latest")
+    assert not (tmp_path / "o").exists() or not list((tmp_path / "o").glob("*.parquet"))
+    q = start(TOPIC="orders", startingOffsets="earliest", FailOnDataLoss="true")
+    assert q.exception() is None
+    assert spark.read.parquet(str(tmp_path / "o")).count() == read(
+        spark, rich, topic="orders").count()
+
+
+def test_unknown_write_options_are_refused(spark: Any, tmp_path: Path) -> None:
+    out = str(tmp_path / "w")
+    df = spark.createDataFrame([("orders", b"x")], "topic string, body binary")
+    with pytest.raises(Exception, match=r"unknown option for a rocketstore batch write: "
+                                        r"stagingdir2 \(did you mean stagingDir\?\)"):
+        df.write.format(FMT).option("stagingDir2", "/tmp/x").mode("append").save(out)
+    with pytest.raises(Exception, match=r"sinkName \(an option of a streaming write\)"):
+        df.write.format(FMT).option("sinkName", "s").mode("append").save(out)
+    with pytest.raises(Exception, match=r"topic \(an option of a batch read or streaming read\)"):
+        df.write.format(FMT).option("topic", "orders").mode("append").save(out)
+    assert not os.path.exists(out)
+    df.write.format(FMT).option("STAGINGDIR", str(tmp_path / "st")).option(
+        "mapped_file_size_commit_log", str(GEOMETRY["mapped_file_size_commit_log"])).mode(
+        "append").save(out)
+    with MessageStore(StoreConfig(store_path=out), read_only=True) as s:
+        assert [r["body"] for r in api_rows(s, "orders", 0)] == [b"x"]
+
+
+def test_unknown_streaming_write_options_are_refused(
+    spark: Any, rich: str, tmp_path: Path
+) -> None:
+    dst = str(tmp_path / "dst")
+
+    def start(**opts: Any) -> Any:
+        w = (spark.readStream.format(FMT).option("path", rich).option("topic", "events")
+             .option("startingOffsets", "earliest").load().select("topic", "body")
+             .writeStream.format(FMT).option("checkpointLocation", str(tmp_path / "c"))
+             .queryName("sink_options"))
+        for k, v in opts.items():
+            w = w.option(k, str(v))
+        q = w.trigger(availableNow=True).start(dst)
+        q.awaitTermination(120)
+        return q
+
+    with pytest.raises(Exception, match=r"unknown option for a rocketstore streaming write: "
+                                        r"sink_name \(did you mean sinkName\?\)"):
+        start(sink_name="s")
+    assert not os.path.exists(dst)
+    q = start(SinkName="s")
+    assert q.exception() is None
+    with MessageStore(StoreConfig(store_path=dst), read_only=True) as s:
+        rows = all_api_rows(s)
+    assert rows and {r["properties"]["SPARK_SINK_BATCH"] for r in rows} == {"s:0"}

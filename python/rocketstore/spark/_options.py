@@ -7,6 +7,7 @@ an open store, so every object is safe to pickle.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 from collections.abc import Mapping
@@ -15,14 +16,64 @@ from rocketstore._native import is_system_topic
 from rocketstore.config import StoreConfig
 from rocketstore.store import MessageStore
 
-__all__ = ["ReadOptions", "WriteOptions", "first_offset_at_or_after", "open_read_only",
-           "parse_offsets", "queue_key", "store_config"]
+__all__ = ["ReadOptions", "WriteOptions", "check_options", "first_offset_at_or_after",
+           "open_read_only", "parse_offsets", "queue_key", "store_config"]
 
 _STORE_FIELDS = frozenset(f.name for f in dataclasses.fields(StoreConfig)) - {"store_path"}
 
 #: Default rows of one queue partition, and bytes of one CommitLog partition.
 DEFAULT_MAX_RECORDS_PER_PARTITION = 2_000_000
 DEFAULT_BATCH_SIZE = 65_536
+
+
+#: Options Spark itself hands to a data source (the ``load``/``save``/``start``
+#: path, ``load`` of a list, a streaming query's checkpoint and name).
+SPARK_OPTIONS = ("path", "paths", "checkpointLocation", "queryName")
+#: The format's own options, by use.
+BATCH_READ_OPTIONS = ("topic", "queues", "startingOffsets", "endingOffsets", "startingTimestamp",
+                      "includeSystemTopics", "includeUncommitted", "maxRecordsPerPartition",
+                      "maxBytesPerPartition", "batchSize")
+STREAM_READ_OPTIONS = (*(o for o in BATCH_READ_OPTIONS if o != "endingOffsets"),
+                       "maxOffsetsPerTrigger", "failOnDataLoss")
+BATCH_WRITE_OPTIONS = ("stagingDir",)
+STREAM_WRITE_OPTIONS = ("stagingDir", "sinkName")
+
+_KINDS: dict[str, tuple[str, ...]] = {
+    "batch read": BATCH_READ_OPTIONS,
+    "streaming read": STREAM_READ_OPTIONS,
+    "batch write": BATCH_WRITE_OPTIONS,
+    "streaming write": STREAM_WRITE_OPTIONS,
+}
+
+
+def check_options(options: Mapping[str, str], kinds: tuple[str, ...]) -> None:
+    """Refuse an option that none of ``kinds`` (keys of ``_KINDS``) takes.
+
+    Names are compared case-insensitively, as Spark does. The error lists the
+    valid options, says when an option belongs to another kind of use, and
+    suggests the closest name."""
+    own = [o for k in kinds for o in _KINDS[k]]
+    valid = {o.lower(): o for o in (*SPARK_OPTIONS, *own)}
+    valid.update({f: f for f in _STORE_FIELDS})
+    unknown = sorted(str(k) for k in options if str(k).lower() not in valid)
+    if not unknown:
+        return
+    what = " or ".join(kinds)
+    notes = []
+    for name in unknown:
+        elsewhere = {k: o for k, opts in _KINDS.items() for o in opts
+                     if o.lower() == name.lower()}
+        if elsewhere:  # Spark lower-cases names: give the option's own spelling
+            notes.append(f"{next(iter(elsewhere.values()))} (an option of a "
+                         f"{' or '.join(elsewhere)})")
+            continue
+        close = difflib.get_close_matches(name.lower(), list(valid), n=1)
+        notes.append(f"{name} (did you mean {valid[close[0]]}?)" if close else name)
+    raise ValueError(
+        f"unknown option{'s' if len(unknown) > 1 else ''} for a rocketstore {what}: "
+        f"{', '.join(notes)}. Valid options (case-insensitive): "
+        f"{', '.join(dict.fromkeys((*SPARK_OPTIONS[:2], *own)))}, "
+        "and any StoreConfig field by its snake_case name")
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -56,6 +107,13 @@ def _int(options: Mapping[str, str], name: str, default: int | None) -> int | No
 def _list(v: str | None) -> list[str] | None:
     if v is None:
         return None
+    if v.lstrip().startswith("["):  # load([p1, p2]) hands Spark's paths as a JSON array
+        try:
+            arr = json.loads(v)
+        except json.JSONDecodeError:
+            arr = None
+        if isinstance(arr, list) and all(isinstance(x, str) for x in arr):
+            return [x for x in arr if x.strip()] or None
     items = [s.strip() for s in v.split(",") if s.strip()]
     return items or None
 
@@ -150,7 +208,10 @@ class ReadOptions:
         return len(self.paths) > 1
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> ReadOptions:
+    def parse(cls, options: Mapping[str, str], *, streaming: bool | None = False) -> ReadOptions:
+        """``streaming=None``: not known yet (the schema; options of either use pass)."""
+        check_options(options, ("batch read", "streaming read") if streaming is None else
+                      ("streaming read",) if streaming else ("batch read",))
         paths = _list(_get(options, "paths")) or _list(_get(options, "path"))
         if not paths:
             raise ValueError("the rocketstore format needs option path (a store directory, "
@@ -250,7 +311,8 @@ class WriteOptions:
     fields: dict[str, str]
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+    def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> WriteOptions:
+        check_options(options, ("streaming write",) if streaming else ("batch write",))
         paths = _list(_get(options, "path"))
         if not paths or len(paths) != 1:
             raise ValueError("writing with the rocketstore format needs option path "

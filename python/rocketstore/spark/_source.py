@@ -81,7 +81,8 @@ class RocketStoreDataSource(DataSource):
         return "rocketstore"
 
     def schema(self) -> str:
-        several = ReadOptions.parse(self.options).several if self._has_path() else False
+        several = (ReadOptions.parse(self.options, streaming=None).several
+                   if self._has_path() else False)
         return SCHEMA_DDL + (", store string" if several else "")
 
     def _has_path(self) -> bool:
@@ -101,7 +102,7 @@ class RocketStoreDataSource(DataSource):
         self, schema: StructType, overwrite: bool
     ) -> DataSourceStreamWriter:
         _check_write(schema, overwrite)
-        return _StreamWriter(WriteOptions.parse(self.options))
+        return _StreamWriter(WriteOptions.parse(self.options, streaming=True))
 
 
 def _check_write(schema: StructType, overwrite: bool) -> None:

@@ -17,7 +17,7 @@ use crate::log::message::{find_property, sysflag, tags_code, RecordView, SCHEDUL
 use crate::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
 use super::files::map_file;
-use super::pointers::{unit_name, Names, Source};
+use super::sources::{unit_name, Names, Source};
 use super::VerifyReport;
 
 /// The tags code dispatch gives the record (`None` for the schedule topic,
@@ -29,6 +29,12 @@ pub(super) fn expected_tags_code(v: &RecordView, rec: &[u8]) -> Option<i64> {
     }
     let tags = find_property(rec.get(v.properties.clone())?, "TAGS");
     Some(tags_code(tags.and_then(|t| std::str::from_utf8(t).ok())))
+}
+
+/// A tags code below every `i32`: an address in a broker's ConsumeQueue
+/// extension (RocketMQ's `ConsumeQueueExt.isExtAddr`), not a tags hash.
+pub(super) fn is_ext_addr(tags_code: i64) -> bool {
+    tags_code < i64::from(i32::MIN)
 }
 
 /// A queue's files (base offset, path) and one past the largest queue
@@ -198,7 +204,8 @@ impl Coverage {
                     Some(u)
                         if u.phy_offset == c.phy as i64
                             && u.size == c.size
-                            && c.tags_code.map_or(true, |t| t == u.tags_code) =>
+                            && c.tags_code
+                                .map_or(true, |t| t == u.tags_code || is_ext_addr(u.tags_code)) =>
                     {
                         continue;
                     }

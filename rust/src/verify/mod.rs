@@ -17,7 +17,8 @@
 //! - ConsumeQueue: every unit below `end` must point at a valid record of
 //!   the same size, topic, queue id and queue offset, with the tags code
 //!   dispatch gives it (the hash of `TAGS`; not checked for the schedule
-//!   topic, whose code is a delivery time). Units pointing below `start`
+//!   topic, whose code is a delivery time, nor when the code is a broker's
+//!   ConsumeQueue extension address, below the `i32` range). Units pointing below `start`
 //!   (expired CommitLog files) are counted as not checked, and so are units
 //!   at or past `end` unless the check is complete (below): then they are
 //!   damaged. Every record dispatch gives a unit (not a PREPARED or ROLLBACK
@@ -50,7 +51,10 @@
 //! - `check.rs`: [`verify_store`] and the CommitLog scan it drives.
 //! - `pointers.rs`: queue units and index entries merged into CommitLog
 //!   order and checked against the records they point at.
-//! - `sources.rs`: the queue and index files read as pointer sources.
+//! - `sources.rs`: the queue and index files read as pointer sources
+//!   (and the index files' hash slots and chains checked).
+//! - `coverage.rs`: the records' side: each record's unit and index
+//!   entries, missing ones found and reported.
 //! - `files.rs`: read-only maps of the store's files.
 //! - `probe.rs`: the index geometry a store was written with, and whether a
 //!   writer holds the lock.

@@ -1,15 +1,276 @@
 //! The pointer sources: one per ConsumeQueue (its files mapped) and one
-//! per index file.
+//! per index file, each yielding its units or entries as pointers into the
+//! CommitLog, in file order; the index files' hash slots and chains are
+//! checked as they are opened.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
 
 use crate::error::{Result, StoreError};
 use crate::index::index_file::{HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE};
 use crate::paths;
+use crate::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
 
-use super::files::{be_i32, be_i64, map_file, numbered_files, numbered_files_dirs};
-use super::pointers::{Names, Source};
+use super::files::{be_i32, be_i64, map_file, numbered_files, numbered_files_dirs, CommitLog};
 use super::VerifyReport;
+
+/// What a queue unit or an index entry says about the record it points at.
+#[derive(Clone, Copy)]
+pub(super) enum Claim {
+    /// Unit `queue_offset` of queue `queue_id` of topic `topics[topic]`.
+    Unit {
+        topic: usize,
+        queue_id: i32,
+        queue_offset: u64,
+        size: i32,
+        tags_code: i64,
+    },
+    /// Entry `entry` of index file `files[file]`.
+    Entry {
+        file: usize,
+        entry: usize,
+        hash: i32,
+    },
+}
+
+/// A queue unit or an index entry to check at CommitLog offset `phy`.
+#[derive(Clone, Copy)]
+pub(super) struct Pointer {
+    pub(super) phy: u64,
+    pub(super) claim: Claim,
+}
+
+/// One queue's files, or one index file: its pointers, in file order.
+pub(super) enum Source {
+    /// A queue's files are mapped one at a time (a store may hold more
+    /// files than a process may map at once).
+    Queue {
+        topic: usize,
+        queue_id: i32,
+        files: Vec<(u64, PathBuf)>,
+        file: usize,
+        map: Option<Mmap>,
+        unit: usize,
+        /// One past the largest queue offset of a written unit read.
+        seen_end: u64,
+    },
+    Index {
+        file: usize,
+        map: Mmap,
+        first: usize,
+        count: usize,
+        entry: usize,
+    },
+}
+
+impl Source {
+    /// The next unit or entry of this source that points into the checked
+    /// range; ones that point elsewhere or cannot point anywhere are
+    /// counted or reported here. A file that cannot be read ends the
+    /// source and sets `failed`.
+    pub(super) fn next(
+        &mut self,
+        names: &Names,
+        log: &CommitLog,
+        report: &mut VerifyReport,
+        failed: &mut Option<StoreError>,
+    ) -> Option<Pointer> {
+        match self {
+            Source::Queue { .. } => self.next_unit(names, log, report, failed),
+            Source::Index { .. } => self.next_entry(names, log, report),
+        }
+    }
+
+    /// [`Source::next`] of a queue.
+    fn next_unit(
+        &mut self,
+        names: &Names,
+        log: &CommitLog,
+        report: &mut VerifyReport,
+        failed: &mut Option<StoreError>,
+    ) -> Option<Pointer> {
+        let Source::Queue {
+            topic,
+            queue_id,
+            files,
+            file,
+            map,
+            unit,
+            seen_end,
+        } = self
+        else {
+            return None;
+        };
+        loop {
+            let (base, path) = files.get(*file)?;
+            let base = *base;
+            if map.is_none() {
+                match map_file(path) {
+                    Ok(Some(m)) => *map = Some(m),
+                    Ok(None) => {
+                        *file += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                        *file = files.len();
+                        return None;
+                    }
+                }
+            }
+            let at = *unit * CQ_UNIT_SIZE;
+            let Some(u) = written_unit(map.as_ref(), at) else {
+                // End of this file's data.
+                *file += 1;
+                *map = None;
+                *unit = 0;
+                continue;
+            };
+            *unit += 1;
+            if u.is_pre_blank() {
+                continue;
+            }
+            let queue_offset = (base + at as u64) / CQ_UNIT_SIZE as u64;
+            *seen_end = (*seen_end).max(queue_offset + 1);
+            let topic_name = &names.topics[*topic];
+            if u.phy_offset < 0 || u.size <= 0 {
+                report.problems.push((
+                    None,
+                    format!(
+                        "{}: invalid unit (offset {}, size {})",
+                        unit_name(topic_name, *queue_id, queue_offset),
+                        u.phy_offset,
+                        u.size
+                    ),
+                ));
+                report.damaged_unit(topic_name, *queue_id, queue_offset);
+                continue;
+            }
+            let phy = u.phy_offset as u64;
+            if phy >= log.end && log.complete {
+                report.problems.push((
+                    None,
+                    format!(
+                        "{} points past the end of the CommitLog ({phy} >= {})",
+                        unit_name(topic_name, *queue_id, queue_offset),
+                        log.end
+                    ),
+                ));
+                report.damaged_unit(topic_name, *queue_id, queue_offset);
+                continue;
+            }
+            if phy < log.start || phy >= log.end {
+                report.not_checked += 1;
+                continue;
+            }
+            report.cq_units += 1;
+            return Some(Pointer {
+                phy,
+                claim: Claim::Unit {
+                    topic: *topic,
+                    queue_id: *queue_id,
+                    queue_offset,
+                    size: u.size,
+                    tags_code: u.tags_code,
+                },
+            });
+        }
+    }
+
+    /// [`Source::next`] of an index file.
+    fn next_entry(
+        &mut self,
+        names: &Names,
+        log: &CommitLog,
+        report: &mut VerifyReport,
+    ) -> Option<Pointer> {
+        let Source::Index {
+            file,
+            map,
+            first,
+            count,
+            entry,
+        } = self
+        else {
+            return None;
+        };
+        loop {
+            let j = *entry;
+            if j >= *count {
+                return None;
+            }
+            *entry += 1;
+            let at = *first + j * INDEX_ENTRY_SIZE;
+            let (Some(hash), Some(phy), Some(prev)) =
+                (be_i32(map, at), be_i64(map, at + 4), be_i32(map, at + 16))
+            else {
+                *entry = *count;
+                return None;
+            };
+            let name = &names.index_files[*file];
+            if log.complete && (phy < 0 || phy as u64 >= log.end) {
+                report.problems.push((
+                    None,
+                    format!(
+                        "{} points outside the CommitLog (offset {phy}, end {})",
+                        entry_name(name, j),
+                        log.end
+                    ),
+                ));
+                report.damaged_index_files.insert(name.clone());
+                continue;
+            }
+            if phy < 0 || (phy as u64) < log.start || phy as u64 >= log.end {
+                report.not_checked += 1;
+                continue;
+            }
+            report.index_entries += 1;
+            if prev < 0 || prev as usize >= j {
+                report.problems.push((
+                    Some(phy as u64),
+                    format!(
+                        "{}: previous entry {prev} is not before it",
+                        entry_name(name, j)
+                    ),
+                ));
+                report.damaged_index_files.insert(name.clone());
+                continue;
+            }
+            return Some(Pointer {
+                phy: phy as u64,
+                claim: Claim::Entry {
+                    file: *file,
+                    entry: j,
+                    hash,
+                },
+            });
+        }
+    }
+}
+
+/// The unit at byte `at` of a mapped queue file; `None` at the end of its
+/// data (an all-zero unit, or past the file).
+fn written_unit(map: Option<&Mmap>, at: usize) -> Option<CqUnit> {
+    map.and_then(|m| m.get(at..at + CQ_UNIT_SIZE))
+        .and_then(CqUnit::decode)
+        .filter(|u| !(u.phy_offset == 0 && u.size == 0 && u.tags_code == 0))
+}
+
+/// Topic and index file names, for the messages.
+#[derive(Default)]
+pub(super) struct Names {
+    pub(super) topics: Vec<String>,
+    pub(super) index_files: Vec<String>,
+}
+
+pub(super) fn unit_name(topic: &str, queue_id: i32, queue_offset: u64) -> String {
+    format!("ConsumeQueue {topic}/{queue_id}@{queue_offset}")
+}
+
+pub(super) fn entry_name(file: &str, entry: usize) -> String {
+    format!("index file {file} entry {entry}")
+}
 
 /// One source per queue, with its files mapped.
 pub(super) fn consume_queue_sources(root: &Path) -> Result<(Names, Vec<Source>)> {

@@ -11,6 +11,7 @@ use _native::log::commitlog::{
 use _native::log::message::{
     body_crc, parse_delay_levels, parse_record, MessageSpec, Parsed, PropertiesBuilder, RecordView,
 };
+use _native::store::DEFAULT_MESSAGE_DELAY_LEVEL;
 
 pub const GOLDEN_HEX: &str = concat!(
     "000000badaa320a769c865ed0000000300000000000000000000000700000000000004d2",
@@ -21,7 +22,6 @@ pub const GOLDEN_HEX: &str = concat!(
     "530154616741",
 );
 
-pub const DEFAULT_DELAY_LEVELS: &str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 pub const MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
 
 pub fn hex_decode(s: &str) -> Vec<u8> {
@@ -72,7 +72,7 @@ pub fn config(dir: &Path, file_size: usize) -> CommitLogConfig {
         file_size,
         max_message_size: MAX_MESSAGE_SIZE,
         store_host: store_v4(),
-        delay_levels: parse_delay_levels(DEFAULT_DELAY_LEVELS).unwrap(),
+        delay_levels: parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL).unwrap(),
         // Records exactly as RocketMQ 4.9.8 writes them: the geometry tests
         // count their bytes (the property CRC has its own tests).
         prop_crc: false,

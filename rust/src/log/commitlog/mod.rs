@@ -18,6 +18,8 @@
 //! - `batch.rs`: batches of one queue ([`BatchInput`], [`BatchOutcome`]).
 //! - `scan.rs`: the recovery scan and replay ([`ScanReport`]).
 //! - `damage.rs`: damage in durable data ([`DamagePolicy`], damaged ranges).
+//! - `older_log.rs`: whether the intact records after damage belong to an
+//!   older log a cut left behind (then the log ends at the damage).
 //! - `read.rs`: reads of one record ([`RecordRead`]) and following a writer.
 
 use std::net::SocketAddr;
@@ -38,6 +40,7 @@ use crate::running::{is_transient_resource, RunningFlags};
 mod append;
 mod batch;
 mod damage;
+mod older_log;
 mod read;
 mod scan;
 

@@ -9,10 +9,10 @@ use crate::error::{Result, StoreError};
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
     find_next_valid_record, is_readable_topic_bytes, parse_record, parse_valid_record, prop_crc_ok,
-    sysflag, valid_record_size_with, Parsed, RecordCrc, RecordView, FIXED_OVERHEAD_V4,
-    MAX_TOPIC_LEN_V2,
+    sysflag, valid_record_size_with, Parsed, RecordCrc, RecordView, MAX_TOPIC_LEN_V2,
 };
 
+use super::older_log::BeforeDamage;
 use super::{CommitLog, Damage, DamagePolicy, DurableBound, QueueOffsetTable};
 
 /// What a scan of the CommitLog found.
@@ -112,10 +112,7 @@ impl CommitLog {
             return Ok(rep);
         };
         rep.end_offset = first.file_from_offset();
-        let mut before = Before {
-            scan_from: first.file_from_offset(),
-            last_record: None,
-        };
+        let mut before = BeforeDamage::new(first.file_from_offset());
         let mut i = start_index;
         let mut pos = 0usize;
         while let Some(f) = files.get(i) {
@@ -178,7 +175,7 @@ impl CommitLog {
                                 check_crc,
                                 &prop_ranges,
                                 p,
-                                &before,
+                                &mut before,
                                 &mut rep,
                             )?;
                         }
@@ -225,7 +222,7 @@ impl CommitLog {
         check_crc: bool,
         prop_ranges: &[(u64, u64)],
         policy: &DamagePolicy,
-        before: &Before,
+        before: &mut BeforeDamage,
         rep: &mut ScanReport,
     ) -> Result<Option<(usize, usize)>> {
         let f = &files[index];
@@ -282,7 +279,7 @@ impl CommitLog {
             ));
         }
         if !known {
-            if let Some(why) = self.older_log_resumes(at, end, before, policy, rep) {
+            if let Some(why) = self.older_log_resumes(at, end, before, policy, &rep.damaged) {
                 // The intact records after the damage belong to an older
                 // log a cut left behind: the log ends here, as RocketMQ's
                 // recovery ends it (docs/format.md, "A store a RocketMQ
@@ -325,93 +322,6 @@ impl CommitLog {
         } else {
             Vec::new()
         }
-    }
-
-    /// Damage at `at` that intact records follow from `resume`: says why
-    /// the record at `resume` belongs to an older log (one a cut left behind
-    /// and new records were appended over), or `None` when it may continue
-    /// the log. It is older when it was stored before the last valid record
-    /// preceding the damage, or when its queue offset does not follow the
-    /// last one its queue reached before the damage: not greater, or greater
-    /// by more than the records the skipped bytes could have held
-    /// (docs/format.md, "A store a RocketMQ broker cut and appended to").
-    fn older_log_resumes(
-        &self,
-        at: u64,
-        resume: u64,
-        before: &Before,
-        policy: &DamagePolicy,
-        rep: &ScanReport,
-    ) -> Option<String> {
-        let record_at = |phy: u64| {
-            let f = self.mfq.find_by_offset(phy, false)?;
-            let pos = usize::try_from(phy - f.file_from_offset()).ok()?;
-            match parse_record(f.raw().get(pos..)?, false) {
-                Parsed::Record(v) => {
-                    let topic = f.raw().get(pos..)?.get(v.topic.clone())?.to_vec();
-                    Some((v, topic))
-                }
-                _ => None,
-            }
-        };
-        let (next, next_topic) = record_at(resume)?;
-        let (last, _) = record_at(before.last_record?)?;
-        if next.store_timestamp < last.store_timestamp {
-            return Some(format!(
-                "stored at {}, before the record at {} (stored at {})",
-                next.store_timestamp,
-                before.last_record.unwrap_or_default(),
-                last.store_timestamp
-            ));
-        }
-        if !counts_in_queue(&next) {
-            return None;
-        }
-        // The last record of the same queue before the damage, and where it is.
-        let mut skipped: Vec<(u64, u64)> = policy
-            .known
-            .iter()
-            .copied()
-            .chain(rep.damaged.iter().map(|d| (d.offset, d.end)))
-            .filter(|&(s, e)| e > s && s < at)
-            .collect();
-        let mut found: Option<(u64, i64)> = None;
-        let visit = |phy: u64, v: &RecordView, rec: &[u8]| {
-            if v.queue_id == next.queue_id
-                && counts_in_queue(v)
-                && rec.get(v.topic.clone()) == Some(next_topic.as_slice())
-            {
-                found = Some((phy, v.queue_offset));
-            }
-            Ok(())
-        };
-        skipped.sort_unstable();
-        self.replay(before.scan_from, at, &skipped, visit, |_, _| Ok(()))
-            .ok()?;
-        let (phy, prev) = found?;
-        if next.queue_offset <= prev {
-            return Some(format!(
-                "its queue offset {} does not follow {} of the same queue at {phy}",
-                next.queue_offset, prev
-            ));
-        }
-        // Bytes after that record that were skipped: records of the queue
-        // may hide there, at most one per smallest record.
-        let hidden = (resume - at)
-            + skipped
-                .iter()
-                .filter(|&&(s, _)| s > phy)
-                .map(|&(s, e)| e - s)
-                .sum::<u64>();
-        let room = (hidden / MIN_RECORD_SIZE as u64) as i64;
-        if next.queue_offset > prev.saturating_add(1).saturating_add(room) {
-            return Some(format!(
-                "its queue offset {} skips past {}: at most {room} records of the queue fit \
-                 in the skipped bytes",
-                next.queue_offset, prev
-            ));
-        }
-        None
     }
 
     /// Replays the records of `[from, until)`, jumping over the `damaged`
@@ -486,25 +396,6 @@ fn crc_checks(check_crc: bool, prop: bool) -> (bool, RecordCrc) {
         (true, false) => (true, RecordCrc::Body),
         (true, true) => (false, RecordCrc::Prop),
     }
-}
-
-/// The smallest record: the fixed fields with IPv4 hosts, a one-byte
-/// topic, no body, no properties.
-const MIN_RECORD_SIZE: usize = FIXED_OVERHEAD_V4 + 1;
-
-/// What a recovery scan knows of the records before damage it finds.
-struct Before {
-    /// Where the scan started.
-    scan_from: u64,
-    /// The last valid record before the damage, if the scan found one.
-    last_record: Option<u64>,
-}
-
-/// True when the record takes a queue offset of its queue (not a prepared
-/// or rolled-back transaction message: RocketMQ gives those offset 0).
-fn counts_in_queue(v: &RecordView) -> bool {
-    let tran = v.sys_flag & sysflag::TRANSACTION_TYPE_MASK;
-    tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT
 }
 
 /// Rebuilds the queue-offset table from a record as a scan visits it.

@@ -5,7 +5,7 @@
 use super::{sysflag, MAX_TOPIC_LEN, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX};
 
 /// True for RocketMQ's system topics, which readers leave out unless asked
-/// for: `SCHEDULE_TOPIC_XXXX` and `RMQ_SYS_*` (docs/format.md).
+/// for: `SCHEDULE_TOPIC_XXXX` and `RMQ_SYS_*` (docs/spark.md).
 pub fn is_system_topic(topic: &[u8]) -> bool {
     topic == SCHEDULE_TOPIC.as_bytes() || topic.starts_with(SYSTEM_TOPIC_PREFIX.as_bytes())
 }
