@@ -14,16 +14,12 @@ import datetime
 import logging
 import os
 import time
-import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _native
-from rocketstore._checks import I32_MAX as _I32_MAX
-from rocketstore._checks import I64_MAX as _I64_MAX
-from rocketstore._checks import int_arg as _int_arg
 from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import (
@@ -32,10 +28,11 @@ from rocketstore._native import (
     MessageStoreBase,
     NativeStore,
 )
+from rocketstore._store_reads import ArrowReads, UnknownTopics
 from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.enums import GetStatus
-from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, UnknownTopicWarning
+from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.base import ServiceThread
 from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
@@ -43,9 +40,7 @@ from rocketstore.services.reput import ReputService
 from rocketstore.services.schedule import ScheduleService
 
 if TYPE_CHECKING:
-    import pyarrow
 
-    from rocketstore._native import ArrowStream
     from rocketstore.consumer import Consumer
 
 __all__ = ["MessageStore", "RecoveryReport"]
@@ -57,11 +52,6 @@ log = logging.getLogger("rocketstore")
 #: commits (RocketMQ's ``flushConsumerOffsetInterval``).
 OFFSETS_PERSIST_INTERVAL = 5.0
 
-#: Topics an :class:`UnknownTopicWarning` lists at most.
-_KNOWN_SHOWN = 20
-
-#: Most engine threads one ``read_arrow`` may use.
-MAX_READ_THREADS = 256
 
 
 # Live stores, so a forked child can disarm the handles it inherited.
@@ -104,7 +94,7 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore(MessageStoreBase):
+class MessageStore(MessageStoreBase, ArrowReads):
     """A RocketMQ-compatible message store.
 
     Args:
@@ -169,8 +159,7 @@ class MessageStore(MessageStoreBase):
         self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
         self._pid = os.getpid()
-        # (topic, queue_id or None) already warned about by _warn_unknown.
-        self._warned_unknown: set[tuple[str, int | None]] = set()
+        self._unknown = UnknownTopics(self._config.store_path)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -497,27 +486,8 @@ class MessageStore(MessageStoreBase):
 
     def _warn_unknown(self, topic: str, queue_id: int | None = None, *,
                       stacklevel: int = 3) -> bool:
-        """Warn (:class:`UnknownTopicWarning`, once per topic and queue) if
-        ``topic``, or its ``queue_id``, does not exist; True if it does not."""
-        n = self._n
-        qids = n.queue_ids(topic)
-        if qids and (queue_id is None or queue_id in qids):
-            return False
-        if (topic, queue_id) in self._warned_unknown:
-            return True
-        self._warned_unknown.add((topic, queue_id))
-        if not qids:
-            known = self.topics()
-            shown = ", ".join(repr(t) for t in known[:_KNOWN_SHOWN])
-            more = f" and {len(known) - _KNOWN_SHOWN} more" if len(known) > _KNOWN_SHOWN else ""
-            what = (f"topic {topic!r} does not exist in the store at "
-                    f"{self._config.store_path} (yet): the read returns nothing; "
-                    f"known topics: {shown + more if known else 'none'}")
-        else:
-            what = (f"queue {queue_id} of topic {topic!r} does not exist (yet): the read "
-                    f"returns nothing; the topic's queues: {', '.join(map(str, qids))}")
-        warnings.warn(what, UnknownTopicWarning, stacklevel=stacklevel)
-        return True
+        """See :meth:`UnknownTopics.warn` (True if ``topic``/``queue_id`` is unknown)."""
+        return self._unknown.warn(self._n, topic, queue_id, stacklevel + 1)
 
     def get_message(
         self,
@@ -530,17 +500,13 @@ class MessageStore(MessageStoreBase):
     ) -> GetMessageResult:
         """Pull up to ``max_msg_nums`` messages of ``topic``/``queue_id`` from ``offset``.
 
-        One pull is capped as in RocketMQ (its ``isTheBatchFull`` rule):
-        at most ``max_transfer_count_on_message_in_memory`` messages (32) and
-        ``max_transfer_bytes_on_message_in_memory`` bytes (256 KiB) when the
-        messages are recent (within the last ``access_message_in_memory_max_ratio``
-        percent of RAM of the CommitLog), ``max_transfer_count_on_message_in_disk``
-        (8) and ``max_transfer_bytes_on_message_in_disk`` (64 KiB) when they
-        are older; the first message is always served. So
-        ``get_message(..., 200)`` returns at most 32 messages with the default
-        config: pull again from ``next_begin_offset``, raise those
-        :class:`StoreConfig` fields, or use a consumer (``poll`` pulls as
-        often as it needs for ``max_messages``) or :meth:`read_arrow`.
+        One pull is capped as in RocketMQ (``isTheBatchFull``): at most
+        ``max_transfer_count_on_message_in_memory`` (32) messages and
+        ``max_transfer_bytes_on_message_in_memory`` (256 KiB) for recent
+        messages, ``..._in_disk`` (8, 64 KiB) for older ones; so
+        ``get_message(..., 200)`` returns 32 by default. Pull again from
+        ``next_begin_offset``, raise those fields, or use a consumer or
+        :meth:`read_arrow`.
 
         ``tags`` filters exactly by tag (``None`` or ``["*"]``: every message; a
         string is a RocketMQ expression ``"a || b"``). The result's
@@ -641,127 +607,6 @@ class MessageStore(MessageStoreBase):
         if not found:
             self._warn_unknown(topic)
         return found
-
-    def read_arrow(
-        self,
-        topic: str | Sequence[str] | None = None,
-        queue_id: int | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        batch_size: int = 65536,
-        *,
-        include_system: bool = False,
-        include_uncommitted: bool = False,
-        threads: int | None = None,
-    ) -> pyarrow.RecordBatchReader:
-        """Messages as Arrow record batches (needs ``pyarrow``: ``rocketstore[spark]``).
-
-        With a ``topic`` (or a list of topics), reads each queue of it (or just
-        ``queue_id``) through its consume queue, logical offsets ``[start, end)``
-        (default: the queue's first offset to its end). Without one, scans the
-        CommitLog, physical offsets ``[start, end)`` (default: all of it), in
-        store order. ``start``/``end`` beyond the store are clamped to what it
-        holds (a read never costs more than the data it returns); negative
-        ones are refused. Every batch is decoded in the engine (bodies included, no
-        per-row Python) and owns its memory, so it stays valid after the store
-        is closed. Batches hold at most ``batch_size`` rows. ``threads``
-        engine threads decode CommitLog segments / queues in parallel (default:
-        one per CPU, at most 4; 1 to ``MAX_READ_THREADS`` = 256); the order of
-        rows does not change.
-
-        Damaged records (body CRC mismatch, broken structure) are skipped.
-        CommitLog scans leave out transaction prepared/rolled-back records and
-        system topics (``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_*``) unless
-        ``include_uncommitted`` / ``include_system``.
-
-        The columns are those of the Spark schema: ``topic, queue_id,
-        queue_offset, commit_log_offset, msg_id, tags, keys, properties, body,
-        body_crc, flag, sys_flag, born_timestamp, born_host, store_timestamp,
-        store_host, reconsume_times`` (timestamps ``timestamp[us, tz=UTC]``,
-        hosts ``"ip:port"``).
-
-        Raises:
-            TypeError / ValueError: ``start``/``end`` negative or not ints,
-                ``queue_id`` outside ``[0, 2**31 - 1]``, ``threads`` outside
-                ``[1, MAX_READ_THREADS]``, ``batch_size < 1``.
-
-        >>> import tempfile
-        >>> with tempfile.TemporaryDirectory() as path:
-        ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
-        ...                       max_hash_slot_num=64, max_index_num=256)  # small files
-        ...     with MessageStore(cfg) as store:
-        ...         _ = store.put("orders", b"hello", tags="paid")
-        ...         table = store.read_arrow("orders").read_all()
-        >>> table.column("body").to_pylist(), table.column("tags").to_pylist()
-        ([b'hello'], ['paid'])
-        """
-        import pyarrow as pa
-
-        if threads is None:
-            threads = max(1, min(4, os.cpu_count() or 1))
-        for name, value in (("start", start), ("end", end)):
-            if value is not None:
-                _int_arg(name, value, 0)
-        stream = self._arrow_stream(topic, queue_id, start, end, batch_size,
-                                    include_system=include_system,
-                                    include_uncommitted=include_uncommitted,
-                                    threads=threads)
-        return pa.RecordBatchReader.from_stream(stream)
-
-    def _arrow_stream(
-        self,
-        topic: str | Sequence[str] | None = None,
-        queue_id: int | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        batch_size: int = 65536,
-        *,
-        include_system: bool = False,
-        include_uncommitted: bool = False,
-        min_store_timestamp: int | None = None,
-        store_name: str | None = None,
-        threads: int = 1,
-    ) -> ArrowStream:
-        """The native stream behind :meth:`read_arrow` (its counters say what was skipped)."""
-        n = self._n
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        batch_size = min(batch_size, _I64_MAX)
-        _int_arg("threads", threads, 1, MAX_READ_THREADS)
-        # Offsets past the store read nothing: they are clamped to the range
-        # a Java long holds (the engine clamps them to the store's content).
-        if start is not None:
-            start = max(0, min(_int_arg("start", start, -_I64_MAX), _I64_MAX))
-        if end is not None:
-            end = max(0, min(_int_arg("end", end, -_I64_MAX), _I64_MAX))
-        if queue_id is not None:
-            _int_arg("queue_id", queue_id, 0, _I32_MAX)
-        if topic is None:
-            if queue_id is not None:
-                raise ValueError("queue_id needs a topic")
-            lo = n.min_phy_offset if start is None else start
-            hi = n.max_phy_offset if end is None else end
-            return n.read_arrow(None, [(max(lo, 0), max(hi, 0))],
-                                include_system=include_system,
-                                include_uncommitted=include_uncommitted,
-                                min_store_timestamp=min_store_timestamp,
-                                batch_size=batch_size, store_name=store_name, threads=threads)
-        topics = [topic] if isinstance(topic, str) else list(topic)
-        for t in topics:
-            if not isinstance(t, str):
-                raise TypeError(f"topic must be a str or a list of str, not {type(t).__name__}")
-        ranges: list[tuple[str, int, int, int]] = []
-        for t in topics:
-            n.get_max_offset_in_queue(t, 0)  # raises ValueError for an invalid topic name
-            self._warn_unknown(t, queue_id, stacklevel=4)
-            qids = n.queue_ids(t) if queue_id is None else [queue_id]
-            for q in qids:
-                lo = n.get_min_offset_in_queue(t, q) if start is None else start
-                hi = n.get_max_offset_in_queue(t, q) if end is None else end
-                if hi > lo:
-                    ranges.append((t, q, lo, hi))
-        return n.read_arrow(ranges, None, min_store_timestamp=min_store_timestamp,
-                            batch_size=batch_size, store_name=store_name, threads=threads)
 
     def queue_ids(self, topic: str) -> list[int]:
         """Queue ids of ``topic`` that exist, sorted."""

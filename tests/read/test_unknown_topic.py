@@ -73,6 +73,14 @@ def test_the_warning_is_given_once_per_topic_and_queue(store: MessageStore) -> N
         for _ in range(3):
             store.get_message("g", "order", 0, 0)
     assert len(record) == 1
+    assert record[0].filename == __file__  # points at the caller's line
+
+
+def test_read_arrow_warning_points_at_the_caller(store: MessageStore) -> None:
+    pytest.importorskip("pyarrow")
+    with pytest.warns(UnknownTopicWarning) as record:
+        store.read_arrow("nope")
+    assert [w.filename for w in record] == [__file__]
 
 
 def test_system_topics_are_not_listed_as_known(open_store: Callable[..., MessageStore]) -> None:
