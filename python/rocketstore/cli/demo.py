@@ -199,7 +199,7 @@ def demo(ctx: click.Context, directory: Path | None, count: int, segment_size: i
     Messages go to three topics over several queues with tags and keys; the
     last tenth is written with put_messages batches. Exits 0 only if every
     message reads back intact. The put throughput shown is measured apart,
-    as the README's numbers are: ``put(topic, body)`` in a hot loop, 100-byte
+    as the README's numbers are: put(topic, body) in a hot loop, 100-byte
     bodies, best of 3 rounds of 50,000, in a temporary store of its own.
     """
     need = _demo_min_segment_size(count)
