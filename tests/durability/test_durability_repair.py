@@ -11,6 +11,7 @@ filter), by CommitLog offset and by key. A second repair finds nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import struct
@@ -142,6 +143,14 @@ def deleted_queue(s: Store) -> str:
     return "T/1@0"
 
 
+def deleted_topic_queues(s: Store) -> str:
+    # Another topic's queue keeps the queue file size known to repair.
+    with MessageStore(StoreConfig(store_path=str(s.path), **CFG)) as store:
+        store.put("Other", b"kept", queue_id=0)
+    shutil.rmtree(s.path / "consumequeue" / TOPIC)  # the topic config still lists it
+    return "T/0@0..199 (200 units) are missing"
+
+
 def truncated_index_file(s: Store) -> str:
     first = s.index_files()[0]
     os.truncate(first, first.stat().st_size // 2)
@@ -176,7 +185,7 @@ def flipped_hash_slot(s: Store) -> str:
 DAMAGE: list[Callable[[Store], str]] = [
     zeroed_unit, zeroed_units_across_a_file, flipped_unit_offset,
     unit_pointing_at_another_record, unit_with_a_wrong_size, unit_with_a_wrong_tags_code,
-    garbage_units, garbage_last_unit, deleted_queue,
+    garbage_units, garbage_last_unit, deleted_queue, deleted_topic_queues,
     truncated_index_file, deleted_index_file, flipped_index_entry_offset,
     flipped_index_entry_hash, flipped_hash_slot,
 ]
@@ -304,3 +313,18 @@ def test_repair_names_a_unit_whose_record_is_gone(tmp_path: Path) -> None:
             got = store.get_message("g", TOPIC, q, 0, 32)
             assert [m.body for m in got.messages] == [
                 body(i) for i in range(q, 66, 2) if i != 10][:32]
+
+
+def test_a_topic_deleted_from_the_topic_config_is_not_checked(tmp_path: Path) -> None:
+    """A broker deleting a topic removes its queues and its topic config
+    entry, not its records: verify does not ask for their units."""
+    s = Store(tmp_path / "store")
+    with MessageStore(StoreConfig(store_path=str(s.path), **CFG)) as store:
+        store.put("Other", b"kept", queue_id=0)
+    shutil.rmtree(s.path / "consumequeue" / TOPIC)
+    topics = s.path / "config" / "topics.json"
+    doc = json.loads(topics.read_text())
+    del doc["topicConfigTable"][TOPIC]
+    topics.write_text(json.dumps(doc))
+    v = cli("verify", str(s.path))
+    assert v.returncode == 0, v.stdout + v.stderr

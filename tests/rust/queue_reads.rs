@@ -1,12 +1,14 @@
 //! RocketMQ's per-queue read calls on the engine's `Store`: offsets by
 //! position and by time, store times, and the answers for unknown queues
-//! and offsets (0 for offsets, -1 for times).
+//! and offsets (0 for offsets, -1 for times); the topic check of a read and
+//! lookups by offset message id.
 
 use std::path::Path;
 
 use _native::log::commitlog::PutStatus;
-use _native::log::message::MessageSpec;
+use _native::log::message::{offset_msg_id, MessageSpec};
 use _native::store::{Store, StoreOptions};
+use _native::StoreError;
 
 fn started(dir: &Path) -> Store {
     Store::open_running(StoreOptions {
@@ -90,4 +92,49 @@ fn unknown_queues_and_offsets() {
         store.max_offset_in_queue("T", 0).is_err(),
         "a closed store refuses reads"
     );
+}
+
+#[test]
+fn a_read_refuses_a_topic_that_could_never_have_been_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = started(dir.path());
+    put_some(&store, 1);
+    store.check_read_topic("T").unwrap();
+    store.check_read_topic("Unknown").unwrap();
+    match store.check_read_topic("a.b") {
+        Err(StoreError::InvalidArgument(m)) => {
+            assert!(m.starts_with("topic \"a.b\" contains '.'"), "{m}");
+            assert!(m.ends_with(", and the store holds no such topic"), "{m}");
+        }
+        other => panic!("{other:?}"),
+    }
+    store.shutdown().unwrap();
+    assert!(matches!(
+        store.check_read_topic("a.b"),
+        Err(StoreError::Closed)
+    ));
+}
+
+#[test]
+fn a_message_is_found_by_its_offset_message_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = started(dir.path());
+    let puts = put_some(&store, 2);
+    let host = store.options().store_host;
+    let id = offset_msg_id(&host, puts[1].0);
+    let (view, _) = store.look_message_by_id(&id).unwrap().unwrap();
+    assert_eq!(view.physical_offset, puts[1].0);
+    // The same offset on another store host, and an offset with no record.
+    let other = offset_msg_id(&"10.0.0.1:10911".parse().unwrap(), puts[1].0);
+    assert!(store.look_message_by_id(&other).unwrap().is_none());
+    let past = offset_msg_id(&host, puts[1].0 + 1);
+    assert!(store.look_message_by_id(&past).unwrap().is_none());
+    match store.look_message_by_id("not an id") {
+        Err(StoreError::InvalidArgument(m)) => assert_eq!(
+            m,
+            "\"not an id\" is not an offset message id (32 or 56 hex digits)"
+        ),
+        other => panic!("{other:?}"),
+    }
+    store.shutdown().unwrap();
 }

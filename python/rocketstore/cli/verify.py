@@ -30,11 +30,19 @@ from rocketstore.cli._common import (
     _with_index_options,
     main,
 )
+from rocketstore.config_files import TopicConfigs
 from rocketstore.errors import CorruptedError
 from rocketstore.services.recovery import RecoveryReport
 from rocketstore.store import MessageStore
 
 # -- verify -------------------------------------------------------------------------
+
+
+def _known_topics(store: MessageStore) -> list[str]:
+    """The topics the store's topic config lists (``config/topics.json``):
+    their records must have queue units even if no queue directory is left
+    (a topic it does not list and without queues was deleted)."""
+    return sorted(TopicConfigs.load(store.config.config_dir / _native.TOPICS_FILE).topics())
 
 
 def _run_verifier(path: Path, store: MessageStore, start: int, end: int,
@@ -44,9 +52,11 @@ def _run_verifier(path: Path, store: MessageStore, start: int, end: int,
     end)`` is all the data and no writer adds to it."""
     counter = _native.VerifyProgress()
     cfg = store.config
+    topics = _known_topics(store)
     with ThreadPoolExecutor(max_workers=1) as pool:
         future = pool.submit(_native.verify_store, str(path), _segment_size(store), start, end,
-                             cfg.max_hash_slot_num, cfg.max_index_num, counter, complete)
+                             cfg.max_hash_slot_num, cfg.max_index_num, counter, complete,
+                             topics)
         with _progress(_stderr(), byte_counts=True) as progress:
             task = progress.add_task("verifying", total=max(end - start, 0))
             while True:
@@ -172,19 +182,21 @@ class _RepairStore(MessageStore):
 
     def rebuild_damaged_pointers(self) -> _native.PointerRebuildReport:
         """Rebuilds the queue units and index files verify finds damaged."""
-        return self._n.rebuild_damaged_pointers()
+        return self._n.rebuild_damaged_pointers(_known_topics(self))
 
 
 def _rebuilt(report: RecoveryReport | None,
              pointers: _native.PointerRebuildReport | None) -> dict[str, Any]:
     """What recovery and the rebuild step wrote again from the CommitLog."""
     out: dict[str, Any] = {"queue_units": 0, "queues": [], "index_from": None,
-                           "index_files_replaced": [], "index_records": 0}
+                           "index_files_replaced": [], "index_records": 0,
+                           "redispatched_records": 0}
     froms: list[int] = []
     if report is not None:
         out["queue_units"] += report.queue_units_rebuilt
         out["index_files_replaced"] += report.index_files_destroyed
         out["index_records"] += report.index_redispatched_records
+        out["redispatched_records"] = report.redispatched_records
         froms += [] if report.index_redispatch_from is None else [report.index_redispatch_from]
     if pointers is not None:
         out["queue_units"] += pointers.units_rebuilt
@@ -279,6 +291,10 @@ def repair(ctx: click.Context, path: Path, hash_slots: int | None, index_num: in
                     if resume > offset else "nothing intact follows it")
             out.print(Text(f"offset {d['offset']} ({d['file']}): {d['reason']}; {what}",
                            style="yellow"), soft_wrap=True)
+        if rebuilt["redispatched_records"]:
+            out.print(f"rebuilt the consume-queue units and index entries of "
+                      f"{rebuilt['redispatched_records']} record(s) the queues missed "
+                      "(dispatched again)", soft_wrap=True)
         if rebuilt["queue_units"]:
             out.print(f"rebuilt {rebuilt['queue_units']} consume-queue unit(s) from the "
                       "CommitLog", soft_wrap=True)
@@ -295,7 +311,8 @@ def repair(ctx: click.Context, path: Path, hash_slots: int | None, index_num: in
             out.print(Text(_NEXT_STEP, style="red"), soft_wrap=True)
         elif damaged:
             out.print(f"repaired: {len(damaged)} damaged range(s) skipped", soft_wrap=True)
-        elif rebuilt["queue_units"] or rebuilt["index_from"] is not None:
+        elif (rebuilt["queue_units"] or rebuilt["redispatched_records"]
+              or rebuilt["index_from"] is not None):
             out.print("repaired", soft_wrap=True)
         else:
             out.print(Text("nothing to repair", style="green"), soft_wrap=True)

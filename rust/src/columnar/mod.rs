@@ -37,6 +37,8 @@
 //! - `range.rs`: [`RangeReader`], decoding CommitLog and queue ranges.
 //! - `parallel.rs`: [`ParallelReader`], ranges split at segments and
 //!   decoded on several threads.
+//! - `stream.rs`: a store's ranges as one batch reader
+//!   ([`Store::arrow_reader`](crate::store::Store::arrow_reader)).
 //! - `append.rs`: the other way, Arrow rows appended as messages
 //!   ([`Store::append_arrow_batch`](crate::store::Store::append_arrow_batch)).
 
@@ -51,6 +53,7 @@ mod append;
 mod batch;
 mod parallel;
 mod range;
+mod stream;
 
 pub use append::{
     specs_of_batch, AppendColumns, AppendError, BatchAppend, ColumnError, RefusedRow,
@@ -58,6 +61,7 @@ pub use append::{
 pub use batch::BatchBuilder;
 pub use parallel::{split_at_segments, ParallelReader};
 pub use range::{Range, RangeReader};
+pub use stream::{ArrowReader, QueueRange};
 
 /// Body bytes one batch holds at most (Arrow binary offsets are 32-bit).
 pub const MAX_BATCH_BODY_BYTES: usize = 1 << 30;

@@ -1,5 +1,30 @@
 //! PyO3 bindings (`rocketstore._native`). Private: the public API is the
 //! Python package, which wraps these classes.
+//!
+//! A binding converts arguments and results and nothing more: what a call
+//! does, and every rule it checks, is the engine's (`crate::store::Store`
+//! and below). This module owns the conversions, the GIL and panic
+//! guards, and the one mapping of engine errors to Python exceptions.
+//!
+//! # Files
+//!
+//! - `mod.rs`: the module's functions and constants.
+//! - `args.rs`: argument conversion with errors in Python's words.
+//! - `put_args.rs`: the put signature (written once, as a macro), the one
+//!   parser of the put fields, and a `put_batch`'s bodies and items.
+//! - `store.rs`: `NativeStore`, its constructor, recovery steps and shared
+//!   helpers; `store_put.rs`, `store_read.rs`, `store_admin.rs`: its puts,
+//!   reads, and running state and services (a `#[pymethods]` block each).
+//! - `store_base.rs`: `MessageStoreBase`, the native base class of
+//!   `rocketstore.MessageStore` (its per-message methods).
+//! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
+//! - `results.rs`, `recovery.rs`: typed results of service calls and of the
+//!   recovery steps; `verify.rs`: the whole-store checks.
+//! - `arrow.rs`: Arrow streams in and out (the PyCapsule interface).
+//! - `config.rs`: `StoreConfig` read into the engine's options.
+//! - `errors.rs`: engine errors as Python exceptions (the one place).
+//! - `gil.rs`: releasing the GIL, stopping panics; `logbridge.rs`: Rust
+//!   log records to Python `logging`.
 
 pub mod args;
 pub mod arrow;

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 
 use crate::log::commitlog::PutOutcome;
-use crate::log::message::{is_valid_topic, topic_problem};
 use crate::store::{Store, StoreOptions};
 
 use super::args::check_queue_id;
@@ -54,36 +53,9 @@ impl PyStore {
 }
 
 impl PyStore {
-    /// Validates a topic given to a read. A topic that fails the put rule is
-    /// refused only when the store does not hold it: a name that could never
-    /// have been written is a mistake better reported at once (a consumer
-    /// would otherwise poll nothing forever), while a topic that exists on
-    /// disk is always readable.
-    pub(super) fn check_read_topic(&self, topic: &str) -> PyResult<()> {
-        if is_valid_topic(topic) {
-            return Ok(());
-        }
-        self.store.check_open()?;
-        let exists = !self.store.consume_queues().queue_ids(topic).is_empty()
-            || self
-                .store
-                .commitlog()
-                .queue_offsets()
-                .entries()
-                .iter()
-                .any(|(t, _, _)| t == topic);
-        if exists {
-            return Ok(());
-        }
-        let why = topic_problem(topic).unwrap_or_default();
-        Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "{why}, and the store holds no such topic"
-        )))
-    }
-
     /// Validates a topic and queue id given to a read.
     pub(super) fn check_read_args(&self, topic: &str, queue_id: i64) -> PyResult<i32> {
-        self.check_read_topic(topic)?;
+        self.store.check_read_topic(topic)?;
         check_queue_id(queue_id)
     }
 
@@ -225,9 +197,14 @@ impl PyStore {
 
     /// After recovery, for ``rocketstore repair``: rebuilds from the
     /// CommitLog the queue units and index files a complete verification
-    /// finds damaged.
-    fn rebuild_damaged_pointers(&self, py: Python<'_>) -> PyResult<PyPointerRebuildReport> {
-        guarded(|| Ok(nogil(py, || self.store.rebuild_damaged_pointers())?.into()))
+    /// finds damaged. ``topics``: the topics the topic config lists.
+    #[pyo3(signature = (topics=Vec::new()))]
+    fn rebuild_damaged_pointers(
+        &self,
+        py: Python<'_>,
+        topics: Vec<String>,
+    ) -> PyResult<PyPointerRebuildReport> {
+        guarded(|| Ok(nogil(py, || self.store.rebuild_damaged_pointers(&topics))?.into()))
     }
 
     /// Step 8: re-dispatches the scanned records (after a crash) and what

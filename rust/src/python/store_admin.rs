@@ -64,11 +64,7 @@ impl PyStore {
     /// puts are taken and nothing waits.
     #[getter]
     fn running_flags(&self) -> Vec<String> {
-        let mut flags = self.store.running_flags().describe();
-        if self.store.is_closed() {
-            flags.retain(|f| !f.starts_with("DISK_FULL") && !f.starts_with("RESOURCE_WAIT"));
-        }
-        flags
+        self.store.running_flags_shown()
     }
 
     /// Refuse every later put (reads keep working), keeping ``reason``.

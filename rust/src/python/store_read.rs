@@ -2,12 +2,9 @@
 //! key, queue offsets and times, topics and queues, Arrow decodes, and
 //! following a writer (read-only stores).
 
-use std::sync::Arc;
-
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::log::message::decode_msg_id;
 use crate::queue::reader::GetStatus;
 
 use super::args::{defaulted, i64_arg, opt_i64_arg, str_arg, type_error};
@@ -121,19 +118,10 @@ impl PyStore {
         guarded(|| {
             let msg_id = str_arg(msg_id, "msg_id")?;
             self.store.check_open()?;
-            let Some((host, off)) = decode_msg_id(msg_id) else {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "{msg_id:?} is not an offset message id (32 or 56 hex digits)"
-                )));
-            };
-            if off < 0 {
-                return Ok(None);
-            }
             self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || store.look_message_by_offset(off as u64))?;
-            Ok(r.map(|(view, raw)| PyMessageExt { raw, view })
-                .filter(|m| m.view.store_host == host))
+            let r = nogil(py, || store.look_message_by_id(msg_id))?;
+            Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
         })
     }
 
@@ -306,7 +294,7 @@ impl PyStore {
             let max_num = defaulted(max_num, 32, |o| i64_arg(o, "max_num"))?;
             let begin_timestamp = defaulted(begin_timestamp, 0, |o| i64_arg(o, "begin_timestamp"))?;
             let end_timestamp = opt_i64_arg(end_timestamp, "end_timestamp")?;
-            self.check_read_topic(topic)?;
+            self.store.check_read_topic(topic)?;
             if max_num <= 0 {
                 return Err(pyo3::exceptions::PyValueError::new_err(
                     "max_num must be > 0",
@@ -343,9 +331,6 @@ impl PyStore {
         store_name: Option<String>,
         threads: usize,
     ) -> PyResult<super::arrow::PyArrowStream> {
-        use crate::columnar::{
-            split_at_segments, ParallelReader, Range, RangeReader, ReadStats, RowFilter,
-        };
         guarded(|| {
             self.store.check_open()?;
             if batch_size <= 0 {
@@ -353,59 +338,26 @@ impl PyStore {
                     "batch_size must be > 0, got {batch_size}"
                 )));
             }
-            let mut ranges = Vec::new();
+            let mut queues = Vec::new();
             for (topic, qid, from, to) in queue_ranges.unwrap_or_default() {
                 let queue_id = self.check_read_args(&topic, qid)?;
-                ranges.push(Range::Queue {
-                    topic,
-                    queue_id,
-                    from: from.max(0),
-                    to,
-                });
+                queues.push((topic, queue_id, from, to));
             }
-            // Clamped to the bytes the CommitLog holds now, so the pieces a
-            // parallel read cuts follow the store's size, not the range's.
-            let cl = self.store.commitlog();
-            let (lo, hi) = (cl.min_offset().max(0) as u64, cl.max_offset());
-            for (from, to) in commitlog_ranges.unwrap_or_default() {
-                let (from, to) = ((from.max(0) as u64).max(lo), (to.max(0) as u64).min(hi));
-                if from < to {
-                    ranges.push(Range::CommitLog { from, to });
-                }
-            }
-            let filter = RowFilter {
+            let filter = crate::columnar::RowFilter {
                 topics: topics.map(|t| t.into_iter().map(String::into_bytes).collect()),
                 include_system,
                 include_uncommitted,
                 min_store_timestamp,
             };
-            let stats = Arc::new(ReadStats::default());
-            if threads > 1 {
-                // Pieces decode independently: CommitLog ranges are cut at
-                // segment boundaries; queue ranges are pieces already.
-                let seg = self.store.commitlog().file_size() as u64;
-                let ranges = split_at_segments(ranges, seg);
-                let reader = ParallelReader::start(
-                    self.store.clone(),
-                    ranges,
-                    filter,
-                    batch_size as usize,
-                    store_name,
-                    threads,
-                    stats.clone(),
-                )
-                .map_err(|e| crate::error::StoreError::io("start decode threads", e))?;
-                return Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats));
-            }
-            let reader = RangeReader::new(
-                self.store.clone(),
-                ranges,
+            let (reader, stats) = self.store.arrow_reader(
+                queues,
+                commitlog_ranges.unwrap_or_default(),
                 filter,
                 batch_size as usize,
                 store_name,
-            )
-            .with_stats(stats.clone());
-            Ok(super::arrow::PyArrowStream::new(Box::new(reader), stats))
+                threads,
+            )?;
+            Ok(super::arrow::PyArrowStream::new(reader, stats))
         })
     }
 

@@ -54,7 +54,7 @@ pub struct PyVerifyReport {
 #[pyfunction]
 #[allow(clippy::too_many_arguments)] // one per Python keyword argument
 #[pyo3(signature = (store_path, commit_log_file_size, start, end, max_hash_slot_num,
-                    max_index_num, progress=None, complete=false))]
+                    max_index_num, progress=None, complete=false, topics=Vec::new()))]
 pub fn verify_store(
     py: Python<'_>,
     store_path: PathBuf,
@@ -65,6 +65,7 @@ pub fn verify_store(
     max_index_num: usize,
     progress: Option<&PyVerifyProgress>,
     complete: bool,
+    topics: Vec<String>,
 ) -> PyResult<PyVerifyReport> {
     let counter = progress.map(|p| p.done.clone()).unwrap_or_default();
     let r = nogil(py, move || {
@@ -76,8 +77,8 @@ pub fn verify_store(
                 end,
                 complete,
             },
-            max_hash_slot_num,
-            max_index_num,
+            (max_hash_slot_num, max_index_num),
+            &topics,
             &counter,
         )
     })?;

@@ -263,6 +263,18 @@ impl Store {
         &self.flags
     }
 
+    /// The running flags that are set, by name (the first failure's with
+    /// its reason, `"NAME: reason"`, see [`RunningFlags::describe`]).
+    /// DISK_FULL and RESOURCE_WAIT, which are about taking more puts, are
+    /// not listed once the store is closed.
+    pub fn running_flags_shown(&self) -> Vec<String> {
+        let mut flags = self.flags.describe();
+        if self.is_closed() {
+            flags.retain(|f| !f.starts_with("DISK_FULL") && !f.starts_with("RESOURCE_WAIT"));
+        }
+        flags
+    }
+
     /// Checks the store state for a read or a put: open, and recovered.
     pub fn check_open(&self) -> Result<()> {
         self.check_not_closed()?;
@@ -390,6 +402,37 @@ mod tests {
         drop(store);
         let again = started(dir.path(), false);
         assert!(again.commitlog().max_offset() > 0);
+    }
+
+    /// The flags shown name the failure with its reason; DISK_FULL is shown
+    /// while the store is open, not once it is closed (the first failure
+    /// stays).
+    #[test]
+    fn running_flags_shown_leave_out_disk_full_once_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = started(dir.path(), false);
+        assert!(store.running_flags_shown().is_empty());
+        store.set_disk_full(true, "disk 95% full");
+        store.poison("a service failed".into());
+        let shown = store.running_flags_shown();
+        assert!(
+            shown.iter().any(|f| f.starts_with("DISK_FULL")),
+            "{shown:?}"
+        );
+        assert!(
+            shown.iter().any(|f| f.contains("a service failed")),
+            "{shown:?}"
+        );
+        store.shutdown().unwrap();
+        let shown = store.running_flags_shown();
+        assert!(
+            !shown.iter().any(|f| f.starts_with("DISK_FULL")),
+            "{shown:?}"
+        );
+        assert!(
+            shown.iter().any(|f| f.contains("a service failed")),
+            "{shown:?}"
+        );
     }
 
     /// Dispatch creates each new queue's file without an fsync (the queue

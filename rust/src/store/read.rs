@@ -8,7 +8,9 @@ use std::time::Duration;
 use super::Store;
 use crate::error::{Result, StoreError};
 use crate::log::commitlog::RecordRead;
-use crate::log::message::{find_property, props, RecordView};
+use crate::log::message::{
+    decode_msg_id, find_property, is_valid_topic, props, topic_problem, RecordView,
+};
 use crate::queue::consume_queue::ConsumeQueue;
 use crate::queue::reader::{get_message, Damage as UnitDamage, GetResult, TagFilter};
 
@@ -134,6 +136,52 @@ impl Store {
         self.check_open()?;
         self.await_visible()?;
         self.read_visible_record(phy, self.visible_end())
+    }
+
+    /// The message with offset message id `msg_id` (store host and
+    /// CommitLog offset, 32 or 56 hex digits), as
+    /// [`Store::look_message_by_offset`] finds it: `None` when no record
+    /// starts there or its store host is another. A string that is no
+    /// offset message id is an `InvalidArgument`.
+    pub fn look_message_by_id(&self, msg_id: &str) -> Result<Option<(RecordView, Vec<u8>)>> {
+        self.check_open()?;
+        let Some((host, off)) = decode_msg_id(msg_id) else {
+            return Err(StoreError::InvalidArgument(format!(
+                "{msg_id:?} is not an offset message id (32 or 56 hex digits)"
+            )));
+        };
+        if off < 0 {
+            return Ok(None);
+        }
+        Ok(self
+            .look_message_by_offset(off as u64)?
+            .filter(|(view, _)| view.store_host == host))
+    }
+
+    /// Checks a topic given to a read. A topic that fails the put rule is
+    /// refused (an `InvalidArgument`) only when the store does not hold it:
+    /// a name that could never have been written is a mistake better
+    /// reported at once (a consumer would otherwise poll nothing forever),
+    /// while a topic that exists on disk is always readable.
+    pub fn check_read_topic(&self, topic: &str) -> Result<()> {
+        if is_valid_topic(topic) {
+            return Ok(());
+        }
+        self.check_open()?;
+        let exists = !self.consume_queues().queue_ids(topic).is_empty()
+            || self
+                .commitlog()
+                .queue_offsets()
+                .entries()
+                .iter()
+                .any(|(t, _, _)| t == topic);
+        if exists {
+            return Ok(());
+        }
+        let why = topic_problem(topic).unwrap_or_default();
+        Err(StoreError::InvalidArgument(format!(
+            "{why}, and the store holds no such topic"
+        )))
     }
 
     /// Messages carrying `key` stored in `[begin, end]` (ms, both

@@ -43,14 +43,16 @@ impl Store {
     /// oldest damaged index file (or the first record it misses) on, that
     /// file and every newer one destroyed first. What has no record to be
     /// rebuilt from (its record is in a damaged range) stays; a second
-    /// verification says what is left. Refused on a read-only store.
-    pub fn rebuild_damaged_pointers(&self) -> Result<PointerRebuild> {
+    /// verification says what is left. `topics`: the topics the store's
+    /// topic config lists (their queues are rebuilt even when every queue
+    /// directory of the topic is gone). Refused on a read-only store.
+    pub fn rebuild_damaged_pointers(&self, topics: &[String]) -> Result<PointerRebuild> {
         self.check_open()?;
         if self.is_read_only() {
             return Err(StoreError::ReadOnly);
         }
         self.drain_dispatch()?;
-        let found = self.verify_pointers()?;
+        let found = self.verify_pointers(topics)?;
         let mut r = PointerRebuild {
             units_damaged: found.damaged_units.values().map(|s| s.len() as u64).sum(),
             queues: found.damaged_units.keys().cloned().collect(),
@@ -65,7 +67,7 @@ impl Store {
 
     /// A complete verification of the queues and index (the CommitLog's
     /// own problems are recovery's).
-    fn verify_pointers(&self) -> Result<VerifyReport> {
+    fn verify_pointers(&self, topics: &[String]) -> Result<VerifyReport> {
         let opts = self.options();
         let log = self.commitlog();
         let scope = Scope {
@@ -77,8 +79,8 @@ impl Store {
             &opts.root,
             log.file_size() as u64,
             scope,
-            opts.max_hash_slot_num,
-            opts.max_index_num,
+            (opts.max_hash_slot_num, opts.max_index_num),
+            topics,
             &AtomicU64::new(0),
         )
     }

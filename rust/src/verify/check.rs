@@ -15,8 +15,10 @@ use super::sources::{consume_queue_sources, index_sources};
 use super::{Scope, VerifyReport, COMPRESSION_TYPE_MASK, PROGRESS_STEP, ZLIB_TYPES};
 
 /// Verifies the store at `root`: CommitLog records in `scope`, and every
-/// ConsumeQueue unit and index entry against them. `progress` counts
-/// CommitLog bytes scanned so far (for a progress bar on another thread).
+/// ConsumeQueue unit and index entry against them. `topics`: topics the
+/// store's topic config lists, whose records must have units even when
+/// none of their queue directories is left. `progress` counts CommitLog
+/// bytes scanned so far (for a progress bar on another thread).
 ///
 /// One pass: the queue units and index entries are merged into CommitLog
 /// order (each queue and each index file is written in that order), and
@@ -29,8 +31,8 @@ pub fn verify_store(
     root: &Path,
     segment: u64,
     scope: Scope,
-    hash_slot_num: usize,
-    index_num: usize,
+    (hash_slot_num, index_num): (usize, usize),
+    topics: &[String],
     progress: &AtomicU64,
 ) -> Result<VerifyReport> {
     let Scope {
@@ -47,6 +49,11 @@ pub fn verify_store(
     let log = CommitLog::open(root, segment, start, end, complete)?;
     let mut report = VerifyReport::default();
     let (mut names, mut sources) = consume_queue_sources(root)?;
+    for t in topics {
+        if !names.topics.contains(t) {
+            names.topics.push(t.clone());
+        }
+    }
     let index = index_sources(root, hash_slot_num, index_num, complete, &mut report)?;
     names.index_files = index.names.index_files;
     sources.extend(index.sources);

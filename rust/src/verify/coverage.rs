@@ -54,7 +54,7 @@ struct Candidate {
 /// What the scan learns about the records' units and index entries.
 #[derive(Default)]
 pub(super) struct Coverage {
-    /// Topics with a queue directory, by name.
+    /// Topics with a queue directory or in the topic config, by name.
     topics: HashMap<Vec<u8>, usize>,
     /// The record the scan is at.
     current: Option<u64>,
@@ -128,7 +128,8 @@ impl Coverage {
         let dispatched = tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT;
         let own = self.current == Some(off);
         if dispatched && !(own && self.unit_ok) && v.queue_offset >= 0 {
-            // A topic without any queue directory was deleted: not checked.
+            // A topic with no queue directory that the topic config does
+            // not list was deleted: not checked.
             let topic = rec.get(v.topic.clone()).unwrap_or_default();
             if let Some(&t) = self.topics.get(topic) {
                 self.candidates.push(Candidate {

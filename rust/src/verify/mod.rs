@@ -26,8 +26,9 @@
 //!   it: a unit that is zero, missing (a hole, a queue file or directory
 //!   gone) or pointing elsewhere is damaged. Units past the last one a
 //!   queue holds are not yet dispatched unless the check is complete. A
-//!   topic with no queue directory at all is a deleted topic: its records
-//!   are not checked.
+//!   topic with no queue directory at all that the store's topic config
+//!   (`config/topics.json`, read by the caller) does not list is a deleted
+//!   topic: its records are not checked.
 //! - Index: every entry below `end` must point at a valid record one of
 //!   whose keys (`topic#UNIQ_KEY`, `topic#KEY` for each of `KEYS`) has the
 //!   entry's hash, and its previous-entry link must point backwards, at an
