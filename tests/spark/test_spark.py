@@ -429,3 +429,170 @@ def test_unknown_streaming_write_options_are_refused(
     with MessageStore(StoreConfig(store_path=dst), read_only=True) as s:
         rows = all_api_rows(s)
     assert rows and {r["properties"]["SPARK_SINK_BATCH"] for r in rows} == {"s:0"}
+
+
+def _staged(root: str) -> list[str]:
+    """Every file under a staging root, relative to it."""
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, fs in os.walk(root) for f in fs)
+
+
+def test_streaming_micro_batches_leave_no_staging(spark: Any, rich: str, tmp_path: Path) -> None:
+    dst = str(tmp_path / "dst")
+    q = (spark.readStream.format(FMT).option("path", rich).option("topic", "orders")
+         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "25").load()
+         .select("topic", "body", "queue_id").repartition(2)
+         .writeStream.format(FMT).option("checkpointLocation", str(tmp_path / "c"))
+         .trigger(availableNow=True).start(dst))
+    q.awaitTermination(180)
+    assert q.exception() is None
+    with MessageStore(StoreConfig(store_path=dst), read_only=True) as s:
+        rows = all_api_rows(s)
+    n = read(spark, rich, topic="orders").count()
+    assert len(rows) == n and len({r["properties"]["SPARK_SINK_BATCH"] for r in rows}) >= 3
+    assert _staged(dst + ".spark-staging") == []
+    assert not os.path.exists(dst + ".spark-staging")
+
+
+def test_a_task_cannot_stage_into_an_aborted_job(tmp_path: Path) -> None:
+    # What made the abort test flaky: a task still running when the job is
+    # aborted used to make the staging directory again after the abort
+    # deleted it. Tasks no longer make it; the driver does, at planning.
+    from rocketstore.spark import _commit, _staging
+
+    root = str(tmp_path / "w.spark-staging")
+    job = _staging.make_job_dir(root)
+    batch = pa.record_batch([pa.array(["t"]), pa.array([b"x"])], names=["topic", "body"])
+    first = _commit.stage_batches([batch], job, 0)
+    assert first.rows == 1 and os.path.exists(first.path)
+    _staging.remove_dir(root, job)  # the abort
+    with pytest.raises(RuntimeError, match="the write was aborted"):
+        _commit.stage_batches([batch], job, 1)
+    assert not os.path.exists(root)
+
+
+def test_killed_driver_staging_is_removed_by_the_next_write_not_a_live_jobs(
+    spark: Any, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from pyspark.sql import functions as F
+
+    out = str(tmp_path / "store")
+    root = out + ".spark-staging"
+    child = Path(__file__).parent.parent / "helpers" / "spark_write_child.py"
+    proc = subprocess.Popen([sys.executable, str(child), out], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while len([f for f in _staged(root) if "/part-" in f]) < 2:
+            assert proc.poll() is None, "the child driver exited before it was killed"
+            assert time.monotonic() < deadline, "the child never staged its two partitions"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    killed = sorted(n for n in os.listdir(root) if n.startswith("job-"))
+    assert len(killed) == 1 and any(f.startswith(killed[0] + "/part-") for f in _staged(root))
+    # Wait until the child's JVM is gone too (the process group was killed).
+    with open(os.path.join(root, killed[0], "owner.json")) as f:
+        jvm = json.load(f)["pid"]
+    while os.path.exists(f"/proc/{jvm}"):
+        time.sleep(0.1)
+
+    # A live job of this driver is staging at the same time (held in its task).
+    release = tmp_path / "release"
+
+    @F.udf("binary")
+    def held(i: int) -> bytes:
+        while not os.path.exists(str(release)):
+            time.sleep(0.05)
+        return f"live{i}".encode()
+
+    live_df = spark.range(0, 10, numPartitions=1).select(F.lit("live").alias("topic"),
+                                                         held("id").alias("body"))
+    errors: list[BaseException] = []
+
+    def live_write() -> None:
+        try:
+            # The format is looked up in the thread's active session.
+            spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+            write(live_df, out)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=live_write)
+    t.start()
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            live = [f for f in _staged(root) if "/part-" in f
+                    and not f.startswith(killed[0] + "/")]
+            if live:
+                break
+            assert time.monotonic() < deadline and t.is_alive(), [str(e)[:3000] for e in errors]
+            time.sleep(0.1)
+        live_job = live[0].split("/")[0]
+        # The next write: the dead driver's staging goes, the live job's stays.
+        next_df = spark.createDataFrame([("next", b"n")], "topic string, body binary")
+        write(next_df.coalesce(1), out)
+        assert not os.path.exists(os.path.join(root, killed[0]))
+        assert os.path.exists(os.path.join(root, live[0]))
+        assert [f for f in _staged(root) if not f.startswith(live_job + "/")] == []
+    finally:
+        release.touch()
+        t.join(180)
+    assert not errors and not t.is_alive()
+    assert not os.path.exists(root)
+    with MessageStore(StoreConfig(store_path=out), read_only=True) as s:
+        assert s.topics() == ["live", "next"] or sorted(s.topics()) == ["live", "next"]
+        assert [r["body"] for r in api_rows(s, "live", 0)] == [f"live{i}".encode()
+                                                               for i in range(10)]
+        assert [r["body"] for r in api_rows(s, "next", 0)] == [b"n"]
+
+
+def test_a_user_schema_reads_those_columns_in_its_order(spark: Any, rich: str) -> None:
+    with MessageStore(StoreConfig(store_path=rich), read_only=True) as store:
+        want = sorted(all_api_rows(store, ["events", "orders"]), key=key)
+    for opts in ({}, {"topic": "orders,events"}):
+        r = spark.read.format(FMT).schema("body binary, store string, topic string, "
+                                          "queue_offset long").option("path", rich)
+        for k, v in opts.items():
+            r = r.option(k, v)
+        df = r.load()
+        assert df.columns == ["body", "store", "topic", "queue_offset"]
+        got = sorted((r["topic"], r["queue_offset"], r["body"], r["store"])
+                     for r in df.toArrow().to_pylist())
+        assert got == sorted((w["topic"], w["queue_offset"], w["body"], rich) for w in want)
+    df = spark.read.format(FMT).schema("topic string, body binary").load(rich)
+    assert df.count() == len(want) and len(df.toArrow().schema) == 2
+
+
+def test_a_user_schema_with_an_unknown_column_or_type_is_refused(spark: Any, rich: str) -> None:
+    for ddl, why in (("topic string, bodyy binary", r"bodyy \(no such column\)"),
+                     ("topic string, queue_id string", r"queue_id string \(the column is int\)")):
+        with pytest.raises(Exception, match=why + r"\. Its columns .*topic string, "
+                                                  r"queue_id int"):
+            spark.read.format(FMT).schema(ddl).load(rich).count()
+
+
+def test_a_user_schema_in_a_streaming_read(spark: Any, rich: str, tmp_path: Path) -> None:
+    q = (spark.readStream.format(FMT).schema("queue_id int, topic string")
+         .option("path", rich).option("topic", "events").option("startingOffsets", "earliest")
+         .load().writeStream.format("parquet").option("path", str(tmp_path / "o"))
+         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    out = spark.read.parquet(str(tmp_path / "o"))
+    assert out.columns == ["queue_id", "topic"]
+    assert out.count() == read(spark, rich, topic="events").count() > 0
+    with pytest.raises(Exception, match=r"nope \(no such column\)"):
+        q = (spark.readStream.format(FMT).schema("nope int").option("path", rich).load()
+             .writeStream.format("parquet").option("path", str(tmp_path / "o2"))
+             .option("checkpointLocation", str(tmp_path / "c2")).trigger(availableNow=True)
+             .start())
+        q.awaitTermination(120)

@@ -2,10 +2,11 @@
 
 The single-writer rule holds because only the driver's commit opens the store
 for writing. Executors write their rows to Arrow IPC files in a staging
-directory; the commit appends those files, in partition order, with batch
-puts, then deletes them. A job that fails before its commit deletes its
-staging directory (abort) and leaves the store untouched. A failure during the
-commit leaves a prefix of the rows in the store, and the error says how many.
+directory (see ``_staging`` for its layout and cleanup); the commit appends
+those files, in partition order, with batch puts, then deletes them. A job
+that fails before its commit deletes its staging directory (abort) and leaves
+the store untouched. A failure during the commit leaves a prefix of the rows
+in the store, and the error says how many.
 
 The streaming sink tags every message it appends with the property
 :data:`SINK_BATCH_PROPERTY` = ``"<sink name>:<batch id>"``. Before appending a
@@ -22,13 +23,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rocketstore.enums import PutStatus
+from rocketstore.spark import _staging
 from rocketstore.spark._options import WriteOptions, store_config
 from rocketstore.store import MessageStore
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = ["SINK_BATCH_PROPERTY", "CommitError", "StagedFile", "append_staged",
-           "remove_staging", "stage_batches"]
+           "append_stream_batch", "stage_batches"]
 
 log = logging.getLogger("rocketstore")
 
@@ -65,14 +66,6 @@ class StagedFile:
     rows: int
 
 
-def job_dir(opts: WriteOptions, job_id: str) -> str:
-    return os.path.join(opts.staging_dir, job_id)
-
-
-def new_job_id() -> str:
-    return uuid.uuid4().hex
-
-
 def check_write_schema(names: Sequence[str]) -> None:
     """A DataFrame to write needs ``topic`` and ``body`` columns."""
     missing = [c for c in ("topic", "body") if c not in names]
@@ -83,19 +76,21 @@ def check_write_schema(names: Sequence[str]) -> None:
         )
 
 
-def stage_batches(
-    batches: Iterable[pa.RecordBatch], opts: WriteOptions, job_id: str, partition: int
-) -> StagedFile:
-    """Write a task's batches to one Arrow file in the job's staging directory."""
+def stage_batches(batches: Iterable[pa.RecordBatch], d: str, partition: int) -> StagedFile:
+    """Write a task's batches to one Arrow file in staging directory ``d``
+    (which the task does not make: gone means the job was aborted)."""
     import pyarrow as pa
 
-    d = job_dir(opts, job_id)
-    os.makedirs(d, exist_ok=True)
     path = os.path.join(d, f"part-{partition:05d}-{uuid.uuid4().hex}.arrow")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileNotFoundError:
+        raise RuntimeError(f"the staging directory {d} is gone: the write was aborted "
+                           "or its staging removed") from None
     rows = 0
     writer: pa.ipc.RecordBatchFileWriter | None = None
     try:
-        with open(path, "wb") as f:
+        with open(fd, "wb") as f:
             for b in batches:
                 cols = [n for n in WRITE_COLUMNS if n in b.schema.names]
                 b = b.select(cols)
@@ -114,15 +109,6 @@ def stage_batches(
             pass
         raise
     return StagedFile(path=path, partition=partition, rows=rows)
-
-
-def remove_staging(opts: WriteOptions, job_id: str) -> None:
-    """Delete a job's staging directory (and the staging root if empty)."""
-    shutil.rmtree(job_dir(opts, job_id), ignore_errors=True)
-    try:
-        os.rmdir(opts.staging_dir)
-    except OSError:
-        pass
 
 
 def _read_staged(files: Sequence[StagedFile]) -> Iterator[pa.RecordBatch]:
@@ -203,7 +189,7 @@ def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa
     yield from rest
 
 
-def append_staged(opts: WriteOptions, job_id: str, files: Sequence[StagedFile]) -> int:
+def append_staged(opts: WriteOptions, job_dir: str, files: Sequence[StagedFile]) -> int:
     """The driver's commit of a batch write: append staged rows, then delete
     them. Returns the rows appended."""
     total = sum(f.rows for f in files)
@@ -213,7 +199,7 @@ def append_staged(opts: WriteOptions, job_id: str, files: Sequence[StagedFile]) 
             store.flush()
         return n
     finally:
-        remove_staging(opts, job_id)
+        _staging.remove_dir(opts.staging_dir, job_dir)
 
 
 def _sink_state(store: MessageStore) -> dict[str, Any]:
@@ -248,9 +234,7 @@ def _already_appended(store: MessageStore, tag: str, since: int) -> int:
     return count
 
 
-def append_stream_batch(
-    opts: WriteOptions, job_id: str, files: Sequence[StagedFile], batch_id: int
-) -> int:
+def append_stream_batch(opts: WriteOptions, files: Sequence[StagedFile], batch_id: int) -> int:
     """The streaming sink's commit of micro-batch ``batch_id``: exactly once
     per (sink name, batch id). Returns rows appended now."""
     total = sum(f.rows for f in files)
@@ -278,4 +262,12 @@ def append_stream_batch(
                 _save_sink_state(store, state)
         return n
     finally:
-        remove_staging(opts, job_id)
+        remove_stream_staging(opts, files, batch_id)
+
+
+def remove_stream_staging(opts: WriteOptions, files: Sequence[StagedFile], batch_id: int) -> None:
+    """Delete a micro-batch's staging (and that of older ones, done or replayed)."""
+    root = opts.staging_dir
+    for d in sorted({os.path.dirname(f.path) for f in files}):
+        _staging.remove_dir(root, d)
+    _staging.remove_stream_batches(root, opts.sink_name, batch_id)
