@@ -932,3 +932,14 @@ def test_bench_refuses_non_empty_dir(store: Store) -> None:
     result = run(["bench", str(store.path), "-n", "5"])
     assert result.exit_code == 2
     assert "not an empty directory" in result.stderr
+
+
+def test_unknown_topic_is_said_plainly(store: Store) -> None:
+    result = run(["query", str(store.path), "--topic", "nosuchtopic", "--key", "k"])
+    assert result.exit_code == 1
+    assert "topic 'nosuchtopic' does not exist" in result.stderr
+    assert "'orders'" in result.stderr  # the known topics
+    assert "UnknownTopicWarning" not in result.stderr  # a plain line, not a Python warning
+    result = run(["get", str(store.path), "--topic", "nosuchtopic", "--offset", "0", "--json"])
+    assert result.exit_code == 1
+    assert "topic 'nosuchtopic' does not exist" in json.loads(result.stdout)["reason"]
