@@ -19,12 +19,14 @@ from rocketstore.errors import (
     ConfigMismatchError,
     CorruptedError,
     InternalError,
+    NotAStoreError,
     PoisonedError,
     ReadOnlyStoreError,
     RecoveryOrderError,
     StoreClosedError,
     StoreError,
     StoreLockedError,
+    UnknownTopicWarning,
 )
 from rocketstore.message import (
     BatchPutResult,
@@ -50,6 +52,7 @@ __all__ = [
     "Message",
     "MessageExt",
     "MessageStore",
+    "NotAStoreError",
     "PoisonedError",
     "PutResult",
     "PutStatus",
@@ -61,5 +64,6 @@ __all__ = [
     "StoreConfig",
     "StoreError",
     "StoreLockedError",
+    "UnknownTopicWarning",
     "__version__",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+from typing import overload
+
 #: Largest Java int (queue ids) and Java long (offsets).
 I32_MAX = 2**31 - 1
 I64_MAX = 2**63 - 1
@@ -14,4 +17,22 @@ def int_arg(name: str, value: object, lo: int, hi: int | None = None) -> int:
     if value < lo or (hi is not None and value > hi):
         bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
         raise ValueError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_MS = datetime.timedelta(milliseconds=1)
+
+
+@overload
+def ms_arg(value: None) -> None: ...
+@overload
+def ms_arg(value: int | datetime.datetime) -> int: ...
+def ms_arg(value: int | datetime.datetime | None) -> int | None:
+    """A time in ms since the epoch: a ``datetime`` becomes its ms (a naive one
+    is local time, as ``datetime.timestamp()`` reads it); anything else is
+    passed on for the engine to check."""
+    if isinstance(value, datetime.datetime):
+        aware = value if value.tzinfo is not None else value.astimezone()
+        return (aware - _EPOCH) // _MS
     return value

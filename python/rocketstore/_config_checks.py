@@ -10,6 +10,7 @@ the two strings with a grammar have one parser each here
 
 from __future__ import annotations
 
+import datetime
 import enum
 import ipaddress
 import math
@@ -158,6 +159,37 @@ _TYPE_CHECKERS: Final[dict[Kind, Checker]] = {
     Kind.OPT_STR: _optional(_check_str),
     Kind.HOST: _check_host,
 }
+
+
+#: Fields counted in hours: they also take fractions of an hour and a
+#: ``datetime.timedelta``.
+HOUR_FIELDS: Final = ("file_reserved_time",)
+
+
+def check_hours(name: str, value: object) -> object:
+    """An age in hours: an int, a float or a ``datetime.timedelta``.
+
+    Whole hours are kept as an ``int`` (``2.0`` and ``timedelta(hours=2)``
+    become ``2``), fractions as a ``float`` (``timedelta(minutes=30)`` is
+    ``0.5``).
+    """
+    if isinstance(value, datetime.timedelta):
+        hours: float = value / datetime.timedelta(hours=1)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        hours = value
+    else:
+        _expected(name, value, "hours as an int, a float or a datetime.timedelta")
+    if not math.isfinite(hours):
+        bad(name, value, "must be finite")
+    if isinstance(hours, float) and hours.is_integer():
+        return int(hours)
+    return hours
+
+
+def whole_hours(value: float) -> int:
+    """``value`` hours as RocketMQ reads them (an int): fractions round up, so a
+    broker keeps files at least as long as asked."""
+    return math.ceil(value)
 
 
 def checker_for(kind: FieldKind) -> Checker:

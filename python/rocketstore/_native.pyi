@@ -639,7 +639,11 @@ class MessageStoreBase:
 @final
 class NativeStore:
     def __new__(
-        cls, config: StoreConfig, read_only: bool = False, repair: bool = False
+        cls,
+        config: StoreConfig,
+        read_only: bool = False,
+        repair: bool = False,
+        wait_for_writer: bool = False,
     ) -> NativeStore: ...
     def start_flush(self) -> None: ...
     def drain_dispatch(self) -> None: ...

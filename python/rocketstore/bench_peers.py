@@ -290,7 +290,8 @@ def _warm_up(n: int) -> int:
 
 
 def _measure(factory: Callable[[Path], _Queue], root: Path, n: int, body: bytes, batch: int,
-             budget: float) -> tuple[Phase, Phase, Phase]:
+             budget: float, phase: Callable[[str], None] = lambda _: None,
+             ) -> tuple[Phase, Phase, Phase]:
     root.mkdir()
     q = factory(root)
     try:
@@ -301,9 +302,11 @@ def _measure(factory: Callable[[Path], _Queue], root: Path, n: int, body: bytes,
         # Untimed warm-up: each system creates its files, tables and caches
         # on its first calls (rocketstore its first CommitLog file, 2-5 ms
         # here); the phases measure the steady state that follows.
+        phase("put")
         for _ in range(_warm_up(n)):
             q.put(body)
         put = _timed(n, budget, one)
+        phase("get")
         t0 = time.perf_counter()
         got = q.get_all(put.messages)
         get_s = getattr(q, "get_seconds", None) or (time.perf_counter() - t0)
@@ -315,6 +318,7 @@ def _measure(factory: Callable[[Path], _Queue], root: Path, n: int, body: bytes,
             q.put_batch(bodies if k == batch else bodies[:k])
             return k
 
+        phase("batch")
         bat = _timed(n, budget, chunk)
         return put, get, bat
     finally:
@@ -324,8 +328,18 @@ def _measure(factory: Callable[[Path], _Queue], root: Path, n: int, body: bytes,
 def run_peers(n: int, body_size: int = 100, *, base: Path | None = None, batch: int = 1000,
               budget: float = 10.0,
               peers: tuple[tuple[str, str | None, Callable[[Path], _Queue]], ...] = PEERS,
+              progress: Callable[[str, str], None] | None = None,
               ) -> list[PeerResult]:
-    """Measures every system in ``peers`` (see the module docstring)."""
+    """Measures every system in ``peers`` (see the module docstring).
+
+    ``progress(system, phase)`` is called as each phase starts (``phase`` is
+    ``put``, ``get`` or ``batch``; ``done`` once a system is finished or
+    skipped).
+    """
+    def report(system: str, what: str) -> None:
+        if progress is not None:
+            progress(system, what)
+
     body = (bytes(range(256)) * (body_size // 256 + 1))[:body_size]
     out: list[PeerResult] = []
     with _scratch(base) as root:
@@ -336,13 +350,19 @@ def run_peers(n: int, body_size: int = 100, *, base: Path | None = None, batch: 
                     importlib.import_module(module)
                 except ImportError:
                     out.append(PeerResult(name, None, "not installed"))
+                    report(name, "done")
                     continue
+            def phase(what: str, name: str = name) -> None:
+                report(name, what)
+
             try:
-                put, get, bat = _measure(factory, root / f"p{i}", n, body, batch, budget)
+                put, get, bat = _measure(factory, root / f"p{i}", n, body, batch, budget, phase)
             except Exception as e:  # a peer's failure is reported, not fatal
                 out.append(PeerResult(name, version, f"error: {type(e).__name__}: {e}"))
+                report(name, "done")
                 continue
             out.append(PeerResult(name, version, "ok", put, get, bat))
+            report(name, "done")
     return out
 
 
@@ -375,18 +395,36 @@ def summary(results: list[PeerResult], n: int, body_size: int, batch: int) -> di
     }
 
 
+def _compact(rate: float) -> str:
+    """A rate in at most 6 characters: ``2.65M``, ``94.1k``, ``1,051``."""
+    for scale, unit in ((1e6, "M"), (1e3, "k")):
+        v = rate / scale
+        if round(v, 2) >= 1 and (unit == "M" or round(v, 1) >= 10):
+            decimals = 2 if round(v, 2) < 10 else 1 if round(v, 1) < 100 else 0
+            return f"{v:.{decimals}f}{unit}"
+    return f"{rate:,.0f}"
+
+
+def _ratio(x: float) -> str:
+    """rocketstore's rate over a peer's: ``28.2x``, ``2471x``."""
+    return f"{x:.1f}x" if x < 100 else f"{x:.0f}x"
+
+
 def print_table(s: dict[str, Any], console: Any) -> None:
-    """Prints the summary as a table (``console`` is a rich Console)."""
+    """Prints the summary as a table that fits 80 columns (``console`` is a
+    rich Console); rates are rounded to three digits (``2.65M``: 2.65
+    million msg/s), ``--json`` has them in full."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="rocketstore bench --peers", title_justify="left",
-                  caption=f"{s['messages']:,} messages, {s['body_size']} B bodies, batches "
-                          f"of {s['batch_size']}, real disk. x: rocketstore's rate over the "
-                          "row's.",
+    table = Table(title="rocketstore bench --peers", title_justify="left", box=box.SIMPLE_HEAD,
+                  caption=f"msg/s; {s['messages']:,} messages, {s['body_size']} B bodies, "
+                          f"batches of {s['batch_size']}, real disk. x: rocketstore's rate "
+                          "over the row's. --json: every number in full.",
                   caption_justify="left")
-    table.add_column("system", style="bold", no_wrap=True)
+    table.add_column("system", style="bold", overflow="fold")
     for k in ("put", "get", "batch"):
-        table.add_column(f"{k} msg/s", justify="right", no_wrap=True)
+        table.add_column(k, justify="right", no_wrap=True)
         table.add_column("x", justify="right", no_wrap=True)
     over = s["rocketstore_over"]
     errors: list[str] = []
@@ -400,15 +438,41 @@ def print_table(s: dict[str, Any], console: Any) -> None:
             continue
         cells: list[str] = []
         for k in ("put", "get", "batch"):
-            cells.append(f"{sysd[k]['msgs_per_s']:,.0f}")
+            cells.append(_compact(sysd[k]["msgs_per_s"]))
             x = over.get(sysd["name"], {}).get(k)
-            cells.append(f"{x:,.1f}x" if x is not None else "")
+            cells.append(_ratio(x) if x is not None else "")
         table.add_row(name, *cells)
     console.print(table)
     for e in errors:
         console.print(e, markup=False, soft_wrap=True)
     if s["put_batch_over_sqlite3_put"] is not None:
         console.print(f"put_batch over sqlite3's put: {s['put_batch_over_sqlite3_put']:,.0f}x")
+
+
+def _run_with_progress(count: int, body_size: int, path: Path | None) -> list[PeerResult]:
+    """``run_peers`` with a progress bar on stderr (when it is a terminal):
+    one step per phase of each system, naming the one running."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = Console(stderr=True)
+    phases = ("put", "get", "batch")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task("starting", total=len(PEERS) * len(phases))
+        finished: dict[str, int] = {}
+
+        def progress(system: str, what: str) -> None:
+            # Phases finished so far: those before the one starting.
+            if what == "done":
+                finished[system] = len(phases)
+            else:
+                finished[system] = phases.index(what)
+                bar.update(task, description=f"{system}: {what}")
+            bar.update(task, completed=sum(finished.values()))
+
+        return run_peers(count, body_size, base=path, progress=progress)
 
 
 def cli(ctx: Any, path: Path | None, count: int, body_size: int, as_json: bool,
@@ -424,7 +488,7 @@ def cli(ctx: Any, path: Path | None, count: int, body_size: int, as_json: bool,
         body_size = 100
     if path is not None:
         path.mkdir(parents=True, exist_ok=True)
-    results = run_peers(count, body_size, base=path)
+    results = _run_with_progress(count, body_size, path)
     s = summary(results, count, body_size, 1000)
     if as_json:
         print(json.dumps(s, indent=2))

@@ -44,15 +44,18 @@ from typing import Any, Final, Self
 
 from rocketstore import _native
 from rocketstore._config_checks import (
+    HOUR_FIELDS,
     MIN_MAPPED_FILE_SIZE_COMMIT_LOG,
     Checker,
     FieldKind,
+    check_hours,
     check_ranges,
     checker_for,
     is_ip_literal,
     kind_of,
     parse_delay_levels,
     parse_delete_when,
+    whole_hours,
 )
 from rocketstore._config_properties import format_value, java_names, read_values
 from rocketstore.formats.properties import read_properties
@@ -227,8 +230,11 @@ class StoreConfig:
     flush_consume_queue_thorough_interval: int = 60_000
 
     # --- expiry -------------------------------------------------------------
-    #: Age after which a CommitLog file may be deleted, hours.
-    file_reserved_time: int = 72
+    #: Age after which a CommitLog file may be deleted, hours: an int, a float
+    #: (``0.5`` is 30 minutes) or a ``datetime.timedelta``. Whole hours read
+    #: back as an ``int``; ``to_properties`` writes whole hours, rounded up
+    #: (RocketMQ reads an int).
+    file_reserved_time: float = 72
     #: Hours of the day (``"a;b"``, 0..23) at which expired files are deleted.
     delete_when: str = "04"
     #: Disk usage (percent) above which files are deleted early; clamped to [10, 95].
@@ -524,13 +530,18 @@ class StoreConfig:
         Keys are RocketMQ's own names (``storePathRootDir``,
         ``warmMapedFileEnable``, ...); ``store_host`` is ``storeHost`` as
         ``ip:port`` (``[ip6]:port``); the disk ratios are written as fractions;
-        fields that are None are omitted.  ``from_properties`` reads it back.
+        fields that are None are omitted.  ``from_properties`` reads it back,
+        except fractions of an hour: ``file_reserved_time`` is written in
+        whole hours, rounded up, since RocketMQ reads an int there (a broker
+        would ignore ``0.5`` and keep its default).
         """
         out: dict[str, str] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if value is None:
                 continue
+            if f.name in HOUR_FIELDS:
+                value = whole_hours(value)
             out[_JAVA_NAMES[f.name]] = format_value(value)
         return out
 
@@ -612,7 +623,8 @@ _FIELD_KINDS: Final[dict[str, FieldKind]] = {
     name: kind_of(hint) for name, hint in typing.get_type_hints(StoreConfig).items()
 }
 _TYPE_CHECKS: Final[dict[str, Checker]] = {
-    name: checker_for(kind) for name, kind in _FIELD_KINDS.items()
+    name: check_hours if name in HOUR_FIELDS else checker_for(kind)
+    for name, kind in _FIELD_KINDS.items()
 }
 _JAVA_NAMES: Final[dict[str, str]] = java_names(_FIELD_KINDS)
 _KEY_TO_FIELD: Final[dict[str, str]] = {java: name for name, java in _JAVA_NAMES.items()}

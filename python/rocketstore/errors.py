@@ -2,7 +2,8 @@
 
 ``StoreError`` is the root. I/O failures from the operating system are raised
 as :class:`OSError` (with ``errno`` set, so ``FileNotFoundError`` and friends
-work: a missing store opened read-only is a ``FileNotFoundError``); bad
+work); a read-only open of a directory that holds no store (or does not
+exist) is a :class:`NotAStoreError`, also a ``FileNotFoundError``; bad
 arguments from the caller, and only those, as :class:`ValueError` /
 :class:`TypeError`. Damaged files (a gap between segments, a misaligned or
 wrong-length segment, a bad record) are :class:`CorruptedError`; a broken
@@ -15,12 +16,14 @@ __all__ = [
     "ConfigMismatchError",
     "CorruptedError",
     "InternalError",
+    "NotAStoreError",
     "PoisonedError",
     "ReadOnlyStoreError",
     "RecoveryOrderError",
     "StoreClosedError",
     "StoreError",
     "StoreLockedError",
+    "UnknownTopicWarning",
 ]
 
 
@@ -44,6 +47,17 @@ class StoreClosedError(StoreError):
     """The store is not started, or was shut down."""
 
 
+class NotAStoreError(StoreError, FileNotFoundError):
+    """A read-only open found no store: the directory does not exist, or holds
+    none of a store's entries (``commitlog/``, ``consumequeue/``, ``index/``,
+    ``checkpoint``, ``config/``, ...). ``errno`` is ``ENOENT``.
+
+    ``MessageStore(cfg, read_only=True, wait_for_writer=True)`` opens an
+    existing directory that holds no store yet as an empty store that follows
+    the writer once it starts.
+    """
+
+
 class ReadOnlyStoreError(StoreError):
     """A write was attempted on a store opened with ``read_only=True``."""
 
@@ -61,4 +75,15 @@ class InternalError(StoreError):
     """An engine invariant does not hold: a bug in rocketstore (please report it).
 
     Never caused by the caller's input or by the files on disk.
+    """
+
+
+class UnknownTopicWarning(UserWarning):
+    """A read named a topic, or a queue of a topic, that the store does not
+    hold (yet): it returns nothing. The message names the topic and the topics
+    (or queues) the store does hold. Issued once per store, topic and queue.
+
+    Not an error: a topic appears with its first message, so a reader (a
+    read-only follower above all) may ask before the writer wrote it. Turn it
+    into one with ``warnings.simplefilter("error", UnknownTopicWarning)``.
     """

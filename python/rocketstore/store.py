@@ -10,6 +10,7 @@ orchestrates.
 from __future__ import annotations
 
 import atexit
+import datetime
 import logging
 import os
 import time
@@ -19,9 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _native
-from rocketstore._checks import I32_MAX as _I32_MAX
-from rocketstore._checks import I64_MAX as _I64_MAX
-from rocketstore._checks import int_arg as _int_arg
+from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import (
     GetMessageResult,
@@ -29,8 +28,10 @@ from rocketstore._native import (
     MessageStoreBase,
     NativeStore,
 )
+from rocketstore._store_reads import ArrowReads, UnknownTopics
 from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
+from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.base import ServiceThread
 from rocketstore.services.clean import CleanService
@@ -39,9 +40,7 @@ from rocketstore.services.reput import ReputService
 from rocketstore.services.schedule import ScheduleService
 
 if TYPE_CHECKING:
-    import pyarrow
 
-    from rocketstore._native import ArrowStream
     from rocketstore.consumer import Consumer
 
 __all__ = ["MessageStore", "RecoveryReport"]
@@ -53,8 +52,6 @@ log = logging.getLogger("rocketstore")
 #: commits (RocketMQ's ``flushConsumerOffsetInterval``).
 OFFSETS_PERSIST_INTERVAL = 5.0
 
-#: Most engine threads one ``read_arrow`` may use.
-MAX_READ_THREADS = 256
 
 
 # Live stores, so a forked child can disarm the handles it inherited.
@@ -97,14 +94,19 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore(MessageStoreBase):
+class MessageStore(MessageStoreBase, ArrowReads):
     """A RocketMQ-compatible message store.
 
     Args:
         config: a :class:`StoreConfig`, or just the store directory.
         read_only: open without taking the writer lock; never writes a byte
             and never repairs anything, so it can read a store that another
-            process is writing.
+            process is writing. A directory that holds no store (or does not
+            exist) is refused with :class:`NotAStoreError` (a
+            ``FileNotFoundError``) when the store starts.
+        wait_for_writer: with ``read_only``, open an existing directory that
+            holds no store yet as an empty store instead, and follow the
+            writer once it starts there (its messages show up as it writes).
 
     Use it as a context manager (``with MessageStore(cfg) as store:``), or
     call :meth:`start` and :meth:`shutdown` yourself. Nothing touches the
@@ -133,10 +135,18 @@ class MessageStore(MessageStoreBase):
     _repair = False
 
     def __init__(
-        self, config: StoreConfig | str | os.PathLike[str], *, read_only: bool = False
+        self,
+        config: StoreConfig | str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        wait_for_writer: bool = False,
     ) -> None:
         self._config = _as_config(config)
+        if wait_for_writer and not read_only:
+            raise ValueError("wait_for_writer=True needs read_only=True "
+                             "(a writer creates the store)")
         self._read_only = read_only
+        self._wait_for_writer = wait_for_writer
         self._native: NativeStore | None = None
         self._reput: ReputService | None = None
         self._clean: CleanService | None = None
@@ -149,6 +159,7 @@ class MessageStore(MessageStoreBase):
         self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
         self._pid = os.getpid()
+        self._unknown = UnknownTopics(self._config.store_path)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -156,6 +167,8 @@ class MessageStore(MessageStoreBase):
         """Lock, load and recover the store; returns ``self``.
 
         Raises:
+            NotAStoreError: a read-only open found no store there (see
+                ``wait_for_writer``).
             StoreLockedError: another writer holds the store.
             ConfigMismatchError: the files disagree with the configuration.
             CorruptedError: a file is damaged beyond what recovery repairs.
@@ -168,7 +181,8 @@ class MessageStore(MessageStoreBase):
         if not self._read_only:
             os.makedirs(cfg.store_path, exist_ok=True)
         # The engine reads the config object itself (field by field).
-        native = NativeStore(cfg, self._read_only, repair=self._repair)
+        native = NativeStore(cfg, self._read_only, repair=self._repair,
+                             wait_for_writer=self._wait_for_writer)
         try:
             offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
             report = RecoveryService(native).recover(
@@ -347,10 +361,12 @@ class MessageStore(MessageStoreBase):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A handle never survives pickling: the copy reopens by path.
-        return (MessageStore, (self._config,), {"_read_only": self._read_only})
+        return (MessageStore, (self._config,), {"_read_only": self._read_only,
+                                                "_wait_for_writer": self._wait_for_writer})
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._read_only = state["_read_only"]
+        self._wait_for_writer = state.get("_wait_for_writer", False)
 
     def __repr__(self) -> str:
         state = "closed" if self._native is None or self._native.closed else "open"
@@ -468,6 +484,11 @@ class MessageStore(MessageStoreBase):
 
     # -- consume queues ----------------------------------------------------
 
+    def _warn_unknown(self, topic: str, queue_id: int | None = None, *,
+                      stacklevel: int = 3) -> bool:
+        """See :meth:`UnknownTopics.warn` (True if ``topic``/``queue_id`` is unknown)."""
+        return self._unknown.warn(self._n, topic, queue_id, stacklevel + 1)
+
     def get_message(
         self,
         group: str,
@@ -478,6 +499,14 @@ class MessageStore(MessageStoreBase):
         tags: Sequence[str] | str | None = None,
     ) -> GetMessageResult:
         """Pull up to ``max_msg_nums`` messages of ``topic``/``queue_id`` from ``offset``.
+
+        One pull is capped as in RocketMQ (``isTheBatchFull``): at most
+        ``max_transfer_count_on_message_in_memory`` (32) messages and
+        ``max_transfer_bytes_on_message_in_memory`` (256 KiB) for recent
+        messages, ``..._in_disk`` (8, 64 KiB) for older ones; so
+        ``get_message(..., 200)`` returns 32 by default. Pull again from
+        ``next_begin_offset``, raise those fields, or use a consumer or
+        :meth:`read_arrow`.
 
         ``tags`` filters exactly by tag (``None`` or ``["*"]``: every message; a
         string is a RocketMQ expression ``"a || b"``). The result's
@@ -490,7 +519,9 @@ class MessageStore(MessageStoreBase):
         expired), ``OFFSET_FOUND_NULL`` (no unit readable at ``offset``),
         ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
         ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
-        unknown queue reads as an empty one (and nothing is created on disk).
+        unknown topic or queue reads as an empty one (nothing is created on
+        disk), with an :class:`~rocketstore.UnknownTopicWarning` naming the
+        topics (or queues) the store holds.
         ``OFFSET_FOUND_NULL`` with ``next_begin_offset == offset`` means the
         message there is not readable yet: pull again.
 
@@ -518,15 +549,24 @@ class MessageStore(MessageStoreBase):
             tag_list = [t.strip() for t in tags.split("||")]
         else:
             tag_list = list(tags)
-        return self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list)
+        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list)
+        if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
+            self._warn_unknown(topic, queue_id)
+        return result
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         """CommitLog offset of the message at ``cq_offset`` (0 when none)."""
         return self._n.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """Logical offset of the message stored nearest to ``timestamp`` (ms)."""
-        return self._n.get_offset_in_queue_by_time(topic, queue_id, timestamp)
+    def get_offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp: int | datetime.datetime
+    ) -> int:
+        """Logical offset of the message stored nearest to ``timestamp``.
+
+        ``timestamp`` is ms since the epoch, or a ``datetime`` (a naive one
+        is local time, as ``datetime.timestamp()`` reads it).
+        """
+        return self._n.get_offset_in_queue_by_time(topic, queue_id, _ms_arg(timestamp))
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
         """Store time of the queue's first message (-1 when none)."""
@@ -541,147 +581,47 @@ class MessageStore(MessageStoreBase):
         topic: str,
         key: str,
         max_num: int = 32,
-        begin_timestamp: int = 0,
-        end_timestamp: int | None = None,
+        begin_timestamp: int | datetime.datetime = 0,
+        end_timestamp: int | datetime.datetime | None = None,
     ) -> list[MessageExt]:
         """Messages of ``topic`` whose UNIQ_KEY or KEYS contain ``key``, ascending by offset.
 
         Only messages really carrying the key are returned (index hash
         collisions are filtered out); at most ``min(max_num, max_msgs_num_batch)``.
 
+        The window is the messages' store time in ``[begin_timestamp,
+        end_timestamp]``, both included, exact to the millisecond (``None``:
+        no end). The bounds are ms since the epoch, or ``datetime`` objects (a
+        naive one is local time, as ``datetime.timestamp()`` reads it). The
+        index keeps whole seconds, so the search looks up to a second before
+        ``begin_timestamp`` and each record's own store time decides; the
+        ``max_num`` entries the index hands out may include such neighbours
+        (they are dropped, not replaced).
+
         Raises:
             CorruptedError: a record the index points at is damaged (the
                 message names file and offset).
         """
-        return self._n.query_message(topic, key, max_num, begin_timestamp, end_timestamp)
-
-    def read_arrow(
-        self,
-        topic: str | Sequence[str] | None = None,
-        queue_id: int | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        batch_size: int = 65536,
-        *,
-        include_system: bool = False,
-        include_uncommitted: bool = False,
-        threads: int | None = None,
-    ) -> pyarrow.RecordBatchReader:
-        """Messages as Arrow record batches (needs ``pyarrow``: ``rocketstore[spark]``).
-
-        With a ``topic`` (or a list of topics), reads each queue of it (or just
-        ``queue_id``) through its consume queue, logical offsets ``[start, end)``
-        (default: the queue's first offset to its end). Without one, scans the
-        CommitLog, physical offsets ``[start, end)`` (default: all of it), in
-        store order. ``start``/``end`` beyond the store are clamped to what it
-        holds (a read never costs more than the data it returns); negative
-        ones are refused. Every batch is decoded in the engine (bodies included, no
-        per-row Python) and owns its memory, so it stays valid after the store
-        is closed. Batches hold at most ``batch_size`` rows. ``threads``
-        engine threads decode CommitLog segments / queues in parallel (default:
-        one per CPU, at most 4; 1 to ``MAX_READ_THREADS`` = 256); the order of
-        rows does not change.
-
-        Damaged records (body CRC mismatch, broken structure) are skipped.
-        CommitLog scans leave out transaction prepared/rolled-back records and
-        system topics (``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_*``) unless
-        ``include_uncommitted`` / ``include_system``.
-
-        The columns are those of the Spark schema: ``topic, queue_id,
-        queue_offset, commit_log_offset, msg_id, tags, keys, properties, body,
-        body_crc, flag, sys_flag, born_timestamp, born_host, store_timestamp,
-        store_host, reconsume_times`` (timestamps ``timestamp[us, tz=UTC]``,
-        hosts ``"ip:port"``).
-
-        Raises:
-            TypeError / ValueError: ``start``/``end`` negative or not ints,
-                ``queue_id`` outside ``[0, 2**31 - 1]``, ``threads`` outside
-                ``[1, MAX_READ_THREADS]``, ``batch_size < 1``.
-
-        >>> import tempfile
-        >>> with tempfile.TemporaryDirectory() as path:
-        ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
-        ...                       max_hash_slot_num=64, max_index_num=256)  # small files
-        ...     with MessageStore(cfg) as store:
-        ...         _ = store.put("orders", b"hello", tags="paid")
-        ...         table = store.read_arrow("orders").read_all()
-        >>> table.column("body").to_pylist(), table.column("tags").to_pylist()
-        ([b'hello'], ['paid'])
-        """
-        import pyarrow as pa
-
-        if threads is None:
-            threads = max(1, min(4, os.cpu_count() or 1))
-        for name, value in (("start", start), ("end", end)):
-            if value is not None:
-                _int_arg(name, value, 0)
-        stream = self._arrow_stream(topic, queue_id, start, end, batch_size,
-                                    include_system=include_system,
-                                    include_uncommitted=include_uncommitted,
-                                    threads=threads)
-        return pa.RecordBatchReader.from_stream(stream)
-
-    def _arrow_stream(
-        self,
-        topic: str | Sequence[str] | None = None,
-        queue_id: int | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        batch_size: int = 65536,
-        *,
-        include_system: bool = False,
-        include_uncommitted: bool = False,
-        min_store_timestamp: int | None = None,
-        store_name: str | None = None,
-        threads: int = 1,
-    ) -> ArrowStream:
-        """The native stream behind :meth:`read_arrow` (its counters say what was skipped)."""
-        n = self._n
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        batch_size = min(batch_size, _I64_MAX)
-        _int_arg("threads", threads, 1, MAX_READ_THREADS)
-        # Offsets past the store read nothing: they are clamped to the range
-        # a Java long holds (the engine clamps them to the store's content).
-        if start is not None:
-            start = max(0, min(_int_arg("start", start, -_I64_MAX), _I64_MAX))
-        if end is not None:
-            end = max(0, min(_int_arg("end", end, -_I64_MAX), _I64_MAX))
-        if queue_id is not None:
-            _int_arg("queue_id", queue_id, 0, _I32_MAX)
-        if topic is None:
-            if queue_id is not None:
-                raise ValueError("queue_id needs a topic")
-            lo = n.min_phy_offset if start is None else start
-            hi = n.max_phy_offset if end is None else end
-            return n.read_arrow(None, [(max(lo, 0), max(hi, 0))],
-                                include_system=include_system,
-                                include_uncommitted=include_uncommitted,
-                                min_store_timestamp=min_store_timestamp,
-                                batch_size=batch_size, store_name=store_name, threads=threads)
-        topics = [topic] if isinstance(topic, str) else list(topic)
-        for t in topics:
-            if not isinstance(t, str):
-                raise TypeError(f"topic must be a str or a list of str, not {type(t).__name__}")
-        ranges: list[tuple[str, int, int, int]] = []
-        for t in topics:
-            n.get_max_offset_in_queue(t, 0)  # raises ValueError for an invalid topic name
-            qids = n.queue_ids(t) if queue_id is None else [queue_id]
-            for q in qids:
-                lo = n.get_min_offset_in_queue(t, q) if start is None else start
-                hi = n.get_max_offset_in_queue(t, q) if end is None else end
-                if hi > lo:
-                    ranges.append((t, q, lo, hi))
-        return n.read_arrow(ranges, None, min_store_timestamp=min_store_timestamp,
-                            batch_size=batch_size, store_name=store_name, threads=threads)
+        found = self._n.query_message(topic, key, max_num, _ms_arg(begin_timestamp),
+                                      _ms_arg(end_timestamp))
+        if not found:
+            self._warn_unknown(topic)
+        return found
 
     def queue_ids(self, topic: str) -> list[int]:
         """Queue ids of ``topic`` that exist, sorted."""
         return self._n.queue_ids(topic)
 
-    def topics(self) -> list[str]:
-        """Topics that have at least one consume queue, sorted."""
-        return self._n.topics()
+    def topics(self, *, include_system: bool = False) -> list[str]:
+        """Topics that have at least one consume queue, sorted.
+
+        System topics (``SCHEDULE_TOPIC_XXXX``, where delayed messages wait,
+        ``RMQ_SYS_*``, ...) are left out unless ``include_system``.
+        """
+        topics = self._n.topics()
+        if include_system:
+            return topics
+        return [t for t in topics if not _native.is_system_topic(t)]
 
     def dispatch_behind_bytes(self) -> int:
         """CommitLog bytes not yet in the consume queues and index."""
@@ -789,11 +729,16 @@ class MessageStore(MessageStoreBase):
             ValueError: ``topic`` breaks the topic rule (letters, digits and
                 ``% | _ -``, at most 127 bytes) and the store holds no such
                 topic, so the consumer could never receive anything.
+
+        A topic the store does not hold yet is accepted (the consumer picks
+        up its queues when they appear), with an
+        :class:`~rocketstore.UnknownTopicWarning` naming the known topics.
         """
         from rocketstore.consumer import Consumer
 
         # The read rule: a name that fails the put rule is refused unless the
         # store holds that topic (raises ValueError).
         self._n.get_max_offset_in_queue(topic, 0)
+        self._warn_unknown(topic)
         return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
                         auto_commit_interval=auto_commit_interval)

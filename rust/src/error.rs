@@ -54,6 +54,10 @@ pub enum StoreError {
     /// before its recovery finished (`crate::recovery`).
     #[error("{0}")]
     RecoveryOrder(String),
+    /// A read-only open of a directory that holds no store (no CommitLog,
+    /// queues, index, checkpoint or config): the message names the folder.
+    #[error("{0}")]
+    NotAStore(String),
 }
 
 /// Every kind of [`StoreError`], by name (see [`StoreError::kind`]).
@@ -68,6 +72,7 @@ pub const ERROR_KINDS: &[&str] = &[
     "ReadOnly",
     "Internal",
     "RecoveryOrder",
+    "NotAStore",
 ];
 
 /// Engine result alias.
@@ -95,6 +100,7 @@ impl StoreError {
             StoreError::ReadOnly => "ReadOnly",
             StoreError::Internal(_) => "Internal",
             StoreError::RecoveryOrder(_) => "RecoveryOrder",
+            StoreError::NotAStore(_) => "NotAStore",
         }
     }
 
@@ -120,6 +126,7 @@ impl StoreError {
             "ReadOnly" => StoreError::ReadOnly,
             "Internal" => StoreError::internal("sample invariant"),
             "RecoveryOrder" => StoreError::RecoveryOrder("sample step".into()),
+            "NotAStore" => StoreError::NotAStore("/sample is not a store".into()),
             _ => return None,
         })
     }

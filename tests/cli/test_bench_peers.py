@@ -59,3 +59,49 @@ def test_a_failing_peer_is_reported(tmp_path: Path) -> None:
                                 peers=(bench_peers.PEERS[0], ("broken", None, broken)))
     assert res[1].status == "error: OSError: disk on fire"
     assert res[0].status == "ok"
+
+
+def _summary_with_big_numbers() -> dict[str, object]:
+    def sysd(name: str, version: str, put: float, get: float, batch: float) -> dict[str, object]:
+        return {"name": name, "version": version, "status": "ok",
+                "put": {"msgs_per_s": put}, "get": {"msgs_per_s": get},
+                "batch": {"msgs_per_s": batch}}
+
+    return {
+        "messages": 20_000, "body_size": 100, "batch_size": 1000,
+        "put_batch_over_sqlite3_put": 253.0,
+        "systems": [sysd("rocketstore", "0.1.0", 2_652_870, 4_982_283, 123_763_327),
+                    sysd("sqlite3", "3.40.1", 94_071, 2_242_997, 1_086_196),
+                    sysd("diskcache.Deque", "5.6.3", 22_851, 1_609_123, 61_966)],
+        "rocketstore_over": {"sqlite3": {"put": 28.2, "get": 2.2, "batch": 21.9},
+                             "diskcache.Deque": {"put": 116.1, "get": 4741.6,
+                                                 "batch": 12471.4}},
+    }
+
+
+def test_the_table_fits_80_columns_without_cutting_numbers() -> None:
+    from rich.console import Console
+
+    console = Console(width=80, record=True)
+    bench_peers.print_table(_summary_with_big_numbers(), console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text
+    for cell in ("2.65M", "4.98M", "124M", "94.1k", "1.61M", "28.2x", "4742x", "12471x",
+                 "diskcache.Deque 5.6.3"):
+        assert cell in text, (cell, text)
+
+
+def test_rates_keep_three_digits() -> None:
+    assert [bench_peers._compact(v) for v in (2_652_870, 94_071, 28_979, 9_384, 5)] == [
+        "2.65M", "94.1k", "29.0k", "9,384", "5"]
+
+
+def test_run_peers_reports_each_phase(tmp_path: Path) -> None:
+    seen: list[tuple[str, str]] = []
+    peers = (bench_peers.PEERS[0],
+             ("nosuchqueue", "rocketstore_no_such_module", bench_peers.PEERS[1][2]))
+    bench_peers.run_peers(20, base=tmp_path, peers=peers,
+                          progress=lambda system, phase: seen.append((system, phase)))
+    assert seen == [("rocketstore", "put"), ("rocketstore", "get"), ("rocketstore", "batch"),
+                    ("rocketstore", "done"), ("nosuchqueue", "done")]

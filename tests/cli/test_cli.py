@@ -127,6 +127,15 @@ def test_demo_small_prints_summary() -> None:
         assert label in out
     assert "500 / 500" in out
     assert "(temporary, removed)" in out
+    assert "hot loop" in out  # measured as the README measures it
+
+
+def test_demo_measures_put_apart_from_its_own_write() -> None:
+    data = run_json(["demo", "-n", "200", "--segment-size", str(64 * 1024)])
+    # The hot-loop rate is its own measurement, not the demo's write rate.
+    assert data["put_msgs_per_s"] > 0 and data["write_msgs_per_s"] > 0
+    assert data["put_msgs_per_s"] != data["write_msgs_per_s"]
+    assert data["put_bytes_per_s"] > data["put_msgs_per_s"] * 100  # 100 B bodies + headers
 
 
 def test_demo_json_keeps_dir(tmp_path: Path) -> None:
@@ -923,3 +932,14 @@ def test_bench_refuses_non_empty_dir(store: Store) -> None:
     result = run(["bench", str(store.path), "-n", "5"])
     assert result.exit_code == 2
     assert "not an empty directory" in result.stderr
+
+
+def test_unknown_topic_is_said_plainly(store: Store) -> None:
+    result = run(["query", str(store.path), "--topic", "nosuchtopic", "--key", "k"])
+    assert result.exit_code == 1
+    assert "topic 'nosuchtopic' does not exist" in result.stderr
+    assert "'orders'" in result.stderr  # the known topics
+    assert "UnknownTopicWarning" not in result.stderr  # a plain line, not a Python warning
+    result = run(["get", str(store.path), "--topic", "nosuchtopic", "--offset", "0", "--json"])
+    assert result.exit_code == 1
+    assert "topic 'nosuchtopic' does not exist" in json.loads(result.stdout)["reason"]

@@ -488,7 +488,7 @@ def test_from_properties_empty_optional_is_none() -> None:
     ("key", "value"),
     [
         ("mappedFileSizeCommitLog", "1G"),
-        ("fileReservedTime", "72.5"),
+        ("deleteFileBatchMax", "10.5"),  # an int field (fileReservedTime takes 0.5)
         ("fileReservedTime", "seventy"),
         ("warmMapedFileEnable", "yes"),
         ("diskSpaceWarningLevelRatio", "ninety"),

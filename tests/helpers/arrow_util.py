@@ -125,7 +125,7 @@ def api_rows(store: MessageStore, topic: str, queue_id: int) -> list[dict[str, A
 def all_api_rows(store: MessageStore, topics: list[str] | None = None) -> list[dict[str, Any]]:
     """Every message of every (or the given) topic's queues, as rows."""
     rows: list[dict[str, Any]] = []
-    for t in topics if topics is not None else store.topics():
+    for t in topics if topics is not None else store.topics(include_system=True):
         for q in store.queue_ids(t):
             rows.extend(api_rows(store, t, q))
     return rows

@@ -54,7 +54,7 @@ def _write(path: Path) -> None:
 def read_all(store: MessageStore) -> list[dict[str, object]]:
     """Every message of every queue, in topic/queue/offset order, as JSON-ready dicts."""
     out: list[dict[str, object]] = []
-    for topic in sorted(store.topics()):
+    for topic in sorted(store.topics(include_system=True)):
         for qid in sorted(store.queue_ids(topic)):
             off = store.get_min_offset_in_queue(topic, qid)
             end = store.get_max_offset_in_queue(topic, qid)

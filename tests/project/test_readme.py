@@ -93,3 +93,23 @@ def test_readme_examples_pass_mypy_strict(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_readme_says_the_test_build_stays_installed_and_how_to_undo_it() -> None:
+    from rocketstore import _native
+
+    # Where the test command is explained, the README warns that the
+    # fail-point build stays installed and gives the command that puts the
+    # release build back, with a check that tells the two apart.
+    start = README.index("The first line builds the package")
+    note = README[start:README.index("## ", start)]
+    assert "stays installed" in note
+    assert "pip install --force-reinstall --no-deps ." in note
+    check = re.search(r"hasattr\(n, '(\w+)'\)", note)
+    assert check is not None
+    # The check names a hook only the fail-point build has: this (test) build has it.
+    assert hasattr(_native, check.group(1))
+    # ... and the release build has not: it is compiled only with the feature.
+    src = (REPO / "rust" / "src" / "python" / "mod.rs").read_text().splitlines()
+    at = src.index(f'#[pyo3(name = "{check.group(1)}")]')
+    assert '#[cfg(feature = "failpoints")]' in src[at - 3:at]

@@ -96,6 +96,7 @@ class _Lines:
         return self.q.get(timeout=timeout)
 
 
+@pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")  # read before the first put
 def test_read_only_consumer_follows_a_writer_process(tmp_path: Path) -> None:
     store_path = str(tmp_path / "store")
     stderr_path = tmp_path / "writer.err"

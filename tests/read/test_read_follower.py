@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rocketstore import GetStatus, MessageStore, StoreConfig
 
 TOPIC = "F"
@@ -125,6 +127,7 @@ class Writer:
         return self.err_path.read_text()
 
 
+@pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")  # read before the first put
 def test_read_only_consumer_never_skips_an_offset_across_rolls_and_writer_kills(
     tmp_path: Path,
 ) -> None:
@@ -193,6 +196,7 @@ def test_read_only_consumer_never_skips_an_offset_across_rolls_and_writer_kills(
     assert not missing, f"{len(missing)} acknowledged messages never reached the follower"
 
 
+@pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")  # read before the first put
 def test_get_message_loop_on_a_read_only_store_sees_new_messages(tmp_path: Path) -> None:
     path = str(tmp_path / "store")
     # The store exists (empty queue dirs do not) before the reader opens it.

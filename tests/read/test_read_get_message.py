@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import struct
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from helpers.read_util import CQ_UNITS_PER_FILE, SMALL, cq_dir, listing, wait_dispatched
-from rocketstore import GetStatus, MessageStore, PutStatus, StoreClosedError
+from rocketstore import GetStatus, MessageStore, PutStatus, StoreClosedError, UnknownTopicWarning
 
 OpenStore = Callable[..., MessageStore]
 
@@ -37,7 +38,12 @@ def test_unknown_queue_is_empty_and_creates_nothing(open_store: OpenStore, store
     before = listing(store_path)
 
     for topic, qid, offset in [("T", 3, 0), ("T", 3, 7), ("Nope", 0, 0), ("Nope", 5, 2)]:
-        r = store.get_message("g", topic, qid, offset, 32, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = store.get_message("g", topic, qid, offset, 32, None)
+        # Said once per topic and queue (offset 7 of queue T/3 was warned about at 0).
+        assert [w.category for w in caught] == (
+            [] if (topic, qid, offset) == ("T", 3, 7) else [UnknownTopicWarning])
         assert r.status is GetStatus.NO_MESSAGE_IN_QUEUE, (topic, qid, offset)
         assert r.next_begin_offset == 0
         assert r.messages == []
@@ -62,9 +68,11 @@ def test_unknown_queue_in_read_only_store_creates_nothing(
     w.shutdown()
     before = listing(store_path)
     ro = open_store(read_only=True, **SMALL)
-    r = ro.get_message("g", "T", 9, 0)
+    with pytest.warns(UnknownTopicWarning, match="queue 9 of topic 'T'"):
+        r = ro.get_message("g", "T", 9, 0)
     assert r.status is GetStatus.NO_MESSAGE_IN_QUEUE and r.next_begin_offset == 0
-    r = ro.get_message("g", "Other", 0, 0)
+    with pytest.warns(UnknownTopicWarning, match="topic 'Other' does not exist"):
+        r = ro.get_message("g", "Other", 0, 0)
     assert r.status is GetStatus.NO_MESSAGE_IN_QUEUE and r.next_begin_offset == 0
     ro.shutdown()
     assert listing(store_path) == before

@@ -15,7 +15,13 @@ import pytest
 
 from helpers.read_util import SMALL_INDEX, wait_dispatched
 from helpers.store_util import diff_snapshots, java_string_hash, snapshot
-from rocketstore import ConfigMismatchError, GetStatus, MessageStore, PutResult
+from rocketstore import (
+    ConfigMismatchError,
+    GetStatus,
+    MessageStore,
+    PutResult,
+    UnknownTopicWarning,
+)
 
 OpenStore = Callable[..., MessageStore]
 
@@ -157,7 +163,8 @@ def test_uniq_key_property_is_indexed(built: tuple[MessageStore, Built]) -> None
 
 def test_topic_mismatch_and_unknown_key(built: tuple[MessageStore, Built]) -> None:
     store, _ = built
-    assert store.query_message("Nope", "k7") == []
+    with pytest.warns(UnknownTopicWarning, match="'Nope' does not exist"):
+        assert store.query_message("Nope", "k7") == []
     assert store.query_message("T", "no-such-key") == []
     assert store.query_message("Other", "u5") == []
     other = store.query_message("Other", "k7")

@@ -553,3 +553,46 @@ def test_killed_driver_staging_is_removed_by_the_next_write_not_a_live_jobs(
         assert [r["body"] for r in api_rows(s, "live", 0)] == [f"live{i}".encode()
                                                                for i in range(10)]
         assert [r["body"] for r in api_rows(s, "next", 0)] == [b"n"]
+
+
+def test_a_user_schema_reads_those_columns_in_its_order(spark: Any, rich: str) -> None:
+    with MessageStore(StoreConfig(store_path=rich), read_only=True) as store:
+        want = sorted(all_api_rows(store, ["events", "orders"]), key=key)
+    for opts in ({}, {"topic": "orders,events"}):
+        r = spark.read.format(FMT).schema("body binary, store string, topic string, "
+                                          "queue_offset long").option("path", rich)
+        for k, v in opts.items():
+            r = r.option(k, v)
+        df = r.load()
+        assert df.columns == ["body", "store", "topic", "queue_offset"]
+        got = sorted((r["topic"], r["queue_offset"], r["body"], r["store"])
+                     for r in df.toArrow().to_pylist())
+        assert got == sorted((w["topic"], w["queue_offset"], w["body"], rich) for w in want)
+    df = spark.read.format(FMT).schema("topic string, body binary").load(rich)
+    assert df.count() == len(want) and len(df.toArrow().schema) == 2
+
+
+def test_a_user_schema_with_an_unknown_column_or_type_is_refused(spark: Any, rich: str) -> None:
+    for ddl, why in (("topic string, bodyy binary", r"bodyy \(no such column\)"),
+                     ("topic string, queue_id string", r"queue_id string \(the column is int\)")):
+        with pytest.raises(Exception, match=why + r"\. Its columns .*topic string, "
+                                                  r"queue_id int"):
+            spark.read.format(FMT).schema(ddl).load(rich).count()
+
+
+def test_a_user_schema_in_a_streaming_read(spark: Any, rich: str, tmp_path: Path) -> None:
+    q = (spark.readStream.format(FMT).schema("queue_id int, topic string")
+         .option("path", rich).option("topic", "events").option("startingOffsets", "earliest")
+         .load().writeStream.format("parquet").option("path", str(tmp_path / "o"))
+         .option("checkpointLocation", str(tmp_path / "c")).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    out = spark.read.parquet(str(tmp_path / "o"))
+    assert out.columns == ["queue_id", "topic"]
+    assert out.count() == read(spark, rich, topic="events").count() > 0
+    with pytest.raises(Exception, match=r"nope \(no such column\)"):
+        q = (spark.readStream.format(FMT).schema("nope int").option("path", rich).load()
+             .writeStream.format("parquet").option("path", str(tmp_path / "o2"))
+             .option("checkpointLocation", str(tmp_path / "c2")).trigger(availableNow=True)
+             .start())
+        q.awaitTermination(120)

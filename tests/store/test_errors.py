@@ -42,6 +42,7 @@ EXPECTED = {
     "ReadOnly": "ReadOnlyStoreError",
     "Internal": "InternalError",
     "RecoveryOrder": "RecoveryOrderError",
+    "NotAStore": "NotAStoreError",
 }
 
 

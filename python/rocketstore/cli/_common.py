@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import logging
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,7 +28,7 @@ from rich.progress import (
 
 from rocketstore import __version__, _native
 from rocketstore.config import StoreConfig
-from rocketstore.errors import StoreError
+from rocketstore.errors import StoreError, UnknownTopicWarning
 from rocketstore.store import MessageStore, RecoveryReport
 
 #: The command ran and found a problem.
@@ -171,7 +172,21 @@ def _open_read_only(path: Path, *, check_crc: bool = True,
     cfg = _make_config(path, check_crc_on_recover=check_crc, **options)
     store = _start(MessageStore(cfg, read_only=True))
     try:
-        yield store
+        with warnings.catch_warnings():
+            # An unknown topic or queue is said in a plain line on stderr
+            # (the store says it once per topic and queue).
+            warnings.simplefilter("always", UnknownTopicWarning)
+            shown = warnings.showwarning
+
+            def show(message: Warning | str, category: type[Warning], filename: str,
+                     lineno: int, file: Any = None, line: str | None = None) -> None:
+                if issubclass(category, UnknownTopicWarning):
+                    _stderr().print(str(message), markup=False, soft_wrap=True)
+                else:
+                    shown(message, category, filename, lineno, file, line)
+
+            warnings.showwarning = show
+            yield store
     finally:
         store.shutdown()
 

@@ -47,7 +47,7 @@ def _writer_running(store_path: Path) -> bool | None:
 def _queue_rows(store: MessageStore, progress: Progress) -> list[dict[str, Any]]:
     table = store.queue_offset_table()
     keys = set(table)
-    for topic in store.topics():
+    for topic in store.topics(include_system=True):
         keys.update((topic, q) for q in store.queue_ids(topic))
     rows: list[dict[str, Any]] = []
     task = progress.add_task("reading queues", total=len(keys))

@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,7 +40,7 @@ from rocketstore.cli._common import (
     _with_index_options,
     main,
 )
-from rocketstore.errors import CorruptedError, StoreError
+from rocketstore.errors import CorruptedError, StoreError, UnknownTopicWarning
 from rocketstore.message import GetMessageResult, GetStatus, MessageExt
 from rocketstore.store import MessageStore
 
@@ -323,7 +324,15 @@ def _get_from_queue(ctx: click.Context, path: Path, topic: str, queue_id: int, o
                     count: int, tags: list[str] | None, as_json: bool) -> None:
     where = {"topic": topic, "queue_id": queue_id, "offset": offset, "tags": tags}
     with _json_errors(as_json, where), _open_read_only(path) as store:
-        pulled = _pull(store, topic, queue_id, offset, count, tags)
+        # An unknown topic or queue: its warning is the reason given.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UnknownTopicWarning)
+            try:
+                pulled = _pull(store, topic, queue_id, offset, count, tags)
+                unknown = None
+            except UnknownTopicWarning as w:
+                unknown = str(w)
+                pulled = _pull(store, topic, queue_id, offset, count, tags)
         pulled.messages = _readable(pulled.messages)
         messages = [_message_dict(m) for m in pulled.messages] if as_json else []
     if as_json:
@@ -331,7 +340,7 @@ def _get_from_queue(ctx: click.Context, path: Path, topic: str, queue_id: int, o
             **where,
             "found": bool(messages),
             "status": pulled.status.name,
-            "reason": None if messages else _why_nothing(pulled, offset, tags),
+            "reason": None if messages else unknown or _why_nothing(pulled, offset, tags),
             "next_begin_offset": pulled.next_begin_offset,
             "min_offset": pulled.min_offset,
             "max_offset": pulled.max_offset,
@@ -347,7 +356,8 @@ def _get_from_queue(ctx: click.Context, path: Path, topic: str, queue_id: int, o
         )
         _stdout().print(summary, soft_wrap=True)
         if not pulled.messages:
-            _stderr().print(_why_nothing(pulled, offset, tags), markup=False, soft_wrap=True)
+            _stderr().print(unknown or _why_nothing(pulled, offset, tags), markup=False,
+                            soft_wrap=True)
         if len(pulled.messages) == 1 and count == 1:
             _print_message_detail(pulled.messages[0])
         elif pulled.messages:
@@ -361,7 +371,7 @@ def _get_from_queue(ctx: click.Context, path: Path, topic: str, queue_id: int, o
 
 def _selected_queues(store: MessageStore, topic: str | None,
                      queue_id: int | None) -> list[tuple[str, int]]:
-    topics = [topic] if topic is not None else store.topics()
+    topics = [topic] if topic is not None else store.topics(include_system=True)
     queues: list[tuple[str, int]] = []
     for t in topics:
         ids = store.queue_ids(t)

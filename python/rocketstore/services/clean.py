@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
+from rocketstore._checks import I64_MAX
 from rocketstore._native import NativeStore
 from rocketstore.config import StoreConfig
 from rocketstore.services.base import ServiceThread
@@ -59,6 +60,11 @@ DiskUsageProbe = Callable[[str], float]
 OffsetTable = Callable[[], Mapping[str, Mapping[int, int]]]
 
 _HOUR_MS = 3_600_000
+
+
+def _reserved_ms(hours: float) -> int:
+    """``file_reserved_time`` (hours, maybe fractional) in whole ms, at most a Java long."""
+    return min(round(hours * _HOUR_MS), I64_MAX)
 
 
 def disk_usage_ratio(path: str) -> float:
@@ -206,7 +212,7 @@ class CleanService(ServiceThread):
         deleted = 0
         if reasons:
             deleted = native.delete_expired_commit_log(
-                now, cfg.file_reserved_time * _HOUR_MS, interval, immediately, batch
+                now, _reserved_ms(cfg.file_reserved_time), interval, immediately, batch
             ).deleted
         over = 0 if manual else self._files_over_cap()
         if over > 0 and deleted < batch:

@@ -264,7 +264,7 @@ class ReadOptions:
         if self.topics is not None:
             topics = list(self.topics)
         else:
-            topics = [t for t in store.topics()
+            topics = [t for t in store.topics(include_system=True)
                       if self.include_system or not is_system_topic(t)]
         out: list[tuple[str, int]] = []
         for t in sorted(set(topics)):

@@ -56,6 +56,38 @@ SCHEMA_DDL = (
 )
 
 
+#: Spark's name of each column's type (``DataType.simpleString()``).
+COLUMN_TYPES: dict[str, str] = {
+    name: {"long": "bigint"}.get(t, t)
+    for name, t in (c.split(" ", 1) for c in (SCHEMA_DDL + ", store string").split(", "))
+}
+
+
+def _projection(schema: StructType, several: bool) -> tuple[str, ...] | None:
+    """The columns a user-given schema asks for, in its order (None: every
+    column, as :meth:`RocketStoreDataSource.schema` gives them). A column that
+    does not exist or has another type is refused here, at planning."""
+    names = tuple(f.name for f in schema.fields)
+    full = tuple(COLUMN_TYPES) if several else tuple(COLUMN_TYPES)[:-1]
+    if names == full:
+        return None
+    bad = []
+    for f in schema.fields:
+        want = COLUMN_TYPES.get(f.name)
+        got = f.dataType.simpleString()
+        if want is None:
+            bad.append(f"{f.name} (no such column)")
+        elif got != want:
+            bad.append(f"{f.name} {got} (the column is {want})")
+    if len(set(names)) != len(names):
+        bad.append("a column named twice")
+    if bad:
+        cols = ", ".join(f"{n} {t}" for n, t in COLUMN_TYPES.items())
+        raise ValueError(f"the schema given to the rocketstore format does not fit: "
+                         f"{'; '.join(bad)}. Its columns (any subset, in any order): {cols}")
+    return names
+
+
 class RocketStoreDataSource(DataSource):
     """Spark format ``rocketstore``: read, stream, write and sink rocketstore stores.
 
@@ -89,10 +121,12 @@ class RocketStoreDataSource(DataSource):
         return any(k.lower() in ("path", "paths") for k in self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _BatchReader(ReadOptions.parse(self.options), schema)
+        opts = ReadOptions.parse(self.options)
+        return _BatchReader(opts, schema, _projection(schema, opts.several))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return _StreamReader(ReadOptions.parse(self.options, streaming=True), schema)
+        opts = ReadOptions.parse(self.options, streaming=True)
+        return _StreamReader(opts, schema, _projection(schema, opts.several))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         _check_write(schema, overwrite)
@@ -160,23 +194,31 @@ def _segment_partitions(opts: ReadOptions, path: str, store: MessageStore) -> li
     return out
 
 
-def _read_partition(opts: ReadOptions, schema: StructType, p: InputPartition,
+def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: InputPartition,
                     *, stream: bool = False) -> Iterator[pa.RecordBatch]:
-    """Open the store read-only here (on the executor) and yield its batches."""
+    """Open the store read-only here (on the executor) and yield its batches
+    (only ``columns``, in that order, when a schema was given)."""
     store = open_read_only(p.path, opts.fields)  # type: ignore[attr-defined]
+    name = p.store_name  # type: ignore[attr-defined]
+    if columns is not None and "store" in columns and name is None:
+        name = p.path  # type: ignore[attr-defined]
     try:
         if isinstance(p, QueuePartition):
             s = store._arrow_stream(p.topic, p.queue_id, p.start, p.end, opts.batch_size,
-                                    store_name=p.store_name)
+                                    store_name=name)
         elif isinstance(p, SegmentPartition):
             s = store._arrow_stream(None, None, p.start, p.end, opts.batch_size,
                                     include_system=opts.include_system,
                                     include_uncommitted=opts.include_uncommitted,
                                     min_store_timestamp=opts.starting_timestamp,
-                                    store_name=p.store_name)
+                                    store_name=name)
         else:  # pragma: no cover
             raise TypeError(f"unknown partition {p!r}")
-        yield from pa.RecordBatchReader.from_stream(s)
+        if columns is None:
+            yield from pa.RecordBatchReader.from_stream(s)
+        else:
+            for b in pa.RecordBatchReader.from_stream(s):
+                yield b.select(list(columns))
         if s.skipped_corrupt:
             log.warning("rocketstore %s: %d damaged records skipped in %r",
                         p.path, s.skipped_corrupt, p)
@@ -194,9 +236,11 @@ def _read_partition(opts: ReadOptions, schema: StructType, p: InputPartition,
 
 
 class _BatchReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType,
+                 columns: tuple[str, ...] | None) -> None:
         self.opts = opts
         self.schema = schema
+        self.columns = columns
 
     def partitions(self) -> Sequence[InputPartition]:
         out: list[InputPartition] = []
@@ -217,7 +261,7 @@ class _BatchReader(DataSourceReader):
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(self.opts, self.schema, partition)
+        return _read_partition(self.opts, self.columns, partition)
 
 
 # -- streaming read ---------------------------------------------------------------
@@ -242,9 +286,11 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets are ``{"topic/queue": next offset}`` (several stores:
     ``{"<path>|topic/queue": ...}``)."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType,
+                 columns: tuple[str, ...] | None) -> None:
         self.opts = opts
         self.schema = schema
+        self.columns = columns
         self._target: dict[str, int] | None = None
 
     def _key(self, path: str, topic: str, qid: int) -> str:
@@ -349,7 +395,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(self.opts, self.schema, partition, stream=True)
+        return _read_partition(self.opts, self.columns, partition, stream=True)
 
     def commit(self, end: dict[str, int]) -> None:
         pass

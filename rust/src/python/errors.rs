@@ -38,6 +38,7 @@ pub fn python_exception(e: &StoreError) -> &'static str {
         StoreError::ReadOnly => "ReadOnlyStoreError",
         StoreError::Internal(_) => "InternalError",
         StoreError::RecoveryOrder(_) => "RecoveryOrderError",
+        StoreError::NotAStore(_) => "NotAStoreError",
     }
 }
 
@@ -51,6 +52,11 @@ pub fn to_pyerr(e: StoreError) -> PyErr {
             None => PyOSError::new_err(msg),
         },
         StoreError::InvalidArgument(_) => PyValueError::new_err(msg),
+        // Also a FileNotFoundError: raised with ENOENT so `errno` is set.
+        StoreError::NotAStore(_) => Python::with_gil(|py| match class(py, name) {
+            Ok(t) => PyErr::from_type(t, (libc::ENOENT, msg)),
+            Err(e) => e,
+        }),
         _ => raise(name, msg),
     }
 }

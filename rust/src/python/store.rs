@@ -103,17 +103,21 @@ impl PyStore {
     /// files. `config` is a `rocketstore.StoreConfig`, read field by field.
     /// `repair`: opened by `rocketstore repair` (index files of the wrong
     /// size are rebuilt by recovery instead of refusing the store).
+    /// `wait_for_writer`: a read-only open of a folder that holds no store
+    /// yet opens it empty instead of raising `NotAStoreError`.
     #[new]
-    #[pyo3(signature = (config, read_only=false, repair=false))]
+    #[pyo3(signature = (config, read_only=false, repair=false, wait_for_writer=false))]
     fn new(
         py: Python<'_>,
         config: &Bound<'_, PyAny>,
         read_only: bool,
         repair: bool,
+        wait_for_writer: bool,
     ) -> PyResult<Self> {
         guarded(|| {
             let opts = StoreOptions {
                 repair,
+                wait_for_writer,
                 ..options_from_config(config, read_only)?
             };
             let store = nogil(py, || Store::open(opts))?;

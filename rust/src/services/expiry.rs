@@ -29,7 +29,6 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::index::index_service::IndexStore;
 use crate::log::commitlog::CommitLog;
-use crate::log::mapped_file::MappedFile;
 use crate::queue::cq_table::ConsumeQueueTable;
 use crate::ratelog::RateLimited;
 
@@ -58,8 +57,8 @@ pub struct QueueExpiry {
 }
 
 /// Whether `file` may go: old enough, or `immediately`.
-fn expired(file: &MappedFile, now_ms: i64, reserved_ms: i64, immediately: bool) -> bool {
-    immediately || now_ms >= file.last_modified_ms().saturating_add(reserved_ms)
+fn expired(modified_ms: i64, now_ms: i64, reserved_ms: i64, immediately: bool) -> bool {
+    immediately || now_ms >= modified_ms.saturating_add(reserved_ms)
 }
 
 /// Deletes the oldest CommitLog files whose age reached `reserved_ms` at
@@ -90,7 +89,9 @@ pub fn delete_expired_commit_log(
     let candidates = files.len().saturating_sub(1);
     let mut first_err = None;
     for f in files.iter().take(candidates.min(max_files)) {
-        if !expired(f, now_ms, reserved_ms, immediately) {
+        // Read before the file goes: a deleted file has no mtime.
+        let modified_ms = f.last_modified_ms();
+        if !expired(modified_ms, now_ms, reserved_ms, immediately) {
             break;
         }
         if f.file_from_offset() + f.file_size() as u64 > dispatched {
@@ -115,9 +116,9 @@ pub fn delete_expired_commit_log(
             break;
         }
         log::info!(
-            "deleted expired CommitLog file {} (age {} h)",
+            "deleted expired CommitLog file {} (age {:.1} h)",
             f.path().display(),
-            (now_ms - f.last_modified_ms()).max(0) / 3_600_000
+            (now_ms - modified_ms).max(0) as f64 / 3_600_000.0
         );
         if report.deleted == 0 {
             report.from_offset = f.file_from_offset() as i64;

@@ -160,13 +160,7 @@ impl Store {
 /// exist).
 fn take_lock(opts: &StoreOptions) -> Result<Option<StoreLock>> {
     if opts.read_only {
-        if !opts.root.is_dir() {
-            // A missing store is FileNotFoundError in Python (ENOENT).
-            return Err(StoreError::io(
-                format!("open the store at {} read-only", opts.root.display()),
-                std::io::Error::from_raw_os_error(libc::ENOENT),
-            ));
-        }
+        check_is_store(opts)?;
         Ok(None)
     } else {
         Ok(Some(StoreLock::acquire(
@@ -174,6 +168,42 @@ fn take_lock(opts: &StoreOptions) -> Result<Option<StoreLock>> {
             &opts.root,
         )?))
     }
+}
+
+/// A read-only open needs a store: a missing folder, or one holding none of
+/// [`paths::STORE_ENTRIES`] (and no CommitLog file in a CommitLog folder
+/// configured elsewhere), is [`StoreError::NotAStore`], unless the caller
+/// waits for a writer that has not started yet (an existing folder only:
+/// a read-only open creates nothing).
+fn check_is_store(opts: &StoreOptions) -> Result<()> {
+    let root = &opts.root;
+    if !root.is_dir() {
+        return Err(StoreError::NotAStore(format!(
+            "no store at {}: the directory does not exist",
+            root.display()
+        )));
+    }
+    if opts.wait_for_writer {
+        return Ok(());
+    }
+    let has_entry = paths::STORE_ENTRIES
+        .iter()
+        .any(|e| root.join(e).symlink_metadata().is_ok());
+    let has_segments = std::fs::read_dir(&opts.commit_log_dir)
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    if has_entry || has_segments {
+        return Ok(());
+    }
+    Err(StoreError::NotAStore(format!(
+        "{} is not a store: it holds no {}/, {}/, {}/ or {} (open it with \
+         wait_for_writer=True to follow a writer that has not started yet)",
+        root.display(),
+        paths::COMMIT_LOG_DIR,
+        paths::CONSUME_QUEUE_DIR,
+        paths::INDEX_DIR,
+        paths::CHECKPOINT_FILE,
+    )))
 }
 
 /// A closure that poisons the store with a panicking service's message.

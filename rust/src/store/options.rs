@@ -37,6 +37,10 @@ pub struct StoreOptions {
     pub delay_levels: Vec<i64>,
     /// Open read-only: no lock, nothing written, following another process's writes.
     pub read_only: bool,
+    /// For a read-only open: a directory that holds no store yet is opened
+    /// as an empty store that follows the writer once it starts (otherwise
+    /// it is refused with [`StoreError::NotAStore`](crate::error::StoreError::NotAStore)).
+    pub wait_for_writer: bool,
     /// Opened by a repair (`rocketstore repair`): index files of another
     /// size than the geometry, and every newer one, are removed by recovery
     /// and rebuilt from the CommitLog instead of refusing the store.
@@ -92,6 +96,7 @@ impl Default for StoreOptions {
             delay_levels: crate::log::message::parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL)
                 .unwrap_or_default(),
             read_only: false,
+            wait_for_writer: false,
             repair: false,
             message_index_enable: true,
             max_hash_slot_num: 5_000_000,

@@ -22,6 +22,9 @@ const DAMAGE_LOG_MEMORY: usize = 65_536;
 /// directories made by pulls of an unknown queue.
 const FOLLOW_NEW_QUEUES_EVERY: Duration = Duration::from_millis(5);
 
+/// The index's time unit: an entry keeps whole seconds (docs/format.md §19).
+const INDEX_TIME_UNIT_MS: i64 = 1000;
+
 impl Store {
     // -- reads ---------------------------------------------------------------
 
@@ -181,7 +184,8 @@ impl Store {
         )))
     }
 
-    /// Messages carrying `key` in `[begin, end]`, ascending by offset, hash
+    /// Messages carrying `key` stored in `[begin, end]` (ms, both
+    /// included, exact to the millisecond), ascending by offset, hash
     /// collisions filtered out (docs/format.md §19.3: up to three rounds).
     pub fn query_message(
         &self,
@@ -203,9 +207,18 @@ impl Store {
         self.await_visible()?;
         let visible = self.visible_end();
         let mut out: Vec<(RecordView, Vec<u8>)> = Vec::new();
-        let mut end = end;
+        // The index keeps whole seconds since its file's begin (an entry of a
+        // message stored at T reads as a time in (T - 1000, T]): the search
+        // starts a second early and the records' own store timestamps (ms)
+        // decide (docs/format.md §19.3).
+        let index_begin = if begin > 0 {
+            begin.saturating_sub(INDEX_TIME_UNIT_MS - 1)
+        } else {
+            begin
+        };
+        let mut index_end = end;
         for _round in 0..3 {
-            let r = index.query(topic, key, max_num, begin, end);
+            let r = index.query(topic, key, max_num, index_begin, index_end);
             let mut offsets = r.phy_offsets.clone();
             offsets.sort_unstable();
             offsets.dedup();
@@ -217,7 +230,9 @@ impl Store {
                     continue;
                 }
                 if let Some((v, raw)) = self.read_visible_record(off, visible)? {
-                    if carries_key(&v, &raw, topic, key) {
+                    if carries_key(&v, &raw, topic, key)
+                        && (begin..=end).contains(&v.store_timestamp)
+                    {
                         out.push((v, raw));
                     }
                 }
@@ -234,10 +249,10 @@ impl Store {
             else {
                 break;
             };
-            if first_ts <= begin || first_ts >= end {
+            if first_ts <= begin || first_ts >= index_end {
                 break;
             }
-            end = first_ts - 1;
+            index_end = first_ts - 1;
         }
         out.sort_by_key(|(v, _)| v.physical_offset);
         out.truncate(max_num);

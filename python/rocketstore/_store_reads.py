@@ -1,0 +1,189 @@
+"""Reads ``MessageStore`` adds on top of the engine's: Arrow streams, and
+the warning a read of an unknown topic or queue gives."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rocketstore import _native
+from rocketstore._checks import I32_MAX, I64_MAX, int_arg
+from rocketstore.errors import UnknownTopicWarning
+
+if TYPE_CHECKING:
+    import pyarrow
+
+    from rocketstore._native import ArrowStream, NativeStore
+
+__all__ = ["MAX_READ_THREADS", "ArrowReads", "UnknownTopics"]
+
+#: Most engine threads one ``read_arrow`` may use.
+MAX_READ_THREADS = 256
+
+#: Topics an :class:`UnknownTopicWarning` lists at most.
+_KNOWN_SHOWN = 20
+
+
+class UnknownTopics:
+    """Warns, once per topic and queue, of reads of what a store does not hold."""
+
+    def __init__(self, store_path: str) -> None:
+        self._store_path = store_path
+        self._warned: set[tuple[str, int | None]] = set()
+
+    def warn(self, n: NativeStore, topic: str, queue_id: int | None, stacklevel: int) -> bool:
+        """Warn (:class:`UnknownTopicWarning`) if ``topic``, or its
+        ``queue_id``, does not exist; True if it does not."""
+        qids = n.queue_ids(topic)
+        if qids and (queue_id is None or queue_id in qids):
+            return False
+        if (topic, queue_id) in self._warned:
+            return True
+        self._warned.add((topic, queue_id))
+        if not qids:
+            known = [t for t in n.topics() if not _native.is_system_topic(t)]
+            shown = ", ".join(repr(t) for t in known[:_KNOWN_SHOWN])
+            more = f" and {len(known) - _KNOWN_SHOWN} more" if len(known) > _KNOWN_SHOWN else ""
+            what = (f"topic {topic!r} does not exist in the store at {self._store_path} "
+                    f"(yet): the read returns nothing; known topics: "
+                    f"{shown + more if known else 'none'}")
+        else:
+            what = (f"queue {queue_id} of topic {topic!r} does not exist (yet): the read "
+                    f"returns nothing; the topic's queues: {', '.join(map(str, qids))}")
+        warnings.warn(what, UnknownTopicWarning, stacklevel=stacklevel)
+        return True
+
+
+class ArrowReads:
+    """``read_arrow`` of :class:`~rocketstore.MessageStore` (a base class of it)."""
+
+    if TYPE_CHECKING:
+        @property
+        def _n(self) -> NativeStore: ...
+
+        def _warn_unknown(self, topic: str, queue_id: int | None = None, *,
+                          stacklevel: int = 3) -> bool: ...
+
+    def read_arrow(
+        self,
+        topic: str | Sequence[str] | None = None,
+        queue_id: int | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        batch_size: int = 65536,
+        *,
+        include_system: bool = False,
+        include_uncommitted: bool = False,
+        threads: int | None = None,
+    ) -> pyarrow.RecordBatchReader:
+        """Messages as Arrow record batches (needs ``pyarrow``: ``rocketstore[spark]``).
+
+        With a ``topic`` (or a list of topics), reads each queue of it (or just
+        ``queue_id``) through its consume queue, logical offsets ``[start, end)``
+        (default: the queue's first offset to its end). Without one, scans the
+        CommitLog, physical offsets ``[start, end)`` (default: all of it), in
+        store order. ``start``/``end`` beyond the store are clamped to what it
+        holds (a read never costs more than the data it returns); negative
+        ones are refused. Every batch is decoded in the engine (bodies included, no
+        per-row Python) and owns its memory, so it stays valid after the store
+        is closed. Batches hold at most ``batch_size`` rows. ``threads``
+        engine threads decode CommitLog segments / queues in parallel (default:
+        one per CPU, at most 4; 1 to ``MAX_READ_THREADS`` = 256); the order of
+        rows does not change.
+
+        Damaged records (body CRC mismatch, broken structure) are skipped.
+        CommitLog scans leave out transaction prepared/rolled-back records and
+        system topics (``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_*``) unless
+        ``include_uncommitted`` / ``include_system``.
+
+        The columns are those of the Spark schema: ``topic, queue_id,
+        queue_offset, commit_log_offset, msg_id, tags, keys, properties, body,
+        body_crc, flag, sys_flag, born_timestamp, born_host, store_timestamp,
+        store_host, reconsume_times`` (timestamps ``timestamp[us, tz=UTC]``,
+        hosts ``"ip:port"``).
+
+        Raises:
+            TypeError / ValueError: ``start``/``end`` negative or not ints,
+                ``queue_id`` outside ``[0, 2**31 - 1]``, ``threads`` outside
+                ``[1, MAX_READ_THREADS]``, ``batch_size < 1``.
+
+        >>> import tempfile
+        >>> from rocketstore import MessageStore, StoreConfig
+        >>> with tempfile.TemporaryDirectory() as path:
+        ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
+        ...                       max_hash_slot_num=64, max_index_num=256)  # small files
+        ...     with MessageStore(cfg) as store:
+        ...         _ = store.put("orders", b"hello", tags="paid")
+        ...         table = store.read_arrow("orders").read_all()
+        >>> table.column("body").to_pylist(), table.column("tags").to_pylist()
+        ([b'hello'], ['paid'])
+        """
+        import pyarrow as pa
+
+        if threads is None:
+            threads = max(1, min(4, os.cpu_count() or 1))
+        for name, value in (("start", start), ("end", end)):
+            if value is not None:
+                int_arg(name, value, 0)
+        stream = self._arrow_stream(topic, queue_id, start, end, batch_size,
+                                    include_system=include_system,
+                                    include_uncommitted=include_uncommitted,
+                                    threads=threads)
+        return pa.RecordBatchReader.from_stream(stream)
+
+    def _arrow_stream(
+        self,
+        topic: str | Sequence[str] | None = None,
+        queue_id: int | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        batch_size: int = 65536,
+        *,
+        include_system: bool = False,
+        include_uncommitted: bool = False,
+        min_store_timestamp: int | None = None,
+        store_name: str | None = None,
+        threads: int = 1,
+    ) -> ArrowStream:
+        """The native stream behind :meth:`read_arrow` (its counters say what was skipped)."""
+        n = self._n
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        batch_size = min(batch_size, I64_MAX)
+        int_arg("threads", threads, 1, MAX_READ_THREADS)
+        # Offsets past the store read nothing: they are clamped to the range
+        # a Java long holds (the engine clamps them to the store's content).
+        if start is not None:
+            start = max(0, min(int_arg("start", start, -I64_MAX), I64_MAX))
+        if end is not None:
+            end = max(0, min(int_arg("end", end, -I64_MAX), I64_MAX))
+        if queue_id is not None:
+            int_arg("queue_id", queue_id, 0, I32_MAX)
+        if topic is None:
+            if queue_id is not None:
+                raise ValueError("queue_id needs a topic")
+            lo = n.min_phy_offset if start is None else start
+            hi = n.max_phy_offset if end is None else end
+            return n.read_arrow(None, [(max(lo, 0), max(hi, 0))],
+                                include_system=include_system,
+                                include_uncommitted=include_uncommitted,
+                                min_store_timestamp=min_store_timestamp,
+                                batch_size=batch_size, store_name=store_name, threads=threads)
+        topics = [topic] if isinstance(topic, str) else list(topic)
+        for t in topics:
+            if not isinstance(t, str):
+                raise TypeError(f"topic must be a str or a list of str, not {type(t).__name__}")
+        ranges: list[tuple[str, int, int, int]] = []
+        for t in topics:
+            n.get_max_offset_in_queue(t, 0)  # raises ValueError for an invalid topic name
+            self._warn_unknown(t, queue_id, stacklevel=4)
+            qids = n.queue_ids(t) if queue_id is None else [queue_id]
+            for q in qids:
+                lo = n.get_min_offset_in_queue(t, q) if start is None else start
+                hi = n.get_max_offset_in_queue(t, q) if end is None else end
+                if hi > lo:
+                    ranges.append((t, q, lo, hi))
+        return n.read_arrow(ranges, None, min_store_timestamp=min_store_timestamp,
+                            batch_size=batch_size, store_name=store_name, threads=threads)

@@ -1,0 +1,92 @@
+"""A read of a topic (or a queue) the store does not hold says so, the same way
+in every API: an UnknownTopicWarning naming the topic and what the store
+holds, once per store, topic and queue; the read itself returns nothing."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import pytest
+
+from helpers.presets import SMALL
+from rocketstore import GetStatus, MessageStore, UnknownTopicWarning
+
+
+@pytest.fixture
+def store(open_store: Callable[..., MessageStore]) -> MessageStore:
+    s = open_store(**SMALL)
+    s.put("orders", b"x", queue_id=0, keys=["k"])
+    s.put("orders", b"y", queue_id=1)
+    s.flush()
+    return s
+
+
+def test_get_message_on_an_unknown_topic_names_the_known_ones(store: MessageStore) -> None:
+    with pytest.warns(UnknownTopicWarning, match=r"topic 'order' does not exist.*'orders'"):
+        r = store.get_message("g", "order", 0, 0)
+    assert r.status is GetStatus.NO_MESSAGE_IN_QUEUE and r.messages == []
+
+
+def test_get_message_on_an_unknown_queue_names_the_queues(store: MessageStore) -> None:
+    with pytest.warns(UnknownTopicWarning, match=r"queue 7 of topic 'orders'.*queues: 0, 1"):
+        r = store.get_message("g", "orders", 7, 0)
+    assert r.messages == []
+
+
+def test_read_arrow_warns_the_same_way(store: MessageStore) -> None:
+    pytest.importorskip("pyarrow")
+    with pytest.warns(UnknownTopicWarning, match=r"topic 'order' does not exist.*'orders'"):
+        assert store.read_arrow("order").read_all().num_rows == 0
+    with pytest.warns(UnknownTopicWarning, match=r"queue 7 of topic 'orders'"):
+        assert store.read_arrow("orders", 7).read_all().num_rows == 0
+
+
+def test_a_consumer_of_an_unknown_topic_warns(store: MessageStore) -> None:
+    with pytest.warns(UnknownTopicWarning, match=r"topic 'ordrs' does not exist.*'orders'"):
+        consumer = store.consumer("g", "ordrs")
+    assert consumer.poll(timeout=0.01) == []
+    consumer.close()
+
+
+def test_query_message_on_an_unknown_topic_warns(store: MessageStore) -> None:
+    with pytest.warns(UnknownTopicWarning, match=r"topic 'order' does not exist"):
+        assert store.query_message("order", "k") == []
+    # A known topic without the key: no warning, just nothing.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert store.query_message("orders", "missing") == []
+
+
+def test_known_topics_and_queues_read_without_a_warning(store: MessageStore) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [m.body for m in store.get_message("g", "orders", 0, 0).messages] == [b"x"]
+        # Past the end of a known queue: nothing, and no warning.
+        assert store.get_message("g", "orders", 0, 1).messages == []
+        consumer = store.consumer("g", "orders")
+        consumer.close()
+
+
+def test_the_warning_is_given_once_per_topic_and_queue(store: MessageStore) -> None:
+    with pytest.warns(UnknownTopicWarning) as record:
+        for _ in range(3):
+            store.get_message("g", "order", 0, 0)
+    assert len(record) == 1
+    assert record[0].filename == __file__  # points at the caller's line
+
+
+def test_read_arrow_warning_points_at_the_caller(store: MessageStore) -> None:
+    pytest.importorskip("pyarrow")
+    with pytest.warns(UnknownTopicWarning) as record:
+        store.read_arrow("nope")
+    assert [w.filename for w in record] == [__file__]
+
+
+def test_system_topics_are_not_listed_as_known(open_store: Callable[..., MessageStore]) -> None:
+    from rocketstore import Message
+    s = open_store(**SMALL)
+    s.put_message(Message(topic="later", body=b"x", delay_level=3))
+    s.flush()
+    with pytest.warns(UnknownTopicWarning, match=r"known topics: none"):
+        s.get_message("g", "later", 0, 0)
