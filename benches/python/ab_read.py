@@ -3,8 +3,9 @@
 Run: ``python ab_read.py PYTHON_A PYTHON_B [ROUNDS]`` where each PYTHON is an
 interpreter with a rocketstore build installed (say, a virtualenv of the
 previous commit and one of this one). Each starts a worker that fills its own
-store with 64,000 100-byte messages (as ``test_bench_read.py`` does); the
-workers then take turns running a few timed rounds of
+store with 64,000 100-byte messages (as ``test_bench_read.py`` does; with
+``AB_NO_PROP_CRC=1`` in the environment, without the property CRC, so reads
+check the body CRC alone); the workers then take turns running a few timed rounds of
 ``test_get_message_batch32_touch_body``'s loop, so host load hits both alike.
 Prints each build's median and the ratio.
 """
@@ -23,7 +24,9 @@ base = "/dev/shm" if os.path.isdir("/dev/shm") else None
 with tempfile.TemporaryDirectory(dir=base) as d:
     cfg = StoreConfig(store_path=d, mapped_file_size_commit_log=256 << 20,
                       mapped_file_size_consume_queue=20 * 300_000,
-                      max_hash_slot_num=500_000, max_index_num=2_000_000)
+                      max_hash_slot_num=500_000, max_index_num=2_000_000,
+                      **({"enabled_append_prop_crc": False} if os.environ.get("AB_NO_PROP_CRC")
+                         else {}))
     with MessageStore(cfg) as store:
         for i in range(N):
             store.put("bench", BODY, 0, None, [f"key-{i}"])
