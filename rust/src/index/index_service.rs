@@ -693,20 +693,14 @@ fn flush_full(file: &IndexFile, checkpoint: Option<&Checkpoint>) -> Result<()> {
 
 /// Index files of `dir` (17-digit names), oldest first.
 pub(crate) fn list_index_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(StoreError::io(format!("list {}", dir.display()), e)),
-    };
-    let mut out = Vec::new();
-    for ent in rd {
-        let ent = ent.map_err(|e| StoreError::io(format!("list {}", dir.display()), e))?;
-        let name = ent.file_name();
-        match name.to_str() {
-            Some(n) if is_index_name(n) => out.push(ent.path()),
-            _ => log::warn!("ignoring {} in the index directory", ent.path().display()),
+    let mut out = crate::log::segment_files::list_dir(dir, |name, path| {
+        if is_index_name(name) {
+            Some(path)
+        } else {
+            log::warn!("ignoring {} in the index directory", path.display());
+            None
         }
-    }
+    })?;
     out.sort();
     Ok(out)
 }

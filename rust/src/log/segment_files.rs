@@ -80,6 +80,20 @@ fn detect_size(dir: &Path, short_ok: bool) -> Result<Option<usize>> {
 
 /// Segment files of `dir` (20-digit names) sorted by offset.
 pub fn list_segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut out = list_dir(dir, |name, path| {
+        if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
+            name.parse::<u64>().ok().map(|off| (off, path))
+        } else {
+            None
+        }
+    })?;
+    out.sort_by_key(|(o, _)| *o);
+    Ok(out)
+}
+
+/// What `pick` keeps of the entries of `dir` (its name as UTF-8 and its
+/// path), in directory order; no entries when `dir` does not exist.
+pub fn list_dir<T>(dir: &Path, mut pick: impl FnMut(&str, PathBuf) -> Option<T>) -> Result<Vec<T>> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -90,12 +104,9 @@ pub fn list_segment_files(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
         let ent = ent.map_err(|e| StoreError::io(format!("list {}", dir.display()), e))?;
         let name = ent.file_name();
         let Some(name) = name.to_str() else { continue };
-        if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
-            if let Ok(off) = name.parse::<u64>() {
-                out.push((off, ent.path()));
-            }
+        if let Some(t) = pick(name, ent.path()) {
+            out.push(t);
         }
     }
-    out.sort_by_key(|(o, _)| *o);
     Ok(out)
 }
