@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use crate::log::commitlog::PutOutcome;
 use crate::store::{Store, StoreOptions};
 
-use super::args::check_queue_id;
+use super::args::{check_queue_id, i64_arg, str_arg};
 use super::config::options_from_config;
 use super::gil::{guarded, nogil};
 use super::recovery::{
@@ -66,6 +66,22 @@ impl PyStore {
         self.store.check_open()?;
         self.visible(py)?;
         Ok(qid)
+    }
+
+    /// A read of one queue: parses `topic` and `queue_id`, checks them as
+    /// [`NativeStore::readable`] does, and runs `read` on the engine.
+    pub(super) fn queue_read<T>(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        read: impl FnOnce(&Store, &str, i32) -> crate::error::Result<T>,
+    ) -> PyResult<T> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            Ok(read(&self.store, topic, qid)?)
+        })
     }
 
     /// Waits (GIL released) until the puts acknowledged so far are visible;

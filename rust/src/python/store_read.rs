@@ -191,10 +191,8 @@ impl PyStore {
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
-        guarded(|| {
-            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
-            let qid = self.readable(py, topic, queue_id)?;
-            Ok(self.store.max_offset_in_queue(topic, qid)?)
+        self.queue_read(py, topic, queue_id, |store, topic, qid| {
+            store.max_offset_in_queue(topic, qid)
         })
     }
 
@@ -205,10 +203,8 @@ impl PyStore {
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
-        guarded(|| {
-            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
-            let qid = self.readable(py, topic, queue_id)?;
-            Ok(self.store.min_offset_in_queue(topic, qid)?)
+        self.queue_read(py, topic, queue_id, |store, topic, qid| {
+            store.min_offset_in_queue(topic, qid)
         })
     }
 
@@ -254,10 +250,8 @@ impl PyStore {
         topic: &Bound<'_, PyAny>,
         queue_id: &Bound<'_, PyAny>,
     ) -> PyResult<i64> {
-        guarded(|| {
-            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
-            let qid = self.readable(py, topic, queue_id)?;
-            Ok(self.store.earliest_message_time(topic, qid)?)
+        self.queue_read(py, topic, queue_id, |store, topic, qid| {
+            store.earliest_message_time(topic, qid)
         })
     }
 
