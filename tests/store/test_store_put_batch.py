@@ -20,6 +20,7 @@ from helpers.presets import SEG, SMALL
 from rocketstore import (
     BatchPutResult,
     FlushDiskType,
+    InvalidMessageError,
     Message,
     MessageStore,
     PutStatus,
@@ -119,13 +120,24 @@ def test_one_refused_message_refuses_the_batch(open_store: Opener) -> None:
     ]
     for kwargs, reason in cases:
         bodies = kwargs.pop("bodies")
-        r = store.put_batch("t", bodies, **kwargs)
+        with pytest.raises(InvalidMessageError) as raised:
+            store.put_batch("t", bodies, **kwargs)
+        e = raised.value
+        assert isinstance(e, ValueError)
+        assert e.status is PutStatus.MESSAGE_ILLEGAL, (kwargs, e)
+        assert e.reason is not None and reason in e.reason, (kwargs, e.reason)
+        assert isinstance(e.result, BatchPutResult)
+        assert (e.result.count, e.result.wrote_offset, e.result.queue_offset) == (0, -1, -1)
+        assert (store.max_phy_offset, store.queue_offset_table()) == before
+        r = store.put_batch("t", bodies, **kwargs, check=False)
         assert r.status is PutStatus.MESSAGE_ILLEGAL, (kwargs, r)
         assert r.reason is not None and reason in r.reason, (kwargs, r.reason)
         assert (r.count, r.wrote_offset, r.queue_offset) == (0, -1, -1)
         assert (store.max_phy_offset, store.queue_offset_table()) == before
-    r = store.put_batch("bad topic", [b"x"])
+    r = store.put_batch("bad topic", [b"x"], check=False)
     assert r.status is PutStatus.MESSAGE_ILLEGAL and "topic" in (r.reason or "")
+    with pytest.raises(InvalidMessageError, match="topic"):
+        store.put_batch("bad topic", [b"x"])
     assert (store.max_phy_offset, store.queue_offset_table()) == before
 
 
