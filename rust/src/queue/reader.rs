@@ -258,9 +258,17 @@ pub fn get_message(
     let mut scanned = 0usize;
     let mut next_phy_file_start = i64::MIN;
     let mut refreshed = false;
+    // Records are hinted into the caches a few units ahead of their read.
+    let mut pf_file = None;
     'scan: loop {
         let fetched = units.len();
-        for u in &units {
+        for u in units.iter().take(PREFETCH_AHEAD) {
+            commitlog.prefetch(&mut pf_file, u.phy_offset, u.size);
+        }
+        for (i, u) in units.iter().enumerate() {
+            if let Some(a) = units.get(i + PREFETCH_AHEAD) {
+                commitlog.prefetch(&mut pf_file, a.phy_offset, a.size);
+            }
             let in_disk = (max_phy - u.phy_offset).max(0) as u64 > limits.memory_window;
             if limits.batch_full(
                 u.size.max(0) as usize,
@@ -342,6 +350,9 @@ pub fn get_message(
         skipped,
     }
 }
+
+/// How many units ahead of its read a record is prefetched.
+const PREFETCH_AHEAD: usize = 4;
 
 /// `(budget, chunk)`: units a pull scans at most, and per read. RocketMQ
 /// scans up to 16000 bytes of units per pull. Units are read in chunks:
