@@ -29,6 +29,7 @@ from rocketstore._native import (
     NativeStore,
 )
 from rocketstore._store_reads import ArrowReads, UnknownTopics
+from rocketstore.aio import AsyncStore
 from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.enums import GetStatus
@@ -94,7 +95,7 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore(MessageStoreBase, ArrowReads):
+class MessageStore(MessageStoreBase, ArrowReads, AsyncStore):
     """A RocketMQ-compatible message store.
 
     Args:
@@ -261,6 +262,7 @@ class MessageStore(MessageStoreBase, ArrowReads):
         self._services = []  # their threads are the parent's
         self._closed_reason = why
         self._detach(why)
+        self._aio_close(why, forked=True)
 
     def shutdown(self) -> None:
         """Dispatch what is left, flush, persist offsets and close.
@@ -301,12 +303,13 @@ class MessageStore(MessageStoreBase, ArrowReads):
             raise
         self._close_native(n)
 
-    @staticmethod
-    def _close_native(n: NativeStore) -> None:
+    def _close_native(self, n: NativeStore) -> None:
         try:
             n.shutdown()
         finally:
             pump_now()
+            # Async waits and puts end with the engine store.
+            self._aio_close("store is closed")
 
     def close(self) -> None:
         """Close the store: the same as :meth:`shutdown` (as files, sockets and
