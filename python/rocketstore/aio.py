@@ -320,7 +320,7 @@ class AsyncConsumer:
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
         await self._maybe_auto_commit()
-        if await self._fill(timeout, max_messages):
+        if await self._fill(timeout, max_messages) and not self._closing:
             return c._deliver(max_messages)
         return []
 
@@ -335,9 +335,9 @@ class AsyncConsumer:
 
     async def __anext__(self) -> MessageExt:
         c = self._c
+        if c.closed or self._closing:
+            raise StopAsyncIteration
         if not c._buffer:
-            if c.closed or self._closing:
-                raise StopAsyncIteration
             try:
                 await self._maybe_auto_commit()
                 if not await self._fill(None, _ITER_BATCH):
@@ -353,7 +353,7 @@ class AsyncConsumer:
             step = next(steps)
             while True:
                 if self._closing:
-                    return False
+                    return False  # close() was called meanwhile
                 if step is None:
                     await asyncio.sleep(0)  # entries were skipped: let others run
                     step = steps.send(None)
@@ -473,11 +473,10 @@ class AsyncStore:
                     max_workers=PUT_THREADS, thread_name_prefix="rocketstore-async")
         call = functools.partial(fn, *args, **kwargs)
         try:
-            return await asyncio.get_running_loop().run_in_executor(pool, call)
-        except RuntimeError as e:
-            if "shutdown" in str(e):  # the pool closed with the store meanwhile
-                raise StoreClosedError("store is closed") from None
-            raise
+            fut = asyncio.get_running_loop().run_in_executor(pool, call)
+        except RuntimeError:  # the pool was shut down with the store meanwhile
+            raise StoreClosedError("store is closed") from None
+        return await fut
 
     def _aio_close(self, reason: str, *, forked: bool = False) -> None:
         """The store closed: fail waiting consumers, let the put threads end.

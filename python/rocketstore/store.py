@@ -118,7 +118,10 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore):
     ``get_min_offset_in_queue``) are those of the native base class
     ``MessageStoreBase``: a put is one native call, with no Python frame in
     between. Before :meth:`start`, after :meth:`shutdown` and in a forked
-    child, every method raises :class:`StoreClosedError`.
+    child, every method raises :class:`StoreClosedError`. For asyncio,
+    ``aput``, ``aput_message``, ``aput_messages``, ``aput_batch`` and
+    :meth:`async_consumer` never block the event loop (see
+    :mod:`rocketstore.aio`).
 
     >>> import tempfile
     >>> tmp = tempfile.TemporaryDirectory()
