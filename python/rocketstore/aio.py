@@ -36,6 +36,7 @@ task (it commits the positions as they are when it is called).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import functools
 import logging
@@ -75,6 +76,18 @@ _IDLE_SLICE = 0.5
 
 # Messages a consumer's iteration fetches at a time (as the blocking one).
 _ITER_BATCH = 100
+
+# Set when the interpreter exits: wake-up threads end instead of calling the
+# engine again (whose waits return at once from then on).
+_exiting = False
+
+
+def _at_exit() -> None:
+    global _exiting
+    _exiting = True
+
+
+atexit.register(_at_exit)
 
 
 class _Waiter:
@@ -184,7 +197,7 @@ class DispatchWatcher:
                 if seen is not None:
                     ready = [w for w in self._waiters if w.seq != seen]
                     self._waiters.difference_update(ready)
-                if (idle and not self._waiters) or self._closed is not None:
+                if (idle and not self._waiters) or self._closed is not None or _exiting:
                     self._thread = None
                     return
             for w in ready:

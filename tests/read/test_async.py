@@ -394,3 +394,58 @@ def hold() -> Any:
         yield arm
     finally:
         _native._set_fail_point("flush_hold", 0)
+
+
+def test_one_put_wakes_consumers_on_two_loops(open_store: OpenStore) -> None:
+    """Two threads, each with its own loop, wait on one store's wake-up thread."""
+    store = open_store(**SMALL)
+    got: dict[str, list[bytes]] = {}
+    consumers: dict[str, AsyncConsumer] = {}
+
+    def reader(group: str) -> None:
+        async def main() -> None:
+            async with store.async_consumer(group, "t") as c:
+                consumers[group] = c
+                got[group] = [m.body for m in await c.poll(timeout=GUARD / 2)]
+        run(main())
+
+    run(until(lambda: not wakeup_threads()))  # those of earlier tests' stores ended
+    threads = [threading.Thread(target=reader, args=(g,)) for g in ("a", "b")]
+    for t in threads:
+        t.start()
+    run(until(lambda: len(consumers) == 2 and all(c._waiting for c in consumers.values())))
+    assert len(wakeup_threads()) == 1  # one per store, whatever the number of loops
+    store.put("t", b"for both")
+    for t in threads:
+        t.join(GUARD)
+    assert got == {"a": [b"for both"], "b": [b"for both"]}
+
+
+EXIT_WHILE_WAITING = r"""
+import asyncio, json, sys, threading
+from rocketstore import MessageStore, StoreConfig
+store = MessageStore(StoreConfig(store_path=sys.argv[1], **json.loads(sys.argv[2]))).start()
+c = store.async_consumer("g", "t")
+waiting = threading.Event()
+
+async def main():
+    poll = asyncio.ensure_future(c.poll(timeout=None))
+    while not c._waiting:
+        await asyncio.sleep(0.001)
+    waiting.set()
+    await poll
+
+threading.Thread(target=asyncio.run, args=(main(),), daemon=True).start()
+waiting.wait()
+print("waiting", flush=True)
+"""
+
+
+def test_interpreter_exits_while_a_poll_waits(store_path: str, tmp_path: Path) -> None:
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_WHILE_WAITING)
+    # The main thread ends with the poll still waiting (the store is not
+    # shut down): the process ends cleanly instead of hanging or aborting.
+    r = subprocess.run([sys.executable, "-W", "ignore::UserWarning", str(script), store_path,
+                        json.dumps(SMALL)], capture_output=True, text=True, timeout=GUARD)
+    assert (r.returncode, r.stdout) == (0, "waiting\n"), r.stderr
