@@ -6,8 +6,9 @@ repository fails.
 refuses (``PermissionError``) a path outside ``root`` unless it lies in the
 interpreter's folders (``sys.prefix``, the ``sys.path`` entries), the
 temporary folder or the system's (``/dev``, ``/proc``, ``/sys``, ``/etc``,
-``/usr``, ``/lib*``, ``/var/tmp``), none of which may hold the repository
-itself: a file *beside* the repository is always refused. Refused paths are
+``/usr``, ``/lib*``, ``/var/tmp``) or the user's settings (``~/.*``),
+none of which may hold the repository itself: a file *beside* the
+repository is always refused. Refused paths are
 also kept, so a test that swallowed the error still fails (``take()``, see
 ``tests/conftest.py``). The engine's own file access (Rust) is not watched:
 stores live in temporary folders. The static counterpart is
@@ -45,12 +46,25 @@ def allowed_folders(root: str) -> tuple[str, ...]:
     return tuple(sorted(f for f in normal if not _under(root, f)))
 
 
+_HOME = os.path.expanduser("~").rstrip("/") + "/"
+
+
+def _user_setting(path: str) -> bool:
+    """``~/.name`` or below it (``~/.pdbrc``, which doctest's debugger reads,
+    ``~/.config/...``): the user's settings, not fixtures (unless the
+    repository is in there)."""
+    if not path.startswith(_HOME):
+        return False
+    top = path[len(_HOME):].split("/", 1)[0]
+    return top.startswith(".") and not _under(_root, _HOME + top)
+
+
 def outside(path: str) -> bool:
     """True if a test may not open ``path`` (relative: from the current folder)."""
     p = os.path.abspath(path)
-    if _under(p, _root):
+    if _under(p, _root) or any(_under(p, f) for f in _allowed):
         return False
-    return not any(_under(p, f) for f in _allowed)
+    return not _user_setting(p)
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
