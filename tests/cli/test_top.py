@@ -83,7 +83,7 @@ def test_top_json_counts_rise_on_a_store_written_by_another_process(written: Pat
         assert f["read_only"] and f["writer_running"] is True
         # Only the writer's process has these: None, never 0.
         assert f["put_messages_total"] is None and f["flush_behind_bytes"] is None
-        assert f["put_messages_per_s"] > 0 and f["interval_s"] >= 0.5
+        assert f["put_messages_per_s"] > 0 and f["interval_s"] > 0
         assert f["queue_messages_total"] == sum(q["max_offset"] - q["min_offset"]
                                                 for q in f["queues"])
     # The second frame's rate is the growth of the queue ends over its interval.
