@@ -373,6 +373,7 @@ impl CommitLog {
                 }
                 out.count += i - start;
                 out.bytes += worth.bytes;
+                self.puts.add_locked((i - start) as u64, worth.bytes);
                 out.end_offset = worth.end;
                 on_file();
             }
