@@ -17,6 +17,7 @@ from rocketstore._native import __version__
 from rocketstore.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.errors import (
     ConfigMismatchError,
+    ConsumerGroupBusyError,
     CorruptedError,
     InternalError,
     NotAStoreError,
@@ -44,6 +45,7 @@ __all__ = [
     "BatchPutResult",
     "BrokerRole",
     "ConfigMismatchError",
+    "ConsumerGroupBusyError",
     "CorruptedError",
     "FlushDiskType",
     "GetMessageResult",

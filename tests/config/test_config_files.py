@@ -14,13 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketstore.config_files import (
-    ConsumerOffsets,
     TopicConfigs,
     atomic_write,
     dumps_fastjson,
     load_with_backup,
     loads_fastjson,
 )
+from rocketstore.consumer_offsets import ConsumerOffsets
 from rocketstore.errors import CorruptedError
 
 # What RocketMQ (fastjson prettyFormat) writes, keys sorted.

@@ -39,7 +39,7 @@ from rocketstore import (
     PutStatus,
     StoreConfig,
 )
-from rocketstore.config_files import ConsumerOffsets
+from rocketstore.consumer_offsets import ConsumerOffsets
 
 CHILD = HELPERS / "visibility_child.py"
 
