@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from rocketstore._checks import I64_MAX
+from rocketstore._checks import I64_MAX, ms_arg
 from rocketstore.consumer_offsets import ConsumerGroupLock, ConsumerOffsets, Table
 from rocketstore.errors import ReadOnlyStoreError
 
@@ -147,7 +147,7 @@ def _offset_at(store: MessageStore, topic: str, qid: int, ms: int, lo: int, hi: 
 def _target(store: MessageStore, to: ResetTarget) -> Callable[[str, int], int]:
     """``(topic, queue_id) -> new offset`` for ``to``; checks ``to`` first."""
     if isinstance(to, datetime.datetime):
-        ms = int(to.timestamp() * 1000)
+        ms = ms_arg(to)
     elif isinstance(to, bool) or not isinstance(to, (int, str)):
         raise TypeError("to must be 'earliest', 'latest', an offset (int) or a datetime, "
                         f"not {type(to).__name__}")
