@@ -345,17 +345,20 @@ class ConsumerOffsets:
         with self._lock:
             return dumps_fastjson({"offsetTable": self._table})
 
-    def refresh(self) -> bool:
+    def refresh(self, *, force: bool = False) -> bool:
         """Re-read the file if another process replaced it since this object
-        last read or wrote it; True if it did. Pending commits stay on top.
-        Needs no lock: the file is replaced by rename, so it is read whole.
+        last read or wrote it (its inode, mtime or size changed), or always
+        with ``force`` (two replacements within one tick of the file-system
+        clock, of the same size, reusing the inode number, look alike); True
+        if it read. Pending commits stay on top. Needs no lock: the file is
+        replaced by rename, so it is read whole.
 
         Raises:
             CorruptedError: as :meth:`load`.
         """
         ident = _identity(self._path)
         with self._lock:
-            if ident == self._file_id:
+            if ident == self._file_id and not force:
                 return False
         table = self._read_file()
         with self._lock:

@@ -201,7 +201,7 @@ def _reset(store: MessageStore, group: str, to: ResetTarget, topic: str | None,
     """:meth:`ConsumerGroupAdmin.reset_consumer_group`."""
     new_offset = _target(store, to)
     offsets = store._offsets
-    offsets.refresh()
+    offsets.refresh(force=True)
     topics = _topics_of(offsets.table(), group, topic)
     if not topics:
         raise ValueError(f"consumer group {group!r} has no committed offsets: name the topic "
@@ -227,7 +227,7 @@ def _reset(store: MessageStore, group: str, to: ResetTarget, topic: str | None,
 def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
     """:meth:`ConsumerGroupAdmin.delete_consumer_group`."""
     offsets = store._offsets
-    offsets.refresh()
+    offsets.refresh(force=True)
     topics = _topics_of(offsets.table(), group, topic)
     keys = [f"{t}@{group}" for t in topics]
 
@@ -265,7 +265,7 @@ class ConsumerGroupAdmin:
         n = self._n
         if self._read_only:
             n.refresh()
-        self._offsets.refresh()
+        self._offsets.refresh(force=True)
         return _describe(cast("MessageStore", self), self._offsets.table())
 
     def reset_consumer_group(
@@ -320,5 +320,5 @@ class ConsumerGroupAdmin:
         if self._no_write:
             return None
         lock = ConsumerGroupLock(self._config.config_dir, group, topic).acquire()
-        self._offsets.refresh()
+        self._offsets.refresh(force=True)
         return lock
