@@ -29,6 +29,7 @@ from rocketstore.errors import (
     StoreLockedError,
     UnknownTopicWarning,
 )
+from rocketstore.groups import GroupLag, QueueLag
 from rocketstore.message import (
     BatchPutResult,
     GetMessageResult,
@@ -50,6 +51,7 @@ __all__ = [
     "FlushDiskType",
     "GetMessageResult",
     "GetStatus",
+    "GroupLag",
     "InternalError",
     "Message",
     "MessageExt",
@@ -58,6 +60,7 @@ __all__ = [
     "PoisonedError",
     "PutResult",
     "PutStatus",
+    "QueueLag",
     "ReadOnlyStoreError",
     "RecoveryMode",
     "RecoveryOrderError",

@@ -655,8 +655,9 @@ class Consumer:
         elif not writable and explicit and not self._warned_read_only:
             self._warned_read_only = True
             warnings.warn(
-                f"consumer {group!r} reads a read-only store: committed offsets are kept "
-                "in memory by this consumer only, nothing is persisted",
+                f"consumer {group!r} reads a store that writes no offsets (read_only with "
+                "no_write=True): committed offsets are kept in memory by this consumer "
+                "only, nothing is persisted",
                 RuntimeWarning,
                 stacklevel=3,
             )

@@ -7,7 +7,8 @@ The file is RocketMQ's ``ConsumerOffsetManager`` dump (``docs/format.md``,
 
 Several processes may commit to it: the writer's and any number of read-only
 ones (``docs/format.md``, §13.1). Every write is a read-modify-write under
-one lock, ``config/consumerOffset.lock`` (``flock``): the writing process
+one lock, ``config/consumerOffset.lock`` (the engine's open-file-description
+lock, :class:`rocketstore._native.FileLock`): the writing process
 reads the file, sets the entries *it* committed since its last write (its
 pending entries), and replaces the file atomically. Entries it did not
 commit are taken from the file as they are, so no process overwrites
@@ -15,16 +16,14 @@ another's commits, and a group deleted or reset on disk stays so unless the
 process commits that entry again.
 
 One consumer per group and topic at a time, across processes: a consumer
-holds ``config/consumerLocks/<topic>@<group>.lock`` (``flock``, released by
-the kernel when the process dies) while it is open; a second one is refused
+holds ``config/consumerLocks/<topic>@<group>.lock`` (the same kind of lock,
+released by the kernel when the process dies) while it is open; a second one is refused
 with :class:`~rocketstore.ConsumerGroupBusyError`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import os
 import threading
@@ -57,8 +56,8 @@ _R = TypeVar("_R")
 LOCK_FILE = "consumerOffset.lock"
 #: Folder (under ``config/``) of the per group and topic consumer locks.
 GROUP_LOCK_DIR = "consumerLocks"
-# How long taking a group lock retries: a look (``groups``) or a reset holds
-# it for moments; a consumer holds it for as long as it is open.
+# How long taking a group lock retries: a reset or delete holds it for the
+# moment of its write; a consumer holds it for as long as it is open.
 _GROUP_LOCK_PATIENCE = 1.0
 
 
@@ -103,15 +102,14 @@ def _identity(path: str) -> tuple[int, int, int] | None:
 
 
 @contextlib.contextmanager
-def _flocked(path: str, how: int) -> Iterator[None]:
-    """Hold ``flock(how)`` on ``path`` (created if missing), blocking."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+def _locked(path: str) -> Iterator[None]:
+    """Hold the lock on ``path`` (created if missing), waiting for it."""
+    lock = _native.FileLock.acquire(path, True)
+    assert lock is not None  # a waiting acquire returns the lock
     try:
-        fcntl.flock(fd, how)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        lock.release()
 
 
 def group_lock_path(config_dir: StrPath, group: str, topic: str) -> str:
@@ -125,8 +123,9 @@ def group_lock_path(config_dir: StrPath, group: str, topic: str) -> str:
 class ConsumerGroupLock:
     """Held by an open consumer of ``group`` on ``topic``, in any process.
 
-    An exclusive ``flock`` of :func:`group_lock_path`; the kernel drops it when
-    the process ends (``kill -9`` included), so a crash leaves no stale lock.
+    The engine's exclusive lock on :func:`group_lock_path`; the kernel drops
+    it when the process ends (``kill -9`` included), so a crash leaves no
+    stale lock.
     A tool that resets or deletes the group's offsets takes the same lock for
     the moment of its write and refuses while a consumer holds it.
     """
@@ -134,68 +133,48 @@ class ConsumerGroupLock:
     def __init__(self, config_dir: StrPath, group: str, topic: str) -> None:
         self.group, self.topic = group, topic
         self.path = group_lock_path(config_dir, group, topic)
-        self._fd: int | None = None
+        self._lock: _native.FileLock | None = None
 
     def acquire(self, patience: float = _GROUP_LOCK_PATIENCE) -> ConsumerGroupLock:
-        """Take the lock, retrying for ``patience`` seconds (a look holds it briefly).
+        """Take the lock, retrying for ``patience`` seconds (a reset holds it briefly).
 
         Raises:
             ConsumerGroupBusyError: another consumer (in this or another
                 process) holds it.
         """
-        if self._fd is not None:
+        if self._lock is not None:
             return self
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         deadline = time.monotonic() + patience
         while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock = _native.FileLock.acquire(self.path, False)
+            if lock is not None:
                 break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
-                    os.close(fd)
-                    raise
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise ConsumerGroupBusyError(
-                        f"consumer group {self.group!r} on topic {self.topic!r} is held by "
-                        f"another open consumer (lock {self.path}); close it first"
-                    ) from None
-                time.sleep(0.005)
-        self._fd = fd
+            if time.monotonic() >= deadline:
+                raise ConsumerGroupBusyError(
+                    f"consumer group {self.group!r} on topic {self.topic!r} is held by "
+                    f"another open consumer (lock {self.path}); close it first")
+            time.sleep(0.005)
+        self._lock = lock
         return self
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
     @property
     def held(self) -> bool:
         """True while this object holds the lock."""
-        return self._fd is not None
+        return self._lock is not None
 
     @staticmethod
     def in_use(config_dir: StrPath, group: str, topic: str) -> bool:
         """True when an open consumer of ``group`` on ``topic`` holds the lock.
 
-        Creates nothing: a missing lock file means no consumer.
+        Takes nothing and creates nothing (a missing lock file means no
+        consumer), so it never disturbs a consumer that is opening.
         """
-        path = group_lock_path(config_dir, group, topic)
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
-                return True
-            raise
-        finally:
-            os.close(fd)
-        return False
+        return _native.FileLock.is_held(group_lock_path(config_dir, group, topic))
 
     def __enter__(self) -> ConsumerGroupLock:
         return self.acquire()
@@ -398,7 +377,7 @@ class ConsumerOffsets:
                 if not self._pending:
                     return False
                 taken = _copy(self._pending)
-            with _flocked(self._lock_path, fcntl.LOCK_EX):
+            with _locked(self._lock_path):
                 current = self._read_file()
                 merged = _overlay(current, taken)
                 if before_write is not None:
@@ -418,7 +397,7 @@ class ConsumerOffsets:
         the ``topic@group`` keys in ``drop``, which are discarded (a reset or
         delete of those groups made here).
         """
-        with self._persist_lock, _flocked(self._lock_path, fcntl.LOCK_EX):
+        with self._persist_lock, _locked(self._lock_path):
             with self._lock:
                 for key in drop:
                     self._pending.pop(key, None)

@@ -166,7 +166,7 @@ def test_read_only_consumer_follows_a_writer_process(tmp_path: Path) -> None:
                 assert seen[q] == list(range(N // QUEUES)), q
             assert consumer.poll(timeout=0.05) == []
             # no_write: kept in memory, and the consumer says so
-            with pytest.warns(RuntimeWarning, match="reads a read-only store"):
+            with pytest.warns(RuntimeWarning, match="nothing is persisted"):
                 consumer.commit()
             assert consumer.committed(0) == N // QUEUES
             assert not (Path(store_path) / "config" / "consumerOffset.json").exists()
