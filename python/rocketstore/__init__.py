@@ -40,6 +40,7 @@ from rocketstore.message import (
     PutStatus,
 )
 from rocketstore.services.recovery import RecoveryMode, RecoveryReport
+from rocketstore.stats import QueueStats, StoreStats
 from rocketstore.store import MessageStore
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "PutResult",
     "PutStatus",
     "QueueLag",
+    "QueueStats",
     "ReadOnlyStoreError",
     "RecoveryMode",
     "RecoveryOrderError",
@@ -69,6 +71,7 @@ __all__ = [
     "StoreConfig",
     "StoreError",
     "StoreLockedError",
+    "StoreStats",
     "UnknownTopicWarning",
     "__version__",
 ]
