@@ -17,6 +17,7 @@ from rocketstore._native import __version__
 from rocketstore.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.errors import (
     ConfigMismatchError,
+    ConsumerGroupBusyError,
     CorruptedError,
     InternalError,
     InvalidMessageError,
@@ -31,6 +32,7 @@ from rocketstore.errors import (
     StoreLockedError,
     UnknownTopicWarning,
 )
+from rocketstore.groups import GroupLag, QueueLag
 from rocketstore.message import (
     BatchPutResult,
     GetMessageResult,
@@ -48,10 +50,12 @@ __all__ = [
     "BatchPutResult",
     "BrokerRole",
     "ConfigMismatchError",
+    "ConsumerGroupBusyError",
     "CorruptedError",
     "FlushDiskType",
     "GetMessageResult",
     "GetStatus",
+    "GroupLag",
     "InternalError",
     "InvalidMessageError",
     "Message",
@@ -62,6 +66,7 @@ __all__ = [
     "PoisonedError",
     "PutResult",
     "PutStatus",
+    "QueueLag",
     "QueueStats",
     "ReadOnlyStoreError",
     "RecoveryMode",

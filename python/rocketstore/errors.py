@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigMismatchError",
+    "ConsumerGroupBusyError",
     "CorruptedError",
     "InternalError",
     "InvalidMessageError",
@@ -60,6 +61,12 @@ class ConfigMismatchError(StoreError, ValueError):
 
 class StoreLockedError(StoreError):
     """Another writer, in this or another process, holds the store's lock."""
+
+
+class ConsumerGroupBusyError(StoreError):
+    """Another open consumer (in this or another process) holds the consumer
+    group on that topic: a second consumer, or a reset or delete of the
+    group's offsets, is refused until it closes (``docs/format.md``, §13.1)."""
 
 
 class StoreClosedError(StoreError):
