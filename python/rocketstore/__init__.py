@@ -17,6 +17,7 @@ from rocketstore._native import __version__
 from rocketstore.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.errors import (
     ConfigMismatchError,
+    ConsumerGroupBusyError,
     CorruptedError,
     InternalError,
     NotAStoreError,
@@ -28,6 +29,7 @@ from rocketstore.errors import (
     StoreLockedError,
     UnknownTopicWarning,
 )
+from rocketstore.groups import GroupLag, QueueLag
 from rocketstore.message import (
     BatchPutResult,
     GetMessageResult,
@@ -38,16 +40,19 @@ from rocketstore.message import (
     PutStatus,
 )
 from rocketstore.services.recovery import RecoveryMode, RecoveryReport
+from rocketstore.stats import QueueStats, StoreStats
 from rocketstore.store import MessageStore
 
 __all__ = [
     "BatchPutResult",
     "BrokerRole",
     "ConfigMismatchError",
+    "ConsumerGroupBusyError",
     "CorruptedError",
     "FlushDiskType",
     "GetMessageResult",
     "GetStatus",
+    "GroupLag",
     "InternalError",
     "Message",
     "MessageExt",
@@ -56,6 +61,8 @@ __all__ = [
     "PoisonedError",
     "PutResult",
     "PutStatus",
+    "QueueLag",
+    "QueueStats",
     "ReadOnlyStoreError",
     "RecoveryMode",
     "RecoveryOrderError",
@@ -64,6 +71,7 @@ __all__ = [
     "StoreConfig",
     "StoreError",
     "StoreLockedError",
+    "StoreStats",
     "UnknownTopicWarning",
     "__version__",
 ]
