@@ -37,6 +37,9 @@
 //! - `range.rs`: [`RangeReader`], decoding CommitLog and queue ranges.
 //! - `parallel.rs`: [`ParallelReader`], ranges split at segments and
 //!   decoded on several threads.
+//! - `pull.rs`: one pull of a queue as one batch
+//!   ([`Store::get_arrow`](crate::store::Store::get_arrow)), bodies copied
+//!   or, zero-copy, viewed in the mapped CommitLog.
 //! - `stream.rs`: a store's ranges as one batch reader
 //!   ([`Store::arrow_reader`](crate::store::Store::arrow_reader)).
 //! - `append.rs`: the other way, Arrow rows appended as messages
@@ -52,6 +55,7 @@ use crate::log::message::{is_system_topic, sysflag, RecordView};
 mod append;
 mod batch;
 mod parallel;
+mod pull;
 mod range;
 mod stream;
 
