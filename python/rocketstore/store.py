@@ -28,6 +28,7 @@ from rocketstore._native import (
     MessageStoreBase,
     NativeStore,
 )
+from rocketstore._arrow_pull import ArrowPulls
 from rocketstore._store_reads import ArrowReads, UnknownTopics
 from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
@@ -94,7 +95,7 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore(MessageStoreBase, ArrowReads):
+class MessageStore(MessageStoreBase, ArrowReads, ArrowPulls):
     """A RocketMQ-compatible message store.
 
     Args:
