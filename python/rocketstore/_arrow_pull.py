@@ -99,7 +99,6 @@ class ArrowPulls:
         queue_id: int,
         offset: int,
         max_messages: int = DEFAULT_ARROW_BATCH,
-        columns: Sequence[str] | None = None,
         zero_copy: bool = False,
         *,
         tags: Sequence[str] | str | None = None,

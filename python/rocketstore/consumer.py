@@ -33,7 +33,7 @@ import collections
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -91,14 +91,13 @@ def _check_offset(name: str, value: object) -> int:
     return value
 
 
-def _empty_arrow(columns: Sequence[str] | None, zero_copy: bool) -> pyarrow.RecordBatch:
+def _empty_arrow(zero_copy: bool) -> pyarrow.RecordBatch:
     """A batch of 0 rows with the columns a ``get_arrow`` would return."""
     import pyarrow as pa
 
     from rocketstore._native import empty_arrow_batch
 
-    return pa.record_batch(empty_arrow_batch(None if columns is None else list(columns),
-                                             zero_copy))
+    return pa.record_batch(empty_arrow_batch(zero_copy))
 
 
 def _concat_batches(batches: list[pyarrow.RecordBatch]) -> pyarrow.RecordBatch:
@@ -462,7 +461,6 @@ class Consumer:
         self,
         timeout: float | None = 1.0,
         max_messages: int = 1024,
-        columns: Sequence[str] | None = None,
         zero_copy: bool = False,
     ) -> pyarrow.RecordBatch:
         """Up to ``max_messages`` messages as one Arrow record batch (needs ``pyarrow``).
@@ -470,8 +468,8 @@ class Consumer:
         :meth:`poll` without a Python object per message: the same waiting,
         queue turns, positions, tag filter, auto-commit, and ``skipped`` /
         ``damaged`` accounting (the same code), each queue read with the
-        store's :meth:`~rocketstore.MessageStore.get_arrow` (``columns`` and
-        ``zero_copy`` as there). In each turn every queue with data gets an
+        store's :meth:`~rocketstore.MessageStore.get_arrow` (``zero_copy`` as
+        there). In each turn every queue with data gets an
         equal share of what is left of ``max_messages``; the batch holds the
         queues' rows one queue after another, each queue's in offset order.
         Returns a batch of 0 rows on timeout. Positions move past every row
@@ -482,8 +480,7 @@ class Consumer:
 
         Raises:
             StoreClosedError: the store was shut down.
-            ValueError: the consumer is closed, ``max_messages < 1``, or an
-                unknown column.
+            ValueError: the consumer is closed, or ``max_messages < 1``.
         """
         self._check_open()
         if max_messages < 1:
@@ -494,7 +491,7 @@ class Consumer:
         batches: list[pyarrow.RecordBatch] = []
 
         def pull(q: int, pos: int, n: int) -> tuple[ArrowResultLike, int]:
-            r = store.get_arrow(topic, q, pos, n, columns, zero_copy, tags=tags)
+            r = store.get_arrow(topic, q, pos, n, zero_copy, tags=tags)
             rows = r.batch.num_rows
             if rows:
                 batches.append(r.batch)
@@ -515,7 +512,7 @@ class Consumer:
         if len(batches) == 1:
             return batches[0]
         if not batches:
-            return _empty_arrow(columns, zero_copy)
+            return _empty_arrow(zero_copy)
         return _concat_batches(batches)
 
     def _unbuffer(self) -> None:

@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _native
+from rocketstore._arrow_pull import ArrowPulls
 from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import (
@@ -28,7 +29,6 @@ from rocketstore._native import (
     MessageStoreBase,
     NativeStore,
 )
-from rocketstore._arrow_pull import ArrowPulls
 from rocketstore._store_reads import ArrowReads, UnknownTopics
 from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs

@@ -64,6 +64,7 @@ pub use append::{
 };
 pub use batch::BatchBuilder;
 pub use parallel::{split_at_segments, ParallelReader};
+pub use pull::empty_pull_batch;
 pub use range::{Range, RangeReader};
 pub use stream::{ArrowReader, QueueRange};
 

@@ -161,6 +161,21 @@ impl PullBatch {
     }
 }
 
+/// A batch of no rows with the columns [`Store::get_arrow`] returns.
+pub fn empty_pull_batch(zero_copy: bool) -> Result<RecordBatch> {
+    PullBatch::new(0, zero_copy).finish()
+}
+
+impl PullBatch {
+    fn new(max_msgs: usize, zero_copy: bool) -> Self {
+        let rows = max_msgs.min(1 << 16);
+        PullBatch {
+            builder: BatchBuilder::new(rows, rows * 128, None),
+            views: zero_copy.then(BodyViews::default),
+        }
+    }
+}
+
 impl Store {
     /// Pulls up to `max_msgs` messages of a queue from `offset` into one
     /// record batch: [`Store::get_message`]'s pull (statuses, next offset,
@@ -176,11 +191,7 @@ impl Store {
         tags: Option<&[String]>,
         zero_copy: bool,
     ) -> Result<GetResult<RecordBatch>> {
-        let rows = max_msgs.clamp(1, 1 << 16);
-        let sink = PullBatch {
-            builder: BatchBuilder::new(rows, rows * 128, None),
-            views: zero_copy.then(BodyViews::default),
-        };
+        let sink = PullBatch::new(max_msgs, zero_copy);
         let limits = limits_of_batch(MAX_BATCH_BODY_BYTES / 2);
         let r = self.pull_into(topic, queue_id, offset, max_msgs, tags, Some(&limits), sink)?;
         let batch = r.messages.finish()?;

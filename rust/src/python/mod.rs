@@ -237,6 +237,7 @@ fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_delay_levels, m)?)?;
     m.add_function(wrap_pyfunction!(is_system_topic, m)?)?;
     m.add_function(wrap_pyfunction!(index_file_size, m)?)?;
+    m.add_function(wrap_pyfunction!(store_arrow::empty_arrow_batch, m)?)?;
     Ok(())
 }
 

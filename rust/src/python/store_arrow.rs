@@ -84,11 +84,30 @@ impl PyArrowPull {
     }
 }
 
+/// A pull result of no rows with the columns `get_arrow` returns (a
+/// consumer's poll that found nothing).
+#[pyfunction]
+#[pyo3(signature = (zero_copy=false))]
+pub fn empty_arrow_batch(zero_copy: bool) -> PyResult<PyArrowPull> {
+    guarded(|| {
+        Ok(PyArrowPull {
+            status: GetStatus::NoMatchedMessage,
+            next_begin_offset: 0,
+            min_offset: 0,
+            max_offset: 0,
+            damaged: 0,
+            skipped: 0,
+            batch: crate::columnar::empty_pull_batch(zero_copy)?,
+        })
+    })
+}
+
 #[pymethods]
 impl PyStore {
     /// Pulls up to `max_msgs` messages of a queue from `offset` into one
     /// Arrow batch (see `Store::get_arrow`).
     #[pyo3(signature = (topic, queue_id, offset, max_msgs, tags=None, zero_copy=false))]
+    #[allow(clippy::too_many_arguments)]
     fn get_arrow(
         &self,
         py: Python<'_>,
