@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from rocketstore._native import NativeStore
 
-__all__ = ["ArrowGetResult", "ArrowPulls", "tag_list"]
+__all__ = ["ArrowGetResult", "ArrowPulls", "column_list", "tag_list"]
 
 #: Messages one ``get_arrow`` returns by default.
 DEFAULT_ARROW_BATCH = 1024
@@ -43,6 +43,18 @@ def tag_list(tags: Sequence[str] | str | None) -> list[str] | None:
     if isinstance(tags, str):
         return [t.strip() for t in tags.split("||")]
     return list(tags)
+
+
+def column_list(columns: Sequence[str] | None) -> list[str] | None:
+    """``columns`` as a list of str (the engine checks the names)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
+        raise TypeError(f"columns must be a list of column names, not {type(columns).__name__}")
+    for c in columns:
+        if not isinstance(c, str):
+            raise TypeError(f"columns must be a list of str, not of {type(c).__name__}")
+    return list(columns)
 
 
 class ArrowGetResult:
@@ -99,6 +111,7 @@ class ArrowPulls:
         queue_id: int,
         offset: int,
         max_messages: int = DEFAULT_ARROW_BATCH,
+        columns: Sequence[str] | None = None,
         zero_copy: bool = False,
         *,
         tags: Sequence[str] | str | None = None,
@@ -112,7 +125,12 @@ class ArrowPulls:
         messages (and at most 512 MiB of records). The rows are decoded in
         the engine; no Python object is made per message. Needs ``pyarrow``.
 
-        The columns are those of :meth:`read_arrow`, in that order.
+        The columns are those of :meth:`read_arrow`, in that order;
+        ``columns`` (a list of those names, ``store`` excepted) returns only
+        those, in the order given, and the engine decodes only those (the
+        property bytes are parsed only for ``properties``, ``tags`` or
+        ``keys``; bodies are copied only for ``body``). Every record's CRC is
+        checked whatever the columns.
 
         ``zero_copy=False`` (default): every column owns its memory; the batch
         stays valid after the store is closed. ``zero_copy=True``: the
@@ -139,7 +157,9 @@ class ArrowPulls:
 
         Raises:
             ValueError: ``topic`` breaks the topic rule and the store holds no
-                such topic; a negative ``queue_id``; ``max_messages < 1``.
+                such topic; a negative ``queue_id``; ``max_messages < 1``; an
+                unknown or repeated column, or ``store``.
+            TypeError: ``columns`` is not a list of str.
 
         >>> import tempfile
         >>> from rocketstore import MessageStore, StoreConfig
@@ -156,7 +176,8 @@ class ArrowPulls:
         pa = _pyarrow()
         if not isinstance(zero_copy, bool):
             raise TypeError(f"zero_copy must be a bool, not {type(zero_copy).__name__}")
-        r = self._n.get_arrow(topic, queue_id, offset, max_messages, tag_list(tags), zero_copy)
+        r = self._n.get_arrow(topic, queue_id, offset, max_messages, tag_list(tags),
+                              column_list(columns), zero_copy)
         status = r.status
         if status is GetStatus.NO_MESSAGE_IN_QUEUE:
             self._warn_unknown(topic, queue_id)

@@ -91,6 +91,7 @@ class ConsumerStore(Protocol):
         queue_id: int,
         offset: int,
         max_messages: int,
+        columns: Sequence[str] | None = None,
         zero_copy: bool = False,
         *,
         tags: list[str] | None = None,

@@ -33,7 +33,7 @@ import collections
 import logging
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -91,13 +91,14 @@ def _check_offset(name: str, value: object) -> int:
     return value
 
 
-def _empty_arrow(zero_copy: bool) -> pyarrow.RecordBatch:
+def _empty_arrow(columns: Sequence[str] | None, zero_copy: bool) -> pyarrow.RecordBatch:
     """A batch of 0 rows with the columns a ``get_arrow`` would return."""
     import pyarrow as pa
 
+    from rocketstore._arrow_pull import column_list
     from rocketstore._native import empty_arrow_batch
 
-    return pa.record_batch(empty_arrow_batch(zero_copy))
+    return pa.record_batch(empty_arrow_batch(column_list(columns), zero_copy))
 
 
 def _concat_batches(batches: list[pyarrow.RecordBatch]) -> pyarrow.RecordBatch:
@@ -381,7 +382,31 @@ class Consumer:
 
     def _fill(self, timeout: float | None, budget: int, pull: _Pull | None = None,
               share_cap: int = _PULL_BATCH) -> bool:
-        """Fetch until the buffer holds messages or ``timeout`` passes; True if it does."""
+        """Fetch until the buffer holds messages or ``timeout`` passes; True if it does.
+
+        ``pull`` and ``share_cap``: as in :meth:`_fetch`.
+        """
+        steps = self._fill_steps(timeout, budget, pull, share_cap)
+        wait = self._store.wait_for_dispatch
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(None if step is None else wait(*step))
+        except StopIteration as done:
+            return bool(done.value)
+
+    def _fill_steps(self, timeout: float | None, budget: int, pull: _Pull | None = None,
+                    share_cap: int = _PULL_BATCH,
+                    ) -> Generator[tuple[int, float | None] | None, int | None, bool]:
+        """:meth:`_fill` without its waits, for the blocking and the asyncio consumer.
+
+        Yields ``(seq, remaining)`` when it must wait until the store's
+        ``dispatch_seq`` differs from ``seq`` (``remaining`` seconds at most,
+        ``None``: forever), and expects the current seq back; yields ``None``
+        before fetching again at once (entries were skipped), expecting
+        ``None`` back (a chance to let other work run). Returns True when the
+        buffer holds messages, False when ``timeout`` passed.
+        """
         if self._buffered:
             return True
         store = self._store
@@ -402,10 +427,11 @@ class Consumer:
                     if remaining <= 0:
                         return False
                 if progressed:  # skipped filtered/expired entries: look again now
+                    yield None
                     seq = store.dispatch_seq
                     break
-                new_seq = store.wait_for_dispatch(seq, remaining)
-                if new_seq != seq:  # something became visible: fetch again
+                new_seq = yield (seq, remaining)
+                if new_seq is not None and new_seq != seq:  # something became visible
                     seq = new_seq
                     break
                 # unchanged: the wait timed out (or woke early); nothing to fetch
@@ -461,6 +487,7 @@ class Consumer:
         self,
         timeout: float | None = 1.0,
         max_messages: int = 1024,
+        columns: Sequence[str] | None = None,
         zero_copy: bool = False,
     ) -> pyarrow.RecordBatch:
         """Up to ``max_messages`` messages as one Arrow record batch (needs ``pyarrow``).
@@ -468,8 +495,8 @@ class Consumer:
         :meth:`poll` without a Python object per message: the same waiting,
         queue turns, positions, tag filter, auto-commit, and ``skipped`` /
         ``damaged`` accounting (the same code), each queue read with the
-        store's :meth:`~rocketstore.MessageStore.get_arrow` (``zero_copy`` as
-        there). In each turn every queue with data gets an
+        store's :meth:`~rocketstore.MessageStore.get_arrow` (``columns`` and
+        ``zero_copy`` as there). In each turn every queue with data gets an
         equal share of what is left of ``max_messages``; the batch holds the
         queues' rows one queue after another, each queue's in offset order.
         Returns a batch of 0 rows on timeout. Positions move past every row
@@ -480,7 +507,8 @@ class Consumer:
 
         Raises:
             StoreClosedError: the store was shut down.
-            ValueError: the consumer is closed, or ``max_messages < 1``.
+            ValueError: the consumer is closed, ``max_messages < 1``, or an
+                unknown column.
         """
         self._check_open()
         if max_messages < 1:
@@ -491,7 +519,7 @@ class Consumer:
         batches: list[pyarrow.RecordBatch] = []
 
         def pull(q: int, pos: int, n: int) -> tuple[ArrowResultLike, int]:
-            r = store.get_arrow(topic, q, pos, n, zero_copy, tags=tags)
+            r = store.get_arrow(topic, q, pos, n, columns, zero_copy, tags=tags)
             rows = r.batch.num_rows
             if rows:
                 batches.append(r.batch)
@@ -512,7 +540,7 @@ class Consumer:
         if len(batches) == 1:
             return batches[0]
         if not batches:
-            return _empty_arrow(zero_copy)
+            return _empty_arrow(columns, zero_copy)
         return _concat_batches(batches)
 
     def _unbuffer(self) -> None:
@@ -626,20 +654,30 @@ class Consumer:
         self._commit(offsets, sync=sync, explicit=True)
 
     def _maybe_auto_commit(self) -> None:
+        if self._auto_commit_due():
+            self._auto_commit_now(None)
+
+    def _auto_commit_due(self) -> bool:
+        """True (and the interval restarts) when an auto-commit is due now."""
         if not self._auto_commit:
-            return
+            return False
         now = time.monotonic()
         if now - self._last_auto_commit >= self._auto_commit_interval:
             self._last_auto_commit = now
-            try:
-                self._commit(None, sync=False, explicit=False)
-            except StoreClosedError:
-                raise
-            except (StoreError, OSError) as e:
-                # The offsets are committed in memory; writing them failed
-                # (a poisoned store). Reading goes on, as it does for the store.
-                log.warning("consumer %s: auto-commit could not persist offsets: %s",
-                            self._group, e)
+            return True
+        return False
+
+    def _auto_commit_now(self, offsets: Mapping[int, int] | None) -> None:
+        """Commit ``offsets`` (default: the positions) as an auto-commit does."""
+        try:
+            self._commit(offsets, sync=False, explicit=False)
+        except StoreClosedError:
+            raise
+        except (StoreError, OSError) as e:
+            # The offsets are committed in memory; writing them failed
+            # (a poisoned store). Reading goes on, as it does for the store.
+            log.warning("consumer %s: auto-commit could not persist offsets: %s",
+                        self._group, e)
 
     def _commit(self, offsets: Mapping[int, int] | None, *, sync: bool, explicit: bool) -> None:
         if offsets is None:
@@ -703,18 +741,22 @@ class Consumer:
         if self._closed:
             return
         try:
-            if self._auto_commit:
-                try:
-                    self._commit(None, sync=True, explicit=False)
-                except StoreClosedError:
-                    log.info("consumer %s: store already shut down; positions not committed",
-                             self._group)
+            self._close_commit(None)
         except Exception:
             self._mark_closed()
             raise
         # An interrupt (KeyboardInterrupt, SystemExit) leaves the consumer
         # open, so a later close() commits; otherwise it is closed now.
         self._mark_closed()
+
+    def _close_commit(self, offsets: Mapping[int, int] | None) -> None:
+        """What :meth:`close` commits (``offsets``, default the positions), durably."""
+        if self._auto_commit:
+            try:
+                self._commit(offsets, sync=True, explicit=False)
+            except StoreClosedError:
+                log.info("consumer %s: store already shut down; positions not committed",
+                         self._group)
 
     def _mark_closed(self) -> None:
         self._closed = True

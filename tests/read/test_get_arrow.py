@@ -196,3 +196,54 @@ def test_bad_arguments(open_store: Any) -> None:
         store.get_arrow(TOPIC, 0, 0, 10, zero_copy=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         store.get_arrow("bad topic!", 0, 0, 10)
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+@pytest.mark.parametrize("columns", [["body"], ["queue_offset"], ["body", "queue_offset"],
+                                     ["tags", "keys", "store_timestamp", "body", "msg_id"]])
+def test_columns_asked_for_in_their_order(open_store: Any, columns: list[str],
+                                          zero_copy: bool) -> None:
+    store = open_store(**SMALL)
+    fill(store, 200)
+    full = store.get_arrow(TOPIC, 1, 3, 64).batch
+    r = store.get_arrow(TOPIC, 1, 3, 64, columns=columns, zero_copy=zero_copy)
+    assert r.batch.schema.names == columns and r.batch.num_rows == full.num_rows == 64
+    assert r.next_begin_offset == 67
+    for c in columns:
+        assert r.batch.column(c).to_pylist() == full.column(c).to_pylist(), c
+    body_type = pa.binary_view() if zero_copy else pa.binary()
+    if "body" in columns:
+        assert r.batch.schema.field("body").type == body_type
+
+
+def test_columns_do_not_change_the_checks(store_path: str) -> None:
+    """A damaged body is skipped and counted even when the body is not asked for."""
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as s:
+        acked = [s.put(TOPIC, b"%04d" % i + b"y" * 1000, queue_id=0) for i in range(300)]
+    r = acked[7]
+    seg = Path(store_path) / "commitlog" / f"{r.wrote_offset // SEG * SEG:020d}"
+    with open(seg, "r+b") as f:
+        f.seek(r.wrote_offset % SEG + 88 + 300)
+        b = f.read(1)[0]
+        f.seek(r.wrote_offset % SEG + 88 + 300)
+        f.write(bytes([b ^ 0x40]))
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as s:
+        for zc in (False, True):
+            got = s.get_arrow(TOPIC, 0, 0, 100, columns=["queue_offset"], zero_copy=zc)
+            assert got.damaged == 1
+            assert 7 not in got.batch.column("queue_offset").to_pylist()
+
+
+def test_bad_columns(open_store: Any) -> None:
+    store = open_store(**SMALL)
+    fill(store, 3)
+    for bad in (["nope"], ["body", "body"], [], ["store"]):
+        with pytest.raises(ValueError):
+            store.get_arrow(TOPIC, 0, 0, 10, columns=bad)
+    with pytest.raises(TypeError):
+        store.get_arrow(TOPIC, 0, 0, 10, columns="body")
+    with store.consumer("g", TOPIC) as c:
+        with pytest.raises(ValueError):
+            c.poll_arrow(timeout=0, columns=["nope"])
+        assert c.poll_arrow(timeout=0, columns=["body"]).schema.names == ["body"]
+        assert c.poll_arrow(timeout=0, columns=["body"], zero_copy=True).schema.names == ["body"]

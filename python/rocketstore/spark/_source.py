@@ -197,7 +197,8 @@ def _segment_partitions(opts: ReadOptions, path: str, store: MessageStore) -> li
 def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: InputPartition,
                     *, stream: bool = False) -> Iterator[pa.RecordBatch]:
     """Open the store read-only here (on the executor) and yield its batches
-    (only ``columns``, in that order, when a schema was given)."""
+    (only ``columns``, in that order, decoded by the engine, when a schema
+    was given)."""
     store = open_read_only(p.path, opts.fields)  # type: ignore[attr-defined]
     name = p.store_name  # type: ignore[attr-defined]
     if columns is not None and "store" in columns and name is None:
@@ -205,20 +206,17 @@ def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: Input
     try:
         if isinstance(p, QueuePartition):
             s = store._arrow_stream(p.topic, p.queue_id, p.start, p.end, opts.batch_size,
-                                    store_name=name)
+                                    store_name=name, columns=columns)
         elif isinstance(p, SegmentPartition):
             s = store._arrow_stream(None, None, p.start, p.end, opts.batch_size,
                                     include_system=opts.include_system,
                                     include_uncommitted=opts.include_uncommitted,
                                     min_store_timestamp=opts.starting_timestamp,
-                                    store_name=name)
+                                    store_name=name, columns=columns)
         else:  # pragma: no cover
             raise TypeError(f"unknown partition {p!r}")
-        if columns is None:
-            yield from pa.RecordBatchReader.from_stream(s)
-        else:
-            for b in pa.RecordBatchReader.from_stream(s):
-                yield b.select(list(columns))
+        # The engine decodes only ``columns``, in their order.
+        yield from pa.RecordBatchReader.from_stream(s)
         if s.skipped_corrupt:
             log.warning("rocketstore %s: %d damaged records skipped in %r",
                         p.path, s.skipped_corrupt, p)

@@ -26,11 +26,11 @@
 use std::sync::Arc;
 
 use arrow_array::builder::BinaryViewBuilder;
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema};
 
 use super::batch::inflate;
-use super::{BatchBuilder, MAX_BATCH_BODY_BYTES};
+use super::{BatchBuilder, Column, Projection, MAX_BATCH_BODY_BYTES};
 use crate::error::{Result, StoreError};
 use crate::log::commitlog::RecordAt;
 use crate::log::mapped_file::MappedFile;
@@ -116,7 +116,11 @@ impl BodyViews {
 
 /// The sink of one columnar pull.
 struct PullBatch {
+    /// The columns returned, in order.
+    projection: Projection,
+    /// Builds the returned columns, but for `body` when `views` does.
     builder: BatchBuilder,
+    /// Zero-copy: the `body` column, as views into the mapping.
     views: Option<BodyViews>,
 }
 
@@ -131,57 +135,84 @@ impl PullSink for PullBatch {
 }
 
 impl PullBatch {
+    /// A sink for up to `max_msgs` rows of `projection`; with `zero_copy`
+    /// (and `body` returned) the body is viewed, not copied.
+    fn new(max_msgs: usize, projection: Projection, zero_copy: bool) -> Result<Self> {
+        if projection.contains(Column::Store) {
+            return Err(StoreError::InvalidArgument(
+                "the store column exists only in reads of several stores".into(),
+            ));
+        }
+        let rows = max_msgs.min(1 << 16);
+        let view_body = zero_copy && projection.contains(Column::Body);
+        let built = if view_body {
+            // Every column but the body; at least one, so rows are counted.
+            let rest: Vec<Column> = projection
+                .columns()
+                .iter()
+                .copied()
+                .filter(|&c| c != Column::Body)
+                .collect();
+            let rest = if rest.is_empty() {
+                vec![Column::QueueOffset]
+            } else {
+                rest
+            };
+            Projection::from_columns(rest)
+                .map_err(|e| StoreError::internal(format!("projection: {e}")))?
+        } else {
+            projection.clone()
+        };
+        let bytes = if view_body { 0 } else { rows * 128 };
+        Ok(PullBatch {
+            builder: BatchBuilder::new(rows, bytes, built, None),
+            views: view_body.then(BodyViews::default),
+            projection,
+        })
+    }
+
     fn finish(mut self) -> Result<RecordBatch> {
-        let batch = self
-            .builder
-            .finish()
-            // The columns are built to the schema: a refusal is an engine bug.
-            .map_err(|e| StoreError::internal(format!("arrow: {e}")))?;
+        let arrow = |e: arrow_schema::ArrowError| StoreError::internal(format!("arrow: {e}"));
+        // The columns are built to the schema: a refusal is an engine bug.
+        let batch = self.builder.finish().map_err(arrow)?;
         let Some(views) = self.views else {
             return Ok(batch);
         };
-        let Ok(i) = batch.schema().index_of("body") else {
-            return Ok(batch);
-        };
         let body = views.finish()?;
-        let mut fields: Vec<Field> = batch
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .collect();
-        let mut cols: Vec<ArrayRef> = batch.columns().to_vec();
-        if let (Some(f), Some(c)) = (fields.get_mut(i), cols.get_mut(i)) {
-            *f = Field::new("body", DataType::BinaryView, true);
-            debug_assert_eq!(c.len(), body.len());
-            *c = body;
+        let mut fields = Vec::with_capacity(self.projection.columns().len());
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(fields.capacity());
+        for &c in self.projection.columns() {
+            if c == Column::Body {
+                fields.push(Field::new(c.name(), DataType::BinaryView, true));
+                cols.push(body.clone());
+            } else {
+                fields.push(c.field());
+                let col = batch.column_by_name(c.name()).ok_or_else(|| {
+                    StoreError::internal(format!("column {} was not built", c.name()))
+                })?;
+                cols.push(col.clone());
+            }
         }
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
-            .map_err(|e| StoreError::internal(format!("arrow: {e}")))
+        let options = RecordBatchOptions::new().with_row_count(Some(body.len()));
+        RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), cols, &options)
+            .map_err(arrow)
     }
 }
 
 /// A batch of no rows with the columns [`Store::get_arrow`] returns.
-pub fn empty_pull_batch(zero_copy: bool) -> Result<RecordBatch> {
-    PullBatch::new(0, zero_copy).finish()
-}
-
-impl PullBatch {
-    fn new(max_msgs: usize, zero_copy: bool) -> Self {
-        let rows = max_msgs.min(1 << 16);
-        PullBatch {
-            builder: BatchBuilder::new(rows, rows * 128, None),
-            views: zero_copy.then(BodyViews::default),
-        }
-    }
+pub fn empty_pull_batch(projection: Projection, zero_copy: bool) -> Result<RecordBatch> {
+    PullBatch::new(0, projection, zero_copy)?.finish()
 }
 
 impl Store {
     /// Pulls up to `max_msgs` messages of a queue from `offset` into one
     /// record batch: [`Store::get_message`]'s pull (statuses, next offset,
     /// damaged and skipped accounting, tag filter, CRC checks) without its
-    /// per-pull transfer caps. `zero_copy`: the `body` column is a
-    /// `BinaryView` over the mapped CommitLog files (see the module docs).
+    /// per-pull transfer caps. Only the columns of `projection` are
+    /// decoded (`store` is refused: a store does not name itself).
+    /// `zero_copy`: the `body` column is a `BinaryView` over the mapped
+    /// CommitLog files (see the module docs).
+    #[allow(clippy::too_many_arguments)]
     pub fn get_arrow(
         &self,
         topic: &str,
@@ -189,9 +220,10 @@ impl Store {
         offset: i64,
         max_msgs: usize,
         tags: Option<&[String]>,
+        projection: Projection,
         zero_copy: bool,
     ) -> Result<GetResult<RecordBatch>> {
-        let sink = PullBatch::new(max_msgs, zero_copy);
+        let sink = PullBatch::new(max_msgs, projection, zero_copy)?;
         let limits = limits_of_batch(MAX_BATCH_BODY_BYTES / 2);
         let r = self.pull_into(topic, queue_id, offset, max_msgs, tags, Some(&limits), sink)?;
         let batch = r.messages.finish()?;

@@ -9,6 +9,7 @@ use arrow_array::{Array, RecordBatch, StructArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyTuple};
 
+use crate::columnar::Projection;
 use crate::queue::reader::GetStatus;
 
 use super::args::{i64_arg, str_arg};
@@ -87,9 +88,10 @@ impl PyArrowPull {
 /// A pull result of no rows with the columns `get_arrow` returns (a
 /// consumer's poll that found nothing).
 #[pyfunction]
-#[pyo3(signature = (zero_copy=false))]
-pub fn empty_arrow_batch(zero_copy: bool) -> PyResult<PyArrowPull> {
+#[pyo3(signature = (columns=None, zero_copy=false))]
+pub fn empty_arrow_batch(columns: Option<Vec<String>>, zero_copy: bool) -> PyResult<PyArrowPull> {
     guarded(|| {
+        let projection = projection_arg(columns)?;
         Ok(PyArrowPull {
             status: GetStatus::NoMatchedMessage,
             next_begin_offset: 0,
@@ -97,16 +99,27 @@ pub fn empty_arrow_batch(zero_copy: bool) -> PyResult<PyArrowPull> {
             max_offset: 0,
             damaged: 0,
             skipped: 0,
-            batch: crate::columnar::empty_pull_batch(zero_copy)?,
+            batch: crate::columnar::empty_pull_batch(projection, zero_copy)?,
         })
     })
+}
+
+/// The columns of a read (`None`: all of a one-store read); a bad list is
+/// a `ValueError` naming the columns.
+fn projection_arg(columns: Option<Vec<String>>) -> PyResult<Projection> {
+    match columns {
+        None => Ok(Projection::all(false)),
+        Some(c) => {
+            Projection::of(&c).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+        }
+    }
 }
 
 #[pymethods]
 impl PyStore {
     /// Pulls up to `max_msgs` messages of a queue from `offset` into one
     /// Arrow batch (see `Store::get_arrow`).
-    #[pyo3(signature = (topic, queue_id, offset, max_msgs, tags=None, zero_copy=false))]
+    #[pyo3(signature = (topic, queue_id, offset, max_msgs, tags=None, columns=None, zero_copy=false))]
     #[allow(clippy::too_many_arguments)]
     fn get_arrow(
         &self,
@@ -116,9 +129,11 @@ impl PyStore {
         offset: &Bound<'_, PyAny>,
         max_msgs: &Bound<'_, PyAny>,
         tags: Option<&Bound<'_, PyAny>>,
+        columns: Option<Vec<String>>,
         zero_copy: bool,
     ) -> PyResult<PyArrowPull> {
         guarded(|| {
+            let projection = projection_arg(columns)?;
             let topic = str_arg(topic, "topic")?;
             let queue_id = i64_arg(queue_id, "queue_id")?;
             let offset = i64_arg(offset, "offset")?;
@@ -139,6 +154,7 @@ impl PyStore {
                     offset,
                     max_msgs as usize,
                     tags.as_deref(),
+                    projection,
                     zero_copy,
                 )
             })?;
