@@ -132,6 +132,10 @@ impl PullSink for PullBatch {
             b.push(&view, &at);
         }
     }
+
+    fn served(&self) -> usize {
+        self.builder.len()
+    }
 }
 
 impl PullBatch {

@@ -157,12 +157,18 @@ pub struct Damage {
 pub trait PullSink {
     /// Takes one message (already checked and filtered).
     fn push(&mut self, view: RecordView, rec: RecordAt);
+    /// Messages taken so far.
+    fn served(&self) -> usize;
 }
 
 impl PullSink for Vec<(RecordView, Vec<u8>)> {
     #[inline]
     fn push(&mut self, view: RecordView, rec: RecordAt) {
         self.push((view, rec.bytes().to_vec()));
+    }
+
+    fn served(&self) -> usize {
+        self.len()
     }
 }
 
