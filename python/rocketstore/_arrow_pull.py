@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
     from rocketstore._native import NativeStore
 
-__all__ = ["ArrowGetResult", "ArrowPulls", "column_list", "tag_list"]
+__all__ = ["ArrowGetResult", "ArrowPulls", "column_list", "concat_batches", "empty_batch",
+           "tag_list"]
 
 #: Messages one ``get_arrow`` returns by default.
 DEFAULT_ARROW_BATCH = 1024
@@ -55,6 +56,22 @@ def column_list(columns: Sequence[str] | None) -> list[str] | None:
         if not isinstance(c, str):
             raise TypeError(f"columns must be a list of str, not of {type(c).__name__}")
     return list(columns)
+
+
+def empty_batch(columns: Sequence[str] | None, zero_copy: bool) -> pyarrow.RecordBatch:
+    """A batch of 0 rows with the columns a ``get_arrow`` would return."""
+    from rocketstore._native import empty_arrow_batch
+
+    return _pyarrow().record_batch(empty_arrow_batch(column_list(columns), zero_copy))
+
+
+def concat_batches(batches: list[pyarrow.RecordBatch]) -> pyarrow.RecordBatch:
+    """One batch of the rows of ``batches`` (same schema), in order."""
+    pa = _pyarrow()
+    concat = getattr(pa, "concat_batches", None)  # pyarrow >= 19
+    if concat is not None:
+        return concat(batches)
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 class ArrowGetResult:

@@ -50,6 +50,7 @@ __all__ = [
     "ConsumerOffsetReport",
     "DamageRule",
     "DeliverStep",
+    "FileLock",
     "FileSizeReport",
     "GetMessageResult",
     "GroupCommitStats",
@@ -389,6 +390,16 @@ class GroupCommitStats:
     def gather_ns(self) -> int: ...
     def __eq__(self, value: object, /) -> bool: ...
     __hash__: ClassVar[None]  # type: ignore[assignment]
+
+@final
+class FileLock:
+    @staticmethod
+    def acquire(path: str | PathLike[str], wait: bool) -> FileLock | None: ...
+    @staticmethod
+    def is_held(path: str | PathLike[str]) -> bool: ...
+    def release(self) -> None: ...
+    @property
+    def held(self) -> bool: ...
 
 @final
 class CheckpointTimes:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
+from rocketstore._arrow_pull import concat_batches, empty_batch
 from rocketstore._checks import I32_MAX, I64_MAX
 from rocketstore._consumer_store import ArrowResultLike, ConsumerStore, GetResultLike
 from rocketstore.enums import GetStatus
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     import pyarrow
 
     from rocketstore._native import MessageExt
+    from rocketstore.consumer_offsets import ConsumerGroupLock
 
 __all__ = ["ArrowResultLike", "Consumer", "ConsumerStore", "GetResultLike", "StartPosition"]
 
@@ -91,26 +93,6 @@ def _check_offset(name: str, value: object) -> int:
     return value
 
 
-def _empty_arrow(columns: Sequence[str] | None, zero_copy: bool) -> pyarrow.RecordBatch:
-    """A batch of 0 rows with the columns a ``get_arrow`` would return."""
-    import pyarrow as pa
-
-    from rocketstore._arrow_pull import column_list
-    from rocketstore._native import empty_arrow_batch
-
-    return pa.record_batch(empty_arrow_batch(column_list(columns), zero_copy))
-
-
-def _concat_batches(batches: list[pyarrow.RecordBatch]) -> pyarrow.RecordBatch:
-    """One batch of the rows of ``batches`` (same schema), in order."""
-    import pyarrow as pa
-
-    concat = getattr(pa, "concat_batches", None)  # pyarrow >= 19
-    if concat is not None:
-        return concat(batches)
-    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
-
-
 class Consumer:
     """Reads every queue of ``topic`` for consumer group ``group``.
 
@@ -151,10 +133,17 @@ class Consumer:
     next offsets (RocketMQ's consumerOffset semantics too). A group with a
     committed offset for a queue resumes there.
 
-    On a read-only store (``MessageStore(cfg, read_only=True)``) nothing is
-    written: :meth:`commit` keeps the positions in memory (see
-    :meth:`committed`; it warns once that nothing is persisted), and they
-    are lost with the consumer.
+    One consumer per group and topic at a time: while open, a consumer holds
+    the group's lock for the topic (``config/consumerLocks/``, across
+    processes; the kernel drops it if the process dies), and a second one
+    is refused with :class:`~rocketstore.ConsumerGroupBusyError`.
+
+    A read-only store's consumers commit to ``consumerOffset.json`` as the
+    writer's do (merged under the file's lock, ``docs/format.md``, §13.1).
+    On a store opened ``read_only=True, no_write=True`` nothing is written:
+    :meth:`commit` keeps the positions in memory (see :meth:`committed`; it
+    warns once that nothing is persisted), and they are lost with the
+    consumer.
 
     Example::
 
@@ -195,6 +184,10 @@ class Consumer:
         self._store = store
         self._group = group
         self._topic = topic
+        self._closed = True  # until the group is held
+        hold = getattr(store, "hold_consumer_group", None)
+        self._group_lock: ConsumerGroupLock | None = (
+            None if hold is None else hold(group, topic))
         self._start = start
         self._tags: list[str] | None = None if tags is None else list(tags)
         self._auto_commit = auto_commit
@@ -202,6 +195,14 @@ class Consumer:
         self._last_auto_commit = time.monotonic()
         self._warned_read_only = False
         self._closed = False
+        try:
+            self._init_positions()
+        except BaseException:
+            self._mark_closed()
+            raise
+
+    def _init_positions(self) -> None:
+        store = self._store
         # Next offset to deliver, per queue; also the assignment's key set.
         self._positions: dict[int, int] = {}
         # Next offset to fetch; differs from _positions while messages of the
@@ -218,6 +219,10 @@ class Consumer:
         # Damaged records the pulls passed over (see `damaged`).
         self._damaged = 0
         self._refresh(store.dispatch_seq, initial=True)
+
+    def _writable(self) -> bool:
+        """True when commits reach the offsets file."""
+        return bool(getattr(self._store, "offsets_writable", not self._store.read_only))
 
     # -- properties -----------------------------------------------------------
 
@@ -540,8 +545,8 @@ class Consumer:
         if len(batches) == 1:
             return batches[0]
         if not batches:
-            return _empty_arrow(columns, zero_copy)
-        return _concat_batches(batches)
+            return empty_batch(columns, zero_copy)
+        return concat_batches(batches)
 
     def _unbuffer(self) -> None:
         """Drop messages fetched but not delivered; they are fetched again."""
@@ -639,7 +644,7 @@ class Consumer:
         auto-commit made 5 seconds or more after the last write, and at
         flush, close and shutdown.
 
-        On a read-only store the offsets are kept in this consumer only;
+        On a ``no_write`` store the offsets are kept in this consumer only;
         the first commit warns that nothing is persisted.
 
         Raises:
@@ -691,7 +696,7 @@ class Consumer:
                 for q, off in offsets.items()
             }
         store, group, topic = self._store, self._group, self._topic
-        writable = not store.read_only
+        writable = self._writable()
         if writable and todo:
             # Every queue in one call: a write of the offsets file that this
             # commit triggers holds all the queues, not just the first.
@@ -705,8 +710,9 @@ class Consumer:
         elif not writable and explicit and not self._warned_read_only:
             self._warned_read_only = True
             warnings.warn(
-                f"consumer {group!r} reads a read-only store: committed offsets are kept "
-                "in memory by this consumer only, nothing is persisted",
+                f"consumer {group!r} reads a store that writes no offsets (read_only with "
+                "no_write=True): committed offsets are kept in memory by this consumer "
+                "only, nothing is persisted",
                 RuntimeWarning,
                 stacklevel=3,
             )
@@ -714,12 +720,12 @@ class Consumer:
     def committed(self, queue_id: int) -> int:
         """The group's committed next offset for ``queue_id``; -1 if none.
 
-        Read from the store (so it reflects other consumers of the group);
-        on a read-only store, what this consumer committed (or what the file
+        Read from the store (so it reflects what other processes wrote); on
+        a ``no_write`` store, what this consumer committed (or what the file
         held when the queue was assigned).
         """
         self._check_open()
-        if self._store.read_only:
+        if not self._writable():
             return self._committed.get(queue_id, -1)
         return self._store.query_offset(self._group, self._topic, queue_id)
 
@@ -760,8 +766,12 @@ class Consumer:
 
     def _mark_closed(self) -> None:
         self._closed = True
-        self._buffer.clear()
-        self._buffered.clear()
+        if hasattr(self, "_buffer"):
+            self._buffer.clear()
+            self._buffered.clear()
+        lock, self._group_lock = self._group_lock, None
+        if lock is not None:
+            lock.release()
 
     def __enter__(self) -> Consumer:
         return self

@@ -32,6 +32,7 @@ pub mod arrow;
 pub mod config;
 pub mod errors;
 pub mod gil;
+pub mod locks;
 pub mod logbridge;
 pub mod put_args;
 pub mod recovery;
@@ -254,6 +255,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store_read::PyGetResult>()?;
     m.add_class::<store_arrow::PyArrowPull>()?;
     m.add_class::<arrow::PyArrowStream>()?;
+    m.add_class::<locks::PyFileLock>()?;
     recovery::register(m)?;
     results::register(m)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
