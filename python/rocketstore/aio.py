@@ -3,6 +3,9 @@
 Every :class:`~rocketstore.MessageStore` has them (this module's
 :class:`AsyncStore` is a base class of it)::
 
+    async with MessageStore(cfg) as store:    # start() and shutdown() in a thread
+        ...
+
     async def handler(store: MessageStore) -> None:
         r = await store.aput("orders", b"order #42", tags="paid")
         await store.aput_batch("orders", [b"a", b"b"])
@@ -522,6 +525,27 @@ class AsyncStore:
             watcher.close(reason)
         if pool is not None and not forked:
             pool.shutdown(wait=False)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def __aenter__(self) -> MessageStore:
+        """``async with MessageStore(cfg) as store:``: :meth:`start` in a
+        thread (recovery of a big store takes a while)."""
+        store = cast("MessageStore", self)
+        return await asyncio.to_thread(store.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """:meth:`shutdown` in a thread (it dispatches, flushes and joins
+        the store's threads); the loop runs on meanwhile."""
+        await asyncio.to_thread(cast("MessageStore", self).shutdown)
 
     # -- puts ---------------------------------------------------------------------
 

@@ -263,6 +263,22 @@ def test_auto_commit_commits_what_earlier_polls_returned(open_store: OpenStore) 
     run(main())
 
 
+def test_async_with_starts_and_shuts_down_the_store(store_path: str) -> None:
+    store = MessageStore(StoreConfig(store_path=store_path, **SMALL))
+
+    async def main() -> None:
+        async with store as s:
+            assert s is store and not store.running_flags
+            await s.aput("t", b"kept")
+        assert "CLOSED" in store.running_flags
+        with pytest.raises(StoreClosedError):
+            await store.aput("t", b"late")
+
+    run(main())
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as again:
+        assert again.get_message("g", "t", 0, 0).messages[0].body == b"kept"
+
+
 def test_async_puts(open_store: OpenStore) -> None:
     store = open_store(**SMALL)
 
