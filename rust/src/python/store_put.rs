@@ -35,7 +35,17 @@ fn checked(py: Python<'_>, r: PyPutResult, check: bool) -> PyResult<PyPutResult>
     if !check || r.outcome.status == PutStatus::PutOk {
         return Ok(r);
     }
-    Err(put_error(py, "_put_error", Bound::new(py, r)?.into_any()))
+    Err(refusal(py, r))
+}
+
+/// The exception for a put that was not `PUT_OK`: off the hot path.
+#[cold]
+#[inline(never)]
+fn refusal(py: Python<'_>, r: PyPutResult) -> PyErr {
+    match Bound::new(py, r) {
+        Ok(obj) => put_error(py, "_put_error", obj.into_any()),
+        Err(e) => e,
+    }
 }
 
 impl PyStore {
