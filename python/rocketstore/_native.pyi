@@ -40,6 +40,7 @@ __all__ = [
     "STORE_ENTRIES",
     "SUBSCRIPTION_GROUP_FILE",
     "TOPICS_FILE",
+    "ArrowPull",
     "ArrowStream",
     "BatchPutResult",
     "CheckpointTimes",
@@ -83,6 +84,7 @@ __all__ = [
     "_set_log_level",
     "_threads_in_engine",
     "body_crc",
+    "empty_arrow_batch",
     "index_file_size",
     "index_geometry",
     "is_system_topic",
@@ -167,6 +169,7 @@ def index_geometry(
     max_index_num: int | None = None,
 ) -> tuple[int | None, int | None]: ...
 def writer_running(store_path: str | PathLike[str]) -> bool | None: ...
+def empty_arrow_batch(columns: list[str] | None = None, zero_copy: bool = False) -> ArrowPull: ...
 
 @final
 class RecoveryMode:
@@ -628,6 +631,28 @@ class GetMessageResult:
     def __len__(self) -> int: ...
 
 @final
+class ArrowPull:
+    """One ``get_arrow`` pull: its status and offsets, its batch through
+    ``__arrow_c_array__`` (``pyarrow.record_batch(pull)``)."""
+
+    @property
+    def status(self) -> GetStatus: ...
+    @property
+    def next_begin_offset(self) -> int: ...
+    @property
+    def min_offset(self) -> int: ...
+    @property
+    def max_offset(self) -> int: ...
+    @property
+    def damaged(self) -> int: ...
+    @property
+    def skipped(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __arrow_c_array__(
+        self, requested_schema: object | None = None
+    ) -> tuple[object, object]: ...
+
+@final
 class ArrowStream:
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
     @property
@@ -661,9 +686,13 @@ class MessageStoreBase:
         born_timestamp: int | None = None,
         born_host: tuple[str, int] | None = None,
         sys_flag: int = 0,
+        *,
+        check: bool = True,
     ) -> PutResult: ...
-    def put_message(self, msg: Message) -> PutResult: ...
-    def put_messages(self, msgs: Sequence[Message] | Iterable[Message]) -> list[PutResult]: ...
+    def put_message(self, msg: Message, *, check: bool = True) -> PutResult: ...
+    def put_messages(
+        self, msgs: Sequence[Message] | Iterable[Message], *, check: bool = True
+    ) -> list[PutResult]: ...
     def put_batch(
         self,
         topic: str,
@@ -674,6 +703,7 @@ class MessageStoreBase:
         tags: Sequence[str | None] | None = None,
         properties: Sequence[dict[str, str] | None] | None = None,
         return_offsets: bool = False,
+        check: bool = True,
     ) -> BatchPutResult: ...
     def look_message_by_offset(self, phy_offset: int) -> MessageExt | None: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
@@ -723,9 +753,11 @@ class NativeStore:
         born_timestamp: int | None = None,
         born_host: tuple[str, int] | None = None,
         sys_flag: int = 0,
+        *,
+        check: bool = True,
     ) -> PutResult: ...
-    def put_message(self, msg: Message) -> PutResult: ...
-    def put_messages(self, msgs: Iterable[Message]) -> list[PutResult]: ...
+    def put_message(self, msg: Message, *, check: bool = True) -> PutResult: ...
+    def put_messages(self, msgs: Iterable[Message], *, check: bool = True) -> list[PutResult]: ...
     def put_batch(
         self,
         topic: str,
@@ -736,6 +768,7 @@ class NativeStore:
         tags: Sequence[str | None] | None = None,
         properties: Sequence[dict[str, str] | None] | None = None,
         return_offsets: bool = False,
+        check: bool = True,
     ) -> BatchPutResult: ...
     def look_message_by_offset(self, offset: int) -> MessageExt | None: ...
     def look_message_by_id(self, msg_id: str) -> MessageExt | None: ...
@@ -785,6 +818,16 @@ class NativeStore:
         max_msg_nums: int = 32,
         tags: Iterable[str] | None = None,
     ) -> GetMessageResult: ...
+    def get_arrow(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int,
+        tags: Iterable[str] | None = None,
+        columns: list[str] | None = None,
+        zero_copy: bool = False,
+    ) -> ArrowPull: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int: ...

@@ -28,7 +28,7 @@ from rocketstore import (
     StoreClosedError,
     StoreConfig,
 )
-from rocketstore.aio import AsyncConsumer
+from rocketstore.aio import AsyncConsumer, DispatchWatcher
 
 # Consumers made before their topic's first put warn of the unknown topic.
 pytestmark = pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")
@@ -263,6 +263,22 @@ def test_auto_commit_commits_what_earlier_polls_returned(open_store: OpenStore) 
     run(main())
 
 
+def test_async_with_starts_and_shuts_down_the_store(store_path: str) -> None:
+    store = MessageStore(StoreConfig(store_path=store_path, **SMALL))
+
+    async def main() -> None:
+        async with store as s:
+            assert s is store and not store.running_flags
+            await s.aput("t", b"kept")
+        assert "CLOSED" in store.running_flags
+        with pytest.raises(StoreClosedError):
+            await store.aput("t", b"late")
+
+    run(main())
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as again:
+        assert again.get_message("g", "t", 0, 0).messages[0].body == b"kept"
+
+
 def test_async_puts(open_store: OpenStore) -> None:
     store = open_store(**SMALL)
 
@@ -449,3 +465,75 @@ def test_interpreter_exits_while_a_poll_waits(store_path: str, tmp_path: Path) -
     r = subprocess.run([sys.executable, "-W", "ignore::UserWarning", str(script), store_path,
                         json.dumps(SMALL)], capture_output=True, text=True, timeout=GUARD)
     assert (r.returncode, r.stdout) == (0, "waiting\n"), r.stderr
+
+
+class RacingNative:
+    """An engine store whose first wait times out just as a new message lands
+    and a task starts waiting for the message after it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.dispatch_seq = 5
+        self.loop = loop
+        self.watcher: DispatchWatcher | None = None
+        self.first: Any = None
+        self.registered: list[Any] = []
+        self.waits = 0
+
+    def wait_for_dispatch(self, seen: int, timeout: float) -> int:
+        self.waits += 1
+        if self.waits == 1:
+            self.dispatch_seq = 6  # lands after the wait gave up
+
+            async def register() -> None:
+                assert self.watcher is not None
+                self.watcher.unregister(self.first)  # its task was cancelled
+                self.registered.append(self.watcher.register(6))
+
+            asyncio.run_coroutine_threadsafe(register(), self.loop).result(GUARD)
+            return seen  # the wait saw nothing: the thread is idle now
+        threading.Event().wait(timeout)
+        return self.dispatch_seq
+
+
+def test_a_waiter_that_comes_in_as_the_thread_goes_idle_is_not_lost() -> None:
+    async def main() -> None:
+        native = RacingNative(asyncio.get_running_loop())
+        watcher = native.watcher = DispatchWatcher(native)  # type: ignore[arg-type]
+        native.first = watcher.register(5)  # starts the thread, which waits on 5
+        await until(lambda: bool(native.registered))
+        # The thread finds the new waiter (seq 6) after an idle wait: it
+        # must not stop without waking it, or the task would wait forever.
+        [late] = native.registered
+        assert await late.fut in (5, 6)
+
+    run(main())
+
+
+def test_poll_arrow_waits_on_the_loop(open_store: OpenStore) -> None:
+    pytest.importorskip("pyarrow")
+    store = open_store(**SMALL)
+    store.put_batch("t", [b"a", b"b"])
+
+    async def main() -> None:
+        async with store.async_consumer("g", "t", auto_commit=False) as c:
+            batch = await c.poll_arrow(timeout=1.0, columns=["queue_offset", "body"])
+            assert batch.to_pydict() == {"queue_offset": [0, 1], "body": [b"a", b"b"]}
+            assert (await c.poll_arrow(timeout=0)).num_rows == 0
+            # A waiting poll is woken by a put, and the ticker ran meanwhile.
+            ticker = Ticker()
+            poll = asyncio.create_task(c.poll_arrow(timeout=GUARD / 2, columns=["body"]))
+            await until(lambda: bool(c._waiting) and ticker.ticks >= 3)
+            await store.aput("t", b"c")
+            assert (await poll).column("body").to_pylist() == [b"c"]
+            # Cancelled while waiting: nothing moves, the next poll works.
+            poll = asyncio.create_task(c.poll_arrow(timeout=None))
+            await waiting(c)
+            poll.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await poll
+            assert c.position(0) == 3
+            store.put("t", b"d")
+            assert (await c.poll_arrow(timeout=GUARD / 2, columns=["body"])).num_rows == 1
+            ticker.stop()
+
+    run(main())
