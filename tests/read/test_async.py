@@ -376,6 +376,9 @@ def test_read_only_process_consumes_with_asyncio(store_path: str, tmp_path: Path
                     got.extend((m.queue_id, m.body) for m in batch)
                 await starter
                 ticker.stop()
+                # A read-only process commits durably too (config/consumerOffset.json).
+                await c.commit()
+                assert [reader.query_offset("g", "t", q) for q in (0, 1)] == [n // 2] * 2
                 await c.close()
                 return got
 
