@@ -8,13 +8,18 @@ every commit any process reported, its own and the others'.
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from helpers.paths import HELPERS
 from rocketstore import MessageStore, StoreConfig
@@ -116,3 +121,69 @@ def test_two_readers_and_the_writer_committing_at_once_lose_no_entry(store_path:
     table = _table(store_path)
     for group in ("w", "a", "b"):
         assert table[f"T@{group}"] == {0: count, 1: count}, (group, table)
+
+
+READ_ONLY_MOUNT = r"""
+import errno, json, sys, warnings
+from rocketstore import MessageStore, ReadOnlyStoreError, StoreClosedError, StoreConfig
+cfg = StoreConfig(store_path=sys.argv[1], **json.loads(sys.argv[2]))
+out = {}
+with MessageStore(cfg, read_only=True) as ro:
+    out["groups"] = [g.group for g in ro.consumer_groups()]
+    try:
+        ro.consumer("g", "T")
+    except OSError as e:
+        out["open"] = e.errno
+    ro.commit_offset("h", "T", 0, 1)
+    try:
+        ro.persist_offsets()
+    except OSError as e:
+        out["persist"] = e.errno
+    try:
+        ro.shutdown()  # still pending: the close raises the same error, and closes
+    except OSError as e:
+        out["shutdown"] = e.errno
+    try:
+        ro.get_max_offset_in_queue("T", 0)
+    except StoreClosedError:
+        out["closed"] = True
+with MessageStore(cfg, read_only=True, no_write=True) as nw:
+    c = nw.consumer("a", "T")  # resumes at the committed offsets
+    out["polled"] = len(c.poll(timeout=1, max_messages=100))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c.commit()
+    c.close()
+    try:
+        nw.reset_consumer_group("g", "latest")
+    except ReadOnlyStoreError:
+        out["reset"] = "refused"
+print(json.dumps(out))
+"""
+
+
+def test_read_only_mount_gives_an_os_error_and_no_write_consumes(
+        store_path: str, tmp_path: Path) -> None:
+    """On a read-only mount (a bind mount in a user namespace) a reader's
+    consumer open and offset write fail with the ``OSError`` (EROFS);
+    ``no_write=True`` consumes there."""
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no user namespaces (unshare -rm) to make a read-only mount")
+    _put(store_path, 10)
+    with MessageStore(StoreConfig(store_path=store_path, **CFG)) as w, w.consumer("a", "T") as c:
+        assert len(c.poll(timeout=1, max_messages=3)) == 3
+    script = tmp_path / "ro_mount.py"
+    script.write_text(READ_ONLY_MOUNT)
+    cmd = (f"mount --bind {store_path} {store_path} && "
+           f"mount -o remount,bind,ro {store_path} && "
+           f"exec {sys.executable} -W ignore::UserWarning {script} {store_path} "
+           f"'{json.dumps(CFG)}'")
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", cmd],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0 and "mount" in r.stderr and "Traceback" not in r.stderr:
+        pytest.skip(f"cannot make a read-only bind mount: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out == {"groups": ["a"], "open": errno.EROFS, "persist": errno.EROFS,
+                   "shutdown": errno.EROFS, "closed": True, "polled": 37, "reset": "refused"}
