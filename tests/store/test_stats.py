@@ -71,6 +71,17 @@ def test_counts_after_known_puts_and_gets(open_store: Callable[..., MessageStore
     assert s.min_phy_offset == 0
 
 
+def test_arrow_pulls_are_counted(open_store: Callable[..., MessageStore]) -> None:
+    pytest.importorskip("pyarrow")
+    store = open_store(**SMALL)
+    store.put_batch("t", [b"a", b"b", b"c"])
+    r = store.get_arrow("t", 0, 0, 2)
+    assert r.batch.num_rows == 2
+    store.get_arrow("t", 0, 3, 2)  # at the end: none
+    s = store.stats()
+    assert (s.get_calls_total, s.get_misses_total, s.get_messages_total) == (2, 1, 2)
+
+
 def test_rates_between_two_samples(open_store: Callable[..., MessageStore]) -> None:
     store = open_store(**SMALL)
     first = store.stats()
