@@ -597,6 +597,8 @@ class ArrowStream:
     def lost(self) -> int: ...
     @property
     def filtered(self) -> int: ...
+    @property
+    def decoded(self) -> int: ...
 
 @disjoint_base
 class MessageStoreBase:
@@ -747,6 +749,9 @@ class NativeStore:
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int: ...
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int: ...
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int: ...
+    def queue_times_monotone(
+        self, topic: str, queue_id: int, from_offset: int = 0, prev: int | None = None
+    ) -> tuple[bool, int, int]: ...
     def query_message(
         self,
         topic: str,
@@ -767,6 +772,8 @@ class NativeStore:
         include_system: bool = False,
         include_uncommitted: bool = False,
         min_store_timestamp: int | None = None,
+        max_store_timestamp: int | None = None,
+        tags: list[str] | None = None,
         batch_size: int = 65536,
         store_name: str | None = None,
         threads: int = 1,

@@ -271,6 +271,28 @@ impl PyStore {
         })
     }
 
+    /// Whether the store times of a queue's messages from `from` on never
+    /// decrease (after `prev`): `(monotone, end, last)`, see
+    /// `Store::queue_times_monotone`.
+    #[pyo3(signature = (topic, queue_id, from_offset=0, prev=None))]
+    fn queue_times_monotone(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        from_offset: i64,
+        prev: Option<i64>,
+    ) -> PyResult<(bool, i64, i64)> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            let store = &self.store;
+            nogil(py, || {
+                store.queue_times_monotone(topic, qid, from_offset, prev.unwrap_or(i64::MIN))
+            })
+        })
+    }
+
     /// Messages of `topic` carrying `key`, stored in `[begin, end]` (ms).
     #[pyo3(signature = (topic, key, max_num=None, begin_timestamp=None, end_timestamp=None), text_signature = "($self, topic, key, max_num=32, begin_timestamp=0, end_timestamp=None)")]
     fn query_message<'py>(
@@ -311,7 +333,7 @@ impl PyStore {
     /// Decodes ranges into an Arrow stream: `queue_ranges` as
     /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
     /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
-    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, batch_size=65_536, store_name=None, threads=1))]
+    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, max_store_timestamp=None, tags=None, batch_size=65_536, store_name=None, threads=1))]
     #[allow(clippy::too_many_arguments)]
     fn read_arrow(
         &self,
@@ -321,6 +343,8 @@ impl PyStore {
         include_system: bool,
         include_uncommitted: bool,
         min_store_timestamp: Option<i64>,
+        max_store_timestamp: Option<i64>,
+        tags: Option<Vec<String>>,
         batch_size: i64,
         store_name: Option<String>,
         threads: usize,
@@ -342,6 +366,8 @@ impl PyStore {
                 include_system,
                 include_uncommitted,
                 min_store_timestamp,
+                max_store_timestamp,
+                tags: tags.map(|t| crate::queue::reader::TagFilter::exact(&t)),
             };
             let (reader, stats) = self.store.arrow_reader(
                 queues,
