@@ -293,6 +293,32 @@ impl PyStore {
         })
     }
 
+    /// `(queue_id, queue_offset)` of every message of `topic` carrying
+    /// `key` by the index, and the damaged records it pointed at; None
+    /// without a usable index.
+    fn key_hits(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<(Vec<(i32, i64)>, u64)>> {
+        guarded(|| {
+            let (topic, key) = (str_arg(topic, "topic")?, str_arg(key, "key")?);
+            self.store.check_read_topic(topic)?;
+            self.visible(py)?;
+            let store = &self.store;
+            Ok(nogil(py, || store.key_hits(topic, key))?)
+        })
+    }
+
+    /// CommitLog offsets of the first and last record the index holds.
+    fn index_coverage(&self) -> PyResult<Option<(i64, i64)>> {
+        guarded(|| {
+            self.store.check_open()?;
+            Ok(self.store.index_coverage())
+        })
+    }
+
     /// Messages of `topic` carrying `key`, stored in `[begin, end]` (ms).
     #[pyo3(signature = (topic, key, max_num=None, begin_timestamp=None, end_timestamp=None), text_signature = "($self, topic, key, max_num=32, begin_timestamp=0, end_timestamp=None)")]
     fn query_message<'py>(
