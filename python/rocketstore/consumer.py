@@ -33,7 +33,7 @@ import collections
 import logging
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -411,6 +411,26 @@ class Consumer:
 
     def _fill(self, timeout: float | None, budget: int) -> bool:
         """Fetch until the buffer holds messages or ``timeout`` passes; True if it does."""
+        steps = self._fill_steps(timeout, budget)
+        wait = self._store.wait_for_dispatch
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(None if step is None else wait(*step))
+        except StopIteration as done:
+            return bool(done.value)
+
+    def _fill_steps(self, timeout: float | None,
+                    budget: int) -> Generator[tuple[int, float | None] | None, int | None, bool]:
+        """:meth:`_fill` without its waits, for the blocking and the asyncio consumer.
+
+        Yields ``(seq, remaining)`` when it must wait until the store's
+        ``dispatch_seq`` differs from ``seq`` (``remaining`` seconds at most,
+        ``None``: forever), and expects the current seq back; yields ``None``
+        before fetching again at once (entries were skipped), expecting
+        ``None`` back (a chance to let other work run). Returns True when the
+        buffer holds messages, False when ``timeout`` passed.
+        """
         if self._buffer:
             return True
         store = self._store
@@ -431,10 +451,11 @@ class Consumer:
                     if remaining <= 0:
                         return False
                 if progressed:  # skipped filtered/expired entries: look again now
+                    yield None
                     seq = store.dispatch_seq
                     break
-                new_seq = store.wait_for_dispatch(seq, remaining)
-                if new_seq != seq:  # something became visible: fetch again
+                new_seq = yield (seq, remaining)
+                if new_seq is not None and new_seq != seq:  # something became visible
                     seq = new_seq
                     break
                 # unchanged: the wait timed out (or woke early); nothing to fetch
@@ -590,20 +611,30 @@ class Consumer:
         self._commit(offsets, sync=sync, explicit=True)
 
     def _maybe_auto_commit(self) -> None:
+        if self._auto_commit_due():
+            self._auto_commit_now(None)
+
+    def _auto_commit_due(self) -> bool:
+        """True (and the interval restarts) when an auto-commit is due now."""
         if not self._auto_commit:
-            return
+            return False
         now = time.monotonic()
         if now - self._last_auto_commit >= self._auto_commit_interval:
             self._last_auto_commit = now
-            try:
-                self._commit(None, sync=False, explicit=False)
-            except StoreClosedError:
-                raise
-            except (StoreError, OSError) as e:
-                # The offsets are committed in memory; writing them failed
-                # (a poisoned store). Reading goes on, as it does for the store.
-                log.warning("consumer %s: auto-commit could not persist offsets: %s",
-                            self._group, e)
+            return True
+        return False
+
+    def _auto_commit_now(self, offsets: Mapping[int, int] | None) -> None:
+        """Commit ``offsets`` (default: the positions) as an auto-commit does."""
+        try:
+            self._commit(offsets, sync=False, explicit=False)
+        except StoreClosedError:
+            raise
+        except (StoreError, OSError) as e:
+            # The offsets are committed in memory; writing them failed
+            # (a poisoned store). Reading goes on, as it does for the store.
+            log.warning("consumer %s: auto-commit could not persist offsets: %s",
+                        self._group, e)
 
     def _commit(self, offsets: Mapping[int, int] | None, *, sync: bool, explicit: bool) -> None:
         if offsets is None:
@@ -667,18 +698,22 @@ class Consumer:
         if self._closed:
             return
         try:
-            if self._auto_commit:
-                try:
-                    self._commit(None, sync=True, explicit=False)
-                except StoreClosedError:
-                    log.info("consumer %s: store already shut down; positions not committed",
-                             self._group)
+            self._close_commit(None)
         except Exception:
             self._mark_closed()
             raise
         # An interrupt (KeyboardInterrupt, SystemExit) leaves the consumer
         # open, so a later close() commits; otherwise it is closed now.
         self._mark_closed()
+
+    def _close_commit(self, offsets: Mapping[int, int] | None) -> None:
+        """What :meth:`close` commits (``offsets``, default the positions), durably."""
+        if self._auto_commit:
+            try:
+                self._commit(offsets, sync=True, explicit=False)
+            except StoreClosedError:
+                log.info("consumer %s: store already shut down; positions not committed",
+                         self._group)
 
     def _mark_closed(self) -> None:
         self._closed = True

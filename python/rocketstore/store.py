@@ -29,6 +29,7 @@ from rocketstore._native import (
     NativeStore,
 )
 from rocketstore._store_reads import ArrowReads, UnknownTopics
+from rocketstore.aio import AsyncStore
 from rocketstore.config import StoreConfig
 from rocketstore.config_files import ConsumerOffsets, TopicConfigs
 from rocketstore.enums import GetStatus
@@ -94,7 +95,7 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore(MessageStoreBase, ArrowReads):
+class MessageStore(MessageStoreBase, ArrowReads, AsyncStore):
     """A RocketMQ-compatible message store.
 
     Args:
@@ -117,7 +118,10 @@ class MessageStore(MessageStoreBase, ArrowReads):
     ``get_min_offset_in_queue``) are those of the native base class
     ``MessageStoreBase``: a put is one native call, with no Python frame in
     between. Before :meth:`start`, after :meth:`shutdown` and in a forked
-    child, every method raises :class:`StoreClosedError`.
+    child, every method raises :class:`StoreClosedError`. For asyncio,
+    ``aput``, ``aput_message``, ``aput_messages``, ``aput_batch`` and
+    :meth:`async_consumer` never block the event loop (see
+    :mod:`rocketstore.aio`).
 
     >>> import tempfile
     >>> tmp = tempfile.TemporaryDirectory()
@@ -261,6 +265,7 @@ class MessageStore(MessageStoreBase, ArrowReads):
         self._services = []  # their threads are the parent's
         self._closed_reason = why
         self._detach(why)
+        self._aio_close(why, forked=True)
 
     def shutdown(self) -> None:
         """Dispatch what is left, flush, persist offsets and close.
@@ -301,12 +306,13 @@ class MessageStore(MessageStoreBase, ArrowReads):
             raise
         self._close_native(n)
 
-    @staticmethod
-    def _close_native(n: NativeStore) -> None:
+    def _close_native(self, n: NativeStore) -> None:
         try:
             n.shutdown()
         finally:
             pump_now()
+            # Async waits and puts end with the engine store.
+            self._aio_close("store is closed")
 
     def close(self) -> None:
         """Close the store: the same as :meth:`shutdown` (as files, sockets and
