@@ -21,14 +21,14 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from pyspark.sql import datasource as ds  # noqa: E402
-from pyspark.sql.types import StructType  # noqa: E402
+from pyspark.sql import datasource as ds
+from pyspark.sql.types import StructType
 
-from helpers.pushdown_util import OPTIONS, fill, holds  # noqa: E402
-from rocketstore.spark import _pushdown  # noqa: E402
-from rocketstore.spark._options import ReadOptions  # noqa: E402
-from rocketstore.spark._pushdown import Pushed, translate  # noqa: E402
-from rocketstore.spark._source import _BatchReader, _PushdownReader  # noqa: E402
+from helpers.pushdown_util import OPTIONS, fill, holds
+from rocketstore.spark import _pushdown
+from rocketstore.spark._options import ReadOptions
+from rocketstore.spark._pushdown import Pushed, translate
+from rocketstore.spark._source import _BatchReader, _PushdownReader
 
 UTC = dt.UTC
 

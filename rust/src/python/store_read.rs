@@ -301,13 +301,13 @@ impl PyStore {
         py: Python<'_>,
         topic: &Bound<'_, PyAny>,
         key: &Bound<'_, PyAny>,
-    ) -> PyResult<Option<(Vec<(i32, i64)>, u64)>> {
+    ) -> PyResult<Option<crate::store::KeyHits>> {
         guarded(|| {
             let (topic, key) = (str_arg(topic, "topic")?, str_arg(key, "key")?);
             self.store.check_read_topic(topic)?;
             self.visible(py)?;
             let store = &self.store;
-            Ok(nogil(py, || store.key_hits(topic, key))?)
+            nogil(py, || store.key_hits(topic, key))
         })
     }
 

@@ -25,6 +25,10 @@ const FOLLOW_NEW_QUEUES_EVERY: Duration = Duration::from_millis(5);
 /// The index's time unit: an entry keeps whole seconds (docs/format.md §19).
 const INDEX_TIME_UNIT_MS: i64 = 1000;
 
+/// `(queue_id, queue_offset)` of the messages an index search found, and
+/// how many records it pointed at were damaged.
+pub type KeyHits = (Vec<(i32, i64)>, u64);
+
 impl Store {
     // -- reads ---------------------------------------------------------------
 
@@ -264,7 +268,7 @@ impl Store {
     /// queue_offset)` ascending by CommitLog offset, and how many records
     /// the index pointed at were damaged (skipped, as a scan skips them).
     /// `None` when the store has no usable index.
-    pub fn key_hits(&self, topic: &str, key: &str) -> Result<Option<(Vec<(i32, i64)>, u64)>> {
+    pub fn key_hits(&self, topic: &str, key: &str) -> Result<Option<KeyHits>> {
         self.check_open()?;
         if self.index_error.is_some() {
             return Ok(None);
@@ -314,7 +318,10 @@ impl Store {
             .into_iter()
             .filter(|f| f.index_count() > 1)
             .collect();
-        Some((files.first()?.begin_phy_offset(), files.last()?.end_phy_offset()))
+        Some((
+            files.first()?.begin_phy_offset(),
+            files.last()?.end_phy_offset(),
+        ))
     }
 
     /// The record at `offset`, if it lies wholly below the visibility
