@@ -102,7 +102,10 @@ class RocketStoreDataSource(DataSource):
     ``includeUncommitted`` (transaction prepared/rolled-back records),
     ``maxRecordsPerPartition`` (queue ranges), ``maxBytesPerPartition``
     (CommitLog ranges; default one segment), ``batchSize`` (rows per Arrow
-    batch), and any ``StoreConfig`` field under its snake_case name.
+    batch), ``key`` (batch: rows whose keys hold one of these comma-separated
+    keys, found by the index), ``metricsFile`` (each partition appends a JSON
+    line of what it decoded), and any ``StoreConfig`` field under its
+    snake_case name. Batch reads push filters down (see ``_pushdown``).
     Streaming adds ``maxOffsetsPerTrigger`` and ``failOnDataLoss`` (default
     true). Write options: ``path``, ``stagingDir`` (default
     ``<path>.spark-staging``, on a file system the driver can read),
