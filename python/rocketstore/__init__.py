@@ -38,6 +38,7 @@ from rocketstore.message import (
     PutStatus,
 )
 from rocketstore.services.recovery import RecoveryMode, RecoveryReport
+from rocketstore.stats import QueueStats, StoreStats
 from rocketstore.store import MessageStore
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "PoisonedError",
     "PutResult",
     "PutStatus",
+    "QueueStats",
     "ReadOnlyStoreError",
     "RecoveryMode",
     "RecoveryOrderError",
@@ -64,6 +66,7 @@ __all__ = [
     "StoreConfig",
     "StoreError",
     "StoreLockedError",
+    "StoreStats",
     "UnknownTopicWarning",
     "__version__",
 ]

@@ -77,6 +77,7 @@ class ArrowReads:
         include_system: bool = False,
         include_uncommitted: bool = False,
         threads: int | None = None,
+        columns: Sequence[str] | None = None,
     ) -> pyarrow.RecordBatchReader:
         """Messages as Arrow record batches (needs ``pyarrow``: ``rocketstore[spark]``).
 
@@ -102,12 +103,17 @@ class ArrowReads:
         queue_offset, commit_log_offset, msg_id, tags, keys, properties, body,
         body_crc, flag, sys_flag, born_timestamp, born_host, store_timestamp,
         store_host, reconsume_times`` (timestamps ``timestamp[us, tz=UTC]``,
-        hosts ``"ip:port"``).
+        hosts ``"ip:port"``). ``columns`` (a list of those names) returns only
+        those, in that order, and the engine decodes only them: the property
+        bytes are parsed only when ``properties``, ``tags`` or ``keys`` is
+        asked for, bodies are copied only when ``body`` is. Damaged records
+        are found and skipped the same way whatever the columns.
 
         Raises:
             TypeError / ValueError: ``start``/``end`` negative or not ints,
                 ``queue_id`` outside ``[0, 2**31 - 1]``, ``threads`` outside
-                ``[1, MAX_READ_THREADS]``, ``batch_size < 1``.
+                ``[1, MAX_READ_THREADS]``, ``batch_size < 1``, ``columns``
+                not a list of distinct column names.
 
         >>> import tempfile
         >>> from rocketstore import MessageStore, StoreConfig
@@ -117,8 +123,11 @@ class ArrowReads:
         ...     with MessageStore(cfg) as store:
         ...         _ = store.put("orders", b"hello", tags="paid")
         ...         table = store.read_arrow("orders").read_all()
+        ...         pruned = store.read_arrow("orders", columns=["tags", "body"]).read_all()
         >>> table.column("body").to_pylist(), table.column("tags").to_pylist()
         ([b'hello'], ['paid'])
+        >>> pruned.column_names, pruned.to_pylist()
+        (['tags', 'body'], [{'tags': 'paid', 'body': b'hello'}])
         """
         import pyarrow as pa
 
@@ -127,10 +136,13 @@ class ArrowReads:
         for name, value in (("start", start), ("end", end)):
             if value is not None:
                 int_arg(name, value, 0)
+        if columns is not None and "store" in columns:
+            raise ValueError("the store column exists only in reads of several stores "
+                             "(the Spark format's paths option)")
         stream = self._arrow_stream(topic, queue_id, start, end, batch_size,
                                     include_system=include_system,
                                     include_uncommitted=include_uncommitted,
-                                    threads=threads)
+                                    threads=threads, columns=columns)
         return pa.RecordBatchReader.from_stream(stream)
 
     def _arrow_stream(
@@ -148,9 +160,13 @@ class ArrowReads:
         tags: Sequence[str] | None = None,
         store_name: str | None = None,
         threads: int = 1,
+        columns: Sequence[str] | None = None,
     ) -> ArrowStream:
-        """The native stream behind :meth:`read_arrow` (its counters say what was skipped)."""
+        """The native stream behind :meth:`read_arrow` (its counters say what was
+        skipped); ``columns``: the columns returned, in order (``store`` needs
+        ``store_name``, its value)."""
         n = self._n
+        cols = _column_list(columns)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         batch_size = min(batch_size, I64_MAX)
@@ -174,7 +190,8 @@ class ArrowReads:
                                 include_uncommitted=include_uncommitted,
                                 min_store_timestamp=min_store_timestamp,
                                 max_store_timestamp=max_store_timestamp, tags=tag_list,
-                                batch_size=batch_size, store_name=store_name, threads=threads)
+                                batch_size=batch_size, store_name=store_name, threads=threads,
+                                columns=cols)
         topics = [topic] if isinstance(topic, str) else list(topic)
         for t in topics:
             if not isinstance(t, str):
@@ -191,4 +208,17 @@ class ArrowReads:
                     ranges.append((t, q, lo, hi))
         return n.read_arrow(ranges, None, min_store_timestamp=min_store_timestamp,
                             max_store_timestamp=max_store_timestamp, tags=tag_list,
-                            batch_size=batch_size, store_name=store_name, threads=threads)
+                            batch_size=batch_size, store_name=store_name, threads=threads,
+                            columns=cols)
+
+
+def _column_list(columns: Sequence[str] | None) -> list[str] | None:
+    """``columns`` as a list of str (the engine checks the names)."""
+    if columns is None:
+        return None
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
+        raise TypeError(f"columns must be a list of column names, not {type(columns).__name__}")
+    for c in columns:
+        if not isinstance(c, str):
+            raise TypeError(f"columns must be a list of str, not of {type(c).__name__}")
+    return list(columns)

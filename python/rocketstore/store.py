@@ -39,6 +39,7 @@ from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
 from rocketstore.services.reput import ReputService
 from rocketstore.services.schedule import ScheduleService
+from rocketstore.stats import StatsView
 
 if TYPE_CHECKING:
 
@@ -95,7 +96,7 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore(MessageStoreBase, ArrowReads, AsyncStore):
+class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
     """A RocketMQ-compatible message store.
 
     Args:
@@ -228,6 +229,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore):
                 self._services.append(service)
         self._attach(native)
         _LIVE.add(self)
+        self._stats_reset()
         return self
 
     def _make_services(self) -> list[ServiceThread]:
@@ -630,7 +632,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore):
         return [t for t in topics if not _native.is_system_topic(t)]
 
     def dispatch_behind_bytes(self) -> int:
-        """CommitLog bytes not yet in the consume queues and index."""
+        """CommitLog bytes not yet in the consume queues and index (a
+        read-only store measures its files, see :meth:`stats`)."""
         return self._n.dispatch_behind_bytes()
 
     @property

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use _native::log::commitlog::{PutStatus, Refused};
-use _native::log::message::{find_property, BatchProperties, MessageFields};
+use _native::log::message::{find_property, BatchProperties, MessageFields, MessageSpec};
 use _native::store::{Store, StoreOptions};
 use _native::StoreError;
 
@@ -192,6 +192,11 @@ fn a_batch_cut_short_says_how_many_messages_were_written() {
         "{reason}"
     );
     assert_eq!(out.first_queue_offset, 1);
+    // The counters hold exactly what was stored.
+    assert_eq!(
+        store.commitlog().put_counts(),
+        (1 + out.count as u64, first.bytes + out.bytes)
+    );
     // Nothing written at all: no first queue offset.
     let out = store
         .put_bodies("T", 0, &bodies, &BatchProperties::new(), false)
@@ -207,5 +212,52 @@ fn a_batch_cut_short_says_how_many_messages_were_written() {
         .unwrap()
         .ends_with("(0 of 100 messages were written)"));
     drop(points);
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn runtime_stats_count_what_was_stored_and_pulled() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let store = started(dir.path());
+    let mut bytes = 0u64;
+    for i in 0..4 {
+        let spec = MessageSpec::new("S", i % 2, b"single").born_at(1_700_000_000_000);
+        let p = store.prepare(spec).unwrap().unwrap();
+        let r = match store.try_put_fast(&p) {
+            Some(r) => r.unwrap(),
+            None => store.put_prepared(&p).unwrap(),
+        };
+        assert_eq!(r.status, PutStatus::PutOk);
+        bytes += r.wrote_bytes as u64;
+    }
+    let bodies: [&[u8]; 3] = [b"a", b"bb", b"ccc"];
+    let fine = props(&[(None, &[]), (None, &[]), (None, &[])]);
+    let out = store
+        .put_bodies("B", 0, &bodies, &fine, false)
+        .unwrap()
+        .unwrap();
+    bytes += out.bytes;
+    // A refused batch stores nothing and counts nothing.
+    let bad = props(&[(None, &["ok"]), (None, &["two words"]), (None, &[])]);
+    assert!(store
+        .put_bodies("B", 0, &bodies, &bad, false)
+        .unwrap()
+        .is_err());
+    assert_eq!(store.commitlog().put_counts(), (7, bytes));
+    assert_eq!(store.commitlog().max_offset(), bytes);
+    store.get_message("B", 0, 0, 32, None).unwrap();
+    store.get_message("B", 0, 3, 32, None).unwrap();
+    let s = store.runtime_stats().unwrap();
+    assert_eq!((s.put_messages, s.put_bytes), (Some(7), Some(bytes)));
+    assert_eq!((s.get_calls, s.get_misses, s.get_messages), (2, 1, 3));
+    assert_eq!(s.dispatch_behind_bytes, 0);
+    assert_eq!(s.max_phy_offset, bytes);
+    let ends: Vec<_> = s
+        .queues
+        .iter()
+        .map(|q| (q.topic.as_str(), q.queue_id, q.min_offset, q.max_offset))
+        .collect();
+    assert_eq!(ends, [("B", 0, 0, 3), ("S", 0, 0, 2), ("S", 1, 0, 2)]);
     store.shutdown().unwrap();
 }

@@ -26,6 +26,11 @@ Subcommands:
     keeps printing new messages as the writer dispatches them.
 ``query PATH --topic T --key K``
     Messages carrying a key, found through the index files.
+``top PATH``
+    A live view of the store's running state (put rates, dispatch lag, disk,
+    the busiest queues), refreshed every ``--interval`` seconds until Ctrl-C;
+    ``--once`` or ``--iterations N`` for scripts, ``--json`` one object per
+    refresh.
 ``bench [PATH]``
     A quick self-benchmark (put, batched put, get, key queries) in a
     temporary store.
@@ -37,8 +42,8 @@ machine-readable output on stdout (``tail`` prints one JSON object per line);
 progress bars go to stderr and only appear on a terminal.
 
 One module per group of commands: ``demo``, ``info``, ``verify``
-(``verify`` and ``repair``), ``read`` (``get``, ``tail``, ``query``) and
-``bench``; ``_common`` holds what they share (the ``main`` group, errors,
+(``verify`` and ``repair``), ``read`` (``get``, ``tail``, ``query``),
+``top`` and ``bench``; ``_common`` holds what they share (the ``main`` group, errors,
 output, opening a store).
 
 Exit codes: 0 success; 1 the command ran but found a problem (a damaged
@@ -50,7 +55,7 @@ or the operating system). Errors are one line on stderr, never a traceback.
 from __future__ import annotations
 
 # Importing the command modules registers their commands on ``main``.
-from rocketstore.cli import bench, demo, info, read, verify  # noqa: F401
+from rocketstore.cli import bench, demo, info, read, top, verify  # noqa: F401
 from rocketstore.cli._common import EXIT_ERROR, EXIT_PROBLEM, CliError, main, version_text
 from rocketstore.cli.demo import _demo_min_segment_size as _demo_min_segment_size
 from rocketstore.cli.demo import _run_demo as _run_demo

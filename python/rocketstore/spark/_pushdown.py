@@ -536,6 +536,18 @@ def needs_exact_filter(pushed: Pushed) -> bool:
             or pushed.commit_log_offset != (None, None))
 
 
+def with_filter_columns(columns: tuple[str, ...] | None, pushed: Pushed | None,
+                       p: InputPartition) -> tuple[str, ...] | None:
+    """``columns`` and the columns the exact filters of a partition's read
+    need (``None``: every column)."""
+    if columns is None or pushed is None:
+        return columns
+    need = exact_columns(pushed)
+    if isinstance(p, PlanPartition) and p.within is not None:
+        need += ["topic", "queue_id", "queue_offset"]
+    return tuple(dict.fromkeys((*columns, *need)))
+
+
 def exact_columns(pushed: Pushed) -> list[str]:
     """Columns :func:`exact_filter` reads."""
     out = []
@@ -565,7 +577,7 @@ def within_filter(within: Sequence[tuple[str, int, int, int]], batch: pa.RecordB
 
 
 def plan_stream(store: MessageStore, opts: Any, p: PlanPartition, pushed: Pushed,
-                store_name: str | None) -> Any:
+                store_name: str | None, columns: Sequence[str] | None = None) -> Any:
     """The engine's Arrow stream of a planned partition, with the store time
     and tag conditions applied in the engine."""
     lo, hi = _and(pushed.store_time, (p.min_store_timestamp, None))
@@ -575,7 +587,8 @@ def plan_stream(store: MessageStore, opts: Any, p: PlanPartition, pushed: Pushed
         include_system=opts.include_system, include_uncommitted=opts.include_uncommitted,
         min_store_timestamp=lo, max_store_timestamp=hi,
         tags=sorted(pushed.tags) if pushed.tags is not None else None,
-        batch_size=opts.batch_size, store_name=store_name, threads=1)
+        batch_size=opts.batch_size, store_name=store_name, threads=1,
+        columns=list(columns) if columns is not None else None)
 
 
 # -- the hook -------------------------------------------------------------------------

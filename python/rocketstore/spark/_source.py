@@ -205,29 +205,33 @@ def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: Input
                     *, stream: bool = False, pushed: _pushdown.Pushed | None = None
                     ) -> Iterator[pa.RecordBatch]:
     """Open the store read-only here (on the executor) and yield its batches
-    (only ``columns``, in that order, when a schema was given; only the rows
-    ``pushed`` keeps)."""
+    (only ``columns``, in that order, decoded by the engine, when a schema
+    was given; only the rows ``pushed`` keeps)."""
     store = open_read_only(p.path, opts.fields)  # type: ignore[attr-defined]
     name = p.store_name  # type: ignore[attr-defined]
     if columns is not None and "store" in columns and name is None:
         name = p.path  # type: ignore[attr-defined]
+    # Columns the pushed-down filters read, decoded too (then dropped).
+    read_cols = _pushdown.with_filter_columns(columns, pushed, p)
     try:
         if isinstance(p, _pushdown.PlanPartition):
-            s = _pushdown.plan_stream(store, opts, p, pushed or _pushdown.Pushed(), name)
+            s = _pushdown.plan_stream(store, opts, p, pushed or _pushdown.Pushed(), name,
+                                      read_cols)
         elif isinstance(p, QueuePartition):
             s = store._arrow_stream(p.topic, p.queue_id, p.start, p.end, opts.batch_size,
-                                    store_name=name)
+                                    store_name=name, columns=read_cols)
         elif isinstance(p, SegmentPartition):
             s = store._arrow_stream(None, None, p.start, p.end, opts.batch_size,
                                     include_system=opts.include_system,
                                     include_uncommitted=opts.include_uncommitted,
                                     min_store_timestamp=opts.starting_timestamp,
-                                    store_name=name)
+                                    store_name=name, columns=read_cols)
         else:  # pragma: no cover
             raise TypeError(f"unknown partition {p!r}")
         exact = pushed is not None and _pushdown.needs_exact_filter(pushed)
         within = p.within if isinstance(p, _pushdown.PlanPartition) else None
-        if columns is None and not exact and within is None:
+        # The engine decodes only ``read_cols``, in their order.
+        if not exact and within is None:
             yield from pa.RecordBatchReader.from_stream(s)
         else:
             for b in pa.RecordBatchReader.from_stream(s):
@@ -235,7 +239,7 @@ def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: Input
                     b = _pushdown.exact_filter(pushed, b)
                 if within is not None:
                     b = _pushdown.within_filter(within, b)
-                yield b if columns is None else b.select(list(columns))
+                yield b if read_cols == columns else b.select(list(columns or ()))
         _pushdown.report(opts.metrics_file, p, {
             "decoded": s.decoded, "rows": s.rows, "filtered": s.filtered,
             "damaged": s.skipped_corrupt, "lost": s.lost})

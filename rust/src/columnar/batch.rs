@@ -1,6 +1,7 @@
-//! [`BatchBuilder`]: one column builder per field of [`schema`](super::schema);
+//! [`BatchBuilder`]: one column builder per column of a [`Projection`];
 //! bodies, topics and properties are copied in, so every array owns its
-//! bytes.
+//! bytes. Columns the projection leaves out are not decoded (their builders
+//! stay empty and are never finished).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::log::message::{iter_properties, props, sysflag, RecordView};
 
-use super::{keys_item, map_field_names, schema};
+use super::{keys_item, map_field_names, Column, Projection};
 
 /// A string cache for hosts: most records carry the same few hosts.
 #[derive(Default)]
@@ -35,6 +36,7 @@ impl HostCache {
 /// Builds one record batch from decoded records.
 pub struct BatchBuilder {
     schema: SchemaRef,
+    projection: Projection,
     store_name: Option<String>,
     topic: StringBuilder,
     queue_id: Int32Builder,
@@ -60,38 +62,58 @@ pub struct BatchBuilder {
     body_bytes: usize,
     capacity: (usize, usize),
     pairs: Vec<(usize, usize, usize, usize)>,
+    properties_parsed: u64,
 }
 
 impl BatchBuilder {
-    /// A builder sized for `rows` rows of about `bytes` body bytes.
-    pub fn new(rows: usize, bytes: usize, store_name: Option<String>) -> Self {
-        let schema = schema(store_name.is_some());
-        let ts = || TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC");
+    /// A builder of the columns of `projection`, sized for `rows` rows of
+    /// about `bytes` body bytes; `store_name` is the `store` column's value.
+    pub fn new(
+        rows: usize,
+        bytes: usize,
+        projection: Projection,
+        store_name: Option<String>,
+    ) -> Self {
+        let schema = projection.schema();
+        // A column left out gets no room: its builder is never appended to.
+        let n = |c: Column| if projection.contains(c) { rows } else { 0 };
+        let ts = |c: Column| TimestampMicrosecondBuilder::with_capacity(n(c)).with_timezone("UTC");
         Self {
             schema,
             store_name,
-            topic: StringBuilder::with_capacity(rows, rows * 16),
-            queue_id: Int32Builder::with_capacity(rows),
-            queue_offset: Int64Builder::with_capacity(rows),
-            commit_log_offset: Int64Builder::with_capacity(rows),
-            msg_id: BinaryBuilder::with_capacity(rows, rows * 32),
-            tags: StringBuilder::with_capacity(rows, rows * 4),
-            keys: ListBuilder::with_capacity(StringBuilder::new(), rows).with_field(keys_item()),
+            topic: StringBuilder::with_capacity(n(Column::Topic), n(Column::Topic) * 16),
+            queue_id: Int32Builder::with_capacity(n(Column::QueueId)),
+            queue_offset: Int64Builder::with_capacity(n(Column::QueueOffset)),
+            commit_log_offset: Int64Builder::with_capacity(n(Column::CommitLogOffset)),
+            msg_id: BinaryBuilder::with_capacity(n(Column::MsgId), n(Column::MsgId) * 32),
+            tags: StringBuilder::with_capacity(n(Column::Tags), n(Column::Tags) * 4),
+            keys: ListBuilder::with_capacity(StringBuilder::new(), n(Column::Keys))
+                .with_field(keys_item()),
             properties: MapBuilder::with_capacity(
                 Some(map_field_names()),
                 StringBuilder::new(),
                 StringBuilder::new(),
-                rows,
+                n(Column::Properties),
             ),
-            body: BinaryBuilder::with_capacity(rows, bytes),
-            body_crc: Int32Builder::with_capacity(rows),
-            flag: Int32Builder::with_capacity(rows),
-            sys_flag: Int32Builder::with_capacity(rows),
-            born_timestamp: ts(),
-            born_host: StringBuilder::with_capacity(rows, rows * 16),
-            store_timestamp: ts(),
-            store_host: StringBuilder::with_capacity(rows, rows * 16),
-            reconsume_times: Int32Builder::with_capacity(rows),
+            body: BinaryBuilder::with_capacity(
+                n(Column::Body),
+                if projection.contains(Column::Body) {
+                    bytes
+                } else {
+                    0
+                },
+            ),
+            body_crc: Int32Builder::with_capacity(n(Column::BodyCrc)),
+            flag: Int32Builder::with_capacity(n(Column::Flag)),
+            sys_flag: Int32Builder::with_capacity(n(Column::SysFlag)),
+            born_timestamp: ts(Column::BornTimestamp),
+            born_host: StringBuilder::with_capacity(n(Column::BornHost), n(Column::BornHost) * 16),
+            store_timestamp: ts(Column::StoreTimestamp),
+            store_host: StringBuilder::with_capacity(
+                n(Column::StoreHost),
+                n(Column::StoreHost) * 16,
+            ),
+            reconsume_times: Int32Builder::with_capacity(n(Column::ReconsumeTimes)),
             born_cache: HostCache::default(),
             store_cache: HostCache::default(),
             last_topic: (Vec::new(), String::new()),
@@ -99,7 +121,15 @@ impl BatchBuilder {
             body_bytes: 0,
             capacity: (rows, bytes),
             pairs: Vec::new(),
+            properties_parsed: 0,
+            projection,
         }
+    }
+
+    /// Records whose property bytes were parsed since the last call (only
+    /// reads returning `properties`, `tags` or `keys` parse them).
+    pub fn take_properties_parsed(&mut self) -> u64 {
+        std::mem::take(&mut self.properties_parsed)
     }
 
     /// Rows appended so far.
@@ -117,20 +147,72 @@ impl BatchBuilder {
         self.body_bytes
     }
 
-    /// Appends the record `v` whose bytes are `rec`.
+    /// Appends the record `v` whose bytes are `rec`, decoding only the
+    /// projection's columns.
     /// (The view's ranges lie inside `rec`: the parser checked them.)
     #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     pub fn push(&mut self, v: &RecordView, rec: &[u8]) {
-        let topic = rec.get(v.topic.clone()).unwrap_or_default();
-        if self.last_topic.0 != topic {
-            self.last_topic = (topic.to_vec(), String::from_utf8_lossy(topic).into_owned());
+        let p = self.projection.set();
+        let want = |c: Column| p.contains(c);
+        if want(Column::Topic) {
+            let topic = rec.get(v.topic.clone()).unwrap_or_default();
+            if self.last_topic.0 != topic {
+                self.last_topic = (topic.to_vec(), String::from_utf8_lossy(topic).into_owned());
+            }
+            self.topic.append_value(&self.last_topic.1);
         }
-        self.topic.append_value(&self.last_topic.1);
-        self.queue_id.append_value(v.queue_id);
-        self.queue_offset.append_value(v.queue_offset);
-        self.commit_log_offset.append_value(v.physical_offset);
-        self.push_msg_id(v);
-        self.push_properties(rec.get(v.properties.clone()).unwrap_or_default());
+        if want(Column::QueueId) {
+            self.queue_id.append_value(v.queue_id);
+        }
+        if want(Column::QueueOffset) {
+            self.queue_offset.append_value(v.queue_offset);
+        }
+        if want(Column::CommitLogOffset) {
+            self.commit_log_offset.append_value(v.physical_offset);
+        }
+        if want(Column::MsgId) {
+            self.push_msg_id(v);
+        }
+        if p.needs_properties() {
+            self.push_properties(rec.get(v.properties.clone()).unwrap_or_default());
+        }
+        if want(Column::Body) {
+            self.push_body(v, rec);
+        }
+        if want(Column::BodyCrc) {
+            self.body_crc.append_value(v.body_crc);
+        }
+        if want(Column::Flag) {
+            self.flag.append_value(v.flag);
+        }
+        if want(Column::SysFlag) {
+            self.sys_flag.append_value(v.sys_flag);
+        }
+        if want(Column::BornTimestamp) {
+            self.born_timestamp
+                .append_value(v.born_timestamp.saturating_mul(1000));
+        }
+        if want(Column::BornHost) {
+            self.born_host
+                .append_value(self.born_cache.get(&v.born_host));
+        }
+        if want(Column::StoreTimestamp) {
+            self.store_timestamp
+                .append_value(v.store_timestamp.saturating_mul(1000));
+        }
+        if want(Column::StoreHost) {
+            self.store_host
+                .append_value(self.store_cache.get(&v.store_host));
+        }
+        if want(Column::ReconsumeTimes) {
+            self.reconsume_times.append_value(v.reconsume_times);
+        }
+        self.rows += 1;
+    }
+
+    /// The body, inflated when it is stored compressed.
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+    fn push_body(&mut self, v: &RecordView, rec: &[u8]) {
         let stored = rec.get(v.body.clone()).unwrap_or_default();
         let inflated = if v.sys_flag & sysflag::COMPRESSED != 0 {
             inflate(v.sys_flag, stored)
@@ -140,19 +222,6 @@ impl BatchBuilder {
         let body = inflated.as_deref().unwrap_or(stored);
         self.body_bytes += body.len();
         self.body.append_value(body);
-        self.body_crc.append_value(v.body_crc);
-        self.flag.append_value(v.flag);
-        self.sys_flag.append_value(v.sys_flag);
-        self.born_timestamp
-            .append_value(v.born_timestamp.saturating_mul(1000));
-        self.born_host
-            .append_value(self.born_cache.get(&v.born_host));
-        self.store_timestamp
-            .append_value(v.store_timestamp.saturating_mul(1000));
-        self.store_host
-            .append_value(self.store_cache.get(&v.store_host));
-        self.reconsume_times.append_value(v.reconsume_times);
-        self.rows += 1;
     }
 
     /// The offset message id (store host ‖ port ‖ offset, upper-case hex),
@@ -183,16 +252,28 @@ impl BatchBuilder {
     }
 
     /// Properties as a map (a repeated name keeps its last value, as the
-    /// Python `properties` dict does), plus the `tags` and `keys` columns.
+    /// Python `properties` dict does), plus the `tags` and `keys` columns:
+    /// those of the three the projection returns.
     #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     fn push_properties(&mut self, raw: &[u8]) {
+        let p = self.projection.set();
+        let want_map = p.contains(Column::Properties);
+        let want_tags = p.contains(Column::Tags);
+        let want_keys = p.contains(Column::Keys);
         if raw.is_empty() {
             // No properties: an empty map, no tags, no keys.
-            let _ = self.properties.append(true);
-            self.tags.append_null();
-            self.keys.append(true);
+            if want_map {
+                let _ = self.properties.append(true);
+            }
+            if want_tags {
+                self.tags.append_null();
+            }
+            if want_keys {
+                self.keys.append(true);
+            }
             return;
         }
+        self.properties_parsed += 1;
         self.pairs.clear();
         let base = raw.as_ptr() as usize;
         for (k, v) in iter_properties(raw) {
@@ -214,23 +295,32 @@ impl BatchBuilder {
         for &(ks, ke, vs, ve) in &self.pairs {
             let k = raw.get(ks..ke).unwrap_or_default();
             let v = raw.get(vs..ve).unwrap_or_default();
-            self.properties
-                .keys()
-                .append_value(String::from_utf8_lossy(k));
-            self.properties
-                .values()
-                .append_value(String::from_utf8_lossy(v));
+            if want_map {
+                self.properties
+                    .keys()
+                    .append_value(String::from_utf8_lossy(k));
+                self.properties
+                    .values()
+                    .append_value(String::from_utf8_lossy(v));
+            }
             if k == props::TAGS.as_bytes() {
                 tags = Some(v);
             } else if k == props::KEYS.as_bytes() {
                 keys = Some(v);
             }
         }
-        // Cannot fail: keys and values were appended in pairs.
-        let _ = self.properties.append(true);
-        match tags {
-            Some(t) => self.tags.append_value(String::from_utf8_lossy(t)),
-            None => self.tags.append_null(),
+        if want_map {
+            // Cannot fail: keys and values were appended in pairs.
+            let _ = self.properties.append(true);
+        }
+        if want_tags {
+            match tags {
+                Some(t) => self.tags.append_value(String::from_utf8_lossy(t)),
+                None => self.tags.append_null(),
+            }
+        }
+        if !want_keys {
+            return;
         }
         if let Some(k) = keys {
             let k = String::from_utf8_lossy(k);
@@ -241,40 +331,50 @@ impl BatchBuilder {
         self.keys.append(true);
     }
 
-    /// The batch of the rows appended; the builder is empty afterwards.
+    /// The batch of the rows appended (the projection's columns, in its
+    /// order); the builder is empty afterwards.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
         let rows = self.rows;
-        let mut cols: Vec<ArrayRef> = vec![
-            Arc::new(self.topic.finish()),
-            Arc::new(self.queue_id.finish()),
-            Arc::new(self.queue_offset.finish()),
-            Arc::new(self.commit_log_offset.finish()),
-            Arc::new(StringArray::try_from_binary(self.msg_id.finish())?),
-            Arc::new(self.tags.finish()),
-            Arc::new(self.keys.finish()),
-            Arc::new(self.properties.finish()),
-            Arc::new(self.body.finish()),
-            Arc::new(self.body_crc.finish()),
-            Arc::new(self.flag.finish()),
-            Arc::new(self.sys_flag.finish()),
-            Arc::new(self.born_timestamp.finish()),
-            Arc::new(self.born_host.finish()),
-            Arc::new(self.store_timestamp.finish()),
-            Arc::new(self.store_host.finish()),
-            Arc::new(self.reconsume_times.finish()),
-        ];
-        if let Some(name) = &self.store_name {
-            let mut b = StringBuilder::with_capacity(rows, rows * name.len());
-            for _ in 0..rows {
-                b.append_value(name);
-            }
-            cols.push(Arc::new(b.finish()));
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(self.projection.columns().len());
+        for &c in self.projection.columns() {
+            let a: ArrayRef = match c {
+                Column::Topic => Arc::new(self.topic.finish()),
+                Column::QueueId => Arc::new(self.queue_id.finish()),
+                Column::QueueOffset => Arc::new(self.queue_offset.finish()),
+                Column::CommitLogOffset => Arc::new(self.commit_log_offset.finish()),
+                Column::MsgId => Arc::new(StringArray::try_from_binary(self.msg_id.finish())?),
+                Column::Tags => Arc::new(self.tags.finish()),
+                Column::Keys => Arc::new(self.keys.finish()),
+                Column::Properties => Arc::new(self.properties.finish()),
+                Column::Body => Arc::new(self.body.finish()),
+                Column::BodyCrc => Arc::new(self.body_crc.finish()),
+                Column::Flag => Arc::new(self.flag.finish()),
+                Column::SysFlag => Arc::new(self.sys_flag.finish()),
+                Column::BornTimestamp => Arc::new(self.born_timestamp.finish()),
+                Column::BornHost => Arc::new(self.born_host.finish()),
+                Column::StoreTimestamp => Arc::new(self.store_timestamp.finish()),
+                Column::StoreHost => Arc::new(self.store_host.finish()),
+                Column::ReconsumeTimes => Arc::new(self.reconsume_times.finish()),
+                Column::Store => {
+                    let name = self.store_name.as_deref().unwrap_or_default();
+                    let mut b = StringBuilder::with_capacity(rows, rows * name.len());
+                    for _ in 0..rows {
+                        b.append_value(name);
+                    }
+                    Arc::new(b.finish())
+                }
+            };
+            cols.push(a);
         }
-        let batch = RecordBatch::try_new(self.schema.clone(), cols);
+        // A projection of no decoded column still has its rows.
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
+        let batch = RecordBatch::try_new_with_options(self.schema.clone(), cols, &options);
         // Start the next batch with full-size buffers (finished builders
         // restart empty and would grow by copying).
         let (r, b) = self.capacity;
-        *self = BatchBuilder::new(r, b, self.store_name.take());
+        let parsed = self.properties_parsed;
+        *self = BatchBuilder::new(r, b, self.projection.clone(), self.store_name.take());
+        self.properties_parsed = parsed;
         batch
     }
 }

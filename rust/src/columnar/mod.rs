@@ -33,7 +33,8 @@
 //! # Files
 //!
 //! - `mod.rs`: the schema, the row filter and the read statistics.
-//! - `batch.rs`: [`BatchBuilder`], one column builder per field.
+//! - `columns.rs`: [`Projection`], the columns a read returns, in order.
+//! - `batch.rs`: [`BatchBuilder`], one column builder per returned column.
 //! - `range.rs`: [`RangeReader`], decoding CommitLog and queue ranges.
 //! - `parallel.rs`: [`ParallelReader`], ranges split at segments and
 //!   decoded on several threads.
@@ -46,12 +47,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_array::builder::MapFieldNames;
-use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_schema::{DataType, Field, SchemaRef};
 
 use crate::log::message::{is_system_topic, sysflag, RecordView};
 use crate::queue::reader::TagFilter;
 mod append;
 mod batch;
+mod columns;
 mod parallel;
 mod range;
 mod stream;
@@ -60,6 +62,7 @@ pub use append::{
     specs_of_batch, AppendColumns, AppendError, BatchAppend, ColumnError, RefusedRow,
 };
 pub use batch::BatchBuilder;
+pub use columns::{Column, ColumnSet, Projection, ProjectionError};
 pub use parallel::{split_at_segments, ParallelReader};
 pub use range::{Range, RangeReader};
 pub use stream::{ArrowReader, QueueRange};
@@ -70,30 +73,7 @@ pub const MAX_BATCH_BODY_BYTES: usize = 1 << 30;
 /// The Arrow schema of decoded messages; `with_store` appends a `store`
 /// column naming the store the rows came from.
 pub fn schema(with_store: bool) -> SchemaRef {
-    let ts = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
-    let mut fields = vec![
-        Field::new("topic", DataType::Utf8, true),
-        Field::new("queue_id", DataType::Int32, true),
-        Field::new("queue_offset", DataType::Int64, true),
-        Field::new("commit_log_offset", DataType::Int64, true),
-        Field::new("msg_id", DataType::Utf8, true),
-        Field::new("tags", DataType::Utf8, true),
-        Field::new("keys", DataType::List(Arc::new(keys_item())), true),
-        Field::new("properties", map_type(), true),
-        Field::new("body", DataType::Binary, true),
-        Field::new("body_crc", DataType::Int32, true),
-        Field::new("flag", DataType::Int32, true),
-        Field::new("sys_flag", DataType::Int32, true),
-        Field::new("born_timestamp", ts.clone(), true),
-        Field::new("born_host", DataType::Utf8, true),
-        Field::new("store_timestamp", ts, true),
-        Field::new("store_host", DataType::Utf8, true),
-        Field::new("reconsume_times", DataType::Int32, true),
-    ];
-    if with_store {
-        fields.push(Field::new("store", DataType::Utf8, true));
-    }
-    Arc::new(Schema::new(fields))
+    Projection::all(with_store).schema()
 }
 
 /// Field of a `keys` list element (Spark names it `element`).
@@ -212,6 +192,10 @@ pub struct ReadStats {
     /// what a read cost. Records a scan steps over before its range and
     /// queue units ruled out by their tag hash code are not counted.
     pub decoded: AtomicU64,
+    /// Returned records whose property bytes were parsed: only reads that
+    /// return `properties`, `tags` or `keys` parse them (records without
+    /// properties are not counted).
+    pub properties_parsed: AtomicU64,
 }
 
 impl ReadStats {

@@ -8,7 +8,7 @@ use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::store::Store;
 
-use super::{schema, Range, RangeReader, ReadStats, RowFilter};
+use super::{Projection, Range, RangeReader, ReadStats, RowFilter};
 
 /// Splits CommitLog ranges at segment boundaries, so each piece can be
 /// decoded on its own (a piece starts at a record boundary).
@@ -52,17 +52,19 @@ pub struct ParallelReader {
 
 impl ParallelReader {
     /// Starts `threads` workers over `ranges` of `store`.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         store: Arc<Store>,
         ranges: Vec<Range>,
         filter: RowFilter,
         batch_rows: usize,
+        projection: Projection,
         store_name: Option<String>,
         threads: usize,
         stats: Arc<ReadStats>,
     ) -> std::io::Result<Self> {
         let threads = threads.clamp(1, ranges.len().max(1));
-        let schema = schema(store_name.is_some());
+        let schema = projection.schema();
         let remaining = ranges.len();
         let mut rx = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
@@ -70,9 +72,10 @@ impl ParallelReader {
             let mine: Vec<Range> = ranges.iter().skip(w).step_by(threads).cloned().collect();
             let (tx, r) = std::sync::mpsc::sync_channel::<Piece>(2);
             rx.push(r);
-            let (store, filter, name, stats) = (
+            let (store, filter, projection, name, stats) = (
                 store.clone(),
                 filter.clone(),
+                projection.clone(),
                 store_name.clone(),
                 stats.clone(),
             );
@@ -85,6 +88,7 @@ impl ParallelReader {
                             vec![range],
                             filter.clone(),
                             batch_rows,
+                            projection.clone(),
                             name.clone(),
                         )
                         .with_stats(stats.clone());

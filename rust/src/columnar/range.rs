@@ -11,7 +11,7 @@ use crate::log::message::{body_crc, is_system_topic, parse_record, prop_crc_ok, 
 use crate::queue::consume_queue::ConsumeQueue;
 use crate::store::Store;
 
-use super::{schema, BatchBuilder, ReadStats, RowFilter, MAX_BATCH_BODY_BYTES};
+use super::{BatchBuilder, Projection, ReadStats, RowFilter, MAX_BATCH_BODY_BYTES};
 
 /// A range to decode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,23 +60,25 @@ enum Cursor {
 }
 
 impl RangeReader {
-    /// A reader over `ranges` of `store`.
+    /// A reader over `ranges` of `store` returning the columns of
+    /// `projection` (`store_name`: the `store` column's value).
     pub fn new(
         store: Arc<Store>,
         ranges: Vec<Range>,
         filter: RowFilter,
         batch_rows: usize,
+        projection: Projection,
         store_name: Option<String>,
     ) -> Self {
         let batch_rows = batch_rows.max(1);
         let cap = batch_rows.min(1 << 16);
-        let schema = schema(store_name.is_some());
+        let schema = projection.schema();
         Self {
             store,
             ranges: ranges.into(),
             filter,
             batch_rows,
-            builder: BatchBuilder::new(cap, cap * 128, store_name),
+            builder: BatchBuilder::new(cap, cap * 128, projection, store_name),
             stats: Arc::new(ReadStats::default()),
             cursor: None,
             visible: None,
@@ -347,6 +349,8 @@ impl RangeReader {
             return Ok(None);
         }
         ReadStats::add(&self.stats.rows, self.builder.len() as u64);
+        let parsed = self.builder.take_properties_parsed();
+        ReadStats::add(&self.stats.properties_parsed, parsed);
         self.builder
             .finish()
             .map(Some)

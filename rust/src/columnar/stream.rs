@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatchReader;
 
-use super::{split_at_segments, ParallelReader, Range, RangeReader, ReadStats, RowFilter};
+use super::{
+    split_at_segments, Column, ParallelReader, Projection, Range, RangeReader, ReadStats, RowFilter,
+};
 use crate::error::{Result, StoreError};
 use crate::store::Store;
 
@@ -19,20 +21,30 @@ impl Store {
     /// A reader decoding `queue_ranges` (a negative `from` reads from 0),
     /// then `commitlog_ranges` (`(from, to)` physical offsets, clamped to
     /// the bytes the CommitLog holds now; empty ones are dropped), in
-    /// batches of at most `batch_rows` rows kept by `filter`, with a `store`
-    /// column when `store_name` is given. With `threads` above 1 the ranges
+    /// batches of at most `batch_rows` rows kept by `filter`, returning the
+    /// columns of `projection` (every column when `None`, with a `store`
+    /// column when `store_name` is given; a projection naming `store` needs
+    /// `store_name`, its value). With `threads` above 1 the ranges
     /// decode on that many threads (CommitLog ranges cut at segment
     /// boundaries); the batches keep the ranges' order.
+    #[allow(clippy::too_many_arguments)]
     pub fn arrow_reader(
         self: &Arc<Self>,
         queue_ranges: Vec<QueueRange>,
         commitlog_ranges: Vec<(i64, i64)>,
         filter: RowFilter,
         batch_rows: usize,
+        projection: Option<Projection>,
         store_name: Option<String>,
         threads: usize,
     ) -> Result<ArrowReader> {
         self.check_open()?;
+        let projection = projection.unwrap_or_else(|| Projection::all(store_name.is_some()));
+        if projection.contains(Column::Store) && store_name.is_none() {
+            return Err(StoreError::InvalidArgument(
+                "the store column needs a store name".into(),
+            ));
+        }
         let mut ranges: Vec<Range> = queue_ranges
             .into_iter()
             .map(|(topic, queue_id, from, to)| Range::Queue {
@@ -62,6 +74,7 @@ impl Store {
                 ranges,
                 filter,
                 batch_rows,
+                projection,
                 store_name,
                 threads,
                 stats.clone(),
@@ -69,8 +82,15 @@ impl Store {
             .map_err(|e| StoreError::io("start decode threads", e))?;
             return Ok((Box::new(reader), stats));
         }
-        let reader = RangeReader::new(self.clone(), ranges, filter, batch_rows, store_name)
-            .with_stats(stats.clone());
+        let reader = RangeReader::new(
+            self.clone(),
+            ranges,
+            filter,
+            batch_rows,
+            projection,
+            store_name,
+        )
+        .with_stats(stats.clone());
         Ok((Box::new(reader), stats))
     }
 }
@@ -81,6 +101,7 @@ mod tests {
     use crate::log::commitlog::PutStatus;
     use crate::log::message::MessageSpec;
     use crate::store::StoreOptions;
+    use std::sync::atomic::Ordering;
 
     fn rows(reader: ArrowReader) -> usize {
         reader.0.map(|b| b.unwrap().num_rows()).sum()
@@ -110,23 +131,112 @@ mod tests {
             // A queue range from below 0; a CommitLog range past the end.
             let q = vec![("T".to_owned(), 0, -5, 10)];
             let r = store
-                .arrow_reader(q, vec![], all.clone(), 7, None, threads)
+                .arrow_reader(q, vec![], all.clone(), 7, None, None, threads)
                 .unwrap();
             assert_eq!(rows(r), 10, "threads {threads}");
             let r = store
-                .arrow_reader(vec![], vec![(-1, i64::MAX)], all.clone(), 7, None, threads)
+                .arrow_reader(
+                    vec![],
+                    vec![(-1, i64::MAX)],
+                    all.clone(),
+                    7,
+                    None,
+                    None,
+                    threads,
+                )
                 .unwrap();
             assert_eq!(rows(r), 40, "threads {threads}");
             // An empty CommitLog range reads nothing.
             let r = store
-                .arrow_reader(vec![], vec![(100, 100)], all.clone(), 7, None, threads)
+                .arrow_reader(
+                    vec![],
+                    vec![(100, 100)],
+                    all.clone(),
+                    7,
+                    None,
+                    None,
+                    threads,
+                )
                 .unwrap();
             assert_eq!(rows(r), 0, "threads {threads}");
         }
         store.shutdown().unwrap();
         assert!(matches!(
-            store.arrow_reader(vec![], vec![], all, 7, None, 1),
+            store.arrow_reader(vec![], vec![], all, 7, None, None, 1),
             Err(StoreError::Closed)
         ));
+    }
+
+    #[test]
+    fn a_projection_returns_the_same_columns_of_a_full_read() {
+        use crate::columnar::Projection;
+        use arrow_array::{Array, RecordBatch};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(
+            Store::open_running(StoreOptions {
+                commit_log_file_size: Some(4 << 10),
+                consume_queue_file_size: Some(20 * 100),
+                max_hash_slot_num: 10,
+                max_index_num: 40,
+                ..StoreOptions::at(dir.path())
+            })
+            .unwrap(),
+        );
+        for i in 0..30 {
+            let spec = MessageSpec::new("T", i % 2, vec![b'a' + i as u8; 100])
+                .born_at(i as i64)
+                .with_properties(b"TAGS\x01t\x02KEYS\x01k1 k2\x02".to_vec());
+            let p = store.prepare(spec).unwrap().unwrap();
+            assert_eq!(store.put_prepared(&p).unwrap().status, PutStatus::PutOk);
+        }
+        store.drain_dispatch().unwrap();
+        let read = |p: Option<Projection>, threads| {
+            let (r, stats) = store
+                .arrow_reader(
+                    vec![],
+                    vec![(0, i64::MAX)],
+                    RowFilter::default(),
+                    7,
+                    p,
+                    Some("S".into()),
+                    threads,
+                )
+                .unwrap();
+            let batches: Vec<RecordBatch> = r.map(|b| b.unwrap()).collect();
+            (batches, stats)
+        };
+        for threads in [1, 2] {
+            let (full, stats) = read(None, threads);
+            assert_eq!(full.iter().map(|b| b.num_rows()).sum::<usize>(), 30);
+            assert_eq!(stats.properties_parsed.load(Ordering::Relaxed), 30);
+            for names in [
+                vec!["body", "queue_offset", "store", "topic"],
+                vec!["keys", "msg_id"],
+                vec!["store_host"],
+            ] {
+                let p = Projection::of(&names).unwrap();
+                let needs = p.needs_properties();
+                let (got, stats) = read(Some(p), threads);
+                // Same batching (same ranges, same rows per batch).
+                assert_eq!(got.len(), full.len());
+                for (g, f) in got.iter().zip(&full) {
+                    assert_eq!(g.num_columns(), names.len());
+                    for (i, n) in names.iter().enumerate() {
+                        assert_eq!(g.schema().field(i).name(), n);
+                        let want = f.column_by_name(n).unwrap();
+                        assert_eq!(&g.column(i).to_data(), &want.to_data(), "{n}");
+                    }
+                }
+                let parsed = stats.properties_parsed.load(Ordering::Relaxed);
+                assert_eq!(parsed, if needs { 30 } else { 0 }, "{names:?}");
+            }
+        }
+        // The store column needs its value.
+        let p = Projection::of(&["store"]).unwrap();
+        assert!(matches!(
+            store.arrow_reader(vec![], vec![], RowFilter::default(), 7, Some(p), None, 1),
+            Err(StoreError::InvalidArgument(_))
+        ));
+        store.shutdown().unwrap();
     }
 }

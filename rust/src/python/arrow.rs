@@ -93,6 +93,13 @@ impl PyArrowStream {
     fn filtered(&self) -> u64 {
         load(&self.stats.filtered)
     }
+
+    /// Returned records whose properties were parsed so far (none unless
+    /// `properties`, `tags` or `keys` is among the columns).
+    #[getter]
+    fn properties_parsed(&self) -> u64 {
+        load(&self.stats.properties_parsed)
+    }
 }
 
 /// Imports an object implementing `__arrow_c_stream__` as a batch reader.

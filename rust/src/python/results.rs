@@ -171,6 +171,60 @@ frozen_record! {
     }
 }
 
+frozen_record! {
+    /// One sample of the engine's running state (``rocketstore.StoreStats``
+    /// is built from it; see ``crate::store::RuntimeStats``).
+    "RuntimeSample", PyRuntimeSample {
+        /// Messages appended since open (None: read-only).
+        put_messages: Option<u64>,
+        /// CommitLog bytes they took (None: read-only).
+        put_bytes: Option<u64>,
+        /// Pulls served by this store since open.
+        get_calls: u64,
+        /// ... of which returned no message.
+        get_misses: u64,
+        /// Messages the pulls returned.
+        get_messages: u64,
+        /// Start of the CommitLog's first file (-1 when none).
+        min_phy_offset: i64,
+        /// End of the CommitLog.
+        max_phy_offset: u64,
+        /// End of what is on disk (None: read-only).
+        flushed_offset: Option<u64>,
+        /// CommitLog bytes not yet in the consume queues.
+        dispatch_behind_bytes: u64,
+        /// True while the dispatch thread runs.
+        dispatch_running: bool,
+        /// The running flags that are set.
+        running_flags: Vec<String>,
+        /// ``(topic, queue_id, min_offset, max_offset)`` of every queue, sorted.
+        queues: Vec<(String, i32, i64, i64)>,
+    }
+}
+
+impl From<crate::store::RuntimeStats> for PyRuntimeSample {
+    fn from(s: crate::store::RuntimeStats) -> Self {
+        Self {
+            put_messages: s.put_messages,
+            put_bytes: s.put_bytes,
+            get_calls: s.get_calls,
+            get_misses: s.get_misses,
+            get_messages: s.get_messages,
+            min_phy_offset: s.min_phy_offset,
+            max_phy_offset: s.max_phy_offset,
+            flushed_offset: s.flushed_offset,
+            dispatch_behind_bytes: s.dispatch_behind_bytes,
+            dispatch_running: s.dispatch_running,
+            running_flags: s.running_flags,
+            queues: s
+                .queues
+                .into_iter()
+                .map(|q| (q.topic, q.queue_id, q.min_offset, q.max_offset))
+                .collect(),
+        }
+    }
+}
+
 /// Registers the classes.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDeliverStep>()?;
@@ -179,5 +233,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyGroupCommitStats>()?;
     m.add_class::<PyCheckpointTimes>()?;
     m.add_class::<PyVisibilityStats>()?;
+    m.add_class::<PyRuntimeSample>()?;
     Ok(())
 }

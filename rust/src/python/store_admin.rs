@@ -11,7 +11,7 @@ use super::args::{i64_arg, type_error};
 use super::gil::{guarded, nogil};
 use super::results::{
     PyCheckpointTimes, PyCommitLogExpiry, PyDeliverStep, PyGroupCommitStats, PyQueueExpiry,
-    PyVisibilityStats,
+    PyRuntimeSample, PyVisibilityStats,
 };
 use super::store::{PyStore, SIGNAL_SLICE};
 
@@ -219,12 +219,21 @@ impl PyStore {
         self.store.dispatch_running()
     }
 
-    /// CommitLog bytes not yet in the consume queues and index.
+    /// CommitLog bytes not yet in the consume queues and index (a
+    /// read-only store measures its files: see ``runtime_stats``).
     fn dispatch_behind_bytes(&self) -> PyResult<u64> {
         guarded(|| {
             self.store.check_open()?;
-            Ok(self.store.dispatcher().behind_bytes())
+            Ok(self.store.dispatch_behind_bytes())
         })
+    }
+
+    /// One sample of the running state: put and pull counters, CommitLog
+    /// offsets, dispatch lag, running flags and every queue's ends. A
+    /// read-only store has no put counts and no flushed offset (None), and
+    /// samples what it knows of the files (call ``refresh`` first).
+    fn runtime_stats(&self) -> PyResult<PyRuntimeSample> {
+        guarded(|| Ok(self.store.runtime_stats()?.into()))
     }
 
     /// Changes whenever new messages become visible to readers. Read after

@@ -359,7 +359,8 @@ impl PyStore {
     /// Decodes ranges into an Arrow stream: `queue_ranges` as
     /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
     /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
-    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, max_store_timestamp=None, tags=None, batch_size=65_536, store_name=None, threads=1))]
+    /// `columns`: the columns returned, in that order (`None`: all).
+    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, max_store_timestamp=None, tags=None, batch_size=65_536, store_name=None, threads=1, columns=None))]
     #[allow(clippy::too_many_arguments)]
     fn read_arrow(
         &self,
@@ -374,9 +375,14 @@ impl PyStore {
         batch_size: i64,
         store_name: Option<String>,
         threads: usize,
+        columns: Option<Vec<String>>,
     ) -> PyResult<super::arrow::PyArrowStream> {
         guarded(|| {
             self.store.check_open()?;
+            let projection = columns
+                .map(|c| crate::columnar::Projection::of(&c))
+                .transpose()
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
             if batch_size <= 0 {
                 return Err(pyo3::exceptions::PyValueError::new_err(format!(
                     "batch_size must be > 0, got {batch_size}"
@@ -400,6 +406,7 @@ impl PyStore {
                 commitlog_ranges.unwrap_or_default(),
                 filter,
                 batch_size as usize,
+                projection,
                 store_name,
                 threads,
             )?;

@@ -64,6 +64,7 @@
 //! - `recover.rs`, `rebuild.rs`: the recovery steps (see [`crate::recovery`]).
 //! - `repair.rs`: a repair's rebuild of damaged queue units and index files.
 //! - `lifecycle.rs`: threads, flushes, expiry steps, shutdown and drop.
+//! - `stats.rs`: runtime statistics (counters, lags, queue ends).
 //! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
 //!   put into their real topic).
 
@@ -99,12 +100,14 @@ mod rebuild;
 mod recover;
 mod repair;
 pub mod schedule;
+mod stats;
 mod visibility;
 
 pub use options::{StoreOptions, DEFAULT_COMMIT_LOG_FILE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL};
 
 pub use crate::recovery::RecoveryReport;
 pub use repair::PointerRebuild;
+pub use stats::{QueueEnds, RuntimeStats};
 
 /// An open store.
 pub struct Store {
@@ -142,6 +145,8 @@ pub struct Store {
     /// reads do not wait for it again.
     vis_abandoned: AtomicU64,
     vis: VisibilityStats,
+    /// Pulls served (see `stats.rs`).
+    gets: stats::GetCounters,
     /// CommitLog offsets of damaged records already logged (each is logged once).
     damage_logged: Mutex<FxHashSet<i64>>,
     /// Read-only stores: when a pull last looked for new queues (µs since `opened`).

@@ -137,6 +137,7 @@ impl Store {
             acked_end: AtomicU64::new(0),
             vis_abandoned: AtomicU64::new(0),
             vis: VisibilityStats::default(),
+            gets: Default::default(),
             damage_logged: Mutex::new(FxHashSet::default()),
             last_follow_us: AtomicU64::new(0),
             opened: Instant::now(),

@@ -65,6 +65,7 @@ impl Store {
         if !r.damaged.is_empty() {
             self.log_damage(topic, queue_id, &r.damaged);
         }
+        self.count_get(r.messages.len());
         Ok(r)
     }
 

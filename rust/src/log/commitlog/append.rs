@@ -413,6 +413,7 @@ impl CommitLog {
             }
             if let Some(phy) = appended {
                 file.set_store_timestamp(ts);
+                self.puts.add_locked(1, p.len as u64);
                 if let Some(slot) = slot.as_deref_mut() {
                     *slot = queue_offset + 1;
                 }

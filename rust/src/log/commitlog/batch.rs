@@ -385,6 +385,7 @@ impl CommitLog {
                 }
                 out.count += i - start;
                 out.bytes += bytes;
+                self.puts.add_locked((i - start) as u64, bytes);
                 out.end_offset = end;
                 on_file();
             }

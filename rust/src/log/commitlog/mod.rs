@@ -24,7 +24,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
@@ -271,6 +271,34 @@ pub struct CommitLog {
     /// checkpoint's mark lists them; a writer adds `[its start, u64::MAX)`):
     /// a record there whose property CRC is missing or wrong is damaged.
     prop_crc_ranges: RwLock<Vec<(u64, u64)>>,
+    /// Messages and bytes appended since the log was loaded (see
+    /// [`CommitLog::put_counts`]).
+    puts: PutCounters,
+}
+
+/// Messages and bytes appended (RocketMQ's `putMessageTimesTotal` and
+/// `putMessageSizeTotal`).
+///
+/// Only the holder of the put lock adds to them, so an addition is a
+/// relaxed load and a relaxed store (no read-modify-write, no fence on the
+/// put path); readers load them relaxed, without the lock, and may see a
+/// batch's messages before its bytes.
+#[derive(Debug, Default)]
+struct PutCounters {
+    messages: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl PutCounters {
+    /// Adds `messages` and `bytes`; call only with the put lock held.
+    #[inline]
+    fn add_locked(&self, messages: u64, bytes: u64) {
+        let m = self.messages.load(Ordering::Relaxed);
+        self.messages
+            .store(m.wrapping_add(messages), Ordering::Relaxed);
+        let b = self.bytes.load(Ordering::Relaxed);
+        self.bytes.store(b.wrapping_add(bytes), Ordering::Relaxed);
+    }
 }
 
 /// The held put lock; clears the lock time when dropped.
@@ -319,7 +347,19 @@ impl CommitLog {
             has_damage: std::sync::atomic::AtomicBool::new(false),
             flags: OnceLock::new(),
             prop_crc_ranges: RwLock::new(Vec::new()),
+            puts: PutCounters::default(),
         })
+    }
+
+    /// `(messages, bytes)` appended since the log was loaded: every record
+    /// a put, a batch or a delayed message's delivery stored (refused
+    /// messages and blanks are not counted). Relaxed reads: a sample taken
+    /// while a batch is appended may hold part of it.
+    pub fn put_counts(&self) -> (u64, u64) {
+        (
+            self.puts.messages.load(Ordering::Relaxed),
+            self.puts.bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// The CommitLog's settings.
