@@ -8,7 +8,13 @@ Measures, in one run and on the same rows (N messages of 100-byte bodies,
 2. Spark batch read with a ``noop`` sink: the ``rocketstore`` format (by
    CommitLog segment, and by queue) against Spark reading the same rows from
    Parquet;
-3. Spark write (``rocketstore`` format, append) from a cached DataFrame.
+3. Spark write (``rocketstore`` format, append) from a cached DataFrame;
+4. filter pushdown: a ``store_timestamp`` range covering ~1 % of the store
+   with ``spark.sql.python.filterPushdown.enabled`` off and on (wall time,
+   medians of interleaved runs, and the CommitLog records the engine decoded,
+   summed from the ``metricsFile`` lines the partitions append), and the
+   ``key`` option on a store of ``--key-rows`` messages (each with its own
+   key) answered by the index (``--key-rows 0`` leaves it out).
 
 Each figure is the best of ``--repeat`` warm runs (the first query of a
 session pays for JIT and worker start-up and is not counted). Prints a
@@ -18,12 +24,16 @@ Markdown table for ``benches/RESULTS.md``.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -56,6 +66,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--key-rows", type=int, default=10_000_000,
+                    help="messages of the store the key lookup runs on (0: no key row)")
     ap.add_argument("--dir", default=None, help="keep the data here (default: a temp dir "
                     "under $ROCKETSTORE_BENCH_DIR or /dev/shm, removed afterwards)")
     args = ap.parse_args()
@@ -136,6 +148,7 @@ def main() -> None:
             return args.rows
 
         results.append(("Spark write, rocketstore (append)", *best(write, args.repeat)))
+        pushdown = pushdown_rows(spark, store_path, root, args.key_rows, max(args.repeat, 5))
         spark.stop()
     finally:
         if args.dir is None:
@@ -145,6 +158,95 @@ def main() -> None:
     print("|---|---:|---:|")
     for name, secs, n in results:
         print(f"| {name} | {secs:.3f} | {n / secs / 1e6:.2f} M |")
+    print("\n| filter pushdown | median wall s | rows | records decoded | of the store |")
+    print("|---|---:|---:|---:|---:|")
+    for name, secs, rows, decoded, total in pushdown:
+        print(f"| {name} | {secs:.3f} | {rows:,} | {decoded:,} | "
+              f"{100 * decoded / total:.3f} % |")
+    print(f"\nload average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+          f"({os.cpu_count()} CPUs)")
+
+
+def fill_keys(path: str, rows: int) -> None:
+    """``rows`` messages, each with its own key ``k-<i>``, 4 queues."""
+    with MessageStore(StoreConfig(store_path=path, mapped_file_size_commit_log=SEGMENT)) as s:
+        chunk = 10_000
+        for i in range(0, rows, chunk):
+            n = min(chunk, rows - i)
+            s.put_messages([Message("bench", BODY, queue_id=(i // chunk) % 4, keys=[f"k-{j}"])
+                            for j in range(i, i + n)])
+
+
+def _decoded(metrics: str) -> int:
+    with open(metrics) as f:
+        return sum(json.loads(line)["decoded"] for line in f)
+
+
+def _median_run(fn: Callable[[str], int], metrics: str) -> tuple[float, int, int]:
+    """One run of ``fn`` (given a fresh metrics file): wall s, rows, decoded."""
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    t = time.perf_counter()
+    rows = fn(metrics)
+    return time.perf_counter() - t, rows, _decoded(metrics)
+
+
+def pushdown_rows(spark: Any, store_path: str, root: str, key_rows: int, repeat: int
+                  ) -> list[tuple[str, float, int, int, int]]:
+    """Rows of the filter pushdown table: (name, median wall s, rows,
+    records decoded, records in the store)."""
+    conf = "spark.sql.python.filterPushdown.enabled"
+    with MessageStore(StoreConfig(store_path=store_path), read_only=True) as s:
+        times = sorted(s.read_arrow(columns=["store_timestamp"]).read_all()
+                       .column(0).cast("int64").to_pylist())
+    total = len(times)
+    lo, hi = times[int(total * 0.495)], times[int(total * 0.505)]
+    covered = sum(1 for t in times if lo <= t <= hi)
+
+    def ts(us: int) -> str:
+        return dt.datetime.fromtimestamp(us / 1e6, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    where = f"store_timestamp >= timestamp'{ts(lo)}' AND store_timestamp <= timestamp'{ts(hi)}'"
+    metrics = os.path.join(root, "metrics.jsonl")
+
+    def time_range(on: bool) -> Callable[[str], int]:
+        def run(m: str) -> int:
+            spark.conf.set(conf, "true" if on else "false")
+            df = (spark.read.format("rocketstore").option("path", store_path)
+                  .option("metricsFile", m).load().where(where))
+            return int(df.count())
+        return run
+
+    runs: dict[bool, list[tuple[float, int, int]]] = {True: [], False: []}
+    for _ in range(repeat):  # interleaved
+        for on in (False, True):
+            runs[on].append(_median_run(time_range(on), metrics))
+    out = []
+    for on in (False, True):
+        wall = statistics.median(r[0] for r in runs[on])
+        rows, decoded = runs[on][-1][1], runs[on][-1][2]
+        assert rows == covered, (rows, covered)
+        out.append((f"store_timestamp range covering {100 * covered / total:.2f} % of "
+                    f"{total:,}, pushdown {'on' if on else 'off'}", wall, rows, decoded, total))
+    if key_rows:
+        kpath = os.path.join(root, "keys")
+        t = time.perf_counter()
+        fill_keys(kpath, key_rows)
+        print(f"filled {key_rows} rows with keys in {time.perf_counter() - t:.1f} s",
+              file=sys.stderr)
+
+        def key(m: str) -> int:
+            df = (spark.read.format("rocketstore").option("path", kpath)
+                  .option("key", "k-123456").option("metricsFile", m).load())
+            got = df.collect()
+            assert [r["keys"] for r in got] == [["k-123456"]], got
+            return len(got)
+
+        kr = [_median_run(key, metrics) for _ in range(repeat)]
+        out.append((f'.option("key", "k-123456") on {key_rows:,} messages',
+                    statistics.median(r[0] for r in kr), kr[-1][1], kr[-1][2], key_rows))
+    spark.conf.unset(conf)
+    return out
 
 
 if __name__ == "__main__":

@@ -269,24 +269,30 @@ class PlanPartition(InputPartition):
         return f"PlanPartition({self.path!r}, {head}{more}{cl})"
 
 
-#: Per store, queue and the offset walked so far: (offset, last store time,
-#: monotone). A planning process reused for later queries walks only what
-#: was appended since.
-_MONOTONE: dict[tuple[str, str, int], tuple[int, int, bool]] = {}
+#: Per store and queue, how far its store times were walked: (offset
+#: reached, last store time, CommitLog offset of the unit before that
+#: offset, monotone so far). A planning process reused for later queries
+#: walks only what was appended since (a queue whose walked part changed,
+#: a store replaced at the same path, is walked again).
+_MONOTONE: dict[tuple[str, str, int], tuple[int, int, int, bool]] = {}
 
 
 def times_monotone(store: MessageStore, path: str, topic: str, qid: int) -> bool:
     """True when the queue's store times never decrease (a time search over
     it is exact)."""
     key = (os.path.realpath(path), topic, qid)
-    start, prev, ok = _MONOTONE.get(key, (0, None, True))
     first = store.get_min_offset_in_queue(topic, qid)
-    if not ok:
-        return False
-    if start < first:
-        start, prev = first, None  # retention moved the queue's start
+    start, prev = first, None
+    known = _MONOTONE.get(key)
+    if known is not None:
+        end, last, phy, ok = known
+        if first < end and store.get_commit_log_offset_in_queue(topic, qid, end - 1) == phy:
+            if not ok:
+                return False
+            start, prev = end, last
     ok, end, last = store._n.queue_times_monotone(topic, qid, start, prev)
-    _MONOTONE[key] = (end, last, ok)
+    phy = store.get_commit_log_offset_in_queue(topic, qid, end - 1) if end > 0 else -1
+    _MONOTONE[key] = (end, last, phy, ok)
     return ok
 
 
