@@ -17,6 +17,7 @@ from rocketstore._native import __version__
 from rocketstore.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.errors import (
     ConfigMismatchError,
+    ConsumerGroupBusyError,
     CorruptedError,
     InternalError,
     NotAStoreError,
@@ -28,6 +29,7 @@ from rocketstore.errors import (
     StoreLockedError,
     UnknownTopicWarning,
 )
+from rocketstore.groups import GroupLag, QueueLag
 from rocketstore.message import (
     BatchPutResult,
     GetMessageResult,
@@ -45,10 +47,12 @@ __all__ = [
     "BatchPutResult",
     "BrokerRole",
     "ConfigMismatchError",
+    "ConsumerGroupBusyError",
     "CorruptedError",
     "FlushDiskType",
     "GetMessageResult",
     "GetStatus",
+    "GroupLag",
     "InternalError",
     "Message",
     "MessageExt",
@@ -57,6 +61,7 @@ __all__ = [
     "PoisonedError",
     "PutResult",
     "PutStatus",
+    "QueueLag",
     "QueueStats",
     "ReadOnlyStoreError",
     "RecoveryMode",

@@ -40,6 +40,7 @@ __all__ = [
     "STORE_ENTRIES",
     "SUBSCRIPTION_GROUP_FILE",
     "TOPICS_FILE",
+    "ArrowPull",
     "ArrowStream",
     "BatchPutResult",
     "CheckpointTimes",
@@ -49,6 +50,7 @@ __all__ = [
     "ConsumerOffsetReport",
     "DamageRule",
     "DeliverStep",
+    "FileLock",
     "FileSizeReport",
     "GetMessageResult",
     "GroupCommitStats",
@@ -82,6 +84,7 @@ __all__ = [
     "_set_log_level",
     "_threads_in_engine",
     "body_crc",
+    "empty_arrow_batch",
     "index_file_size",
     "index_geometry",
     "is_system_topic",
@@ -166,6 +169,7 @@ def index_geometry(
     max_index_num: int | None = None,
 ) -> tuple[int | None, int | None]: ...
 def writer_running(store_path: str | PathLike[str]) -> bool | None: ...
+def empty_arrow_batch(columns: list[str] | None = None, zero_copy: bool = False) -> ArrowPull: ...
 
 @final
 class RecoveryMode:
@@ -386,6 +390,16 @@ class GroupCommitStats:
     def gather_ns(self) -> int: ...
     def __eq__(self, value: object, /) -> bool: ...
     __hash__: ClassVar[None]  # type: ignore[assignment]
+
+@final
+class FileLock:
+    @staticmethod
+    def acquire(path: str | PathLike[str], wait: bool) -> FileLock | None: ...
+    @staticmethod
+    def is_held(path: str | PathLike[str]) -> bool: ...
+    def release(self) -> None: ...
+    @property
+    def held(self) -> bool: ...
 
 @final
 class CheckpointTimes:
@@ -617,6 +631,28 @@ class GetMessageResult:
     def __len__(self) -> int: ...
 
 @final
+class ArrowPull:
+    """One ``get_arrow`` pull: its status and offsets, its batch through
+    ``__arrow_c_array__`` (``pyarrow.record_batch(pull)``)."""
+
+    @property
+    def status(self) -> GetStatus: ...
+    @property
+    def next_begin_offset(self) -> int: ...
+    @property
+    def min_offset(self) -> int: ...
+    @property
+    def max_offset(self) -> int: ...
+    @property
+    def damaged(self) -> int: ...
+    @property
+    def skipped(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __arrow_c_array__(
+        self, requested_schema: object | None = None
+    ) -> tuple[object, object]: ...
+
+@final
 class ArrowStream:
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
     @property
@@ -776,6 +812,16 @@ class NativeStore:
         max_msg_nums: int = 32,
         tags: Iterable[str] | None = None,
     ) -> GetMessageResult: ...
+    def get_arrow(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int,
+        tags: Iterable[str] | None = None,
+        columns: list[str] | None = None,
+        zero_copy: bool = False,
+    ) -> ArrowPull: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int: ...
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int: ...

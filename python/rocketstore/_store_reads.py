@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rocketstore import _native
+from rocketstore._arrow_pull import ArrowPulls
 from rocketstore._checks import I32_MAX, I64_MAX, int_arg
 from rocketstore.errors import UnknownTopicWarning
 
@@ -56,8 +57,9 @@ class UnknownTopics:
         return True
 
 
-class ArrowReads:
-    """``read_arrow`` of :class:`~rocketstore.MessageStore` (a base class of it)."""
+class ArrowReads(ArrowPulls):
+    """``read_arrow`` (and, from :class:`ArrowPulls`, ``get_arrow``) of
+    :class:`~rocketstore.MessageStore` (a base class of it)."""
 
     if TYPE_CHECKING:
         @property

@@ -118,6 +118,20 @@ def _call_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *arg
         pass  # the loop is closed: nobody waits there any more
 
 
+def _resolve_all(futs: list[asyncio.Future[int]], value: int) -> None:
+    for fut in futs:
+        _set_result(fut, value)
+
+
+def _wake(waiters: Iterable[_Waiter], value: int) -> None:
+    """Resolve ``waiters`` with ``value``: one call into each of their loops."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[int]]] = {}
+    for w in waiters:
+        by_loop.setdefault(w.loop, []).append(w.fut)
+    for loop, futs in by_loop.items():
+        _call_in_loop(loop, _resolve_all, futs, value)
+
+
 class DispatchWatcher:
     """Wakes asyncio tasks waiting for new messages of one engine store.
 
@@ -189,23 +203,26 @@ class DispatchWatcher:
 
     def _run(self) -> None:
         native = self._native
-        seen: int | None = None
+        try:
+            seen = native.dispatch_seq
+        except BaseException as e:  # handed to the waiters
+            self._fail(e)
+            return
         idle = False
         while True:
-            ready: list[_Waiter] = []
             with self._lock:
-                if seen is not None:
-                    ready = [w for w in self._waiters if w.seq != seen]
-                    self._waiters.difference_update(ready)
-                if (idle and not self._waiters) or self._closed is not None or _exiting:
+                ready = [w for w in self._waiters if w.seq != seen]
+                self._waiters.difference_update(ready)
+                stop = (idle and not self._waiters) or self._closed is not None or _exiting
+                if stop:
                     self._thread = None
-                    return
-            for w in ready:
-                _call_in_loop(w.loop, _set_result, w.fut, seen)
+            # Woken even when the thread stops: a waiter that came in with a
+            # newer seq than this thread saw looks again (and waits anew).
+            if ready:
+                _wake(ready, seen)
+            if stop:
+                return
             try:
-                if seen is None:
-                    seen = native.dispatch_seq
-                    continue
                 new = native.wait_for_dispatch(seen, _IDLE_SLICE)
             except BaseException as e:  # handed to the waiters
                 self._fail(e)

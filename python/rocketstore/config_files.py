@@ -10,9 +10,9 @@ writes the same shape and reads both that and standard JSON:
 * :func:`atomic_write` / :func:`load_with_backup`: RocketMQ's ``.tmp`` /
   ``.bak`` protocol (``MixAll.string2File``), made crash-safe with
   ``os.replace`` and fsyncs.
-* :class:`ConsumerOffsets` (``consumerOffset.json``),
-  :class:`DelayOffsets` (``delayOffset.json``) and :class:`TopicConfigs`
-  (``topics.json``).
+* :class:`DelayOffsets` (``delayOffset.json``) and :class:`TopicConfigs`
+  (``topics.json``); consumer offsets (``consumerOffset.json``), which
+  several processes write, are :mod:`rocketstore.consumer_offsets`.
 
 The fastjson codec (:func:`dumps_fastjson`, :func:`loads_fastjson`) lives in
 :mod:`rocketstore.formats.fastjson`.
@@ -34,7 +34,6 @@ from rocketstore.errors import CorruptedError
 from rocketstore.formats.fastjson import _is_int, dumps_fastjson, loads_fastjson
 
 __all__ = [
-    "ConsumerOffsets",
     "DelayOffsets",
     "TopicConfigs",
     "atomic_write",
@@ -182,27 +181,8 @@ def _check_name(name: str, value: object) -> str:
 
 
 # ---------------------------------------------------------------------------
-# consumerOffset.json
+# Offset maps
 # ---------------------------------------------------------------------------
-
-
-def _parse_offset_table(text: str) -> dict[str, dict[int, int]]:
-    doc = loads_fastjson(text)
-    if not isinstance(doc, dict):
-        raise ValueError("consumer offsets: the document is not a JSON object")
-    raw = doc.get("offsetTable")
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ValueError("consumer offsets: offsetTable is not an object")
-    table: dict[str, dict[int, int]] = {}
-    for key, queues in raw.items():
-        if not isinstance(key, str) or "@" not in key:
-            raise ValueError(f"consumer offsets: key {key!r} is not 'topic@group'")
-        if not isinstance(queues, dict):
-            raise ValueError(f"consumer offsets: {key!r} is not an object")
-        table[key] = _int_map(queues, f"consumer offsets: {key!r}", "queue id")
-    return table
 
 
 def _int_map(
@@ -228,187 +208,6 @@ def _int_map(
             raise ValueError(f"{where}: {key_name} {key} = {value} is outside [0, {MAX_OFFSET}]")
         out[key] = value
     return out
-
-
-class ConsumerOffsets:
-    """Committed consumer offsets: ``<store>/config/consumerOffset.json``.
-
-    The file is RocketMQ's ``ConsumerOffsetManager`` dump::
-
-        {"offsetTable":{"<topic>@<group>":{<queue id>:<next offset to consume>}}}
-
-    written with :func:`dumps_fastjson` (unquoted queue ids) and read with
-    quoted or unquoted queue ids. Other top-level keys (5.x ``dataVersion``)
-    are ignored on read and not written. All methods are thread-safe.
-
-    >>> import os, tempfile
-    >>> tmp = tempfile.TemporaryDirectory()
-    >>> path = os.path.join(tmp.name, "config", "consumerOffset.json")
-    >>> offsets = ConsumerOffsets.load(path)          # no file yet: empty
-    >>> offsets.query("groupA", "TopicTest", 0)
-    -1
-    >>> offsets.commit("groupA", "TopicTest", 0, 12)
-    >>> offsets.persist(), offsets.persist()          # writes only when changed
-    (True, False)
-    >>> ConsumerOffsets.load(path).query("groupA", "TopicTest", 0)
-    12
-    >>> tmp.cleanup()
-    """
-
-    FILE_NAME = _native.CONSUMER_OFFSET_FILE
-
-    def __init__(
-        self, path: StrPath, table: Mapping[str, Mapping[int, int]] | None = None
-    ) -> None:
-        """An offset table bound to ``path`` (nothing is read; see :meth:`load`)."""
-        self._path = os.fspath(path)
-        self._table: dict[str, dict[int, int]] = {
-            k: dict(v) for k, v in (table or {}).items()
-        }
-        self._lock = threading.Lock()
-        self._persist_lock = threading.Lock()
-        self._version = 0  # bumped by every change
-        self._persisted_version = 0
-
-    @classmethod
-    def load(cls, path: StrPath) -> ConsumerOffsets:
-        """Read ``path`` (or its ``.bak``); empty when neither exists.
-
-        Raises:
-            CorruptedError: the file and its backup both have content and
-                neither is a valid offset table.
-        """
-        found = _load_parsed(path, _parse_offset_table)
-        return cls(path, None if found is None else found[1])
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def dirty(self) -> bool:
-        """True when a commit changed the table since the last :meth:`persist`."""
-        with self._lock:
-            return self._version != self._persisted_version
-
-    @staticmethod
-    def key(group: str, topic: str) -> str:
-        """RocketMQ's table key: ``topic + "@" + group``."""
-        return f"{topic}@{group}"
-
-    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """Record ``offset`` (the next offset to consume) for the group's queue.
-
-        Raises:
-            TypeError / ValueError: empty names, a topic containing ``@``,
-                a queue id outside ``[0, 2**31 - 1]`` (a Java int) or an
-                offset outside ``[0, 2**63 - 1]`` (a Java long).
-        """
-        self.commit_many(group, topic, {queue_id: offset})
-
-    def commit_many(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-        """Record several queues' next offsets of the group at once.
-
-        Every entry is checked before any is recorded: a bad one changes
-        nothing. The entries become visible together (a concurrent
-        :meth:`persist` writes all of them or none).
-
-        Raises:
-            TypeError / ValueError: as :meth:`commit`.
-        """
-        _check_name("group", group)
-        _check_name("topic", topic)
-        if "@" in topic:
-            raise ValueError(f"topic must not contain '@': {topic!r}")
-        if not isinstance(offsets, Mapping):
-            raise TypeError("offsets must be a mapping {queue_id: offset}, "
-                            f"not {type(offsets).__name__}")
-        todo = [(_check_int("queue_id", q, maximum=MAX_QUEUE_ID), _check_int("offset", off))
-                for q, off in offsets.items()]
-        key = self.key(group, topic)
-        with self._lock:
-            queues = self._table.setdefault(key, {})
-            for queue_id, offset in todo:
-                if queues.get(queue_id) != offset:
-                    queues[queue_id] = offset
-                    self._version += 1
-
-    def clamp(self, end_of: Callable[[str, int], int]) -> list[tuple[str, int, int, int]]:
-        """Lower every offset above its queue's end to that end.
-
-        ``end_of(topic, queue_id)`` is the queue's max offset after recovery
-        (or a huge number to leave the offset alone). An offset above it would make
-        the group skip the messages written at those offsets after a restart.
-        Returns ``(topic@group, queue_id, old, new)`` for each offset lowered;
-        the table is then dirty (persist it).
-        """
-        lowered: list[tuple[str, int, int, int]] = []
-        with self._lock:
-            for key, queues in self._table.items():
-                topic = key.split("@", 1)[0]
-                for qid, off in queues.items():
-                    end = end_of(topic, qid)
-                    if off > end:
-                        queues[qid] = end
-                        lowered.append((key, qid, off, end))
-            if lowered:
-                self._version += 1
-        return lowered
-
-    def query(self, group: str, topic: str, queue_id: int) -> int:
-        """The committed next offset, or ``-1`` when the group never committed one."""
-        with self._lock:
-            queues = self._table.get(self.key(group, topic))
-            if queues is None:
-                return -1
-            return queues.get(queue_id, -1)
-
-    def offsets(self, group: str, topic: str) -> dict[int, int]:
-        """Every committed ``queue_id -> next offset`` of the group on the topic."""
-        with self._lock:
-            return dict(self._table.get(self.key(group, topic), {}))
-
-    def table(self) -> dict[str, dict[int, int]]:
-        """A copy of the whole table, ``{"topic@group": {queue_id: offset}}``."""
-        with self._lock:
-            return {k: dict(v) for k, v in self._table.items()}
-
-    def to_json(self) -> str:
-        """The file content :meth:`persist` would write now."""
-        with self._lock:
-            return dumps_fastjson({"offsetTable": self._table})
-
-    def persist(
-        self, before_write: Callable[[dict[str, dict[int, int]]], None] | None = None
-    ) -> bool:
-        """Write the file (see :func:`atomic_write`) if anything changed.
-
-        Returns True if it wrote. Commits may continue while the file is being
-        written; they are picked up by the next call (so commits that arrive
-        while one write is under way share the next write). ``before_write``
-        gets a copy of exactly the table about to be written, before it is
-        written (the store makes the messages below those offsets durable).
-        """
-        with self._persist_lock:
-            with self._lock:
-                if self._version == self._persisted_version:
-                    return False
-                version = self._version
-                text = dumps_fastjson({"offsetTable": self._table})
-                snapshot = (
-                    {k: dict(v) for k, v in self._table.items()} if before_write else None
-                )
-            if before_write is not None and snapshot is not None:
-                before_write(snapshot)
-            atomic_write(self._path, text)
-            with self._lock:
-                self._persisted_version = version
-            return True
-
-    def __repr__(self) -> str:
-        with self._lock:
-            n = len(self._table)
-        return f"ConsumerOffsets({self._path!r}, {n} topic@group entries)"
 
 
 # ---------------------------------------------------------------------------

@@ -33,18 +33,23 @@ import collections
 import logging
 import time
 import warnings
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
+from rocketstore._arrow_pull import concat_batches, empty_batch
 from rocketstore._checks import I32_MAX, I64_MAX
+from rocketstore._consumer_store import ArrowResultLike, ConsumerStore, GetResultLike
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, StoreError
 
 if TYPE_CHECKING:
-    from rocketstore._native import MessageExt
+    import pyarrow
 
-__all__ = ["Consumer", "ConsumerStore", "GetResultLike", "StartPosition"]
+    from rocketstore._native import MessageExt
+    from rocketstore.consumer_offsets import ConsumerGroupLock
+
+__all__ = ["ArrowResultLike", "Consumer", "ConsumerStore", "GetResultLike", "StartPosition"]
 
 #: Where a queue without a committed offset starts (see :class:`Consumer`).
 StartPosition = Literal["earliest", "latest"]
@@ -60,6 +65,9 @@ _MAX_ROUNDS = 64
 # Messages buffered per fetch when iterating.
 _ITER_BATCH = 100
 
+# A pull of one queue: (queue_id, offset, max messages) -> (result, messages buffered).
+_Pull = Callable[[int, int, int], tuple[Any, int]]
+
 # Statuses after which the position moves to next_begin_offset without any
 # message: the data there expired, was filtered out, or the offset was invalid.
 _CORRECTIONS = {
@@ -69,71 +77,6 @@ _CORRECTIONS = {
     GetStatus.MESSAGE_WAS_REMOVING: "in a CommitLog file being deleted",
     GetStatus.NO_MESSAGE_IN_QUEUE: "in a queue that holds no message",
 }
-
-
-class GetResultLike(Protocol):
-    """What :meth:`ConsumerStore.get_message` returns (the store's GetResult)."""
-
-    @property
-    def status(self) -> GetStatus: ...
-    @property
-    def next_begin_offset(self) -> int: ...
-    @property
-    def min_offset(self) -> int: ...
-    @property
-    def max_offset(self) -> int: ...
-    @property
-    def damaged(self) -> int:
-        """Messages skipped because their record is damaged."""
-        ...
-    @property
-    def skipped(self) -> int:
-        """Offsets moved past because retention deleted their messages."""
-        ...
-    @property
-    def messages(self) -> Sequence[MessageExt]: ...
-
-
-class ConsumerStore(Protocol):
-    """The part of :class:`~rocketstore.MessageStore` a :class:`Consumer` uses.
-
-    Every method may raise :class:`~rocketstore.StoreClosedError` once the
-    store is shut down; ``wait_for_dispatch`` must then return or raise
-    promptly.
-    """
-
-    @property
-    def read_only(self) -> bool: ...
-    @property
-    def dispatch_seq(self) -> int:
-        """Changes whenever new messages become visible."""
-        ...
-
-    def wait_for_dispatch(self, seq: int, timeout: float | None, /) -> int:
-        """Block (GIL released) until ``dispatch_seq != seq`` or timeout; the current seq."""
-        ...
-
-    def queue_ids(self, topic: str, /) -> list[int]: ...
-    def get_message(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msg_nums: int = 32,
-        tags: list[str] | None = None,
-        /,
-    ) -> GetResultLike: ...
-    def get_min_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
-    def get_max_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
-    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int], /) -> None:
-        """Record ``{queue_id: next offset}`` together: a persist of the
-        offsets holds all of them or none."""
-        ...
-    def persist_offsets(self) -> None:
-        """Make committed offsets durable now (a no-op on a read-only store)."""
-        ...
-    def query_offset(self, group: str, topic: str, queue_id: int, /) -> int: ...
 
 
 # Queue ids are Java ints and offsets Java longs in the files.
@@ -190,10 +133,17 @@ class Consumer:
     next offsets (RocketMQ's consumerOffset semantics too). A group with a
     committed offset for a queue resumes there.
 
-    On a read-only store (``MessageStore(cfg, read_only=True)``) nothing is
-    written: :meth:`commit` keeps the positions in memory (see
-    :meth:`committed`; it warns once that nothing is persisted), and they
-    are lost with the consumer.
+    One consumer per group and topic at a time: while open, a consumer holds
+    the group's lock for the topic (``config/consumerLocks/``, across
+    processes; the kernel drops it if the process dies), and a second one
+    is refused with :class:`~rocketstore.ConsumerGroupBusyError`.
+
+    A read-only store's consumers commit to ``consumerOffset.json`` as the
+    writer's do (merged under the file's lock, ``docs/format.md``, §13.1).
+    On a store opened ``read_only=True, no_write=True`` nothing is written:
+    :meth:`commit` keeps the positions in memory (see :meth:`committed`; it
+    warns once that nothing is persisted), and they are lost with the
+    consumer.
 
     Example::
 
@@ -234,6 +184,10 @@ class Consumer:
         self._store = store
         self._group = group
         self._topic = topic
+        self._closed = True  # until the group is held
+        hold = getattr(store, "hold_consumer_group", None)
+        self._group_lock: ConsumerGroupLock | None = (
+            None if hold is None else hold(group, topic))
         self._start = start
         self._tags: list[str] | None = None if tags is None else list(tags)
         self._auto_commit = auto_commit
@@ -241,6 +195,14 @@ class Consumer:
         self._last_auto_commit = time.monotonic()
         self._warned_read_only = False
         self._closed = False
+        try:
+            self._init_positions()
+        except BaseException:
+            self._mark_closed()
+            raise
+
+    def _init_positions(self) -> None:
+        store = self._store
         # Next offset to deliver, per queue; also the assignment's key set.
         self._positions: dict[int, int] = {}
         # Next offset to fetch; differs from _positions while messages of the
@@ -257,6 +219,10 @@ class Consumer:
         # Damaged records the pulls passed over (see `damaged`).
         self._damaged = 0
         self._refresh(store.dispatch_seq, initial=True)
+
+    def _writable(self) -> bool:
+        """True when commits reach the offsets file."""
+        return bool(getattr(self._store, "offsets_writable", not self._store.read_only))
 
     # -- properties -----------------------------------------------------------
 
@@ -348,35 +314,49 @@ class Consumer:
 
     # -- reading ----------------------------------------------------------------
 
-    def _fetch(self, budget: int) -> bool:
+    def _pull_messages(self, q: int, pos: int, n: int) -> tuple[GetResultLike, int]:
+        """One ``get_message`` of queue ``q``; its messages join the buffer."""
+        r = self._store.get_message(self._group, self._topic, q, pos, n, self._tags)
+        msgs = r.messages
+        if msgs:
+            buf = self._buffer
+            for m in msgs:
+                buf.append((q, m))
+            self._buffered[q] = self._buffered.get(q, 0) + len(msgs)
+        return r, len(msgs)
+
+    def _fetch(self, budget: int, pull: _Pull | None = None, share_cap: int = _PULL_BATCH) -> bool:
         """Buffer up to ``budget`` messages, turn by turn over the queues.
 
         Each round gives every queue still in play an equal share of what is
-        left of the budget (at most 32); a queue stays in play while it
-        yields messages or its position moves. Returns True if anything moved
-        (messages buffered or a position corrected), False when every queue
-        is caught up.
+        left of the budget (at most ``share_cap``); a queue stays in play
+        while it yields messages or its position moves. ``pull(q, pos, n)``
+        reads and buffers (default: :meth:`_pull_messages`) and returns the
+        pull's result and how many messages it buffered. Returns True if
+        anything moved (messages buffered or a position corrected), False
+        when every queue is caught up.
         """
         queues = self._assignment
         n = len(queues)
         if n == 0:
             return False
+        if pull is None:
+            pull = self._pull_messages
         start = self._rr % n
         self._rr = start + 1
         active = queues[start:] + queues[:start]
-        store, group, topic, tags = self._store, self._group, self._topic, self._tags
+        group, topic = self._group, self._topic
         progressed = False
         rounds = 0
         while active and budget > 0 and rounds < _MAX_ROUNDS:
             rounds += 1
-            share = min(_PULL_BATCH, -(-budget // len(active)))  # ceil
+            share = min(share_cap, -(-budget // len(active)))  # ceil
             again: list[int] = []
             for q in active:
                 if budget <= 0:
                     break
                 pos = self._fetch_pos[q]
-                r = store.get_message(group, topic, q, pos, min(budget, share), tags)
-                msgs = r.messages
+                r, got = pull(q, pos, min(budget, share))
                 nxt = r.next_begin_offset
                 damaged = r.damaged
                 if damaged:
@@ -388,12 +368,8 @@ class Consumer:
                     log.warning("consumer group %s: %s/%d messages %d..%d were deleted "
                                 "by retention before they were consumed; skipping %d",
                                 group, topic, q, pos, pos + skipped - 1, skipped)
-                if msgs:
-                    buf = self._buffer
-                    for m in msgs:
-                        buf.append((q, m))
-                    self._buffered[q] = self._buffered.get(q, 0) + len(msgs)
-                    budget -= len(msgs)
+                if got:
+                    budget -= got
                 elif nxt == pos:
                     continue  # caught up (OFFSET_OVERFLOW_ONE) or nothing to do
                 elif not skipped:
@@ -409,9 +385,13 @@ class Consumer:
             active = again
         return progressed
 
-    def _fill(self, timeout: float | None, budget: int) -> bool:
-        """Fetch until the buffer holds messages or ``timeout`` passes; True if it does."""
-        steps = self._fill_steps(timeout, budget)
+    def _fill(self, timeout: float | None, budget: int, pull: _Pull | None = None,
+              share_cap: int = _PULL_BATCH) -> bool:
+        """Fetch until the buffer holds messages or ``timeout`` passes; True if it does.
+
+        ``pull`` and ``share_cap``: as in :meth:`_fetch`.
+        """
+        steps = self._fill_steps(timeout, budget, pull, share_cap)
         wait = self._store.wait_for_dispatch
         try:
             step = next(steps)
@@ -420,8 +400,9 @@ class Consumer:
         except StopIteration as done:
             return bool(done.value)
 
-    def _fill_steps(self, timeout: float | None,
-                    budget: int) -> Generator[tuple[int, float | None] | None, int | None, bool]:
+    def _fill_steps(self, timeout: float | None, budget: int, pull: _Pull | None = None,
+                    share_cap: int = _PULL_BATCH,
+                    ) -> Generator[tuple[int, float | None] | None, int | None, bool]:
         """:meth:`_fill` without its waits, for the blocking and the asyncio consumer.
 
         Yields ``(seq, remaining)`` when it must wait until the store's
@@ -431,7 +412,7 @@ class Consumer:
         ``None`` back (a chance to let other work run). Returns True when the
         buffer holds messages, False when ``timeout`` passed.
         """
-        if self._buffer:
+        if self._buffered:
             return True
         store = self._store
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
@@ -441,8 +422,8 @@ class Consumer:
         while True:
             if seq != self._assign_seq:
                 self._refresh(seq)
-            progressed = self._fetch(budget)
-            if self._buffer:
+            progressed = self._fetch(budget, pull, share_cap)
+            if self._buffered:
                 return True
             while True:
                 remaining: float | None = None
@@ -506,6 +487,73 @@ class Consumer:
         if self._fill(timeout, max_messages):
             return self._deliver(max_messages)
         return []
+
+    def poll_arrow(
+        self,
+        timeout: float | None = 1.0,
+        max_messages: int = 1024,
+        columns: Sequence[str] | None = None,
+        zero_copy: bool = False,
+    ) -> pyarrow.RecordBatch:
+        """Up to ``max_messages`` messages as one Arrow record batch (needs ``pyarrow``).
+
+        :meth:`poll` without a Python object per message: the same waiting,
+        queue turns, positions, tag filter, auto-commit, and ``skipped`` /
+        ``damaged`` accounting (the same code), each queue read with the
+        store's :meth:`~rocketstore.MessageStore.get_arrow` (``columns`` and
+        ``zero_copy`` as there). In each turn every queue with data gets an
+        equal share of what is left of ``max_messages``; the batch holds the
+        queues' rows one queue after another, each queue's in offset order.
+        Returns a batch of 0 rows on timeout. Positions move past every row
+        returned: :meth:`commit` afterwards commits the whole batch.
+
+        Messages fetched for iteration (``for msg in consumer``) but not yet
+        yielded are dropped and read again by this poll.
+
+        Raises:
+            StoreClosedError: the store was shut down.
+            ValueError: the consumer is closed, ``max_messages < 1``, or an
+                unknown column.
+        """
+        self._check_open()
+        if max_messages < 1:
+            raise ValueError(f"max_messages must be >= 1, got {max_messages}")
+        self._maybe_auto_commit()
+        self._unbuffer()
+        store, topic, tags = self._store, self._topic, self._tags
+        batches: list[pyarrow.RecordBatch] = []
+
+        def pull(q: int, pos: int, n: int) -> tuple[ArrowResultLike, int]:
+            r = store.get_arrow(topic, q, pos, n, columns, zero_copy, tags=tags)
+            rows = r.batch.num_rows
+            if rows:
+                batches.append(r.batch)
+                self._buffered[q] = self._buffered.get(q, 0) + rows
+            return r, rows
+
+        try:
+            self._fill(timeout, max_messages, pull, max_messages)
+        except BaseException:
+            # Nothing is returned: the positions stay before these rows.
+            self._unbuffer()
+            raise
+        # Every row fetched is returned: each queue's position moves to
+        # where its fetch ended.
+        for q in self._buffered:
+            self._positions[q] = self._fetch_pos[q]
+        self._buffered.clear()
+        if len(batches) == 1:
+            return batches[0]
+        if not batches:
+            return empty_batch(columns, zero_copy)
+        return concat_batches(batches)
+
+    def _unbuffer(self) -> None:
+        """Drop messages fetched but not delivered; they are fetched again."""
+        for q in self._buffered:
+            self._fetch_pos[q] = self._positions[q]
+        self._buffered.clear()
+        self._buffer.clear()
 
     def __iter__(self) -> Iterator[MessageExt]:
         """Yield messages one by one, forever, blocking while there are none.
@@ -596,7 +644,7 @@ class Consumer:
         auto-commit made 5 seconds or more after the last write, and at
         flush, close and shutdown.
 
-        On a read-only store the offsets are kept in this consumer only;
+        On a ``no_write`` store the offsets are kept in this consumer only;
         the first commit warns that nothing is persisted.
 
         Raises:
@@ -648,7 +696,7 @@ class Consumer:
                 for q, off in offsets.items()
             }
         store, group, topic = self._store, self._group, self._topic
-        writable = not store.read_only
+        writable = self._writable()
         if writable and todo:
             # Every queue in one call: a write of the offsets file that this
             # commit triggers holds all the queues, not just the first.
@@ -662,8 +710,9 @@ class Consumer:
         elif not writable and explicit and not self._warned_read_only:
             self._warned_read_only = True
             warnings.warn(
-                f"consumer {group!r} reads a read-only store: committed offsets are kept "
-                "in memory by this consumer only, nothing is persisted",
+                f"consumer {group!r} reads a store that writes no offsets (read_only with "
+                "no_write=True): committed offsets are kept in memory by this consumer "
+                "only, nothing is persisted",
                 RuntimeWarning,
                 stacklevel=3,
             )
@@ -671,12 +720,12 @@ class Consumer:
     def committed(self, queue_id: int) -> int:
         """The group's committed next offset for ``queue_id``; -1 if none.
 
-        Read from the store (so it reflects other consumers of the group);
-        on a read-only store, what this consumer committed (or what the file
+        Read from the store (so it reflects what other processes wrote); on
+        a ``no_write`` store, what this consumer committed (or what the file
         held when the queue was assigned).
         """
         self._check_open()
-        if self._store.read_only:
+        if not self._writable():
             return self._committed.get(queue_id, -1)
         return self._store.query_offset(self._group, self._topic, queue_id)
 
@@ -717,8 +766,12 @@ class Consumer:
 
     def _mark_closed(self) -> None:
         self._closed = True
-        self._buffer.clear()
-        self._buffered.clear()
+        if hasattr(self, "_buffer"):
+            self._buffer.clear()
+            self._buffered.clear()
+        lock, self._group_lock = self._group_lock, None
+        if lock is not None:
+            lock.release()
 
     def __enter__(self) -> Consumer:
         return self

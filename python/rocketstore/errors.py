@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigMismatchError",
+    "ConsumerGroupBusyError",
     "CorruptedError",
     "InternalError",
     "NotAStoreError",
@@ -41,6 +42,12 @@ class ConfigMismatchError(StoreError, ValueError):
 
 class StoreLockedError(StoreError):
     """Another writer, in this or another process, holds the store's lock."""
+
+
+class ConsumerGroupBusyError(StoreError):
+    """Another open consumer (in this or another process) holds the consumer
+    group on that topic: a second consumer, or a reset or delete of the
+    group's offsets, is refused until it closes (``docs/format.md``, §13.1)."""
 
 
 class StoreClosedError(StoreError):

@@ -31,9 +31,11 @@ from rocketstore._native import (
 from rocketstore._store_reads import ArrowReads, UnknownTopics
 from rocketstore.aio import AsyncStore
 from rocketstore.config import StoreConfig
-from rocketstore.config_files import ConsumerOffsets, TopicConfigs
+from rocketstore.config_files import TopicConfigs
+from rocketstore.consumer_offsets import ConsumerOffsets
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+from rocketstore.groups import ConsumerGroupAdmin
 from rocketstore.services.base import ServiceThread
 from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
@@ -96,16 +98,25 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
+class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, ConsumerGroupAdmin):
     """A RocketMQ-compatible message store.
 
     Args:
         config: a :class:`StoreConfig`, or just the store directory.
-        read_only: open without taking the writer lock; never writes a byte
-            and never repairs anything, so it can read a store that another
-            process is writing. A directory that holds no store (or does not
-            exist) is refused with :class:`NotAStoreError` (a
-            ``FileNotFoundError``) when the store starts.
+        read_only: open without taking the writer lock; never writes a
+            CommitLog, consume queue or index byte and never repairs
+            anything, so it can read a store that another process is
+            writing. Its consumers commit to ``config/consumerOffset.json``
+            (and hold ``config/consumerLocks/``), safely alongside the writer
+            and other readers (``docs/format.md``, §13.1); that is all it
+            writes. A directory that holds no store (or does not exist) is
+            refused with :class:`NotAStoreError` (a ``FileNotFoundError``)
+            when the store starts.
+        no_write: with ``read_only``, write nothing at all, not even
+            consumer offsets or locks (for a RocketMQ broker's live store,
+            whose broker rewrites ``consumerOffset.json`` from its own
+            memory): consumers keep their commits in memory, and
+            :meth:`commit_offset` raises :class:`ReadOnlyStoreError`.
         wait_for_writer: with ``read_only``, open an existing directory that
             holds no store yet as an empty store instead, and follow the
             writer once it starts there (its messages show up as it writes).
@@ -145,12 +156,16 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
         *,
         read_only: bool = False,
         wait_for_writer: bool = False,
+        no_write: bool = False,
     ) -> None:
         self._config = _as_config(config)
         if wait_for_writer and not read_only:
             raise ValueError("wait_for_writer=True needs read_only=True "
                              "(a writer creates the store)")
+        if no_write and not read_only:
+            raise ValueError("no_write=True needs read_only=True (a writer writes)")
         self._read_only = read_only
+        self._no_write = bool(no_write)
         self._wait_for_writer = wait_for_writer
         self._native: NativeStore | None = None
         self._reput: ReputService | None = None
@@ -297,6 +312,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
                     # Dispatch what is left first, so topics.json lists every topic.
                     n.drain_dispatch()
                 self._persist_config()
+            elif not self._no_write:
+                self._offsets.persist()
         except Exception:
             self._close_native(n)
             raise
@@ -336,6 +353,11 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
         writes: a commit made while a write is under way goes in the next.
         """
         n = self._n
+        if self._read_only:
+            # A reader cannot flush the writer's CommitLog; after a power
+            # loss the writer's recovery lowers offsets past the queue ends.
+            self._offsets_persisted_at = time.monotonic()
+            return self._offsets.persist()
 
         def flush_below(table: dict[str, dict[int, int]]) -> None:
             entries = [
@@ -370,15 +392,18 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
     def __reduce__(self) -> tuple[Any, ...]:
         # A handle never survives pickling: the copy reopens by path.
         return (MessageStore, (self._config,), {"_read_only": self._read_only,
-                                                "_wait_for_writer": self._wait_for_writer})
+                                                "_wait_for_writer": self._wait_for_writer,
+                                                "_no_write": self._no_write})
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._read_only = state["_read_only"]
         self._wait_for_writer = state.get("_wait_for_writer", False)
+        self._no_write = state.get("_no_write", False)
 
     def __repr__(self) -> str:
         state = "closed" if self._native is None or self._native.closed else "open"
         ro = ", read_only" if self._read_only else ""
+        ro += ", no_write" if self._no_write else ""
         return f"MessageStore({self._config.store_path!r}{ro}, {state})"
 
     @property
@@ -400,6 +425,16 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
     @property
     def read_only(self) -> bool:
         return self._read_only
+
+    @property
+    def no_write(self) -> bool:
+        """True when opened ``read_only=True, no_write=True``: nothing is written."""
+        return self._no_write
+
+    @property
+    def offsets_writable(self) -> bool:
+        """True when commits reach ``config/consumerOffset.json`` (not ``no_write``)."""
+        return not self._no_write
 
     @property
     def recovery_report(self) -> RecoveryReport | None:
@@ -474,6 +509,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
         off = self._n.flush()
         if not self._read_only:
             self._persist_config()
+        elif not self._no_write:
+            self._persist_offsets()
         return off
 
     # -- reads -------------------------------------------------------------
@@ -662,7 +699,9 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
         first commit made 5 seconds or more after the last write (RocketMQ's
         ``flushConsumerOffsetInterval``), and by :meth:`persist_offsets`,
         :meth:`flush` and :meth:`shutdown`. To make a commit durable at once,
-        call :meth:`persist_offsets` (``Consumer.commit()`` does).
+        call :meth:`persist_offsets` (``Consumer.commit()`` does). A
+        read-only store commits too (into the same file, merged under its
+        lock; ``docs/format.md``, §13.1), unless opened ``no_write=True``.
         """
         self.commit_offsets(group, topic, {queue_id: next_offset})
 
@@ -680,11 +719,11 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
                 ``% | _ -``, at most 127 bytes) and the store does not hold,
                 a queue id outside ``[0, 2**31 - 1]`` or an offset outside
                 ``[0, 2**63 - 1]`` or not an int.
-            ReadOnlyStoreError: the store was opened read-only.
+            ReadOnlyStoreError: the store was opened ``no_write=True``.
         """
         n = self._n
-        if self._read_only:
-            raise ReadOnlyStoreError("cannot commit offsets in a read-only store")
+        if self._no_write:
+            raise ReadOnlyStoreError("cannot commit offsets in a store opened no_write=True")
         if isinstance(topic, str) and topic and "@" not in topic:
             # The read rule: a name that breaks the topic rule is refused
             # unless the store holds that topic (raises ValueError).
@@ -693,8 +732,13 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
         self._maybe_persist_offsets()
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        """The committed next offset of ``group`` in the queue (-1 when unknown)."""
+        """The committed next offset of ``group`` in the queue (-1 when unknown).
+
+        Sees what other processes wrote to ``consumerOffset.json`` (one
+        ``stat`` of the file per call), with this process's own commits on top.
+        """
         self._n  # noqa: B018 - raises StoreClosedError when closed
+        self._offsets.refresh()
         return self._offsets.query(group, topic, queue_id)
 
     def persist_offsets(self) -> None:
@@ -703,9 +747,12 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
         First the CommitLog is flushed up to the messages below the committed
         offsets (in every flush mode; under ``SYNC_FLUSH`` they already are),
         then ``config/consumerOffset.json`` is written atomically (temporary
-        file, fsync, rename, fsync of the directory). Concurrent calls share
-        writes. Nothing is written when nothing changed, or on a read-only
-        store (whose consumers keep offsets in memory).
+        file, fsync, rename, fsync of the directory), under
+        ``config/consumerOffset.lock``, merged with what other processes
+        wrote (``docs/format.md``, §13.1). Concurrent calls share writes.
+        Nothing is written when nothing changed, or on a ``no_write`` store.
+        A read-only store writes the file without the flush (it cannot flush
+        the writer's CommitLog).
 
         Raises:
             PoisonedError: the CommitLog cannot be flushed (the file is not written).
@@ -713,7 +760,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView):
                 (SYNC_FLUSH) or the disk took nothing (the file is not written).
         """
         self._n  # noqa: B018
-        if not self._read_only:
+        if not self._no_write:
             self._persist_offsets()
 
     def consumer(

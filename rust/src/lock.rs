@@ -1,4 +1,6 @@
-//! The single-writer lock: an open-file-description lock on byte 0 of `lock`.
+//! The single-writer lock: an open-file-description lock on byte 0 of `lock`;
+//! and [`FileLock`], the same kind of lock on any file (the consumer offsets'
+//! `config/consumerOffset.lock` and the consumer groups' locks).
 //!
 //! `F_OFD_SETLK` conflicts with Java's `FileChannel.tryLock` (a classic POSIX
 //! record lock), with other processes, and with a second open of the same file
@@ -154,23 +156,10 @@ impl StoreLock {
             path: path.to_path_buf(),
             generation,
         };
-        // SAFETY: zero is a valid `flock` value; the fields are set below.
-        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-        fl.l_type = libc::F_WRLCK as libc::c_short;
-        fl.l_whence = libc::SEEK_SET as libc::c_short;
-        fl.l_start = 0;
-        fl.l_len = 1;
-        fl.l_pid = 0;
-        // SAFETY: valid descriptor and a properly initialised `flock`.
-        let rc = unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &fl) };
-        if rc != 0 {
-            let err = std::io::Error::last_os_error();
-            return match err.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EACCES) => {
-                    Err(StoreError::Locked(store_root.to_path_buf()))
-                }
-                _ => Err(StoreError::io(format!("lock {}", path.display()), err)),
-            };
+        match ofd_lock(fd, libc::F_OFD_SETLK, libc::F_WRLCK) {
+            Ok(true) => {}
+            Ok(false) => return Err(StoreError::Locked(store_root.to_path_buf())),
+            Err(e) => return Err(StoreError::io(format!("lock {}", path.display()), e)),
         }
         // RocketMQ writes "lock" into the file. We do it only for a new file,
         // so that taking the lock of an existing store changes no byte.
@@ -209,6 +198,122 @@ impl Drop for StoreLock {
     }
 }
 
+/// `fcntl(fd, cmd, {l_type: kind, byte 0})`; `Ok(false)` when another open
+/// file description holds a conflicting lock (`cmd` = `F_OFD_SETLK`).
+fn ofd_lock(fd: RawFd, cmd: libc::c_int, kind: libc::c_int) -> std::io::Result<bool> {
+    // SAFETY: zero is a valid `flock` value; the fields are set below.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    fl.l_pid = 0;
+    loop {
+        // SAFETY: valid descriptor and a properly initialised `flock`.
+        let rc = unsafe { libc::fcntl(fd, cmd, &mut fl) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) | Some(libc::EACCES) => return Ok(false),
+            _ => return Err(err),
+        }
+    }
+}
+
+/// An exclusive open-file-description lock on byte 0 of a file, held until
+/// dropped or until the process ends (`kill -9` included). It conflicts with
+/// every other open of the file, in this process too. Forked children close
+/// their copy at fork, as for [`StoreLock`].
+#[derive(Debug)]
+pub struct FileLock {
+    file: Option<File>,
+    generation: u64,
+}
+
+impl FileLock {
+    /// Takes the lock on `path`, creating the file (empty) and its folder
+    /// if missing. With `wait`, blocks until it is free; without, returns
+    /// `Ok(None)` at once when another open file description holds it.
+    pub fn acquire(path: &Path, wait: bool) -> Result<Option<Self>> {
+        install_fork_handlers();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::io(format!("create {}", dir.display()), e))?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+        let fd = file.as_raw_fd();
+        let generation = LOCK_FDS.with(|fds| {
+            fds.push(fd);
+            fork_generation()
+        });
+        // From here a failure drops `lock`, which deregisters the descriptor.
+        let lock = Self {
+            file: Some(file),
+            generation,
+        };
+        let cmd = if wait {
+            libc::F_OFD_SETLKW
+        } else {
+            libc::F_OFD_SETLK
+        };
+        match ofd_lock(fd, cmd, libc::F_WRLCK) {
+            Ok(true) => Ok(Some(lock)),
+            Ok(false) => Ok(None),
+            Err(e) => Err(StoreError::io(format!("lock {}", path.display()), e)),
+        }
+    }
+
+    /// Whether another open file description holds the lock on `path`
+    /// (`F_OFD_GETLK`: takes nothing, so it never disturbs a holder or one
+    /// about to take it). A missing file is not held; nothing is created.
+    pub fn is_held(path: &Path) -> Result<bool> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(StoreError::io(format!("open {}", path.display()), e)),
+        };
+        // SAFETY: zero is a valid `flock` value; the fields are set below.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = libc::F_WRLCK as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = 0;
+        fl.l_len = 1;
+        // SAFETY: valid descriptor and a properly initialised `flock`.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            return Err(StoreError::io(format!("test lock {}", path.display()), err));
+        }
+        Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        let Some(file) = self.file.take() else {
+            return;
+        };
+        LOCK_FDS.with(|fds| {
+            if fork_generation() != self.generation {
+                let _ = file.into_raw_fd(); // a forked child's copy: see StoreLock
+                return;
+            }
+            let fd = file.as_raw_fd();
+            fds.retain(|&f| f != fd);
+            drop(file);
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,6 +327,40 @@ mod tests {
         assert!(matches!(e, StoreError::Locked(_)));
         drop(a);
         StoreLock::acquire(&p, dir.path()).unwrap();
+    }
+
+    #[test]
+    fn file_lock_conflicts_in_process_and_is_seen_without_taking_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub").join("g.lock");
+        assert!(!FileLock::is_held(&p).unwrap());
+        assert!(!p.exists(), "is_held created the file");
+        let a = FileLock::acquire(&p, false).unwrap().expect("free");
+        assert!(FileLock::is_held(&p).unwrap());
+        assert!(FileLock::acquire(&p, false).unwrap().is_none());
+        drop(a);
+        assert!(!FileLock::is_held(&p).unwrap());
+        let b = FileLock::acquire(&p, true)
+            .unwrap()
+            .expect("waits, then holds");
+        assert!(FileLock::is_held(&p).unwrap());
+        drop(b);
+    }
+
+    #[test]
+    fn waiting_file_lock_gets_it_once_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.lock");
+        let held = FileLock::acquire(&p, false).unwrap().unwrap();
+        let q = p.clone();
+        let waiter = std::thread::spawn(move || FileLock::acquire(&q, true).unwrap().is_some());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !waiter.is_finished(),
+            "the wait returned while the lock was held"
+        );
+        drop(held);
+        assert!(waiter.join().unwrap());
     }
 
     fn pipe() -> [libc::c_int; 2] {

@@ -36,8 +36,11 @@ while store.dispatch_behind_bytes():
 print("started", flush=True)
 i = 0
 while not select.select([sys.stdin], [], [], 0)[0]:
-    store.put("orders", b"o" * 64, queue_id=i % 3)
+    r = store.put("orders", b"o" * 64, queue_id=i % 3)
     i += 1
+    if i % 30 == 0:  # group "g" consumes queue 0, a few messages behind
+        store.commit_offset("g", "orders", 0, max(r.queue_offset - 3, 0))
+        store.persist_offsets()
     time.sleep(0.002)
 store.shutdown()
 """
@@ -92,6 +95,18 @@ def test_top_json_counts_rise_on_a_store_written_by_another_process(written: Pat
     per_queue = {(q["topic"], q["queue_id"]): q["put_messages_per_s"] for q in second["queues"]}
     assert set(per_queue) == {("orders", 0), ("orders", 1), ("orders", 2)}
     assert sum(per_queue.values()) == pytest.approx(second["put_messages_per_s"])
+    # The consumer group's lag, from the offsets the writer persists.
+    commits = []
+    for f in frames:
+        [group] = f["groups"]
+        assert group["group"] == "g"
+        [q0] = [q for q in group["queues"] if q["queue_id"] == 0]
+        assert q0["lag"] == q0["max_offset"] - q0["committed"] >= 3
+        commits.append(q0["committed"])
+    assert commits[0] < commits[1]
+    [q0] = [q for q in second["groups"][0]["queues"] if q["queue_id"] == 0]
+    assert q0["committed_per_s"] == pytest.approx((commits[1] - commits[0])
+                                                  / second["interval_s"])
 
 
 def _messages_shown(text: str) -> list[int]:
@@ -112,6 +127,8 @@ def test_top_view_twice_shows_rising_counts(written: Path) -> None:
     assert "known to the writer's process only" in out
     assert "writer           running" in out
     assert re.search(r"orders\s+│\s+[012] ", out), out
+    assert re.search(r"consumer groups \(1\), lag [\d,]+ message", out), out
+    assert re.search(r"│ g\s+│ orders\s+│\s+0 │", out), out
 
 
 def test_top_once_on_a_stopped_store(tmp_path: Path) -> None:
@@ -125,10 +142,20 @@ def test_top_once_on_a_stopped_store(tmp_path: Path) -> None:
     assert frame["writer_running"] is False
     assert [(q["topic"], q["queue_id"], q["max_offset"], q["put_messages_per_s"])
             for q in frame["queues"]] == [("t", 0, 6, 0.0), ("t", 1, 6, 0.0)]
+    assert frame["groups"] == []
     human = run("top", str(path), "--once", "--interval", "0.05")
     assert human.exit_code == 0, human.output
     assert "Ctrl-C" not in human.stdout
     assert _messages_shown(human.stdout) == [12]
+    assert "no consumer groups" in human.stdout
+    with MessageStore(StoreConfig(store_path=str(path), **SMALL)) as s:
+        s.commit_offsets("late", "t", {0: 2, 1: 6})
+    [frame] = [json.loads(line) for line in run(
+        "top", str(path), "--once", "--interval", "0.05", "--json").stdout.splitlines()]
+    [group] = frame["groups"]
+    assert (group["group"], group["lag"]) == ("late", 4)
+    assert [(q["queue_id"], q["committed"], q["lag"], q["committed_per_s"])
+            for q in group["queues"]] == [(0, 2, 4, 0.0), (1, 6, 0, 0.0)]
 
 
 def test_top_refuses_bad_arguments(tmp_path: Path) -> None:

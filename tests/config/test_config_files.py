@@ -14,13 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketstore.config_files import (
-    ConsumerOffsets,
     TopicConfigs,
     atomic_write,
     dumps_fastjson,
     load_with_backup,
     loads_fastjson,
 )
+from rocketstore.consumer_offsets import ConsumerOffsets
 from rocketstore.errors import CorruptedError
 
 # What RocketMQ (fastjson prettyFormat) writes, keys sorted.
@@ -422,3 +422,51 @@ def test_topic_configs_validation(tmp_path: Path) -> None:
         topics.ensure("T", -1)
     with pytest.raises(TypeError):
         topics.ensure("T", "0")  # type: ignore[arg-type]
+
+
+def test_consumer_offsets_two_writers_keep_each_others_entries(tmp_path: Path) -> None:
+    """Two tables on one file (as two processes): each write carries only its
+    own commits; everything else is taken from the file under the lock."""
+    path = tmp_path / "config" / "consumerOffset.json"
+    a, b = ConsumerOffsets.load(path), ConsumerOffsets.load(path)
+    a.commit("ga", "T", 0, 5)
+    assert a.persist()
+    b.commit("gb", "T", 1, 7)
+    assert b.persist()  # b never read ga's entry before: kept anyway
+    assert ConsumerOffsets.load(path).table() == {"T@ga": {0: 5}, "T@gb": {1: 7}}
+    a.commit("ga", "T", 0, 6)
+    assert a.persist()  # a's older view of gb does not overwrite it
+    assert ConsumerOffsets.load(path).table() == {"T@ga": {0: 6}, "T@gb": {1: 7}}
+    assert a.query("gb", "T", 1) == 7  # each write also reads the others' entries
+    assert b.query("ga", "T", 0) == 5
+    assert b.refresh() and b.query("ga", "T", 0) == 6
+    assert not b.refresh()  # unchanged since
+
+
+def test_consumer_offsets_update_keeps_pending_and_drops_named(tmp_path: Path) -> None:
+    path = tmp_path / "consumerOffset.json"
+    a, other = ConsumerOffsets(path), ConsumerOffsets(path)
+    other.commit_many("g", "T", {0: 1, 1: 2})
+    other.commit("h", "T", 0, 3)
+    other.persist()
+    a.commit("g", "T", 0, 9)  # pending in a, not written yet
+    a.commit("k", "T", 0, 4)
+    removed = a.update(lambda t: t.pop("T@h"), drop=["T@k"])
+    assert removed == {0: 3}
+    assert ConsumerOffsets.load(path).table() == {"T@g": {0: 1, 1: 2}}  # pending not written
+    assert a.table() == {"T@g": {0: 9, 1: 2}}  # ... but shown on top; k dropped
+    assert a.persist()
+    assert ConsumerOffsets.load(path).table() == {"T@g": {0: 9, 1: 2}}
+
+
+def test_consumer_offsets_clamp_lowers_the_file_under_its_lock(tmp_path: Path) -> None:
+    path = tmp_path / "consumerOffset.json"
+    w = ConsumerOffsets(path)
+    w.commit_many("g", "T", {0: 50, 1: 3})
+    w.persist()
+    other = ConsumerOffsets(path)
+    other.commit("r", "T", 0, 40)
+    other.persist()  # a reader's commit after the writer loaded the file
+    lowered = w.clamp(lambda topic, qid: 10 if qid == 0 else 1 << 62)
+    assert sorted(lowered) == [("T@g", 0, 50, 10), ("T@r", 0, 40, 10)]
+    assert ConsumerOffsets.load(path).table() == {"T@g": {0: 10, 1: 3}, "T@r": {0: 10}}

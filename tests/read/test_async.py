@@ -28,7 +28,7 @@ from rocketstore import (
     StoreClosedError,
     StoreConfig,
 )
-from rocketstore.aio import AsyncConsumer
+from rocketstore.aio import AsyncConsumer, DispatchWatcher
 
 # Consumers made before their topic's first put warn of the unknown topic.
 pytestmark = pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")
@@ -449,3 +449,45 @@ def test_interpreter_exits_while_a_poll_waits(store_path: str, tmp_path: Path) -
     r = subprocess.run([sys.executable, "-W", "ignore::UserWarning", str(script), store_path,
                         json.dumps(SMALL)], capture_output=True, text=True, timeout=GUARD)
     assert (r.returncode, r.stdout) == (0, "waiting\n"), r.stderr
+
+
+class RacingNative:
+    """An engine store whose first wait times out just as a new message lands
+    and a task starts waiting for the message after it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.dispatch_seq = 5
+        self.loop = loop
+        self.watcher: DispatchWatcher | None = None
+        self.first: Any = None
+        self.registered: list[Any] = []
+        self.waits = 0
+
+    def wait_for_dispatch(self, seen: int, timeout: float) -> int:
+        self.waits += 1
+        if self.waits == 1:
+            self.dispatch_seq = 6  # lands after the wait gave up
+
+            async def register() -> None:
+                assert self.watcher is not None
+                self.watcher.unregister(self.first)  # its task was cancelled
+                self.registered.append(self.watcher.register(6))
+
+            asyncio.run_coroutine_threadsafe(register(), self.loop).result(GUARD)
+            return seen  # the wait saw nothing: the thread is idle now
+        threading.Event().wait(timeout)
+        return self.dispatch_seq
+
+
+def test_a_waiter_that_comes_in_as_the_thread_goes_idle_is_not_lost() -> None:
+    async def main() -> None:
+        native = RacingNative(asyncio.get_running_loop())
+        watcher = native.watcher = DispatchWatcher(native)  # type: ignore[arg-type]
+        native.first = watcher.register(5)  # starts the thread, which waits on 5
+        await until(lambda: bool(native.registered))
+        # The thread finds the new waiter (seq 6) after an idle wait: it
+        # must not stop without waking it, or the task would wait forever.
+        [late] = native.registered
+        assert await late.fut in (5, 6)
+
+    run(main())

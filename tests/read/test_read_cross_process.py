@@ -2,7 +2,7 @@
 
 The writer (a subprocess) takes the lock and appends N messages to 4 queues
 with small pauses; CommitLog (64 KiB) and CQ (200 units) files roll during the
-run. This process opens the store ``read_only=True`` *after* the writer
+run. This process opens the store ``read_only=True, no_write=True`` *after* the writer
 started (so it cannot hold the lock) and consumes with ``store.consumer``.
 """
 
@@ -132,7 +132,8 @@ def test_read_only_consumer_follows_a_writer_process(tmp_path: Path) -> None:
             fail(f"writer said {first!r}")
 
         # The writer holds the lock; a read-only open must not need it.
-        ro = MessageStore(StoreConfig(store_path=store_path, **SMALL_INDEX), read_only=True)
+        ro = MessageStore(StoreConfig(store_path=store_path, **SMALL_INDEX), read_only=True,
+                          no_write=True)
         ro.start()
         try:
             assert proc.poll() is None
@@ -164,8 +165,8 @@ def test_read_only_consumer_follows_a_writer_process(tmp_path: Path) -> None:
                 # every message exactly once, in queue order, dense from 0
                 assert seen[q] == list(range(N // QUEUES)), q
             assert consumer.poll(timeout=0.05) == []
-            # read-only: kept in memory, and the consumer says so
-            with pytest.warns(RuntimeWarning, match="reads a read-only store"):
+            # no_write: kept in memory, and the consumer says so
+            with pytest.warns(RuntimeWarning, match="nothing is persisted"):
                 consumer.commit()
             assert consumer.committed(0) == N // QUEUES
             assert not (Path(store_path) / "config" / "consumerOffset.json").exists()

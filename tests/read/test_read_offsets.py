@@ -12,7 +12,7 @@ import pytest
 
 from helpers.read_util import SMALL, listing, wait_dispatched
 from helpers.store_util import diff_snapshots, snapshot
-from rocketstore import MessageStore, ReadOnlyStoreError, StoreClosedError
+from rocketstore import MessageStore, ReadOnlyStoreError, StoreClosedError, StoreConfig
 from rocketstore.config_files import loads_fastjson
 
 OpenStore = Callable[..., MessageStore]
@@ -147,7 +147,7 @@ def test_topics_json(open_store: OpenStore, store_path: str) -> None:
     assert list(table) == sorted(table)
 
 
-def test_read_only_store_cannot_commit_and_writes_nothing(
+def test_no_write_store_cannot_commit_and_writes_nothing(
     open_store: OpenStore, store_path: str
 ) -> None:
     w = open_store(**SMALL)
@@ -155,11 +155,20 @@ def test_read_only_store_cannot_commit_and_writes_nothing(
     w.commit_offset("g", "T", 0, 1)
     w.shutdown()
     before = snapshot(store_path)
-    ro = open_store(read_only=True, **SMALL)
+    with pytest.raises(ValueError, match="needs read_only=True"):
+        MessageStore(StoreConfig(store_path=store_path, **SMALL), no_write=True)
+    ro = MessageStore(StoreConfig(store_path=store_path, **SMALL), read_only=True,
+                      no_write=True).start()
+    assert ro.no_write and not ro.offsets_writable
     with pytest.raises(ReadOnlyStoreError):
         ro.commit_offset("g", "T", 0, 5)
+    with pytest.raises(ReadOnlyStoreError):
+        ro.delete_consumer_group("g")
+    with pytest.raises(ReadOnlyStoreError):
+        ro.reset_consumer_group("g", "earliest")
+    assert ro.reset_consumer_group("g", "earliest", dry_run=True) == {("T", 0): (1, 0)}
     assert ro.query_offset("g", "T", 0) == 1
-    ro.persist_offsets()  # a no-op on a read-only store
+    ro.persist_offsets()  # a no-op on a no_write store
     ro.flush()
     c = ro.consumer("g", "T")
     assert c.position(0) == 1

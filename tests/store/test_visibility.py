@@ -39,7 +39,7 @@ from rocketstore import (
     PutStatus,
     StoreConfig,
 )
-from rocketstore.config_files import ConsumerOffsets
+from rocketstore.consumer_offsets import ConsumerOffsets
 
 CHILD = HELPERS / "visibility_child.py"
 
@@ -399,7 +399,7 @@ def test_concurrent_commits_share_writes(
 ) -> None:
     """Eight consumers commit at once while a write is under way: the
     commits made meanwhile share the next write (at most two, not eight)."""
-    import rocketstore.config_files as config_files
+    import rocketstore.consumer_offsets as offsets_module
     import rocketstore.store as store_module
 
     monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
@@ -414,7 +414,7 @@ def test_concurrent_commits_share_writes(
     writes = 0
     lock = threading.Lock()
     real_commit = ConsumerOffsets.commit_many
-    real_write = config_files.atomic_write
+    real_write = offsets_module.atomic_write
 
     def counting_commit(self: ConsumerOffsets, *args: Any) -> None:
         nonlocal commits
@@ -434,7 +434,7 @@ def test_concurrent_commits_share_writes(
         real_write(path, text)
 
     monkeypatch.setattr(ConsumerOffsets, "commit_many", counting_commit)
-    monkeypatch.setattr(config_files, "atomic_write", slow_first_write)
+    monkeypatch.setattr(offsets_module, "atomic_write", slow_first_write)
     threads = [threading.Thread(target=c.commit) for c in consumers]
     for t in threads:
         t.start()

@@ -26,6 +26,12 @@ Subcommands:
     keeps printing new messages as the writer dispatches them.
 ``query PATH --topic T --key K``
     Messages carrying a key, found through the index files.
+``groups PATH``
+    Consumer groups: committed offset, end offset and lag per queue
+    (``--json`` too); ``--group G --reset-offsets --to-earliest |
+    --to-latest | --to-offset N | --to-datetime TIME`` and ``--group G
+    --delete`` change a group's offsets, refusing while a consumer of the
+    group is open.
 ``top PATH``
     A live view of the store's running state (put rates, dispatch lag, disk,
     the busiest queues), refreshed every ``--interval`` seconds until Ctrl-C;
@@ -35,15 +41,18 @@ Subcommands:
     A quick self-benchmark (put, batched put, get, key queries) in a
     temporary store.
 
-Every command that inspects a store opens it read-only, so it never writes a
-byte and may run while a writer has the store open (``repair`` is the one
-command that writes: it takes the writer lock). ``--json`` prints
+Every command that inspects a store opens it read-only with ``no_write``, so
+it never writes a byte and may run while a writer has the store open
+(``repair`` writes the store: it takes the writer lock; ``groups``
+``--reset-offsets``/``--delete`` write ``config/consumerOffset.json`` only,
+under its lock). ``--json`` prints
 machine-readable output on stdout (``tail`` prints one JSON object per line);
 progress bars go to stderr and only appear on a terminal.
 
 One module per group of commands: ``demo``, ``info``, ``verify``
 (``verify`` and ``repair``), ``read`` (``get``, ``tail``, ``query``),
-``top`` and ``bench``; ``_common`` holds what they share (the ``main`` group, errors,
+``groups``, ``top`` and ``bench``; ``_common`` holds what they share (the ``main`` group,
+errors,
 output, opening a store).
 
 Exit codes: 0 success; 1 the command ran but found a problem (a damaged
@@ -55,7 +64,7 @@ or the operating system). Errors are one line on stderr, never a traceback.
 from __future__ import annotations
 
 # Importing the command modules registers their commands on ``main``.
-from rocketstore.cli import bench, demo, info, read, top, verify  # noqa: F401
+from rocketstore.cli import bench, demo, groups, info, read, top, verify  # noqa: F401
 from rocketstore.cli._common import EXIT_ERROR, EXIT_PROBLEM, CliError, main, version_text
 from rocketstore.cli.demo import _demo_min_segment_size as _demo_min_segment_size
 from rocketstore.cli.demo import _run_demo as _run_demo

@@ -162,15 +162,16 @@ def _check_store_dir(path: Path) -> None:
 
 
 @contextmanager
-def _open_read_only(path: Path, *, check_crc: bool = True,
+def _open_read_only(path: Path, *, check_crc: bool = True, no_write: bool = True,
                     **options: Any) -> Iterator[MessageStore]:
-    """Open the store at ``path`` read-only; shut it down on exit.
+    """Open the store at ``path`` read-only (by default ``no_write``: not a
+    byte is written); shut it down on exit.
 
     Raises CliError (exit 2) if ``path`` is not a store directory.
     """
     _check_store_dir(path)
     cfg = _make_config(path, check_crc_on_recover=check_crc, **options)
-    store = _start(MessageStore(cfg, read_only=True))
+    store = _start(MessageStore(cfg, read_only=True, no_write=no_write))
     try:
         with warnings.catch_warnings():
             # An unknown topic or queue is said in a plain line on stderr

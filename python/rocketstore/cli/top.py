@@ -3,7 +3,9 @@
 Every ``--interval`` seconds the view takes one :meth:`MessageStore.stats`
 sample of the store (opened read-only, so a writer may run) and shows the
 put rates of the last interval, the dispatch and flush lag, the disk, the
-busiest queues with their ends, and the consumer groups' lag. On a terminal
+busiest queues with their ends, and the consumer groups' lag
+(:meth:`MessageStore.consumer_groups`: committed offset, end, lag, and how
+fast each group's commits move). On a terminal
 the view redraws in place until Ctrl-C (exit 0; the terminal is restored);
 elsewhere (a pipe, a file) each refresh is printed after the last one.
 ``--json`` prints one JSON object per refresh, one per line.
@@ -33,6 +35,7 @@ from rocketstore.cli._common import (
     _store_path,
     main,
 )
+from rocketstore.groups import GroupLag
 from rocketstore.stats import QueueStats, StoreStats
 from rocketstore.store import MessageStore
 
@@ -41,13 +44,17 @@ from rocketstore.store import MessageStore
 
 @dataclasses.dataclass(frozen=True)
 class _Frame:
-    """What one refresh shows: the sample, and the per-queue put rates over
-    the interval before it (None for a queue without an earlier sample)."""
+    """What one refresh shows: the sample, the per-queue put rates over the
+    interval before it (None for a queue without an earlier sample), the
+    consumer groups, and how fast each group's committed offset moved per
+    ``(group, topic, queue_id)`` (None without two commits to compare)."""
 
     path: Path
     stats: StoreStats
     queue_rates: dict[tuple[str, int], float | None]
     warn_ratio: float
+    groups: tuple[GroupLag, ...]
+    commit_rates: dict[tuple[str, str, int], float | None]
 
 
 def _queue_rates(now: StoreStats, before: StoreStats | None) -> dict[tuple[str, int], float | None]:
@@ -64,6 +71,23 @@ def _queue_rates(now: StoreStats, before: StoreStats | None) -> dict[tuple[str, 
     return rates
 
 
+def _committed(groups: tuple[GroupLag, ...]) -> dict[tuple[str, str, int], int | None]:
+    return {(g.group, q.topic, q.queue_id): q.committed for g in groups for q in g.queues}
+
+
+def _commit_rates(now: tuple[GroupLag, ...], before: tuple[GroupLag, ...] | None,
+                  seconds: float | None) -> dict[tuple[str, str, int], float | None]:
+    old = {} if before is None else _committed(before)
+    rates: dict[tuple[str, str, int], float | None] = {}
+    for key, committed in _committed(now).items():
+        prev = old.get(key)
+        if committed is None or prev is None or not seconds or committed < prev:
+            rates[key] = None
+        else:
+            rates[key] = (committed - prev) / seconds
+    return rates
+
+
 def _frames(store: MessageStore, interval: float, count: int | None,
             on_first: Any = None) -> Iterator[_Frame]:
     """A frame every ``interval`` seconds (``count`` of them, or forever).
@@ -74,17 +98,20 @@ def _frames(store: MessageStore, interval: float, count: int | None,
     path = Path(store.config.store_path)
     warn = store.config.disk_space_warning_level_ratio
     before = store.stats()
+    groups_before = tuple(store.consumer_groups())
     if on_first is not None:
-        on_first(_Frame(path, before, dict.fromkeys(((q.topic, q.queue_id)
-                                                     for q in before.queues), None), warn))
+        on_first(_Frame(path, before, _queue_rates(before, None), warn, groups_before,
+                        _commit_rates(groups_before, None, None)))
     shown = 0
     next_at = time.monotonic() + interval
     while count is None or shown < count:
         time.sleep(max(next_at - time.monotonic(), 0.0))
         next_at += interval
         now = store.stats(since=before)
-        yield _Frame(path, now, _queue_rates(now, before), warn)
-        before = now
+        groups = tuple(store.consumer_groups())
+        yield _Frame(path, now, _queue_rates(now, before), warn, groups,
+                     _commit_rates(groups, groups_before, now.interval_s))
+        before, groups_before = now, groups
         shown += 1
 
 
@@ -180,13 +207,37 @@ def _queue_table(f: _Frame, with_rates: bool, limit: int) -> RenderableType:
     return t
 
 
+def _lag_table(f: _Frame, with_rates: bool, limit: int) -> RenderableType:
+    rows = [(g, q) for g in f.groups for q in g.queues]
+    if not rows:
+        return Text("no consumer groups (no committed offsets)", style="dim")
+    rows.sort(key=lambda r: (-r[1].lag, r[0].group, r[1].topic, r[1].queue_id))
+    total = sum(g.lag for g in f.groups)
+    t = Table(title=f"consumer groups ({len(f.groups):,}), lag {total:,} message(s)",
+              title_justify="left")
+    for name, justify in (("group", "left"), ("topic", "left"), ("queue", "right"),
+                          ("committed", "right"), ("end offset", "right"), ("lag", "right"),
+                          ("committed/s", "right"), ("consumer", "left")):
+        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for g, q in rows[:limit]:
+        rate = f.commit_rates.get((g.group, q.topic, q.queue_id)) if with_rates else None
+        t.add_row(g.group, q.topic, str(q.queue_id),
+                  "-" if q.committed is None else f"{q.committed:,}", f"{q.max_offset:,}",
+                  Text(f"{q.lag:,}", style="yellow" if q.lag else ""), _n(rate),
+                  "open" if q.topic in g.active_topics else "")
+    if len(rows) > limit:
+        t.caption = f"the {limit} most behind shown; {len(rows) - limit:,} more"
+    return t
+
+
 def _view(f: _Frame, interval: float, with_rates: bool, limit: int, live: bool) -> Group:
     s = f.stats
     stamp = datetime.fromtimestamp(s.sample_time_ms / 1000).strftime("%H:%M:%S")
     title = Text(f"rocketstore top  {f.path}  ", style="bold")
     title.append(f"{stamp}, every {interval:g} s" + (" (Ctrl-C quits)" if live else ""),
                  style="dim")
-    return Group(title, _summary(f, with_rates), _queue_table(f, with_rates, limit))
+    return Group(title, _summary(f, with_rates), _queue_table(f, with_rates, limit),
+                 _lag_table(f, with_rates, limit))
 
 
 def _frame_json(f: _Frame) -> dict[str, Any]:
@@ -195,6 +246,12 @@ def _frame_json(f: _Frame) -> dict[str, Any]:
     data["queue_messages_total"] = f.stats.queue_messages_total
     for q in data["queues"]:
         q["put_messages_per_s"] = f.queue_rates.get((q["topic"], q["queue_id"]))
+    data["groups"] = []
+    for g in f.groups:
+        group = g.as_dict()
+        for q in group["queues"]:
+            q["committed_per_s"] = f.commit_rates.get((g.group, q["topic"], q["queue_id"]))
+        data["groups"].append(group)
     return data
 
 
@@ -209,11 +266,13 @@ def _frame_json(f: _Frame) -> dict[str, Any]:
               help="Stop after N refreshes [default: run until Ctrl-C].")
 @click.option("--once", is_flag=True, help="Show one refresh and exit (--iterations 1).")
 @click.option("--queues", "max_queues", type=click.IntRange(min=0), default=20,
-              show_default=True, help="Show at most N queues, the busiest first.")
+              show_default=True,
+              help="Show at most N queues (the busiest first) and N group rows "
+                   "(the most behind first).")
 @_json_flag
 def top(path: Path, interval: float, iterations: int | None, once: bool, max_queues: int,
         as_json: bool) -> None:
-    """A live view of the store at PATH: rates, lag, disk, queues.
+    """A live view of the store at PATH: rates, lag, disk, queues, consumer groups.
 
     Refreshes every --interval seconds until Ctrl-C (exit 0), or --iterations
     times (--once: one refresh, one interval after the start). The store is
@@ -221,7 +280,9 @@ def top(path: Path, interval: float, iterations: int | None, once: bool, max_que
     knows (its put counters, the flush lag, its running flags) is not shown,
     and the put rates are measured on the files (the queue ends' and the
     CommitLog's growth). With --json, one JSON object per refresh, one per
-    line (``StoreStats`` fields, each queue with its put rate).
+    line (``StoreStats`` fields, each queue with its put rate, and ``groups``:
+    each consumer group's queues with committed offset, end, lag and
+    ``committed_per_s``).
     """
     if once:
         if iterations not in (None, 1):

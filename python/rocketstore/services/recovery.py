@@ -54,7 +54,7 @@ from __future__ import annotations
 import logging
 
 from rocketstore._native import NativeStore, RecoveryMode, RecoveryReport
-from rocketstore.config_files import ConsumerOffsets
+from rocketstore.consumer_offsets import ConsumerOffsets
 
 __all__ = ["RecoveryMode", "RecoveryReport", "RecoveryService"]
 
@@ -110,7 +110,8 @@ class RecoveryService:
         After recovery cut a queue (a torn tail, lost queue pages), an offset
         committed above its end would make the group skip the messages new
         puts write at those offsets. The engine finds them (queues the store
-        holds only); the lowered table is written at once. Returns how many
+        holds only); the file is lowered at once, under its lock, as every
+        writer of it does (``docs/format.md``, §13.1). Returns how many
         offsets were lowered.
         """
         table = {} if offsets is None else offsets.table()
@@ -127,7 +128,6 @@ class RecoveryService:
                 old,
                 new,
             )
-        offsets.persist()
         return len(lowered)
 
     @staticmethod

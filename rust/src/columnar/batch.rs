@@ -381,7 +381,7 @@ impl BatchBuilder {
 
 /// Inflates a zlib body (compression types 0 and 3); `None` for other
 /// compressions or a damaged stream, in which case the stored bytes are used.
-fn inflate(sys_flag: i32, data: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn inflate(sys_flag: i32, data: &[u8]) -> Option<Vec<u8>> {
     use std::io::Read;
     let kind = (sys_flag & sysflag::COMPRESSION_TYPE_MASK) >> 8;
     if kind != 0 && kind != 3 {

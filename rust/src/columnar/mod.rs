@@ -38,6 +38,9 @@
 //! - `range.rs`: [`RangeReader`], decoding CommitLog and queue ranges.
 //! - `parallel.rs`: [`ParallelReader`], ranges split at segments and
 //!   decoded on several threads.
+//! - `pull.rs`: one pull of a queue as one batch
+//!   ([`Store::get_arrow`](crate::store::Store::get_arrow)), bodies copied
+//!   or, zero-copy, viewed in the mapped CommitLog.
 //! - `stream.rs`: a store's ranges as one batch reader
 //!   ([`Store::arrow_reader`](crate::store::Store::arrow_reader)).
 //! - `append.rs`: the other way, Arrow rows appended as messages
@@ -55,6 +58,7 @@ mod append;
 mod batch;
 mod columns;
 mod parallel;
+mod pull;
 mod range;
 mod stream;
 
@@ -64,6 +68,7 @@ pub use append::{
 pub use batch::BatchBuilder;
 pub use columns::{Column, ColumnSet, Projection, ProjectionError};
 pub use parallel::{split_at_segments, ParallelReader};
+pub use pull::empty_pull_batch;
 pub use range::{Range, RangeReader};
 pub use stream::{ArrowReader, QueueRange};
 

@@ -14,7 +14,8 @@
 //!   parser of the put fields, and a `put_batch`'s bodies and items.
 //! - `store.rs`: `NativeStore`, its constructor, recovery steps and shared
 //!   helpers; `store_put.rs`, `store_read.rs`, `store_admin.rs`: its puts,
-//!   reads, and running state and services (a `#[pymethods]` block each).
+//!   reads, and running state and services (a `#[pymethods]` block each);
+//!   `store_arrow.rs`: its pulls as Arrow batches (`get_arrow`).
 //! - `store_base.rs`: `MessageStoreBase`, the native base class of
 //!   `rocketstore.MessageStore` (its per-message methods).
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
@@ -31,12 +32,14 @@ pub mod arrow;
 pub mod config;
 pub mod errors;
 pub mod gil;
+pub mod locks;
 pub mod logbridge;
 pub mod put_args;
 pub mod recovery;
 pub mod results;
 pub mod store;
 pub mod store_admin;
+pub mod store_arrow;
 pub mod store_base;
 pub mod store_put;
 pub mod store_read;
@@ -235,6 +238,7 @@ fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_delay_levels, m)?)?;
     m.add_function(wrap_pyfunction!(is_system_topic, m)?)?;
     m.add_function(wrap_pyfunction!(index_file_size, m)?)?;
+    m.add_function(wrap_pyfunction!(store_arrow::empty_arrow_batch, m)?)?;
     Ok(())
 }
 
@@ -249,7 +253,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyBatchPutResult>()?;
     m.add_class::<types::PyMessageExt>()?;
     m.add_class::<store_read::PyGetResult>()?;
+    m.add_class::<store_arrow::PyArrowPull>()?;
     m.add_class::<arrow::PyArrowStream>()?;
+    m.add_class::<locks::PyFileLock>()?;
     recovery::register(m)?;
     results::register(m)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;

@@ -73,7 +73,7 @@ impl PyGetResult {
 }
 
 /// A `tags` argument of a read: None, or an iterable of str.
-fn tag_list_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
+pub(super) fn tag_list_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(None);
     };

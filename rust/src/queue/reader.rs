@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
-use crate::log::commitlog::{CommitLog, RecordRead};
+use crate::log::commitlog::{CommitLog, RecordAt, RecordRead};
 use crate::log::message::{find_property, java_string_hash, props, RecordView};
 use crate::queue::consume_queue::{ConsumeQueue, CqUnit, CQ_UNIT_SIZE};
 
@@ -165,9 +165,42 @@ pub struct Damage {
     pub reason: &'static str,
 }
 
-/// What a pull found.
+/// Where a pull puts the messages it serves: each is a checked record of
+/// the queue, handed over where it lies in its mapped file. `Vec` (the
+/// [`GetResult`] of [`get_message`]) copies each out.
+pub trait PullSink {
+    /// Takes one message (already checked and filtered).
+    fn push(&mut self, view: RecordView, rec: RecordAt);
+    /// Messages taken so far.
+    fn served(&self) -> usize;
+}
+
+impl PullSink for Vec<(RecordView, Vec<u8>)> {
+    #[inline]
+    fn push(&mut self, view: RecordView, rec: RecordAt) {
+        self.push((view, rec.bytes().to_vec()));
+    }
+
+    fn served(&self) -> usize {
+        self.len()
+    }
+}
+
+/// Transfer limits that leave a pull to its `max_msgs` and `bytes` alone
+/// (for reads that serve no network peer, such as columnar ones).
+pub fn limits_of_batch(bytes: usize) -> TransferLimits {
+    TransferLimits {
+        max_bytes_in_memory: bytes,
+        max_count_in_memory: usize::MAX,
+        max_bytes_in_disk: bytes,
+        max_count_in_disk: usize::MAX,
+        memory_window: u64::MAX,
+    }
+}
+
+/// What a pull found (`M`: where its messages went, see [`PullSink`]).
 #[derive(Debug, Clone)]
-pub struct GetResult {
+pub struct GetResult<M = Vec<(RecordView, Vec<u8>)>> {
     /// What the pull found.
     pub status: GetStatus,
     /// Where the next pull starts.
@@ -176,8 +209,8 @@ pub struct GetResult {
     pub min_offset: i64,
     /// The queue's max offset (one past its last message).
     pub max_offset: i64,
-    /// The messages: each record's view and bytes.
-    pub messages: Vec<(RecordView, Vec<u8>)>,
+    /// The messages: each record's view and bytes (or the sink that took them).
+    pub messages: M,
     /// Units skipped as damaged: records that fail the read checks, and
     /// records in a range recovery skipped (`on_corruption="skip"` or
     /// `rocketstore repair`). Queue offsets stay dense: the next pull starts
@@ -191,15 +224,23 @@ pub struct GetResult {
     pub skipped: u64,
 }
 
-impl GetResult {
-    fn empty(status: GetStatus, next: i64, min: i64, max: i64) -> Self {
+/// A pull that found no message: its status, offsets and skipped count.
+#[derive(Debug, Clone, Copy)]
+struct Empty {
+    status: GetStatus,
+    next: i64,
+    min: i64,
+    max: i64,
+    skipped: u64,
+}
+
+impl Empty {
+    fn new(status: GetStatus, next: i64, min: i64, max: i64) -> Self {
         Self {
             status,
-            next_begin_offset: next,
-            min_offset: min,
-            max_offset: max,
-            messages: Vec::new(),
-            damaged: Vec::new(),
+            next,
+            min,
+            max,
             skipped: 0,
         }
     }
@@ -209,7 +250,19 @@ impl GetResult {
     fn too_small(offset: i64, min: i64, max: i64) -> Self {
         Self {
             skipped: (min - offset).max(0) as u64,
-            ..Self::empty(GetStatus::OffsetTooSmall, min, min, max)
+            ..Self::new(GetStatus::OffsetTooSmall, min, min, max)
+        }
+    }
+
+    fn with<M>(self, messages: M) -> GetResult<M> {
+        GetResult {
+            status: self.status,
+            next_begin_offset: self.next,
+            min_offset: self.min,
+            max_offset: self.max,
+            messages,
+            damaged: Vec::new(),
+            skipped: self.skipped,
         }
     }
 }
@@ -249,20 +302,39 @@ pub fn get_message(
     limits: &TransferLimits,
     follow: bool,
 ) -> GetResult {
+    let messages = Vec::with_capacity(max_msgs.min(limits.max_count_in_memory).min(1024));
+    pull(
+        commitlog, cq, offset, max_msgs, filter, limits, follow, messages,
+    )
+}
+
+/// [`get_message`] into any [`PullSink`]: the same units scanned, the same
+/// checks, statuses and counts; `sink` takes each message served.
+#[allow(clippy::too_many_arguments)]
+pub fn pull<S: PullSink>(
+    commitlog: &CommitLog,
+    cq: Option<&Arc<ConsumeQueue>>,
+    offset: i64,
+    max_msgs: usize,
+    filter: Option<&TagFilter>,
+    limits: &TransferLimits,
+    follow: bool,
+    mut sink: S,
+) -> GetResult<S> {
     let Some(cq) = cq else {
-        return GetResult::empty(GetStatus::NoMessageInQueue, 0, 0, 0);
+        return Empty::new(GetStatus::NoMessageInQueue, 0, 0, 0).with(sink);
     };
     let (min, max) = match queue_bounds(cq, offset) {
         Ok(bounds) => bounds,
-        Err(r) => return r,
+        Err(r) => return r.with(sink),
     };
     let (budget, chunk) = scan_sizes(max_msgs, filter.is_some());
     let Some(mut units) = cq.units(offset, chunk) else {
-        return no_units_at(cq, offset, min, max);
+        return no_units_at(cq, offset, min, max).with(sink);
     };
     let max_phy = commitlog.max_offset() as i64;
     let mut status = GetStatus::NoMatchedMessage;
-    let mut messages = Vec::with_capacity(max_msgs.min(units.len()));
+    let mut served = 0usize;
     let mut damaged = Vec::new();
     let mut skipped = 0u64;
     // Units pointing below the CommitLog's first file lost their message to
@@ -278,19 +350,13 @@ pub fn get_message(
         for (i, u) in units.iter().enumerate() {
             prefetch_ahead(commitlog, &mut pf, &units, i);
             let in_disk = (max_phy - u.phy_offset).max(0) as u64 > limits.memory_window;
-            if limits.batch_full(
-                u.size.max(0) as usize,
-                max_msgs,
-                bytes,
-                messages.len(),
-                in_disk,
-            ) {
+            if limits.batch_full(u.size.max(0) as usize, max_msgs, bytes, served, in_disk) {
                 break 'scan;
             }
             scanned += 1;
             if u.phy_offset >= 0 && (u.phy_offset < next_phy_file_start || u.phy_offset < phy_min) {
                 skipped += 1;
-                if messages.is_empty() {
+                if served == 0 {
                     status = GetStatus::MessageWasRemoving;
                 }
                 continue;
@@ -307,16 +373,16 @@ pub fn get_message(
                 damaged.push(in_damaged_range(commitlog, u.phy_offset, logical));
                 continue;
             }
-            let (view, raw) =
+            let (view, at) =
                 match read_queue_unit(commitlog, cq, u, logical, follow, &mut refreshed) {
-                    UnitRead::Message(view, raw) => (view, raw),
+                    UnitRead::Message(view, at) => (view, at),
                     UnitRead::Damaged(d) => {
                         damaged.push(d);
                         continue;
                     }
                     UnitRead::Removed => {
                         skipped += 1;
-                        if messages.is_empty() {
+                        if served == 0 {
                             status = GetStatus::MessageWasRemoving;
                         }
                         phy_min = commitlog.min_offset();
@@ -327,22 +393,24 @@ pub fn get_message(
                     UnitRead::Later => {
                         // Serve what came before; the next pull starts here.
                         scanned -= 1;
-                        if messages.is_empty() {
+                        if served == 0 {
                             status = GetStatus::OffsetFoundNull;
                         }
                         break 'scan;
                     }
                 };
             if let Some(f) = filter {
-                if !f.matches_record(&raw[view.properties.clone()]) {
+                let props = at.bytes().get(view.properties.clone());
+                if !f.matches_record(props.unwrap_or_default()) {
                     continue;
                 }
             }
-            bytes += raw.len();
-            messages.push((view, raw));
+            bytes += at.len;
+            served += 1;
+            sink.push(view, at);
             status = GetStatus::Found;
         }
-        let done = messages.len() >= max_msgs || scanned >= budget || fetched < chunk;
+        let done = served >= max_msgs || scanned >= budget || fetched < chunk;
         match next_chunk(cq, offset + scanned as i64, done, chunk, budget, scanned) {
             Some(more) => units = more,
             None => break,
@@ -353,7 +421,7 @@ pub fn get_message(
         next_begin_offset: offset + scanned as i64,
         min_offset: min,
         max_offset: max,
-        messages,
+        messages: sink,
         damaged,
         skipped,
     }
@@ -409,44 +477,34 @@ fn next_chunk(
 
 /// `(min, max)` offsets of `cq`, or the result of a pull from `offset`
 /// outside them (nothing to read there).
-fn queue_bounds(cq: &ConsumeQueue, offset: i64) -> Result<(i64, i64), GetResult> {
+fn queue_bounds(cq: &ConsumeQueue, offset: i64) -> Result<(i64, i64), Empty> {
     let min = cq.min_offset_in_queue();
     let max = cq.max_offset_in_queue();
     if max == 0 {
-        return Err(GetResult::empty(GetStatus::NoMessageInQueue, 0, min, max));
+        return Err(Empty::new(GetStatus::NoMessageInQueue, 0, min, max));
     }
     if offset < min {
-        return Err(GetResult::too_small(offset, min, max));
+        return Err(Empty::too_small(offset, min, max));
     }
     if offset == max {
-        return Err(GetResult::empty(
-            GetStatus::OffsetOverflowOne,
-            offset,
-            min,
-            max,
-        ));
+        return Err(Empty::new(GetStatus::OffsetOverflowOne, offset, min, max));
     }
     if offset > max {
-        return Err(GetResult::empty(
-            GetStatus::OffsetOverflowBadly,
-            max,
-            min,
-            max,
-        ));
+        return Err(Empty::new(GetStatus::OffsetOverflowBadly, max, min, max));
     }
     Ok((min, max))
 }
 
 /// The result of a pull from `offset` (inside `[min, max)`) that found no
 /// units there.
-fn no_units_at(cq: &ConsumeQueue, offset: i64, min: i64, max: i64) -> GetResult {
+fn no_units_at(cq: &ConsumeQueue, offset: i64, min: i64, max: i64) -> Empty {
     // Retention may have deleted the queue file since the min offset was
     // read: it moves the min offset before it removes a file.
     let min_now = cq.min_offset_in_queue();
     if offset < min_now {
-        return GetResult::too_small(offset, min_now, max);
+        return Empty::too_small(offset, min_now, max);
     }
-    GetResult::empty(
+    Empty::new(
         GetStatus::OffsetFoundNull,
         cq.roll_next_file(offset),
         min,
@@ -470,7 +528,7 @@ fn in_damaged_range(commitlog: &CommitLog, phy_offset: i64, logical: i64) -> Dam
 /// What a pull finds at a unit: its message, or why it serves none.
 enum UnitRead {
     /// This queue's message at the unit's logical offset.
-    Message(RecordView, Vec<u8>),
+    Message(RecordView, RecordAt),
     /// A damaged record, or another queue's message.
     Damaged(Damage),
     /// The record's CommitLog file expired.
@@ -496,9 +554,9 @@ fn read_queue_unit(
         reason,
     };
     match read_unit(commitlog, u.phy_offset, u.size, follow, refreshed) {
-        Ok((view, raw)) => {
-            match this_queues_message(commitlog, cq, u.phy_offset, logical, view, raw) {
-                Ok((view, raw)) => UnitRead::Message(view, raw),
+        Ok((view, at)) => {
+            match this_queues_message(commitlog, cq, u.phy_offset, logical, &view, at.bytes()) {
+                Ok(()) => UnitRead::Message(view, at),
                 Err((path, reason)) => UnitRead::Damaged(damage(path, reason)),
             }
         }
@@ -512,15 +570,14 @@ fn read_queue_unit(
 /// a record is delivered only if it is this queue's message at this logical
 /// offset. (5.x multi-dispatch messages sit in several queues at other
 /// offsets; they are taken as the unit says.)
-#[allow(clippy::type_complexity)]
 fn this_queues_message(
     commitlog: &CommitLog,
     cq: &ConsumeQueue,
     phy_offset: i64,
     logical: i64,
-    view: RecordView,
-    raw: Vec<u8>,
-) -> Result<(RecordView, Vec<u8>), (Option<PathBuf>, &'static str)> {
+    view: &RecordView,
+    raw: &[u8],
+) -> Result<(), (Option<PathBuf>, &'static str)> {
     if (view.queue_id != cq.queue_id()
         || view.queue_offset != logical
         || &raw[view.topic.clone()] != cq.topic().as_bytes())
@@ -531,7 +588,7 @@ fn this_queues_message(
             .map(|f| f.path().into());
         Err((path, "the record there is another queue's message"))
     } else {
-        Ok((view, raw))
+        Ok(())
     }
 }
 
@@ -545,12 +602,12 @@ fn read_unit(
     size: i32,
     follow: bool,
     refreshed: &mut bool,
-) -> Result<(RecordView, Vec<u8>), Unreadable> {
+) -> Result<(RecordView, RecordAt), Unreadable> {
     let Ok(at) = u64::try_from(phy) else {
         return Err(Unreadable::Damaged(None, "negative CommitLog offset"));
     };
     loop {
-        return match commitlog.read_checked(at) {
+        return match commitlog.read_checked_at(at) {
             RecordRead::Found(v, raw) if v.total_size as i64 == size as i64 => Ok((v, raw)),
             RecordRead::Found(v, _) => Err(Unreadable::Damaged(
                 commitlog.file_for(at).map(|f| f.path().into()),

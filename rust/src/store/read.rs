@@ -12,7 +12,9 @@ use crate::log::message::{
     decode_msg_id, find_property, is_valid_topic, props, topic_problem, RecordView,
 };
 use crate::queue::consume_queue::ConsumeQueue;
-use crate::queue::reader::{get_message, Damage as UnitDamage, GetResult, TagFilter};
+use crate::queue::reader::{
+    pull, Damage as UnitDamage, GetResult, PullSink, TagFilter, TransferLimits,
+};
 
 /// Damaged records remembered for "log once"; beyond this many, new ones are
 /// still logged but no longer remembered.
@@ -41,6 +43,24 @@ impl Store {
         max_msgs: usize,
         tags: Option<&[String]>,
     ) -> Result<GetResult> {
+        let sink = Vec::with_capacity(max_msgs.min(self.limits.max_count_in_memory).min(1024));
+        self.pull_into(topic, queue_id, offset, max_msgs, tags, None, sink)
+    }
+
+    /// [`Store::get_message`] into `sink` (see [`PullSink`]): the same
+    /// pull, visibility, checks and accounting; `limits` replaces the
+    /// store's transfer limits (RocketMQ's per-pull caps) when given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pull_into<S: PullSink>(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: usize,
+        tags: Option<&[String]>,
+        limits: Option<&TransferLimits>,
+        sink: S,
+    ) -> Result<GetResult<S>> {
         self.check_open()?;
         self.await_visible()?;
         let filter = tags.and_then(TagFilter::new);
@@ -53,19 +73,20 @@ impl Store {
         {
             cq = self.follow_queue(topic, queue_id, cq)?;
         }
-        let r = get_message(
+        let r = pull(
             &self.commitlog,
             cq.as_ref(),
             offset,
             max_msgs,
             filter.as_ref(),
-            &self.limits,
+            limits.unwrap_or(&self.limits),
             follow,
+            sink,
         );
         if !r.damaged.is_empty() {
             self.log_damage(topic, queue_id, &r.damaged);
         }
-        self.count_get(r.messages.len());
+        self.count_get(r.messages.served());
         Ok(r)
     }
 

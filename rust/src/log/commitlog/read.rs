@@ -87,6 +87,15 @@ impl CommitLog {
         true
     }
 
+    /// The valid record at `phy` (body CRC checked), with its bytes copied
+    /// out; `None` for anything else (see [`CommitLog::read_checked`] for why).
+    pub fn read_record(&self, phy: u64) -> Option<(RecordView, Vec<u8>)> {
+        match self.read_checked(phy) {
+            RecordRead::Found(v, raw) => Some((v, raw)),
+            _ => None,
+        }
+    }
+
     /// Asks the CPU to start loading the record of `size` bytes at `phy`
     /// into its caches: a pull knows the offsets of the records it is about
     /// to read from their queue units, and records of one queue lie apart
@@ -115,21 +124,20 @@ impl CommitLog {
         prefetch_bytes(f.raw().get(pos..end).unwrap_or_default());
     }
 
-    /// The valid record at `phy` (body CRC checked), with its bytes copied
-    /// out; `None` for anything else (see [`CommitLog::read_checked`] for why).
-    pub fn read_record(&self, phy: u64) -> Option<(RecordView, Vec<u8>)> {
-        match self.read_checked(phy) {
-            RecordRead::Found(v, raw) => Some((v, raw)),
-            _ => None,
-        }
-    }
-
     /// What a read finds at `phy`: a valid record (its bytes copied out),
     /// or why there is none. A record whose bytes start with a record magic
     /// but fail [`check_read_record`] (size fields, body CRC), or whose size
     /// runs past the end of its file, is [`RecordRead::Damaged`]; it is never
     /// returned as a message.
     pub fn read_checked(&self, phy: u64) -> RecordRead {
+        self.read_checked_at(phy)
+            .map_found(|at| at.bytes().to_vec())
+    }
+
+    /// [`CommitLog::read_checked`] without the copy: a valid record is
+    /// returned as where it lies in its mapped file ([`RecordAt`]), which
+    /// stays mapped as long as the `RecordAt` (or a clone of its file) is held.
+    pub fn read_checked_at(&self, phy: u64) -> RecordRead<RecordAt> {
         let Some(f) = self.mfq.find_by_offset(phy, false) else {
             return RecordRead::NoFile;
         };
@@ -162,9 +170,15 @@ impl CommitLog {
             // Not all of it is readable yet (a writer's pending bytes).
             return RecordRead::NotYet;
         }
-        let rec = &data[..total];
-        match check_read_record_at(rec, self.needs_prop_crc(phy)) {
-            Ok(v) => RecordRead::Found(v, rec.to_vec()),
+        match check_read_record_at(&data[..total], self.needs_prop_crc(phy)) {
+            Ok(v) => RecordRead::Found(
+                v,
+                RecordAt {
+                    file: f,
+                    pos,
+                    len: total,
+                },
+            ),
             Err(reason) => damaged(reason),
         }
     }
@@ -190,11 +204,58 @@ fn prefetch_bytes(bytes: &[u8]) {
     let _ = bytes;
 }
 
+/// A checked record where it lies: `len` bytes at `pos` of a mapped file.
+/// Holding it keeps the file mapped (a file retention deleted stays
+/// readable until the last holder lets go), and bytes below a file's read
+/// position are never rewritten while the store is open, so the bytes stay
+/// the record that was checked.
+#[derive(Debug, Clone)]
+pub struct RecordAt {
+    /// The mapped file holding the record.
+    pub file: Arc<MappedFile>,
+    /// Where the record starts in the file.
+    pub pos: usize,
+    /// The record's TOTALSIZE.
+    pub len: usize,
+}
+
+impl RecordAt {
+    /// The record's bytes.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        self.file
+            .raw()
+            .get(self.pos..self.pos + self.len)
+            .unwrap_or_default()
+    }
+}
+
+impl PartialEq for RecordAt {
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.file, &o.file) && self.pos == o.pos && self.len == o.len
+    }
+}
+
+impl Eq for RecordAt {}
+
+impl<B> RecordRead<B> {
+    /// The same outcome with a found record's bytes turned by `f`.
+    pub fn map_found<C>(self, f: impl FnOnce(B) -> C) -> RecordRead<C> {
+        match self {
+            RecordRead::Found(v, b) => RecordRead::Found(v, f(b)),
+            RecordRead::NoFile => RecordRead::NoFile,
+            RecordRead::NotYet => RecordRead::NotYet,
+            RecordRead::NoRecord => RecordRead::NoRecord,
+            RecordRead::Damaged { path, reason } => RecordRead::Damaged { path, reason },
+        }
+    }
+}
+
 /// What [`CommitLog::read_checked`] found at an offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecordRead {
-    /// A valid record and its bytes.
-    Found(RecordView, Vec<u8>),
+pub enum RecordRead<B = Vec<u8>> {
+    /// A valid record and its bytes (or where they lie: [`RecordAt`]).
+    Found(RecordView, B),
     /// No file holds the offset: below the first file (expired) or past the
     /// last one (for a read-only store: maybe not adopted yet).
     NoFile,

@@ -32,6 +32,8 @@
 //! - `write.rs`: appends, overwrites, the transient commit, flush and fsync,
 //!   and the search for dirty bytes past a position.
 //! - `warm.rs`: warm-up (advice, prefault, pretouch, mlock).
+//! - `arrow.rs`: Arrow buffers over a mapping (zero-copy reads), holding
+//!   the file mapped until released.
 //! - `buffer.rs`: the transient store pool's [`WriteBuffer`].
 
 use std::cell::Cell;
@@ -45,6 +47,8 @@ use memmap2::{MmapOptions, MmapRaw};
 use parking_lot::Mutex;
 
 use crate::error::{Result, StoreError};
+#[cfg(feature = "arrow")]
+mod arrow;
 mod buffer;
 mod reserve;
 mod warm;

@@ -1,0 +1,324 @@
+"""Consumer groups of a store: committed offsets, lag, reset and delete.
+
+:meth:`MessageStore.consumer_groups` (and ``rocketstore groups PATH``) list
+every group of ``config/consumerOffset.json`` with, per topic and queue, the
+committed offset, the queue's min and max (end) offsets and the lag.
+:meth:`MessageStore.reset_consumer_group` and
+:meth:`MessageStore.delete_consumer_group` change the file under its lock
+(``docs/format.md``, §13.1), refusing while an open consumer of the group
+holds it (:class:`~rocketstore.ConsumerGroupBusyError`).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from rocketstore._checks import I64_MAX, ms_arg
+from rocketstore.consumer_offsets import ConsumerGroupLock, ConsumerOffsets, Table
+from rocketstore.errors import ReadOnlyStoreError
+
+if TYPE_CHECKING:
+    from rocketstore._native import NativeStore
+    from rocketstore.config import StoreConfig
+    from rocketstore.store import MessageStore
+
+__all__ = ["ConsumerGroupAdmin", "GroupLag", "QueueLag", "ResetTarget"]
+
+#: Where :meth:`MessageStore.reset_consumer_group` moves a group's offsets:
+#: ``"earliest"`` (each queue's min offset), ``"latest"`` (its max offset),
+#: an ``int`` queue offset (clamped into ``[min, max]`` per queue) or a
+#: ``datetime`` (the first message stored at or after it; the max offset if
+#: none).
+ResetTarget = Literal["earliest", "latest"] | int | datetime.datetime
+
+# How long a reset or delete waits for a group lock a look holds for a moment.
+_RESET_PATIENCE = 0.2
+
+
+@dataclass(frozen=True)
+class QueueLag:
+    """One queue of a group: where it is and how far behind.
+
+    ``committed`` is the next offset the group reads (``None``: the group
+    committed nothing for this queue; its consumer starts at the min offset).
+    ``lag`` counts the messages still stored that the group has not consumed:
+    ``max_offset - max(committed, min_offset)`` (``max_offset - min_offset``
+    without a commit), never below 0.
+    """
+
+    topic: str
+    queue_id: int
+    committed: int | None
+    min_offset: int
+    max_offset: int
+    lag: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "queue_id": self.queue_id, "committed": self.committed,
+                "min_offset": self.min_offset, "max_offset": self.max_offset, "lag": self.lag}
+
+
+@dataclass(frozen=True)
+class GroupLag:
+    """A consumer group: its queues (every queue of each topic it committed
+    on, by topic and queue id), its total lag, and the topics an open consumer
+    of the group holds now (in any process)."""
+
+    group: str
+    queues: tuple[QueueLag, ...]
+    active_topics: tuple[str, ...]
+
+    @property
+    def lag(self) -> int:
+        """Sum of the queues' lag."""
+        return sum(q.lag for q in self.queues)
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({q.topic for q in self.queues}))
+
+    @property
+    def active(self) -> bool:
+        """True while an open consumer of the group holds one of its topics."""
+        return bool(self.active_topics)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"group": self.group, "lag": self.lag, "active": self.active,
+                "active_topics": list(self.active_topics),
+                "queues": [q.as_dict() for q in self.queues]}
+
+
+def _split(key: str) -> tuple[str, str]:
+    topic, _, group = key.partition("@")
+    return topic, group
+
+
+def _queue_lag(store: MessageStore, topic: str, qid: int, committed: int | None) -> QueueLag:
+    lo = store.get_min_offset_in_queue(topic, qid)
+    hi = store.get_max_offset_in_queue(topic, qid)
+    start = lo if committed is None else max(committed, lo)
+    return QueueLag(topic, qid, committed, lo, hi, max(0, hi - start))
+
+
+def _describe(store: MessageStore, table: Table) -> list[GroupLag]:
+    """Every group of ``table`` with its lag, sorted by group name."""
+    by_group: dict[str, dict[str, dict[int, int]]] = {}
+    for key, queues in table.items():
+        topic, group = _split(key)
+        by_group.setdefault(group, {})[topic] = queues
+    config_dir = store.config.config_dir
+    out = []
+    for group in sorted(by_group):
+        rows: list[QueueLag] = []
+        active: list[str] = []
+        for topic in sorted(by_group[group]):
+            committed = by_group[group][topic]
+            held = set(store.queue_ids(topic)) if topic in store.topics(include_system=True) \
+                else set()
+            for qid in sorted(held | set(committed)):
+                rows.append(_queue_lag(store, topic, qid, committed.get(qid)))
+            if ConsumerGroupLock.in_use(config_dir, group, topic):
+                active.append(topic)
+        out.append(GroupLag(group, tuple(rows), tuple(active)))
+    return out
+
+
+def _offset_at(store: MessageStore, topic: str, qid: int, ms: int, lo: int, hi: int) -> int:
+    """The first offset in ``[lo, hi]`` whose message was stored at or after ``ms``."""
+    if hi <= lo:
+        return hi
+    off = min(max(store.get_offset_in_queue_by_time(topic, qid, ms), lo), hi)
+
+    def stamp(o: int) -> int:
+        return store.get_message_store_timestamp(topic, qid, o)
+
+    # The lookup answers with the message *nearest* to ms: step to the first at or after it.
+    while off < hi and 0 <= stamp(off) < ms:
+        off += 1
+    while off > lo and stamp(off - 1) >= ms:
+        off -= 1
+    return off
+
+
+def _target(store: MessageStore, to: ResetTarget) -> Callable[[str, int], int]:
+    """``(topic, queue_id) -> new offset`` for ``to``; checks ``to`` first."""
+    if isinstance(to, datetime.datetime):
+        ms = ms_arg(to)
+    elif isinstance(to, bool) or not isinstance(to, (int, str)):
+        raise TypeError("to must be 'earliest', 'latest', an offset (int) or a datetime, "
+                        f"not {type(to).__name__}")
+    elif isinstance(to, str) and to not in ("earliest", "latest"):
+        raise ValueError(f"to must be 'earliest', 'latest', an offset or a datetime, not {to!r}")
+    elif isinstance(to, int) and not 0 <= to <= I64_MAX:
+        raise ValueError(f"offset must be in [0, {I64_MAX}], got {to}")
+
+    def new(topic: str, qid: int) -> int:
+        lo = store.get_min_offset_in_queue(topic, qid)
+        hi = store.get_max_offset_in_queue(topic, qid)
+        if to == "earliest":
+            return lo
+        if to == "latest":
+            return hi
+        if isinstance(to, datetime.datetime):
+            return _offset_at(store, topic, qid, ms, lo, hi)
+        assert isinstance(to, int)
+        return min(max(to, lo), hi)
+
+    return new
+
+
+def _topics_of(table: Table, group: str, topic: str | None) -> list[str]:
+    found = sorted(t for t, g in map(_split, table) if g == group)
+    if topic is None:
+        return found
+    return [topic]
+
+
+def _hold(store: MessageStore, group: str, topics: list[str]) -> ExitStack:
+    """The group's consumer locks of ``topics``, held until the stack closes.
+
+    Raises:
+        ConsumerGroupBusyError: an open consumer holds one of them.
+    """
+    stack = ExitStack()
+    try:
+        for topic in topics:
+            lock = ConsumerGroupLock(store.config.config_dir, group, topic)
+            lock.acquire(_RESET_PATIENCE)
+            stack.callback(lock.release)
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
+def _reset(store: MessageStore, group: str, to: ResetTarget, topic: str | None,
+          dry_run: bool) -> dict[tuple[str, int], tuple[int | None, int]]:
+    """:meth:`ConsumerGroupAdmin.reset_consumer_group`."""
+    new_offset = _target(store, to)
+    offsets = store._offsets
+    offsets.refresh(force=True)
+    topics = _topics_of(offsets.table(), group, topic)
+    if not topics:
+        raise ValueError(f"consumer group {group!r} has no committed offsets: name the topic "
+                         "to reset it on")
+
+    def plan(table: Table) -> dict[tuple[str, int], tuple[int | None, int]]:
+        changes: dict[tuple[str, int], tuple[int | None, int]] = {}
+        for t in topics:
+            key = f"{t}@{group}"
+            queues = table.get(key, {})
+            for qid in sorted(set(store.queue_ids(t)) | set(queues)):
+                changes[(t, qid)] = (queues.get(qid), new_offset(t, qid))
+            if not dry_run:
+                table[key] = {qid: new for (tt, qid), (_old, new) in changes.items() if tt == t}
+        return changes
+
+    if dry_run:
+        return plan(offsets.table())
+    with _hold(store, group, topics):
+        return offsets.update(plan, drop=[f"{t}@{group}" for t in topics])
+
+
+def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
+    """:meth:`ConsumerGroupAdmin.delete_consumer_group`."""
+    offsets = store._offsets
+    offsets.refresh(force=True)
+    topics = _topics_of(offsets.table(), group, topic)
+    keys = [f"{t}@{group}" for t in topics]
+
+    def remove(table: Table) -> list[str]:
+        return [t for t, key in zip(topics, keys, strict=True)
+                if table.pop(key, None) is not None]
+
+    with _hold(store, group, topics):
+        return offsets.update(remove, drop=keys)
+
+
+class ConsumerGroupAdmin:
+    """Consumer-group methods of :class:`~rocketstore.MessageStore` (a base class of it)."""
+
+    if TYPE_CHECKING:
+        _offsets: ConsumerOffsets
+        _read_only: bool
+        _no_write: bool
+        _config: StoreConfig
+
+        @property
+        def _n(self) -> NativeStore: ...
+
+    def consumer_groups(self) -> list[GroupLag]:
+        """Every consumer group with committed offsets, and its lag per queue.
+
+        Per group (sorted by name): every queue of each topic it committed
+        on, with the committed offset, the queue's min and max (end) offsets
+        and the lag (see :class:`~rocketstore.groups.QueueLag`), and the
+        topics an open consumer of the group holds now, in any process. Read
+        from ``config/consumerOffset.json`` with this process's own commits
+        not yet written on top; a read-only store first picks up the
+        writer's new messages.
+        """
+        n = self._n
+        if self._read_only:
+            n.refresh()
+        self._offsets.refresh(force=True)
+        return _describe(cast("MessageStore", self), self._offsets.table())
+
+    def reset_consumer_group(
+        self, group: str, to: ResetTarget, *, topic: str | None = None, dry_run: bool = False
+    ) -> dict[tuple[str, int], tuple[int | None, int]]:
+        """Move ``group``'s committed offsets (as ``kafka-consumer-groups --reset-offsets``).
+
+        ``to`` is ``"earliest"`` (each queue's min offset), ``"latest"`` (its
+        max offset), an ``int`` offset (clamped into each queue's
+        ``[min, max]``) or a ``datetime`` (the first message stored at or
+        after it). Every queue of ``topic`` (default: of every topic the
+        group committed on) gets an offset. Written at once under the
+        file's lock; ``dry_run`` writes nothing. Returns ``{(topic,
+        queue_id): (old or None, new)}``.
+
+        Raises:
+            ConsumerGroupBusyError: an open consumer of the group holds one of
+                the topics (in any process); nothing is written.
+            ValueError / TypeError: a bad ``to``, or a group without
+                committed offsets and no ``topic``.
+            ReadOnlyStoreError: the store was opened ``no_write=True``.
+        """
+        self._check_offsets_writable(dry_run)
+        return _reset(cast("MessageStore", self), group, to, topic, dry_run)
+
+    def delete_consumer_group(self, group: str, *, topic: str | None = None) -> list[str]:
+        """Remove ``group``'s committed offsets (of ``topic``, default every
+        topic) from ``config/consumerOffset.json``; returns the topics removed.
+
+        Raises:
+            ConsumerGroupBusyError: an open consumer of the group holds one of
+                the topics (in any process); nothing is written.
+            ReadOnlyStoreError: the store was opened ``no_write=True``.
+        """
+        self._check_offsets_writable(False)
+        return _delete(cast("MessageStore", self), group, topic)
+
+    def _check_offsets_writable(self, dry_run: bool) -> None:
+        self._n  # noqa: B018
+        if self._no_write and not dry_run:
+            raise ReadOnlyStoreError("cannot change offsets in a store opened no_write=True")
+
+    def hold_consumer_group(self, group: str, topic: str) -> ConsumerGroupLock | None:
+        """Take the lock an open consumer of ``group`` on ``topic`` holds
+        (``Consumer`` calls this); None on a ``no_write`` store, which takes
+        no lock. The offsets are re-read once it is held.
+
+        Raises:
+            ConsumerGroupBusyError: another open consumer holds it.
+        """
+        self._n  # noqa: B018
+        if self._no_write:
+            return None
+        lock = ConsumerGroupLock(self._config.config_dir, group, topic).acquire()
+        self._offsets.refresh(force=True)
+        return lock
