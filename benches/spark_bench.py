@@ -1,18 +1,28 @@
-"""Spark and Arrow throughput: ``python benches/spark_bench.py [--rows N]``.
+"""Spark and Arrow throughput: ``python benches/spark_bench.py [--rows N] [--repeat R]``.
 
-Measures, in one run and on the same rows (N messages of 100-byte bodies,
-4 queues of one topic):
+One run measures everything on the same rows (N messages of 100-byte
+bodies, 4 queues of one topic, 128 MiB segments), in a warm SparkSession
+(``local[2]``), every Spark read into a ``noop`` sink:
 
-1. ``read_arrow`` without Spark (CommitLog scan and queue reads), rows/s,
-   bodies included;
-2. Spark batch read with a ``noop`` sink: the ``rocketstore`` format (by
-   CommitLog segment, and by queue) against Spark reading the same rows from
-   Parquet;
-3. Spark write (``rocketstore`` format, append) from a cached DataFrame.
+- ``read_arrow`` without Spark (all columns, and 4 columns);
+- Spark reads: the ``rocketstore`` format with 4 columns given by
+  ``.schema(...)`` (``topic, queue_id, queue_offset, body``), a trivial
+  Python data source yielding prebuilt Arrow batches of the same 4 columns
+  (the same partitions, with the same rows each, and the same rows per Arrow
+  batch: the ceiling of the Python Data Source API), Spark's Parquet reader
+  of the same 4 columns; then all columns, ``rocketstore`` against Parquet;
+- Spark writes from a cached DataFrame: the ``rocketstore`` format against a
+  trivial Python Arrow writer that only consumes the batches (the API's
+  ceiling).
 
-Each figure is the best of ``--repeat`` warm runs (the first query of a
-session pays for JIT and worker start-up and is not counted). Prints a
-Markdown table for ``benches/RESULTS.md``.
+Runs are interleaved: each round runs every case once, in the same order,
+``--repeat`` rounds after one warm-up round; each figure is the median of
+its rounds. Prints the machine's load (``os.getloadavg``) before and after,
+the file system of the data, and Markdown tables for ``benches/RESULTS.md``.
+
+To add a case: append a :class:`Case` to the list :func:`spark_cases`
+returns (or :func:`engine_cases`), and a :class:`Ratio` to :data:`RATIOS` if
+it has a target against another case.
 """
 
 from __future__ import annotations
@@ -20,10 +30,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -32,6 +46,41 @@ from rocketstore import Message, MessageStore, StoreConfig
 
 BODY = b"x" * 100
 SEGMENT = 128 << 20
+TOPIC = "bench"
+#: The 4 columns of the pruned reads.
+FOUR = ["topic", "queue_id", "queue_offset", "body"]
+FOUR_DDL = "topic string, queue_id int, queue_offset long, body binary"
+#: Rows per Arrow batch on both sides (the rocketstore format's default).
+BATCH = 65_536
+
+
+@dataclass
+class Case:
+    """One measured thing: ``run()`` does it once and returns its rows."""
+
+    key: str
+    label: str
+    run: Callable[[], int]
+
+
+@dataclass
+class Ratio:
+    """``num`` / ``den`` (rates), with its target (``None``: reported only)."""
+
+    label: str
+    num: str
+    den: str
+    target: float | None
+
+
+RATIOS = [
+    Ratio("4 columns: rocketstore / trivial Arrow source (API ceiling)", "rs4", "py4", 0.8),
+    Ratio("4 columns: rocketstore / Parquet", "rs4", "pq4", None),
+    Ratio("4 columns: trivial Arrow source / Parquet", "py4", "pq4", None),
+    Ratio("all columns: rocketstore / Parquet", "rs_all", "pq_all", 1.0),
+    Ratio("4 columns / all columns, rocketstore", "rs4", "rs_all", None),
+    Ratio("write: rocketstore / trivial Arrow writer", "w_rs", "w_py", 0.8),
+]
 
 
 def fill(path: str, rows: int) -> None:
@@ -39,59 +88,215 @@ def fill(path: str, rows: int) -> None:
         chunk = 10_000
         for i in range(0, rows, chunk):
             n = min(chunk, rows - i)
-            s.put_messages([Message("bench", BODY, queue_id=(i // chunk) % 4)] * n)
+            s.put_messages([Message(TOPIC, BODY, queue_id=(i // chunk) % 4)] * n)
 
 
-def best(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
+def engine_cases(store: MessageStore) -> list[Case]:
+    def scan(columns: list[str] | None = None) -> int:
+        return sum(b.num_rows for b in store.read_arrow(threads=2, columns=columns))
+
+    return [
+        Case("ra_all", "read_arrow, CommitLog scan, all columns, 2 threads", scan),
+        Case("ra4", "read_arrow, CommitLog scan, 4 columns, 2 threads", lambda: scan(FOUR)),
+    ]
+
+
+# -- trivial Python data sources: the API's own ceilings ----------------------------
+
+
+def _trivial_source() -> type:
+    """A source yielding one prebuilt batch of the 4 columns over and over:
+    option ``rows`` lists the rows of each partition, ``batch`` the rows per
+    batch (no decoding at all: what the Python Data Source API carries)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Part(InputPartition):  # type: ignore[misc]
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class Reader(DataSourceReader):  # type: ignore[misc]
+        def __init__(self, rows: list[int], batch: int) -> None:
+            self.rows, self.batch = rows, batch
+
+        def partitions(self) -> Sequence[InputPartition]:
+            return [Part(n) for n in self.rows]
+
+        def read(self, partition: Any) -> Iterator[Any]:
+            import pyarrow as pa
+
+            def batch(n: int) -> pa.RecordBatch:
+                return pa.record_batch([
+                    pa.array([TOPIC] * n, pa.string()),
+                    pa.array([i % 4 for i in range(n)], pa.int32()),
+                    pa.array(range(n), pa.int64()),
+                    pa.array([BODY] * n, pa.binary()),
+                ], names=FOUR)
+
+            full = batch(self.batch)
+            left = partition.rows
+            while left >= self.batch:
+                yield full
+                left -= self.batch
+            if left:
+                yield batch(left)
+
+    class Source(DataSource):  # type: ignore[misc]
+        @classmethod
+        def name(cls) -> str:
+            return "trivial_arrow"
+
+        def schema(self) -> str:
+            return FOUR_DDL
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            rows = [int(x) for x in self.options["rows"].split(",")]
+            return Reader(rows, int(self.options["batch"]))
+
+    return Source
+
+
+def _trivial_writer() -> type:
+    """A sink whose tasks consume their Arrow batches and report the rows
+    (the API's ceiling for an Arrow writer; the driver only adds them up)."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceWriter,
+        WriterCommitMessage,
+    )
+
+    class Done(WriterCommitMessage):  # type: ignore[misc]
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class Writer(DataSourceArrowWriter):  # type: ignore[misc]
+        def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+            return Done(sum(b.num_rows for b in iterator))
+
+        def commit(self, messages: list[Any]) -> None:
+            self.rows = sum(m.rows for m in messages)
+
+    class Sink(DataSource):  # type: ignore[misc]
+        @classmethod
+        def name(cls) -> str:
+            return "trivial_arrow_sink"
+
+        def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
+            return Writer()
+
+    return Sink
+
+
+def partition_rows(store_path: str) -> list[int]:
+    """The rows of each partition of the ``rocketstore`` read of the whole
+    store (the driver's own planning, then each partition counted)."""
+    from pyspark.sql.types import StructType
+
+    from rocketstore.spark import RocketStoreDataSource
+    from rocketstore.spark._source import SegmentPartition
+
+    ds = RocketStoreDataSource({"path": store_path})
+    schema = StructType.fromDDL(FOUR_DDL)
     out = []
-    n = 0
-    for _ in range(repeat):
-        t = time.perf_counter()
-        n = fn()
-        out.append(time.perf_counter() - t)
-    return min(out), n
+    with MessageStore(StoreConfig(store_path=store_path), read_only=True) as s:
+        for p in ds.reader(schema).partitions():
+            assert isinstance(p, SegmentPartition)
+            st = s._arrow_stream(None, None, p.start, p.end, columns=["queue_offset"])
+            import pyarrow as pa
+
+            out.append(pa.RecordBatchReader.from_stream(st).read_all().num_rows)
+    return out
+
+
+def spark_cases(spark: Any, root: str, store_path: str, rows: int) -> list[Case]:
+    parquet = os.path.join(root, "parquet")
+
+    def rs(ddl: str | None = None, **opts: str) -> Any:
+        r = spark.read.format("rocketstore").option("path", store_path)
+        if ddl is not None:
+            r = r.schema(ddl)
+        for k, v in opts.items():
+            r = r.option(k, v)
+        return r.load()
+
+    rs().write.mode("overwrite").parquet(parquet)
+    parts = partition_rows(store_path)
+    assert sum(parts) == rows, (parts, rows)
+    print(f"rocketstore partitions: {len(parts)} ({parts} rows), {BATCH} rows per batch",
+          file=sys.stderr)
+
+    def noop(df: Any) -> Callable[[], int]:
+        def run() -> int:
+            df.write.format("noop").mode("overwrite").save()
+            return rows
+        return run
+
+    trivial = (spark.read.format("trivial_arrow").option("rows", ",".join(map(str, parts)))
+               .option("batch", str(BATCH)).load())
+    src = spark.read.parquet(parquet).select("topic", "body", "queue_id").cache()
+    assert src.count() == rows
+    out = os.path.join(root, "written")
+
+    def write_rs() -> int:
+        shutil.rmtree(out, ignore_errors=True)
+        (src.write.format("rocketstore").option("path", out)
+         .option("mapped_file_size_commit_log", str(SEGMENT)).mode("append").save())
+        return rows
+
+    def write_py() -> int:
+        src.write.format("trivial_arrow_sink").mode("append").save()
+        return rows
+
+    return [
+        Case("rs4", "rocketstore, 4 columns via .schema", noop(rs(FOUR_DDL, batchSize=str(BATCH)))),
+        Case("py4", "trivial Python source, prebuilt Arrow, 4 columns", noop(trivial)),
+        Case("pq4", "Parquet, 4 columns", noop(spark.read.parquet(parquet).select(*FOUR))),
+        Case("rs_all", "rocketstore, all columns", noop(rs(batchSize=str(BATCH)))),
+        Case("pq_all", "Parquet, all columns", noop(spark.read.parquet(parquet))),
+        Case("w_rs", "Spark write, rocketstore (append)", write_rs),
+        Case("w_py", "Spark write, trivial Python Arrow writer", write_py),
+    ]
+
+
+def interleaved(cases: list[Case], repeat: int) -> dict[str, list[float]]:
+    """Seconds of each case per round: one warm-up round (not kept), then
+    ``repeat`` rounds, each running every case once."""
+    times: dict[str, list[float]] = {c.key: [] for c in cases}
+    for r in range(repeat + 1):
+        for c in cases:
+            t = time.perf_counter()
+            c.run()
+            if r:
+                times[c.key].append(time.perf_counter() - t)
+        print(f"round {r}/{repeat} done, load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    return times
+
+
+def file_system(path: str) -> str:
+    try:
+        return subprocess.run(["df", "-T", path], capture_output=True, text=True,
+                              check=True).stdout.splitlines()[-1]
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--dir", default=None, help="keep the data here (default: a temp dir "
-                    "under $ROCKETSTORE_BENCH_DIR or /dev/shm, removed afterwards)")
+                    "under $ROCKETSTORE_BENCH_DIR or the system's temp dir, removed afterwards; "
+                    "use a real disk, not tmpfs)")
     args = ap.parse_args()
-    base = os.environ.get("ROCKETSTORE_BENCH_DIR") or (
-        "/dev/shm" if os.path.isdir("/dev/shm") else None)
+    base = os.environ.get("ROCKETSTORE_BENCH_DIR")
     root = args.dir or tempfile.mkdtemp(prefix="rs-spark-bench-", dir=base)
     store_path = os.path.join(root, "store")
-    results: list[tuple[str, float, int]] = []
+    load_before = os.getloadavg()
+    cases: list[Case] = []
     try:
         t = time.perf_counter()
         fill(store_path, args.rows)
         print(f"filled {args.rows} rows in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-
-        with MessageStore(StoreConfig(store_path=store_path), read_only=True) as s:
-            def scan(threads: int | None = None) -> int:
-                return sum(b.num_rows for b in s.read_arrow(threads=threads))
-
-            def queues() -> int:
-                return sum(b.num_rows for b in s.read_arrow("bench"))
-
-            scan()
-            results.append(("read_arrow, CommitLog scan, 2 threads (no Spark)",
-                            *best(scan, args.repeat)))
-            results.append(("read_arrow, CommitLog scan, 1 thread (no Spark)",
-                            *best(lambda: scan(1), args.repeat)))
-            results.append(("read_arrow, 4 queues, 2 threads (no Spark)",
-                            *best(queues, args.repeat)))
-            # CPU time, which the machine's load does not inflate much:
-            # rows per CPU-second of one decode thread.
-            cpu = []
-            for _ in range(args.repeat):
-                c = time.process_time()
-                scan(1)
-                cpu.append(time.process_time() - c)
-            results.append(("read_arrow, 1 thread: rows per CPU-second (not wall)",
-                            min(cpu), args.rows))
 
         from pyspark.sql import SparkSession
 
@@ -99,52 +304,41 @@ def main() -> None:
 
         spark = (SparkSession.builder.master("local[2]").appName("rocketstore-bench")
                  .config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
-        spark.dataSource.register(RocketStoreDataSource)
-        parquet = os.path.join(root, "parquet")
-
-        def rs_df(**opts: str):  # type: ignore[no-untyped-def]
-            r = spark.read.format("rocketstore").option("path", store_path)
-            for k, v in opts.items():
-                r = r.option(k, v)
-            return r.load()
-
-        rs_df().write.mode("overwrite").parquet(parquet)
-
-        def noop(df) -> int:  # type: ignore[no-untyped-def]
-            df.write.format("noop").mode("overwrite").save()
-            return args.rows
-
-        noop(rs_df())
-        noop(spark.read.parquet(parquet))
-        results.append(("Spark read, rocketstore by segment, noop sink",
-                        *best(lambda: noop(rs_df()), args.repeat)))
-        results.append(("Spark read, rocketstore by queue, noop sink",
-                        *best(lambda: noop(rs_df(topic="bench")), args.repeat)))
-        results.append(("Spark read, Parquet (same rows), noop sink",
-                        *best(lambda: noop(spark.read.parquet(parquet)), args.repeat)))
-
-        src = spark.read.parquet(parquet).select("topic", "body", "queue_id").cache()
-        src.count()
-        out = os.path.join(root, "written")
-
-        def write() -> int:
-            shutil.rmtree(out, ignore_errors=True)
-            (src.write.format("rocketstore").option("path", out)
-             .option("mapped_file_size_commit_log", str(SEGMENT)).mode("append").save())
-            return args.rows
-
-        results.append(("Spark write, rocketstore (append)", *best(write, args.repeat)))
+        for ds in (RocketStoreDataSource, _trivial_source(), _trivial_writer()):
+            spark.dataSource.register(ds)
+        with MessageStore(StoreConfig(store_path=store_path), read_only=True) as s:
+            cases = engine_cases(s) + spark_cases(spark, root, store_path, args.rows)
+            times = interleaved(cases, args.repeat)
         spark.stop()
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
+    load_after = os.getloadavg()
 
-    print(f"\n| measurement ({args.rows:,} rows of 100-byte bodies) | best s | rows/s |")
-    print("|---|---:|---:|")
-    for name, secs, n in results:
-        print(f"| {name} | {secs:.3f} | {n / secs / 1e6:.2f} M |")
+    med = {k: statistics.median(v) for k, v in times.items()}
+    rate = {k: args.rows / s for k, s in med.items()}
+    print(f"\ndata on: {file_system(os.path.dirname(root) or '.')}")
+    print(f"load average before: {load_before[0]:.1f} / {load_before[1]:.1f} / "
+          f"{load_before[2]:.1f}; after: {load_after[0]:.1f} / {load_after[1]:.1f} / "
+          f"{load_after[2]:.1f} (1 / 5 / 15 min)")
+    print(f"\n| measurement ({args.rows:,} rows of 100-byte bodies; median of "
+          f"{args.repeat} interleaved runs) | median s | rows/s | runs (s) |")
+    print("|---|---:|---:|---|")
+    for c in cases:
+        runs = ", ".join(f"{x:.2f}" for x in times[c.key])
+        print(f"| {c.label} | {med[c.key]:.3f} | {rate[c.key] / 1e6:.2f} M | {runs} |")
+    print("\n| ratio | median rates | target | |")
+    print("|---|---:|---|---|")
+    for r in RATIOS:
+        if r.num not in rate or r.den not in rate:
+            continue
+        x = rate[r.num] / rate[r.den]
+        tgt = "" if r.target is None else f"≥ {r.target}x"
+        ok = "" if r.target is None else ("met" if x >= r.target else "not met")
+        print(f"| {r.label} | {x:.2f}x | {tgt} | {ok} |")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
 Every :class:`~rocketstore.MessageStore` has them (this module's
 :class:`AsyncStore` is a base class of it)::
 
+    async with MessageStore(cfg) as store:    # start() and shutdown() in a thread
+        ...
+
     async def handler(store: MessageStore) -> None:
         r = await store.aput("orders", b"order #42", tags="paid")
         await store.aput_batch("orders", [b"a", b"b"])
@@ -45,9 +48,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
+from rocketstore.consumer import _PULL_BATCH, _Pull
 from rocketstore.errors import StoreClosedError
 
 if TYPE_CHECKING:
+    import pyarrow
+
     from rocketstore._native import (
         BatchPutResult,
         Message,
@@ -376,9 +382,45 @@ class AsyncConsumer:
                 raise StopAsyncIteration from None
         return c._deliver(1)[0]
 
-    async def _fill(self, timeout: float | None, budget: int) -> bool:
+    async def poll_arrow(
+        self,
+        timeout: float | None = 1.0,
+        max_messages: int = 1024,
+        columns: Sequence[str] | None = None,
+        zero_copy: bool = False,
+    ) -> pyarrow.RecordBatch:
+        """Up to ``max_messages`` messages as one Arrow record batch (needs ``pyarrow``).
+
+        As :meth:`Consumer.poll_arrow <rocketstore.consumer.Consumer.poll_arrow>`,
+        waiting as :meth:`poll` does: a batch of 0 rows after ``timeout``
+        seconds, or when :meth:`close` is called meanwhile. Cancelled, it
+        returns nothing and the positions stay where they were.
+
+        Raises:
+            StoreClosedError: the store was shut down (also while waiting).
+            ValueError: the consumer is closed, ``max_messages < 1``, or an
+                unknown column.
+        """
+        c = self._c
+        c._check_open()
+        if max_messages < 1:
+            raise ValueError(f"max_messages must be >= 1, got {max_messages}")
+        await self._maybe_auto_commit()
+        pull, batches = c._arrow_pull(columns, zero_copy)
+        try:
+            filled = await self._fill(timeout, max_messages, pull, max_messages)
+        except BaseException:
+            c._unbuffer()  # nothing is returned: the positions stay before these rows
+            raise
+        if not filled or self._closing:
+            c._unbuffer()
+            batches = []
+        return c._arrow_result(batches, columns, zero_copy)
+
+    async def _fill(self, timeout: float | None, budget: int, pull: _Pull | None = None,
+                    share_cap: int = _PULL_BATCH) -> bool:
         """The consumer's fill, its waits made on the loop. False on timeout or close."""
-        steps = self._c._fill_steps(timeout, budget)
+        steps = self._c._fill_steps(timeout, budget, pull, share_cap)
         try:
             step = next(steps)
             while True:
@@ -522,6 +564,27 @@ class AsyncStore:
             watcher.close(reason)
         if pool is not None and not forked:
             pool.shutdown(wait=False)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def __aenter__(self) -> MessageStore:
+        """``async with MessageStore(cfg) as store:``: :meth:`start` in a
+        thread (recovery of a big store takes a while)."""
+        store = cast("MessageStore", self)
+        return await asyncio.to_thread(store.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """:meth:`shutdown` in a thread (it dispatches, flushes and joins
+        the store's threads); the loop runs on meanwhile."""
+        await asyncio.to_thread(cast("MessageStore", self).shutdown)
 
     # -- puts ---------------------------------------------------------------------
 

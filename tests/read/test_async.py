@@ -263,6 +263,22 @@ def test_auto_commit_commits_what_earlier_polls_returned(open_store: OpenStore) 
     run(main())
 
 
+def test_async_with_starts_and_shuts_down_the_store(store_path: str) -> None:
+    store = MessageStore(StoreConfig(store_path=store_path, **SMALL))
+
+    async def main() -> None:
+        async with store as s:
+            assert s is store and not store.running_flags
+            await s.aput("t", b"kept")
+        assert "CLOSED" in store.running_flags
+        with pytest.raises(StoreClosedError):
+            await store.aput("t", b"late")
+
+    run(main())
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as again:
+        assert again.get_message("g", "t", 0, 0).messages[0].body == b"kept"
+
+
 def test_async_puts(open_store: OpenStore) -> None:
     store = open_store(**SMALL)
 
@@ -489,5 +505,35 @@ def test_a_waiter_that_comes_in_as_the_thread_goes_idle_is_not_lost() -> None:
         # must not stop without waking it, or the task would wait forever.
         [late] = native.registered
         assert await late.fut in (5, 6)
+
+    run(main())
+
+
+def test_poll_arrow_waits_on_the_loop(open_store: OpenStore) -> None:
+    pytest.importorskip("pyarrow")
+    store = open_store(**SMALL)
+    store.put_batch("t", [b"a", b"b"])
+
+    async def main() -> None:
+        async with store.async_consumer("g", "t", auto_commit=False) as c:
+            batch = await c.poll_arrow(timeout=1.0, columns=["queue_offset", "body"])
+            assert batch.to_pydict() == {"queue_offset": [0, 1], "body": [b"a", b"b"]}
+            assert (await c.poll_arrow(timeout=0)).num_rows == 0
+            # A waiting poll is woken by a put, and the ticker ran meanwhile.
+            ticker = Ticker()
+            poll = asyncio.create_task(c.poll_arrow(timeout=GUARD / 2, columns=["body"]))
+            await until(lambda: bool(c._waiting) and ticker.ticks >= 3)
+            await store.aput("t", b"c")
+            assert (await poll).column("body").to_pylist() == [b"c"]
+            # Cancelled while waiting: nothing moves, the next poll works.
+            poll = asyncio.create_task(c.poll_arrow(timeout=None))
+            await waiting(c)
+            poll.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await poll
+            assert c.position(0) == 3
+            store.put("t", b"d")
+            assert (await c.poll_arrow(timeout=GUARD / 2, columns=["body"])).num_rows == 1
+            ticker.stop()
 
     run(main())

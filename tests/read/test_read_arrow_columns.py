@@ -16,7 +16,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from helpers.arrow_util import GEOMETRY, api_rows, fill_rich_store  # noqa: E402
+from helpers.arrow_util import GEOMETRY, damaged_rich_store, fill_rich_store  # noqa: E402
 from rocketstore import MessageStore, StoreConfig  # noqa: E402
 
 SUBSETS = [
@@ -38,38 +38,8 @@ def rows(t: pa.Table) -> list[dict[str, object]]:
     return list(t.to_pylist())
 
 
-def damaged_store(tmp_path: Path) -> tuple[Path, dict[str, object], dict[str, object]]:
-    """A closed rich store whose first CommitLog segment was deleted (as
-    retention does) and in which one record's body and another's properties
-    are damaged; returns its path and the two damaged rows."""
-    path = tmp_path / "s"
-    store = fill_rich_store(str(path))
-    rows2 = api_rows(store, "orders", 1)
-    seg = GEOMETRY["mapped_file_size_commit_log"]
-    later = [r for r in rows2 if r["commit_log_offset"] >= seg and r["body"] and r["keys"]]
-    body_victim, prop_victim = later[1], later[4]
-    spots = []
-    for victim, part in ((body_victim, "body"), (prop_victim, "props")):
-        phy = victim["commit_log_offset"]
-        m = store.look_message_by_offset(phy)
-        assert m is not None
-        raw = m.record_bytes()
-        # The body's first byte, or the last byte of the value before the
-        # property CRC (which covers it).
-        inner = raw.index(m.stored_body) if part == "body" else raw.rindex(b"__CRC32#") - 2
-        spots.append((phy // seg * seg, phy % seg + inner))
-    store.shutdown()
-    for base, at in spots:
-        f = path / "commitlog" / f"{base:020d}"
-        data = bytearray(f.read_bytes())
-        data[at] ^= 0x5A
-        f.write_bytes(bytes(data))
-    (path / "commitlog" / f"{0:020d}").unlink()
-    return path, body_victim, prop_victim
-
-
 def test_pruned_reads_equal_the_same_columns_of_a_full_read(tmp_path: Path) -> None:
-    path, body_victim, prop_victim = damaged_store(tmp_path)
+    path, body_victim, prop_victim = damaged_rich_store(tmp_path / "s")
     with MessageStore(StoreConfig(store_path=str(path), **GEOMETRY), read_only=True) as ro:
         reads = [
             ("orders", None, {}),            # queue reads, across the deleted segment
