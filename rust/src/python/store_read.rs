@@ -331,6 +331,54 @@ impl PyStore {
         })
     }
 
+    /// Whether the store times of a queue's messages from `from` on never
+    /// decrease (after `prev`): `(monotone, end, last)`, see
+    /// `Store::queue_times_monotone`.
+    #[pyo3(signature = (topic, queue_id, from_offset=0, prev=None))]
+    fn queue_times_monotone(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        from_offset: i64,
+        prev: Option<i64>,
+    ) -> PyResult<(bool, i64, i64)> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            let store = &self.store;
+            nogil(py, || {
+                store.queue_times_monotone(topic, qid, from_offset, prev.unwrap_or(i64::MIN))
+            })
+        })
+    }
+
+    /// `(queue_id, queue_offset)` of every message of `topic` carrying
+    /// `key` by the index, and the damaged records it pointed at; None
+    /// without a usable index.
+    fn key_hits(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<crate::store::KeyHits>> {
+        guarded(|| {
+            let (topic, key) = (str_arg(topic, "topic")?, str_arg(key, "key")?);
+            self.store.check_read_topic(topic)?;
+            self.visible(py)?;
+            let store = &self.store;
+            nogil(py, || store.key_hits(topic, key))
+        })
+    }
+
+    /// CommitLog offsets of the first and last record the index holds.
+    fn index_coverage(&self) -> PyResult<Option<(i64, i64)>> {
+        guarded(|| {
+            self.store.check_open()?;
+            Ok(self.store.index_coverage())
+        })
+    }
+
     /// Messages of `topic` carrying `key`, stored in `[begin, end]` (ms).
     #[pyo3(signature = (topic, key, max_num=None, begin_timestamp=None, end_timestamp=None), text_signature = "($self, topic, key, max_num=32, begin_timestamp=0, end_timestamp=None)")]
     fn query_message<'py>(
@@ -378,7 +426,7 @@ impl PyStore {
     /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
     /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
     /// `columns`: the columns returned, in that order (`None`: all).
-    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, batch_size=65_536, store_name=None, threads=1, columns=None))]
+    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, max_store_timestamp=None, tags=None, batch_size=65_536, store_name=None, threads=1, columns=None))]
     #[allow(clippy::too_many_arguments)]
     fn read_arrow(
         &self,
@@ -388,6 +436,8 @@ impl PyStore {
         include_system: bool,
         include_uncommitted: bool,
         min_store_timestamp: Option<i64>,
+        max_store_timestamp: Option<i64>,
+        tags: Option<Vec<String>>,
         batch_size: i64,
         store_name: Option<String>,
         threads: usize,
@@ -414,6 +464,8 @@ impl PyStore {
                 include_system,
                 include_uncommitted,
                 min_store_timestamp,
+                max_store_timestamp,
+                tags: tags.map(|t| crate::queue::reader::TagFilter::exact(&t)),
             };
             let (reader, stats) = self.store.arrow_reader(
                 queues,
