@@ -8,10 +8,26 @@ from typing import Any
 
 import pytest
 
+from helpers import outside_guard
+from helpers.paths import REPO
 from rocketstore import MessageStore, StoreConfig
 
 # ``fail_points`` and ``opened`` for the fault-injection and flush tests.
 pytest_plugins = ["helpers.fault_fixtures"]
+
+# No test reads outside the repository (fixtures live in tests/fixtures):
+# an open or a listing of a file elsewhere raises PermissionError, and the
+# test fails even if it swallowed that (scripts/check_test_paths.py checks
+# the sources the same way).
+outside_guard.install(str(REPO))
+
+
+@pytest.fixture(autouse=True)
+def _nothing_read_outside_the_repository() -> Iterator[None]:
+    yield
+    refused = outside_guard.take()
+    if refused:
+        pytest.fail(f"the test opened files outside the repository: {refused}", pytrace=False)
 
 
 @pytest.fixture

@@ -3,6 +3,9 @@
 Every :class:`~rocketstore.MessageStore` has them (this module's
 :class:`AsyncStore` is a base class of it)::
 
+    async with MessageStore(cfg) as store:    # start() and shutdown() in a thread
+        ...
+
     async def handler(store: MessageStore) -> None:
         r = await store.aput("orders", b"order #42", tags="paid")
         await store.aput_batch("orders", [b"a", b"b"])
@@ -45,9 +48,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
+from rocketstore.consumer import _PULL_BATCH, _Pull
 from rocketstore.errors import StoreClosedError
 
 if TYPE_CHECKING:
+    import pyarrow
+
     from rocketstore._native import (
         BatchPutResult,
         Message,
@@ -376,9 +382,45 @@ class AsyncConsumer:
                 raise StopAsyncIteration from None
         return c._deliver(1)[0]
 
-    async def _fill(self, timeout: float | None, budget: int) -> bool:
+    async def poll_arrow(
+        self,
+        timeout: float | None = 1.0,
+        max_messages: int = 1024,
+        columns: Sequence[str] | None = None,
+        zero_copy: bool = False,
+    ) -> pyarrow.RecordBatch:
+        """Up to ``max_messages`` messages as one Arrow record batch (needs ``pyarrow``).
+
+        As :meth:`Consumer.poll_arrow <rocketstore.consumer.Consumer.poll_arrow>`,
+        waiting as :meth:`poll` does: a batch of 0 rows after ``timeout``
+        seconds, or when :meth:`close` is called meanwhile. Cancelled, it
+        returns nothing and the positions stay where they were.
+
+        Raises:
+            StoreClosedError: the store was shut down (also while waiting).
+            ValueError: the consumer is closed, ``max_messages < 1``, or an
+                unknown column.
+        """
+        c = self._c
+        c._check_open()
+        if max_messages < 1:
+            raise ValueError(f"max_messages must be >= 1, got {max_messages}")
+        await self._maybe_auto_commit()
+        pull, batches = c._arrow_pull(columns, zero_copy)
+        try:
+            filled = await self._fill(timeout, max_messages, pull, max_messages)
+        except BaseException:
+            c._unbuffer()  # nothing is returned: the positions stay before these rows
+            raise
+        if not filled or self._closing:
+            c._unbuffer()
+            batches = []
+        return c._arrow_result(batches, columns, zero_copy)
+
+    async def _fill(self, timeout: float | None, budget: int, pull: _Pull | None = None,
+                    share_cap: int = _PULL_BATCH) -> bool:
         """The consumer's fill, its waits made on the loop. False on timeout or close."""
-        steps = self._c._fill_steps(timeout, budget)
+        steps = self._c._fill_steps(timeout, budget, pull, share_cap)
         try:
             step = next(steps)
             while True:
@@ -523,6 +565,27 @@ class AsyncStore:
         if pool is not None and not forked:
             pool.shutdown(wait=False)
 
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def __aenter__(self) -> MessageStore:
+        """``async with MessageStore(cfg) as store:``: :meth:`start` in a
+        thread (recovery of a big store takes a while)."""
+        store = cast("MessageStore", self)
+        return await asyncio.to_thread(store.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """:meth:`shutdown` in a thread (it dispatches, flushes and joins
+        the store's threads); the loop runs on meanwhile."""
+        await asyncio.to_thread(cast("MessageStore", self).shutdown)
+
     # -- puts ---------------------------------------------------------------------
 
     async def aput(
@@ -538,31 +601,40 @@ class AsyncStore:
         born_timestamp: int | None = None,
         born_host: tuple[str, int] | None = None,
         sys_flag: int = 0,
+        *,
+        check: bool = True,
     ) -> PutResult:
         """:meth:`put` in a store thread: the loop runs on while it waits.
 
-        Same arguments, result and errors as ``put``. The body must not
+        Same arguments, result and errors as ``put``: a refused put raises
+        :class:`~rocketstore.MessageRefusedError` (``check=False``: returns
+        the result with its status), a put stored but not confirmed on disk
+        :class:`~rocketstore.StoredNotFlushedError`. The body must not
         change until the put returns. Cancelling the awaiting task does not
         cancel the put: it may still be stored.
         """
         return await self._off_loop(
             cast("MessageStore", self).put, topic, body, queue_id, tags, keys, properties,
-            delay_level, flag, born_timestamp, born_host, sys_flag)
+            delay_level, flag, born_timestamp, born_host, sys_flag, check=check)
 
-    async def aput_message(self, msg: Message) -> PutResult:
+    async def aput_message(self, msg: Message, *, check: bool = True) -> PutResult:
         """:meth:`put_message` in a store thread (see :meth:`aput`)."""
-        return await self._off_loop(cast("MessageStore", self).put_message, msg)
+        return await self._off_loop(cast("MessageStore", self).put_message, msg, check=check)
 
     async def aput_messages(
-        self, msgs: Sequence[Message] | Iterable[Message]
+        self, msgs: Sequence[Message] | Iterable[Message], *, check: bool = True
     ) -> list[PutResult]:
-        """:meth:`put_messages` in a store thread (see :meth:`aput`).
+        """:meth:`put_messages` in a store thread (see :meth:`aput`): every
+        acceptable message is stored, then one
+        :class:`~rocketstore.MessageRefusedError` names the refused ones
+        (``check=False``: the results are returned).
 
         An iterator is read to the end on the loop first.
         """
         if not isinstance(msgs, Sequence):
             msgs = list(msgs)
-        return await self._off_loop(cast("MessageStore", self).put_messages, msgs)
+        return await self._off_loop(cast("MessageStore", self).put_messages, msgs,
+                                    check=check)
 
     async def aput_batch(
         self,
@@ -574,14 +646,17 @@ class AsyncStore:
         tags: Sequence[str | None] | None = None,
         properties: Sequence[dict[str, str] | None] | None = None,
         return_offsets: bool = False,
+        check: bool = True,
     ) -> BatchPutResult:
         """:meth:`put_batch` in a store thread (see :meth:`aput`): all or nothing,
-        one result. An iterator of bodies is read to the end on the loop first."""
+        one result; a refused batch raises :class:`~rocketstore.MessageRefusedError`
+        unless ``check=False``. An iterator of bodies is read to the end on
+        the loop first."""
         if not isinstance(bodies, Sequence):
             bodies = list(bodies)
         return await self._off_loop(
             cast("MessageStore", self).put_batch, topic, bodies, queue_id, keys=keys, tags=tags,
-            properties=properties, return_offsets=return_offsets)
+            properties=properties, return_offsets=return_offsets, check=check)
 
     # -- consumers ----------------------------------------------------------------
 

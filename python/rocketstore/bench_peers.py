@@ -117,9 +117,7 @@ class _Rocketstore:
         return seen
 
     def put_batch(self, bodies: list[bytes]) -> None:
-        r = self.store.put_batch(TOPIC, bodies)
-        if not r.ok:
-            raise RuntimeError(f"put_batch: {r.status.name} {r.reason}")
+        self.store.put_batch(TOPIC, bodies)  # raises MessageRefusedError if refused
 
     def close(self) -> None:
         self.store.shutdown()

@@ -519,6 +519,18 @@ class Consumer:
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
         self._maybe_auto_commit()
+        pull, batches = self._arrow_pull(columns, zero_copy)
+        try:
+            self._fill(timeout, max_messages, pull, max_messages)
+        except BaseException:
+            # Nothing is returned: the positions stay before these rows.
+            self._unbuffer()
+            raise
+        return self._arrow_result(batches, columns, zero_copy)
+
+    def _arrow_pull(self, columns: Sequence[str] | None,
+                    zero_copy: bool) -> tuple[_Pull, list[pyarrow.RecordBatch]]:
+        """For :meth:`poll_arrow`: a pull that gathers batches, and the list it fills."""
         self._unbuffer()
         store, topic, tags = self._store, self._topic, self._tags
         batches: list[pyarrow.RecordBatch] = []
@@ -531,14 +543,11 @@ class Consumer:
                 self._buffered[q] = self._buffered.get(q, 0) + rows
             return r, rows
 
-        try:
-            self._fill(timeout, max_messages, pull, max_messages)
-        except BaseException:
-            # Nothing is returned: the positions stay before these rows.
-            self._unbuffer()
-            raise
-        # Every row fetched is returned: each queue's position moves to
-        # where its fetch ended.
+        return pull, batches
+
+    def _arrow_result(self, batches: list[pyarrow.RecordBatch], columns: Sequence[str] | None,
+                      zero_copy: bool) -> pyarrow.RecordBatch:
+        """For :meth:`poll_arrow`: the rows fetched as one batch; positions move past them."""
         for q in self._buffered:
             self._positions[q] = self._fetch_pos[q]
         self._buffered.clear()

@@ -8,15 +8,33 @@ arguments from the caller, and only those, as :class:`ValueError` /
 :class:`TypeError`. Damaged files (a gap between segments, a misaligned or
 wrong-length segment, a bad record) are :class:`CorruptedError`; a broken
 engine invariant is an :class:`InternalError`, a bug to report.
+
+A put that stores nothing raises :class:`MessageRefusedError` (its
+``status``, ``reason`` and ``result``); when the caller's message broke a
+rule (``MESSAGE_ILLEGAL``, ``PROPERTIES_SIZE_EXCEEDED``) it is an
+:class:`InvalidMessageError`, also a ``ValueError``. A put that stored the
+message but could not confirm it on disk in time (``FLUSH_DISK_TIMEOUT``)
+raises :class:`StoredNotFlushedError`, which is *not* a refusal: putting the
+message again would store it twice. ``check=False`` on a put returns the
+result with its status instead of raising.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Union
+
+if TYPE_CHECKING:
+    from rocketstore._native import BatchPutResult, PutResult
+    from rocketstore.enums import PutStatus
 
 __all__ = [
     "ConfigMismatchError",
     "ConsumerGroupBusyError",
     "CorruptedError",
     "InternalError",
+    "InvalidMessageError",
+    "MessageRefusedError",
     "NotAStoreError",
     "PoisonedError",
     "ReadOnlyStoreError",
@@ -24,6 +42,7 @@ __all__ = [
     "StoreClosedError",
     "StoreError",
     "StoreLockedError",
+    "StoredNotFlushedError",
     "UnknownTopicWarning",
 ]
 
@@ -94,3 +113,124 @@ class UnknownTopicWarning(UserWarning):
     read-only follower above all) may ask before the writer wrote it. Turn it
     into one with ``warnings.simplefilter("error", UnknownTopicWarning)``.
     """
+
+
+#: What a put returned: one message's result, a batch's, or ``put_messages``'s list.
+PutOutcome = Union["PutResult", "BatchPutResult", "list[PutResult]"]
+
+
+class _PutError(StoreError):
+    """A put's outcome as an exception: the status, the reason and the result."""
+
+    status: PutStatus
+    reason: str | None
+    result: PutOutcome
+
+    def __init__(self, message: str, status: PutStatus, reason: str | None,
+                 result: PutOutcome) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.result = result
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Results are engine objects that do not pickle: a copy keeps the rest.
+        return (type(self), (str(self), self.status, self.reason, []))
+
+
+class MessageRefusedError(_PutError):
+    """A put stored nothing: ``status`` (a :class:`~rocketstore.PutStatus`)
+    says why, ``reason`` in a sentence, ``result`` is the put's result.
+
+    Raised by ``put``, ``put_message`` and ``put_batch`` (the whole batch was
+    refused: nothing of it is stored) unless they are called with
+    ``check=False``. Refusals caused by the message itself are an
+    :class:`InvalidMessageError`; the others come from the store's state
+    (``SERVICE_NOT_AVAILABLE``: read-only, poisoned or disk full;
+    ``CREATE_MAPPED_FILE_FAILED``: no CommitLog file could be made;
+    ``OS_PAGE_CACHE_BUSY``: the put lock was held too long) and a later put
+    may succeed.
+
+    ``put_messages`` writes every acceptable message, then raises one error
+    naming each refused message: ``refused`` maps their indexes to their
+    results and ``result`` is the list of every result (in order). For the
+    other puts ``refused`` is empty.
+    """
+
+    refused: dict[int, PutResult]
+
+    def __init__(self, message: str, status: PutStatus, reason: str | None,
+                 result: PutOutcome, refused: dict[int, PutResult] | None = None) -> None:
+        super().__init__(message, status, reason, result)
+        self.refused = {} if refused is None else refused
+
+
+class InvalidMessageError(MessageRefusedError, ValueError):
+    """A put refused because of the message the caller gave
+    (``MESSAGE_ILLEGAL``: a field breaks a rule, the ``reason`` names it;
+    ``PROPERTIES_SIZE_EXCEEDED``). Also a ``ValueError``: putting the same
+    message again is refused again."""
+
+
+class StoredNotFlushedError(_PutError):
+    """The message (or the whole batch) IS stored, but was not confirmed on
+    disk within ``sync_flush_timeout`` (``SYNC_FLUSH``; status
+    ``FLUSH_DISK_TIMEOUT``). Do not put it again: that stores it twice.
+
+    ``result`` carries its offsets, as for a successful put. The flush goes on
+    in the background; a power loss before it completes may lose the message.
+    Not a :class:`MessageRefusedError`.
+    """
+
+
+#: Statuses of a put that stored the message without confirming the flush.
+_STORED_STATUSES = frozenset({"FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"})
+#: Refusals caused by the caller's message.
+_INVALID_STATUSES = frozenset({"MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"})
+
+
+def _refusal_class(status: PutStatus) -> type[MessageRefusedError]:
+    return InvalidMessageError if status.name in _INVALID_STATUSES else MessageRefusedError
+
+
+def _put_error(result: PutResult | BatchPutResult) -> StoreError:
+    """The exception for one put's or one batch's result that is not ``PUT_OK``
+    (the engine calls this, only then)."""
+    status = result.status
+    reason = result.reason
+    why = f" ({reason})" if reason else ""
+    count: int | None = getattr(result, "count", None)  # a batch's result
+    batch = count is not None
+    if status.name in _STORED_STATUSES:
+        what = (f"batch of {count} messages stored from CommitLog offset "
+                if batch else "message stored at CommitLog offset ")
+        return StoredNotFlushedError(
+            f"{what}{result.wrote_offset} (queue offset {result.queue_offset}) but not "
+            f"confirmed on disk in time: {status.name}{why}; it is stored, do not put it "
+            "again", status, reason, result)
+    what = "batch refused, nothing stored" if batch else "message refused, nothing stored"
+    return _refusal_class(status)(f"{what}: {status.name}{why}", status, reason, result)
+
+
+def _put_messages_error(results: Sequence[PutResult]) -> StoreError:
+    """The one exception for ``put_messages`` results of which some are not
+    ``PUT_OK`` (the engine calls this, only then)."""
+    results = list(results)
+    refused = {i: r for i, r in enumerate(results) if not r.ok
+               and r.status.name not in _STORED_STATUSES}
+    unflushed = [i for i, r in enumerate(results) if r.status.name in _STORED_STATUSES]
+    late = (f"; {len(unflushed)} stored but not confirmed on disk in time "
+            f"(FLUSH_DISK_TIMEOUT), do not put them again") if unflushed else ""
+    if not refused:
+        first = results[unflushed[0]]
+        return StoredNotFlushedError(
+            f"all {len(results)} messages stored{late}", first.status, first.reason, results)
+    first_i = next(iter(refused))
+    first = refused[first_i]
+    each = "; ".join(f"message {i}: {r.status.name}" + (f" ({r.reason})" if r.reason else "")
+                     for i, r in refused.items())
+    invalid = all(r.status.name in _INVALID_STATUSES for r in refused.values())
+    cls = InvalidMessageError if invalid else MessageRefusedError
+    return cls(
+        f"{len(refused)} of {len(results)} messages refused, the others are stored{late}: "
+        f"{each}", first.status, each, results, refused)

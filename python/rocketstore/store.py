@@ -259,7 +259,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
 
         def offsets() -> dict[str, dict[int, int]]:
             store = ref()
-            return {} if store is None else store._offsets.table()
+            return {} if store is None else store._offsets.current()
 
         def failed(reason: str) -> None:
             store = ref()

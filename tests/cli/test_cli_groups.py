@@ -194,3 +194,13 @@ def test_groups_bad_arguments_change_nothing(store: tuple[Path, int], args: list
     assert r.exit_code == 2
     assert message in r.output
     assert diff_snapshots(before, snapshot(path)) == []
+
+
+def test_info_lists_the_consumer_groups(store: tuple[Path, int]) -> None:
+    path, _ = store
+    info = run_json(["info", str(path)])
+    assert [(g["group"], g["lag"]) for g in info["consumer_groups"]] == [("g", 11), ("h", 4)]
+    assert info["consumer_groups"] == run_json(["groups", str(path)])
+    text = run(["info", str(path)])
+    assert text.exit_code == 0, text.output
+    assert "g (lag 11), h (lag 4)" in text.stdout

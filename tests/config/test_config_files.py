@@ -470,3 +470,17 @@ def test_consumer_offsets_clamp_lowers_the_file_under_its_lock(tmp_path: Path) -
     lowered = w.clamp(lambda topic, qid: 10 if qid == 0 else 1 << 62)
     assert sorted(lowered) == [("T@g", 0, 50, 10), ("T@r", 0, 40, 10)]
     assert ConsumerOffsets.load(path).table() == {"T@g": {0: 10, 1: 3}, "T@r": {0: 10}}
+
+
+def test_consumer_offsets_current_rereads_and_keeps_the_last_view_of_a_bad_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "consumerOffset.json"
+    mine, other = ConsumerOffsets.load(path), ConsumerOffsets(path)
+    other.commit("r", "T", 0, 4)
+    other.persist()
+    assert mine.current() == {"T@r": {0: 4}}  # another process's commit
+    path.write_text("{not json")
+    Path(f"{path}.bak").write_text("{nor this")
+    assert mine.current() == {"T@r": {0: 4}}
+    assert "cannot re-read" in caplog.text

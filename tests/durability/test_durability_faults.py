@@ -43,11 +43,13 @@ from rocketstore import (
     FlushDiskType,
     GetStatus,
     Message,
+    MessageRefusedError,
     MessageStore,
     PoisonedError,
     PutResult,
     PutStatus,
     StoreConfig,
+    StoredNotFlushedError,
 )
 
 SIGBUS_RC = -7
@@ -123,27 +125,49 @@ def test_failed_fsync_poisons_sync_store(
     wait_dispatched(store)
 
     fail_points("msync", errno.EIO)
-    if first_call == "put":
-        statuses = [store.put("topic", b"doomed").status]
-    elif first_call == "put_message":
-        statuses = [store.put_message(Message("topic", b"doomed")).status]
-    else:
-        statuses = [r.status for r in store.put_messages([Message("topic", b"d")] * 3)]
+    with pytest.raises(StoredNotFlushedError) as raised:
+        if first_call == "put":
+            store.put("topic", b"doomed")
+        elif first_call == "put_message":
+            store.put_message(Message("topic", b"doomed"))
+        else:
+            store.put_messages([Message("topic", b"d")] * 3)
     # The waiting producers learn that their messages were written but not
-    # flushed (as in RocketMQ); later puts are refused (below).
+    # flushed (as in RocketMQ): not a refusal, so nobody puts them again;
+    # later puts are refused (below).
+    e = raised.value
+    assert not isinstance(e, (MessageRefusedError, ValueError))
+    assert e.status is PutStatus.FLUSH_DISK_TIMEOUT
+    assert "do not put" in str(e) and "stored" in str(e), str(e)
+    results = e.result if isinstance(e.result, list) else [e.result]
+    assert len(results) == (3 if first_call == "put_messages" else 1)
+    statuses = [r.status for r in results]
     assert statuses == [PutStatus.FLUSH_DISK_TIMEOUT] * len(statuses), statuses
+    # The result carries where each message was written.
+    for r in results:
+        assert isinstance(r, PutResult)
+        assert r.wrote_offset >= acked[-1].wrote_offset + acked[-1].wrote_bytes
+        assert r.wrote_offset + r.wrote_bytes <= store.max_phy_offset
 
     # Poisoned: every later put is refused, whatever its shape.
     for _ in range(3):
-        assert store.put("topic", b"later").status is PutStatus.SERVICE_NOT_AVAILABLE
-    assert store.put_message(Message("topic", b"later")).status is PutStatus.SERVICE_NOT_AVAILABLE
-    assert [r.status for r in store.put_messages([Message("topic", b"l")] * 2)] == [
+        with pytest.raises(MessageRefusedError) as refused:
+            store.put("topic", b"later")
+        assert refused.value.status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.put_message(Message("topic", b"later"), check=False).status is (
+        PutStatus.SERVICE_NOT_AVAILABLE
+    )
+    with pytest.raises(MessageRefusedError) as refused:
+        store.put_messages([Message("topic", b"l")] * 2)
+    assert sorted(refused.value.refused) == [0, 1]
+    assert [r.status for r in store.put_messages([Message("topic", b"l")] * 2, check=False)] == [
         PutStatus.SERVICE_NOT_AVAILABLE
     ] * 2
     # Refusal writes nothing, not even when the fault is cleared meanwhile.
     end = store.max_phy_offset
     fail_points("msync", 0)
-    assert store.put("topic", b"still refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    with pytest.raises(MessageRefusedError, match="SERVICE_NOT_AVAILABLE"):
+        store.put("topic", b"still refused")
     assert store.max_phy_offset == end
     fail_points("msync", errno.EIO)
 
@@ -206,8 +230,8 @@ def test_failed_background_flush_poisons_async_store(
     why = flags_text(store)
     assert "FLUSH_FAILED: CommitLog flush failed: msync " in why, why
     assert why.endswith("Input/output error (os error 5)"), why
-    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
-    assert [r.status for r in store.put_messages([Message("topic", b"r")])] == [
+    assert store.put("topic", b"refused", check=False).status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert [r.status for r in store.put_messages([Message("topic", b"r")], check=False)] == [
         PutStatus.SERVICE_NOT_AVAILABLE
     ]
     with pytest.raises(PoisonedError):
@@ -250,7 +274,7 @@ def test_failed_index_flush_poisons_the_store(
     why = flags_text(store)
     assert "FLUSH_FAILED: index flush failed: " in why, why
     assert "/index/" in why and why.endswith("Input/output error (os error 5)"), why
-    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.put("topic", b"refused", check=False).status is PutStatus.SERVICE_NOT_AVAILABLE
     # The failure sticks: flush() refuses instead of flushing the file again.
     fail_points("index_msync", 0)
     with pytest.raises(PoisonedError, match="index flush failed"):
@@ -299,9 +323,11 @@ def test_enospc_on_segment_creation_fails_the_put_cleanly(
 
     fail_points("create_file", errno.ENOSPC)
     for _ in range(3):
-        r = store.put("topic", body_of(999, 1000), queue_id=0, keys=["key99999"])
-        assert r.status is PutStatus.CREATE_MAPPED_FILE_FAILED, r.status
-    rs = store.put_messages([Message("topic", body_of(998, 1000), keys=["key99998"])])
+        with pytest.raises(MessageRefusedError) as refused:
+            store.put("topic", body_of(999, 1000), queue_id=0, keys=["key99999"])
+        assert refused.value.status is PutStatus.CREATE_MAPPED_FILE_FAILED, refused.value
+    rs = store.put_messages([Message("topic", body_of(998, 1000), keys=["key99998"])],
+                            check=False)
     assert [r.status for r in rs] == [PutStatus.CREATE_MAPPED_FILE_FAILED]
     # No partial file left behind, and no poisoning: a full disk is transient.
     assert sorted(os.listdir(Path(store_path) / "commitlog")) == files_before
@@ -343,7 +369,7 @@ def test_enospc_on_first_segment_of_a_new_store(
 ) -> None:
     store = opened()
     fail_points("create_file", errno.ENOSPC)
-    assert store.put("topic", b"x").status is PutStatus.CREATE_MAPPED_FILE_FAILED
+    assert store.put("topic", b"x", check=False).status is PutStatus.CREATE_MAPPED_FILE_FAILED
     cl = Path(store_path) / "commitlog"
     assert not cl.exists() or os.listdir(cl) == []
     assert store.is_writeable
@@ -375,7 +401,7 @@ def test_failed_cq_append_stops_writes_and_reopen_rebuilds(
     wait_for(lambda: not store.is_writeable, 5.0, "store not writeable after a CQ write error")
     why = flags_text(store)
     assert why.startswith("WRITE_LOGICS_QUEUE_ERROR: dispatch failed: "), why
-    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.put("topic", b"refused", check=False).status is PutStatus.SERVICE_NOT_AVAILABLE
     assert store.dispatch_behind_bytes() > 0
 
     # Already-dispatched messages are readable; the rest are in the CommitLog.
@@ -466,7 +492,7 @@ def test_flush_with_a_failing_disk_raises_then_poisons(
     assert store.running_flags
     with pytest.raises(PoisonedError, match=r"Input/output error|os error 5"):
         store.flush()
-    assert store.put("topic", b"refused").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.put("topic", b"refused", check=False).status is PutStatus.SERVICE_NOT_AVAILABLE
     assert_all_present(store, acked)
 
     fail_points("msync", 0)

@@ -22,7 +22,9 @@ import pytest
 from helpers.presets import SMALL
 from rocketstore import (
     FlushDiskType,
+    InvalidMessageError,
     Message,
+    MessageRefusedError,
     MessageStore,
     PutStatus,
     StoreClosedError,
@@ -263,6 +265,22 @@ def test_auto_commit_commits_what_earlier_polls_returned(open_store: OpenStore) 
     run(main())
 
 
+def test_async_with_starts_and_shuts_down_the_store(store_path: str) -> None:
+    store = MessageStore(StoreConfig(store_path=store_path, **SMALL))
+
+    async def main() -> None:
+        async with store as s:
+            assert s is store and not store.running_flags
+            await s.aput("t", b"kept")
+        assert "CLOSED" in store.running_flags
+        with pytest.raises(StoreClosedError):
+            await store.aput("t", b"late")
+
+    run(main())
+    with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as again:
+        assert again.get_message("g", "t", 0, 0).messages[0].body == b"kept"
+
+
 def test_async_puts(open_store: OpenStore) -> None:
     store = open_store(**SMALL)
 
@@ -360,6 +378,9 @@ def test_read_only_process_consumes_with_asyncio(store_path: str, tmp_path: Path
                     got.extend((m.queue_id, m.body) for m in batch)
                 await starter
                 ticker.stop()
+                # A read-only process commits durably too (config/consumerOffset.json).
+                await c.commit()
+                assert [reader.query_offset("g", "t", q) for q in (0, 1)] == [n // 2] * 2
                 await c.close()
                 return got
 
@@ -489,5 +510,65 @@ def test_a_waiter_that_comes_in_as_the_thread_goes_idle_is_not_lost() -> None:
         # must not stop without waking it, or the task would wait forever.
         [late] = native.registered
         assert await late.fut in (5, 6)
+
+    run(main())
+
+
+def test_poll_arrow_waits_on_the_loop(open_store: OpenStore) -> None:
+    pytest.importorskip("pyarrow")
+    store = open_store(**SMALL)
+    store.put_batch("t", [b"a", b"b"])
+
+    async def main() -> None:
+        async with store.async_consumer("g", "t", auto_commit=False) as c:
+            batch = await c.poll_arrow(timeout=1.0, columns=["queue_offset", "body"])
+            assert batch.to_pydict() == {"queue_offset": [0, 1], "body": [b"a", b"b"]}
+            assert (await c.poll_arrow(timeout=0)).num_rows == 0
+            # A waiting poll is woken by a put, and the ticker ran meanwhile.
+            ticker = Ticker()
+            poll = asyncio.create_task(c.poll_arrow(timeout=GUARD / 2, columns=["body"]))
+            await until(lambda: bool(c._waiting) and ticker.ticks >= 3)
+            await store.aput("t", b"c")
+            assert (await poll).column("body").to_pylist() == [b"c"]
+            # Cancelled while waiting: nothing moves, the next poll works.
+            poll = asyncio.create_task(c.poll_arrow(timeout=None))
+            await waiting(c)
+            poll.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await poll
+            assert c.position(0) == 3
+            store.put("t", b"d")
+            assert (await c.poll_arrow(timeout=GUARD / 2, columns=["body"])).num_rows == 1
+            ticker.stop()
+
+    run(main())
+
+
+def test_refused_async_puts_raise_as_the_blocking_ones_do(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+
+    async def main() -> None:
+        # A topic with a dot breaks the topic rule: refused, nothing stored.
+        with pytest.raises(InvalidMessageError) as e:
+            await store.aput("bad.topic", b"x")
+        assert isinstance(e.value, ValueError)
+        assert e.value.status is PutStatus.MESSAGE_ILLEGAL
+        r = await store.aput("bad.topic", b"x", check=False)
+        assert r.status is PutStatus.MESSAGE_ILLEGAL
+        with pytest.raises(MessageRefusedError):
+            await store.aput_batch("t", [b"ok", b"ok"], tags=["x" * 70_000, None])
+        b = await store.aput_batch("t", [b"ok", b"ok"], tags=["x" * 70_000, None], check=False)
+        assert not b.ok
+        with pytest.raises(MessageRefusedError):
+            await store.aput_message(Message("bad.topic", b"x"))
+        # put_messages stores the acceptable ones, then raises naming the others.
+        with pytest.raises(MessageRefusedError) as refused:
+            await store.aput_messages([Message("t", b"good"), Message("bad.topic", b"x")])
+        assert list(refused.value.refused) == [1]
+        assert refused.value.refused[1].status is PutStatus.MESSAGE_ILLEGAL
+        rs = await store.aput_messages([Message("t", b"good 2"), Message("bad.topic", b"x")],
+                                       check=False)
+        assert [x.status for x in rs] == [PutStatus.PUT_OK, PutStatus.MESSAGE_ILLEGAL]
+        assert store.get_max_offset_in_queue("t", 0) == 2  # the two good ones only
 
     run(main())

@@ -33,6 +33,7 @@ from helpers.records import encode_record
 from rocketstore import (
     CorruptedError,
     GetStatus,
+    InvalidMessageError,
     MessageStore,
     PutResult,
     PutStatus,
@@ -191,9 +192,13 @@ def test_every_writer_appends_a_correct_property(store_path: str) -> None:
 
 def test_producers_cannot_set_the_property(store_path: str) -> None:
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as s:
-        r = s.put(TOPIC, b"x", properties={"__CRC32#": "0000000000"})
+        with pytest.raises(InvalidMessageError, match="__CRC32#"):
+            s.put(TOPIC, b"x", properties={"__CRC32#": "0000000000"})
+        r = s.put(TOPIC, b"x", properties={"__CRC32#": "0000000000"}, check=False)
         assert r.status is PutStatus.MESSAGE_ILLEGAL and "__CRC32#" in (r.reason or "")
-        b = s.put_batch(TOPIC, [b"x"], properties=[{"__CRC32#": "1"}])
+        with pytest.raises(InvalidMessageError, match="__CRC32#"):
+            s.put_batch(TOPIC, [b"x"], properties=[{"__CRC32#": "1"}])
+        b = s.put_batch(TOPIC, [b"x"], properties=[{"__CRC32#": "1"}], check=False)
         assert b.status is PutStatus.MESSAGE_ILLEGAL and "__CRC32#" in (b.reason or "")
         assert s.max_phy_offset == 0
 

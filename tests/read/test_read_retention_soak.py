@@ -99,7 +99,7 @@ say("READY")
 i = 0
 while not os.path.exists(stop_file):
     q = seq % queues
-    r = store.put(topic, f"{seq};".encode() * (4 + seq % 40), q)
+    r = store.put(topic, f"{seq};".encode() * (4 + seq % 40), q, check=False)
     if r.ok:
         say(f"A {q} {r.queue_offset}")
         seq += 1

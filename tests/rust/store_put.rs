@@ -165,7 +165,7 @@ fn a_read_only_store_refuses_an_illegal_batch_as_read_only() {
 
 #[cfg(feature = "failpoints")]
 #[test]
-fn a_batch_cut_short_says_how_many_messages_were_written() {
+fn a_batch_whose_next_file_cannot_be_made_writes_nothing() {
     let points = serial();
     let dir = tempfile::tempdir().unwrap();
     let store = started(dir.path());
@@ -176,41 +176,50 @@ fn a_batch_cut_short_says_how_many_messages_were_written() {
         .unwrap()
         .unwrap();
     assert_eq!(first.status, PutStatus::PutOk);
+    let end = store.commitlog().max_offset();
     // 64 KiB files: 100 bodies of 1,000 bytes need a second file.
     let body = vec![b'x'; 1000];
     let bodies: Vec<&[u8]> = (0..100).map(|_| &body[..]).collect();
     points.arm("create_file", libc::ENOSPC);
+    for _ in 0..2 {
+        let out = store
+            .put_bodies("T", 0, &bodies, &BatchProperties::new(), false)
+            .unwrap()
+            .unwrap();
+        // All or nothing: the file was to be made before the first byte.
+        assert_eq!(
+            (
+                out.status,
+                out.count,
+                out.first_queue_offset,
+                out.first_offset
+            ),
+            (PutStatus::CreateMappedFileFailed, 0, -1, -1)
+        );
+        let reason = out.reason.unwrap();
+        assert!(reason.contains("No space left"), "{reason}");
+        assert!(
+            reason.ends_with("(0 of 100 messages were written)"),
+            "{reason}"
+        );
+        assert_eq!(store.commitlog().max_offset(), end);
+        // The counters hold exactly what was stored: the first message.
+        assert_eq!(store.commitlog().put_counts(), (1, first.bytes));
+    }
+    points.arm("create_file", 0);
     let out = store
         .put_bodies("T", 0, &bodies, &BatchProperties::new(), false)
         .unwrap()
         .unwrap();
-    assert_eq!(out.status, PutStatus::CreateMappedFileFailed);
-    assert!(out.count > 0 && out.count < 100, "{}", out.count);
-    let reason = out.reason.unwrap();
-    assert!(
-        reason.ends_with(&format!("({} of 100 messages were written)", out.count)),
-        "{reason}"
+    assert_eq!(
+        (out.status, out.count, out.first_queue_offset),
+        (PutStatus::PutOk, 100, 1)
     );
-    assert_eq!(out.first_queue_offset, 1);
-    // The counters hold exactly what was stored.
+    assert_eq!(out.first_offset, end as i64);
     assert_eq!(
         store.commitlog().put_counts(),
-        (1 + out.count as u64, first.bytes + out.bytes)
+        (101, first.bytes + out.bytes)
     );
-    // Nothing written at all: no first queue offset.
-    let out = store
-        .put_bodies("T", 0, &bodies, &BatchProperties::new(), false)
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        (out.status, out.count),
-        (PutStatus::CreateMappedFileFailed, 0)
-    );
-    assert_eq!(out.first_queue_offset, -1);
-    assert!(out
-        .reason
-        .unwrap()
-        .ends_with("(0 of 100 messages were written)"));
     drop(points);
     store.shutdown().unwrap();
 }

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from rocketstore import GetStatus, MessageStore, PutStatus, StoreConfig
+from rocketstore import GetStatus, MessageRefusedError, MessageStore, PutStatus, StoreConfig
 
 SEG = 128
 RECORD = 120
@@ -242,9 +242,13 @@ def test_disk_full_refuses_puts_until_usage_falls(
         clean.clean()
         clean.clean()
     assert sum("disk_space_warning_level_ratio" in r.getMessage() for r in caplog.records) == 1
-    r = store.put(TOPIC, body(7), keys="k07")
+    with pytest.raises(MessageRefusedError) as raised:
+        store.put(TOPIC, body(7), keys="k07")
+    assert raised.value.status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert not isinstance(raised.value, ValueError)
+    assert "95%" in (raised.value.reason or "")
+    r = store.put(TOPIC, body(7), keys="k07", check=False)
     assert r.status is PutStatus.SERVICE_NOT_AVAILABLE
-    assert "95%" in (r.reason or "")
     batch = store.put_messages([])
     assert batch == []
     assert not store.is_writeable
@@ -269,7 +273,7 @@ def test_disk_full_is_checked_by_the_periodic_service(
     deadline = time.monotonic() + 10
     while store.is_writeable and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert store.put(TOPIC, b"x").status is PutStatus.SERVICE_NOT_AVAILABLE
+    assert store.put(TOPIC, b"x", check=False).status is PutStatus.SERVICE_NOT_AVAILABLE
     clean.disk_usage = lambda path: 0.20
     while not store.is_writeable and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -3,7 +3,10 @@ reads of topics that could never have been written.
 
 The put rules are RocketMQ's (dotted topics and empty tags stay refused); the
 reason is a short sentence naming the field and the rule, for ``put``,
-``put_message`` and per message in ``put_messages``.
+``put_message`` and per message in ``put_messages``. A refused put raises
+``InvalidMessageError`` (a ``MessageRefusedError`` and a ``ValueError``)
+carrying the status, the reason and the result; ``check=False`` returns the
+result instead.
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ import pytest
 
 from helpers.read_util import SMALL, listing, wait_dispatched
 from helpers.store_util import commitlog_files
-from rocketstore import GetStatus, Message, MessageStore, PutStatus
+from rocketstore import (
+    GetStatus,
+    InvalidMessageError,
+    Message,
+    MessageRefusedError,
+    MessageStore,
+    PutStatus,
+)
 
 OpenStore = Callable[..., MessageStore]
 SEG = 4096
@@ -81,18 +91,39 @@ def test_every_refusal_says_why(
     kw = dict(kwargs)
     topic = kw.pop("topic", "T")
     body = kw.pop("body", b"x")
-    r = store.put(topic, body, **kw)
+    with pytest.raises(InvalidMessageError) as raised:
+        store.put(topic, body, **kw)
+    e = raised.value
+    assert isinstance(e, ValueError) and isinstance(e, MessageRefusedError)
+    assert e.status is status and e.result.status is status
+    _check_reason(e.reason, words)
+    assert e.reason in str(e) and status.name in str(e)
+    assert store.max_phy_offset == 0
+    r = store.put(topic, body, **kw, check=False)
+    assert r.status is status and not r.ok
+    _check_reason(r.reason, words)
+    with pytest.raises(InvalidMessageError) as raised:
+        store.put_message(Message(topic, body, **kw))
+    assert raised.value.status is status
+    _check_reason(raised.value.reason, words)
+    r = store.put_message(Message(topic, body, **kw), check=False)
     assert r.status is status
     _check_reason(r.reason, words)
-    r = store.put_message(Message(topic, body, **kw))
-    assert r.status is status
-    _check_reason(r.reason, words)
-    rs = store.put_messages([Message("T", b"ok"), Message(topic, body, **kw), Message("T", b"ok")])
+    assert store.max_phy_offset == 0
+    msgs = [Message("T", b"ok"), Message(topic, body, **kw), Message("T", b"ok")]
+    with pytest.raises(InvalidMessageError) as many:
+        store.put_messages(msgs)
+    rs = many.value.result
+    assert isinstance(rs, list)
     assert [x.status for x in rs] == [PutStatus.PUT_OK, status, PutStatus.PUT_OK]
+    assert list(many.value.refused) == [1] and many.value.refused[1] is rs[1]
+    assert "message 1" in str(many.value) and "1 of 3" in str(many.value)
     assert rs[0].reason is None and rs[2].reason is None
     _check_reason(rs[1].reason, words)
     # Only the two good messages were written.
     assert store.max_phy_offset == rs[0].wrote_bytes + rs[2].wrote_bytes
+    rs = store.put_messages(msgs, check=False)
+    assert [x.status for x in rs] == [PutStatus.PUT_OK, status, PutStatus.PUT_OK]
 
 
 def test_accepted_puts_have_no_reason(open_store: OpenStore) -> None:
@@ -104,9 +135,10 @@ def test_accepted_puts_have_no_reason(open_store: OpenStore) -> None:
 
 def test_record_larger_than_a_segment_names_the_segment_size(open_store: OpenStore) -> None:
     store = open_store(mapped_file_size_commit_log=1024)
-    r = store.put("T", b"x" * 2000)
-    assert r.status is PutStatus.MESSAGE_ILLEGAL
-    _check_reason(r.reason, ("1024", "mapped_file_size_commit_log"))
+    with pytest.raises(InvalidMessageError) as raised:
+        store.put("T", b"x" * 2000)
+    assert raised.value.status is PutStatus.MESSAGE_ILLEGAL
+    _check_reason(raised.value.reason, ("1024", "mapped_file_size_commit_log"))
 
 
 def test_refusal_without_a_file_on_disk_full(
@@ -116,7 +148,13 @@ def test_refusal_without_a_file_on_disk_full(
 
     store = open_store(mapped_file_size_commit_log=SEG)
     fail_points("create_file", errno.ENOSPC)
-    r = store.put("T", b"x")
+    with pytest.raises(MessageRefusedError) as raised:
+        store.put("T", b"x")
+    # The store's state refused it, not the message: not a ValueError.
+    assert not isinstance(raised.value, ValueError)
+    assert raised.value.status is PutStatus.CREATE_MAPPED_FILE_FAILED
+    _check_reason(raised.value.reason, ("CommitLog file", "No space left"))
+    r = store.put("T", b"x", check=False)
     assert r.status is PutStatus.CREATE_MAPPED_FILE_FAILED
     _check_reason(r.reason, ("CommitLog file", "No space left"))
 
@@ -145,9 +183,9 @@ def test_compressed_bit_with_a_body_that_does_not_inflate_is_refused(
 ) -> None:
     store = open_store(mapped_file_size_commit_log=SEG)
     for r in (
-        store.put("T", body, sys_flag=1),
-        store.put_message(Message("T", body, sys_flag=1)),
-        *store.put_messages([Message("T", body, sys_flag=1 | 2)]),
+        store.put("T", body, sys_flag=1, check=False),
+        store.put_message(Message("T", body, sys_flag=1), check=False),
+        *store.put_messages([Message("T", body, sys_flag=1 | 2)], check=False),
     ):
         assert r.status is PutStatus.MESSAGE_ILLEGAL
         _check_reason(r.reason, ("sys_flag", "0x1", "zlib"))
@@ -220,7 +258,8 @@ def test_a_topic_held_by_the_store_is_readable_even_if_puts_refuse_it(
     such topics (V2 records); a store that holds one reads it without error."""
     long_topic = "t" * 200
     store = open_store(**SMALL)
-    assert store.put(long_topic, b"x").status is PutStatus.MESSAGE_ILLEGAL
+    with pytest.raises(InvalidMessageError, match="127"):
+        store.put(long_topic, b"x")
     store.put("T", b"x")
     store.shutdown()
     os.makedirs(Path(store_path) / "consumequeue" / long_topic / "0")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -20,7 +21,9 @@ from helpers.presets import SEG, SMALL
 from rocketstore import (
     BatchPutResult,
     FlushDiskType,
+    InvalidMessageError,
     Message,
+    MessageRefusedError,
     MessageStore,
     PutStatus,
     ReadOnlyStoreError,
@@ -119,14 +122,69 @@ def test_one_refused_message_refuses_the_batch(open_store: Opener) -> None:
     ]
     for kwargs, reason in cases:
         bodies = kwargs.pop("bodies")
-        r = store.put_batch("t", bodies, **kwargs)
+        with pytest.raises(InvalidMessageError) as raised:
+            store.put_batch("t", bodies, **kwargs)
+        e = raised.value
+        assert isinstance(e, ValueError)
+        assert e.status is PutStatus.MESSAGE_ILLEGAL, (kwargs, e)
+        assert e.reason is not None and reason in e.reason, (kwargs, e.reason)
+        assert isinstance(e.result, BatchPutResult)
+        assert (e.result.count, e.result.wrote_offset, e.result.queue_offset) == (0, -1, -1)
+        assert (store.max_phy_offset, store.queue_offset_table()) == before
+        r = store.put_batch("t", bodies, **kwargs, check=False)
         assert r.status is PutStatus.MESSAGE_ILLEGAL, (kwargs, r)
         assert r.reason is not None and reason in r.reason, (kwargs, r.reason)
         assert (r.count, r.wrote_offset, r.queue_offset) == (0, -1, -1)
         assert (store.max_phy_offset, store.queue_offset_table()) == before
-    r = store.put_batch("bad topic", [b"x"])
+    r = store.put_batch("bad topic", [b"x"], check=False)
     assert r.status is PutStatus.MESSAGE_ILLEGAL and "topic" in (r.reason or "")
+    with pytest.raises(InvalidMessageError, match="topic"):
+        store.put_batch("bad topic", [b"x"])
     assert (store.max_phy_offset, store.queue_offset_table()) == before
+
+
+@pytest.mark.parametrize("point", ["allocate_file", "reserve"])
+def test_batch_that_cannot_make_a_file_mid_way_stores_nothing(
+    open_store: Opener, store_path: str, fail_points: Callable[[str, int], None], point: str
+) -> None:
+    """All or nothing also when the disk is full mid-batch: a batch spanning
+    several CommitLog files whose third file cannot be made (or its blocks
+    reserved) writes no message, takes no queue offset and leaves no file;
+    once the disk has room the same batch goes in whole."""
+    store = open_store(**CFG)
+    first = store.put("t", b"first", 1)
+    store.flush()
+    commitlog = Path(store_path) / "commitlog"
+    # The file after the current one may be made ahead already; the third is not.
+    deadline = time.monotonic() + 10
+    while len(os.listdir(commitlog)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before = (store.max_phy_offset, store.queue_offset_table())
+    files_before = sorted(os.listdir(commitlog))
+    bodies = [b"%05d" % i * 20 for i in range(2000)]  # ~6 files of 64 KiB
+    fail_points(point, errno.ENOSPC)
+    with pytest.raises(MessageRefusedError) as raised:
+        store.put_batch("t", bodies, 1)
+    e = raised.value
+    assert not isinstance(e, ValueError)  # the disk's fault, not the caller's
+    assert e.status is PutStatus.CREATE_MAPPED_FILE_FAILED, e
+    assert isinstance(e.result, BatchPutResult)
+    assert (e.result.count, e.result.wrote_offset, e.result.queue_offset) == (0, -1, -1), e.result
+    assert "No space left" in (e.reason or ""), e.reason
+    r = store.put_batch("t", bodies, 1, check=False)
+    assert r.status is PutStatus.CREATE_MAPPED_FILE_FAILED and r.count == 0, r
+    assert (store.max_phy_offset, store.queue_offset_table()) == before
+    assert sorted(os.listdir(commitlog)) == files_before
+    assert [m.body for m in _read_queue(store, "t", 1)] == [b"first"]
+    fail_points(point, 0)
+    r = store.put_batch("t", bodies, 1, return_offsets=True)
+    assert (r.count, r.queue_offset, r.wrote_offset) == (2000, 1, before[0]), r
+    assert r.offsets is not None and r.offsets[-1] // SEG >= before[0] // SEG + 4
+    store.shutdown()
+    store = open_store(**CFG)
+    got = _read_queue(store, "t", 1)
+    assert [m.body for m in got] == [b"first", *bodies]
+    assert got[0].commit_log_offset == first.wrote_offset
 
 
 def test_argument_errors_write_nothing(open_store: Opener) -> None:
@@ -160,9 +218,11 @@ def test_closed_and_read_only(open_store: Opener, store_path: str) -> None:
         ro.put_batch("t", [b"a"])
 
 
-def test_other_writers_interleave_between_files(open_store: Opener) -> None:
-    """A batch spanning files lets writers of other queues in between files;
-    writers of its own queue wait, so queue offsets follow CommitLog order."""
+def test_other_writers_wait_for_a_batch_spanning_files(open_store: Opener) -> None:
+    """A batch spanning files holds the put lock until it ends (the files it
+    needs are made before it writes, so it is all or nothing): writers of
+    every queue get in between batches, never inside one, and queue offsets
+    follow CommitLog order."""
     store = open_store(**CFG)
     stop = threading.Event()
     others: dict[int, list[int]] = {0: [], 1: []}
@@ -201,9 +261,14 @@ def test_other_writers_interleave_between_files(open_store: Opener) -> None:
         mine = batch_msgs[k * 2000:(k + 1) * 2000]
         assert [m.queue_offset for m in mine] == list(range(r.queue_offset, r.queue_offset + 2000))
         assert mine[0].commit_log_offset == r.wrote_offset
-    # Other writers did get in while the batches were being written.
+    # Each batch is one run of the CommitLog; other writers got in between.
+    other = others[0] + others[1]
+    for k, r in enumerate(results):
+        last = batch_msgs[(k + 1) * 2000 - 1].commit_log_offset
+        assert last // SEG > r.wrote_offset // SEG  # the batch spans files
+        assert not [o for o in other if r.wrote_offset < o < last], k
     first, last = results[0].wrote_offset, batch_msgs[-1].commit_log_offset
-    assert any(first < o < last for o in others[0] + others[1])
+    assert any(first < o < last for o in other)
 
 
 def _run_writer(path: Path, seed: int, kill_after: float) -> tuple[int, list[list[int]], str]:

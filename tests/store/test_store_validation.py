@@ -1,4 +1,5 @@
-"""Bad input at put time: MESSAGE_ILLEGAL statuses that write nothing, and
+"""Bad input at put time: MESSAGE_ILLEGAL refusals (``InvalidMessageError``,
+a ``ValueError``; the status with ``check=False``) that write nothing, and
 TypeError/ValueError for wrong arguments (docs/format.md §14, §17.1)."""
 
 from __future__ import annotations
@@ -10,12 +11,20 @@ from typing import Any
 import pytest
 
 from helpers.store_util import commitlog_files, record_len
-from rocketstore import Message, MessageStore, PutStatus
+from rocketstore import InvalidMessageError, Message, MessageStore, PutStatus
 
 OpenStore = Callable[..., MessageStore]
 SEG = 4096
 
 BAD_TOPICS = ["../x", "a/b", "", "a" * 128, "a b", "é", "a\x00b", "..", "topic\n"]
+
+
+def refusal(put: Callable[[], object]) -> PutStatus:
+    """The status of a put that must be refused as the caller's fault."""
+    with pytest.raises(InvalidMessageError) as raised:
+        put()
+    assert isinstance(raised.value, ValueError)
+    return raised.value.status
 
 
 def assert_nothing_written(store: MessageStore, store_path: str, max_before: int = 0) -> None:
@@ -27,14 +36,16 @@ def assert_nothing_written(store: MessageStore, store_path: str, max_before: int
 @pytest.mark.parametrize("topic", BAD_TOPICS)
 def test_illegal_topic_in_empty_store(open_store: OpenStore, store_path: str, topic: str) -> None:
     store = open_store(mapped_file_size_commit_log=SEG)
-    r = store.put(topic, b"x")
+    assert refusal(lambda: store.put(topic, b"x")) is PutStatus.MESSAGE_ILLEGAL
+    r = store.put(topic, b"x", check=False)
     assert r.status is PutStatus.MESSAGE_ILLEGAL
     assert not r.ok
     assert r.msg_id == ""  # nothing written: no message id
     assert r.reason is not None and "topic" in r.reason
-    r = store.put_message(Message(topic, b"x"))
-    assert r.status is PutStatus.MESSAGE_ILLEGAL
-    rs = store.put_messages([Message(topic, b"x"), Message(topic, b"y", tags="t")])
+    assert refusal(lambda: store.put_message(Message(topic, b"x"))) is PutStatus.MESSAGE_ILLEGAL
+    msgs = [Message(topic, b"x"), Message(topic, b"y", tags="t")]
+    assert refusal(lambda: store.put_messages(msgs)) is PutStatus.MESSAGE_ILLEGAL
+    rs = store.put_messages(msgs, check=False)
     assert [x.status for x in rs] == [PutStatus.MESSAGE_ILLEGAL] * 2
     assert_nothing_written(store, store_path)
     assert store.queue_offset_table() == {}
@@ -70,8 +81,10 @@ def test_negative_queue_id(open_store: OpenStore, store_path: str) -> None:
 
 def test_body_larger_than_max_message_size(open_store: OpenStore, store_path: str) -> None:
     store = open_store(mapped_file_size_commit_log=SEG, max_message_size=1024)
-    assert store.put("T", b"x" * 1025).status is PutStatus.MESSAGE_ILLEGAL
-    assert store.put_message(Message("T", b"x" * 1025)).status is PutStatus.MESSAGE_ILLEGAL
+    assert refusal(lambda: store.put("T", b"x" * 1025)) is PutStatus.MESSAGE_ILLEGAL
+    assert refusal(lambda: store.put_message(Message("T", b"x" * 1025))) is (
+        PutStatus.MESSAGE_ILLEGAL
+    )
     assert_nothing_written(store, store_path)
     r = store.put("T", b"x" * 1024)  # the limit itself is fine
     assert r.status is PutStatus.PUT_OK
@@ -95,11 +108,13 @@ def test_body_larger_than_max_message_size(open_store: OpenStore, store_path: st
 )
 def test_illegal_properties(open_store: OpenStore, store_path: str, kwargs: dict[str, Any]) -> None:
     store = open_store(mapped_file_size_commit_log=SEG)
-    assert store.put("T", b"x", **kwargs).status is PutStatus.MESSAGE_ILLEGAL
-    assert store.put_message(Message("T", b"x", **kwargs)).status is PutStatus.MESSAGE_ILLEGAL
-    assert [r.status for r in store.put_messages([Message("T", b"x", **kwargs)])] == [
+    assert refusal(lambda: store.put("T", b"x", **kwargs)) is PutStatus.MESSAGE_ILLEGAL
+    assert refusal(lambda: store.put_message(Message("T", b"x", **kwargs))) is (
         PutStatus.MESSAGE_ILLEGAL
-    ]
+    )
+    assert refusal(lambda: store.put_messages([Message("T", b"x", **kwargs)])) is (
+        PutStatus.MESSAGE_ILLEGAL
+    )
     assert_nothing_written(store, store_path)
     assert store.queue_offset_table() == {}
 
@@ -112,15 +127,19 @@ def test_properties_size_limit(open_store: OpenStore) -> None:
     r = store.put("T", b"", properties=fits)
     assert r.status is PutStatus.PUT_OK
     assert r.wrote_bytes == record_len("T", b"", fits)
-    r = store.put("T", b"", properties={"k": "v" * (32767 - 2 - 20)})
+    r = store.put("T", b"", properties={"k": "v" * (32767 - 2 - 20)}, check=False)
     assert r.status is PutStatus.PROPERTIES_SIZE_EXCEEDED, r.status
     assert "property CRC" in (r.reason or ""), r.reason
-    r = store.put("T", b"", properties={"k": "v" * (32767 - 1)})
+    # Also the caller's fault: an InvalidMessageError (a ValueError).
+    assert refusal(lambda: store.put("T", b"", properties={"k": "v" * (32767 - 2 - 20)})) is (
+        PutStatus.PROPERTIES_SIZE_EXCEEDED
+    )
+    r = store.put("T", b"", properties={"k": "v" * (32767 - 1)}, check=False)
     # Over 32767 Java chars: refused up front, as the broker's message check does.
     assert r.status is PutStatus.MESSAGE_ILLEGAL, r.status
     assert "32768 characters" in (r.reason or ""), r.reason
     # Over 32767 UTF-8 bytes but not Java chars: PROPERTIES_SIZE_EXCEEDED (docs/format.md §17.1).
-    r = store.put("T", b"", properties={"k": "é" * 20000})
+    r = store.put("T", b"", properties={"k": "é" * 20000}, check=False)
     assert r.status is PutStatus.PROPERTIES_SIZE_EXCEEDED
 
 
@@ -147,13 +166,15 @@ def test_tags_and_tags_property_together(open_store: OpenStore, store_path: str)
 
 def test_record_too_large_for_segment(open_store: OpenStore, store_path: str) -> None:
     store = open_store(mapped_file_size_commit_log=1024)
-    assert store.put("T", b"x" * 2000).status is PutStatus.MESSAGE_ILLEGAL
-    assert store.put_message(Message("T", b"x" * 2000)).status is PutStatus.MESSAGE_ILLEGAL
+    assert refusal(lambda: store.put("T", b"x" * 2000)) is PutStatus.MESSAGE_ILLEGAL
+    assert refusal(lambda: store.put_message(Message("T", b"x" * 2000))) is (
+        PutStatus.MESSAGE_ILLEGAL
+    )
     assert_nothing_written(store, store_path)
     # Also when a file already exists: nothing written, no file wasted.
     r = store.put("T", b"small")
     assert r.ok
-    assert store.put("T", b"x" * 2000).status is PutStatus.MESSAGE_ILLEGAL
+    assert refusal(lambda: store.put("T", b"x" * 2000)) is PutStatus.MESSAGE_ILLEGAL
     assert store.max_phy_offset == r.wrote_bytes
     assert len(commitlog_files(store_path)) == 1
 
@@ -170,7 +191,13 @@ def test_put_messages_skips_rejected_ones(open_store: OpenStore, store_path: str
         Message("U", b"m6", queue_id=0),
         Message("T", b"m7", queue_id=1),
     ]
-    rs = store.put_messages(msgs)
+    with pytest.raises(InvalidMessageError) as raised:
+        store.put_messages(msgs)
+    rs = raised.value.result
+    assert isinstance(rs, list)
+    assert sorted(raised.value.refused) == [1, 3, 5]
+    for i in (1, 3, 5):
+        assert f"message {i}: MESSAGE_ILLEGAL" in str(raised.value)
     ok = PutStatus.PUT_OK
     illegal = PutStatus.MESSAGE_ILLEGAL
     assert [r.status for r in rs] == [ok, illegal, ok, illegal, ok, illegal, ok, ok]

@@ -131,7 +131,9 @@ class _Bench:
             tally = _PutTally()
             done = 0
             for i in chunk:
-                r = put(_BENCH_TOPIC, body, i % _BENCH_QUEUES, f"t{i % 4}", f"bench-put-{i}")
+                # Statuses are counted, not raised: the report shows refusals.
+                r = put(_BENCH_TOPIC, body, i % _BENCH_QUEUES, f"t{i % 4}", f"bench-put-{i}",
+                        check=False)
                 tally.add(r.status, r.wrote_bytes)
                 done += 1
                 if done == _PROGRESS_STEP:
@@ -152,7 +154,7 @@ class _Bench:
                 indices = range(start, min(start + _BENCH_BATCH, chunk.stop))
                 batch = [Message(_BENCH_TOPIC, body, queue_id=i % _BENCH_QUEUES, tags=f"t{i % 4}",
                                  keys=f"bench-batch-{i}") for i in indices]
-                for r in self.store.put_messages(batch):
+                for r in self.store.put_messages(batch, check=False):
                     tally.add(r.status, r.wrote_bytes)
                 self._advance(task, len(indices))
             return tally

@@ -401,6 +401,18 @@ impl MappedFileQueue {
     /// (made in the background, waiting only if it is behind) and the file
     /// after it is requested; the file left behind is unlocked from memory.
     pub fn create_file(&self, offset: u64) -> Result<Arc<MappedFile>> {
+        let mf = self.prepare_file(offset)?;
+        self.push_prepared(&mf, true)?;
+        Ok(mf)
+    }
+
+    /// Makes the file starting at `offset` (a multiple of the file size) as
+    /// [`MappedFileQueue::create_file`] does, without adding it to the
+    /// queue: [`MappedFileQueue::push_prepared`] adds it once the file
+    /// before it is full, [`MappedFileQueue::discard_prepared`] removes it.
+    /// A writer that needs several files makes them all before it writes
+    /// (so none can fail half-way).
+    pub fn prepare_file(&self, offset: u64) -> Result<Arc<MappedFile>> {
         if !self.writable {
             return Err(StoreError::ReadOnly);
         }
@@ -408,24 +420,37 @@ impl MappedFileQueue {
             return Err(StoreError::Closed);
         }
         debug_assert_eq!(offset % self.file_size as u64, 0);
-        // With a transient store pool a file binds its buffer when it is
-        // made: a file made ahead would hold a second buffer while the
-        // previous file's is not yet committed back, and the pool would run
-        // dry. Such files are made on the put path, as before.
-        let allocator = if self.pool.read().is_some() {
+        match &self.allocator_unless_pooled() {
+            Some(a) => a.take(offset),
+            None => Ok(Arc::new(self.make_file(offset)?)),
+        }
+    }
+
+    /// With a transient store pool a file binds its buffer when it is
+    /// made: a file made ahead would hold a second buffer while the
+    /// previous file's is not yet committed back, and the pool would run
+    /// dry. Such files are made on the put path, as before.
+    fn allocator_unless_pooled(&self) -> Option<Arc<dyn FileMaker>> {
+        if self.pool.read().is_some() {
             None
         } else {
             self.allocator.read().clone()
-        };
-        let mf = match &allocator {
-            Some(a) => a.take(offset)?,
-            None => Arc::new(self.make_file(offset)?),
-        };
+        }
+    }
+
+    /// Appends a file made by [`MappedFileQueue::prepare_file`] to the
+    /// queue; it must follow the last file. With an allocator and
+    /// `request_next`, the file after it is requested (not when the writer
+    /// made that one already); the file left behind is unlocked from memory.
+    /// A file that does not follow is destroyed (an error).
+    pub fn push_prepared(&self, mf: &Arc<MappedFile>, request_next: bool) -> Result<()> {
+        let offset = mf.file_from_offset();
+        let allocator = self.allocator_unless_pooled();
         let mut files = self.files.write();
         if let Some(last) = files.last() {
             if last.file_from_offset() + self.file_size as u64 != offset {
                 drop(files);
-                let _ = mf.destroy();
+                self.discard_prepared(mf);
                 return Err(StoreError::internal(format!(
                     "new file at {offset} does not follow the last file"
                 )));
@@ -435,12 +460,28 @@ impl MappedFileQueue {
         files.push(mf.clone());
         drop(files);
         if let Some(a) = &allocator {
-            a.request(offset + self.file_size as u64);
+            if request_next {
+                a.request(offset + self.file_size as u64);
+            }
             if let Some(prev) = left_behind.filter(|f| f.is_locked()) {
                 a.unlock_later(prev);
             }
         }
-        Ok(mf)
+        Ok(())
+    }
+
+    /// Removes a file made by [`MappedFileQueue::prepare_file`] and never
+    /// added to the queue (nor written): deleted from disk, its write buffer
+    /// back in the pool. A file that cannot be deleted stays as an empty
+    /// file past the end of the queue, as a file made ahead does (recovery
+    /// removes those); that is logged.
+    pub fn discard_prepared(&self, mf: &Arc<MappedFile>) {
+        if let (Some(b), Some(p)) = (mf.take_unused_buffer(), self.pool.read().as_ref()) {
+            p.give_back(b);
+        }
+        if let Err(e) = mf.destroy() {
+            log::warn!("cannot remove unused CommitLog file: {e}");
+        }
     }
 
     /// Makes the file starting at `offset` without adding it to the queue

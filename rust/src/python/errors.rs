@@ -98,3 +98,20 @@ impl From<crate::columnar::AppendError> for PyErr {
         }
     }
 }
+
+/// The exception a checked put raises for its result, which is not
+/// `PUT_OK`: `rocketstore.errors._put_error(result)` (one put or one batch)
+/// or `_put_messages_error(results)` (a list, from `put_messages`) picks
+/// the class (`MessageRefusedError`, `InvalidMessageError`,
+/// `StoredNotFlushedError`) and words the message. Called on that path
+/// only: a put that succeeds never reaches Python.
+pub fn put_error(py: Python<'_>, builder: &str, result: Bound<'_, PyAny>) -> PyErr {
+    let made = ERRORS_MODULE
+        .get_or_try_init(py, || py.import("rocketstore.errors").map(|m| m.unbind()))
+        .and_then(|m| m.bind(py).getattr(builder))
+        .and_then(|f| f.call1((result,)));
+    match made {
+        Ok(e) => PyErr::from_value(e),
+        Err(e) => e,
+    }
+}

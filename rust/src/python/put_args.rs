@@ -25,27 +25,29 @@ use super::args::{parse_host, queue_id_arg};
 /// Defines a Python method (or, with `new`, the constructor) taking the put
 /// fields with the put signature: `topic, body, queue_id=0, tags=None,
 /// keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None,
-/// born_host=None, sys_flag=0`. The arguments go unconverted, as a
-/// [`PutArgs`], to `handler(self, py, args)` (`handler(args)` for `new`),
-/// which parses them with [`PutArgs::parse`]. Each use is a `#[pymethods]`
-/// block of its own.
+/// born_host=None, sys_flag=0` (a method also takes the keyword-only
+/// `check=True`: raise for a put that is not `PUT_OK`). The arguments go
+/// unconverted, as a [`PutArgs`], to `handler(self, py, args, check)`
+/// (`handler(args)` for `new`), which parses them with [`PutArgs::parse`].
+/// Each use is a `#[pymethods]` block of its own.
 macro_rules! put_fields_method {
     ($(#[$doc:meta])* new $ty:ident => $handler:path) => {
         $crate::python::put_args::put_fields_method!(@emit $ty, [$(#[$doc])* #[new]],
             "(topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0)",
-            new, [], Self, [] => $handler);
+            new, [], Self, [], [], [], [] => $handler);
     };
     ($(#[$doc:meta])* fn $name:ident in $ty:ident -> $ret:ty => $handler:path) => {
         $crate::python::put_args::put_fields_method!(@emit $ty, [$(#[$doc])*],
-            "($self, topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0)",
-            $name, [&self, py: Python<'_>,], $ret, [self, py,] => $handler);
+            "($self, topic, body, queue_id=0, tags=None, keys=None, properties=None, delay_level=0, flag=0, born_timestamp=None, born_host=None, sys_flag=0, *, check=True)",
+            $name, [&self, py: Python<'_>,], $ret, [self, py,], [, *, check=true],
+            [check: bool,], [, check] => $handler);
     };
     (@emit $ty:ty, [$($attr:tt)*], $text:literal, $name:ident, [$($recv:tt)*], $ret:ty,
-     [$($pass:tt)*] => $handler:path) => {
+     [$($pass:tt)*], [$($sig:tt)*], [$($param:tt)*], [$($more:tt)*] => $handler:path) => {
         #[pymethods]
         impl $ty {
             $($attr)*
-            #[pyo3(signature = (topic, body, queue_id=None, tags=None, keys=None, properties=None, delay_level=None, flag=None, born_timestamp=None, born_host=None, sys_flag=None), text_signature = $text)]
+            #[pyo3(signature = (topic, body, queue_id=None, tags=None, keys=None, properties=None, delay_level=None, flag=None, born_timestamp=None, born_host=None, sys_flag=None $($sig)*), text_signature = $text)]
             #[allow(clippy::too_many_arguments)]
             fn $name(
                 $($recv)*
@@ -60,6 +62,7 @@ macro_rules! put_fields_method {
                 born_timestamp: Option<&Bound<'_, PyAny>>,
                 born_host: Option<&Bound<'_, PyAny>>,
                 sys_flag: Option<&Bound<'_, PyAny>>,
+                $($param)*
             ) -> PyResult<$ret> {
                 $handler($($pass)* $crate::python::put_args::PutArgs {
                     topic,
@@ -73,7 +76,7 @@ macro_rules! put_fields_method {
                     born_timestamp,
                     born_host,
                     sys_flag,
-                })
+                } $($more)*)
             }
         }
     };

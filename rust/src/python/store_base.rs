@@ -58,16 +58,31 @@ put_fields_method!(
     /// Append one message given as arguments (the fast path: no `Message`).
     ///
     /// `body` may be any bytes-like object; anything but `bytes` is copied
-    /// once and the CRC is taken over the copy. A refused message writes
-    /// nothing: the result's `status` is not `PUT_OK` and `reason` says
-    /// which field broke which rule.
+    /// once and the CRC is taken over the copy.
+    ///
+    /// Raises:
+    ///     InvalidMessageError: the message breaks a rule (also a
+    ///         ValueError; `reason` says which field broke which rule);
+    ///         nothing is written.
+    ///     MessageRefusedError: the store took nothing (its `status`:
+    ///         SERVICE_NOT_AVAILABLE, CREATE_MAPPED_FILE_FAILED, ...).
+    ///     StoredNotFlushedError: stored, but not confirmed on disk within
+    ///         `sync_flush_timeout` (FLUSH_DISK_TIMEOUT): do not put it again.
+    ///
+    /// With `check=False` none of these is raised: the result carries the
+    /// status (`result.ok` is False) and `reason`.
     fn put in PyStoreBase -> PyPutResult => PyStoreBase::put_args
 );
 
 impl PyStoreBase {
     /// Puts one message given as the put fields: the engine store's put.
-    fn put_args(&self, py: Python<'_>, args: PutArgs<'_, '_>) -> PyResult<PyPutResult> {
-        self.engine(py)?.get().put_args(py, args)
+    fn put_args(
+        &self,
+        py: Python<'_>,
+        args: PutArgs<'_, '_>,
+        check: bool,
+    ) -> PyResult<PyPutResult> {
+        self.engine(py)?.get().put_args(py, args, check)
     }
 }
 
@@ -98,23 +113,37 @@ impl PyStoreBase {
 
     /// Append one message; returns its `PutResult`.
     ///
-    /// A rejected message (illegal topic, too large, ...) gets its status and
-    /// nothing is written; `PutResult.reason` says why.
-    fn put_message(&self, py: Python<'_>, msg: &Bound<'_, PyAny>) -> PyResult<PyPutResult> {
-        self.engine(py)?.get().put_message(py, msg)
+    /// Raises as `put` does (a refused message writes nothing);
+    /// `check=False` returns the result with its status instead.
+    #[pyo3(signature = (msg, *, check=true))]
+    fn put_message(
+        &self,
+        py: Python<'_>,
+        msg: &Bound<'_, PyAny>,
+        check: bool,
+    ) -> PyResult<PyPutResult> {
+        self.engine(py)?.get().put_message(py, msg, check)
     }
 
-    /// Append messages in order under one lock and one flush wait.
+    /// Append messages in order under one lock and one flush wait; returns
+    /// their results, in order.
     ///
-    /// Messages may go to any topics and queues; a rejected message gets its
-    /// status (and `PutResult.reason`) and is skipped, the others are
-    /// written.
+    /// Messages may go to any topics and queues. Every acceptable message
+    /// is written, even when others are refused; then, if any was refused,
+    /// one `MessageRefusedError` names each refused message's index and
+    /// reason (`error.refused` maps indexes to their results, `error.result`
+    /// holds every result). It is an `InvalidMessageError` (a ValueError)
+    /// when every refusal is the message's own fault. When all were stored
+    /// but some not confirmed on disk in time, `StoredNotFlushedError`.
+    /// With `check=False` the results are returned whatever their statuses.
+    #[pyo3(signature = (msgs, *, check=true))]
     fn put_messages<'py>(
         &self,
         py: Python<'py>,
         msgs: &Bound<'py, PyAny>,
+        check: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        self.engine(py)?.get().put_messages(py, msgs)
+        self.engine(py)?.get().put_messages(py, msgs, check)
     }
 
     /// Append many bodies to one topic and queue; one result for the batch.
@@ -132,9 +161,12 @@ impl PyStoreBase {
     /// whole batch. A batch may span CommitLog files; between files other
     /// writers get their turn. Delayed messages cannot be batched.
     ///
-    /// If a new CommitLog file cannot be created mid-batch, the result has
-    /// that status and `count` says how many messages were written.
-    #[pyo3(signature = (topic, bodies, queue_id=None, *, keys=None, tags=None, properties=None, return_offsets=false), text_signature = "($self, topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=False)")]
+    /// Raises `InvalidMessageError` (a ValueError; the reason names the
+    /// message's index) or `MessageRefusedError` when the batch was refused:
+    /// nothing of it is stored. `StoredNotFlushedError`: the whole batch is
+    /// stored but not confirmed on disk within `sync_flush_timeout`.
+    /// `check=False` returns the result with its status instead.
+    #[pyo3(signature = (topic, bodies, queue_id=None, *, keys=None, tags=None, properties=None, return_offsets=false, check=true), text_signature = "($self, topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=False, check=True)")]
     #[allow(clippy::too_many_arguments)]
     fn put_batch(
         &self,
@@ -146,6 +178,7 @@ impl PyStoreBase {
         tags: Option<Bound<'_, PyAny>>,
         properties: Option<Bound<'_, PyAny>>,
         return_offsets: bool,
+        check: bool,
     ) -> PyResult<PyBatchPutResult> {
         // Checked here: an int outside i64 is a ValueError, not an OverflowError.
         let queue_id =
@@ -159,6 +192,7 @@ impl PyStoreBase {
             tags.as_ref(),
             properties.as_ref(),
             return_offsets,
+            check,
         )
     }
 

@@ -6,11 +6,12 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::log::commitlog::{BatchOutcome, BatchRefusal, PutOutcome, Refused};
+use crate::log::commitlog::{BatchOutcome, BatchRefusal, PutOutcome, PutStatus, Refused};
 use crate::log::message::MessageSpec;
 
 use super::args::check_queue_id;
 use super::args::type_error;
+use super::errors::put_error;
 use super::gil::{guarded, nogil};
 use super::put_args::{batch_properties, put_fields_method, BatchBodies, PutArgs};
 use super::store::PyStore;
@@ -27,15 +28,31 @@ put_fields_method!(
     fn put in PyStore -> PyPutResult => PyStore::put_args
 );
 
+/// `r`, or, when `check` and its status is not `PUT_OK`, the exception for
+/// it (the one check of every put: a put that succeeds pays a comparison).
+#[inline]
+fn checked(py: Python<'_>, r: PyPutResult, check: bool) -> PyResult<PyPutResult> {
+    if !check || r.outcome.status == PutStatus::PutOk {
+        return Ok(r);
+    }
+    Err(put_error(py, "_put_error", Bound::new(py, r)?.into_any()))
+}
+
 impl PyStore {
     /// Puts one message given as the put fields (`put(...)`).
-    pub(crate) fn put_args(&self, py: Python<'_>, args: PutArgs<'_, '_>) -> PyResult<PyPutResult> {
+    pub(crate) fn put_args(
+        &self,
+        py: Python<'_>,
+        args: PutArgs<'_, '_>,
+        check: bool,
+    ) -> PyResult<PyPutResult> {
         guarded(|| {
             let fields = args.parse()?;
-            match fields.spec(self.now_ms()) {
-                Ok(spec) => self.put_spec(py, spec),
-                Err(refused) => Ok(self.result(self.store.refused(refused)?)),
-            }
+            let r = match fields.spec(self.now_ms()) {
+                Ok(spec) => self.put_spec(py, spec)?,
+                Err(refused) => self.result(self.store.refused(refused)?),
+            };
+            checked(py, r, check)
         })
     }
 
@@ -109,28 +126,33 @@ impl PyStore {
 #[pymethods]
 impl PyStore {
     /// Puts one `Message`.
+    #[pyo3(signature = (msg, *, check=true))]
     pub(crate) fn put_message(
         &self,
         py: Python<'_>,
         msg: &Bound<'_, PyAny>,
+        check: bool,
     ) -> PyResult<PyPutResult> {
         guarded(|| {
             let m = msg
                 .downcast::<PyMessage>()
                 .map_err(|_| type_error("msg", "rocketstore.Message", msg))?;
             let m = m.get();
-            match m.spec(py, self.now_ms()) {
-                Ok(spec) => self.put_spec(py, spec),
-                Err(refused) => Ok(self.result(self.store.refused(refused)?)),
-            }
+            let r = match m.spec(py, self.now_ms()) {
+                Ok(spec) => self.put_spec(py, spec)?,
+                Err(refused) => self.result(self.store.refused(refused)?),
+            };
+            checked(py, r, check)
         })
     }
 
     /// Puts messages in order under one lock hold and one flush wait.
+    #[pyo3(signature = (msgs, *, check=true))]
     pub(crate) fn put_messages<'py>(
         &self,
         py: Python<'py>,
         msgs: &Bound<'py, PyAny>,
+        check: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         guarded(|| {
             let mut held: Vec<Bound<'py, PyMessage>> = Vec::new();
@@ -162,15 +184,20 @@ impl PyStore {
                 }))
             })?;
             let list = PyList::empty(py);
+            let mut all_ok = true;
             for o in outs {
+                all_ok &= o.status == PutStatus::PutOk;
                 list.append(Bound::new(py, self.result(o))?)?;
+            }
+            if check && !all_ok {
+                return Err(put_error(py, "_put_messages_error", list.into_any()));
             }
             Ok(list)
         })
     }
 
     /// Puts many bodies to one topic and queue: all or nothing, one result.
-    #[pyo3(signature = (topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=false))]
+    #[pyo3(signature = (topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=false, check=true))]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn put_batch(
         &self,
@@ -182,6 +209,7 @@ impl PyStore {
         tags: Option<&Bound<'_, PyAny>>,
         properties: Option<&Bound<'_, PyAny>>,
         return_offsets: bool,
+        check: bool,
     ) -> PyResult<PyBatchPutResult> {
         guarded(|| {
             let queue_id = check_queue_id(queue_id)?;
@@ -192,7 +220,11 @@ impl PyStore {
             let r = nogil(py, || {
                 store.put_bodies(topic, queue_id, &slices, &props, return_offsets)
             })?;
-            self.batch_result(py, r, return_offsets)
+            let r = self.batch_result(py, r, return_offsets)?;
+            if check && r.status != PutStatus::PutOk {
+                return Err(put_error(py, "_put_error", Bound::new(py, r)?.into_any()));
+            }
+            Ok(r)
         })
     }
 

@@ -161,9 +161,10 @@ impl Store {
     /// properties `props` built for it (born now, at the default born host):
     /// all or nothing. An illegal message refuses the batch (after the
     /// store's state: closed or read-only is an error, as for any put);
-    /// otherwise see [`Store::put_batch_input`]. A batch not wholly written
-    /// says so in its reason (`... (k of n messages were written)`), and
-    /// its first queue offset is -1 when no message was written.
+    /// otherwise see [`Store::put_batch_input`]. A batch not written (the
+    /// room it needs could not be made: nothing is written then) says so in
+    /// its reason (`... (0 of n messages were written)`), and its first
+    /// queue offset is -1.
     pub fn put_bodies(
         &self,
         topic: &str,
@@ -210,8 +211,9 @@ impl Store {
 
     /// Appends a batch of messages to one queue: every message is checked
     /// first and one refused message refuses the batch (nothing written);
-    /// then one append per CommitLog file's worth and, under SYNC_FLUSH,
-    /// one flush wait for the whole batch.
+    /// then the room it needs is made (nothing written if that fails, see
+    /// `CommitLog::append_batch`), one append per CommitLog file's worth
+    /// and, under SYNC_FLUSH, one flush wait for the whole batch.
     pub fn put_batch_input(
         &self,
         b: &BatchInput<'_>,

@@ -1,7 +1,9 @@
 //! Batches of one topic and queue: every message is checked first (one
-//! refusal refuses the batch), then written one CommitLog file's worth per
-//! append, holding the queue between files so queue offsets stay in
-//! CommitLog order.
+//! refusal refuses the batch), the room the batch takes (blocks of the
+//! current file, and every new file it needs) is made before any byte is
+//! written (so it is all or nothing), then it is written one CommitLog
+//! file's worth per append, under one hold of the put lock so queue
+//! offsets stay in CommitLog order.
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
@@ -10,7 +12,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, MutexGuard};
 
-use crate::error::{Result, StoreError};
+use crate::error::Result;
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
     encode_blank, encode_v1_crc_of_copy, find_property, props, record_len, sysflag, topic_problem,
@@ -120,6 +122,16 @@ pub struct BatchOutcome {
     pub reason: Option<String>,
     /// Every message's CommitLog offset, when asked for.
     pub offsets: Vec<i64>,
+}
+
+/// What one file's worth of a batch wrote.
+struct FileWorth {
+    /// CommitLog offset of its first message (`None`: only a blank).
+    first: Option<i64>,
+    /// Record bytes written.
+    bytes: u64,
+    /// CommitLog offset just past its last message.
+    end: i64,
 }
 
 /// A batch's hold on its queue: on drop (also on unwinding) the queue is
@@ -269,13 +281,15 @@ impl CommitLog {
     }
 
     /// Appends a validated batch (see [`CommitLog::validate_batch`]) to one
-    /// queue: consecutive queue offsets, CommitLog order. The put lock is
-    /// held for one CommitLog file's worth at a time; between files other
-    /// writers get in (writers to this queue wait for the batch to finish).
-    /// `on_file` runs after each file's worth is published.
+    /// queue: consecutive queue offsets, CommitLog order. `on_file` runs
+    /// after each file's worth is published.
     ///
-    /// A failure to create a CommitLog file mid-batch stops it: the
-    /// outcome then carries that status and counts the messages written.
+    /// All or nothing: before its first byte is written, the batch reserves
+    /// the blocks it takes in the current file and makes (and reserves)
+    /// every further CommitLog file it needs; if any of that fails, nothing
+    /// is written and the outcome says `CREATE_MAPPED_FILE_FAILED` (the
+    /// files made for it are removed). The put lock is held until the batch
+    /// ends, so no other writer changes where its files begin.
     pub fn append_batch(
         &self,
         b: &BatchInput<'_>,
@@ -293,105 +307,182 @@ impl CommitLog {
             return Ok(out);
         }
         let mut hold = self.hold_queue(b);
-        let sys_flag = self.batch_sys_flag(b);
-        let store_host = self.cfg.store_host;
-        let prop_crc = self.cfg.prop_crc;
+        let first = match self.file_with_room(&mut hold.st) {
+            Ok(f) => f,
+            Err(e) => {
+                out.status = PutStatus::CreateMappedFileFailed;
+                out.reason = Some(format!("cannot create a CommitLog file: {e}"));
+                return Ok(out);
+            }
+        };
+        let needs = plan_files(
+            b,
+            first.file_size() - first.wrote_position(),
+            first.file_size(),
+            &self.cfg.store_host,
+            self.cfg.prop_crc,
+        );
+        let files = match self.make_room(&first, &needs) {
+            Ok(files) => files,
+            Err(e) => {
+                out.status = PutStatus::CreateMappedFileFailed;
+                out.reason = Some(format!("cannot make room for the batch: {e}"));
+                return Ok(out);
+            }
+        };
         let mut i = 0usize;
         let mut qo = *hold.st.table.slot(b.topic, b.queue_id);
         out.first_queue_offset = qo;
-        while i < n {
-            if i > 0 {
-                // A file's worth is done: let waiting writers in.
-                self.lock_since.store(0, Ordering::Relaxed);
-                MutexGuard::bump(&mut hold.st);
+        for (k, (file, need)) in files.iter().zip(&needs).enumerate() {
+            if k > 0 {
+                // The previous file is full (it ends with a blank).
+                let last = k + 1 == files.len();
+                if let Err(e) = self.mfq.push_prepared(file, last) {
+                    for f in &files[k + 1..] {
+                        self.mfq.discard_prepared(f);
+                    }
+                    return Err(e);
+                }
+                hold.st.current = Some(file.clone());
             }
             let ts = self.stamp(&mut hold.st);
             // The busy check sees how long this file's worth holds the lock.
             self.lock_since.store(ts, Ordering::Relaxed);
-            if i == 0 {
+            if k == 0 {
                 out.store_timestamp = ts;
             }
-            let Some(file) = self.file_with_room(&mut hold.st) else {
-                out.status = PutStatus::CreateMappedFileFailed;
-                break;
-            };
-            let from = file.file_from_offset() as i64;
             let start = i;
-            let offsets = &mut out.offsets;
-            let mut bytes = 0u64;
-            let mut end = -1i64;
-            // Reserve blocks for what this file will take: the records that
-            // fit and a blank's 8 bytes (at most the rest of the file).
-            let need = reserve_need(
-                b,
-                i,
-                file.file_size() - file.wrote_position(),
-                &store_host,
-                prop_crc,
-            );
-            let appended = file.append_reserved(need, |tail, at| {
-                let mut pos = 0usize;
-                let mut first = None;
-                while i < n {
-                    let len = b.record_len(i, &store_host, prop_crc);
-                    if pos + len + END_FILE_MIN_BLANK_LENGTH > tail.len() {
-                        // END_OF_FILE: the blank fills the file; go on in the next.
-                        let rest = tail.len() - pos;
-                        encode_blank(&mut tail[pos..], rest);
-                        return (tail.len(), first);
+            let offsets = want_offsets.then_some(&mut out.offsets);
+            let worth = self.write_file_worth(file, *need, b, ts, (&mut i, &mut qo), offsets);
+            let worth = match worth {
+                Ok(w) => w,
+                Err(e) => {
+                    // Reserved above: an append cannot fail here short of a
+                    // broken invariant; the files made ahead go.
+                    for f in &files[k + 1..] {
+                        self.mfq.discard_prepared(f);
                     }
-                    let phy = from + (at + pos) as i64;
-                    first.get_or_insert(phy);
-                    let spec = b.spec_of(i, sys_flag);
-                    let w = encode_v1_crc_of_copy(
-                        &mut tail[pos..],
-                        &spec,
-                        sys_flag,
-                        &store_host,
-                        qo,
-                        phy,
-                        ts,
-                        prop_crc,
-                    );
-                    debug_assert_eq!(w, len);
-                    if want_offsets {
-                        offsets.push(phy);
-                    }
-                    pos += len;
-                    bytes += len as u64;
-                    end = phy + len as i64;
-                    qo += 1;
-                    i += 1;
+                    return Err(e);
                 }
-                (pos, first)
-            });
-            let first_phy = match appended {
-                Ok(f) => f,
-                Err(e @ StoreError::Io { .. }) => {
-                    RESERVE_FAILURES.log(log::Level::Error, || {
-                        format!("cannot reserve CommitLog space: {e}")
-                    });
-                    out.status = PutStatus::CreateMappedFileFailed;
-                    out.reason = Some(format!("cannot reserve space in the CommitLog file: {e}"));
-                    break;
-                }
-                Err(e) => return Err(e),
             };
             if i > start {
                 file.set_store_timestamp(ts);
                 *hold.st.table.slot(b.topic, b.queue_id) = qo;
                 if out.first_offset < 0 {
-                    out.first_offset = first_phy.unwrap_or(-1);
+                    out.first_offset = worth.first.unwrap_or(-1);
                 }
                 out.count += i - start;
-                out.bytes += bytes;
-                self.puts.add_locked((i - start) as u64, bytes);
-                out.end_offset = end;
+                out.bytes += worth.bytes;
+                self.puts.add_locked((i - start) as u64, worth.bytes);
+                out.end_offset = worth.end;
                 on_file();
             }
         }
+        debug_assert_eq!(i, n, "the plan holds every message of the batch");
         drop(hold);
         Ok(out)
+    }
+
+    /// Writes messages from `*i` on into `file` (its reserved `need`
+    /// bytes), queue offsets from `*qo`, until the batch ends or the next
+    /// record does not fit (then a blank ends the file); advances both.
+    fn write_file_worth(
+        &self,
+        file: &MappedFile,
+        need: usize,
+        b: &BatchInput<'_>,
+        ts: i64,
+        (i, qo): (&mut usize, &mut i64),
+        mut offsets: Option<&mut Vec<i64>>,
+    ) -> Result<FileWorth> {
+        let n = b.bodies.len();
+        let sys_flag = self.batch_sys_flag(b);
+        let store_host = self.cfg.store_host;
+        let prop_crc = self.cfg.prop_crc;
+        let from = file.file_from_offset() as i64;
+        let mut worth = FileWorth {
+            first: None,
+            bytes: 0,
+            end: -1,
+        };
+        file.append_reserved(need, |tail, at| {
+            let mut pos = 0usize;
+            while *i < n {
+                let len = b.record_len(*i, &store_host, prop_crc);
+                if pos + len + END_FILE_MIN_BLANK_LENGTH > tail.len() {
+                    // END_OF_FILE: the blank fills the file; go on in the next.
+                    let rest = tail.len() - pos;
+                    encode_blank(&mut tail[pos..], rest);
+                    return (tail.len(), ());
+                }
+                let phy = from + (at + pos) as i64;
+                worth.first.get_or_insert(phy);
+                let spec = b.spec_of(*i, sys_flag);
+                let w = encode_v1_crc_of_copy(
+                    &mut tail[pos..],
+                    &spec,
+                    sys_flag,
+                    &store_host,
+                    *qo,
+                    phy,
+                    ts,
+                    prop_crc,
+                );
+                debug_assert_eq!(w, len);
+                if let Some(o) = offsets.as_deref_mut() {
+                    o.push(phy);
+                }
+                pos += len;
+                worth.bytes += len as u64;
+                worth.end = phy + len as i64;
+                *qo += 1;
+                *i += 1;
+            }
+            (pos, ())
+        })?;
+        Ok(worth)
+    }
+
+    /// Makes room for a batch before it writes: reserves `needs[0]` bytes
+    /// past the write position of `first` (the file being written), then
+    /// makes the files after it (one per further entry of `needs`) and
+    /// reserves their `needs[k]` bytes. Returns `first` and the files made;
+    /// on failure (logged) the files made are removed again.
+    fn make_room(&self, first: &Arc<MappedFile>, needs: &[usize]) -> Result<Vec<Arc<MappedFile>>> {
+        let reserve = |f: &MappedFile, end: usize| {
+            f.ensure_reserved(end).inspect_err(|e| {
+                RESERVE_FAILURES.log(log::Level::Error, || {
+                    format!("cannot reserve CommitLog space: {e}")
+                });
+            })
+        };
+        reserve(first, first.wrote_position() + needs[0])?;
+        let mut files = vec![first.clone()];
+        let size = first.file_size() as u64;
+        for (k, need) in needs.iter().enumerate().skip(1) {
+            let made = self
+                .mfq
+                .prepare_file(first.file_from_offset() + k as u64 * size)
+                .inspect_err(|e| self.create_failed(e))
+                .and_then(|f| {
+                    reserve(&f, *need).map(|()| f.clone()).inspect_err(|_| {
+                        self.mfq.discard_prepared(&f);
+                    })
+                });
+            match made {
+                Ok(f) => files.push(f),
+                Err(e) => {
+                    for f in &files[1..] {
+                        self.mfq.discard_prepared(f);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        if files.len() > 1 {
+            self.created_file();
+        }
+        Ok(files)
     }
 }
 
@@ -427,45 +518,52 @@ impl CommitLog {
     }
 
     /// The file to append to: the current one while it has room, else the
-    /// last one or a new one; `None` (logged) when none can be created.
+    /// last one or a new one; the error (logged) when none can be created.
     #[inline]
-    fn file_with_room(&self, st: &mut PutState) -> Option<Arc<MappedFile>> {
+    fn file_with_room(&self, st: &mut PutState) -> Result<Arc<MappedFile>> {
         match &st.current {
-            Some(f) if !f.is_full() => Some(f.clone()),
+            Some(f) if !f.is_full() => Ok(f.clone()),
             _ => match self.mfq.last_file_or_create(0) {
                 Ok(f) => {
                     self.created_file();
                     st.current = Some(f.clone());
-                    Some(f)
+                    Ok(f)
                 }
                 Err(e) => {
                     self.create_failed(&e);
-                    None
+                    Err(e)
                 }
             },
         }
     }
 }
 
-/// Bytes to reserve in a file with `room` bytes left for the batch's
-/// records from `i` on: those that fit and a blank's 8 bytes (at most the
-/// rest of the file).
-#[inline]
-fn reserve_need(
+/// Where a batch goes, starting in a file with `room` bytes left: the bytes
+/// it takes in that file and then in each new file (of `file_size` bytes)
+/// it needs, laid out as [`CommitLog::append_batch`] writes it. A file the
+/// batch goes on from ends with a blank (it takes the whole rest); the
+/// last file takes the records and a blank's 8 bytes (at most its rest).
+fn plan_files(
     b: &BatchInput<'_>,
-    i: usize,
     room: usize,
+    file_size: usize,
     store_host: &SocketAddr,
     prop_crc: bool,
-) -> usize {
-    let mut need = END_FILE_MIN_BLANK_LENGTH;
-    for j in i..b.bodies.len() {
-        need += b.record_len(j, store_host, prop_crc);
-        if need >= room {
-            break;
+) -> Vec<usize> {
+    let mut needs = Vec::with_capacity(1);
+    let mut tail = room;
+    let mut pos = 0usize;
+    for i in 0..b.bodies.len() {
+        let len = b.record_len(i, store_host, prop_crc);
+        if pos + len + END_FILE_MIN_BLANK_LENGTH > tail {
+            needs.push(tail);
+            tail = file_size;
+            pos = 0;
         }
+        pos += len;
     }
-    need
+    needs.push((pos + END_FILE_MIN_BLANK_LENGTH).min(tail));
+    needs
 }
 
 impl BatchOutcome {

@@ -180,6 +180,15 @@ impl MappedFile {
         (committed, released)
     }
 
+    /// The write buffer of a transient file that was never written (made
+    /// ahead, then not used), for the pool; `None` for other files.
+    pub fn take_unused_buffer(&self) -> Option<Arc<WriteBuffer>> {
+        if !self.transient || self.wrote_position() > 0 {
+            return None;
+        }
+        self.write_buffer.lock().take()
+    }
+
     /// Flushes dirty pages if at least `least_pages` are dirty (0: any), or the
     /// file is full. Returns the flushed position.
     pub fn flush(&self, least_pages: usize) -> Result<usize> {
