@@ -601,31 +601,40 @@ class AsyncStore:
         born_timestamp: int | None = None,
         born_host: tuple[str, int] | None = None,
         sys_flag: int = 0,
+        *,
+        check: bool = True,
     ) -> PutResult:
         """:meth:`put` in a store thread: the loop runs on while it waits.
 
-        Same arguments, result and errors as ``put``. The body must not
+        Same arguments, result and errors as ``put``: a refused put raises
+        :class:`~rocketstore.MessageRefusedError` (``check=False``: returns
+        the result with its status), a put stored but not confirmed on disk
+        :class:`~rocketstore.StoredNotFlushedError`. The body must not
         change until the put returns. Cancelling the awaiting task does not
         cancel the put: it may still be stored.
         """
         return await self._off_loop(
             cast("MessageStore", self).put, topic, body, queue_id, tags, keys, properties,
-            delay_level, flag, born_timestamp, born_host, sys_flag)
+            delay_level, flag, born_timestamp, born_host, sys_flag, check=check)
 
-    async def aput_message(self, msg: Message) -> PutResult:
+    async def aput_message(self, msg: Message, *, check: bool = True) -> PutResult:
         """:meth:`put_message` in a store thread (see :meth:`aput`)."""
-        return await self._off_loop(cast("MessageStore", self).put_message, msg)
+        return await self._off_loop(cast("MessageStore", self).put_message, msg, check=check)
 
     async def aput_messages(
-        self, msgs: Sequence[Message] | Iterable[Message]
+        self, msgs: Sequence[Message] | Iterable[Message], *, check: bool = True
     ) -> list[PutResult]:
-        """:meth:`put_messages` in a store thread (see :meth:`aput`).
+        """:meth:`put_messages` in a store thread (see :meth:`aput`): every
+        acceptable message is stored, then one
+        :class:`~rocketstore.MessageRefusedError` names the refused ones
+        (``check=False``: the results are returned).
 
         An iterator is read to the end on the loop first.
         """
         if not isinstance(msgs, Sequence):
             msgs = list(msgs)
-        return await self._off_loop(cast("MessageStore", self).put_messages, msgs)
+        return await self._off_loop(cast("MessageStore", self).put_messages, msgs,
+                                    check=check)
 
     async def aput_batch(
         self,
@@ -637,14 +646,17 @@ class AsyncStore:
         tags: Sequence[str | None] | None = None,
         properties: Sequence[dict[str, str] | None] | None = None,
         return_offsets: bool = False,
+        check: bool = True,
     ) -> BatchPutResult:
         """:meth:`put_batch` in a store thread (see :meth:`aput`): all or nothing,
-        one result. An iterator of bodies is read to the end on the loop first."""
+        one result; a refused batch raises :class:`~rocketstore.MessageRefusedError`
+        unless ``check=False``. An iterator of bodies is read to the end on
+        the loop first."""
         if not isinstance(bodies, Sequence):
             bodies = list(bodies)
         return await self._off_loop(
             cast("MessageStore", self).put_batch, topic, bodies, queue_id, keys=keys, tags=tags,
-            properties=properties, return_offsets=return_offsets)
+            properties=properties, return_offsets=return_offsets, check=check)
 
     # -- consumers ----------------------------------------------------------------
 

@@ -22,7 +22,9 @@ import pytest
 from helpers.presets import SMALL
 from rocketstore import (
     FlushDiskType,
+    InvalidMessageError,
     Message,
+    MessageRefusedError,
     MessageStore,
     PutStatus,
     StoreClosedError,
@@ -376,6 +378,9 @@ def test_read_only_process_consumes_with_asyncio(store_path: str, tmp_path: Path
                     got.extend((m.queue_id, m.body) for m in batch)
                 await starter
                 ticker.stop()
+                # A read-only process commits durably too (config/consumerOffset.json).
+                await c.commit()
+                assert [reader.query_offset("g", "t", q) for q in (0, 1)] == [n // 2] * 2
                 await c.close()
                 return got
 
@@ -535,5 +540,35 @@ def test_poll_arrow_waits_on_the_loop(open_store: OpenStore) -> None:
             store.put("t", b"d")
             assert (await c.poll_arrow(timeout=GUARD / 2, columns=["body"])).num_rows == 1
             ticker.stop()
+
+    run(main())
+
+
+def test_refused_async_puts_raise_as_the_blocking_ones_do(open_store: OpenStore) -> None:
+    store = open_store(**SMALL)
+
+    async def main() -> None:
+        # A topic with a dot breaks the topic rule: refused, nothing stored.
+        with pytest.raises(InvalidMessageError) as e:
+            await store.aput("bad.topic", b"x")
+        assert isinstance(e.value, ValueError)
+        assert e.value.status is PutStatus.MESSAGE_ILLEGAL
+        r = await store.aput("bad.topic", b"x", check=False)
+        assert r.status is PutStatus.MESSAGE_ILLEGAL
+        with pytest.raises(MessageRefusedError):
+            await store.aput_batch("t", [b"ok", b"ok"], tags=["x" * 70_000, None])
+        b = await store.aput_batch("t", [b"ok", b"ok"], tags=["x" * 70_000, None], check=False)
+        assert not b.ok
+        with pytest.raises(MessageRefusedError):
+            await store.aput_message(Message("bad.topic", b"x"))
+        # put_messages stores the acceptable ones, then raises naming the others.
+        with pytest.raises(MessageRefusedError) as refused:
+            await store.aput_messages([Message("t", b"good"), Message("bad.topic", b"x")])
+        assert list(refused.value.refused) == [1]
+        assert refused.value.refused[1].status is PutStatus.MESSAGE_ILLEGAL
+        rs = await store.aput_messages([Message("t", b"good 2"), Message("bad.topic", b"x")],
+                                       check=False)
+        assert [x.status for x in rs] == [PutStatus.PUT_OK, PutStatus.MESSAGE_ILLEGAL]
+        assert store.get_max_offset_in_queue("t", 0) == 2  # the two good ones only
 
     run(main())
