@@ -23,13 +23,14 @@ How the loop stays free:
   never holds the loop. Awaiting one put after the other keeps their order;
   puts started together (``asyncio.gather``) are stored in any order, as
   puts from several threads are.
-- A consumer's pulls run on the loop (they read mapped memory: no disk wait);
-  its waits for new messages do not: in the writer's process one thread per
-  store sleeps in the dispatcher's wake-up (the engine's
-  ``wait_for_dispatch``, GIL released) and wakes the waiting loops at once;
-  in a read-only process that thread re-reads the queue ends every 5 ms.
-  Commits that write ``consumerOffset.json`` (``commit()``, auto-commits,
-  ``close()``) run in the store's put threads.
+- A consumer's pulls run in those threads too (reading a backlog that is
+  not in the page cache faults it in from disk), one poll's pulls after the
+  other; its waits for new messages hold no thread of the pool: in the
+  writer's process one thread per store sleeps in the dispatcher's wake-up
+  (the engine's ``wait_for_dispatch``, GIL released) and wakes the waiting
+  loops at once; in a read-only process that thread re-reads the queue ends
+  every 5 ms. Commits that write ``consumerOffset.json`` (``commit()``,
+  auto-commits, ``close()``) run in the pool.
 
 An async consumer, like a :class:`~rocketstore.consumer.Consumer`, is used
 by one task at a time for reading; ``commit()`` may be awaited from another
@@ -44,7 +45,7 @@ import concurrent.futures
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -251,6 +252,28 @@ class DispatchWatcher:
             _call_in_loop(w.loop, _set_exception, w.fut, exc)
 
 
+_START = object()
+
+#: A consumer's fill as :meth:`Consumer._fill_steps` gives it.
+_Steps = Generator[tuple[int, float | None] | None, int | None, bool]
+
+
+def _advance(steps: _Steps, value: object) -> tuple[bool, Any]:
+    """Resume a fill with ``value``: ``(True, result)`` when it ended,
+    ``(False, what it waits for)`` otherwise."""
+    try:
+        return False, next(steps) if value is _START else steps.send(cast("int | None", value))
+    except StopIteration as done:
+        return True, done.value
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """The error of a step whose poll was cancelled is not reported (the
+    next poll meets it again)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class AsyncConsumer:
     """The asyncio face of a :class:`~rocketstore.consumer.Consumer`.
 
@@ -278,6 +301,8 @@ class AsyncConsumer:
         self._c = consumer
         self._waiting: set[_Waiter] = set()
         self._closing = False
+        # The last fill step handed to a store thread (see _advance).
+        self._step: asyncio.Future[tuple[bool, Any]] | None = None
 
     # -- what the blocking consumer has -----------------------------------------
 
@@ -410,7 +435,8 @@ class AsyncConsumer:
         try:
             filled = await self._fill(timeout, max_messages, pull, max_messages)
         except BaseException:
-            c._unbuffer()  # nothing is returned: the positions stay before these rows
+            # Nothing is returned: the positions stay before these rows.
+            self._after_step(c._unbuffer)
             raise
         if not filled or self._closing:
             c._unbuffer()
@@ -419,20 +445,43 @@ class AsyncConsumer:
 
     async def _fill(self, timeout: float | None, budget: int, pull: _Pull | None = None,
                     share_cap: int = _PULL_BATCH) -> bool:
-        """The consumer's fill, its waits made on the loop. False on timeout or close."""
+        """The consumer's fill: its pulls in a store thread, its waits on the
+        loop. False on timeout or close."""
+        await self._settle()
         steps = self._c._fill_steps(timeout, budget, pull, share_cap)
-        try:
-            step = next(steps)
-            while True:
-                if self._closing:
-                    return False  # close() was called meanwhile
-                if step is None:
-                    await asyncio.sleep(0)  # entries were skipped: let others run
-                    step = steps.send(None)
-                else:
-                    step = steps.send(await self._wait(*step))
-        except StopIteration as done:
-            return bool(done.value)
+        done, step = await self._advance(steps, _START)
+        while not done:
+            if self._closing:
+                return False  # close() was called meanwhile
+            sent = None if step is None else await self._wait(*step)
+            if self._closing:
+                return False
+            done, step = await self._advance(steps, sent)
+        return bool(step)
+
+    async def _advance(self, steps: _Steps, value: object) -> tuple[bool, Any]:
+        """One step of a fill (pulls: reads that may fault pages in from disk)
+        in a store thread. A cancelled caller leaves the step to finish: the
+        next fill waits for it (:meth:`_settle`), so one thread at a time
+        touches the consumer, and what it fetched is delivered next."""
+        task = asyncio.ensure_future(self._store._off_loop(_advance, steps, value))
+        task.add_done_callback(_retrieve)
+        self._step = task
+        return await asyncio.shield(task)
+
+    async def _settle(self) -> None:
+        """Until the step a cancelled poll left running has finished."""
+        step = self._step
+        if step is not None and not step.done():
+            await asyncio.wait([step])
+
+    def _after_step(self, fn: Callable[[], None]) -> None:
+        """``fn()`` now, or once the step a cancelled poll left running ends."""
+        step = self._step
+        if step is not None and not step.done():
+            step.add_done_callback(lambda _: fn())
+        else:
+            fn()
 
     async def _wait(self, seq: int, timeout: float | None) -> int:
         """Wait until ``dispatch_seq != seq`` (or ``timeout``); the seq then."""
