@@ -116,7 +116,7 @@ def info(path: Path, as_json: bool) -> None:
     checkpoint times (how far the CommitLog, the consume queues and the index
     are known to be on disk), the recovery report, every topic and queue
     with its min/max offsets, and the consumer groups with their lag
-    (``groups`` shows them per queue). Exits 2 if PATH is not a store.
+    ('rocketstore groups' shows them per queue). Exits 2 if PATH is not a store.
     """
     running = _writer_running(path)
     geometry: dict[str, Any] = dict(_index_geometry(path, None, None))
