@@ -23,14 +23,15 @@ How the loop stays free:
   never holds the loop. Awaiting one put after the other keeps their order;
   puts started together (``asyncio.gather``) are stored in any order, as
   puts from several threads are.
-- A consumer's pulls run in those threads too (reading a backlog that is
-  not in the page cache faults it in from disk), one poll's pulls after the
-  other; its waits for new messages hold no thread of the pool: in the
-  writer's process one thread per store sleeps in the dispatcher's wake-up
-  (the engine's ``wait_for_dispatch``, GIL released) and wakes the waiting
-  loops at once; in a read-only process that thread re-reads the queue ends
-  every 5 ms. Commits that write ``consumerOffset.json`` (``commit()``,
-  auto-commits, ``close()``) run in the pool.
+- A consumer's pulls run in a second small pool of threads (reading a
+  backlog that is not in the page cache faults it in from disk), one poll's
+  pulls after the other, never queued behind puts. Its waits for new
+  messages hold no thread of either pool: in the writer's process one
+  thread per store sleeps in the dispatcher's wake-up (the engine's
+  ``wait_for_dispatch``, GIL released) and wakes the waiting loops at once;
+  in a read-only process that thread re-reads the queue ends every 5 ms.
+  Commits that write ``consumerOffset.json`` (``commit()``, auto-commits,
+  ``close()``) run in the put pool.
 
 An async consumer, like a :class:`~rocketstore.consumer.Consumer`, is used
 by one task at a time for reading; ``commit()`` may be awaited from another
@@ -76,6 +77,12 @@ _T = TypeVar("_T")
 #: waits for the disk, and puts waiting together share one flush: more
 #: threads, bigger groups. Made as they are needed.
 PUT_THREADS = 16
+
+#: Threads per store that run async consumers' pulls: apart from the put
+#: threads, so consumers never queue behind puts waiting for the disk.
+PULL_THREADS = 4
+
+_POOLS = {"put": PUT_THREADS, "pull": PULL_THREADS}
 
 #: Seconds the wake-up thread waits in one engine call. It ends after a wait
 #: this long in which nothing became visible and no loop waited.
@@ -464,7 +471,8 @@ class AsyncConsumer:
         in a store thread. A cancelled caller leaves the step to finish: the
         next fill waits for it (:meth:`_settle`), so one thread at a time
         touches the consumer, and what it fetched is delivered next."""
-        task = asyncio.ensure_future(self._store._off_loop(_advance, steps, value))
+        task = asyncio.ensure_future(self._store._off_loop(_advance, steps, value,
+                                                           _pool="pull"))
         task.add_done_callback(_retrieve)
         self._step = task
         return await asyncio.shield(task)
@@ -569,7 +577,7 @@ class AsyncStore:
     """The asyncio methods of :class:`~rocketstore.MessageStore` (a base class of it)."""
 
     _aio_lock = threading.Lock()
-    _aio_pool: concurrent.futures.ThreadPoolExecutor | None = None
+    _aio_pools: dict[str, concurrent.futures.ThreadPoolExecutor] | None = None
     _aio_watcher: DispatchWatcher | None = None
 
     # -- plumbing -----------------------------------------------------------------
@@ -584,14 +592,18 @@ class AsyncStore:
             return w
 
     async def _off_loop(self, fn: Callable[..., _T], /, *args: Any,
-                        **kwargs: Any) -> _T:
-        """``fn(*args, **kwargs)`` in one of the store's threads."""
+                        _pool: str = "put", **kwargs: Any) -> _T:
+        """``fn(*args, **kwargs)`` in one of the store's threads (of pool
+        ``_pool``: ``"put"``, also for commits, or ``"pull"``)."""
         cast("MessageStore", self)._n  # noqa: B018 - raises StoreClosedError when closed
         with AsyncStore._aio_lock:
-            pool = self._aio_pool
+            pools = self._aio_pools
+            if pools is None:
+                pools = self._aio_pools = {}
+            pool = pools.get(_pool)
             if pool is None:
-                pool = self._aio_pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=PUT_THREADS, thread_name_prefix="rocketstore-async")
+                pool = pools[_pool] = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=_POOLS[_pool], thread_name_prefix=f"rocketstore-async-{_pool}")
         call = functools.partial(fn, *args, **kwargs)
         try:
             fut = asyncio.get_running_loop().run_in_executor(pool, call)
@@ -607,12 +619,13 @@ class AsyncStore:
         parent's, and nothing is joined.
         """
         with AsyncStore._aio_lock:
-            pool, self._aio_pool = self._aio_pool, None
+            pools, self._aio_pools = self._aio_pools, None
             watcher, self._aio_watcher = self._aio_watcher, None
         if watcher is not None and not forked:
             watcher.close(reason)
-        if pool is not None and not forked:
-            pool.shutdown(wait=False)
+        if pools is not None and not forked:
+            for pool in pools.values():
+                pool.shutdown(wait=False)
 
     # -- lifecycle ----------------------------------------------------------------
 

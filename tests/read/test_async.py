@@ -30,7 +30,7 @@ from rocketstore import (
     StoreClosedError,
     StoreConfig,
 )
-from rocketstore.aio import AsyncConsumer, DispatchWatcher
+from rocketstore.aio import PUT_THREADS, AsyncConsumer, DispatchWatcher
 
 # Consumers made before their topic's first put warn of the unknown topic.
 pytestmark = pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")
@@ -604,3 +604,25 @@ def test_polls_cancelled_mid_pull_lose_and_repeat_nothing(open_store: OpenStore)
         return got
 
     assert run(main()) == [b"%d" % i for i in range(300)]
+
+
+def test_pulls_do_not_queue_behind_puts_waiting_for_the_disk(
+    open_store: OpenStore, hold: Any
+) -> None:
+    store = open_store(**SMALL, flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                       sync_flush_timeout=int(GUARD * 1000))
+    store.put("t", b"on disk")
+    hold(True)
+
+    async def main() -> None:
+        # More puts than put threads, all waiting for the stalled disk.
+        puts = [asyncio.create_task(store.aput("t", b"held")) for _ in range(PUT_THREADS + 4)]
+        await asyncio.sleep(0.05)
+        async with store.async_consumer("g", "t", auto_commit=False) as c:
+            got = await c.poll(timeout=GUARD / 2)
+            assert [m.body for m in got] == [b"on disk"]
+        assert not any(p.done() for p in puts)
+        hold(False)
+        assert all(r.status is PutStatus.PUT_OK for r in await asyncio.gather(*puts))
+
+    run(main())
