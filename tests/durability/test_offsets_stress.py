@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from helpers.paths import HELPERS
-from rocketstore import MessageStore, StoreConfig
+from rocketstore import MessageStore, StoreClosedError, StoreConfig
 from rocketstore.config_files import loads_fastjson
 
 CHILD = HELPERS / "offsets_loop_child.py"
@@ -187,3 +187,35 @@ def test_read_only_mount_gives_an_os_error_and_no_write_consumes(
     out = json.loads(r.stdout)
     assert out == {"groups": ["a"], "open": errno.EROFS, "persist": errno.EROFS,
                    "shutdown": errno.EROFS, "closed": True, "polled": 37, "reset": "refused"}
+
+
+def test_shutdown_releases_the_group_lock_of_a_consumer_left_open(store_path: str) -> None:
+    """A consumer still open when its store shuts down holds its group no
+    more: a new store (this process or another) gets the group, and the old
+    consumer, even on the same store object started again, raises
+    ``StoreClosedError`` and writes nothing."""
+    _put(store_path, 5)
+    cfg = StoreConfig(store_path=store_path, **CFG)
+    store = MessageStore(cfg).start()
+    old = store.consumer("g", "T")  # auto_commit: its close would commit
+    assert len(old.poll(timeout=1, max_messages=3)) == 3
+    store.shutdown()
+    with MessageStore(cfg, read_only=True) as other:
+        (g,) = [g for g in other.consumer_groups() if g.group == "g"] or [None]
+        assert g is None or not g.active
+        with other.consumer("g", "T", auto_commit=False) as c:
+            c.seek(0, 4)
+            c.commit()
+    store.start()  # the same object again
+    try:
+        with pytest.raises(StoreClosedError):
+            old.poll(timeout=0)
+        with pytest.raises(StoreClosedError):
+            old.commit()
+        old.close()  # no error, and nothing committed
+        assert old.closed
+        assert _table(store_path)["T@g"] == {0: 4, 1: 0, 2: 0, 3: 0}  # the other's commit
+        with store.consumer("g", "T") as c:  # the group is free
+            assert c.position(0) == 4
+    finally:
+        store.shutdown()
