@@ -5,11 +5,15 @@ A quick benchmark on the real disk (a store in the temp dir, or
 
 - put: ``store.put(topic, body)`` from one thread;
 - get: ``get_message`` batches of 32, touching each ``.body``;
+- get_arrow / get_arrow_zero_copy: ``get_arrow`` batches of 1,024 (every
+  column; bodies copied, or viewed in the mapped CommitLog), each batch held
+  in Python;
 - put_batch: batches of 10,000 bodies (reported, not gated).
 
 Each is the best of ``ROUNDS`` timed rounds, so a busy moment does not
 decide the result. The run fails (exit 1) if put or get falls below its
-floor: 10 % of the target (2 M puts/s, 4 M gets/s), a level that load on
+floor: 10 % of the target (2 M puts/s, 4 M gets/s, 4 M rows/s for each
+``get_arrow`` of every column), a level that load on
 the CI machine (which moves numbers 2-4x) does not reach but a real
 regression does. Not a timed unit test: it asserts a floor, never an
 upper bound, and takes a few seconds.
@@ -28,7 +32,8 @@ from rocketstore import MessageStore, StoreConfig
 BODY = b"x" * 100
 PER_ROUND = 50_000
 ROUNDS = 5
-TARGETS = {"put": 2_000_000, "get": 4_000_000}
+TARGETS = {"put": 2_000_000, "get": 4_000_000, "get_arrow": 4_000_000,
+           "get_arrow_zero_copy": 4_000_000}
 FLOOR_SHARE = 0.10
 
 
@@ -71,6 +76,8 @@ def measure(path: str) -> dict[str, float]:
             got = seen // len(BODY)
             get_rates.append(got / (time.perf_counter() - t0))
             assert got >= PER_ROUND, f"get_message returned {got} of {PER_ROUND} messages"
+        arrow_rates = {name: _arrow_rates(store, total, zc) for name, zc in
+                       (("get_arrow", False), ("get_arrow_zero_copy", True))}
         bodies = [BODY] * 10_000
         batch_rates: list[float] = []
         for _ in range(ROUNDS):
@@ -78,7 +85,29 @@ def measure(path: str) -> dict[str, float]:
             res = store.put_batch("guard-batch", bodies)
             batch_rates.append(len(bodies) / (time.perf_counter() - t0))
             assert res.ok, res
-    return {"put": _best(put_rates), "get": _best(get_rates), "put_batch": _best(batch_rates)}
+    return {"put": _best(put_rates), "get": _best(get_rates),
+            **{name: _best(r) for name, r in arrow_rates.items()},
+            "put_batch": _best(batch_rates)}
+
+
+def _arrow_rates(store: MessageStore, total: int, zero_copy: bool) -> list[float]:
+    """Rows per second of ``get_arrow`` batches of 1,024 over PER_ROUND messages."""
+    rates: list[float] = []
+    for r in range(ROUNDS):
+        off = (r * PER_ROUND) % max(total - PER_ROUND, 1)
+        end = off + PER_ROUND
+        rows = 0
+        t0 = time.perf_counter()
+        while off < end:
+            res = store.get_arrow("guard", 0, off, min(1024, end - off), zero_copy=zero_copy)
+            n = res.batch.num_rows
+            if not n:
+                break
+            rows += n
+            off = res.next_begin_offset
+        rates.append(rows / (time.perf_counter() - t0))
+        assert rows >= PER_ROUND, f"get_arrow returned {rows} of {PER_ROUND} messages"
+    return rates
 
 
 def main() -> int:

@@ -664,6 +664,8 @@ class ArrowStream:
     @property
     def filtered(self) -> int: ...
     @property
+    def decoded(self) -> int: ...
+    @property
     def properties_parsed(self) -> int: ...
 
 @disjoint_base
@@ -834,6 +836,11 @@ class NativeStore:
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int: ...
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int: ...
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int: ...
+    def key_hits(self, topic: str, key: str) -> tuple[list[tuple[int, int]], int] | None: ...
+    def index_coverage(self) -> tuple[int, int] | None: ...
+    def queue_times_monotone(
+        self, topic: str, queue_id: int, from_offset: int = 0, prev: int | None = None
+    ) -> tuple[bool, int, int]: ...
     def query_message(
         self,
         topic: str,
@@ -854,6 +861,8 @@ class NativeStore:
         include_system: bool = False,
         include_uncommitted: bool = False,
         min_store_timestamp: int | None = None,
+        max_store_timestamp: int | None = None,
+        tags: list[str] | None = None,
         batch_size: int = 65536,
         store_name: str | None = None,
         threads: int = 1,

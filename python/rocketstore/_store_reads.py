@@ -158,6 +158,8 @@ class ArrowReads(ArrowPulls):
         include_system: bool = False,
         include_uncommitted: bool = False,
         min_store_timestamp: int | None = None,
+        max_store_timestamp: int | None = None,
+        tags: Sequence[str] | None = None,
         store_name: str | None = None,
         threads: int = 1,
         columns: Sequence[str] | None = None,
@@ -171,6 +173,7 @@ class ArrowReads(ArrowPulls):
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         batch_size = min(batch_size, I64_MAX)
         int_arg("threads", threads, 1, MAX_READ_THREADS)
+        tag_list = None if tags is None else [str(t) for t in tags]
         # Offsets past the store read nothing: they are clamped to the range
         # a Java long holds (the engine clamps them to the store's content).
         if start is not None:
@@ -188,6 +191,7 @@ class ArrowReads(ArrowPulls):
                                 include_system=include_system,
                                 include_uncommitted=include_uncommitted,
                                 min_store_timestamp=min_store_timestamp,
+                                max_store_timestamp=max_store_timestamp, tags=tag_list,
                                 batch_size=batch_size, store_name=store_name, threads=threads,
                                 columns=cols)
         topics = [topic] if isinstance(topic, str) else list(topic)
@@ -205,6 +209,7 @@ class ArrowReads(ArrowPulls):
                 if hi > lo:
                     ranges.append((t, q, lo, hi))
         return n.read_arrow(ranges, None, min_store_timestamp=min_store_timestamp,
+                            max_store_timestamp=max_store_timestamp, tags=tag_list,
                             batch_size=batch_size, store_name=store_name, threads=threads,
                             columns=cols)
 

@@ -23,13 +23,15 @@ How the loop stays free:
   never holds the loop. Awaiting one put after the other keeps their order;
   puts started together (``asyncio.gather``) are stored in any order, as
   puts from several threads are.
-- A consumer's pulls run on the loop (they read mapped memory: no disk wait);
-  its waits for new messages do not: in the writer's process one thread per
-  store sleeps in the dispatcher's wake-up (the engine's
+- A consumer's pulls run in a second small pool of threads (reading a
+  backlog that is not in the page cache faults it in from disk), one poll's
+  pulls after the other, never queued behind puts. Its waits for new
+  messages hold no thread of either pool: in the writer's process one
+  thread per store sleeps in the dispatcher's wake-up (the engine's
   ``wait_for_dispatch``, GIL released) and wakes the waiting loops at once;
   in a read-only process that thread re-reads the queue ends every 5 ms.
   Commits that write ``consumerOffset.json`` (``commit()``, auto-commits,
-  ``close()``) run in the store's put threads.
+  ``close()``) run in the put pool.
 
 An async consumer, like a :class:`~rocketstore.consumer.Consumer`, is used
 by one task at a time for reading; ``commit()`` may be awaited from another
@@ -44,7 +46,7 @@ import concurrent.futures
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -75,6 +77,12 @@ _T = TypeVar("_T")
 #: waits for the disk, and puts waiting together share one flush: more
 #: threads, bigger groups. Made as they are needed.
 PUT_THREADS = 16
+
+#: Threads per store that run async consumers' pulls: apart from the put
+#: threads, so consumers never queue behind puts waiting for the disk.
+PULL_THREADS = 4
+
+_POOLS = {"put": PUT_THREADS, "pull": PULL_THREADS}
 
 #: Seconds the wake-up thread waits in one engine call. It ends after a wait
 #: this long in which nothing became visible and no loop waited.
@@ -251,6 +259,28 @@ class DispatchWatcher:
             _call_in_loop(w.loop, _set_exception, w.fut, exc)
 
 
+_START = object()
+
+#: A consumer's fill as :meth:`Consumer._fill_steps` gives it.
+_Steps = Generator[tuple[int, float | None] | None, int | None, bool]
+
+
+def _advance(steps: _Steps, value: object) -> tuple[bool, Any]:
+    """Resume a fill with ``value``: ``(True, result)`` when it ended,
+    ``(False, what it waits for)`` otherwise."""
+    try:
+        return False, next(steps) if value is _START else steps.send(cast("int | None", value))
+    except StopIteration as done:
+        return True, done.value
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """The error of a step whose poll was cancelled is not reported (the
+    next poll meets it again)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class AsyncConsumer:
     """The asyncio face of a :class:`~rocketstore.consumer.Consumer`.
 
@@ -278,6 +308,8 @@ class AsyncConsumer:
         self._c = consumer
         self._waiting: set[_Waiter] = set()
         self._closing = False
+        # The last fill step handed to a store thread (see _advance).
+        self._step: asyncio.Future[tuple[bool, Any]] | None = None
 
     # -- what the blocking consumer has -----------------------------------------
 
@@ -410,7 +442,8 @@ class AsyncConsumer:
         try:
             filled = await self._fill(timeout, max_messages, pull, max_messages)
         except BaseException:
-            c._unbuffer()  # nothing is returned: the positions stay before these rows
+            # Nothing is returned: the positions stay before these rows.
+            self._after_step(c._unbuffer)
             raise
         if not filled or self._closing:
             c._unbuffer()
@@ -419,20 +452,44 @@ class AsyncConsumer:
 
     async def _fill(self, timeout: float | None, budget: int, pull: _Pull | None = None,
                     share_cap: int = _PULL_BATCH) -> bool:
-        """The consumer's fill, its waits made on the loop. False on timeout or close."""
+        """The consumer's fill: its pulls in a store thread, its waits on the
+        loop. False on timeout or close."""
+        await self._settle()
         steps = self._c._fill_steps(timeout, budget, pull, share_cap)
-        try:
-            step = next(steps)
-            while True:
-                if self._closing:
-                    return False  # close() was called meanwhile
-                if step is None:
-                    await asyncio.sleep(0)  # entries were skipped: let others run
-                    step = steps.send(None)
-                else:
-                    step = steps.send(await self._wait(*step))
-        except StopIteration as done:
-            return bool(done.value)
+        done, step = await self._advance(steps, _START)
+        while not done:
+            if self._closing:
+                return False  # close() was called meanwhile
+            sent = None if step is None else await self._wait(*step)
+            if self._closing:
+                return False
+            done, step = await self._advance(steps, sent)
+        return bool(step)
+
+    async def _advance(self, steps: _Steps, value: object) -> tuple[bool, Any]:
+        """One step of a fill (pulls: reads that may fault pages in from disk)
+        in a store thread. A cancelled caller leaves the step to finish: the
+        next fill waits for it (:meth:`_settle`), so one thread at a time
+        touches the consumer, and what it fetched is delivered next."""
+        task = asyncio.ensure_future(self._store._off_loop(_advance, steps, value,
+                                                           _pool="pull"))
+        task.add_done_callback(_retrieve)
+        self._step = task
+        return await asyncio.shield(task)
+
+    async def _settle(self) -> None:
+        """Until the step a cancelled poll left running has finished."""
+        step = self._step
+        if step is not None and not step.done():
+            await asyncio.wait([step])
+
+    def _after_step(self, fn: Callable[[], None]) -> None:
+        """``fn()`` now, or once the step a cancelled poll left running ends."""
+        step = self._step
+        if step is not None and not step.done():
+            step.add_done_callback(lambda _: fn())
+        else:
+            fn()
 
     async def _wait(self, seq: int, timeout: float | None) -> int:
         """Wait until ``dispatch_seq != seq`` (or ``timeout``); the seq then."""
@@ -520,7 +577,7 @@ class AsyncStore:
     """The asyncio methods of :class:`~rocketstore.MessageStore` (a base class of it)."""
 
     _aio_lock = threading.Lock()
-    _aio_pool: concurrent.futures.ThreadPoolExecutor | None = None
+    _aio_pools: dict[str, concurrent.futures.ThreadPoolExecutor] | None = None
     _aio_watcher: DispatchWatcher | None = None
 
     # -- plumbing -----------------------------------------------------------------
@@ -535,14 +592,18 @@ class AsyncStore:
             return w
 
     async def _off_loop(self, fn: Callable[..., _T], /, *args: Any,
-                        **kwargs: Any) -> _T:
-        """``fn(*args, **kwargs)`` in one of the store's threads."""
+                        _pool: str = "put", **kwargs: Any) -> _T:
+        """``fn(*args, **kwargs)`` in one of the store's threads (of pool
+        ``_pool``: ``"put"``, also for commits, or ``"pull"``)."""
         cast("MessageStore", self)._n  # noqa: B018 - raises StoreClosedError when closed
         with AsyncStore._aio_lock:
-            pool = self._aio_pool
+            pools = self._aio_pools
+            if pools is None:
+                pools = self._aio_pools = {}
+            pool = pools.get(_pool)
             if pool is None:
-                pool = self._aio_pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=PUT_THREADS, thread_name_prefix="rocketstore-async")
+                pool = pools[_pool] = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=_POOLS[_pool], thread_name_prefix=f"rocketstore-async-{_pool}")
         call = functools.partial(fn, *args, **kwargs)
         try:
             fut = asyncio.get_running_loop().run_in_executor(pool, call)
@@ -558,12 +619,13 @@ class AsyncStore:
         parent's, and nothing is joined.
         """
         with AsyncStore._aio_lock:
-            pool, self._aio_pool = self._aio_pool, None
+            pools, self._aio_pools = self._aio_pools, None
             watcher, self._aio_watcher = self._aio_watcher, None
         if watcher is not None and not forked:
             watcher.close(reason)
-        if pool is not None and not forked:
-            pool.shutdown(wait=False)
+        if pools is not None and not forked:
+            for pool in pools.values():
+                pool.shutdown(wait=False)
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -601,31 +663,40 @@ class AsyncStore:
         born_timestamp: int | None = None,
         born_host: tuple[str, int] | None = None,
         sys_flag: int = 0,
+        *,
+        check: bool = True,
     ) -> PutResult:
         """:meth:`put` in a store thread: the loop runs on while it waits.
 
-        Same arguments, result and errors as ``put``. The body must not
+        Same arguments, result and errors as ``put``: a refused put raises
+        :class:`~rocketstore.MessageRefusedError` (``check=False``: returns
+        the result with its status), a put stored but not confirmed on disk
+        :class:`~rocketstore.StoredNotFlushedError`. The body must not
         change until the put returns. Cancelling the awaiting task does not
         cancel the put: it may still be stored.
         """
         return await self._off_loop(
             cast("MessageStore", self).put, topic, body, queue_id, tags, keys, properties,
-            delay_level, flag, born_timestamp, born_host, sys_flag)
+            delay_level, flag, born_timestamp, born_host, sys_flag, check=check)
 
-    async def aput_message(self, msg: Message) -> PutResult:
+    async def aput_message(self, msg: Message, *, check: bool = True) -> PutResult:
         """:meth:`put_message` in a store thread (see :meth:`aput`)."""
-        return await self._off_loop(cast("MessageStore", self).put_message, msg)
+        return await self._off_loop(cast("MessageStore", self).put_message, msg, check=check)
 
     async def aput_messages(
-        self, msgs: Sequence[Message] | Iterable[Message]
+        self, msgs: Sequence[Message] | Iterable[Message], *, check: bool = True
     ) -> list[PutResult]:
-        """:meth:`put_messages` in a store thread (see :meth:`aput`).
+        """:meth:`put_messages` in a store thread (see :meth:`aput`): every
+        acceptable message is stored, then one
+        :class:`~rocketstore.MessageRefusedError` names the refused ones
+        (``check=False``: the results are returned).
 
         An iterator is read to the end on the loop first.
         """
         if not isinstance(msgs, Sequence):
             msgs = list(msgs)
-        return await self._off_loop(cast("MessageStore", self).put_messages, msgs)
+        return await self._off_loop(cast("MessageStore", self).put_messages, msgs,
+                                    check=check)
 
     async def aput_batch(
         self,
@@ -637,14 +708,17 @@ class AsyncStore:
         tags: Sequence[str | None] | None = None,
         properties: Sequence[dict[str, str] | None] | None = None,
         return_offsets: bool = False,
+        check: bool = True,
     ) -> BatchPutResult:
         """:meth:`put_batch` in a store thread (see :meth:`aput`): all or nothing,
-        one result. An iterator of bodies is read to the end on the loop first."""
+        one result; a refused batch raises :class:`~rocketstore.MessageRefusedError`
+        unless ``check=False``. An iterator of bodies is read to the end on
+        the loop first."""
         if not isinstance(bodies, Sequence):
             bodies = list(bodies)
         return await self._off_loop(
             cast("MessageStore", self).put_batch, topic, bodies, queue_id, keys=keys, tags=tags,
-            properties=properties, return_offsets=return_offsets)
+            properties=properties, return_offsets=return_offsets, check=check)
 
     # -- consumers ----------------------------------------------------------------
 

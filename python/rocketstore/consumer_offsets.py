@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -42,13 +43,15 @@ from rocketstore.config_files import (
     _load_parsed,
     atomic_write,
 )
-from rocketstore.errors import ConsumerGroupBusyError
+from rocketstore.errors import ConsumerGroupBusyError, CorruptedError
 from rocketstore.formats.fastjson import dumps_fastjson, loads_fastjson
 
 __all__ = ["ConsumerGroupLock", "ConsumerOffsets", "Table"]
 
 #: ``{"topic@group": {queue_id: next offset}}``
 Table = dict[str, dict[int, int]]
+
+log = logging.getLogger("rocketstore")
 
 _R = TypeVar("_R")
 
@@ -344,6 +347,15 @@ class ConsumerOffsets:
             self._table = _overlay(table, self._pending)
             self._file_id = ident
         return True
+
+    def current(self) -> Table:
+        """:meth:`table` after a :meth:`refresh`; when the file cannot be read
+        now (damaged, or an OS error), the last view, with a warning."""
+        try:
+            self.refresh()
+        except (CorruptedError, OSError) as e:
+            log.warning("cannot re-read %s (the last view is used): %s", self._path, e)
+        return self.table()
 
     def _settle(self, written: Table, taken: Table, ident: tuple[int, int, int] | None) -> None:
         """After a write of ``written`` holding the pending entries ``taken``."""

@@ -107,8 +107,9 @@ class StoreStats:
     #: the CommitLog's end (which also counts the blank that ends a full file).
     put_bytes_per_s: float | None
 
-    #: Pulls (``get_message`` calls, also a consumer's) served by this store
-    #: object since open, in this process (a reader counts its own).
+    #: Pulls (``get_message`` and ``get_arrow`` calls, also a consumer's
+    #: polls) served by this store object since open, in this process (a
+    #: reader counts its own).
     get_calls_total: int
     #: ... of which returned no message (``getMessageTimesTotalMiss``).
     get_misses_total: int

@@ -182,7 +182,7 @@ def test_get_table_shows_tags_and_keys_and_marks_cropped_bodies(
 
 
 @pytest.mark.parametrize("command", [None, "demo", "info", "verify", "get", "tail", "query",
-                                     "bench"])
+                                     "bench", "top", "groups"])
 def test_help_has_no_markup(command: str | None) -> None:
     args = ["--help"] if command is None else [command, "--help"]
     result = run(args)

@@ -114,8 +114,9 @@ def info(path: Path, as_json: bool) -> None:
 
     Files and offsets, how the last writer stopped (the abort file), the
     checkpoint times (how far the CommitLog, the consume queues and the index
-    are known to be on disk), the recovery report, and every topic and queue
-    with its min/max offsets. Exits 2 if PATH is not a store.
+    are known to be on disk), the recovery report, every topic and queue
+    with its min/max offsets, and the consumer groups with their lag
+    ('rocketstore groups' shows them per queue). Exits 2 if PATH is not a store.
     """
     running = _writer_running(path)
     geometry: dict[str, Any] = dict(_index_geometry(path, None, None))
@@ -147,6 +148,7 @@ def info(path: Path, as_json: bool) -> None:
             "recovery": _report_dict(report),
             "topics": _topic_rows(queues),
             "queues": queues,
+            "consumer_groups": [g.as_dict() for g in store.consumer_groups()],
         }
     if as_json:
         _print_json(data)
@@ -180,6 +182,11 @@ def _print_info(path: Path, data: dict[str, Any], report: RecoveryReport | None)
     for name, what in _CHECKPOINT_ROWS:
         table.add_row(f"checkpoint {name}", f"{cp[f'{name}_time'] or 'never'} ({what})")
     table.add_row("index files", str(data["index_files"]))
+    groups = data["consumer_groups"]
+    table.add_row("consumer groups", (
+        f"{len(groups)}: " + ", ".join(f"{g['group']} (lag {g['lag']:,})" for g in groups[:6])
+        + (", ..." if len(groups) > 6 else "") + " (per queue: rocketstore groups PATH)"
+    ) if groups else "none")
     out.print(table)
     out.print(Text(_CHECKPOINT_NOTE, style="dim"), soft_wrap=True)
     queues = data["queues"]

@@ -280,9 +280,9 @@ def top(path: Path, interval: float, iterations: int | None, once: bool, max_que
     knows (its put counters, the flush lag, its running flags) is not shown,
     and the put rates are measured on the files (the queue ends' and the
     CommitLog's growth). With --json, one JSON object per refresh, one per
-    line (``StoreStats`` fields, each queue with its put rate, and ``groups``:
-    each consumer group's queues with committed offset, end, lag and
-    ``committed_per_s``).
+    line: the fields of a StoreStats sample, each queue with its put rate,
+    and "groups": each consumer group's queues with committed offset, end,
+    lag and committed_per_s.
     """
     if once:
         if iterations not in (None, 1):

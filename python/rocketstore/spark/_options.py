@@ -32,8 +32,8 @@ SPARK_OPTIONS = ("path", "paths", "checkpointLocation", "queryName")
 #: The format's own options, by use.
 BATCH_READ_OPTIONS = ("topic", "queues", "startingOffsets", "endingOffsets", "startingTimestamp",
                       "includeSystemTopics", "includeUncommitted", "maxRecordsPerPartition",
-                      "maxBytesPerPartition", "batchSize")
-STREAM_READ_OPTIONS = (*(o for o in BATCH_READ_OPTIONS if o != "endingOffsets"),
+                      "maxBytesPerPartition", "batchSize", "key", "metricsFile")
+STREAM_READ_OPTIONS = (*(o for o in BATCH_READ_OPTIONS if o not in ("endingOffsets", "key")),
                        "maxOffsetsPerTrigger", "failOnDataLoss")
 BATCH_WRITE_OPTIONS = ("stagingDir",)
 STREAM_WRITE_OPTIONS = ("stagingDir", "sinkName")
@@ -201,6 +201,10 @@ class ReadOptions:
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
     fields: dict[str, str]
+    #: The ``key`` option: rows whose ``keys`` hold one of these (by the index).
+    keys: tuple[str, ...] | None = None
+    #: The ``metricsFile`` option: each partition read appends its counters.
+    metrics_file: str | None = None
 
     @property
     def several(self) -> bool:
@@ -249,7 +253,11 @@ class ReadOptions:
             max_offsets_per_trigger=mopt,
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             fields=store_fields(options),
+            keys=tuple(_list(_get(options, "key")) or ()) or None,
+            metrics_file=_get(options, "metricsFile") or None,
         )
+        if _get(options, "key") is not None and opts.keys is None:
+            raise ValueError("option key: expected a comma-separated list of keys")
         for p in opts.paths:
             store_config(p, opts.fields)  # bad store options fail on the driver
         if streaming and opts.ending != "latest":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -21,6 +21,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    Filter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -33,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from rocketstore.errors import StoreError
-from rocketstore.spark import _commit, _staging
+from rocketstore.spark import _commit, _pushdown, _staging
 from rocketstore.spark._options import (
     ReadOptions,
     WriteOptions,
@@ -101,7 +102,10 @@ class RocketStoreDataSource(DataSource):
     ``includeUncommitted`` (transaction prepared/rolled-back records),
     ``maxRecordsPerPartition`` (queue ranges), ``maxBytesPerPartition``
     (CommitLog ranges; default one segment), ``batchSize`` (rows per Arrow
-    batch), and any ``StoreConfig`` field under its snake_case name.
+    batch), ``key`` (batch: rows whose keys hold one of these comma-separated
+    keys, found by the index), ``metricsFile`` (each partition appends a JSON
+    line of what it decoded), and any ``StoreConfig`` field under its
+    snake_case name. Batch reads push filters down (see ``_pushdown``).
     Streaming adds ``maxOffsetsPerTrigger`` and ``failOnDataLoss`` (default
     true). Write options: ``path``, ``stagingDir`` (default
     ``<path>.spark-staging``, on a file system the driver can read),
@@ -122,7 +126,10 @@ class RocketStoreDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = ReadOptions.parse(self.options)
-        return _BatchReader(opts, schema, _projection(schema, opts.several))
+        # A reader with pushFilters only when Spark plans a pushdown (PySpark
+        # refuses one when spark.sql.python.filterPushdown.enabled is off).
+        cls = _PushdownReader if _pushdown.pushdown_requested() else _BatchReader
+        return cls(opts, schema, _projection(schema, opts.several))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = ReadOptions.parse(self.options, streaming=True)
@@ -195,28 +202,47 @@ def _segment_partitions(opts: ReadOptions, path: str, store: MessageStore) -> li
 
 
 def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: InputPartition,
-                    *, stream: bool = False) -> Iterator[pa.RecordBatch]:
+                    *, stream: bool = False, pushed: _pushdown.Pushed | None = None
+                    ) -> Iterator[pa.RecordBatch]:
     """Open the store read-only here (on the executor) and yield its batches
     (only ``columns``, in that order, decoded by the engine, when a schema
-    was given)."""
+    was given; only the rows ``pushed`` keeps)."""
     store = open_read_only(p.path, opts.fields)  # type: ignore[attr-defined]
     name = p.store_name  # type: ignore[attr-defined]
     if columns is not None and "store" in columns and name is None:
         name = p.path  # type: ignore[attr-defined]
+    # Columns the pushed-down filters read, decoded too (then dropped).
+    read_cols = _pushdown.with_filter_columns(columns, pushed, p)
     try:
-        if isinstance(p, QueuePartition):
+        if isinstance(p, _pushdown.PlanPartition):
+            s = _pushdown.plan_stream(store, opts, p, pushed or _pushdown.Pushed(), name,
+                                      read_cols)
+        elif isinstance(p, QueuePartition):
             s = store._arrow_stream(p.topic, p.queue_id, p.start, p.end, opts.batch_size,
-                                    store_name=name, columns=columns)
+                                    store_name=name, columns=read_cols)
         elif isinstance(p, SegmentPartition):
             s = store._arrow_stream(None, None, p.start, p.end, opts.batch_size,
                                     include_system=opts.include_system,
                                     include_uncommitted=opts.include_uncommitted,
                                     min_store_timestamp=opts.starting_timestamp,
-                                    store_name=name, columns=columns)
+                                    store_name=name, columns=read_cols)
         else:  # pragma: no cover
             raise TypeError(f"unknown partition {p!r}")
-        # The engine decodes only ``columns``, in their order.
-        yield from pa.RecordBatchReader.from_stream(s)
+        exact = pushed is not None and _pushdown.needs_exact_filter(pushed)
+        within = p.within if isinstance(p, _pushdown.PlanPartition) else None
+        # The engine decodes only ``read_cols``, in their order.
+        if not exact and within is None:
+            yield from pa.RecordBatchReader.from_stream(s)
+        else:
+            for b in pa.RecordBatchReader.from_stream(s):
+                if exact and pushed is not None:
+                    b = _pushdown.exact_filter(pushed, b)
+                if within is not None:
+                    b = _pushdown.within_filter(within, b)
+                yield b if read_cols == columns else b.select(list(columns or ()))
+        _pushdown.report(opts.metrics_file, p, {
+            "decoded": s.decoded, "rows": s.rows, "filtered": s.filtered,
+            "damaged": s.skipped_corrupt, "lost": s.lost})
         if s.skipped_corrupt:
             log.warning("rocketstore %s: %d damaged records skipped in %r",
                         p.path, s.skipped_corrupt, p)
@@ -239,6 +265,14 @@ class _BatchReader(DataSourceReader):
         self.opts = opts
         self.schema = schema
         self.columns = columns
+        #: What the read keeps beyond its options, answered by the indexes.
+        self.pushed = _pushdown.Pushed(keys=opts.keys)
+
+    def _scan(self) -> bool:
+        """True when the read is a CommitLog scan (no topic, queue or offset option)."""
+        o = self.opts
+        return o.topics is None and o.queues is None and (
+            o.starting == "earliest" and o.ending == "latest")
 
     def partitions(self) -> Sequence[InputPartition]:
         out: list[InputPartition] = []
@@ -246,8 +280,10 @@ class _BatchReader(DataSourceReader):
         for path in o.paths:
             store = open_read_only(path, o.fields)
             try:
-                if o.topics is None and o.queues is None and (
-                        o.starting == "earliest" and o.ending == "latest"):
+                if self.pushed.narrows and not (self._scan() and o.include_uncommitted):
+                    out.extend(self._planned(path, store))
+                    continue
+                if self._scan():
                     out.extend(_segment_partitions(o, path, store))
                     continue
                 for t, q in o.queues_of(store):
@@ -258,8 +294,43 @@ class _BatchReader(DataSourceReader):
                 store.shutdown()
         return out
 
+    def _planned(self, path: str, store: MessageStore) -> list[InputPartition]:
+        o = self.opts
+        scan = self._scan()
+        if scan:
+            base = [(t, q, store.get_min_offset_in_queue(t, q),
+                     store.get_max_offset_in_queue(t, q)) for t, q in o.queues_of(store)]
+        else:
+            base = [(t, q, o.start_of(store, t, q), o.end_of(store, t, q))
+                    for t, q in o.queues_of(store)]
+        parts, stats = _pushdown.plan(self.pushed, path, store, base,
+                                      store_name=o.store_name(path),
+                                      max_records=o.max_records_per_partition, scan=scan,
+                                      min_time=o.starting_timestamp)
+        for why in stats.fallbacks:
+            log.warning("rocketstore %s: %s", path, why)
+        log.info("rocketstore %s: pushed down %s: %d partitions, %d records read to plan, "
+                 "%d damaged", path, self.pushed.describe(), len(parts), stats.records_read,
+                 stats.damaged)
+        if stats.damaged:
+            log.warning("rocketstore %s: %d damaged records skipped while planning",
+                        path, stats.damaged)
+        return list(parts)
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read_partition(self.opts, self.columns, partition)
+        return _read_partition(self.opts, self.columns, partition, pushed=self.pushed)
+
+
+class _PushdownReader(_BatchReader):
+    """The batch reader Spark hands its filters (``pushFilters``)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        if self._scan() and self.opts.include_uncommitted:
+            # Uncommitted records are only in the CommitLog: nothing pushes.
+            return filters
+        pushed, left = _pushdown.translate(filters, self.opts.keys)
+        self.pushed = pushed
+        return left
 
 
 # -- streaming read ---------------------------------------------------------------

@@ -331,6 +331,13 @@ impl BatchBuilder {
         self.keys.append(true);
     }
 
+    /// The batch of the rows appended, from a builder used for one batch
+    /// only: no buffers are made for a next one.
+    pub fn into_batch(mut self) -> Result<RecordBatch, ArrowError> {
+        self.capacity = (0, 0);
+        self.finish()
+    }
+
     /// The batch of the rows appended (the projection's columns, in its
     /// order); the builder is empty afterwards.
     pub fn finish(&mut self) -> Result<RecordBatch, ArrowError> {

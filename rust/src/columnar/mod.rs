@@ -53,6 +53,7 @@ use arrow_array::builder::MapFieldNames;
 use arrow_schema::{DataType, Field, SchemaRef};
 
 use crate::log::message::{is_system_topic, sysflag, RecordView};
+use crate::queue::reader::TagFilter;
 mod append;
 mod batch;
 mod columns;
@@ -121,6 +122,13 @@ pub struct RowFilter {
     pub include_uncommitted: bool,
     /// Keep only records stored at or after this time (ms).
     pub min_store_timestamp: Option<i64>,
+    /// Keep only records stored at or before this time (ms).
+    pub max_store_timestamp: Option<i64>,
+    /// Keep only records whose TAGS is one of these. Queue reads of
+    /// non-system topics first skip units whose tag hash code cannot match,
+    /// without touching the CommitLog (a system topic's unit codes are not tag
+    /// hashes: `SCHEDULE_TOPIC_XXXX` keeps delivery times there).
+    pub tags: Option<TagFilter>,
 }
 
 impl RowFilter {
@@ -140,14 +148,34 @@ impl RowFilter {
                 return false;
             }
         }
-        self.keeps_time(v)
+        self.keeps_time_and_tags(v, rec)
     }
 
+    /// The store time and tag rules (every read applies them).
     #[inline]
-    fn keeps_time(&self, v: &RecordView) -> bool {
-        match self.min_store_timestamp {
-            Some(t) => v.store_timestamp >= t,
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+    fn keeps_time_and_tags(&self, v: &RecordView, rec: &[u8]) -> bool {
+        if self
+            .min_store_timestamp
+            .is_some_and(|t| v.store_timestamp < t)
+            || self
+                .max_store_timestamp
+                .is_some_and(|t| v.store_timestamp > t)
+        {
+            return false;
+        }
+        match &self.tags {
+            Some(f) => f.matches_record(rec.get(v.properties.clone()).unwrap_or_default()),
             None => true,
+        }
+    }
+
+    /// False when a queue unit's tag hash code rules its record out.
+    #[inline]
+    fn keeps_unit(&self, tags_code: i64, system_topic: bool) -> bool {
+        match &self.tags {
+            Some(f) if !system_topic => f.matches_code(tags_code),
+            _ => true,
         }
     }
 }
@@ -162,8 +190,13 @@ pub struct ReadStats {
     pub skipped_corrupt: AtomicU64,
     /// Queue offsets deleted by retention before they were read.
     pub lost: AtomicU64,
-    /// Records left out by the filter (topics, transactions, system, time).
+    /// Records left out by the filter (topics, transactions, system, time,
+    /// tags; queue units ruled out by their tag hash code included).
     pub filtered: AtomicU64,
+    /// CommitLog records decoded (parsed and checked) to produce the rows:
+    /// what a read cost. Records a scan steps over before its range and
+    /// queue units ruled out by their tag hash code are not counted.
+    pub decoded: AtomicU64,
     /// Returned records whose property bytes were parsed: only reads that
     /// return `properties`, `tags` or `keys` parse them (records without
     /// properties are not counted).

@@ -175,10 +175,10 @@ impl PullBatch {
         })
     }
 
-    fn finish(mut self) -> Result<RecordBatch> {
+    fn finish(self) -> Result<RecordBatch> {
         let arrow = |e: arrow_schema::ArrowError| StoreError::internal(format!("arrow: {e}"));
         // The columns are built to the schema: a refusal is an engine bug.
-        let batch = self.builder.finish().map_err(arrow)?;
+        let batch = self.builder.into_batch().map_err(arrow)?;
         let Some(views) = self.views else {
             return Ok(batch);
         };
@@ -227,7 +227,11 @@ impl Store {
         projection: Projection,
         zero_copy: bool,
     ) -> Result<GetResult<RecordBatch>> {
-        let sink = PullBatch::new(max_msgs, projection, zero_copy)?;
+        // Buffers sized for what the queue holds past `offset` (a hint: a
+        // follower's queue may grow meanwhile).
+        let ahead = self.max_offset_in_queue(topic, queue_id)? - offset;
+        let rows = max_msgs.min(usize::try_from(ahead).unwrap_or(0).max(1));
+        let sink = PullBatch::new(rows, projection, zero_copy)?;
         let limits = limits_of_batch(MAX_BATCH_BODY_BYTES / 2);
         let r = self.pull_into(topic, queue_id, offset, max_msgs, tags, Some(&limits), sink)?;
         let batch = r.messages.finish()?;

@@ -7,7 +7,7 @@ use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::log::mapped_file::MappedFile;
-use crate::log::message::{body_crc, parse_record, prop_crc_ok, Parsed};
+use crate::log::message::{body_crc, is_system_topic, parse_record, prop_crc_ok, Parsed};
 use crate::queue::consume_queue::ConsumeQueue;
 use crate::store::Store;
 
@@ -207,6 +207,7 @@ impl RangeReader {
                         continue;
                     }
                     let at = base + local as u64;
+                    ReadStats::add(&stats.decoded, 1);
                     if v.physical_offset != at as i64
                         || body_crc(rec.get(v.body.clone()).unwrap_or_default()) != v.body_crc
                         || (cl.needs_prop_crc(at) && !prop_crc_ok(rec, &v.properties))
@@ -272,9 +273,14 @@ impl RangeReader {
                 next = to; // nothing readable up to the range's end
                 break;
             }
+            let system = is_system_topic(topic.as_bytes());
             for u in units {
                 let logical = next;
                 next += 1;
+                if !self.filter.keeps_unit(u.tags_code, system) {
+                    ReadStats::add(&self.stats.filtered, 1);
+                    continue;
+                }
                 self.queue_unit(&cq, &mut file, logical, u.phy_offset, u.size);
             }
         }
@@ -313,6 +319,7 @@ impl RangeReader {
         };
         let local = (phy_u - f.file_from_offset()) as usize;
         let parsed = cl.readable(f, local).map(|d| (parse_record(d, false), d));
+        ReadStats::add(&self.stats.decoded, 1);
         let Some((Parsed::Record(v), data)) = parsed else {
             ReadStats::add(&self.stats.skipped_corrupt, 1);
             return;
@@ -328,7 +335,7 @@ impl RangeReader {
             ReadStats::add(&self.stats.skipped_corrupt, 1);
             return;
         }
-        if !self.filter.keeps_time(&v) {
+        if !self.filter.keeps_time_and_tags(&v, rec) {
             ReadStats::add(&self.stats.filtered, 1);
             return;
         }

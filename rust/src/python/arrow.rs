@@ -81,6 +81,13 @@ impl PyArrowStream {
         load(&self.stats.lost)
     }
 
+    /// CommitLog records decoded so far (what the read cost; see
+    /// `ReadStats::decoded`).
+    #[getter]
+    fn decoded(&self) -> u64 {
+        load(&self.stats.decoded)
+    }
+
     /// Records left out by the filter so far.
     #[getter]
     fn filtered(&self) -> u64 {

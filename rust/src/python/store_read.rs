@@ -2,15 +2,69 @@
 //! key, queue offsets and times, topics and queues, Arrow decodes, and
 //! following a writer (read-only stores).
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::queue::reader::GetStatus;
+use crate::log::commitlog::RecordAt;
+use crate::log::message::RecordView;
+use crate::queue::reader::{GetStatus, PullSink};
 
 use super::args::{defaulted, i64_arg, opt_i64_arg, str_arg, type_error};
 use super::gil::{guarded, nogil};
 use super::store::PyStore;
-use super::types::{get_status_obj, PyMessageExt};
+use super::types::{get_status_obj, PyMessageExt, RecordBytes};
+
+/// The records of one `get_message` pull, copied into one buffer (one
+/// allocation per pull, not one per message).
+#[derive(Default)]
+struct PullBuf {
+    buf: Vec<u8>,
+    /// Each message's view, and where its record lies in `buf`.
+    msgs: Vec<(RecordView, usize, usize)>,
+}
+
+/// Pulls whose records take more bytes than this give each message its own
+/// copy instead: a message kept alive keeps its whole buffer alive.
+const SHARE_MAX: usize = 64 << 10;
+
+impl PullSink for PullBuf {
+    #[inline]
+    fn push(&mut self, view: RecordView, rec: RecordAt) {
+        let bytes = rec.bytes();
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(8 << 10);
+        }
+        self.msgs.push((view, self.buf.len(), bytes.len()));
+        self.buf.extend_from_slice(bytes);
+    }
+    fn served(&self) -> usize {
+        self.msgs.len()
+    }
+}
+
+impl PullBuf {
+    /// The messages as a list of `MessageExt`.
+    fn into_list(self, py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+        let shared = self.buf.len() <= SHARE_MAX;
+        let buf = Arc::new(self.buf);
+        let items = self.msgs.into_iter().map(|(view, start, len)| {
+            let raw = if shared {
+                RecordBytes::Shared {
+                    buf: buf.clone(),
+                    start,
+                    len,
+                }
+            } else {
+                RecordBytes::Own(buf[start..start + len].to_vec())
+            };
+            Bound::new(py, PyMessageExt { raw, view })
+        });
+        let objs = items.collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, objs)
+    }
+}
 
 /// The result of `get_message`.
 #[pyclass(frozen, module = "rocketstore._native", name = "GetMessageResult")]
@@ -105,7 +159,10 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_offset(offset as u64))?;
-            Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
+            Ok(r.map(|(view, raw)| PyMessageExt {
+                raw: raw.into(),
+                view,
+            }))
         })
     }
 
@@ -121,7 +178,10 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_id(msg_id))?;
-            Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
+            Ok(r.map(|(view, raw)| PyMessageExt {
+                raw: raw.into(),
+                view,
+            }))
         })
     }
 
@@ -159,19 +219,19 @@ impl PyStore {
             }
             self.visible(py)?;
             let store = &self.store;
+            let max = max_msg_nums as usize;
             let r = nogil(py, || {
-                store.get_message(
+                store.pull_into(
                     topic,
                     queue_id,
                     offset,
-                    max_msg_nums as usize,
+                    max,
                     tags.as_deref(),
+                    None,
+                    PullBuf::default(),
                 )
             })?;
-            let list = PyList::empty(py);
-            for (view, raw) in r.messages {
-                list.append(Bound::new(py, PyMessageExt { raw, view })?)?;
-            }
+            let list = r.messages.into_list(py)?;
             Ok(PyGetResult {
                 status: r.status,
                 next_begin_offset: r.next_begin_offset,
@@ -271,6 +331,54 @@ impl PyStore {
         })
     }
 
+    /// Whether the store times of a queue's messages from `from` on never
+    /// decrease (after `prev`): `(monotone, end, last)`, see
+    /// `Store::queue_times_monotone`.
+    #[pyo3(signature = (topic, queue_id, from_offset=0, prev=None))]
+    fn queue_times_monotone(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        queue_id: &Bound<'_, PyAny>,
+        from_offset: i64,
+        prev: Option<i64>,
+    ) -> PyResult<(bool, i64, i64)> {
+        guarded(|| {
+            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
+            let qid = self.readable(py, topic, queue_id)?;
+            let store = &self.store;
+            nogil(py, || {
+                store.queue_times_monotone(topic, qid, from_offset, prev.unwrap_or(i64::MIN))
+            })
+        })
+    }
+
+    /// `(queue_id, queue_offset)` of every message of `topic` carrying
+    /// `key` by the index, and the damaged records it pointed at; None
+    /// without a usable index.
+    fn key_hits(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<crate::store::KeyHits>> {
+        guarded(|| {
+            let (topic, key) = (str_arg(topic, "topic")?, str_arg(key, "key")?);
+            self.store.check_read_topic(topic)?;
+            self.visible(py)?;
+            let store = &self.store;
+            nogil(py, || store.key_hits(topic, key))
+        })
+    }
+
+    /// CommitLog offsets of the first and last record the index holds.
+    fn index_coverage(&self) -> PyResult<Option<(i64, i64)>> {
+        guarded(|| {
+            self.store.check_open()?;
+            Ok(self.store.index_coverage())
+        })
+    }
+
     /// Messages of `topic` carrying `key`, stored in `[begin, end]` (ms).
     #[pyo3(signature = (topic, key, max_num=None, begin_timestamp=None, end_timestamp=None), text_signature = "($self, topic, key, max_num=32, begin_timestamp=0, end_timestamp=None)")]
     fn query_message<'py>(
@@ -302,7 +410,13 @@ impl PyStore {
             })?;
             let list = PyList::empty(py);
             for (view, raw) in found {
-                list.append(Bound::new(py, PyMessageExt { raw, view })?)?;
+                list.append(Bound::new(
+                    py,
+                    PyMessageExt {
+                        raw: raw.into(),
+                        view,
+                    },
+                )?)?;
             }
             Ok(list)
         })
@@ -312,7 +426,7 @@ impl PyStore {
     /// `(topic, queue_id, from, to)` logical offsets, then `commitlog_ranges`
     /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
     /// `columns`: the columns returned, in that order (`None`: all).
-    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, batch_size=65_536, store_name=None, threads=1, columns=None))]
+    #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, max_store_timestamp=None, tags=None, batch_size=65_536, store_name=None, threads=1, columns=None))]
     #[allow(clippy::too_many_arguments)]
     fn read_arrow(
         &self,
@@ -322,6 +436,8 @@ impl PyStore {
         include_system: bool,
         include_uncommitted: bool,
         min_store_timestamp: Option<i64>,
+        max_store_timestamp: Option<i64>,
+        tags: Option<Vec<String>>,
         batch_size: i64,
         store_name: Option<String>,
         threads: usize,
@@ -348,6 +464,8 @@ impl PyStore {
                 include_system,
                 include_uncommitted,
                 min_store_timestamp,
+                max_store_timestamp,
+                tags: tags.map(|t| crate::queue::reader::TagFilter::exact(&t)),
             };
             let (reader, stats) = self.store.arrow_reader(
                 queues,

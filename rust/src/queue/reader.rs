@@ -68,12 +68,26 @@ impl TagFilter {
         }
     }
 
+    /// A filter keeping exactly the records whose TAGS is one of `tags`
+    /// (compared as they are: no trimming, `*` is a tag like any other, an
+    /// empty list keeps nothing).
+    pub fn exact<S: AsRef<str>>(tags: &[S]) -> Self {
+        let mut f = TagFilter::default();
+        for t in tags {
+            f.codes.insert(java_string_hash(t.as_ref()));
+            f.tags.insert(t.as_ref().to_owned());
+        }
+        f
+    }
+
+    /// True when a unit's tag hash code may be one of the filter's tags.
     #[inline]
-    fn matches_code(&self, code: i64) -> bool {
+    pub fn matches_code(&self, code: i64) -> bool {
         self.codes.contains(&(code as i32))
     }
 
-    fn matches_record(&self, props_raw: &[u8]) -> bool {
+    /// True when a record's TAGS property (in `props_raw`) is one of the tags.
+    pub fn matches_record(&self, props_raw: &[u8]) -> bool {
         find_property(props_raw, props::TAGS)
             .and_then(|t| std::str::from_utf8(t).ok())
             .is_some_and(|t| self.tags.contains(t))

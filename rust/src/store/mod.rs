@@ -95,6 +95,7 @@ mod options;
 mod put;
 mod queue_reads;
 mod read;
+pub use read::KeyHits;
 mod rebuild;
 mod recover;
 mod repair;

@@ -95,4 +95,53 @@ impl Store {
             .and_then(|u| self.commitlog().store_timestamp_at(u.phy_offset))
             .unwrap_or(-1))
     }
+
+    /// Walks the store times of the queue's messages at offsets `[from,
+    /// max)` and tells whether they never decrease, starting after a message
+    /// stored at `prev` (ms; `i64::MIN` for none). Returns `(monotone, end,
+    /// last)`: the offset the walk reached and the last store time it saw
+    /// (a caller resumes there when the queue grows). Units whose record is
+    /// deleted or damaged are left out; the walk reads each record's header,
+    /// never its body. A time search over a queue whose times decrease
+    /// somewhere answers wrongly: callers check this first.
+    pub fn queue_times_monotone(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: i64,
+        prev: i64,
+    ) -> Result<(bool, i64, i64)> {
+        let Some(q) = self.queue(topic, queue_id)? else {
+            return Ok((true, from, prev));
+        };
+        let cl = self.commitlog();
+        let end = q.max_offset_in_queue();
+        let mut next = from.max(q.min_offset_in_queue());
+        let mut last = prev;
+        while next < end {
+            self.check_open()?;
+            let want = ((end - next) as usize).min(4096);
+            let Some(units) = q.units(next, want) else {
+                let n = q.roll_next_file(next).min(end);
+                next = if n > next { n } else { end };
+                continue;
+            };
+            if units.is_empty() {
+                break;
+            }
+            for u in units {
+                next += 1;
+                if u.is_pre_blank() {
+                    continue;
+                }
+                if let Some(ts) = cl.store_timestamp_at(u.phy_offset) {
+                    if ts < last {
+                        return Ok((false, next, ts));
+                    }
+                    last = ts;
+                }
+            }
+        }
+        Ok((true, next, last))
+    }
 }

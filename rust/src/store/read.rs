@@ -27,6 +27,10 @@ const FOLLOW_NEW_QUEUES_EVERY: Duration = Duration::from_millis(5);
 /// The index's time unit: an entry keeps whole seconds (docs/format.md §19).
 const INDEX_TIME_UNIT_MS: i64 = 1000;
 
+/// `(queue_id, queue_offset)` of the messages an index search found, and
+/// how many records it pointed at were damaged.
+pub type KeyHits = (Vec<(i32, i64)>, u64);
+
 impl Store {
     // -- reads ---------------------------------------------------------------
 
@@ -279,6 +283,67 @@ impl Store {
         out.sort_by_key(|(v, _)| v.physical_offset);
         out.truncate(max_num);
         Ok(out)
+    }
+
+    /// Every message of `topic` whose UNIQ_KEY or KEYS holds `key`, by the
+    /// index, with no cap (unlike [`Store::query_message`]): `(queue_id,
+    /// queue_offset)` ascending by CommitLog offset, and how many records
+    /// the index pointed at were damaged (skipped, as a scan skips them).
+    /// `None` when the store has no usable index.
+    pub fn key_hits(&self, topic: &str, key: &str) -> Result<Option<KeyHits>> {
+        self.check_open()?;
+        if self.index_error.is_some() {
+            return Ok(None);
+        }
+        let Some(index) = &self.index else {
+            return Ok(None);
+        };
+        self.await_visible()?;
+        let visible = self.visible_end();
+        let built = crate::index::index_file::build_key(topic, key);
+        let mut offsets = Vec::new();
+        for f in index.files() {
+            f.select_phy_offsets(&mut offsets, &built, usize::MAX, 0, i64::MAX);
+        }
+        offsets.sort_unstable();
+        offsets.dedup();
+        let (mut hits, mut damaged) = (Vec::new(), 0u64);
+        for off in offsets {
+            let Ok(off) = u64::try_from(off) else {
+                continue;
+            };
+            match self.read_visible_record(off, visible) {
+                Ok(Some((v, raw))) => {
+                    if carries_key(&v, &raw, topic, key) {
+                        hits.push((v.queue_id, v.queue_offset));
+                    }
+                }
+                Ok(None) => {}
+                Err(StoreError::Corrupted { .. }) => damaged += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some((hits, damaged)))
+    }
+
+    /// The CommitLog offsets of the first and the last record the index
+    /// holds (`None` without a usable index, or an empty one): records
+    /// starting outside them may carry keys the index does not know.
+    pub fn index_coverage(&self) -> Option<(i64, i64)> {
+        if self.index_error.is_some() {
+            return None;
+        }
+        let files: Vec<_> = self
+            .index
+            .as_ref()?
+            .files()
+            .into_iter()
+            .filter(|f| f.index_count() > 1)
+            .collect();
+        Some((
+            files.first()?.begin_phy_offset(),
+            files.last()?.end_phy_offset(),
+        ))
     }
 
     /// The record at `offset`, if it lies wholly below the visibility

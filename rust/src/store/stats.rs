@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::Store;
 use crate::error::Result;
 
-/// Pulls served by [`Store::get_message`] (RocketMQ's
+/// Pulls served by [`Store::pull_into`] (`get_message`, `get_arrow`; RocketMQ's
 /// `getMessageTimesTotalFound`/`Miss` and `getMessageTransferedMsgCount`).
 #[derive(Debug, Default)]
 pub(crate) struct GetCounters {
