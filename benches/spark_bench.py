@@ -440,6 +440,8 @@ def main() -> None:
                                           "not met" if max(x, paired) < r.target else "mixed")
         each = ", ".join(f"{v:.2f}" for v in per)
         print(f"| {r.label} | {x:.2f}x | {paired:.2f}x ({each}) | {tgt} | {ok} |")
+    if not pushdown:
+        return
     print(f"\n| filter pushdown (median of {args.repeat} runs) | median wall s | rows | "
           "records decoded | of the store |")
     print("|---|---:|---:|---:|---:|")
