@@ -438,6 +438,9 @@ class AsyncConsumer:
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
         await self._maybe_auto_commit()
+        # A step a cancelled poll left running fills the buffer this drops:
+        # it ends first, so nothing it fetched is counted as delivered here.
+        await self._settle()
         pull, batches = c._arrow_pull(columns, zero_copy)
         try:
             filled = await self._fill(timeout, max_messages, pull, max_messages)
