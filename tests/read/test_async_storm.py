@@ -176,3 +176,35 @@ def test_loop_closed_with_its_consumer_open_does_not_hang(
     expected = "closed\n" + ("shut\n" if end == "shutdown" else "")
     assert (r.returncode, r.stdout) == (0, expected), r.stderr
     assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_seek_after_a_cancelled_poll_whose_pull_still_runs(open_store: Any) -> None:
+    """A poll cancelled while its pull runs in a store thread, then a seek:
+    the pull ending later must not undo the seek (the next poll reads from
+    the sought offset)."""
+    store = open_store(**SMALL)
+    store.put_batch("t", [b"m%d" % i for i in range(8)])
+
+    async def main() -> list[bytes]:
+        async with store.async_consumer("g", "t", auto_commit=False) as c:
+            assert len(await c.poll(timeout=1, max_messages=4)) == 4
+            entered, gate = threading.Event(), threading.Event()
+            pull = c._c._pull_messages
+
+            def held(q: int, pos: int, n: int) -> Any:
+                entered.set()
+                gate.wait(GUARD)  # the pull is under way when the poll is cancelled
+                return pull(q, pos, n)
+
+            c._c._pull_messages = held  # type: ignore[method-assign]
+            poll = asyncio.create_task(c.poll(timeout=None, max_messages=2))
+            await asyncio.to_thread(entered.wait, GUARD)
+            poll.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await poll
+            c.seek(0, 1)
+            c._c._pull_messages = pull  # type: ignore[method-assign]
+            gate.set()
+            return [m.body for m in await c.poll(timeout=1, max_messages=100)]
+
+    assert _run(main()) == [b"m%d" % i for i in range(1, 8)]
