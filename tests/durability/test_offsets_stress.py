@@ -287,3 +287,27 @@ def test_fork_after_opening_a_consumer_neither_steals_nor_keeps_the_group(
                 assert sum(c.positions().values()) == 2  # the parent's, not the child's 9
     finally:
         _finish(proc, kill=False)
+
+
+def test_writer_killed_mid_commit_loop_while_a_reader_commits(store_path: str) -> None:
+    """SIGKILL of the writer's process in its commit loop, a reader
+    committing all along: the file parses and holds both processes' last
+    reported commits, also after the writer's next recovery."""
+    _put(store_path, 300)
+    rng = random.Random(3)
+    for _ in range(3):
+        writer = _spawn(store_path, "writer", "w", 0)
+        reader = _spawn(store_path, "reader", "r", 0)
+        _go(writer)
+        _go(reader)
+        w_last = _last_commit(writer, stop_after=rng.randrange(5, 100))
+        _finish(writer, kill=True)
+        r_last = _last_commit(reader, stop_after=rng.randrange(110, 200))
+        _finish(reader, kill=True)
+        table = _table(store_path)
+        assert min(table["T@w"].values()) >= w_last and min(table["T@r"].values()) >= r_last
+        with MessageStore(StoreConfig(store_path=store_path, **CFG)) as store:  # recovery
+            assert store.query_offset("w", "T", 0) >= w_last
+            assert store.query_offset("r", "T", 0) >= r_last
+        table = _table(store_path)
+        assert min(table["T@w"].values()) >= w_last and min(table["T@r"].values()) >= r_last
