@@ -237,3 +237,63 @@ def test_get_message_loop_on_a_read_only_store_sees_new_messages(tmp_path: Path)
         ro.shutdown()
     assert len(acked) == n
 
+
+
+@pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")  # read before the dispatch
+def test_read_only_pull_never_jumps_a_queue_file_whose_units_point_past_the_known_commitlog(
+    tmp_path: Path,
+) -> None:
+    """The follower adopts several new queue files at once while the CommitLog
+    file that the middle one's last units point into is not adoptable yet (a
+    writer still creating it): the pull stops before those units and reads
+    them once the file is there; it never moves to the next queue file."""
+    path = tmp_path / "store"
+    cfg: dict[str, Any] = dict(FOLLOW_CFG, mapped_file_size_consume_queue=20 * 10)
+    w = MessageStore(StoreConfig(store_path=str(path), **cfg)).start()
+    n = 40
+
+    def body(i: int) -> bytes:
+        return f"{i};".encode() * 150
+
+    for i in range(5):
+        assert w.put(TOPIC, body(i), 0).ok
+    ro = MessageStore(StoreConfig(store_path=str(path), **cfg), read_only=True).start()
+    try:
+        first: list[int] = []
+        for _ in range(500):  # the writer's dispatch is asynchronous
+            first += [m.queue_offset
+                      for m in ro.get_message("g", TOPIC, 0, len(first), 32).messages]
+            if len(first) == 5:
+                break
+            time.sleep(0.01)
+        assert first == list(range(5))
+        for i in range(5, n):
+            assert w.put(TOPIC, body(i), 0).ok
+        w.shutdown()
+        cl = path / "commitlog"
+        files = sorted(cl.iterdir())
+        assert len(files) >= 3, files
+        # The second CommitLog file is not there yet (being created).
+        hidden = tmp_path / "hidden"
+        files[1].rename(hidden)
+        got: list[int] = []
+        off = 5
+        for _ in range(20):
+            r = ro.get_message("g", TOPIC, 0, off, 32)
+            got += [m.queue_offset for m in r.messages]
+            assert r.next_begin_offset == off + len(r.messages), (
+                f"moved from {off} to {r.next_begin_offset} past offsets never served "
+                f"({r.status}, max {r.max_offset})"
+            )
+            off = r.next_begin_offset
+        assert got == list(range(5, off)) and off < n
+        hidden.rename(files[1])
+        for _ in range(20):
+            r = ro.get_message("g", TOPIC, 0, off, 32)
+            got += [m.queue_offset for m in r.messages]
+            off = r.next_begin_offset
+        assert got == list(range(5, n))
+        assert [ro.get_message("g", TOPIC, 0, o, 1).messages[0].body for o in (5, n - 1)] == [
+            body(5), body(n - 1)]
+    finally:
+        ro.shutdown()

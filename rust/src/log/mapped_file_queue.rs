@@ -742,10 +742,18 @@ impl MappedFileQueue {
     /// taken, with positions 0; a file still being created (short) stops the
     /// scan and is picked up by a later call. Returns how many were added.
     pub fn adopt_new_files(&self) -> Result<usize> {
+        self.adopt_new_files_upto(usize::MAX)
+    }
+
+    /// [`MappedFileQueue::adopt_new_files`], adding at most `limit` files.
+    pub fn adopt_new_files_upto(&self, limit: usize) -> Result<usize> {
         let size = self.file_size as u64;
         let mut next = self.last_file().map(|f| f.file_from_offset() + size);
         let mut added = 0;
         for (off, path) in list_segment_files(&self.dir)? {
+            if added >= limit {
+                break;
+            }
             match next {
                 Some(n) if off < n => continue,
                 Some(n) if off != n => break,

@@ -132,7 +132,10 @@ impl ConsumeQueue {
                     break;
                 }
             }
-            if !all_full || self.mfq.adopt_new_files()? == 0 {
+            // One file at a time: a file adopted after one whose scan stopped
+            // early (a unit past `phy_end`) would move the max offset past
+            // units not adopted yet, and a pull there would skip them.
+            if !all_full || self.mfq.adopt_new_files_upto(1)? == 0 {
                 break;
             }
         }
