@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from rocketstore._arrow_pull import ArrowGetResult
 from rocketstore._native import __version__
 from rocketstore.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketstore.errors import (
@@ -47,6 +48,7 @@ from rocketstore.stats import QueueStats, StoreStats
 from rocketstore.store import MessageStore
 
 __all__ = [
+    "ArrowGetResult",
     "BatchPutResult",
     "BrokerRole",
     "ConfigMismatchError",

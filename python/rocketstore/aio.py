@@ -23,13 +23,15 @@ How the loop stays free:
   never holds the loop. Awaiting one put after the other keeps their order;
   puts started together (``asyncio.gather``) are stored in any order, as
   puts from several threads are.
-- A consumer's pulls run on the loop (they read mapped memory: no disk wait);
-  its waits for new messages do not: in the writer's process one thread per
-  store sleeps in the dispatcher's wake-up (the engine's
+- A consumer's pulls run in a second small pool of threads (reading a
+  backlog that is not in the page cache faults it in from disk), one poll's
+  pulls after the other, never queued behind puts. Its waits for new
+  messages hold no thread of either pool: in the writer's process one
+  thread per store sleeps in the dispatcher's wake-up (the engine's
   ``wait_for_dispatch``, GIL released) and wakes the waiting loops at once;
   in a read-only process that thread re-reads the queue ends every 5 ms.
   Commits that write ``consumerOffset.json`` (``commit()``, auto-commits,
-  ``close()``) run in the store's put threads.
+  ``close()``) run in the put pool.
 
 An async consumer, like a :class:`~rocketstore.consumer.Consumer`, is used
 by one task at a time for reading; ``commit()`` may be awaited from another
@@ -44,7 +46,7 @@ import concurrent.futures
 import functools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
@@ -75,6 +77,12 @@ _T = TypeVar("_T")
 #: waits for the disk, and puts waiting together share one flush: more
 #: threads, bigger groups. Made as they are needed.
 PUT_THREADS = 16
+
+#: Threads per store that run async consumers' pulls: apart from the put
+#: threads, so consumers never queue behind puts waiting for the disk.
+PULL_THREADS = 4
+
+_POOLS = {"put": PUT_THREADS, "pull": PULL_THREADS}
 
 #: Seconds the wake-up thread waits in one engine call. It ends after a wait
 #: this long in which nothing became visible and no loop waited.
@@ -251,6 +259,28 @@ class DispatchWatcher:
             _call_in_loop(w.loop, _set_exception, w.fut, exc)
 
 
+_START = object()
+
+#: A consumer's fill as :meth:`Consumer._fill_steps` gives it.
+_Steps = Generator[tuple[int, float | None] | None, int | None, bool]
+
+
+def _advance(steps: _Steps, value: object) -> tuple[bool, Any]:
+    """Resume a fill with ``value``: ``(True, result)`` when it ended,
+    ``(False, what it waits for)`` otherwise."""
+    try:
+        return False, next(steps) if value is _START else steps.send(cast("int | None", value))
+    except StopIteration as done:
+        return True, done.value
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """The error of a step whose poll was cancelled is not reported (the
+    next poll meets it again)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class AsyncConsumer:
     """The asyncio face of a :class:`~rocketstore.consumer.Consumer`.
 
@@ -278,6 +308,8 @@ class AsyncConsumer:
         self._c = consumer
         self._waiting: set[_Waiter] = set()
         self._closing = False
+        # The last fill step handed to a store thread (see _advance).
+        self._step: asyncio.Future[tuple[bool, Any]] | None = None
 
     # -- what the blocking consumer has -----------------------------------------
 
@@ -322,14 +354,36 @@ class AsyncConsumer:
     def seek(self, queue_id: int, offset: int) -> None:
         """Make ``offset`` the next offset read from ``queue_id``."""
         self._c.seek(queue_id, offset)
+        self._seek_again([queue_id])
 
     def seek_to_beginning(self, queue_ids: Iterable[int] | None = None) -> None:
         """Seek the queues (default: all) to their min offset."""
-        self._c.seek_to_beginning(queue_ids)
+        self._c._check_open()
+        queues = self._c._queues(queue_ids)
+        self._c.seek_to_beginning(queues)
+        self._seek_again(queues)
 
     def seek_to_end(self, queue_ids: Iterable[int] | None = None) -> None:
         """Seek the queues (default: all) to their max offset (only new messages)."""
-        self._c.seek_to_end(queue_ids)
+        self._c._check_open()
+        queues = self._c._queues(queue_ids)
+        self._c.seek_to_end(queues)
+        self._seek_again(queues)
+
+    def _seek_again(self, queues: Iterable[int]) -> None:
+        """A pull that a cancelled poll left running would undo a seek when it
+        ends (it fetches from the old offset): seek again then, before the
+        next poll (which waits for that pull) reads."""
+        step, c = self._step, self._c
+        if step is None or step.done():
+            return
+        to = {q: c.position(q) for q in queues}
+
+        def again(_: object) -> None:
+            if not c.closed:
+                for q, offset in to.items():
+                    c.seek(q, offset)
+        step.add_done_callback(again)
 
     def committed(self, queue_id: int) -> int:
         """The group's committed next offset for ``queue_id``; -1 if none."""
@@ -406,11 +460,15 @@ class AsyncConsumer:
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
         await self._maybe_auto_commit()
+        # A step a cancelled poll left running fills the buffer this drops:
+        # it ends first, so nothing it fetched is counted as delivered here.
+        await self._settle()
         pull, batches = c._arrow_pull(columns, zero_copy)
         try:
             filled = await self._fill(timeout, max_messages, pull, max_messages)
         except BaseException:
-            c._unbuffer()  # nothing is returned: the positions stay before these rows
+            # Nothing is returned: the positions stay before these rows.
+            self._after_step(c._unbuffer)
             raise
         if not filled or self._closing:
             c._unbuffer()
@@ -419,20 +477,44 @@ class AsyncConsumer:
 
     async def _fill(self, timeout: float | None, budget: int, pull: _Pull | None = None,
                     share_cap: int = _PULL_BATCH) -> bool:
-        """The consumer's fill, its waits made on the loop. False on timeout or close."""
+        """The consumer's fill: its pulls in a store thread, its waits on the
+        loop. False on timeout or close."""
+        await self._settle()
         steps = self._c._fill_steps(timeout, budget, pull, share_cap)
-        try:
-            step = next(steps)
-            while True:
-                if self._closing:
-                    return False  # close() was called meanwhile
-                if step is None:
-                    await asyncio.sleep(0)  # entries were skipped: let others run
-                    step = steps.send(None)
-                else:
-                    step = steps.send(await self._wait(*step))
-        except StopIteration as done:
-            return bool(done.value)
+        done, step = await self._advance(steps, _START)
+        while not done:
+            if self._closing:
+                return False  # close() was called meanwhile
+            sent = None if step is None else await self._wait(*step)
+            if self._closing:
+                return False
+            done, step = await self._advance(steps, sent)
+        return bool(step)
+
+    async def _advance(self, steps: _Steps, value: object) -> tuple[bool, Any]:
+        """One step of a fill (pulls: reads that may fault pages in from disk)
+        in a store thread. A cancelled caller leaves the step to finish: the
+        next fill waits for it (:meth:`_settle`), so one thread at a time
+        touches the consumer, and what it fetched is delivered next."""
+        task = asyncio.ensure_future(self._store._off_loop(_advance, steps, value,
+                                                           _pool="pull"))
+        task.add_done_callback(_retrieve)
+        self._step = task
+        return await asyncio.shield(task)
+
+    async def _settle(self) -> None:
+        """Until the step a cancelled poll left running has finished."""
+        step = self._step
+        if step is not None and not step.done():
+            await asyncio.wait([step])
+
+    def _after_step(self, fn: Callable[[], None]) -> None:
+        """``fn()`` now, or once the step a cancelled poll left running ends."""
+        step = self._step
+        if step is not None and not step.done():
+            step.add_done_callback(lambda _: fn())
+        else:
+            fn()
 
     async def _wait(self, seq: int, timeout: float | None) -> int:
         """Wait until ``dispatch_seq != seq`` (or ``timeout``); the seq then."""
@@ -520,7 +602,7 @@ class AsyncStore:
     """The asyncio methods of :class:`~rocketstore.MessageStore` (a base class of it)."""
 
     _aio_lock = threading.Lock()
-    _aio_pool: concurrent.futures.ThreadPoolExecutor | None = None
+    _aio_pools: dict[str, concurrent.futures.ThreadPoolExecutor] | None = None
     _aio_watcher: DispatchWatcher | None = None
 
     # -- plumbing -----------------------------------------------------------------
@@ -535,14 +617,18 @@ class AsyncStore:
             return w
 
     async def _off_loop(self, fn: Callable[..., _T], /, *args: Any,
-                        **kwargs: Any) -> _T:
-        """``fn(*args, **kwargs)`` in one of the store's threads."""
+                        _pool: str = "put", **kwargs: Any) -> _T:
+        """``fn(*args, **kwargs)`` in one of the store's threads (of pool
+        ``_pool``: ``"put"``, also for commits, or ``"pull"``)."""
         cast("MessageStore", self)._n  # noqa: B018 - raises StoreClosedError when closed
         with AsyncStore._aio_lock:
-            pool = self._aio_pool
+            pools = self._aio_pools
+            if pools is None:
+                pools = self._aio_pools = {}
+            pool = pools.get(_pool)
             if pool is None:
-                pool = self._aio_pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=PUT_THREADS, thread_name_prefix="rocketstore-async")
+                pool = pools[_pool] = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=_POOLS[_pool], thread_name_prefix=f"rocketstore-async-{_pool}")
         call = functools.partial(fn, *args, **kwargs)
         try:
             fut = asyncio.get_running_loop().run_in_executor(pool, call)
@@ -558,12 +644,13 @@ class AsyncStore:
         parent's, and nothing is joined.
         """
         with AsyncStore._aio_lock:
-            pool, self._aio_pool = self._aio_pool, None
+            pools, self._aio_pools = self._aio_pools, None
             watcher, self._aio_watcher = self._aio_watcher, None
         if watcher is not None and not forked:
             watcher.close(reason)
-        if pool is not None and not forked:
-            pool.shutdown(wait=False)
+        if pools is not None and not forked:
+            for pool in pools.values():
+                pool.shutdown(wait=False)
 
     # -- lifecycle ----------------------------------------------------------------
 

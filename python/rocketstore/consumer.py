@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from rocketstore._arrow_pull import concat_batches, empty_batch
 from rocketstore._checks import I32_MAX, I64_MAX
 from rocketstore._consumer_store import ArrowResultLike, ConsumerStore, GetResultLike
+from rocketstore.config_files import _check_int
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, StoreError
 
@@ -79,18 +80,9 @@ _CORRECTIONS = {
 }
 
 
-# Queue ids are Java ints and offsets Java longs in the files.
-_MAX = {"queue_id": I32_MAX, "offset": I64_MAX}
-
-
 def _check_offset(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    if value > _MAX[name]:
-        raise ValueError(f"{name} must be <= {_MAX[name]}, got {value}")
-    return value
+    """Queue ids are Java ints and offsets Java longs in the files."""
+    return _check_int(name, value, maximum=I32_MAX if name == "queue_id" else I64_MAX)
 
 
 class Consumer:
@@ -414,6 +406,7 @@ class Consumer:
         """
         if self._buffered:
             return True
+        self._check_store()
         store = self._store
         deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         # Read the seq *before* fetching: a message dispatched after the fetch
@@ -694,6 +687,7 @@ class Consumer:
                         self._group, e)
 
     def _commit(self, offsets: Mapping[int, int] | None, *, sync: bool, explicit: bool) -> None:
+        self._check_store()
         if offsets is None:
             todo = dict(self._positions)
         elif not isinstance(offsets, Mapping):
@@ -744,12 +738,19 @@ class Consumer:
         if self._closed:
             raise ValueError("the consumer is closed")
 
+    def _check_store(self) -> None:
+        """Raise when the store's shutdown released the group (held by another by now)."""
+        if self._group_lock is not None and not self._group_lock.held:
+            raise StoreClosedError(f"the store was shut down while consumer {self._group!r} "
+                                   "was open, which released its group; open a new consumer")
+
     def close(self) -> None:
         """Close the consumer; idempotent.
 
         With ``auto_commit`` (the default) the positions are committed first,
-        durably (``commit(sync=True)``), unless the store is already shut
-        down; otherwise uncommitted positions are dropped. A close
+        durably (``commit(sync=True)``), unless the store was shut down
+        since (which released the group: another consumer may hold it by
+        now); otherwise uncommitted positions are dropped. A close
         interrupted by ``KeyboardInterrupt`` (Ctrl-C) leaves the consumer
         open: call it again to commit and close.
         """

@@ -12,6 +12,8 @@ holds it (:class:`~rocketstore.ConsumerGroupBusyError`).
 from __future__ import annotations
 
 import datetime
+import threading
+import weakref
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -239,8 +241,14 @@ def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
         return offsets.update(remove, drop=keys)
 
 
+_HELD_LOCK = threading.Lock()
+
+
 class ConsumerGroupAdmin:
     """Consumer-group methods of :class:`~rocketstore.MessageStore` (a base class of it)."""
+
+    # The group locks this store's open consumers hold (released at shutdown).
+    _held_groups: weakref.WeakSet[ConsumerGroupLock] | None = None
 
     if TYPE_CHECKING:
         _offsets: ConsumerOffsets
@@ -320,5 +328,18 @@ class ConsumerGroupAdmin:
         if self._no_write:
             return None
         lock = ConsumerGroupLock(self._config.config_dir, group, topic).acquire()
+        with _HELD_LOCK:
+            if self._held_groups is None:
+                self._held_groups = weakref.WeakSet()
+            self._held_groups.add(lock)
         self._offsets.refresh(force=True)
         return lock
+
+    def _release_consumer_groups(self) -> None:
+        """Release the group locks of this store's consumers still open (at
+        shutdown): they can commit nothing more, and another consumer may
+        take the groups."""
+        with _HELD_LOCK:
+            held, self._held_groups = self._held_groups, None
+        for lock in list(held or ()):
+            lock.release()

@@ -330,12 +330,12 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             n.shutdown()
         finally:
             pump_now()
-            # Async waits and puts end with the engine store.
+            # Async waits and puts, and open consumers' groups, end with the engine store.
             self._aio_close("store is closed")
+            self._release_consumer_groups()
 
     def close(self) -> None:
-        """Close the store: the same as :meth:`shutdown` (as files, sockets and
-        ``sqlite3`` connections are closed)."""
+        """Close the store: the same as :meth:`shutdown` (as files and sockets are closed)."""
         self.shutdown()
 
     def _persist_config(self) -> None:

@@ -204,3 +204,22 @@ def test_info_lists_the_consumer_groups(store: tuple[Path, int]) -> None:
     text = run(["info", str(path)])
     assert text.exit_code == 0, text.output
     assert "g (lag 11), h (lag 4)" in text.stdout
+
+
+def test_groups_reset_reaches_a_running_writer(store: tuple[Path, int]) -> None:
+    """A reset made by the command while the writer runs: the writer's next
+    consumer of the group starts at the reset offsets, and the writer's later
+    writes of the file keep them."""
+    path, _ = store
+    with MessageStore(StoreConfig(store_path=str(path), **CFG)) as w:
+        with w.consumer("g", "T") as c:
+            assert len(c.poll(timeout=1, max_messages=100)) == 11  # 8 + 3 left
+        assert [w.query_offset("g", "T", q) for q in (0, 1)] == [10, 4]
+        r = run(["groups", str(path), "-g", "g", "--reset-offsets", "--to-offset", "1"])
+        assert r.exit_code == 0, r.output
+        assert [w.query_offset("g", "T", q) for q in (0, 1)] == [1, 1]
+        with w.consumer("g", "T", auto_commit=False) as c:
+            assert c.positions() == {0: 1, 1: 1}
+            c.commit({0: 3}, sync=True)
+        w.commit_offsets("h", "T", {1: 2})
+    assert _file(path) == {"T@g": {0: 3, 1: 1}, "T@h": {0: 10, 1: 2}}

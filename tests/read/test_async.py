@@ -30,7 +30,7 @@ from rocketstore import (
     StoreClosedError,
     StoreConfig,
 )
-from rocketstore.aio import AsyncConsumer, DispatchWatcher
+from rocketstore.aio import PUT_THREADS, AsyncConsumer, DispatchWatcher
 
 # Consumers made before their topic's first put warn of the unknown topic.
 pytestmark = pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")
@@ -570,5 +570,59 @@ def test_refused_async_puts_raise_as_the_blocking_ones_do(open_store: OpenStore)
                                        check=False)
         assert [x.status for x in rs] == [PutStatus.PUT_OK, PutStatus.MESSAGE_ILLEGAL]
         assert store.get_max_offset_in_queue("t", 0) == 2  # the two good ones only
+
+    run(main())
+
+
+def test_polls_cancelled_mid_pull_lose_and_repeat_nothing(open_store: OpenStore) -> None:
+    """Pulls run in a store thread: a poll cancelled while its pull runs
+    leaves the pull to finish, and the next poll delivers what it fetched."""
+    pytest.importorskip("pyarrow")
+    store = open_store(**SMALL)
+    store.put_batch("t", [b"%d" % i for i in range(300)])
+
+    async def main() -> list[bytes]:
+        got: list[bytes] = []
+        async with store.async_consumer("g", "t") as c:
+            for i in range(30):
+                poll = asyncio.create_task(
+                    c.poll(timeout=0.5, max_messages=7) if i % 2
+                    else c.poll_arrow(timeout=0.5, max_messages=7, columns=["body"]))
+                for _ in range(i % 4):
+                    await asyncio.sleep(0)
+                poll.cancel()
+                try:
+                    r = await poll
+                except asyncio.CancelledError:
+                    continue
+                got.extend(m.body for m in r) if isinstance(r, list) else got.extend(
+                    r.column("body").to_pylist())
+            while len(got) < 300:
+                batch = await c.poll(timeout=GUARD / 2)
+                assert batch, f"only {len(got)} of 300"
+                got.extend(m.body for m in batch)
+        return got
+
+    assert run(main()) == [b"%d" % i for i in range(300)]
+
+
+def test_pulls_do_not_queue_behind_puts_waiting_for_the_disk(
+    open_store: OpenStore, hold: Any
+) -> None:
+    store = open_store(**SMALL, flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                       sync_flush_timeout=int(GUARD * 1000))
+    store.put("t", b"on disk")
+    hold(True)
+
+    async def main() -> None:
+        # More puts than put threads, all waiting for the stalled disk.
+        puts = [asyncio.create_task(store.aput("t", b"held")) for _ in range(PUT_THREADS + 4)]
+        await asyncio.sleep(0.05)
+        async with store.async_consumer("g", "t", auto_commit=False) as c:
+            got = await c.poll(timeout=GUARD / 2)
+            assert [m.body for m in got] == [b"on disk"]
+        assert not any(p.done() for p in puts)
+        hold(False)
+        assert all(r.status is PutStatus.PUT_OK for r in await asyncio.gather(*puts))
 
     run(main())

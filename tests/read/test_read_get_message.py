@@ -528,3 +528,36 @@ def test_reads_on_a_closed_store_raise(open_store: OpenStore) -> None:
         store.query_message("T", "k")
     with pytest.raises(StoreClosedError):
         store.get_offset_in_queue_by_time("T", 0, 0)
+
+
+# -- messages outlive their pull ----------------------------------------------------
+
+
+@pytest.mark.parametrize("body_len", [100, 20_000])
+def test_a_kept_message_keeps_its_bytes_after_later_pulls_and_close(
+    open_store: OpenStore, body_len: int
+) -> None:
+    """The messages of one pull may share one buffer (small pulls) or hold
+    their own copies (pulls of many bytes): either way a message kept after
+    its pull and its list are gone, through later pulls and after the store
+    closed, still reads the bytes that were put."""
+    store = open_store(mapped_file_size_commit_log=1 << 20)
+    bodies = [bytes([i % 251]) * body_len for i in range(12)]
+    for i, b in enumerate(bodies):
+        assert store.put("K", b, 0, tags=f"t{i}", keys=[f"k{i}"]).status is PutStatus.PUT_OK
+    wait_dispatched(store)
+    kept = []
+    off = 0
+    while off < len(bodies):
+        r = store.get_message("g", "K", 0, off, 4)
+        assert r.status is GetStatus.FOUND
+        kept.append(r.messages[-1])
+        off = r.next_begin_offset
+        del r
+    records = [(m.queue_offset, m.body, m.record_bytes()) for m in kept]
+    store.shutdown()
+    for m, (qo, body, rec) in zip(kept, records, strict=True):
+        assert m.queue_offset == qo
+        assert m.body == bodies[qo] == body
+        assert m.tags == f"t{qo}" and m.keys == [f"k{qo}"]
+        assert m.record_bytes() == rec and len(rec) == m.store_size

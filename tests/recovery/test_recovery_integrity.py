@@ -39,7 +39,14 @@ from helpers.presets import SEG, SMALL
 from helpers.read_util import wait_dispatched
 from helpers.records import encode_record
 from helpers.store_util import diff_snapshots, snapshot
-from rocketstore import CorruptedError, GetStatus, MessageStore, PutResult, StoreConfig
+from rocketstore import (
+    CorruptedError,
+    GetStatus,
+    InvalidMessageError,
+    MessageStore,
+    PutResult,
+    StoreConfig,
+)
 from rocketstore.cli import main as cli_main
 
 CQ_UNITS = SMALL["mapped_file_size_consume_queue"] // 20  # 500 units per queue file
@@ -476,7 +483,8 @@ def test_long_v2_topic_is_readable(tmp_path: Path) -> None:
         assert [m.body for m in store.query_message(long_topic, "k-v2")] == [b"v2 body"]
         got = store.consumer("g", long_topic).poll(timeout=2.0)
         assert [m.body for m in got] == [b"v2 body"]
-        assert not store.put(long_topic, b"x").ok
+        with pytest.raises(InvalidMessageError, match="at most 127"):
+            store.put(long_topic, b"x")
 
 
 # -- consumer offsets -----------------------------------------------------------------------

@@ -591,12 +591,15 @@ def test_a_user_schema_in_a_streaming_read(spark: Any, rich: str, tmp_path: Path
     out = spark.read.parquet(str(tmp_path / "o"))
     assert out.columns == ["queue_id", "topic"]
     assert out.count() == read(spark, rich, topic="events").count() > 0
-    with pytest.raises(Exception, match=r"nope \(no such column\)"):
-        q = (spark.readStream.format(FMT).schema("nope int").option("path", rich).load()
-             .writeStream.format("parquet").option("path", str(tmp_path / "o2"))
-             .option("checkpointLocation", str(tmp_path / "c2")).trigger(availableNow=True)
-             .start())
-        q.awaitTermination(120)
+    for i, (ddl, why) in enumerate((("nope int", r"nope \(no such column\)"),
+                                    ("topic string, queue_id string",
+                                     r"queue_id string \(the column is int\)"))):
+        with pytest.raises(Exception, match=why + r"\. Its columns .*topic string, "):
+            q = (spark.readStream.format(FMT).schema(ddl).option("path", rich).load()
+                 .writeStream.format("parquet").option("path", str(tmp_path / f"o{i}"))
+                 .option("checkpointLocation", str(tmp_path / f"c{i}"))
+                 .trigger(availableNow=True).start())
+            q.awaitTermination(120)
 
 
 def test_a_user_schema_equals_those_columns_of_a_full_read_damaged_store(

@@ -2,15 +2,69 @@
 //! key, queue offsets and times, topics and queues, Arrow decodes, and
 //! following a writer (read-only stores).
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::queue::reader::GetStatus;
+use crate::log::commitlog::RecordAt;
+use crate::log::message::RecordView;
+use crate::queue::reader::{GetStatus, PullSink};
 
 use super::args::{defaulted, i64_arg, opt_i64_arg, str_arg, type_error};
 use super::gil::{guarded, nogil};
 use super::store::PyStore;
-use super::types::{get_status_obj, PyMessageExt};
+use super::types::{get_status_obj, PyMessageExt, RecordBytes};
+
+/// The records of one `get_message` pull, copied into one buffer (one
+/// allocation per pull, not one per message).
+#[derive(Default)]
+struct PullBuf {
+    buf: Vec<u8>,
+    /// Each message's view, and where its record lies in `buf`.
+    msgs: Vec<(RecordView, usize, usize)>,
+}
+
+/// Pulls whose records take more bytes than this give each message its own
+/// copy instead: a message kept alive keeps its whole buffer alive.
+const SHARE_MAX: usize = 64 << 10;
+
+impl PullSink for PullBuf {
+    #[inline]
+    fn push(&mut self, view: RecordView, rec: RecordAt) {
+        let bytes = rec.bytes();
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(8 << 10);
+        }
+        self.msgs.push((view, self.buf.len(), bytes.len()));
+        self.buf.extend_from_slice(bytes);
+    }
+    fn served(&self) -> usize {
+        self.msgs.len()
+    }
+}
+
+impl PullBuf {
+    /// The messages as a list of `MessageExt`.
+    fn into_list(self, py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+        let shared = self.buf.len() <= SHARE_MAX;
+        let buf = Arc::new(self.buf);
+        let items = self.msgs.into_iter().map(|(view, start, len)| {
+            let raw = if shared {
+                RecordBytes::Shared {
+                    buf: buf.clone(),
+                    start,
+                    len,
+                }
+            } else {
+                RecordBytes::Own(buf[start..start + len].to_vec())
+            };
+            Bound::new(py, PyMessageExt { raw, view })
+        });
+        let objs = items.collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, objs)
+    }
+}
 
 /// The result of `get_message`.
 #[pyclass(frozen, module = "rocketstore._native", name = "GetMessageResult")]
@@ -105,7 +159,10 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_offset(offset as u64))?;
-            Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
+            Ok(r.map(|(view, raw)| PyMessageExt {
+                raw: raw.into(),
+                view,
+            }))
         })
     }
 
@@ -121,7 +178,10 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_id(msg_id))?;
-            Ok(r.map(|(view, raw)| PyMessageExt { raw, view }))
+            Ok(r.map(|(view, raw)| PyMessageExt {
+                raw: raw.into(),
+                view,
+            }))
         })
     }
 
@@ -159,19 +219,19 @@ impl PyStore {
             }
             self.visible(py)?;
             let store = &self.store;
+            let max = max_msg_nums as usize;
             let r = nogil(py, || {
-                store.get_message(
+                store.pull_into(
                     topic,
                     queue_id,
                     offset,
-                    max_msg_nums as usize,
+                    max,
                     tags.as_deref(),
+                    None,
+                    PullBuf::default(),
                 )
             })?;
-            let list = PyList::empty(py);
-            for (view, raw) in r.messages {
-                list.append(Bound::new(py, PyMessageExt { raw, view })?)?;
-            }
+            let list = r.messages.into_list(py)?;
             Ok(PyGetResult {
                 status: r.status,
                 next_begin_offset: r.next_begin_offset,
@@ -350,7 +410,13 @@ impl PyStore {
             })?;
             let list = PyList::empty(py);
             for (view, raw) in found {
-                list.append(Bound::new(py, PyMessageExt { raw, view })?)?;
+                list.append(Bound::new(
+                    py,
+                    PyMessageExt {
+                        raw: raw.into(),
+                        view,
+                    },
+                )?)?;
             }
             Ok(list)
         })

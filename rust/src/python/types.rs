@@ -425,8 +425,39 @@ impl PyBatchPutResult {
 /// A stored message as read back: decoded lazily from its record bytes.
 #[pyclass(frozen, module = "rocketstore._native", name = "MessageExt")]
 pub struct PyMessageExt {
-    pub raw: Vec<u8>,
+    pub raw: RecordBytes,
     pub view: RecordView,
+}
+
+/// The bytes of one record as read: a copy of its own, or its place in a
+/// buffer the messages of one pull share (one allocation per pull instead
+/// of one per message; the buffer lives until its last message is gone).
+pub enum RecordBytes {
+    /// The record's own copy.
+    Own(Vec<u8>),
+    /// `len` bytes at `start` of a pull's buffer.
+    Shared {
+        buf: std::sync::Arc<Vec<u8>>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl From<Vec<u8>> for RecordBytes {
+    fn from(v: Vec<u8>) -> Self {
+        RecordBytes::Own(v)
+    }
+}
+
+impl std::ops::Deref for RecordBytes {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            RecordBytes::Own(v) => v,
+            RecordBytes::Shared { buf, start, len } => &buf[*start..*start + *len],
+        }
+    }
 }
 
 impl PyMessageExt {
