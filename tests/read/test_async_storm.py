@@ -208,3 +208,47 @@ def test_seek_after_a_cancelled_poll_whose_pull_still_runs(open_store: Any) -> N
             return [m.body for m in await c.poll(timeout=1, max_messages=100)]
 
     assert _run(main()) == [b"m%d" % i for i in range(1, 8)]
+
+
+def test_async_for_after_a_cancelled_poll_whose_pull_still_runs(open_store: Any) -> None:
+    """``async for`` right after a poll was cancelled during its pull, taking
+    messages the pull buffered before the pull has finished: every message
+    comes once, in order, and the positions end where they should."""
+    store = open_store(**SMALL)
+    store.put_batch("t", [b"m%d" % i for i in range(8)])
+
+    async def main() -> list[bytes]:
+        async with store.async_consumer("g", "t", auto_commit=False) as c:
+            got = [m.body for m in await c.poll(timeout=1, max_messages=2)]
+            entered, gate = threading.Event(), threading.Event()
+            pull = c._c._pull_messages
+
+            def held(q: int, pos: int, n: int) -> Any:
+                r = pull(q, pos, n)  # buffered; the fetch has not finished
+                entered.set()
+                gate.wait(GUARD)
+                return r
+
+            c._c._pull_messages = held  # type: ignore[method-assign]
+            poll = asyncio.create_task(c.poll(timeout=None, max_messages=2))
+            await asyncio.to_thread(entered.wait, GUARD)
+            poll.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await poll
+            c._c._pull_messages = pull  # type: ignore[method-assign]
+            it = aiter(c)
+
+            async def two() -> list[bytes]:
+                return [(await anext(it)).body, (await anext(it)).body]
+
+            first = asyncio.create_task(two())
+            await asyncio.sleep(0.01)
+            gate.set()
+            got += await first
+            while len(got) < 8:
+                got.append((await anext(it)).body)
+            assert await c.poll(timeout=0.01) == []
+            assert c.position(0) == 8
+            return got
+
+    assert _run(main()) == [b"m%d" % i for i in range(8)]
