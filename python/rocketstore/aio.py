@@ -354,14 +354,36 @@ class AsyncConsumer:
     def seek(self, queue_id: int, offset: int) -> None:
         """Make ``offset`` the next offset read from ``queue_id``."""
         self._c.seek(queue_id, offset)
+        self._seek_again([queue_id])
 
     def seek_to_beginning(self, queue_ids: Iterable[int] | None = None) -> None:
         """Seek the queues (default: all) to their min offset."""
-        self._c.seek_to_beginning(queue_ids)
+        self._c._check_open()
+        queues = self._c._queues(queue_ids)
+        self._c.seek_to_beginning(queues)
+        self._seek_again(queues)
 
     def seek_to_end(self, queue_ids: Iterable[int] | None = None) -> None:
         """Seek the queues (default: all) to their max offset (only new messages)."""
-        self._c.seek_to_end(queue_ids)
+        self._c._check_open()
+        queues = self._c._queues(queue_ids)
+        self._c.seek_to_end(queues)
+        self._seek_again(queues)
+
+    def _seek_again(self, queues: Iterable[int]) -> None:
+        """A pull that a cancelled poll left running would undo a seek when it
+        ends (it fetches from the old offset): seek again then, before the
+        next poll (which waits for that pull) reads."""
+        step, c = self._step, self._c
+        if step is None or step.done():
+            return
+        to = {q: c.position(q) for q in queues}
+
+        def again(_: object) -> None:
+            if not c.closed:
+                for q, offset in to.items():
+                    c.seek(q, offset)
+        step.add_done_callback(again)
 
     def committed(self, queue_id: int) -> int:
         """The group's committed next offset for ``queue_id``; -1 if none."""
@@ -438,6 +460,9 @@ class AsyncConsumer:
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
         await self._maybe_auto_commit()
+        # A step a cancelled poll left running fills the buffer this drops:
+        # it ends first, so nothing it fetched is counted as delivered here.
+        await self._settle()
         pull, batches = c._arrow_pull(columns, zero_copy)
         try:
             filled = await self._fill(timeout, max_messages, pull, max_messages)

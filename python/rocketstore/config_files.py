@@ -121,6 +121,8 @@ def _load_parsed(path: StrPath, parse: Callable[[str], _T]) -> tuple[str, _T] | 
         except FileNotFoundError:
             continue
         if not data.strip():
+            # A write never leaves an empty file: damage, not "nothing yet".
+            log.warning("%s is empty; reading it as missing", candidate)
             continue
         try:
             text = data.decode("utf-8")

@@ -231,6 +231,8 @@ def _put_messages_error(results: Sequence[PutResult]) -> StoreError:
                      for i, r in refused.items())
     invalid = all(r.status.name in _INVALID_STATUSES for r in refused.values())
     cls = InvalidMessageError if invalid else MessageRefusedError
-    return cls(
-        f"{len(refused)} of {len(results)} messages refused, the others are stored{late}: "
-        f"{each}", first.status, each, results, refused)
+    if len(refused) == len(results):
+        what = f"all {len(results)} messages refused, nothing stored"
+    else:
+        what = f"{len(refused)} of {len(results)} messages refused, the others are stored"
+    return cls(f"{what}{late}: {each}", first.status, each, results, refused)

@@ -282,6 +282,28 @@ def test_consumer_offsets_corrupted_file_falls_back_to_bak(tmp_path: Path) -> No
     assert ConsumerOffsets.load(path).query("g", "T", 0) == 1
 
 
+def test_consumer_offsets_empty_file_is_read_as_missing_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An empty file (a write never leaves one: damage) is not taken silently
+    for "no offsets": the backup is read, and either way a warning names it."""
+    path = tmp_path / "consumerOffset.json"
+    offsets = ConsumerOffsets(path)
+    offsets.commit("g", "T", 0, 1)
+    offsets.persist()
+    offsets.commit("h", "T", 0, 2)
+    offsets.persist()
+    path.write_bytes(b"")
+    with caplog.at_level("WARNING", logger="rocketstore"):
+        assert ConsumerOffsets.load(path).table() == {"T@g": {0: 1}}  # the backup
+    assert f"{path} is empty" in caplog.text
+    caplog.clear()
+    Path(f"{path}.bak").unlink()
+    with caplog.at_level("WARNING", logger="rocketstore"):
+        assert ConsumerOffsets.load(path).table() == {}
+    assert f"{path} is empty" in caplog.text
+
+
 def test_consumer_offsets_reads_quoted_keys_and_ignores_unknown_keys(tmp_path: Path) -> None:
     path = tmp_path / "consumerOffset.json"
     path.write_text(

@@ -219,3 +219,95 @@ def test_shutdown_releases_the_group_lock_of_a_consumer_left_open(store_path: st
             assert c.position(0) == 4
     finally:
         store.shutdown()
+
+
+FORK_AFTER_CONSUMER = r"""
+import json, os, sys, warnings
+warnings.simplefilter("ignore")
+from rocketstore import ConsumerGroupBusyError, MessageStore, StoreClosedError, StoreConfig
+cfg = StoreConfig(store_path=sys.argv[1], **json.loads(sys.argv[2]))
+store = MessageStore(cfg, read_only=True).start()
+c = store.consumer("g", "T", auto_commit=True)
+assert len(c.poll(timeout=1, max_messages=2)) == 2
+c.commit()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    out = []
+    for name, step in (("poll", lambda: c.poll(timeout=0)), ("commit", lambda: c.commit({0: 9}))):
+        try:
+            step()
+            out.append(name + " worked")
+        except StoreClosedError:
+            out.append(name + " closed")
+    c.close()  # writes nothing in the child
+    other = MessageStore(cfg, read_only=True).start()
+    try:
+        other.consumer("g", "T")
+        out.append("group taken")
+    except ConsumerGroupBusyError:
+        out.append("group busy")
+    other.shutdown()
+    os.write(w, json.dumps(out).encode())
+    os.close(w)
+    sys.stdin.read()  # lives until the test closes stdin
+    os._exit(0)
+os.close(w)
+with os.fdopen(r) as f:
+    print(f.read(), flush=True)
+c.close()  # the child still lives
+store.shutdown()
+print(pid, flush=True)
+sys.stdin.read()
+os.waitpid(pid, 0)
+"""
+
+
+def test_fork_after_opening_a_consumer_neither_steals_nor_keeps_the_group(
+        store_path: str, tmp_path: Path) -> None:
+    """A child forked while a reader's consumer is open cannot use it (its
+    polls and commits raise, its close writes nothing), cannot take the
+    group while the parent holds it, and does not keep the group held once
+    the parent closes the consumer."""
+    _put(store_path, 5)
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_AFTER_CONSUMER)
+    proc = subprocess.Popen([sys.executable, str(script), store_path, json.dumps(CFG)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        child_saw = proc.stdout.readline()
+        assert json.loads(child_saw) == ["poll closed", "commit closed", "group busy"]
+        child_pid = int(proc.stdout.readline())
+        os.kill(child_pid, 0)  # the child is alive
+        with MessageStore(StoreConfig(store_path=store_path, **CFG), read_only=True) as ro:
+            with ro.consumer("g", "T", auto_commit=False) as c:  # free again
+                assert sum(c.positions().values()) == 2  # the parent's, not the child's 9
+    finally:
+        _finish(proc, kill=False)
+
+
+def test_writer_killed_mid_commit_loop_while_a_reader_commits(store_path: str) -> None:
+    """SIGKILL of the writer's process in its commit loop, a reader
+    committing all along: the file parses and holds both processes' last
+    reported commits, also after the writer's next recovery."""
+    _put(store_path, 300)
+    rng = random.Random(3)
+    for _ in range(3):
+        writer = _spawn(store_path, "writer", "w", 0)
+        reader = _spawn(store_path, "reader", "r", 0)
+        _go(writer)
+        _go(reader)
+        w_last = _last_commit(writer, stop_after=rng.randrange(5, 100))
+        _finish(writer, kill=True)
+        r_last = _last_commit(reader, stop_after=rng.randrange(110, 200))
+        _finish(reader, kill=True)
+        table = _table(store_path)
+        assert min(table["T@w"].values()) >= w_last and min(table["T@r"].values()) >= r_last
+        with MessageStore(StoreConfig(store_path=store_path, **CFG)) as store:  # recovery
+            assert store.query_offset("w", "T", 0) >= w_last
+            assert store.query_offset("r", "T", 0) >= r_last
+        table = _table(store_path)
+        assert min(table["T@w"].values()) >= w_last and min(table["T@r"].values()) >= r_last

@@ -35,9 +35,10 @@ def _run(coro: Any) -> Any:
 
 
 async def _storm(store: MessageStore, c: AsyncConsumer, total: int, seed: int,
-                 arrow: bool) -> list[tuple[int, int, bytes]]:
-    """Put ``total`` messages while polls are cancelled at random moments;
-    every ``(queue id, queue offset, body)`` a poll returned."""
+                 mode: str) -> list[tuple[int, int, bytes]]:
+    """Put ``total`` messages while polls (``mode``: ``poll``, ``poll_arrow``
+    or ``mixed``, either at random) are cancelled at random moments; every
+    ``(queue id, queue offset, body)`` a poll returned."""
     rng = random.Random(seed)
     got: list[tuple[int, int, bytes]] = []
 
@@ -50,6 +51,7 @@ async def _storm(store: MessageStore, c: AsyncConsumer, total: int, seed: int,
     producer = asyncio.create_task(produce())
     while len(got) < total:
         n = rng.randrange(1, 20)
+        arrow = mode == "poll_arrow" or (mode == "mixed" and rng.random() < 0.5)
         if arrow:
             task: asyncio.Task[Any] = asyncio.create_task(
                 c.poll_arrow(timeout=rng.choice([None, 0.001, 0.05]), max_messages=n,
@@ -76,17 +78,17 @@ async def _storm(store: MessageStore, c: AsyncConsumer, total: int, seed: int,
     return got
 
 
-@pytest.mark.parametrize("arrow", [False, True], ids=["poll", "poll_arrow"])
+@pytest.mark.parametrize("mode", ["poll", "poll_arrow", "mixed"])
 def test_cancellation_storm_delivers_every_message_exactly_once(
-        open_store: Any, arrow: bool) -> None:
-    if arrow:
+        open_store: Any, mode: str) -> None:
+    if mode != "poll":
         pytest.importorskip("pyarrow")
     store = open_store(**SMALL)
     total = 600
 
     async def main() -> None:
         async with store.async_consumer("g", "t", auto_commit=False) as c:
-            got = await _storm(store, c, total, seed=11 if arrow else 5, arrow=arrow)
+            got = await _storm(store, c, total, seed=len(mode), mode=mode)
             assert sorted(b for _, _, b in got) == sorted(b"m%d" % i for i in range(total))
             for q in range(QUEUES):  # in queue order, no gap, no repeat
                 offsets = [off for qid, off, _ in got if qid == q]
@@ -174,3 +176,79 @@ def test_loop_closed_with_its_consumer_open_does_not_hang(
     expected = "closed\n" + ("shut\n" if end == "shutdown" else "")
     assert (r.returncode, r.stdout) == (0, expected), r.stderr
     assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_seek_after_a_cancelled_poll_whose_pull_still_runs(open_store: Any) -> None:
+    """A poll cancelled while its pull runs in a store thread, then a seek:
+    the pull ending later must not undo the seek (the next poll reads from
+    the sought offset)."""
+    store = open_store(**SMALL)
+    store.put_batch("t", [b"m%d" % i for i in range(8)])
+
+    async def main() -> list[bytes]:
+        async with store.async_consumer("g", "t", auto_commit=False) as c:
+            assert len(await c.poll(timeout=1, max_messages=4)) == 4
+            entered, gate = threading.Event(), threading.Event()
+            pull = c._c._pull_messages
+
+            def held(q: int, pos: int, n: int) -> Any:
+                entered.set()
+                gate.wait(GUARD)  # the pull is under way when the poll is cancelled
+                return pull(q, pos, n)
+
+            c._c._pull_messages = held  # type: ignore[method-assign]
+            poll = asyncio.create_task(c.poll(timeout=None, max_messages=2))
+            await asyncio.to_thread(entered.wait, GUARD)
+            poll.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await poll
+            c.seek(0, 1)
+            c._c._pull_messages = pull  # type: ignore[method-assign]
+            gate.set()
+            return [m.body for m in await c.poll(timeout=1, max_messages=100)]
+
+    assert _run(main()) == [b"m%d" % i for i in range(1, 8)]
+
+
+def test_async_for_after_a_cancelled_poll_whose_pull_still_runs(open_store: Any) -> None:
+    """``async for`` right after a poll was cancelled during its pull, taking
+    messages the pull buffered before the pull has finished: every message
+    comes once, in order, and the positions end where they should."""
+    store = open_store(**SMALL)
+    store.put_batch("t", [b"m%d" % i for i in range(8)])
+
+    async def main() -> list[bytes]:
+        async with store.async_consumer("g", "t", auto_commit=False) as c:
+            got = [m.body for m in await c.poll(timeout=1, max_messages=2)]
+            entered, gate = threading.Event(), threading.Event()
+            pull = c._c._pull_messages
+
+            def held(q: int, pos: int, n: int) -> Any:
+                r = pull(q, pos, n)  # buffered; the fetch has not finished
+                entered.set()
+                gate.wait(GUARD)
+                return r
+
+            c._c._pull_messages = held  # type: ignore[method-assign]
+            poll = asyncio.create_task(c.poll(timeout=None, max_messages=2))
+            await asyncio.to_thread(entered.wait, GUARD)
+            poll.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await poll
+            c._c._pull_messages = pull  # type: ignore[method-assign]
+            it = aiter(c)
+
+            async def two() -> list[bytes]:
+                return [(await anext(it)).body, (await anext(it)).body]
+
+            first = asyncio.create_task(two())
+            await asyncio.sleep(0.01)
+            gate.set()
+            got += await first
+            while len(got) < 8:
+                got.append((await anext(it)).body)
+            assert await c.poll(timeout=0.01) == []
+            assert c.position(0) == 8
+            return got
+
+    assert _run(main()) == [b"m%d" % i for i in range(8)]

@@ -269,3 +269,18 @@ def test_a_topic_held_by_the_store_is_readable_even_if_puts_refuse_it(
     assert g.status is GetStatus.NO_MESSAGE_IN_QUEUE
     with store.consumer("g", long_topic) as consumer:
         assert consumer.poll(timeout=0.05) == []
+
+
+def test_refusal_errors_pickle_for_other_processes(open_store: OpenStore) -> None:
+    """A refusal raised in a worker process (multiprocessing, concurrent.futures)
+    reaches the parent with its class, status and reason; the engine's result
+    objects stay behind."""
+    import pickle
+
+    store = open_store(mapped_file_size_commit_log=SEG)
+    with pytest.raises(InvalidMessageError) as raised:
+        store.put("a.b", b"x")
+    copy = pickle.loads(pickle.dumps(raised.value))
+    assert type(copy) is InvalidMessageError and isinstance(copy, ValueError)
+    assert (copy.status, copy.reason, str(copy)) == (
+        raised.value.status, raised.value.reason, str(raised.value))

@@ -153,13 +153,13 @@ impl PyStoreBase {
     /// and `properties`, when given, hold one item (or None) per body.
     ///
     /// All or nothing: every message is checked before any is written, and
-    /// one refused message refuses the batch (`result.reason` names its
-    /// index). Queue offsets are consecutive from `result.queue_offset`.
+    /// one refused message refuses the batch (the reason names its index). Queue offsets are consecutive from `result.queue_offset`.
     /// With `return_offsets=True`, `result.offsets` is an `array('q')`
     /// of each message's CommitLog offset and `result.msg_ids()` their
     /// offset message ids. Under SYNC_FLUSH the call waits once, for the
-    /// whole batch. A batch may span CommitLog files; between files other
-    /// writers get their turn. Delayed messages cannot be batched.
+    /// whole batch. A batch may span CommitLog files: they are made (and
+    /// their blocks reserved) before its first byte is written, and other
+    /// writers wait until it ends. Delayed messages cannot be batched.
     ///
     /// Raises `InvalidMessageError` (a ValueError; the reason names the
     /// message's index) or `MessageRefusedError` when the batch was refused:

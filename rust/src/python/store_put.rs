@@ -28,14 +28,14 @@ put_fields_method!(
     fn put in PyStore -> PyPutResult => PyStore::put_args
 );
 
-/// `r`, or, when `check` and its status is not `PUT_OK`, the exception for
-/// it (the one check of every put: a put that succeeds pays a comparison).
-#[inline]
-fn checked(py: Python<'_>, r: PyPutResult, check: bool) -> PyResult<PyPutResult> {
-    if !check || r.outcome.status == PutStatus::PutOk {
-        return Ok(r);
+/// The exception for a put that was not `PUT_OK`: off the hot path.
+#[cold]
+#[inline(never)]
+fn refusal(py: Python<'_>, r: PyPutResult) -> PyErr {
+    match Bound::new(py, r) {
+        Ok(obj) => put_error(py, "_put_error", obj.into_any()),
+        Err(e) => e,
     }
-    Err(put_error(py, "_put_error", Bound::new(py, r)?.into_any()))
 }
 
 impl PyStore {
@@ -48,15 +48,31 @@ impl PyStore {
     ) -> PyResult<PyPutResult> {
         guarded(|| {
             let fields = args.parse()?;
-            let r = match fields.spec(self.now_ms()) {
-                Ok(spec) => self.put_spec(py, spec)?,
-                Err(refused) => self.result(self.store.refused(refused)?),
-            };
-            checked(py, r, check)
+            match fields.spec(self.now_ms()) {
+                Ok(spec) => self.put_spec(py, spec, check),
+                Err(refused) => self.finish(py, self.store.refused(refused)?, check),
+            }
         })
     }
 
-    fn put_spec(&self, py: Python<'_>, spec: MessageSpec<'_>) -> PyResult<PyPutResult> {
+    /// The result of a put, or, when `check` and its status is not
+    /// `PUT_OK`, the exception for it: the one check of every single put
+    /// (a put that succeeds pays one comparison; the result is built in
+    /// place, as without the check).
+    #[inline]
+    fn finish(&self, py: Python<'_>, out: PutOutcome, check: bool) -> PyResult<PyPutResult> {
+        if check && out.status != PutStatus::PutOk {
+            return Err(refusal(py, self.result(out)));
+        }
+        Ok(self.result(out))
+    }
+
+    fn put_spec(
+        &self,
+        py: Python<'_>,
+        spec: MessageSpec<'_>,
+        check: bool,
+    ) -> PyResult<PyPutResult> {
         // A compressed body is inflated to check it: that may take a while,
         // so it is validated with the GIL released.
         let prepared = if spec.sys_flag & crate::log::message::sysflag::COMPRESSED != 0 {
@@ -67,7 +83,7 @@ impl PyStore {
         };
         let p = match prepared {
             Ok(p) => p,
-            Err(r) => return Ok(self.result(PutOutcome::rejected(r))),
+            Err(r) => return self.finish(py, PutOutcome::rejected(r), check),
         };
         let out = match self.store.try_put_fast(&p) {
             Some(r) => r?,
@@ -76,7 +92,7 @@ impl PyStore {
                 nogil(py, || store.put_prepared(&p))?
             }
         };
-        Ok(self.result(out))
+        self.finish(py, out, check)
     }
 
     /// The result of a batch put.
@@ -138,11 +154,10 @@ impl PyStore {
                 .downcast::<PyMessage>()
                 .map_err(|_| type_error("msg", "rocketstore.Message", msg))?;
             let m = m.get();
-            let r = match m.spec(py, self.now_ms()) {
-                Ok(spec) => self.put_spec(py, spec)?,
-                Err(refused) => self.result(self.store.refused(refused)?),
-            };
-            checked(py, r, check)
+            match m.spec(py, self.now_ms()) {
+                Ok(spec) => self.put_spec(py, spec, check),
+                Err(refused) => self.finish(py, self.store.refused(refused)?, check),
+            }
         })
     }
 
@@ -222,7 +237,10 @@ impl PyStore {
             })?;
             let r = self.batch_result(py, r, return_offsets)?;
             if check && r.status != PutStatus::PutOk {
-                return Err(put_error(py, "_put_error", Bound::new(py, r)?.into_any()));
+                return Err(match Bound::new(py, r) {
+                    Ok(obj) => put_error(py, "_put_error", obj.into_any()),
+                    Err(e) => e,
+                });
             }
             Ok(r)
         })
