@@ -427,6 +427,8 @@ class AsyncConsumer:
         c = self._c
         if c.closed or self._closing:
             raise StopAsyncIteration
+        # A pull a cancelled poll left running may still be filling the buffer.
+        await self._settle()
         if not c._buffer:
             try:
                 await self._maybe_auto_commit()

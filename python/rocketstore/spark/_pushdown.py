@@ -364,10 +364,10 @@ def _hits_by_index(store: MessageStore, topics: Iterable[str], keys: Sequence[st
     uncovered = []
     if cover[0] > lo:
         uncovered.append((lo, min(cover[0], hi)))
-    if cover[1] + 1 < hi:
-        uncovered.append((max(cover[1] + 1, lo), hi))
+    if cover[1] < hi:
+        uncovered.append((max(cover[1], lo), hi))
     if uncovered:
-        stats.fallbacks.append(f"the index holds CommitLog offsets [{cover[0]}, {cover[1]}] "
+        stats.fallbacks.append(f"the index covers CommitLog offsets [{cover[0]}, {cover[1]}) "
                                f"of [{lo}, {hi}): keys in {uncovered} are found by a scan")
     out: list[tuple[str, int, int]] = []
     for t in topics:

@@ -10,7 +10,7 @@
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -22,6 +22,8 @@ use crate::log::transient_pool::TransientStorePool;
 pub use crate::log::segment_files::{
     detect_file_size, detect_file_size_tolerating_short, list_segment_files,
 };
+
+mod adopt;
 
 /// What loading a directory found.
 #[derive(Debug, Clone, Default)]
@@ -49,7 +51,9 @@ pub trait FileMaker: Send + Sync + std::fmt::Debug {
 #[derive(Debug)]
 pub struct MappedFileQueue {
     dir: PathBuf,
-    file_size: usize,
+    /// The segment size; a read-only queue with no file yet takes it from
+    /// the first file it adopts ([`MappedFileQueue::adopt_new_files`]).
+    file_size: AtomicUsize,
     writable: bool,
     files: RwLock<Vec<Arc<MappedFile>>>,
     flushed_where: AtomicU64,
@@ -74,6 +78,10 @@ pub struct MappedFileQueue {
     pause_point: std::sync::OnceLock<&'static str>,
     /// The fail point that fails making a file of this queue.
     create_point: std::sync::OnceLock<&'static str>,
+    /// What every segment length is a multiple of ([`MappedFileQueue::adopt_size_from_files`]).
+    size_unit: AtomicUsize,
+    /// The last file adopting refused (path, length), logged once.
+    last_refused: Mutex<Option<(PathBuf, u64)>>,
 }
 
 impl MappedFileQueue {
@@ -86,7 +94,7 @@ impl MappedFileQueue {
     pub fn new_with(dir: PathBuf, file_size: usize, writable: bool, reserve: Reserve) -> Self {
         Self {
             dir,
-            file_size,
+            file_size: AtomicUsize::new(file_size),
             writable,
             files: RwLock::new(Vec::new()),
             flushed_where: AtomicU64::new(0),
@@ -101,6 +109,8 @@ impl MappedFileQueue {
             gaps: Mutex::new(Vec::new()),
             pause_point: std::sync::OnceLock::new(),
             create_point: std::sync::OnceLock::new(),
+            size_unit: AtomicUsize::new(0),
+            last_refused: Mutex::new(None),
         }
     }
 
@@ -291,7 +301,7 @@ impl MappedFileQueue {
         let Some(first) = self.first_file().map(|f| f.file_from_offset()) else {
             return Ok(Vec::new());
         };
-        if !self.writable || from % self.file_size as u64 != 0 {
+        if !self.writable || from % self.file_size() as u64 != 0 {
             return Ok(Vec::new());
         }
         let mut done = Vec::new();
@@ -300,7 +310,7 @@ impl MappedFileQueue {
             let path = self.dir.join(file_name(off));
             self.insert_zero_file(off, &path)?;
             done.push(path);
-            off += self.file_size as u64;
+            off += self.file_size() as u64;
         }
         if !done.is_empty() {
             crate::paths::sync_dir(&self.dir)?;
@@ -318,10 +328,10 @@ impl MappedFileQueue {
             .open(path)
             .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
         drop(file);
-        MappedFile::extend_short_file(path, self.file_size)?;
-        let mf =
-            MappedFile::open(path, off, self.file_size, self.writable)?.with_reserve(self.reserve);
-        mf.set_positions(self.file_size);
+        MappedFile::extend_short_file(path, self.file_size())?;
+        let mf = MappedFile::open(path, off, self.file_size(), self.writable)?
+            .with_reserve(self.reserve);
+        mf.set_positions(self.file_size());
         let mut files = self.files.write();
         let at = files.partition_point(|f| f.file_from_offset() < off);
         files.insert(at, Arc::new(mf));
@@ -352,10 +362,10 @@ impl MappedFileQueue {
             .and_then(|n| n.to_str())
             .and_then(|n| n.parse::<u64>().ok())
             .ok_or_else(|| StoreError::internal(format!("segment name of {}", path.display())))?;
-        MappedFile::extend_short_file(&path, self.file_size)?;
-        let mf =
-            MappedFile::open(&path, off, self.file_size, self.writable)?.with_reserve(self.reserve);
-        mf.set_positions(self.file_size);
+        MappedFile::extend_short_file(&path, self.file_size())?;
+        let mf = MappedFile::open(&path, off, self.file_size(), self.writable)?
+            .with_reserve(self.reserve);
+        mf.set_positions(self.file_size());
         self.files.write().push(Arc::new(mf));
         *pending = None;
         Ok(Some(path))
@@ -363,7 +373,7 @@ impl MappedFileQueue {
 
     /// Size of every file.
     pub fn file_size(&self) -> usize {
-        self.file_size
+        self.file_size.load(Ordering::Acquire)
     }
 
     /// False for a read-only queue (another process writes).
@@ -419,7 +429,7 @@ impl MappedFileQueue {
         if self.released.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
-        debug_assert_eq!(offset % self.file_size as u64, 0);
+        debug_assert_eq!(offset % self.file_size() as u64, 0);
         match &self.allocator_unless_pooled() {
             Some(a) => a.take(offset),
             None => Ok(Arc::new(self.make_file(offset)?)),
@@ -448,7 +458,7 @@ impl MappedFileQueue {
         let allocator = self.allocator_unless_pooled();
         let mut files = self.files.write();
         if let Some(last) = files.last() {
-            if last.file_from_offset() + self.file_size as u64 != offset {
+            if last.file_from_offset() + self.file_size() as u64 != offset {
                 drop(files);
                 self.discard_prepared(mf);
                 return Err(StoreError::internal(format!(
@@ -461,7 +471,7 @@ impl MappedFileQueue {
         drop(files);
         if let Some(a) = &allocator {
             if request_next {
-                a.request(offset + self.file_size as u64);
+                a.request(offset + self.file_size() as u64);
             }
             if let Some(prev) = left_behind.filter(|f| f.is_locked()) {
                 a.unlock_later(prev);
@@ -513,10 +523,10 @@ impl MappedFileQueue {
         // returns the buffer to the pool, so the next attempt starts afresh.
         Ok(match (buffer, &pool) {
             (Some(b), Some(p)) => {
-                MappedFile::create_transient(&path, offset, self.file_size, b.clone())
+                MappedFile::create_transient(&path, offset, self.file_size(), b.clone())
                     .inspect_err(|_| p.give_back(b))?
             }
-            _ => MappedFile::create_with(&path, offset, self.file_size, self.reserve)?,
+            _ => MappedFile::create_with(&path, offset, self.file_size(), self.reserve)?,
         })
     }
 
@@ -530,8 +540,8 @@ impl MappedFileQueue {
     pub fn last_file_or_create(&self, start_offset: u64) -> Result<Arc<MappedFile>> {
         let next = match self.last_file() {
             Some(f) if !f.is_full() => return Ok(f),
-            Some(f) => f.file_from_offset() + self.file_size as u64,
-            None => start_offset - start_offset % self.file_size as u64,
+            Some(f) => f.file_from_offset() + self.file_size() as u64,
+            None => start_offset - start_offset % self.file_size() as u64,
         };
         self.create_file(next)
     }
@@ -543,19 +553,19 @@ impl MappedFileQueue {
         let first = files.first()?;
         let last = files.last()?;
         if offset >= first.file_from_offset()
-            && offset < last.file_from_offset() + self.file_size as u64
+            && offset < last.file_from_offset() + self.file_size() as u64
         {
-            let idx = ((offset - first.file_from_offset()) / self.file_size as u64) as usize;
+            let idx = ((offset - first.file_from_offset()) / self.file_size() as u64) as usize;
             if let Some(f) = files.get(idx) {
                 if offset >= f.file_from_offset()
-                    && offset < f.file_from_offset() + self.file_size as u64
+                    && offset < f.file_from_offset() + self.file_size() as u64
                 {
                     return Some(f.clone());
                 }
             }
             if let Some(f) = files.iter().find(|f| {
                 offset >= f.file_from_offset()
-                    && offset < f.file_from_offset() + self.file_size as u64
+                    && offset < f.file_from_offset() + self.file_size() as u64
             }) {
                 return Some(f.clone());
             }
@@ -617,7 +627,7 @@ impl MappedFileQueue {
         } else {
             // Deleted after it was picked (retention): nothing of it is
             // to be flushed any more; the next call takes the next file.
-            f.file_from_offset() + self.file_size as u64
+            f.file_from_offset() + self.file_size() as u64
         };
         if where_ > old {
             self.flushed_where.store(where_, Ordering::Release);
@@ -660,7 +670,7 @@ impl MappedFileQueue {
         let _g = self.flush_lock.lock();
         let mut where_ = self.flushed_where();
         for f in self.files() {
-            let end = f.file_from_offset() + self.file_size as u64;
+            let end = f.file_from_offset() + self.file_size() as u64;
             if end <= where_ && where_ != 0 {
                 continue;
             }
@@ -684,7 +694,7 @@ impl MappedFileQueue {
         let mut keep = Vec::new();
         for f in self.files() {
             let from = f.file_from_offset();
-            let end = from + self.file_size as u64;
+            let end = from + self.file_size() as u64;
             if end <= offset {
                 keep.push(f);
             } else if offset >= from {
@@ -735,57 +745,6 @@ impl MappedFileQueue {
         }
         Ok(last)
     }
-
-    /// Re-lists the directory and appends the files another process created
-    /// after the current last file (or, for an empty queue, from the first
-    /// file found): only consecutive files of exactly the file size are
-    /// taken, with positions 0; a file still being created (short) stops the
-    /// scan and is picked up by a later call. Returns how many were added.
-    pub fn adopt_new_files(&self) -> Result<usize> {
-        self.adopt_new_files_upto(usize::MAX)
-    }
-
-    /// [`MappedFileQueue::adopt_new_files`], adding at most `limit` files.
-    pub fn adopt_new_files_upto(&self, limit: usize) -> Result<usize> {
-        let size = self.file_size as u64;
-        let mut next = self.last_file().map(|f| f.file_from_offset() + size);
-        let mut added = 0;
-        for (off, path) in list_segment_files(&self.dir)? {
-            if added >= limit {
-                break;
-            }
-            match next {
-                Some(n) if off < n => continue,
-                Some(n) if off != n => break,
-                None if off % size != 0 => break,
-                _ => {}
-            }
-            let len = match std::fs::metadata(&path) {
-                Ok(m) => m.len(),
-                // Deleted since the listing (retention): with no file known
-                // yet, the files after it are the queue's.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && next.is_none() => continue,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                Err(e) => return Err(StoreError::io(format!("stat {}", path.display()), e)),
-            };
-            if len != size {
-                break;
-            }
-            let mf = Arc::new(
-                MappedFile::open(&path, off, self.file_size, self.writable)?
-                    .with_reserve(self.reserve),
-            );
-            mf.set_positions(0);
-            let mut files = self.files.write();
-            match files.last() {
-                Some(l) if l.file_from_offset() + size != off => break,
-                _ => files.push(mf),
-            }
-            added += 1;
-            next = Some(off + size);
-        }
-        Ok(added)
-    }
 }
 
 #[cfg(test)]
@@ -813,6 +772,54 @@ mod tests {
         let r = MappedFileQueue::new(cl, 128, false);
         assert_eq!(r.adopt_new_files().unwrap(), 2);
         assert_eq!(r.min_offset(), Some(128));
+    }
+
+    /// A read-only queue with no file yet takes the segment size from the
+    /// first file; an empty first file is refused (never mapped) until it
+    /// has its length, and a later file of another length stops adoption.
+    #[test]
+    fn adopting_from_nothing_takes_the_first_files_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = dir.path().join("cl");
+        std::fs::create_dir_all(&cl).unwrap();
+        let first = cl.join(crate::log::mapped_file::file_name(0));
+        std::fs::File::create(&first).unwrap();
+        let r = MappedFileQueue::new(cl.clone(), 1 << 30, false);
+        r.adopt_size_from_files(1);
+        assert_eq!(r.adopt_new_files().unwrap(), 0);
+        assert_eq!(r.file_size(), 1 << 30);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&first)
+            .unwrap()
+            .set_len(256)
+            .unwrap();
+        let odd = cl.join(crate::log::mapped_file::file_name(512));
+        std::fs::File::create(&odd).unwrap().set_len(128).unwrap();
+        std::fs::File::create(cl.join(crate::log::mapped_file::file_name(256)))
+            .unwrap()
+            .set_len(256)
+            .unwrap();
+        assert_eq!(r.adopt_new_files().unwrap(), 2);
+        assert_eq!(r.file_size(), 256);
+        assert_eq!(r.adopt_new_files().unwrap(), 0);
+        assert_eq!(r.files().len(), 2);
+    }
+
+    /// A file whose length is not a multiple of the unit is never adopted.
+    #[test]
+    fn adopting_refuses_an_illegal_first_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = dir.path().join("cq");
+        std::fs::create_dir_all(&cl).unwrap();
+        std::fs::File::create(cl.join(crate::log::mapped_file::file_name(0)))
+            .unwrap()
+            .set_len(30)
+            .unwrap();
+        let r = MappedFileQueue::new(cl, 6_000_000, false);
+        r.adopt_size_from_files(20);
+        assert_eq!(r.adopt_new_files().unwrap(), 0);
+        assert_eq!(r.file_size(), 6_000_000);
     }
 
     #[test]

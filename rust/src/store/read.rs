@@ -326,9 +326,10 @@ impl Store {
         Ok(Some((hits, damaged)))
     }
 
-    /// The CommitLog offsets of the first and the last record the index
-    /// holds (`None` without a usable index, or an empty one): records
-    /// starting outside them may carry keys the index does not know.
+    /// The CommitLog range `[begin, end)` the index covers: from its first
+    /// entry's record to the end of its last entry's record (`None` without
+    /// a usable index, or an empty one). Records starting outside it may
+    /// carry keys the index does not know.
     pub fn index_coverage(&self) -> Option<(i64, i64)> {
         if self.index_error.is_some() {
             return None;
@@ -340,10 +341,16 @@ impl Store {
             .into_iter()
             .filter(|f| f.index_count() > 1)
             .collect();
-        Some((
-            files.first()?.begin_phy_offset(),
-            files.last()?.end_phy_offset(),
-        ))
+        let begin = files.first()?.begin_phy_offset();
+        let last = files.last()?.end_phy_offset();
+        let size = u64::try_from(last)
+            .ok()
+            .and_then(|o| match self.commitlog.read_checked(o) {
+                RecordRead::Found(v, _) => Some(v.total_size as i64),
+                _ => None,
+            })
+            .unwrap_or(1);
+        Some((begin, last + size))
     }
 
     /// The record at `offset`, if it lies wholly below the visibility

@@ -330,6 +330,9 @@ impl CommitLog {
         )?;
         mfq.set_flush_pause_point("pause_commitlog_flush");
         mfq.set_create_fail_point("allocate_file");
+        // A reader opened before the writer made its first file learns the
+        // segment size from that file (docs/format.md "Segment sizes on open").
+        mfq.adopt_size_from_files(1);
         Ok(Self {
             cfg,
             mfq: Arc::new(mfq),
@@ -469,7 +472,7 @@ impl CommitLog {
 
     /// Size of every CommitLog file.
     pub fn file_size(&self) -> usize {
-        self.cfg.file_size
+        self.mfq.file_size()
     }
 
     /// End of readable data.
@@ -489,7 +492,7 @@ impl CommitLog {
 
     /// Start of the file after the one holding `offset`.
     pub fn roll_next_file(&self, offset: u64) -> u64 {
-        let s = self.cfg.file_size as u64;
+        let s = self.mfq.file_size() as u64;
         offset + s - offset % s
     }
 
