@@ -123,15 +123,22 @@ pub fn fork_generation() -> u64 {
 /// forked child's copy was already closed at fork and is left alone).
 #[derive(Debug)]
 pub struct StoreLock {
-    file: Option<File>,
+    held: LockFile,
     path: PathBuf,
+}
+
+/// A lock file opened (created with its folder if missing) and registered
+/// for the fork handlers; closed and deregistered on drop in the process
+/// that opened it. A forked child's copy was already closed at fork and is
+/// left alone: the number may name another file by then.
+#[derive(Debug)]
+struct LockFile {
+    file: Option<File>,
     generation: u64,
 }
 
-impl StoreLock {
-    /// Takes the lock at `path` (creating the file), or fails with
-    /// [`StoreError::Locked`] without waiting.
-    pub fn acquire(path: &Path, store_root: &Path) -> Result<Self> {
+impl LockFile {
+    fn open(path: &Path) -> Result<Self> {
         install_fork_handlers();
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
@@ -144,18 +151,54 @@ impl StoreLock {
             .truncate(false)
             .open(path)
             .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
-        // Registered before locking, so a child forked at any moment from
-        // here on closes its copy; a failure below deregisters it on drop.
+        // Registered before any lock is taken, so a child forked at any
+        // moment from here on closes its copy; a later failure drops `Self`,
+        // which deregisters it.
         let fd = file.as_raw_fd();
         let generation = LOCK_FDS.with(|fds| {
             fds.push(fd);
             fork_generation()
         });
-        let mut lock = Self {
+        Ok(Self {
             file: Some(file),
-            path: path.to_path_buf(),
             generation,
+        })
+    }
+
+    fn fd(&self) -> RawFd {
+        self.file.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        let Some(file) = self.file.take() else {
+            return;
         };
+        LOCK_FDS.with(|fds| {
+            if fork_generation() != self.generation {
+                // A forked child: close nothing, unlock nothing.
+                let _ = file.into_raw_fd();
+                return;
+            }
+            let fd = file.as_raw_fd();
+            fds.retain(|&f| f != fd);
+            // Closed while the registry is held, so no fork sees the number
+            // registered but closed (and a child never closes a reused number).
+            drop(file);
+        });
+    }
+}
+
+impl StoreLock {
+    /// Takes the lock at `path` (creating the file), or fails with
+    /// [`StoreError::Locked`] without waiting.
+    pub fn acquire(path: &Path, store_root: &Path) -> Result<Self> {
+        let mut lock = Self {
+            held: LockFile::open(path)?,
+            path: path.to_path_buf(),
+        };
+        let fd = lock.held.fd();
         match ofd_lock(fd, libc::F_OFD_SETLK, libc::F_WRLCK) {
             Ok(true) => {}
             Ok(false) => return Err(StoreError::Locked(store_root.to_path_buf())),
@@ -163,7 +206,7 @@ impl StoreLock {
         }
         // RocketMQ writes "lock" into the file. We do it only for a new file,
         // so that taking the lock of an existing store changes no byte.
-        if let Some(file) = lock.file.as_mut() {
+        if let Some(file) = lock.held.file.as_mut() {
             if file.metadata().map(|m| m.len() == 0).unwrap_or(false) {
                 let _ = file.write_all(b"lock");
             }
@@ -174,27 +217,6 @@ impl StoreLock {
     /// The lock file's path.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-}
-
-impl Drop for StoreLock {
-    fn drop(&mut self) {
-        let Some(file) = self.file.take() else {
-            return;
-        };
-        LOCK_FDS.with(|fds| {
-            if fork_generation() != self.generation {
-                // A forked child: its copy was closed at fork and the number
-                // may name another file by now. Close nothing, unlock nothing.
-                let _ = file.into_raw_fd();
-                return;
-            }
-            let fd = file.as_raw_fd();
-            fds.retain(|&f| f != fd);
-            // Closed while the registry is held, so no fork sees the number
-            // registered but closed (and a child never closes a reused number).
-            drop(file);
-        });
     }
 }
 
@@ -229,8 +251,7 @@ fn ofd_lock(fd: RawFd, cmd: libc::c_int, kind: libc::c_int) -> std::io::Result<b
 /// their copy at fork, as for [`StoreLock`].
 #[derive(Debug)]
 pub struct FileLock {
-    file: Option<File>,
-    generation: u64,
+    _held: LockFile,
 }
 
 impl FileLock {
@@ -238,28 +259,10 @@ impl FileLock {
     /// if missing. With `wait`, blocks until it is free; without, returns
     /// `Ok(None)` at once when another open file description holds it.
     pub fn acquire(path: &Path, wait: bool) -> Result<Option<Self>> {
-        install_fork_handlers();
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| StoreError::io(format!("create {}", dir.display()), e))?;
-        }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
-        let fd = file.as_raw_fd();
-        let generation = LOCK_FDS.with(|fds| {
-            fds.push(fd);
-            fork_generation()
-        });
+        let held = LockFile::open(path)?;
+        let fd = held.fd();
         // From here a failure drops `lock`, which deregisters the descriptor.
-        let lock = Self {
-            file: Some(file),
-            generation,
-        };
+        let lock = Self { _held: held };
         let cmd = if wait {
             libc::F_OFD_SETLKW
         } else {
@@ -294,23 +297,6 @@ impl FileLock {
             return Err(StoreError::io(format!("test lock {}", path.display()), err));
         }
         Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
-    }
-}
-
-impl Drop for FileLock {
-    fn drop(&mut self) {
-        let Some(file) = self.file.take() else {
-            return;
-        };
-        LOCK_FDS.with(|fds| {
-            if fork_generation() != self.generation {
-                let _ = file.into_raw_fd(); // a forked child's copy: see StoreLock
-                return;
-            }
-            let fd = file.as_raw_fd();
-            fds.retain(|&f| f != fd);
-            drop(file);
-        });
     }
 }
 
