@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rocketstore import _native
-from rocketstore._arrow_pull import ArrowPulls
+from rocketstore._arrow_pull import ArrowPulls, column_list
 from rocketstore._checks import I32_MAX, I64_MAX, int_arg
 from rocketstore.errors import UnknownTopicWarning
 
@@ -168,7 +168,7 @@ class ArrowReads(ArrowPulls):
         skipped); ``columns``: the columns returned, in order (``store`` needs
         ``store_name``, its value)."""
         n = self._n
-        cols = _column_list(columns)
+        cols = column_list(columns)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
         batch_size = min(batch_size, I64_MAX)
@@ -213,14 +213,3 @@ class ArrowReads(ArrowPulls):
                             batch_size=batch_size, store_name=store_name, threads=threads,
                             columns=cols)
 
-
-def _column_list(columns: Sequence[str] | None) -> list[str] | None:
-    """``columns`` as a list of str (the engine checks the names)."""
-    if columns is None:
-        return None
-    if isinstance(columns, (str, bytes)) or not isinstance(columns, Sequence):
-        raise TypeError(f"columns must be a list of column names, not {type(columns).__name__}")
-    for c in columns:
-        if not isinstance(c, str):
-            raise TypeError(f"columns must be a list of str, not of {type(c).__name__}")
-    return list(columns)

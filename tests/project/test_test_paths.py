@@ -65,7 +65,7 @@ TESTS = Path(__file__).resolve().parents[1]
 UP = TESTS.parent.parent
 '''
 BAD_RS = '''
-const A: &[u8] = include_bytes!("../../../shared/x.bin");    // line 2
+const A: &[u8] = include_bytes!("../../../other/x.bin");     // line 2
 fn f() { let _ = std::fs::read("/srv/elsewhere/y"); }        // line 3
 fn g() { let _ = std::path::Path::new("../outside"); }        // line 4
 '''
