@@ -9,8 +9,8 @@ use std::sync::atomic::Ordering;
 use crate::error::{Result, StoreError};
 use crate::log::message::{
     self, body_crc, body_size_problem, compressed_body_problem, delay_level, encode_blank,
-    encode_v1, properties_size_problem, props, queue_id_problem, record_len, record_size_problem,
-    sys_flag_problem, sysflag, topic_problem, MessageSpec, PropertiesBuilder,
+    encode_v1, find_property, properties_size_problem, props, queue_id_problem, record_len,
+    record_size_problem, sys_flag_problem, sysflag, topic_problem, MessageSpec, PropertiesBuilder,
     END_FILE_MIN_BLANK_LENGTH, SCHEDULE_TOPIC,
 };
 
@@ -97,7 +97,8 @@ impl CommitLog {
         let tran = spec.transaction_type();
         if !redelivery && (tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT)
         {
-            if let Some(level) = delay_level(&spec.properties).map_err(Refused::illegal)? {
+            if let Some(level) = find_property(&spec.properties, props::DELAY) {
+                let level = delay_level(level).map_err(Refused::illegal)?;
                 if level > 0 && !self.cfg.delay_levels.is_empty() {
                     // Like RocketMQ's property map: the clamped level replaces DELAY,
                     // and REAL_TOPIC/REAL_QID replace any earlier values (a message

@@ -15,9 +15,9 @@ use parking_lot::{Condvar, MutexGuard};
 use crate::error::Result;
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
-    batch_message_problem, body_size_problem, encode_blank, encode_v1_crc_of_copy,
-    properties_size_problem, queue_id_problem, record_len, record_size_problem, sysflag,
-    topic_problem, MessageSpec, END_FILE_MIN_BLANK_LENGTH,
+    batch_delay_problem, body_size_problem, encode_blank, encode_v1_crc_of_copy, find_property,
+    has_prop_crc, prop_crc_given, properties_size_problem, props, queue_id_problem, record_len,
+    record_size_problem, sysflag, topic_problem, MessageSpec, END_FILE_MIN_BLANK_LENGTH,
 };
 
 use super::{CommitLog, PutState, PutStatus, Refused, RESERVE_FAILURES};
@@ -194,8 +194,11 @@ impl CommitLog {
                 return Err(at(Refused::illegal(why)));
             }
             let p = b.props_of(i);
-            if let Some(why) = batch_message_problem(p) {
+            if let Some(why) = find_property(p, props::DELAY).and_then(batch_delay_problem) {
                 return Err(at(Refused::illegal(why)));
+            }
+            if has_prop_crc(p) {
+                return Err(at(Refused::illegal(prop_crc_given())));
             }
             if let Some(broken) = properties_size_problem(p, b.props_len(i, self.cfg.prop_crc)) {
                 return Err(at(broken.into()));
@@ -519,7 +522,7 @@ impl BatchOutcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::message::{prop_crc_given, DEFAULT_BORN_HOST};
+    use crate::log::message::DEFAULT_BORN_HOST;
 
     const SEG: usize = 4096;
     const MAX: usize = 1024;

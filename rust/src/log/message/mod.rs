@@ -59,7 +59,7 @@ pub use prop_crc::{
 };
 pub use properties::{find_property, iter_properties, PropertiesBuilder, PropertyError};
 pub use rules::{
-    batch_message_problem, body_size_problem, compressed_body_problem, delay_level,
+    batch_delay_problem, body_size_problem, compressed_body_problem, delay_level,
     is_readable_topic, is_readable_topic_bytes, is_system_topic, is_valid_topic, key_problem,
     max_record_len, prop_crc_given, properties_size_problem, property_problem, queue_id_problem,
     record_size_problem, sys_flag_problem, tags_problem, topic_problem, RuleBroken,

@@ -13,8 +13,8 @@
 //! are system topics.
 
 use super::{
-    props, sysflag, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN,
-    NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_CRC_NAME, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX,
+    sysflag, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR, PROP_CRC_NAME, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX,
 };
 
 /// A broken put rule, with the status RocketMQ gives it.
@@ -123,7 +123,7 @@ pub fn compressed_body_problem(body: &[u8]) -> Option<String> {
     }
 }
 
-/// True if `s` holds a byte that separates properties in a record.
+/// The first byte of `s` that separates properties in a record, if any.
 fn separator_in(s: &str) -> Option<u8> {
     s.bytes()
         .find(|&b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
@@ -194,38 +194,31 @@ pub fn prop_crc_given() -> String {
         .into()
 }
 
-/// The delay level a message's `DELAY` property asks for (`None`: no such
-/// property; 0 or less: not delayed), or why it is refused: a level is a
-/// whole number.
-pub fn delay_level(properties: &[u8]) -> Result<Option<i64>, String> {
-    let Some(level) = super::find_property(properties, props::DELAY) else {
-        return Ok(None);
-    };
-    std::str::from_utf8(level)
+/// The delay level a `DELAY` property's value asks for (0 or less: not
+/// delayed), or why it is refused: a level is a whole number.
+pub fn delay_level(value: &[u8]) -> Result<i64, String> {
+    std::str::from_utf8(value)
         .ok()
         .and_then(|s| s.trim().parse().ok())
-        .map(Some)
         .ok_or_else(|| {
             format!(
                 "property DELAY must be a whole number (a delay level), not {:?}",
-                String::from_utf8_lossy(level)
+                String::from_utf8_lossy(value)
             )
         })
 }
 
-/// Why a message cannot be in a batch, or `None`: like RocketMQ's batches,
-/// no delayed message (it would leave the batch's queue for
-/// `SCHEDULE_TOPIC_XXXX`), and not the store's own property CRC (a batch's
-/// properties are written as given). The `DELAY` rule is [`delay_level`]'s.
-pub fn batch_message_problem(properties: &[u8]) -> Option<String> {
-    match delay_level(properties) {
-        Err(why) => return Some(why),
-        Ok(Some(level)) if level > 0 => {
-            return Some("delayed messages cannot be put in a batch".into())
-        }
-        Ok(_) => {}
+/// Why a message whose `DELAY` property has `value` cannot be in a batch,
+/// or `None`: like RocketMQ's batches, no delayed message (it would leave
+/// the batch's queue for `SCHEDULE_TOPIC_XXXX`); the value follows
+/// [`delay_level`]'s rule. A batch's properties are written as given, so
+/// they cannot carry the store's property CRC either ([`prop_crc_given`]).
+pub fn batch_delay_problem(value: &[u8]) -> Option<String> {
+    match delay_level(value) {
+        Err(why) => Some(why),
+        Ok(level) if level > 0 => Some("delayed messages cannot be put in a batch".into()),
+        Ok(_) => None,
     }
-    super::has_prop_crc(properties).then(prop_crc_given)
 }
 
 /// Why a body of `len` bytes is too large, or `None`.
