@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from rocketstore import _native
-from rocketstore._checks import check_open_mode, ms_arg as _ms_arg
+from rocketstore import _checks, _native
+from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import (
     GetMessageResult,
@@ -164,8 +164,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         create: bool = False,
     ) -> None:
         self._config = _as_config(config)
-        check_open_mode(read_only=read_only, wait_for_writer=wait_for_writer,
-                        no_write=no_write, create=create)
+        _checks.check_open_mode(read_only=read_only, wait_for_writer=wait_for_writer,
+                                no_write=no_write, create=create)
         self._read_only = read_only
         self._no_write = bool(no_write)
         self._wait_for_writer, self._create = wait_for_writer, bool(create)

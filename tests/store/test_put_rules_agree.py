@@ -7,7 +7,8 @@ put rule in one place; this pins that the puts use it.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
