@@ -35,11 +35,11 @@ def test_a_key_is_spelled_topic_at_group_and_split_at_the_first_separator() -> N
 def test_the_names_rule() -> None:
     assert check_group("a@b") == "a@b"
     assert check_topic("%RETRY%g") == "%RETRY%g"
-    with pytest.raises(ValueError, match="^group must not be empty$"):
+    with pytest.raises(ValueError, match=r"^group must not be empty$"):
         check_group("")
-    with pytest.raises(TypeError, match="^topic must be a str, not int$"):
+    with pytest.raises(TypeError, match=r"^topic must be a str, not int$"):
         check_topic(1)
-    with pytest.raises(ValueError, match="^topic must not contain '@': 'a@b'$"):
+    with pytest.raises(ValueError, match=r"^topic must not contain '@': 'a@b'$"):
         OffsetKey.of("g", "a@b")
 
 
