@@ -53,7 +53,8 @@ def _nothing_read_outside_the_repository() -> Iterator[None]:
     yield
     refused = outside_guard.take()
     if refused:
-        pytest.fail(f"the test opened files outside the repository: {refused}", pytrace=False)
+        pytest.fail(f"the test opened files outside the repository and the run's temporary "
+                    f"folder: {refused}", pytrace=False)
 
 
 @pytest.fixture

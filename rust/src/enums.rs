@@ -1,7 +1,8 @@
 //! RocketMQ's status enums, each written in the engine as one list of
-//! variants with their ordinal and RocketMQ name: [`rocketmq_enum!`] makes
-//! the Rust enum, the list of every member (`ALL`, counted by the compiler)
-//! and the names. The Python package writes them a second time
+//! variants with their ordinal and RocketMQ name:
+//! [`rocketmq_enum!`](crate::rocketmq_enum) makes the Rust enum, the list of
+//! every member (`ALL`, counted by the compiler) and the names. The Python
+//! package writes them a second time
 //! (`python/rocketstore/enums.py`, plain `enum.Enum` classes); a test
 //! compares the two through `_engine_enums` (same names and ordinals), and
 //! the binding maps members by name, never by position.
