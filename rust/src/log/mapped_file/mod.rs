@@ -23,9 +23,9 @@
 //! see only bytes below the write position, published with release/acquire
 //! ordering. Every writable mapping of the crate, and the `unsafe` code that
 //! makes, writes through and advises it, lives in this folder; the
-//! whole-store checks map files read-only in `verify/files.rs`, and the
-//! crate's other `unsafe` blocks are system calls and CPU hints, each with
-//! its `SAFETY` comment.
+//! whole-store checks map files read-only in `verify/files.rs`. The crate's
+//! other `unsafe` code (system calls, CPU hints, the Python and Arrow FFI,
+//! the lock registry) lies where it is used.
 //!
 //! # Files
 //!
