@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from rocketstore import _native
 from rocketstore._native import NativeStore, RuntimeSample
-from rocketstore.services.clean import disk_usage_ratio
+from rocketstore.services.retention import disk_usage_ratio
 
 if TYPE_CHECKING:
     from rocketstore.config import StoreConfig

@@ -37,9 +37,9 @@ from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.groups import ConsumerGroupAdmin
 from rocketstore.services.base import ServiceThread
-from rocketstore.services.clean import CleanService
+from rocketstore.services.retention import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
-from rocketstore.services.reput import ReputService
+from rocketstore.services.dispatch import ReputService
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.stats import StatsView
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rocketstore import MessageStore, StoreConfig
-from services.test_clean import CONFIG, age, cl_files, fill, hour_clock
+from services.test_retention import CONFIG, age, cl_files, fill, hour_clock
 
 MINUTE_S = 60
 

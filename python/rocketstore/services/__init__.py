@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
-from rocketstore.services.reput import ReputService
+from rocketstore.services.dispatch import ReputService
 from rocketstore.services.schedule import ScheduleService
 
 __all__ = ["RecoveryReport", "RecoveryService", "ReputService", "ScheduleService"]

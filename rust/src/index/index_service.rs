@@ -19,7 +19,7 @@ use crate::index::index_file::{
 };
 use crate::log::message::sysflag;
 use crate::running::{Flag, RunningFlags};
-use crate::service::{ServiceThread, STOP_TIMEOUT};
+use crate::services::service_thread::{ServiceThread, STOP_TIMEOUT};
 
 /// What [`IndexStore::query`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -78,8 +78,8 @@ frozen_record! {
     }
 }
 
-impl From<crate::services::expiry::CommitLogExpiry> for PyCommitLogExpiry {
-    fn from(e: crate::services::expiry::CommitLogExpiry) -> Self {
+impl From<crate::services::retention::CommitLogExpiry> for PyCommitLogExpiry {
+    fn from(e: crate::services::retention::CommitLogExpiry) -> Self {
         Self {
             deleted: e.deleted,
             from_offset: e.from_offset,
@@ -98,8 +98,8 @@ frozen_record! {
     }
 }
 
-impl From<crate::services::expiry::QueueExpiry> for PyQueueExpiry {
-    fn from(e: crate::services::expiry::QueueExpiry) -> Self {
+impl From<crate::services::retention::QueueExpiry> for PyQueueExpiry {
+    fn from(e: crate::services::retention::QueueExpiry) -> Self {
         Self {
             consume_queue_files: e.consume_queue_files,
             index_files: e.index_files,

@@ -194,7 +194,7 @@ impl PyStore {
                     ))
                 }
                 Some(t) => Duration::from_secs_f64(t.min(1e9)),
-                None => crate::service::STOP_TIMEOUT,
+                None => crate::services::service_thread::STOP_TIMEOUT,
             };
             let store = &self.store;
             nogil(py, || Ok(store.stop_dispatch_within(timeout)))

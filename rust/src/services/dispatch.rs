@@ -31,7 +31,7 @@ use crate::queue::consume_queue::CqUnit;
 use crate::queue::cq_table::ConsumeQueueTable;
 use crate::ratelog::RateLimited;
 use crate::running::{is_transient_resource, Flag, RunningFlags};
-use crate::service::{ServiceThread, Signal};
+use crate::services::service_thread::{ServiceThread, Signal};
 
 /// Bytes one dispatch step reads at most.
 pub const DEFAULT_STEP_BYTES: usize = 4 << 20;

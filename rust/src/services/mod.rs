@@ -1,4 +1,4 @@
-//! The store's background work, each loop one [`ServiceThread`](crate::service::ServiceThread).
+//! The store's background work, each loop one [`ServiceThread`](crate::services::service_thread::ServiceThread).
 //!
 //! ```text
 //!  put ──> CommitLog ──> flush (async flush, group commit, transient commit) ──> disk
@@ -11,10 +11,11 @@
 //! ([`expiry`]), whose *when* and *what* Python decides. Work enters as a
 //! wake-up or a step call; it leaves as bytes on disk, units and index
 //! entries, or a typed step result. The thread shape (start, wake, bounded
-//! join, panic poisons the store) is [`crate::service`], below every layer
+//! join, panic poisons the store) is [`crate::services::service_thread`], below every layer
 //! that runs a thread; delayed delivery, a step over the whole store, is
 //! [`crate::store::schedule`].
 
 pub mod dispatch;
-pub mod expiry;
 pub mod flush;
+pub mod retention;
+pub mod service_thread;

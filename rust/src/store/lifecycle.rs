@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::Store;
 use crate::error::{Result, StoreError};
 use crate::paths;
-use crate::service::STOP_TIMEOUT;
+use crate::services::service_thread::STOP_TIMEOUT;
 
 impl Store {
     /// Starts the flush threads and creates the abort file (writer only).
@@ -73,7 +73,7 @@ impl Store {
             .is_some_and(|t| t.is_running())
     }
 
-    /// One CommitLog step of the clean service (see [`crate::services::expiry`]).
+    /// One CommitLog step of the clean service (see [`crate::services::retention`]).
     pub fn delete_expired_commit_log(
         &self,
         now_ms: i64,
@@ -81,12 +81,12 @@ impl Store {
         interval: Duration,
         immediately: bool,
         max_files: usize,
-    ) -> Result<crate::services::expiry::CommitLogExpiry> {
+    ) -> Result<crate::services::retention::CommitLogExpiry> {
         self.check_open()?;
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
-        crate::services::expiry::delete_expired_commit_log(
+        crate::services::retention::delete_expired_commit_log(
             &self.commitlog,
             now_ms,
             reserved_ms,
@@ -103,12 +103,12 @@ impl Store {
         &self,
         min_phy: i64,
         interval: Duration,
-    ) -> Result<crate::services::expiry::QueueExpiry> {
+    ) -> Result<crate::services::retention::QueueExpiry> {
         self.check_open()?;
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
-        Ok(crate::services::expiry::delete_expired_queues(
+        Ok(crate::services::retention::delete_expired_queues(
             &self.cqs,
             self.index.as_deref(),
             min_phy,

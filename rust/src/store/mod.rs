@@ -44,7 +44,7 @@
 //! 5. `MappedFileQueue::flush_lock` / `commit_lock` → `MappedFileQueue::files`
 //!    (read) → a file's write buffer. After the flush, apart:
 //!    `FlushService::on_flushed`, held while it wakes dispatch (→ the
-//!    dispatch [`Signal`](crate::service::Signal)'s lock).
+//!    dispatch [`Signal`](crate::services::service_thread::Signal)'s lock).
 //! 6. The index flush service's `flushing` → its queue → an index file →
 //!    the checkpoint's `flush_lock` → its file.
 //! 7. `Store::lock` — the writer's file lock, released last, after every
@@ -85,7 +85,7 @@ use crate::queue::cq_table::ConsumeQueueTable;
 use crate::queue::reader::TransferLimits;
 use crate::recovery::RecoveryState;
 use crate::running::{Flag, RunningFlags};
-use crate::service::ServiceThread;
+use crate::services::service_thread::ServiceThread;
 use crate::services::dispatch::Dispatcher;
 use crate::services::flush::FlushService;
 
@@ -96,8 +96,8 @@ mod put;
 mod queue_reads;
 mod read;
 pub use read::KeyHits;
-mod rebuild;
-mod recover;
+mod recover_rebuild;
+mod recover_scan;
 mod repair;
 pub mod schedule;
 mod stats;

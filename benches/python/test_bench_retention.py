@@ -1,6 +1,6 @@
 """A clean (retention) round deleting 10 CommitLog files: its time, and put latency meanwhile.
 
-Run: ``python -m pytest benches/python/test_bench_clean.py --benchmark-enable -s``.
+Run: ``python -m pytest benches/python/test_bench_retention.py --benchmark-enable -s``.
 The store lives on the real disk (the temp dir, or ROCKETSTORE_DISK_BENCH_DIR):
 unlinking a file whose blocks are on tmpfs frees memory, not disk extents.
 Files are 64 MiB by default (ROCKETSTORE_CLEAN_BENCH_FILE_MB=1024 for RocketMQ's

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::checkpoint::DurableMark;
 use crate::error::Result;
 
-use super::recover::max_physic_offset_of_queues;
+use super::recover_scan::max_physic_offset_of_queues;
 use super::Store;
 use crate::recovery::{
     out_of_order, ConsumerOffsetClamp, IndexRebuild, QueueOffsetTable, RecoveryMode,

@@ -478,7 +478,7 @@ def test_read_only_store_cannot_delete(opened: Callable[..., MessageStore],
 
 
 def test_clean_interval_comes_from_config() -> None:
-    from rocketstore.services.clean import CleanService, disk_usage_ratio
+    from rocketstore.services.retention import CleanService, disk_usage_ratio
 
     cfg = StoreConfig(store_path="/nonexistent", clean_resource_interval=2500)
     svc = CleanService(lambda: None, cfg)
