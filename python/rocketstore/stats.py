@@ -135,7 +135,7 @@ class StoreStats:
     dispatch_behind_bytes: int
 
     #: Used fraction (0..1) of the filesystem holding the CommitLog, as the
-    #: clean service measures it (RocketMQ's ``commitLogDiskRatio``; space
+    #: retention service measures it (RocketMQ's ``commitLogDiskRatio``; space
     #: reserved for root counts as used). None when it cannot be read.
     disk_used_ratio: float | None
     #: Size of that filesystem, in bytes (None when it cannot be read).

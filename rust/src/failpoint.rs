@@ -57,7 +57,7 @@ pub const POINTS: &[&str] = &[
     "panic_group_commit",
     "panic_commit",
     "panic_cq_flush",
-    "panic_reput",
+    "panic_dispatch",
     "panic_allocate",
     "panic_prefault",
     "panic_index_flush",

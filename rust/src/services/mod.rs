@@ -2,13 +2,13 @@
 //!
 //! ```text
 //!  put ──> CommitLog ──> flush (async flush, group commit, transient commit) ──> disk
-//!                   └──> dispatch (reput) ──> consume queues + index
-//!  clean service (Python) ──> expiry steps ──> delete old segments
+//!                   └──> dispatch ──> consume queues + index
+//!  retention service (Python) ──> retention steps ──> delete old segments
 //! ```
 //!
 //! It owns flushing ([`flush`]), dispatch of CommitLog records into queues
 //! and the index ([`dispatch`]), and the file work of retention
-//! ([`expiry`]), whose *when* and *what* Python decides. Work enters as a
+//! ([`retention`]), whose *when* and *what* Python decides. Work enters as a
 //! wake-up or a step call; it leaves as bytes on disk, units and index
 //! entries, or a typed step result. The thread shape (start, wake, bounded
 //! join, panic poisons the store) is [`crate::services::service_thread`], below every layer

@@ -2,15 +2,15 @@
 //! consume queues, the index, the checkpoint, dispatch, and the running state
 //! (closed, read-only, poisoned).
 //!
-//! Python orchestrates the services (recovery order, the reput service's
-//! start/stop, expiry); each call here is one engine step.
+//! Python orchestrates the services (recovery order, the dispatch service's
+//! start/stop, retention); each call here is one engine step.
 //!
 //! # Running state
 //!
 //! Why puts are refused lives in one [`RunningFlags`] word shared with the
 //! services (a failed flush sets FLUSH_FAILED, a failed dispatch
 //! WRITE_LOGICS_QUEUE_ERROR or WRITE_INDEX_FILE_ERROR, a panicking service
-//! or [`Store::poison`] NOT_WRITEABLE, the clean service DISK_FULL); the
+//! or [`Store::poison`] NOT_WRITEABLE, the retention service DISK_FULL); the
 //! put path reads it with one atomic load. Every background loop is a
 //! [`ServiceThread`].
 //!
@@ -61,9 +61,15 @@
 //! - `put.rs`: the put path (prepare, single puts, batches, flush waits).
 //! - `visibility.rs`: read-your-writes (the visibility horizon).
 //! - `read.rs`: reads (pulls, lookups by offset and key, following a writer).
-//! - `recover.rs`, `rebuild.rs`: the recovery steps (see [`crate::recovery`]).
+//! - `recover_scan.rs`: the recovery steps that find the recovered end (see
+//!   [`crate::recovery`]): file sizes, the damage rule, the CommitLog scans,
+//!   the consume queues checked against the CommitLog (holes rebuilt); the
+//!   step guard.
+//! - `recover_rebuild.rs`: the recovery steps that cut at that end and
+//!   rebuild from it: truncation, the index rebuild, re-dispatch, consumer
+//!   offsets, the queue-offset table; the report, and [`Store::recover`].
 //! - `repair.rs`: a repair's rebuild of damaged queue units and index files.
-//! - `lifecycle.rs`: threads, flushes, expiry steps, shutdown and drop.
+//! - `lifecycle.rs`: threads, flushes, retention steps, shutdown and drop.
 //! - `stats.rs`: runtime statistics (counters, lags, queue ends).
 //! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
 //!   put into their real topic).
@@ -131,7 +137,7 @@ pub struct Store {
     /// nothing (a refused open changes no byte).
     recovered: AtomicBool,
     /// Why puts are refused (RocketMQ's running flags: failures, and
-    /// DISK_FULL set by the clean service while disk usage is above
+    /// DISK_FULL set by the retention service while disk usage is above
     /// `disk_space_warning_level_ratio`), shared with the services. One
     /// load per put.
     flags: Arc<RunningFlags>,
