@@ -340,6 +340,9 @@ mod tests {
         r.set_disk_full(true, "x");
         r.set_disk_full(false, "");
         assert!(!r.is_writeable());
-        assert_eq!(r.describe(), vec!["NOT_WRITEABLE: retention service failed"]);
+        assert_eq!(
+            r.describe(),
+            vec!["NOT_WRITEABLE: retention service failed"]
+        );
     }
 }

@@ -91,9 +91,9 @@ use crate::queue::cq_table::ConsumeQueueTable;
 use crate::queue::reader::TransferLimits;
 use crate::recovery::RecoveryState;
 use crate::running::{Flag, RunningFlags};
-use crate::services::service_thread::ServiceThread;
 use crate::services::dispatch::Dispatcher;
 use crate::services::flush::FlushService;
+use crate::services::service_thread::ServiceThread;
 
 mod lifecycle;
 mod open;
