@@ -45,7 +45,7 @@ MAX_FN_LINES = 120
 
 #: The engine's layers, lowest first, by top-level module under ``rust/src``.
 #: A module may use its own layer and the layers below it. Top-level modules
-#: not named here (``error``, ``lock``, ``service``, ``paths``, the crate
+#: not named here (``error``, ``lock``, ``clock``, ``paths``, the crate
 #: root, ...) are the layer below all of them.
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("log", frozenset({"log"})),
