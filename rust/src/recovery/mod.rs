@@ -29,6 +29,11 @@
 //! methods of the store (`store/recover_scan.rs` finds the recovered end,
 //! `store/recover_rebuild.rs` cuts and rebuilds at it), so the store
 //! depends on recovery and never the other way round.
+//!
+//! # Files
+//!
+//! - `mod.rs`: the step order and the rules the steps share.
+//! - `report.rs`: the steps' typed reports and [`RecoveryReport`].
 
 use std::sync::Arc;
 

@@ -23,8 +23,10 @@
 //!
 //! - `flush.rs`: group commit, the periodic and consume-queue flushes, the
 //!   transient-pool commit.
-//! - `dispatch.rs`: the dispatcher and its thread.
-//! - `retention.rs`: the retention steps and their policy.
+//! - `dispatch.rs`: dispatch, CommitLog records into queues and the index
+//!   (the dispatcher and its thread).
+//! - `retention.rs`: retention's file work (expired CommitLog, queue and
+//!   index files) and its policy.
 //! - `service_thread.rs`: `ServiceThread` and `Signal`.
 
 pub mod dispatch;

@@ -61,6 +61,7 @@
 //! - `put.rs`: the put path (prepare, single puts, batches, flush waits).
 //! - `visibility.rs`: read-your-writes (the visibility horizon).
 //! - `read.rs`: reads (pulls, lookups by offset and key, following a writer).
+//! - `queue_reads.rs`: one queue's offsets and times (min, max, by time).
 //! - `recover_scan.rs`: the recovery steps that find the recovered end (see
 //!   [`crate::recovery`]): file sizes, the damage rule, the CommitLog scans,
 //!   the consume queues checked against the CommitLog (holes rebuilt); the
