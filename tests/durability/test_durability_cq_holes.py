@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +30,7 @@ import pytest
 
 from helpers.durability_util import TOPIC, Ack, body_for, config, parse_ack, seq_of
 from helpers.durability_util import WRITER as CRASH_WRITER
+from helpers.killed_child import run_then_kill
 from rocketstore import GetStatus, MessageStore
 
 N = 300
@@ -44,38 +44,15 @@ def _cfg(path: Path):  # type: ignore[no-untyped-def]
 
 def _write_and_kill(dst: Path) -> list[Ack]:
     """Runs the writer on ``dst`` until it printed DONE, then SIGKILLs it."""
-    err = dst.with_name(dst.name + ".stderr")
-    with open(err, "wb") as e:
-        proc = subprocess.Popen(
-            [sys.executable, str(WRITER), os.fspath(dst), str(N)],
-            stdout=subprocess.PIPE,
-            stderr=e,
-        )
-    lines: list[bytes] = []
-    done = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for raw in iter(proc.stdout.readline, b""):
-            lines.append(raw)
-            if raw.startswith(b"DONE"):
-                break
-        done.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        done.wait(120)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(60)
-        reader.join(60)
-        assert proc.stdout is not None
-        proc.stdout.close()
-    assert proc.returncode == -signal.SIGKILL, (proc.returncode, err.read_text())
-    text = [raw.decode() for raw in lines]
-    assert text and text[-1].startswith("DONE"), err.read_text()
+    run = run_then_kill(
+        [WRITER, dst, str(N)],
+        stderr_path=dst.with_name(dst.name + ".stderr"),
+        marker=b"DONE",
+        marker_timeout=120,
+    )
+    assert run.returncode == -signal.SIGKILL, (run.returncode, run.stderr)
+    text = [raw.decode() for raw in run.lines]
+    assert text and text[-1].startswith("DONE"), run.stderr
     acks = [parse_ack(ln) for ln in text if ln[0].isdigit()]
     assert [a.seq for a in acks] == list(range(N))
     assert [a.queue_offset for a in acks] == list(range(N))
