@@ -30,11 +30,11 @@ TABLE_GEOMETRY: Mapping[str, int] = {
 }
 #: The table's messages: one topic, 4 queues, one of 4 tags each, 100-byte
 #: bodies (1,024 distinct, each starting with its number).
-TABLE_TOPIC = "BenchTopic"
-TABLE_QUEUES = 4
-TABLE_TAGS = ["TagA", "TagB", "TagC", "TagD"]
+TOPIC = "BenchTopic"
+QUEUES = 4
+TAGS = ["TagA", "TagB", "TagC", "TagD"]
 _TEMPLATE = bytes(ord("a") + i % 26 for i in range(100))
-TABLE_BODIES = [i.to_bytes(4, "little") + _TEMPLATE[4:] for i in range(1024)]
+BODIES = [i.to_bytes(4, "little") + _TEMPLATE[4:] for i in range(1024)]
 #: A small store: 64 MiB CommitLog files, 100,000 units a queue file, an
 #: index for 40,000 keys.
 SMALL_GEOMETRY: Mapping[str, int] = {

@@ -18,24 +18,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bench_store import (
-    TABLE_BODIES,
-    TABLE_GEOMETRY,
-    TABLE_QUEUES,
-    TABLE_TAGS,
-    TABLE_TOPIC,
-    record_rate,
-    temp_store,
-)
+from bench_store import BODIES, QUEUES, TABLE_GEOMETRY, TAGS, TOPIC, record_rate, temp_store
 
 from rocketstore import GetStatus, MessageStore
 
 pytest.importorskip("pyarrow")
 
-TOPIC = TABLE_TOPIC
-QUEUES = TABLE_QUEUES
-TAGS = TABLE_TAGS
-BODIES = TABLE_BODIES
 #: Messages in the store the rows read.
 READ_N = 200_000
 

@@ -18,22 +18,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bench_store import (
-    TABLE_BODIES,
-    TABLE_GEOMETRY,
-    TABLE_QUEUES,
-    TABLE_TAGS,
-    TABLE_TOPIC,
-    record_rate,
-    temp_store,
-)
+from bench_store import BODIES, QUEUES, TABLE_GEOMETRY, TAGS, TOPIC, record_rate, temp_store
 
 from rocketstore import FlushDiskType, GetStatus, MessageStore, PutStatus
 
-TOPIC = TABLE_TOPIC
-QUEUES = TABLE_QUEUES
-TAGS = TABLE_TAGS
-BODIES = TABLE_BODIES
 #: Messages per timed put round.
 ROUND = 20_000
 #: Messages in the store the read rows pull from.

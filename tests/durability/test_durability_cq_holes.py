@@ -184,6 +184,15 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Ack]]:
     return d, acks
 
 
+@pytest.fixture
+def killed_copy(killed: tuple[Path, list[Ack]], tmp_path: Path) -> tuple[Path, list[Ack]]:
+    """A copy of the killed writer's store for one test to damage, and its acknowledgements."""
+    src, acks = killed
+    d = tmp_path / "store"
+    shutil.copytree(src, d)
+    return d, acks
+
+
 def test_sync_flush_kill9_zeroed_second_queue_file_is_rebuilt(tmp_path: Path) -> None:
     """SYNC_FLUSH, 300 acknowledged puts, kill -9, the second queue file back
     to zeros: units 64-127 are delivered after the abnormal open and after a
@@ -198,13 +207,11 @@ def test_sync_flush_kill9_zeroed_second_queue_file_is_rebuilt(tmp_path: Path) ->
 
 @pytest.mark.parametrize("damage", [d for d in DAMAGE if d.startswith("zero")])
 def test_read_only_open_serves_the_rebuilt_units(
-    killed: tuple[Path, list[Ack]], tmp_path: Path, damage: str
+    killed_copy: tuple[Path, list[Ack]], damage: str
 ) -> None:
     """A read-only open rebuilds a hole's units in memory (it writes nothing):
     it serves what the writer's recovery keeps."""
-    src, acks = killed
-    d = tmp_path / "store"
-    shutil.copytree(src, d)
+    d, acks = killed_copy
     reference = _snapshot(d)
     DAMAGE[damage](_queue_files(d))
     damaged = _snapshot(d)
@@ -214,12 +221,8 @@ def test_read_only_open_serves_the_rebuilt_units(
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
-def test_hole_rebuilt_after_crash(
-    killed: tuple[Path, list[Ack]], tmp_path: Path, damage: str
-) -> None:
-    src, acks = killed
-    d = tmp_path / "store"
-    shutil.copytree(src, d)
+def test_hole_rebuilt_after_crash(killed_copy: tuple[Path, list[Ack]], damage: str) -> None:
+    d, acks = killed_copy
     reference = _snapshot(d)
     DAMAGE[damage](_queue_files(d))
     _check(d, acks, reference, "abnormal")
@@ -227,12 +230,8 @@ def test_hole_rebuilt_after_crash(
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
-def test_hole_rebuilt_on_clean_reopen(
-    killed: tuple[Path, list[Ack]], tmp_path: Path, damage: str
-) -> None:
-    src, acks = killed
-    d = tmp_path / "store"
-    shutil.copytree(src, d)
+def test_hole_rebuilt_on_clean_reopen(killed_copy: tuple[Path, list[Ack]], damage: str) -> None:
+    d, acks = killed_copy
     MessageStore(_cfg(d)).start().shutdown()  # recovered, then stopped cleanly
     reference = _snapshot(d)
     DAMAGE[damage](_queue_files(d))

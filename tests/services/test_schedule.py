@@ -452,6 +452,12 @@ def _copies_after_reopen(opener: Any, n: int) -> Counter[str]:
     return Counter(m.properties["UNIQ_KEY"] for m in got)
 
 
+def _assert_every_key_at_most_twice(copies: Counter[str], n: int) -> None:
+    """Each of the ``n`` messages came, none more than once again."""
+    assert set(copies) == {f"K{i}" for i in range(n)}
+    assert all(1 <= c <= 2 for c in copies.values()), copies
+
+
 def test_sigkill_before_delivery_delivers_after_reopen(opener: Any, store_path: str) -> None:
     n = 20
     _run_child(store_path, n, "put", 10_000)
@@ -469,8 +475,7 @@ def test_sigkill_after_delivery_before_progress_write_duplicates_at_most_once(
     # but only once, and with its UNIQ_KEY.
     _run_child(store_path, n, "delivered", 3_600_000)
     copies = _copies_after_reopen(opener, n)
-    assert set(copies) == {f"K{i}" for i in range(n)}
-    assert all(1 <= c <= 2 for c in copies.values()), copies
+    _assert_every_key_at_most_twice(copies, n)
     assert _copies_after_reopen(opener, n) == copies
 
 
@@ -480,8 +485,7 @@ def test_sigkill_with_progress_written_often_loses_nothing(
     n = 40
     _run_child(store_path, n, "delivered", 10)
     copies = _copies_after_reopen(opener, n)
-    assert set(copies) == {f"K{i}" for i in range(n)}
-    assert all(1 <= c <= 2 for c in copies.values()), copies
+    _assert_every_key_at_most_twice(copies, n)
 
 
 # -- a store written by RocketMQ 4.9.8 -------------------------------------------
