@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from helpers.read_util import wait_dispatched
 from rocketstore import FlushDiskType, GetStatus, Message, MessageStore, PutStatus, StoreConfig
 
 #: Small segments: the default sizes reserve 1 GiB per CommitLog file.
@@ -85,15 +85,6 @@ class Stored:
         self.phy = r.wrote_offset
         self.size = r.wrote_bytes
         self.queue_offset = r.queue_offset
-
-
-def wait_dispatched(store: MessageStore, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while store.dispatch_behind_bytes() != 0:
-        assert time.monotonic() < deadline, (
-            f"dispatch still {store.dispatch_behind_bytes()} bytes behind after {timeout} s"
-        )
-        time.sleep(0.001)
 
 
 def zero_commit_log_from(commit_log_dir: Any, offset: int) -> None:
