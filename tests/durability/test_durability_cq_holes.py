@@ -21,8 +21,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -294,15 +292,13 @@ def _sparse_store(d: Path, deleted: int) -> tuple[list[int], list[bytes]]:
 
 def _kill_after_open(d: Path) -> None:
     """A writer opens the store and is killed with SIGKILL (the abort file stays)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILL_AFTER_OPEN, os.fspath(d)], stdout=subprocess.PIPE
+    run = run_then_kill(
+        ["-c", KILL_AFTER_OPEN, d],
+        stderr_path=d.with_name(d.name + ".stderr"),
+        marker=b"READY",
+        marker_timeout=600,  # bounded by the test's timeout
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(60)
-    proc.stdout.close()
-    assert line.startswith(b"READY"), line
+    assert run.first_line.startswith("READY"), (run.first_line, run.stderr)
 
 
 def _read_all(d: Path, first: int, bodies: list[bytes], offsets: list[int], mode: str) -> None:

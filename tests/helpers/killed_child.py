@@ -15,7 +15,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 
@@ -30,6 +31,13 @@ class ChildRun:
     #: Whether a line starting with the marker came.
     marked: bool
     stderr: str
+    #: ``time.monotonic()`` right before the SIGKILL (None: it ended by itself).
+    killed_at: float | None = None
+
+    @property
+    def first_line(self) -> str:
+        """The first line printed, decoded (``""``: none)."""
+        return self.lines[0].decode() if self.lines else ""
 
     @property
     def complete(self) -> list[str]:
@@ -44,14 +52,16 @@ def run_then_kill(
     marker: bytes,
     marker_timeout: float,
     run_for: float = 0.0,
+    env: Mapping[str, str] | None = None,
 ) -> ChildRun:
     """Runs ``python argv...``, waits up to ``marker_timeout`` seconds for a
     stdout line starting with ``marker`` (or for the child's end), lets it
     run ``run_for`` more seconds (less if it ends), then SIGKILLs it if it
-    still runs. Waits for the child and for every line it printed."""
+    still runs. Waits for the child and for every line it printed. ``env``:
+    the child's environment (default: this process's)."""
     with open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, *map(os.fspath, argv)], stdout=subprocess.PIPE, stderr=err
+            [sys.executable, *map(os.fspath, argv)], stdout=subprocess.PIPE, stderr=err, env=env
         )
     lines: list[bytes] = []
     marked: list[bool] = []
@@ -68,6 +78,7 @@ def run_then_kill(
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    killed_at = None
     try:
         woken.wait(marker_timeout)
         try:
@@ -76,10 +87,11 @@ def run_then_kill(
             pass
     finally:
         if proc.poll() is None:
+            killed_at = time.monotonic()
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait(60)
         reader.join(60)
         assert proc.stdout is not None
         proc.stdout.close()
     stderr = Path(stderr_path).read_text(errors="replace")
-    return ChildRun(lines, proc.returncode, bool(marked), stderr)
+    return ChildRun(lines, proc.returncode, bool(marked), stderr, killed_at)
