@@ -66,17 +66,22 @@ def segment_path(store_path: str | os.PathLike[str], start: int) -> Path:
     return Path(store_path) / "commitlog" / f"{start:020d}"
 
 
+def flip_bits(path: str | os.PathLike[str], at: int, mask: int) -> None:
+    """XORs the byte at position ``at`` of the file ``path`` with ``mask``."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([b ^ mask]))
+
+
 def flip_commitlog_bits(
     store_path: str | os.PathLike[str], offset: int, seg: int, mask: int
 ) -> None:
     """XORs the CommitLog byte at physical ``offset`` (files of ``seg``
     bytes) with ``mask``: damage that a record's CRC catches."""
     at = offset % seg
-    with open(segment_path(store_path, offset - at), "r+b") as f:
-        f.seek(at)
-        b = f.read(1)[0]
-        f.seek(at)
-        f.write(bytes([b ^ mask]))
+    flip_bits(segment_path(store_path, offset - at), at, mask)
 
 
 def offset_table(store_path: str | os.PathLike[str]) -> dict[str, dict[int, int]]:
