@@ -13,6 +13,7 @@ import random
 import signal
 from pathlib import Path
 
+from helpers.autocommit_child import CFG
 from helpers.killed_child import run_then_kill
 from helpers.paths import HELPERS
 from rocketstore import MessageStore, StoreConfig
@@ -22,7 +23,6 @@ QUEUES = 4
 PER_QUEUE = 10000
 AUTO_COMMIT_INTERVAL = 0.3
 PERSIST_INTERVAL = 0.4
-CFG = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 20 * 4000}
 
 
 def _parse(log: Path) -> tuple[list[float], list[tuple[float, dict[int, int]]]]:

@@ -41,16 +41,10 @@ from hypothesis.stateful import (
     rule,
 )
 
+from helpers.presets import SMALL
 from helpers.read_util import wait_dispatched
 from rocketstore import FlushDiskType, GetStatus, Message, MessageStore, PutStatus, StoreConfig
 
-#: Small segments: the default sizes reserve 1 GiB per CommitLog file.
-SMALL: dict[str, Any] = {
-    "mapped_file_size_commit_log": 64 * 1024,
-    "mapped_file_size_consume_queue": 20 * 500,
-    "max_hash_slot_num": 100,
-    "max_index_num": 2000,
-}
 CQ_UNITS_PER_FILE = 500
 
 TOPICS = ("orders", "audit")

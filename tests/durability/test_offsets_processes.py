@@ -18,19 +18,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from helpers.offsets_child import CFG, TOPIC
 from helpers.paths import HELPERS
 from helpers.store_util import diff_snapshots, offset_table, snapshot
 from rocketstore import ConsumerGroupBusyError, MessageStore, StoreConfig
 
 CHILD = HELPERS / "offsets_child.py"
-CFG: dict[str, Any] = {"mapped_file_size_commit_log": 64 * 1024,
-                       "mapped_file_size_consume_queue": 20 * 100,
-                       "max_hash_slot_num": 64, "max_index_num": 256}
-TOPIC = "T"
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:

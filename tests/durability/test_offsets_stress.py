@@ -17,18 +17,15 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from helpers.offsets_child import CFG
 from helpers.paths import HELPERS
 from helpers.store_util import offset_table
 from rocketstore import MessageStore, StoreClosedError, StoreConfig
 
 CHILD = HELPERS / "offsets_loop_child.py"
-CFG: dict[str, Any] = {"mapped_file_size_commit_log": 64 * 1024,
-                       "mapped_file_size_consume_queue": 20 * 100,
-                       "max_hash_slot_num": 64, "max_index_num": 256}
 
 
 def _spawn(store_path: str, role: str, group: str, count: int) -> subprocess.Popen[str]:
