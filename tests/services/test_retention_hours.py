@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from helpers.clean_util import CONFIG, age, cl_files, fill, hour_clock
 from rocketstore import MessageStore, StoreConfig
-from services.test_clean import CONFIG, age, cl_files, fill, hour_clock
 
 MINUTE_S = 60
 
