@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from helpers.presets import FAST_FLUSH
 from rocketstore import GetStatus, MessageStore, StoreConfig
 
 TOPIC = "F"
@@ -38,10 +39,7 @@ FOLLOW_CFG: dict[str, Any] = {
     "max_index_num": 400,
     # The checkpoint is persisted often, so a restarted writer's recovery
     # scans only the last segments.
-    "flush_interval_commit_log": 50,
-    "flush_commit_log_thorough_interval": 100,
-    "flush_interval_consume_queue": 50,
-    "flush_consume_queue_thorough_interval": 100,
+    **FAST_FLUSH,
 }
 
 WRITER = r"""

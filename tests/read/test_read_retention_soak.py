@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from helpers.presets import FAST_FLUSH
 from rocketstore import MessageStore, StoreConfig
 
 pytestmark = pytest.mark.slow
@@ -48,10 +49,7 @@ CONFIG: dict[str, Any] = {
     "clean_resource_interval": 5,
     "delete_commit_log_files_interval": 0,
     "delete_consume_queue_files_interval": 0,
-    "flush_interval_commit_log": 50,
-    "flush_commit_log_thorough_interval": 100,
-    "flush_interval_consume_queue": 50,
-    "flush_consume_queue_thorough_interval": 100,
+    **FAST_FLUSH,
 }
 
 WRITER = r"""
