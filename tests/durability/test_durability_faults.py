@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 
 from helpers.fault_fixtures import wait_dispatched, wait_for
-from helpers.presets import FAST_FLUSH, SEG, SMALL
+from helpers.presets import FAST_FLUSH, SEG, SMALL, body_of
 from helpers.store_util import diff_snapshots, snapshot
 from rocketstore import (
     CorruptedError,
@@ -70,10 +70,6 @@ def shutdown_bounded(store: MessageStore, timeout: float = 15.0) -> BaseExceptio
     t.join(timeout)
     assert not t.is_alive(), f"shutdown hung for more than {timeout} s"
     return raised[0] if raised else None
-
-
-def body_of(i: int, size: int = 100) -> bytes:
-    return (b"m%05d-" % i).ljust(size, b"x")
 
 
 def put_ok(store: MessageStore, n: int, start: int = 0, **kw: Any) -> list[PutResult]:

@@ -33,7 +33,7 @@ import pytest
 from click.testing import CliRunner
 
 from helpers.killed_child import run_then_kill
-from helpers.presets import SEG, SMALL
+from helpers.presets import SEG, SMALL, body_of
 from helpers.read_util import wait_dispatched
 from helpers.records import encode_record
 from helpers.store_util import BODY_AT, diff_snapshots, flip_commitlog_bits, snapshot
@@ -49,10 +49,6 @@ from rocketstore.cli import main as cli_main
 
 CQ_UNITS = SMALL["mapped_file_size_consume_queue"] // 20  # 500 units per queue file
 TOPIC = "topic"
-
-
-def body_of(i: int, size: int = 100) -> bytes:
-    return (b"m%05d-" % i).ljust(size, b"x")
 
 
 def cfg(path: Path, **kw: Any) -> StoreConfig:
