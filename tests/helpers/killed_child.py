@@ -5,12 +5,16 @@ and a marker line (``READY``, ``DONE``) once it reaches the point the test
 waits for. A thread reads stdout continuously, so the child never blocks on a
 full pipe; stderr goes to a file (recovery may log a lot). What a test makes
 of the lines (acknowledgements, markers, errors) stays in the test.
+
+:func:`run_then_kill` runs a child to a marker and kills it;
+:class:`LineChild` keeps a child running while the test works beside it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -18,6 +22,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
 @dataclasses.dataclass
@@ -95,3 +100,56 @@ def run_then_kill(
         proc.stdout.close()
     stderr = Path(stderr_path).read_text(errors="replace")
     return ChildRun(lines, proc.returncode, bool(marked), stderr, killed_at)
+
+
+class LineChild:
+    """A child process whose stdout lines a thread hands to :meth:`take`
+    as they come; the lines it does not take are events, queued for
+    :meth:`next_event` (``""`` once stdout ended).
+
+    A subclass sets what :meth:`take` uses before calling ``__init__``: the
+    thread starts there.
+    """
+
+    def __init__(
+        self, argv: Sequence[str | os.PathLike[str]], *, stderr: Any, stdin: Any = None
+    ) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, *map(os.fspath, argv)], stdin=stdin, stdout=subprocess.PIPE,
+            stderr=stderr, text=True,
+        )
+        self.events: queue.Queue[str] = queue.Queue()
+        self.done = threading.Event()  # stdout ended: the child is gone
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def take(self, line: str) -> bool:
+        """Whether ``line`` is taken (not an event); by default none is."""
+        return False
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if not self.take(line):
+                self.events.put(line)
+        self.proc.stdout.close()
+        self.done.set()
+        self.events.put("")
+
+    def next_event(self, timeout: float) -> str | None:
+        """The next event line (``""``: stdout ended), or None after ``timeout`` seconds."""
+        try:
+            return self.events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def wait(self, timeout: float = 60.0) -> None:
+        """Waits for the child to end and for the thread to read all it printed."""
+        self.proc.wait(timeout=timeout)
+        self.thread.join(timeout)
+
+    def kill(self, timeout: float = 60.0) -> None:
+        """SIGKILLs the child if it still runs, then :meth:`wait`."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.wait(timeout)
