@@ -96,3 +96,13 @@ def hour_clock(hours_ahead: int = 0) -> tuple[Callable[[], int], str]:
     now = int(time.time() * 1000) + hours_ahead * HOUR_MS
     return (lambda: now), str(time.localtime(now / 1000).tm_hour)
 
+
+
+def with_config(open_store: Callable[..., MessageStore]) -> Callable[..., MessageStore]:
+    """``open_store`` (the tests' store opener) with ``CONFIG``; keyword
+    arguments add to it or override it."""
+
+    def _open(**cfg: Any) -> MessageStore:
+        return open_store(**{**CONFIG, **cfg})
+
+    return _open

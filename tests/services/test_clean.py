@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -35,6 +34,7 @@ from helpers.clean_util import (
     hour_clock,
     index_files,
     read_all,
+    with_config,
 )
 from rocketstore import GetStatus, MessageRefusedError, MessageStore, PutStatus, StoreConfig
 
@@ -43,10 +43,7 @@ AGED = 15
 
 @pytest.fixture
 def opened(open_store: Callable[..., MessageStore]) -> Callable[..., MessageStore]:
-    def _open(**cfg: Any) -> MessageStore:
-        return open_store(**{**CONFIG, **cfg})
-
-    return _open
+    return with_config(open_store)
 
 
 def test_record_geometry(opened: Callable[..., MessageStore]) -> None:
