@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.clean_util import age, cl_files, fill, hour_clock, with_config
+from helpers.retention_util import age, cl_files, fill, hour_clock, with_config
 from rocketstore import MessageStore, StoreConfig
 
 MINUTE_S = 60
@@ -38,15 +38,15 @@ def test_half_an_hour_of_retention_deletes_files_older_than_30_minutes(
     clock, hour = hour_clock()
     store = opened(file_reserved_time=reserved, delete_when=hour)
     assert store.config.file_reserved_time == 0.5
-    clean = store._clean
-    assert clean is not None
-    clean.clock = clock
-    clean.disk_usage = lambda path: 0.10
+    retention = store._retention
+    assert retention is not None
+    retention.clock = clock
+    retention.disk_usage = lambda path: 0.10
     fill(store, 6)
     files = cl_files(store)
     _age_minutes(files[:2], 45)  # older than 30 minutes
     _age_minutes(files[2:4], 15)  # younger
-    report = clean.clean()
+    report = retention.run_round()
     assert report.commit_log_files == 2
     assert cl_files(store) == files[2:]
 

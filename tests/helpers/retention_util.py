@@ -1,4 +1,4 @@
-"""The clean (retention) scenario shared by ``tests/services/``.
+"""The retention scenario shared by ``tests/services/``.
 
 It follows RocketMQ's clean-files test: 128-byte CommitLog segments holding
 one 120-byte record plus the 8-byte end-of-file blank each, ``COUNT``
