@@ -36,6 +36,7 @@ from rocketstore.consumer_offsets import ConsumerOffsets
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.groups import ConsumerGroupAdmin
+from rocketstore.offset_table import OffsetKey, OffsetTable
 from rocketstore.services.base import ServiceThread
 from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
@@ -257,9 +258,9 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             store = ref()
             return None if store is None else store._native
 
-        def offsets() -> dict[str, dict[int, int]]:
+        def offsets() -> OffsetTable:
             store = ref()
-            return {} if store is None else store._offsets.current()
+            return OffsetTable() if store is None else store._offsets.current()
 
         def failed(reason: str) -> None:
             store = ref()
@@ -359,13 +360,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             self._offsets_persisted_at = time.monotonic()
             return self._offsets.persist()
 
-        def flush_below(table: dict[str, dict[int, int]]) -> None:
-            entries = [
-                (key.split("@", 1)[0], qid, off)
-                for key, queues in table.items()
-                for qid, off in queues.items()
-            ]
-            n.flush_for_offsets(entries)
+        def flush_below(table: OffsetTable) -> None:
+            n.flush_for_offsets(table.rows())
 
         # The interval runs from the moment the table is taken: the write
         # holds every commit made before it, however long the flush takes.
@@ -714,20 +710,20 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         meanwhile) holds all of them or none. ``Consumer`` commits this way.
 
         Raises:
-            ValueError / TypeError: an empty group or topic, a topic with
-                ``@`` or one that breaks the topic rule (letters, digits and
-                ``% | _ -``, at most 127 bytes) and the store does not hold,
-                a queue id outside ``[0, 2**31 - 1]`` or an offset outside
-                ``[0, 2**63 - 1]`` or not an int.
+            ValueError / TypeError: a name :meth:`OffsetKey.of
+                <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+                topic with ``@``), a topic that breaks the topic rule
+                (letters, digits and ``% | _ -``, at most 127 bytes) and the
+                store does not hold, a queue id outside ``[0, 2**31 - 1]``
+                or an offset outside ``[0, 2**63 - 1]`` or not an int.
             ReadOnlyStoreError: the store was opened ``no_write=True``.
         """
         n = self._n
         if self._no_write:
             raise ReadOnlyStoreError("cannot commit offsets in a store opened no_write=True")
-        if isinstance(topic, str) and topic and "@" not in topic:
-            # The read rule: a name that breaks the topic rule is refused
-            # unless the store holds that topic (raises ValueError).
-            n.get_max_offset_in_queue(topic, 0)
+        # The names rule, then the read rule: a name that breaks the topic
+        # rule is refused unless the store holds that topic (ValueError).
+        n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
         self._offsets.commit_many(group, topic, offsets)
         self._maybe_persist_offsets()
 
@@ -782,9 +778,12 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         seconds, and ``close()`` commits durably; see :class:`Consumer`.
 
         Raises:
-            ValueError: ``topic`` breaks the topic rule (letters, digits and
-                ``% | _ -``, at most 127 bytes) and the store holds no such
-                topic, so the consumer could never receive anything.
+            TypeError / ValueError: a name :meth:`OffsetKey.of
+                <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+                topic with ``@``), or ``topic`` breaks the topic rule
+                (letters, digits and ``% | _ -``, at most 127 bytes) and the
+                store holds no such topic, so the consumer could never
+                receive anything.
 
         A topic the store does not hold yet is accepted (the consumer picks
         up its queues when they appear), with an
@@ -792,9 +791,9 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """
         from rocketstore.consumer import Consumer
 
-        # The read rule: a name that fails the put rule is refused unless the
-        # store holds that topic (raises ValueError).
-        self._n.get_max_offset_in_queue(topic, 0)
+        # The names rule, then the read rule: a name that fails the put rule
+        # is refused unless the store holds that topic (raises ValueError).
+        self._n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
         self._warn_unknown(topic)
         return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
                         auto_commit_interval=auto_commit_interval)

@@ -55,6 +55,7 @@ pub mod checkpoint;
 pub mod clock;
 #[cfg(feature = "arrow")]
 pub mod columnar;
+pub mod consumer_offsets;
 pub mod enums;
 pub mod error;
 #[cfg(feature = "failpoints")]

@@ -11,6 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use _native::consumer_offsets::ConsumerOffsetTable;
 use _native::error::{Result, StoreError};
 use _native::log::commitlog::{PutOutcome, PutStatus};
 use _native::log::mapped_file::file_name;
@@ -221,7 +222,8 @@ fn abnormal_recovery_redispatches_to_queues_and_index() {
     // the index again.
     assert!(scan.records_scanned > 0);
     assert_eq!(re.records, scan.records_scanned);
-    s.clamp_consumer_offsets(&[]).unwrap();
+    s.clamp_consumer_offsets(&ConsumerOffsetTable::new())
+        .unwrap();
     s.rebuild_queue_offset_table().unwrap();
     let r = s.recovery_report().unwrap();
     assert_eq!(r.mode, RecoveryMode::Abnormal);
@@ -297,7 +299,8 @@ fn index_files_newer_than_the_checkpoint_are_rebuilt() {
     );
     assert_eq!(ix.redispatch_from, Some(0));
     s.redispatch().unwrap();
-    s.clamp_consumer_offsets(&[]).unwrap();
+    s.clamp_consumer_offsets(&ConsumerOffsetTable::new())
+        .unwrap();
     s.rebuild_queue_offset_table().unwrap();
     let r = s.recovery_report().unwrap();
     assert_eq!(r.index_redispatch_from, Some(0));
@@ -334,7 +337,8 @@ fn steps_out_of_order_and_use_before_recovery_are_refused() {
     s.truncate().unwrap();
     s.rebuild_index().unwrap();
     s.redispatch().unwrap();
-    s.clamp_consumer_offsets(&[]).unwrap();
+    s.clamp_consumer_offsets(&ConsumerOffsetTable::new())
+        .unwrap();
     assert!(!s.is_recovered());
     s.rebuild_queue_offset_table().unwrap();
     assert!(s.is_recovered());
