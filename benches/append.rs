@@ -22,9 +22,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::clock::CachedClock;
-use _native::log::commitlog::{BatchInput, CommitLog, CommitLogConfig};
-use _native::log::message::MessageSpec;
+use _native::internals::clock::CachedClock;
+use _native::internals::commitlog::{CommitLog, CommitLogConfig};
+use _native::{BatchInput, MessageSpec};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const SEGMENT: usize = 256 << 20;

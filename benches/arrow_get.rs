@@ -12,11 +12,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use _native::columnar::Projection;
-use _native::log::commitlog::PutStatus;
-use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
-use _native::store::{Store, StoreOptions};
+use _native::{GetStatus, MessageSpec, Projection, PutStatus, Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const TOPIC: &str = "BenchTopic";

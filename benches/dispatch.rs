@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::index::index_service::IndexStore;
-use _native::log::commitlog::{CommitLog, CommitLogConfig};
-use _native::log::message::MessageSpec;
-use _native::queue::cq_table::ConsumeQueueTable;
-use _native::services::dispatch::Dispatcher;
+use _native::internals::commitlog::{CommitLog, CommitLogConfig};
+use _native::internals::dispatch::Dispatcher;
+use _native::internals::index::IndexStore;
+use _native::internals::queue::ConsumeQueueTable;
+use _native::MessageSpec;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const N: u64 = 200_000;

@@ -7,10 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::log::commitlog::PutStatus;
-use _native::log::message::MessageSpec;
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::{FlushConfig, FlushDiskType, MessageSpec, PutStatus, Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const PER_ROUND: usize = 400;

@@ -10,8 +10,9 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use _native::log::commitlog::{check_read_record, CommitLog, CommitLogConfig};
-use _native::log::message::{parse_record, MessageSpec, Parsed};
+use _native::internals::commitlog::{check_read_record, CommitLog, CommitLogConfig};
+use _native::internals::message::{parse_record, Parsed};
+use _native::MessageSpec;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const N: usize = 4096;

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use _native::log::commitlog::{CommitLog, CommitLogConfig};
-use _native::log::message::MessageSpec;
+use _native::internals::commitlog::{CommitLog, CommitLogConfig};
+use _native::MessageSpec;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const FILE: usize = 128 << 20;

@@ -14,11 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::log::allocate::WarmConfig;
-use _native::log::commitlog::PutStatus;
-use _native::log::message::MessageSpec;
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::{
+    FlushConfig, FlushDiskType, MessageSpec, PutStatus, Store, StoreOptions, WarmConfig,
+};
 
 fn base_dir() -> std::path::PathBuf {
     std::env::var_os("ROCKETSTORE_DISK_BENCH_DIR")

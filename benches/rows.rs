@@ -12,11 +12,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::log::commitlog::PutStatus;
-use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::{FlushConfig, FlushDiskType, GetStatus, MessageSpec, PutStatus, Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const TOPIC: &str = "BenchTopic";

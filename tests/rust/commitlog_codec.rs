@@ -1,11 +1,12 @@
 //! The CommitLog record codec: the golden record, V1/V2 parsing, CRC and
 //! length checks, short and blank buffers, IPv6 hosts (docs/format.md).
 
-use _native::log::commitlog::{CommitLog, PutStatus};
-use _native::log::message::{
-    self, body_crc, decode_msg_id, encode_v1, find_property, offset_msg_id, parse_record, sysflag,
-    Parsed, BLANK_MAGIC, MAGIC_V1, MAGIC_V2,
+use _native::internals::commitlog::CommitLog;
+use _native::internals::message;
+use _native::internals::message::{
+    body_crc, encode_v1, find_property, parse_record, Parsed, BLANK_MAGIC, MAGIC_V1, MAGIC_V2,
 };
+use _native::{decode_msg_id, offset_msg_id, sysflag, PutStatus};
 
 mod common;
 use common::log::*;

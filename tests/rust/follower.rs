@@ -4,10 +4,7 @@
 
 use std::path::Path;
 
-use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
-use _native::services::flush::FlushConfig;
-use _native::store::{Store, StoreOptions};
+use _native::{FlushConfig, GetStatus, MessageSpec, Store, StoreOptions};
 
 const FILE: usize = 4096;
 

@@ -8,13 +8,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use proptest::prelude::*;
 
-use _native::checkpoint::{Checkpoint, CheckpointData, CHECKPOINT_FILE_SIZE};
-use _native::index::index_file::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
-use _native::log::message::{
+use _native::internals::checkpoint::{Checkpoint, CheckpointData, CHECKPOINT_FILE_SIZE};
+use _native::internals::index::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
+use _native::internals::message::{
     body_crc, encode_v1, find_property, iter_properties, parse_record, prop_crc_extra, prop_crc_ok,
-    record_len, sysflag, MessageSpec, Parsed, PropertiesBuilder, MAGIC_V1,
+    record_len, Parsed, PropertiesBuilder, MAGIC_V1,
 };
-use _native::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
+use _native::internals::queue::{CqUnit, CQ_UNIT_SIZE};
+use _native::{sysflag, MessageSpec};
 
 fn host() -> impl Strategy<Value = SocketAddr> {
     prop_oneof![

@@ -5,10 +5,7 @@
 
 use std::path::Path;
 
-use _native::log::commitlog::PutStatus;
-use _native::log::message::{offset_msg_id, MessageSpec};
-use _native::store::{Store, StoreOptions};
-use _native::StoreError;
+use _native::{offset_msg_id, MessageSpec, PutStatus, Store, StoreError, StoreOptions};
 
 fn started(dir: &Path) -> Store {
     Store::open_running(StoreOptions {

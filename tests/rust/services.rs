@@ -7,11 +7,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use _native::log::commitlog::{PutOutcome, PutStatus};
-use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::{
+    FlushConfig, FlushDiskType, GetStatus, MessageSpec, PutOutcome, PutStatus, Store, StoreOptions,
+};
 
 mod common;
 use common::Points;

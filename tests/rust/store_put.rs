@@ -7,10 +7,11 @@
 
 use std::path::Path;
 
-use _native::log::commitlog::{PutStatus, Refused};
-use _native::log::message::{find_property, BatchProperties, MessageFields, MessageSpec};
-use _native::store::{Store, StoreOptions};
-use _native::StoreError;
+use _native::internals::message::find_property;
+use _native::{
+    BatchProperties, MessageFields, MessageSpec, PutStatus, Refused, Store, StoreError,
+    StoreOptions,
+};
 
 mod common;
 

@@ -5,13 +5,13 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use _native::log::commitlog::{
-    account_record, CommitLog, CommitLogConfig, PutOutcome, PutStatus, QueueOffsetTable, ScanReport,
+use _native::internals::commitlog::{
+    account_record, CommitLog, CommitLogConfig, QueueOffsetTable, ScanReport,
 };
-use _native::log::message::{
-    body_crc, parse_delay_levels, parse_record, MessageSpec, Parsed, PropertiesBuilder, RecordView,
+use _native::internals::message::{
+    body_crc, parse_delay_levels, parse_record, Parsed, PropertiesBuilder,
 };
-use _native::store::DEFAULT_MESSAGE_DELAY_LEVEL;
+use _native::{MessageSpec, PutOutcome, PutStatus, RecordView, DEFAULT_MESSAGE_DELAY_LEVEL};
 
 pub const GOLDEN_HEX: &str = concat!(
     "000000badaa320a769c865ed0000000300000000000000000000000700000000000004d2",

@@ -92,7 +92,7 @@ impl CommitLog {
     }
 
     /// The scan. Without a visitor each valid record is only measured
-    /// ([`valid_record_size`]: the same rules, no field decoded for nobody).
+    /// ([`valid_record_size_with`]: the same rules, no field decoded for nobody).
     fn scan_inner<F: FnMut(u64, &RecordView, &[u8])>(
         &self,
         start_index: usize,

@@ -283,13 +283,8 @@ fn decode_fields(b: &[u8], f: Frame) -> Option<RecordView> {
     })
 }
 
-/// The size of the record at the start of `buf`, stored at CommitLog offset
-/// `phy`, if [`parse_valid_record`] accepts it (the same rules, in the same
-/// order): `Err` says what `parse_valid_record` would return instead.
-/// Decodes only the fields the rules read, for scans that need nothing but
-/// where each record ends (recovery's scan of the CommitLog).
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-#[inline]
+/// [`valid_record_size_with`] checking the body CRC (`check_crc`) or none.
+#[cfg(test)]
 pub fn valid_record_size(
     buf: &[u8],
     phy: u64,
@@ -317,7 +312,12 @@ pub enum RecordCrc {
     Prop,
 }
 
-/// [`valid_record_size`] with the CRC to check named: with
+/// The size of the record at the start of `buf`, stored at CommitLog offset
+/// `phy`, if [`parse_valid_record`] accepts it (the same rules, in the same
+/// order) with the CRC to check named: `Err` says what `parse_valid_record`
+/// would return instead. Decodes only the fields the rules read, for scans
+/// that need nothing but where each record ends (recovery's scan of the
+/// CommitLog). With
 /// [`RecordCrc::Prop`] a missing or mismatched property CRC is
 /// [`PROP_CRC_MISMATCH`].
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]

@@ -107,7 +107,7 @@ impl<'a> MessageSpec<'a> {
     /// [`born_at`](Self::born_at) or struct update syntax.
     ///
     /// ```
-    /// use _native::log::message::MessageSpec;
+    /// use _native::MessageSpec;
     ///
     /// let body = vec![1u8, 2, 3];
     /// let m = MessageSpec::new("TopicTest", 3, &body)
