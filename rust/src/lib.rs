@@ -148,7 +148,7 @@ pub mod internals {
         pub use crate::log::message::{
             body_crc, encode_blank, encode_v1, find_property, iter_properties, parse_delay_levels,
             parse_record, prop_crc_extra, prop_crc_ok, record_len, tags_code, to_hex_upper, Parsed,
-            PropertiesBuilder, BLANK_MAGIC, MAGIC_V1, MAGIC_V2, SCHEDULE_TOPIC,
+            PropertiesBuilder, StoreStamp, BLANK_MAGIC, MAGIC_V1, MAGIC_V2, SCHEDULE_TOPIC,
         };
     }
     /// The IndexFile and the index service.

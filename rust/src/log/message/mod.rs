@@ -46,7 +46,7 @@ pub use decode::{
 pub use delay::{delay_level_table, parse_delay_levels};
 pub use encode::{
     encode_blank, encode_v1, encode_v1_crc_of_copy, record_len, spec_record_len, MessageSpec,
-    DEFAULT_BORN_HOST,
+    StoreStamp, DEFAULT_BORN_HOST,
 };
 pub use fields::{BatchProperties, MessageFields};
 pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};
@@ -254,13 +254,15 @@ mod tests {
         encode_v1(
             &mut buf,
             &spec,
-            0,
             body_crc(b"body"),
-            &store,
-            0,
-            phy,
-            2,
-            false,
+            &StoreStamp {
+                sys_flag: 0,
+                store_host: &store,
+                queue_offset: 0,
+                phy_offset: phy,
+                store_timestamp: 2,
+                prop_crc: false,
+            },
         );
         buf
     }
@@ -325,13 +327,15 @@ mod tests {
         encode_v1(
             &mut v6,
             &spec,
-            flags,
             body_crc(b"body"),
-            &store,
-            0,
-            500,
-            2,
-            false,
+            &StoreStamp {
+                sys_flag: flags,
+                store_host: &store,
+                queue_offset: 0,
+                phy_offset: 500,
+                store_timestamp: 2,
+                prop_crc: false,
+            },
         );
         assert!(matches!(
             parse_valid_record(&v6, 500, true),
@@ -397,13 +401,15 @@ mod tests {
         let n = encode_v1(
             &mut buf,
             &spec,
-            0,
             body_crc(b"body"),
-            &store,
-            3,
-            500,
-            2,
-            true,
+            &StoreStamp {
+                sys_flag: 0,
+                store_host: &store,
+                queue_offset: 3,
+                phy_offset: 500,
+                store_timestamp: 2,
+                prop_crc: true,
+            },
         );
         assert_eq!(n, len);
         buf
