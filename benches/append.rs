@@ -16,6 +16,9 @@
 //!
 //! Media: `tmpfs` is `/dev/shm` (or `ROCKETSTORE_BENCH_DIR`), `disk` the
 //! temp dir (or `ROCKETSTORE_DISK_BENCH_DIR`).
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -7,6 +7,9 @@
 //! and 4,096 messages, bodies copied or zero-copy (views into the mapped
 //! CommitLog), every column or only `queue_offset` and `body`; and, for
 //! scale, `get_message` pulls of 32 copying each record out.
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::Write;
 use std::sync::Arc;

@@ -3,6 +3,9 @@
 //!
 //! `cargo bench --bench group_commit`. Stores live in the temp dir on the
 //! real disk (`ROCKETSTORE_DISK_BENCH_DIR` to choose): fsync on tmpfs is free.
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -6,6 +6,9 @@
 //! run: `unchecked` parses the record without the CRC (what reads did
 //! before), `checked` goes through the read path's record check
 //! (`check_read_record`: sizes and body CRC).
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -9,6 +9,9 @@
 //! ```
 //! Stores live on the real disk (the temp dir, `ROCKETSTORE_DISK_BENCH_DIR`
 //! to choose): creating, reserving and syncing files costs nothing on tmpfs.
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -7,6 +7,9 @@
 //! per message), a batch of 1,000 under one lock hold, pulls of 32 with one
 //! byte of each body read, lookups by key, and SYNC_FLUSH producers (1 and 8
 //! threads, each put waiting for its flush).
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::Write;
 use std::sync::Arc;

@@ -63,7 +63,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-#![warn(missing_docs)]
 // Without the binding, the parts only it reaches (the file-name constants it
 // publishes, the store probes, the consumer files' locks) are unused; the
 // lint gates build with it, so dead code is still found there.

@@ -1,5 +1,6 @@
 //! Appending to the CommitLog: bad input refused without side effects,
 //! delay conversion, transactions, put_batch, concurrent puts and the put lock.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -5,6 +5,7 @@
 //! nothing behind on disk: no half-created file, no flushed position moved,
 //! no ConsumeQueue unit written. Points are process-global, so the tests
 //! hold one lock while a point is armed.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::net::SocketAddr;
 use std::path::Path;

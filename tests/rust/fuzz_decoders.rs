@@ -2,6 +2,7 @@
 //! structure): arbitrary bytes never panic, and encode → decode is the
 //! identity for CommitLog records, ConsumeQueue units, index headers and
 //! index entries, and the checkpoint.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

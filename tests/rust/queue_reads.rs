@@ -2,6 +2,7 @@
 //! position and by time, store times, and the answers for unknown queues
 //! and offsets (0 for offsets, -1 for times); the topic check of a read and
 //! lookups by offset message id.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::path::Path;
 

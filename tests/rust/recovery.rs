@@ -5,6 +5,7 @@
 //! everything; abnormal recovery re-dispatches to the queues and the index;
 //! a torn tail is cut and zeroed; stale index files are rebuilt; steps out
 //! of order, and puts and reads before recovery, are refused.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;

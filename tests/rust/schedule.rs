@@ -1,6 +1,7 @@
 //! The delayed-delivery engine step (`schedule::deliver_due`) on a real store:
 //! due units are re-put into their real queue with the stored properties and
 //! no second delay conversion; units not due stop the step.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -3,6 +3,7 @@
 //! service, must poison the store — puts refused with SERVICE_NOT_AVAILABLE,
 //! the running flags naming the reason — while reads keep working.
 //! Fail points are process-global, so the tests hold one lock each.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -4,6 +4,7 @@
 //! field rules, all or nothing, an illegal message reported after the
 //! store's state and before its running flags, and the reason of a batch
 //! not wholly written.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::path::Path;
 
