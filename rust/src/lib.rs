@@ -84,7 +84,6 @@ mod queue;
 mod ratelog;
 mod recovery;
 mod running;
-mod service;
 mod services;
 mod store;
 mod verify;
@@ -112,8 +111,8 @@ pub use recovery::{
     IndexRebuild, QueueHoleRebuild, QueueOffsetTable, RecoveryMode, RecoveryStep, Redispatch,
     Truncation,
 };
-pub use services::expiry::{CommitLogExpiry, QueueExpiry};
 pub use services::flush::{FlushConfig, FlushDiskType};
+pub use services::retention::{CommitLogRetention, QueueRetention, RetentionPolicy};
 pub use store::{
     KeyHits, PointerRebuild, QueueEnds, RecoveryReport, RuntimeStats, Store, StoreOptions,
     DEFAULT_COMMIT_LOG_FILE_SIZE, DEFAULT_MESSAGE_DELAY_LEVEL,
