@@ -105,11 +105,6 @@ pub fn lock_file(root: &Path) -> PathBuf {
     root.join(LOCK_FILE)
 }
 
-/// `<root>/config`.
-pub fn config_dir(root: &Path) -> PathBuf {
-    root.join(CONFIG_DIR)
-}
-
 /// fsyncs the directory `dir`, so a name created or removed in it survives
 /// a crash. The one directory sync of the store: every caller gets the
 /// error (naming the directory) and decides what it means.
@@ -140,7 +135,6 @@ mod tests {
         assert_eq!(checkpoint_file(root), PathBuf::from("/s/checkpoint"));
         assert_eq!(abort_file(root), PathBuf::from("/s/abort"));
         assert_eq!(lock_file(root), PathBuf::from("/s/lock"));
-        assert_eq!(config_dir(root), PathBuf::from("/s/config"));
     }
 
     #[test]

@@ -5,21 +5,19 @@
 //! everything; abnormal recovery re-dispatches to the queues and the index;
 //! a torn tail is cut and zeroed; stale index files are rebuilt; steps out
 //! of order, and puts and reads before recovery, are refused.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use _native::consumer_offsets::ConsumerOffsetTable;
-use _native::error::{Result, StoreError};
-use _native::log::commitlog::{PutOutcome, PutStatus};
-use _native::log::mapped_file::file_name;
-use _native::log::mapped_file_queue::list_segment_files;
-use _native::log::message::MessageSpec;
-use _native::recovery::{RecoveryMode, RecoveryStep};
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::internals::mapped_file::file_name;
+use _native::internals::mapped_file::list_segment_files;
+use _native::{
+    ConsumerOffsetTable, FlushConfig, FlushDiskType, MessageSpec, PutOutcome, PutStatus,
+    RecoveryMode, RecoveryStep, Result, Store, StoreError, StoreOptions,
+};
 
 const FILE: usize = 8 << 10;
 
