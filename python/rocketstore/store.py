@@ -36,10 +36,11 @@ from rocketstore.consumer_offsets import ConsumerOffsets
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.groups import ConsumerGroupAdmin
+from rocketstore.offset_table import OffsetKey, OffsetTable
 from rocketstore.services.base import ServiceThread
-from rocketstore.services.clean import CleanService
+from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
-from rocketstore.services.reput import ReputService
+from rocketstore.services.retention import RetentionService
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.stats import StatsView
 
@@ -170,8 +171,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         self._no_write = bool(no_write)
         self._wait_for_writer, self._create = wait_for_writer, bool(create)
         self._native: NativeStore | None = None
-        self._reput: ReputService | None = None
-        self._clean: CleanService | None = None
+        self._dispatch: DispatchService | None = None
+        self._retention: RetentionService | None = None
         # Python services (ServiceThread subclasses) started after recovery,
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
@@ -227,7 +228,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         )
         self._recovery = report
         self._native = native
-        self._reput = ReputService(native)
+        self._dispatch = DispatchService(native)
         self._offsets = offsets
         self._topic_configs = topic_configs
         if not self._read_only:
@@ -238,7 +239,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
                 native.shutdown()
                 pump_now()
                 raise
-            self._reput.start()
+            self._dispatch.start()
             for service in services:
                 service.start()
                 self._services.append(service)
@@ -257,17 +258,17 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             store = ref()
             return None if store is None else store._native
 
-        def offsets() -> dict[str, dict[int, int]]:
+        def offsets() -> OffsetTable:
             store = ref()
-            return {} if store is None else store._offsets.current()
+            return OffsetTable() if store is None else store._offsets.current()
 
         def failed(reason: str) -> None:
             store = ref()
             if store is not None:
                 store._service_failed(reason)
 
-        self._clean = CleanService(native, self._config, offsets=offsets, on_failure=failed)
-        return [self._clean, ScheduleService.for_store(self)]
+        self._retention = RetentionService(native, self._config, offsets=offsets, on_failure=failed)
+        return [self._retention, ScheduleService.for_store(self)]
 
     def _service_failed(self, reason: str) -> None:
         """A Python service died: refuse puts from now on, keeping the reason."""
@@ -278,7 +279,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
     def _disarm(self, why: str) -> None:
         """Make every call raise StoreClosedError (after fork in the child)."""
         self._native = None
-        self._reput = None
+        self._dispatch = None
         self._services = []  # their threads are the parent's
         self._closed_reason = why
         self._detach(why)
@@ -305,8 +306,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
                 # Removed once stopped: an interrupted close stops it again.
                 self._services[-1].shutdown()
                 self._services.pop()
-            if self._reput is not None:
-                self._reput.shutdown()
+            if self._dispatch is not None:
+                self._dispatch.shutdown()
             if not self._read_only:
                 if n.poison_reason is None:
                     # Dispatch what is left first, so topics.json lists every topic.
@@ -359,13 +360,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             self._offsets_persisted_at = time.monotonic()
             return self._offsets.persist()
 
-        def flush_below(table: dict[str, dict[int, int]]) -> None:
-            entries = [
-                (key.split("@", 1)[0], qid, off)
-                for key, queues in table.items()
-                for qid, off in queues.items()
-            ]
-            n.flush_for_offsets(entries)
+        def flush_below(table: OffsetTable) -> None:
+            n.flush_for_offsets(table.rows())
 
         # The interval runs from the moment the table is taken: the write
         # holds every commit made before it, however long the flush takes.
@@ -486,7 +482,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
     # -- writes ------------------------------------------------------------
 
     def delete_expired_files(self, force: bool = False) -> int:
-        """Run one manual round of the clean service; returns CommitLog files deleted.
+        """Run one manual round of the retention service; returns CommitLog files deleted.
 
         Deletes up to ``delete_file_batch_max`` of the oldest CommitLog files
         older than ``file_reserved_time`` hours (by mtime, which the store sets
@@ -500,9 +496,9 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             ReadOnlyStoreError: the store was opened read-only.
         """
         self._n  # noqa: B018 - raises StoreClosedError when closed
-        if self._read_only or self._clean is None:
+        if self._read_only or self._retention is None:
             raise ReadOnlyStoreError("cannot delete files of a read-only store")
-        return self._clean.clean(manual=True, force=force).commit_log_files
+        return self._retention.run_round(manual=True, force=force).commit_log_files
 
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""
@@ -714,20 +710,20 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         meanwhile) holds all of them or none. ``Consumer`` commits this way.
 
         Raises:
-            ValueError / TypeError: an empty group or topic, a topic with
-                ``@`` or one that breaks the topic rule (letters, digits and
-                ``% | _ -``, at most 127 bytes) and the store does not hold,
-                a queue id outside ``[0, 2**31 - 1]`` or an offset outside
-                ``[0, 2**63 - 1]`` or not an int.
+            ValueError / TypeError: a name :meth:`OffsetKey.of
+                <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+                topic with ``@``), a topic that breaks the topic rule
+                (letters, digits and ``% | _ -``, at most 127 bytes) and the
+                store does not hold, a queue id outside ``[0, 2**31 - 1]``
+                or an offset outside ``[0, 2**63 - 1]`` or not an int.
             ReadOnlyStoreError: the store was opened ``no_write=True``.
         """
         n = self._n
         if self._no_write:
             raise ReadOnlyStoreError("cannot commit offsets in a store opened no_write=True")
-        if isinstance(topic, str) and topic and "@" not in topic:
-            # The read rule: a name that breaks the topic rule is refused
-            # unless the store holds that topic (raises ValueError).
-            n.get_max_offset_in_queue(topic, 0)
+        # The names rule, then the read rule: a name that breaks the topic
+        # rule is refused unless the store holds that topic (ValueError).
+        n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
         self._offsets.commit_many(group, topic, offsets)
         self._maybe_persist_offsets()
 
@@ -782,9 +778,12 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         seconds, and ``close()`` commits durably; see :class:`Consumer`.
 
         Raises:
-            ValueError: ``topic`` breaks the topic rule (letters, digits and
-                ``% | _ -``, at most 127 bytes) and the store holds no such
-                topic, so the consumer could never receive anything.
+            TypeError / ValueError: a name :meth:`OffsetKey.of
+                <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+                topic with ``@``), or ``topic`` breaks the topic rule
+                (letters, digits and ``% | _ -``, at most 127 bytes) and the
+                store holds no such topic, so the consumer could never
+                receive anything.
 
         A topic the store does not hold yet is accepted (the consumer picks
         up its queues when they appear), with an
@@ -792,9 +791,9 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """
         from rocketstore.consumer import Consumer
 
-        # The read rule: a name that fails the put rule is refused unless the
-        # store holds that topic (raises ValueError).
-        self._n.get_max_offset_in_queue(topic, 0)
+        # The names rule, then the read rule: a name that fails the put rule
+        # is refused unless the store holds that topic (raises ValueError).
+        self._n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
         self._warn_unknown(topic)
         return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
                         auto_commit_interval=auto_commit_interval)

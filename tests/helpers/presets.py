@@ -1,4 +1,4 @@
-"""Store settings shared by the durability tests.
+"""Store settings and message bodies shared by the tests.
 
 Small segments everywhere: the default sizes reserve 1 GiB per CommitLog file.
 """
@@ -28,7 +28,7 @@ POINTS = ("msync", "create_file", "map_new_file", "cq_put", "flush_hold", "reser
 #: Fail points that make the next round of a background service panic.
 PANIC_POINTS = tuple(
     f"panic_{s}"
-    for s in ("flush", "group_commit", "commit", "cq_flush", "reput", "allocate", "prefault",
+    for s in ("flush", "group_commit", "commit", "cq_flush", "dispatch", "allocate", "prefault",
               "index_flush", "clock")
 )
 #: Why a fault test fails on an engine built without them.
@@ -37,3 +37,8 @@ FAILPOINTS_MISSING = (
     "fault-injection tests need; rebuild the test install with the README's test command: "
     "pip install -e '.[test]' --config-settings=build-args='--features python,failpoints'"
 )
+
+
+def body_of(i: int, size: int = 100) -> bytes:
+    """Message ``i``'s body: ``m<i>-`` padded with ``x`` to ``size`` bytes."""
+    return (b"m%05d-" % i).ljust(size, b"x")

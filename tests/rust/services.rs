@@ -3,15 +3,14 @@
 //! service, must poison the store — puts refused with SERVICE_NOT_AVAILABLE,
 //! the running flags naming the reason — while reads keep working.
 //! Fail points are process-global, so the tests hold one lock each.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use _native::log::commitlog::{PutOutcome, PutStatus};
-use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::{
+    FlushConfig, FlushDiskType, GetStatus, MessageSpec, PutOutcome, PutStatus, Store, StoreOptions,
+};
 
 mod common;
 use common::Points;
@@ -157,7 +156,7 @@ fn panics_poison(service: &str, flag: &str, opts: impl FnOnce(&mut StoreOptions)
     // when the dispatch thread is the one that died).
     assert_poisoned(
         &store,
-        if service == "reput" { 5 } else { acked },
+        if service == "dispatch" { 5 } else { acked },
         flag,
         &reason,
     );
@@ -201,7 +200,7 @@ fn a_panic_in_the_queue_flush_poisons() {
 
 #[test]
 fn a_panic_in_dispatch_poisons() {
-    panics_poison("reput", "WRITE_LOGICS_QUEUE_ERROR", |_| {}, 1);
+    panics_poison("dispatch", "WRITE_LOGICS_QUEUE_ERROR", |_| {}, 1);
 }
 
 #[test]

@@ -1,10 +1,13 @@
 //! PyO3 bindings (`rocketstore._native`). Private: the public API is the
 //! Python package, which wraps these classes.
 //!
-//! A binding converts arguments and results and nothing more: what a call
-//! does, and every rule it checks, is the engine's (`crate::store::Store`
-//! and below). This module owns the conversions, the GIL and panic
-//! guards, and the one mapping of engine errors to Python exceptions.
+//! A binding converts arguments and results, and refuses in Python's words
+//! an argument that does not convert or that its signature rules out
+//! (`get_message`'s `max_msg_nums`, `query_message`'s `max_num` and
+//! `read_arrow`'s `batch_size` must be positive); what a call does, and
+//! every rule of the store, is the engine's (`crate::store::Store` and
+//! below). This module owns the conversions, the GIL and panic guards, and
+//! the one mapping of engine errors to Python exceptions.
 //!
 //! # Files
 //!
@@ -21,11 +24,15 @@
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
 //! - `results.rs`, `recovery.rs`: typed results of service calls and of the
 //!   recovery steps; `verify.rs`: the whole-store checks.
+//! - `retention.rs`: `RetentionPolicy`, the retention steps of
+//!   `NativeStore` and their results.
 //! - `arrow.rs`: Arrow streams in and out (the PyCapsule interface).
 //! - `config.rs`: `StoreConfig` read into the engine's options.
 //! - `errors.rs`: engine errors as Python exceptions (the one place).
 //! - `gil.rs`: releasing the GIL, stopping panics; `logbridge.rs`: Rust
 //!   log records to Python `logging`.
+//! - `locks.rs`: `FileLock`, the engine's file lock for the consumer
+//!   offsets file and the consumer groups.
 
 pub mod args;
 pub mod arrow;
@@ -37,6 +44,7 @@ pub mod logbridge;
 pub mod put_args;
 pub mod recovery;
 pub mod results;
+pub mod retention;
 pub mod store;
 pub mod store_admin;
 pub mod store_arrow;
@@ -196,6 +204,18 @@ fn add_path_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DELAY_OFFSET_FILE", paths::DELAY_OFFSET_FILE)?;
     m.add("TOPICS_FILE", paths::TOPICS_FILE)?;
     m.add("SUBSCRIPTION_GROUP_FILE", paths::SUBSCRIPTION_GROUP_FILE)?;
+    m.add("TEMP_SUFFIX", paths::TEMP_SUFFIX)?;
+    m.add("BACKUP_SUFFIX", paths::BACKUP_SUFFIX)?;
+    m.add(
+        "CONSUMER_OFFSET_LOCK_FILE",
+        paths::CONSUMER_OFFSET_LOCK_FILE,
+    )?;
+    m.add("CONSUMER_LOCK_DIR", paths::CONSUMER_LOCK_DIR)?;
+    m.add("LOCK_SUFFIX", paths::LOCK_SUFFIX)?;
+    m.add(
+        "TOPIC_GROUP_SEPARATOR",
+        crate::consumer_offsets::TOPIC_GROUP_SEPARATOR.to_string(),
+    )?;
     m.add("STORE_ENTRIES", paths::STORE_ENTRIES.to_vec())?;
     Ok(())
 }
@@ -258,6 +278,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<locks::PyFileLock>()?;
     recovery::register(m)?;
     results::register(m)?;
+    retention::register(m)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Store;
+use crate::consumer_offsets::ConsumerOffsetTable;
 use crate::error::Result;
 
 impl Store {
@@ -13,7 +14,7 @@ impl Store {
     /// reads (the hot read path's only cost: two loads and a compare).
     #[inline]
     pub fn visibility_pending(&self) -> bool {
-        self.acked_end.load(Ordering::Acquire) > self.dispatcher.reput_from()
+        self.acked_end.load(Ordering::Acquire) > self.dispatcher.dispatch_from()
     }
 
     /// End of what lookups by offset or id in this process may see: under
@@ -29,7 +30,7 @@ impl Store {
             self.commitlog.max_offset()
         } else if self.opts.flush.sync_flush() {
             self.dispatcher
-                .reput_from()
+                .dispatch_from()
                 .min(self.commitlog.flushed_offset())
         } else {
             u64::MAX
@@ -73,7 +74,7 @@ impl Store {
     #[inline(never)]
     pub fn await_visible_until(&self, deadline: Instant, stop_at: Instant) -> Result<bool> {
         let target = self.acked_end.load(Ordering::Acquire);
-        if target <= self.dispatcher.reput_from()
+        if target <= self.dispatcher.dispatch_from()
             || target <= self.vis_abandoned.load(Ordering::Acquire)
         {
             return Ok(true);
@@ -83,7 +84,7 @@ impl Store {
         let mut dispatched = false;
         loop {
             let seen = self.dispatcher.seq();
-            let from = self.dispatcher.reput_from();
+            let from = self.dispatcher.dispatch_from();
             if from >= target {
                 return Ok(true);
             }
@@ -126,7 +127,7 @@ impl Store {
                     return Ok(true);
                 }
             }
-            if self.dispatcher.reput_from() >= target {
+            if self.dispatcher.dispatch_from() >= target {
                 return Ok(true);
             }
             if self.dispatcher.failure().is_some() || self.flusher.failure().is_some() {
@@ -141,7 +142,7 @@ impl Store {
                     "a read waited {:?} for acknowledged messages to become visible \
                      (visible up to {}, acknowledged up to {target}); serving what is visible",
                     self.opts.flush.sync_timeout,
-                    self.dispatcher.reput_from()
+                    self.dispatcher.dispatch_from()
                 );
                 return Ok(true);
             }
@@ -166,17 +167,17 @@ impl Store {
         )
     }
 
-    /// CommitLog offset just past the messages below committed offsets
-    /// `(topic, queue id, next offset)`: what must be durable before those
-    /// offsets are persisted. An offset above its queue's end counts as the
-    /// end; unknown queues and expired messages count for nothing.
-    pub fn committed_end(&self, entries: &[(String, i32, i64)]) -> u64 {
+    /// CommitLog offset just past the messages below the committed
+    /// offsets: what must be durable before those offsets are persisted.
+    /// An offset above its queue's end counts as the end; unknown queues
+    /// and expired messages count for nothing.
+    pub fn committed_end(&self, offsets: &ConsumerOffsetTable) -> u64 {
         let mut end = 0u64;
-        for (topic, qid, off) in entries {
-            let Some(cq) = self.cqs.get(topic, *qid) else {
+        for (key, qid, off) in offsets.iter() {
+            let Some(cq) = self.cqs.get(key.topic(), qid) else {
                 continue;
             };
-            let last = (*off).min(cq.max_offset_in_queue()) - 1;
+            let last = off.min(cq.max_offset_in_queue()) - 1;
             if last < cq.min_offset_in_queue().max(0) {
                 continue;
             }
@@ -188,14 +189,14 @@ impl Store {
     }
 
     /// Makes the CommitLog durable up to the messages below the committed
-    /// offsets `entries`, before they are persisted (so no persisted
-    /// offset ever points past durable data, in any flush mode).
-    pub fn flush_for_offsets(&self, entries: &[(String, i32, i64)]) -> Result<()> {
+    /// `offsets`, before they are persisted (so no persisted offset ever
+    /// points past durable data, in any flush mode).
+    pub fn flush_for_offsets(&self, offsets: &ConsumerOffsetTable) -> Result<()> {
         self.check_open()?;
         if self.opts.read_only {
             return Ok(());
         }
-        let end = self.committed_end(entries);
+        let end = self.committed_end(offsets);
         self.flusher.flush_to(end)
     }
 }

@@ -11,7 +11,7 @@ use crate::log::message::{
     self, body_crc, body_size_problem, compressed_body_problem, delay_level, encode_blank,
     encode_v1, find_property, properties_size_problem, props, queue_id_problem, record_len,
     record_size_problem, sys_flag_problem, sysflag, topic_problem, MessageSpec, PropertiesBuilder,
-    END_FILE_MIN_BLANK_LENGTH, SCHEDULE_TOPIC,
+    StoreStamp, END_FILE_MIN_BLANK_LENGTH, SCHEDULE_TOPIC,
 };
 
 use super::{
@@ -352,13 +352,15 @@ impl CommitLog {
                 let n = encode_v1(
                     tail,
                     spec,
-                    p.sys_flag,
                     p.crc,
-                    &self.cfg.store_host,
-                    queue_offset,
-                    phy,
-                    ts,
-                    p.prop_crc,
+                    &StoreStamp {
+                        sys_flag: p.sys_flag,
+                        store_host: &self.cfg.store_host,
+                        queue_offset,
+                        phy_offset: phy,
+                        store_timestamp: ts,
+                        prop_crc: p.prop_crc,
+                    },
                 );
                 (n, Some(phy))
             });

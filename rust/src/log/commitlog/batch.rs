@@ -17,7 +17,8 @@ use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
     batch_delay_problem, body_size_problem, encode_blank, encode_v1_crc_of_copy, find_property,
     has_prop_crc, prop_crc_given, properties_size_problem, props, queue_id_problem, record_len,
-    record_size_problem, sysflag, topic_problem, MessageSpec, END_FILE_MIN_BLANK_LENGTH,
+    record_size_problem, sysflag, topic_problem, MessageSpec, StoreStamp,
+    END_FILE_MIN_BLANK_LENGTH,
 };
 
 use super::{CommitLog, PutState, PutStatus, Refused, RESERVE_FAILURES};
@@ -353,12 +354,14 @@ impl CommitLog {
                 let w = encode_v1_crc_of_copy(
                     &mut tail[pos..],
                     &spec,
-                    sys_flag,
-                    &store_host,
-                    *qo,
-                    phy,
-                    ts,
-                    prop_crc,
+                    &StoreStamp {
+                        sys_flag,
+                        store_host: &store_host,
+                        queue_offset: *qo,
+                        phy_offset: phy,
+                        store_timestamp: ts,
+                        prop_crc,
+                    },
                 );
                 debug_assert_eq!(w, len);
                 if let Some(o) = offsets.as_deref_mut() {

@@ -47,7 +47,7 @@ mod scan;
 pub use append::Prepared;
 pub use batch::{BatchInput, BatchOutcome, BatchRefusal};
 pub use damage::{Damage, DamagePolicy, DurableBound};
-pub use read::{check_read_record, check_read_record_at, RecordAt, RecordRead, PROP_CRC_MISMATCH};
+pub use read::{check_read_record, RecordAt, RecordRead, PROP_CRC_MISMATCH};
 pub use scan::{account_record, ScanReport};
 
 crate::rocketmq_enum! {
@@ -232,7 +232,7 @@ impl QueueOffsetTable {
 struct PutState {
     table: QueueOffsetTable,
     /// The file being appended to (saves a queue lookup per put). Only puts
-    /// add files, expiry never removes the last one, and truncation resets it.
+    /// add files, retention never removes the last one, and truncation resets it.
     current: Option<Arc<MappedFile>>,
     /// Last store timestamp given out: timestamps never decrease along the
     /// log (by-time lookups binary-search them).
