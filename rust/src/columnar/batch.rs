@@ -41,7 +41,7 @@ enum ColumnBuilder {
     Binary(BinaryBuilder),
     Timestamp(TimestampMicrosecondBuilder),
     StringList(ListBuilder<StringBuilder>),
-    StringMap(MapBuilder<StringBuilder, StringBuilder>),
+    StringMap(Box<MapBuilder<StringBuilder, StringBuilder>>),
     /// `store`: the same value in every row, written when the batch is
     /// finished.
     Store,
@@ -65,12 +65,12 @@ impl ColumnBuilder {
             ColumnType::StringList => ColumnBuilder::StringList(
                 ListBuilder::with_capacity(StringBuilder::new(), rows).with_field(keys_item()),
             ),
-            ColumnType::StringMap => ColumnBuilder::StringMap(MapBuilder::with_capacity(
+            ColumnType::StringMap => ColumnBuilder::StringMap(Box::new(MapBuilder::with_capacity(
                 Some(map_field_names()),
                 StringBuilder::new(),
                 StringBuilder::new(),
                 rows,
-            )),
+            ))),
         }
     }
 
