@@ -138,7 +138,7 @@ class ArrowReads(ArrowPulls):
         for name, value in (("start", start), ("end", end)):
             if value is not None:
                 int_arg(name, value, 0)
-        if columns is not None and "store" in columns:
+        if "store" in (column_list(columns) or ()):
             raise ValueError("the store column exists only in reads of several stores "
                              "(the Spark format's paths option)")
         stream = self._arrow_stream(topic, queue_id, start, end, batch_size,

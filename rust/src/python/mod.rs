@@ -26,7 +26,8 @@
 //!   recovery steps; `verify.rs`: the whole-store checks.
 //! - `retention.rs`: `RetentionPolicy`, the retention steps of
 //!   `NativeStore` and their results.
-//! - `arrow.rs`: Arrow streams in and out (the PyCapsule interface).
+//! - `arrow.rs`: Arrow streams in and out (the PyCapsule interface);
+//!   `columns.rs`: `READ_COLUMNS`, the read schema's columns.
 //! - `config.rs`: `StoreConfig` read into the engine's options.
 //! - `errors.rs`: engine errors as Python exceptions (the one place).
 //! - `gil.rs`: releasing the GIL, stopping panics; `logbridge.rs`: Rust
@@ -36,6 +37,7 @@
 
 pub mod args;
 pub mod arrow;
+pub mod columns;
 pub mod config;
 pub mod errors;
 pub mod gil;
@@ -259,6 +261,7 @@ fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_system_topic, m)?)?;
     m.add_function(wrap_pyfunction!(index_file_size, m)?)?;
     m.add_function(wrap_pyfunction!(store_arrow::empty_arrow_batch, m)?)?;
+    columns::add_read_columns(m)?;
     Ok(())
 }
 
