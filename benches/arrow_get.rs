@@ -15,7 +15,7 @@ use std::time::Duration;
 use _native::columnar::Projection;
 use _native::log::commitlog::PutStatus;
 use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
+use _native::queue::reader::{GetStatus, PullRequest};
 use _native::store::{Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
@@ -65,8 +65,12 @@ fn read_all(store: &Store, batch: usize, projection: &Projection, zero_copy: boo
     for q in 0..QUEUES {
         let mut off = 0;
         loop {
+            let req = PullRequest {
+                max_msgs: batch,
+                ..PullRequest::at(TOPIC, q, off)
+            };
             let r = store
-                .get_arrow(TOPIC, q, off, batch, None, projection.clone(), zero_copy)
+                .get_arrow(&req, projection.clone(), zero_copy)
                 .unwrap();
             if r.status != GetStatus::Found {
                 break;

@@ -160,7 +160,7 @@ class Consumer:
     ) -> None:
         for name, value in (("group", group), ("topic", topic)):
             if not isinstance(value, str):
-                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+                raise TypeError(f"{name} must be str, not {type(value).__name__}")
             if not value:
                 raise ValueError(f"{name} must not be empty")
         if start not in ("earliest", "latest"):

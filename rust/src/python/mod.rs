@@ -168,8 +168,8 @@ fn parse_delay_levels(text: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
 /// True for RocketMQ's system topics (`SCHEDULE_TOPIC_XXXX`, `RMQ_SYS_*`),
 /// which scans leave out unless asked for: the engine's rule.
 #[pyfunction]
-fn is_system_topic(topic: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let topic = args::str_arg(topic, "topic")?;
+fn is_system_topic(topic: args::Topic<'_>) -> PyResult<bool> {
+    let topic = topic.get()?;
     Ok(crate::log::message::is_system_topic(topic.as_bytes()))
 }
 
