@@ -63,7 +63,8 @@ INT_ARGS: list[tuple[str, str, str, Call]] = [
      lambda s, v: s.query_message("T", "k", 32, 0, v)),
     ("look by offset", "offset", "long", lambda s, v: s.look_message_by_offset(v)),
     ("wait_for_dispatch seq", "seq", "long", lambda s, v: s.wait_for_dispatch(v, 0)),
-    ("commit_offset queue_id", "queue_id", "queue_id", lambda s, v: s.commit_offset("g", "T", v, 0)),
+    ("commit_offset queue_id", "queue_id", "queue_id",
+     lambda s, v: s.commit_offset("g", "T", v, 0)),
 ]
 
 IDS = [a[0] for a in INT_ARGS]
@@ -104,8 +105,10 @@ def test_a_negative_queue_id_or_count_is_refused_in_the_same_words(
     with pytest.raises(ValueError) as info:
         call(store, -1)
     assert type(info.value) is ValueError
-    expected = "queue_id must be >= 0, got -1" if kind == "queue_id" else f"{name} must be > 0, got -1"
-    assert str(info.value) == expected
+    if kind == "queue_id":
+        assert str(info.value) == "queue_id must be >= 0, got -1"
+    else:
+        assert str(info.value) == f"{name} must be > 0, got -1"
     if kind == "queue_id":
         with pytest.raises(ValueError) as info:
             call(store, 2**31)
@@ -190,3 +193,12 @@ def test_a_topic_that_is_not_a_str_is_refused_in_the_same_words(
     with pytest.raises(TypeError) as info:
         call(store)
     assert str(info.value) == "topic must be str, not int"
+
+
+def test_a_bool_is_no_number_of_seconds(open_store: OpenStore) -> None:
+    store = _store(open_store)
+    with pytest.raises(TypeError) as info:
+        store.wait_for_dispatch(0, True)
+    assert str(info.value) == "timeout must be a number of seconds or None, not bool"
+    assert store.wait_for_dispatch(store.dispatch_seq, 0) == store.dispatch_seq
+    assert store.wait_for_dispatch(store.dispatch_seq, 0.0) == store.dispatch_seq

@@ -75,7 +75,7 @@ impl ParallelReader {
                 .spawn(move || {
                     for range in mine {
                         let mut rd = RangeReader::new(store.clone(), vec![range], how.clone())
-                        .with_stats(stats.clone());
+                            .with_stats(stats.clone());
                         loop {
                             let piece = match rd.next() {
                                 Some(Ok(b)) => Piece::Batch(b),

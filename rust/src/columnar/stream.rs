@@ -162,7 +162,9 @@ mod tests {
             };
             let r = store.arrow_reader(req(q, vec![])).unwrap();
             assert_eq!(rows(r), 10, "threads {threads}");
-            let r = store.arrow_reader(req(vec![], vec![(-1, i64::MAX)])).unwrap();
+            let r = store
+                .arrow_reader(req(vec![], vec![(-1, i64::MAX)]))
+                .unwrap();
             assert_eq!(rows(r), 40, "threads {threads}");
             // An empty CommitLog range reads nothing.
             let r = store.arrow_reader(req(vec![], vec![(100, 100)])).unwrap();

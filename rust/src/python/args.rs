@@ -273,6 +273,28 @@ arg_kinds! {
     MaxNum: usize = |o| count_arg(o, "max_num");
     /// A tag subscription: an iterable of str (each a tag).
     TagList: Vec<String> = tag_list;
+    /// A `dispatch_seq` value (`seq`, at least 0).
+    Seq: u64 = |o| {
+        u64::try_from(i64_arg(o, "seq")?)
+            .map_err(|_| PyValueError::new_err("seq must be >= 0 (a dispatch_seq value)"))
+    };
+    /// A wait in seconds (`timeout`): an int or a float, at least 0.
+    Timeout: f64 = seconds_arg;
+}
+
+/// A `timeout` argument: an int (not a bool) or a float, at least 0.
+fn seconds_arg(obj: &Bound<'_, PyAny>) -> PyResult<f64> {
+    let secs = if obj.is_instance_of::<pyo3::types::PyFloat>() {
+        obj.extract::<f64>()?
+    } else if obj.is_instance_of::<PyInt>() && !obj.is_exact_instance_of::<PyBool>() {
+        i64_arg(obj, "timeout")? as f64
+    } else {
+        return Err(type_error("timeout", "a number of seconds or None", obj));
+    };
+    if secs.is_nan() || secs < 0.0 {
+        return Err(PyValueError::new_err("timeout must be >= 0"));
+    }
+    Ok(secs)
 }
 
 /// A `tags` argument of a read: an iterable of str.
@@ -323,4 +345,10 @@ str_kinds! {
     Key = "key";
     /// An offset message id (the engine parses it).
     MsgId = "msg_id";
+    /// A TAGS string (`tags_code`).
+    TagsText = "tags";
+    /// A string whose Java hash is asked for (`java_string_hash`).
+    HashedText = "s";
+    /// A text to parse (`parse_delay_levels`).
+    Text = "text";
 }
