@@ -588,7 +588,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
                 ``% | _ -``, at most 127 bytes) and the store holds no such
                 topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
         """
-        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list(tags))
+        tags = tags if tags is None else tag_list(tags)
+        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tags)
         if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
             self._warn_unknown(topic, queue_id)
         return result

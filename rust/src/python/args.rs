@@ -209,13 +209,19 @@ pub fn count_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<usize> {
 }
 
 /// A converted argument, or the error its conversion raised (raised by
-/// the call when it takes the value; see the module docs).
-struct Converted<'py, T>(Result<T, (Python<'py>, PyErr)>);
+/// the call when it takes the value; see the module docs). The error is
+/// boxed: a call's arguments stay small to move and to drop.
+struct Converted<'py, T>(Result<T, (Python<'py>, Box<PyErr>)>);
 
 impl<'py, T> Converted<'py, T> {
     #[inline]
     fn of(py: Python<'py>, r: PyResult<T>) -> Self {
-        Self(r.map_err(|e| (py, e)))
+        Self(r.map_err(|e| (py, Box::new(e))))
+    }
+
+    #[inline]
+    fn into_value(self) -> PyResult<T> {
+        self.0.map_err(|(_, e)| *e)
     }
 
     #[inline]
@@ -237,16 +243,16 @@ macro_rules! arg_kinds {
         impl<'py> FromPyObject<'py> for $ty<'py> {
             #[inline]
             fn extract_bound(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
-                let convert: fn(&Bound<'_, PyAny>) -> PyResult<$value> = $convert;
+                let convert: fn(&Bound<'py, PyAny>) -> PyResult<$value> = $convert;
                 Ok(Self(Converted::of(obj.py(), convert(obj))))
             }
         }
 
-        impl $ty<'_> {
+        impl<'py> $ty<'py> {
             /// The value, or the error its conversion raised.
             #[inline]
-            pub fn get(&self) -> PyResult<$value> {
-                self.0.value().cloned()
+            pub fn get(self) -> PyResult<$value> {
+                self.0.into_value()
             }
         }
     )*};
