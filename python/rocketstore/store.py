@@ -38,9 +38,9 @@ from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.groups import ConsumerGroupAdmin
 from rocketstore.services.base import ServiceThread
-from rocketstore.services.clean import CleanService
+from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
-from rocketstore.services.reput import ReputService
+from rocketstore.services.retention import RetentionService
 from rocketstore.services.schedule import ScheduleService
 from rocketstore.stats import StatsView
 
@@ -169,8 +169,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         self._no_write = bool(no_write)
         self._wait_for_writer = wait_for_writer
         self._native: NativeStore | None = None
-        self._reput: ReputService | None = None
-        self._clean: CleanService | None = None
+        self._dispatch: DispatchService | None = None
+        self._retention: RetentionService | None = None
         # Python services (ServiceThread subclasses) started after recovery,
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
@@ -228,7 +228,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         )
         self._recovery = report
         self._native = native
-        self._reput = ReputService(native)
+        self._dispatch = DispatchService(native)
         self._offsets = offsets
         self._topic_configs = topic_configs
         if not self._read_only:
@@ -239,7 +239,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
                 native.shutdown()
                 pump_now()
                 raise
-            self._reput.start()
+            self._dispatch.start()
             for service in services:
                 service.start()
                 self._services.append(service)
@@ -267,8 +267,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             if store is not None:
                 store._service_failed(reason)
 
-        self._clean = CleanService(native, self._config, offsets=offsets, on_failure=failed)
-        return [self._clean, ScheduleService.for_store(self)]
+        self._retention = RetentionService(native, self._config, offsets=offsets, on_failure=failed)
+        return [self._retention, ScheduleService.for_store(self)]
 
     def _service_failed(self, reason: str) -> None:
         """A Python service died: refuse puts from now on, keeping the reason."""
@@ -279,7 +279,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
     def _disarm(self, why: str) -> None:
         """Make every call raise StoreClosedError (after fork in the child)."""
         self._native = None
-        self._reput = None
+        self._dispatch = None
         self._services = []  # their threads are the parent's
         self._closed_reason = why
         self._detach(why)
@@ -306,8 +306,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
                 # Removed once stopped: an interrupted close stops it again.
                 self._services[-1].shutdown()
                 self._services.pop()
-            if self._reput is not None:
-                self._reput.shutdown()
+            if self._dispatch is not None:
+                self._dispatch.shutdown()
             if not self._read_only:
                 if n.poison_reason is None:
                     # Dispatch what is left first, so topics.json lists every topic.
@@ -487,7 +487,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
     # -- writes ------------------------------------------------------------
 
     def delete_expired_files(self, force: bool = False) -> int:
-        """Run one manual round of the clean service; returns CommitLog files deleted.
+        """Run one manual round of the retention service; returns CommitLog files deleted.
 
         Deletes up to ``delete_file_batch_max`` of the oldest CommitLog files
         older than ``file_reserved_time`` hours (by mtime, which the store sets
@@ -501,9 +501,9 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             ReadOnlyStoreError: the store was opened read-only.
         """
         self._n  # noqa: B018 - raises StoreClosedError when closed
-        if self._read_only or self._clean is None:
+        if self._read_only or self._retention is None:
             raise ReadOnlyStoreError("cannot delete files of a read-only store")
-        return self._clean.clean(manual=True, force=force).commit_log_files
+        return self._retention.run_round(manual=True, force=force).commit_log_files
 
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""

@@ -1,12 +1,16 @@
 //! PyO3 bindings (`rocketstore._native`). Private: the public API is the
 //! Python package, which wraps these classes.
 //!
-//! A binding converts arguments and results and nothing more: what a call
-//! does, and every rule it checks, is the engine's (`crate::store::Store`
-//! and below). A conversion has rules of its own, one per kind of argument
-//! (`args.rs`): a queue id is an int in `0..=2**31-1`, a count an int above
-//! 0, never a `bool`. This module owns the conversions, the GIL and panic
-//! guards, and the one mapping of engine errors to Python exceptions.
+//! A binding converts arguments and results, and refuses in Python's words
+//! an argument that does not convert. A conversion has rules of its own,
+//! one per kind of argument (`args.rs`), the same on every call: a queue
+//! id is an int in `0..=2**31-1`, a count (`get_message`'s
+//! `max_msg_nums`, `query_message`'s `max_num`, `read_arrow`'s
+//! `batch_size`) an int above 0, and a `bool` is never an int. What a call
+//! does, and every rule of the store, is the engine's
+//! (`crate::store::Store` and below). This module owns the conversions,
+//! the GIL and panic guards, and the one mapping of engine errors to Python
+//! exceptions.
 //!
 //! # Files
 //!
@@ -25,11 +29,15 @@
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
 //! - `results.rs`, `recovery.rs`: typed results of service calls and of the
 //!   recovery steps; `verify.rs`: the whole-store checks.
+//! - `retention.rs`: `RetentionPolicy`, the retention steps of
+//!   `NativeStore` and their results.
 //! - `arrow.rs`: Arrow streams in and out (the PyCapsule interface).
 //! - `config.rs`: `StoreConfig` read into the engine's options.
 //! - `errors.rs`: engine errors as Python exceptions (the one place).
 //! - `gil.rs`: releasing the GIL, stopping panics; `logbridge.rs`: Rust
 //!   log records to Python `logging`.
+//! - `locks.rs`: `FileLock`, the engine's file lock for the consumer
+//!   offsets file and the consumer groups.
 
 pub mod args;
 pub mod arrow;
@@ -41,6 +49,7 @@ pub mod logbridge;
 pub mod put_args;
 pub mod recovery;
 pub mod results;
+pub mod retention;
 pub mod store;
 pub mod store_admin;
 pub mod store_arrow;
@@ -264,6 +273,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<locks::PyFileLock>()?;
     recovery::register(m)?;
     results::register(m)?;
+    retention::register(m)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;
