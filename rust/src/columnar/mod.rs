@@ -70,7 +70,8 @@ pub use batch::BatchBuilder;
 pub use columns::{Column, ColumnSpec, ColumnType, Nulls, Projection, ProjectionError, COLUMNS};
 pub use parallel::{split_at_segments, ParallelReader};
 pub use pull::empty_pull_batch;
-pub use range::{Range, RangeReader};
+pub use range::{DecodeOptions, Range, RangeReader};
+pub use stream::ArrowReadRequest;
 
 /// Body bytes one batch holds at most (Arrow binary offsets are 32-bit).
 pub const MAX_BATCH_BODY_BYTES: usize = 1 << 30;
