@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _checks, _native
+from rocketstore._arrow_pull import tag_list
 from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import (
@@ -583,14 +584,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
                 ``% | _ -``, at most 127 bytes) and the store holds no such
                 topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
         """
-        tag_list: list[str] | None
-        if tags is None:
-            tag_list = None
-        elif isinstance(tags, str):
-            tag_list = [t.strip() for t in tags.split("||")]
-        else:
-            tag_list = list(tags)
-        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list)
+        tags = tags if tags is None else tag_list(tags)
+        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tags)
         if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
             self._warn_unknown(topic, queue_id)
         return result
