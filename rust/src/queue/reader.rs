@@ -286,7 +286,7 @@ const MIN_SCAN_UNITS: usize = 16_000 / CQ_UNIT_SIZE;
 /// required fields come from [`PullRequest::at`], the others are named:
 ///
 /// ```
-/// use _native::queue::reader::PullRequest;
+/// use _native::PullRequest;
 /// let req = PullRequest { max_msgs: 8, ..PullRequest::at("orders", 0, 100) }.tags(&["paid"]);
 /// assert_eq!((req.offset, req.max_msgs), (100, 8));
 /// assert!(req.filter.is_some());
