@@ -48,3 +48,15 @@ def ms_arg(value: int | datetime.datetime | None) -> int | None:
         aware = value if value.tzinfo is not None else value.astimezone()
         return (aware - _EPOCH) // _MS
     return value
+
+
+def check_open_mode(*, read_only: bool, wait_for_writer: bool, no_write: bool,
+                    create: bool) -> None:
+    """Refuse (ValueError) an open flag of ``MessageStore`` that needs the
+    other kind of open: a reader's flag on a writer, or a writer's on a reader."""
+    if wait_for_writer and not read_only:
+        raise ValueError("wait_for_writer=True needs read_only=True (a writer creates the store)")
+    if no_write and not read_only:
+        raise ValueError("no_write=True needs read_only=True (a writer writes)")
+    if create and read_only:
+        raise ValueError("create=True needs a writer (read_only=False)")

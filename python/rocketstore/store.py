@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from rocketstore import _native
+from rocketstore import _checks, _native
 from rocketstore._arrow_pull import tag_list
 from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._logging import ensure_log_pump, pump_now
@@ -122,6 +122,10 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         wait_for_writer: with ``read_only``, open an existing directory that
             holds no store yet as an empty store instead, and follow the
             writer once it starts there (its messages show up as it writes).
+        create: make a store in a directory that holds other files and no
+            store (no ``commitlog/``, ``consumequeue/``, ``index/``, ``config/``,
+            ``checkpoint``), which a writer refuses otherwise (NotAStoreError,
+            nothing written); an empty or missing directory needs no ``create``.
 
     Use it as a context manager (``with MessageStore(cfg) as store:``), or
     call :meth:`start` and :meth:`shutdown` yourself. Nothing touches the
@@ -159,16 +163,14 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         read_only: bool = False,
         wait_for_writer: bool = False,
         no_write: bool = False,
+        create: bool = False,
     ) -> None:
         self._config = _as_config(config)
-        if wait_for_writer and not read_only:
-            raise ValueError("wait_for_writer=True needs read_only=True "
-                             "(a writer creates the store)")
-        if no_write and not read_only:
-            raise ValueError("no_write=True needs read_only=True (a writer writes)")
+        _checks.check_open_mode(read_only=read_only, wait_for_writer=wait_for_writer,
+                                no_write=no_write, create=create)
         self._read_only = read_only
         self._no_write = bool(no_write)
-        self._wait_for_writer = wait_for_writer
+        self._wait_for_writer, self._create = wait_for_writer, bool(create)
         self._native: NativeStore | None = None
         self._dispatch: DispatchService | None = None
         self._retention: RetentionService | None = None
@@ -189,8 +191,8 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """Lock, load and recover the store; returns ``self``.
 
         Raises:
-            NotAStoreError: a read-only open found no store there (see
-                ``wait_for_writer``).
+            NotAStoreError: no store there for a read-only open (see
+                ``wait_for_writer``), other files for a writer (see ``create``).
             StoreLockedError: another writer holds the store.
             ConfigMismatchError: the files disagree with the configuration.
             CorruptedError: a file is damaged beyond what recovery repairs.
@@ -200,11 +202,9 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         self._pid = os.getpid()
         cfg = self._config
         ensure_log_pump()
-        if not self._read_only:
-            os.makedirs(cfg.store_path, exist_ok=True)
-        # The engine reads the config object itself (field by field).
+        # The engine reads the config field by field, checks the path, creates it.
         native = NativeStore(cfg, self._read_only, repair=self._repair,
-                             wait_for_writer=self._wait_for_writer)
+                             wait_for_writer=self._wait_for_writer, create=self._create)
         try:
             offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
             report = RecoveryService(native).recover(

@@ -75,6 +75,10 @@ pub const STORE_ENTRIES: [&str; 7] = [
     CONFIG_DIR,
 ];
 
+/// What a file system's root folder holds from the start (`mkfs`): a
+/// folder holding only it is empty for a store opened there.
+pub const LOST_AND_FOUND: &str = "lost+found";
+
 /// `<root>/commitlog`, the CommitLog folder when none is configured.
 pub fn commit_log_dir(root: &Path) -> PathBuf {
     root.join(COMMIT_LOG_DIR)

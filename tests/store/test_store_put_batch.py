@@ -112,7 +112,7 @@ def test_one_refused_message_refuses_the_batch(open_store: Opener) -> None:
     store.put("t", b"x")
     before = (store.max_phy_offset, store.queue_offset_table())
     cases: list[tuple[dict[str, Any], str]] = [
-        ({"bodies": [b"ok", b"y" * 1001, b"ok"]}, "message 1: body of 1001 bytes"),
+        ({"bodies": [b"ok", b"y" * 1001, b"ok"]}, "message 1: body is 1001 bytes"),
         ({"bodies": [b"ok"] * 3, "keys": ["a", "b", "c d"]}, "message 2: key"),
         ({"bodies": [b"ok"] * 2, "properties": [None, {"DELAY": "3"}]},
          "message 1: delayed messages"),

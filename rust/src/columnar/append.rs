@@ -3,13 +3,15 @@
 //! properties` is one message, put with the batch's other rows under one
 //! lock hold ([`Store::put_batch`]).
 //!
-//! Row rules: a null topic or body, a topic breaking the put rule, a tags
-//! or keys column given with a `TAGS` or `KEYS` property in the same row,
-//! and an illegal property make the row `MESSAGE_ILLEGAL`; a null queue id
-//! is queue 0; null tags, keys, properties and property values are absent;
-//! the keys of a row are joined by one space. The extra properties of the
-//! append come after each row's own. A column of the wrong type is a
-//! [`ColumnError`].
+//! Row rules: a row is put as a put given its `topic`, `body`, `queue_id`,
+//! `properties`, `tags` and `keys` would be, by the same put rules
+//! (`log/message/rules.rs`), so a row breaking one gets the status and
+//! reason that put gets. A null topic or body, and a tags or keys column
+//! given with a `TAGS` or `KEYS` property in the same row, also make the
+//! row `MESSAGE_ILLEGAL`; a null queue id is queue 0; null tags, keys,
+//! properties, key items and property values are absent. The extra
+//! properties of the append come after each row's own. A column of the
+//! wrong type is a [`ColumnError`].
 
 use std::borrow::Cow;
 
@@ -20,7 +22,8 @@ use arrow_array::{Array, BinaryArray, Int32Array, ListArray, MapArray, RecordBat
 use crate::error::StoreError;
 use crate::log::commitlog::{PutStatus, Refused};
 use crate::log::message::{
-    props, topic_problem, MessageSpec, PropertiesBuilder, PropertyError, DEFAULT_BORN_HOST,
+    props, topic_problem, MessageFields, MessageSpec, PropertiesBuilder, PropertyError,
+    DEFAULT_BORN_HOST,
 };
 use crate::store::Store;
 
@@ -154,64 +157,75 @@ impl<'a> AppendColumns<'a> {
         }))
     }
 
-    /// Row `i`'s serialized properties, or the first rule they break.
+    /// Row `i`'s serialized properties, or the first rule they break: its
+    /// `properties` map, `tags` and `keys` go through the put fields' rules
+    /// (those of a put given `properties=`, `tags=` and `keys=`), then the
+    /// `extra` properties follow. A `tags` or `keys` column given with the
+    /// property of the same meaning breaks the row's own rule (a row cannot
+    /// raise, as a put given both does).
     fn row_properties(
         &self,
         i: usize,
         extra: &[(String, String)],
     ) -> Result<Result<Vec<u8>, String>, ColumnError> {
+        let entries = self
+            .properties
+            .filter(|m| m.is_valid(i))
+            .map(|m| m.value(i));
+        let pairs = match &entries {
+            Some(e) => match (
+                e.column(0).as_string_opt::<i32>(),
+                e.column(1).as_string_opt::<i32>(),
+            ) {
+                (Some(ks), Some(vs)) => Some((ks, vs)),
+                _ => return Err(bad("properties", "a map<string,string>")),
+            },
+            None => None,
+        };
+        let key_list = self.keys.filter(|l| l.is_valid(i)).map(|l| l.value(i));
+        let keys = match &key_list {
+            Some(v) => Some(
+                v.as_string_opt::<i32>()
+                    .ok_or_else(|| bad("keys", "an array<string>"))?,
+            ),
+            None => None,
+        };
+        let tags = self.tags.filter(|t| t.is_valid(i)).map(|t| t.value(i));
+        let named = |name: &str| {
+            pairs.is_some_and(|(ks, vs)| {
+                (0..ks.len()).any(|j| !vs.is_null(j) && ks.value(j) == name)
+            })
+        };
+        let has_keys = keys.is_some_and(|k| k.iter().flatten().any(|k| !k.is_empty()));
+        for (given, name) in [(tags.is_some(), props::TAGS), (has_keys, props::KEYS)] {
+            if given && named(name) {
+                return Ok(Err(format!(
+                    "give a {} column or a {name} property, not both",
+                    name.to_lowercase()
+                )));
+            }
+        }
         let mut b = PropertiesBuilder::new();
-        let mut problem: Option<String> = None;
-        let mut note = |r: Result<(), PropertyError>| {
-            if let Err(PropertyError::Illegal(m)) = r {
-                problem.get_or_insert(m);
-            }
-        };
-        let (mut has_tags, mut has_keys) = (false, false);
-        if let Some(m) = self.properties.filter(|m| m.is_valid(i)) {
-            let entries = m.value(i);
-            let (Some(ks), Some(vs)) = (
-                entries.column(0).as_string_opt::<i32>(),
-                entries.column(1).as_string_opt::<i32>(),
-            ) else {
-                return Err(bad("properties", "a map<string,string>"));
-            };
+        let mut m = MessageFields::new(&mut b, tags, has_keys, 0);
+        if let Some((ks, vs)) = pairs {
             for j in (0..ks.len()).filter(|&j| !vs.is_null(j)) {
-                let k = ks.value(j);
-                has_tags |= k == props::TAGS;
-                has_keys |= k == props::KEYS;
-                note(b.push(k, vs.value(j)));
+                // No clash is left (checked above): this only notes a rule.
+                if let Err(e) = m.property(ks.value(j), vs.value(j)) {
+                    return Ok(Err(e.to_string()));
+                }
             }
         }
-        let both = |name: &str| {
-            PropertyError::Illegal(format!(
-                "give a {} column or a {name} property, not both",
-                name.to_lowercase()
-            ))
+        for k in keys.into_iter().flatten().flatten() {
+            m.key(k);
+        }
+        let mut problem = match m.finish() {
+            Ok(why) => why,
+            Err(e) => Some(e.to_string()),
         };
-        if let Some(t) = self.tags.filter(|t| t.is_valid(i)) {
-            note(if has_tags {
-                Err(both(props::TAGS))
-            } else {
-                b.push(props::TAGS, t.value(i))
-            });
-        }
-        if let Some(l) = self.keys.filter(|l| l.is_valid(i)) {
-            let v = l.value(i);
-            let Some(v) = v.as_string_opt::<i32>() else {
-                return Err(bad("keys", "an array<string>"));
-            };
-            let joined = v.iter().flatten().collect::<Vec<_>>().join(" ");
-            if !joined.is_empty() {
-                note(if has_keys {
-                    Err(both(props::KEYS))
-                } else {
-                    b.push(props::KEYS, &joined)
-                });
-            }
-        }
         for (k, v) in extra {
-            note(b.push(k, v));
+            if let Err(PropertyError::Illegal(why)) = b.push(k, v) {
+                problem.get_or_insert(why);
+            }
         }
         Ok(match problem {
             Some(why) => Err(why),

@@ -145,6 +145,7 @@ pub fn options_from_config(cfg: &Bound<'_, PyAny>, read_only: bool) -> PyResult<
         delay_levels,
         read_only,
         wait_for_writer: false,
+        create: false,
         repair: false,
         message_index_enable: f.bool("message_index_enable")?,
         max_hash_slot_num: f.usize("max_hash_slot_num")?,

@@ -120,20 +120,24 @@ impl PyStore {
     /// `repair`: opened by `rocketstore repair` (index files of the wrong
     /// size are rebuilt by recovery instead of refusing the store).
     /// `wait_for_writer`: a read-only open of a folder that holds no store
-    /// yet opens it empty instead of raising `NotAStoreError`.
+    /// yet opens it empty instead of raising `NotAStoreError`. `create`: a
+    /// writer makes a store in a folder that is not empty and holds none
+    /// (refused with `NotAStoreError` otherwise).
     #[new]
-    #[pyo3(signature = (config, read_only=false, repair=false, wait_for_writer=false))]
+    #[pyo3(signature = (config, read_only=false, repair=false, wait_for_writer=false, create=false))]
     fn new(
         py: Python<'_>,
         config: &Bound<'_, PyAny>,
         read_only: bool,
         repair: bool,
         wait_for_writer: bool,
+        create: bool,
     ) -> PyResult<Self> {
         guarded(|| {
             let opts = StoreOptions {
                 repair,
                 wait_for_writer,
+                create,
                 ..options_from_config(config, read_only)?
             };
             let store = nogil(py, || Store::open(opts))?;

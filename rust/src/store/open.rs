@@ -157,11 +157,11 @@ impl Store {
     }
 }
 
-/// The writer lock (none for a read-only open, which needs the store to
-/// exist).
+/// The writer lock (none for a read-only open), once [`check_root`] let
+/// the open go on.
 fn take_lock(opts: &StoreOptions) -> Result<Option<StoreLock>> {
+    check_root(opts)?;
     if opts.read_only {
-        check_is_store(opts)?;
         Ok(None)
     } else {
         Ok(Some(StoreLock::acquire(
@@ -171,40 +171,92 @@ fn take_lock(opts: &StoreOptions) -> Result<Option<StoreLock>> {
     }
 }
 
-/// A read-only open needs a store: a missing folder, or one holding none of
-/// [`paths::STORE_ENTRIES`] (and no CommitLog file in a CommitLog folder
-/// configured elsewhere), is [`StoreError::NotAStore`], unless the caller
-/// waits for a writer that has not started yet (an existing folder only:
-/// a read-only open creates nothing).
-fn check_is_store(opts: &StoreOptions) -> Result<()> {
+/// Where a store may be opened, checked before anything is written (the
+/// one check, for readers and writers):
+///
+/// - a path that is not a directory (a regular file) is refused (`ENOTDIR`);
+/// - a folder holding a store (any of [`paths::STORE_ENTRIES`], or a
+///   CommitLog file in a CommitLog folder configured elsewhere) opens;
+/// - a missing folder is [`StoreError::NotAStore`] for a reader, and a
+///   writer creates it;
+/// - any other folder is [`StoreError::NotAStore`] for a reader, unless it
+///   waits for a writer that has not started yet, and for a writer unless
+///   it is empty (`lost+found` aside) or the caller asked for a store there
+///   ([`StoreOptions::create`]).
+fn check_root(opts: &StoreOptions) -> Result<()> {
     let root = &opts.root;
-    if !root.is_dir() {
-        return Err(StoreError::NotAStore(format!(
-            "no store at {}: the directory does not exist",
-            root.display()
-        )));
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(StoreError::io(
+                format!("{} is a file, not a store directory", root.display()),
+                std::io::Error::from_raw_os_error(libc::ENOTDIR),
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if opts.read_only {
+                return Err(StoreError::NotAStore(format!(
+                    "no store at {}: the directory does not exist",
+                    root.display()
+                )));
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(StoreError::io(format!("read {}", root.display()), e)),
     }
-    if opts.wait_for_writer {
+    if holds_store(opts) || (opts.read_only && opts.wait_for_writer) {
         return Ok(());
     }
-    let has_entry = paths::STORE_ENTRIES
-        .iter()
-        .any(|e| root.join(e).symlink_metadata().is_ok());
-    let has_segments = std::fs::read_dir(&opts.commit_log_dir)
-        .map(|mut d| d.next().is_some())
-        .unwrap_or(false);
-    if has_entry || has_segments {
-        return Ok(());
-    }
-    Err(StoreError::NotAStore(format!(
-        "{} is not a store: it holds no {}/, {}/, {}/ or {} (open it with \
-         wait_for_writer=True to follow a writer that has not started yet)",
-        root.display(),
+    let names = format!(
+        "{}/, {}/, {}/, {}/ or {}",
         paths::COMMIT_LOG_DIR,
         paths::CONSUME_QUEUE_DIR,
         paths::INDEX_DIR,
+        paths::CONFIG_DIR,
         paths::CHECKPOINT_FILE,
+    );
+    if opts.read_only {
+        return Err(StoreError::NotAStore(format!(
+            "{} is not a store: it holds no {names} (open it with wait_for_writer=True to \
+             follow a writer that has not started yet)",
+            root.display(),
+        )));
+    }
+    if opts.create || is_empty_folder(root)? {
+        return Ok(());
+    }
+    Err(StoreError::NotAStore(format!(
+        "{} is not empty and holds no store (no {names}); nothing was written: open it \
+         with create=True to make a store there",
+        root.display(),
     )))
+}
+
+/// True if the folder `opts.root` holds a store: one of
+/// [`paths::STORE_ENTRIES`], or a file in the CommitLog folder.
+fn holds_store(opts: &StoreOptions) -> bool {
+    let root = &opts.root;
+    let has_entry = paths::STORE_ENTRIES
+        .iter()
+        .any(|e| root.join(e).symlink_metadata().is_ok());
+    has_entry
+        || std::fs::read_dir(&opts.commit_log_dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false)
+}
+
+/// True if `dir` holds nothing but (maybe) `lost+found`, which a file
+/// system's root has from the start.
+fn is_empty_folder(dir: &std::path::Path) -> Result<bool> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| StoreError::io(format!("read {}", dir.display()), e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io(format!("read {}", dir.display()), e))?;
+        if entry.file_name() != paths::LOST_AND_FOUND {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// A closure that poisons the store with a panicking service's message.

@@ -41,6 +41,12 @@ pub struct StoreOptions {
     /// as an empty store that follows the writer once it starts (otherwise
     /// it is refused with [`StoreError::NotAStore`](crate::error::StoreError::NotAStore)).
     pub wait_for_writer: bool,
+    /// For a writer: make a store in a directory that is not empty and
+    /// holds no store (without it such a directory is refused with
+    /// [`StoreError::NotAStore`](crate::error::StoreError::NotAStore), so a
+    /// mistyped path such as `/` or a home directory does not become a
+    /// store root). An empty or missing directory becomes a store either way.
+    pub create: bool,
     /// Opened by a repair (`rocketstore repair`): index files of another
     /// size than the geometry, and every newer one, are removed by recovery
     /// and rebuilt from the CommitLog instead of refusing the store.
@@ -97,6 +103,7 @@ impl Default for StoreOptions {
                 .unwrap_or_default(),
             read_only: false,
             wait_for_writer: false,
+            create: false,
             repair: false,
             message_index_enable: true,
             max_hash_slot_num: 5_000_000,

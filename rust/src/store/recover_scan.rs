@@ -11,7 +11,7 @@ use crate::checkpoint::CheckpointRepair;
 use crate::error::{Result, StoreError};
 use crate::index::index_file::index_file_size;
 use crate::log::commitlog::{DamagePolicy, DurableBound, RecordRead};
-use crate::log::message::{find_property, RecordView};
+use crate::log::message::{find_property, max_record_len, RecordView};
 use crate::queue::consume_queue::{ConsumeQueue, CqHole, CqUnit, UnitLimits, CQ_UNIT_SIZE};
 
 use super::Store;
@@ -332,7 +332,8 @@ impl Store {
             let limits = UnitLimits {
                 end: end as i64,
                 phy_min: s.commitlog().min_offset().max(0),
-                max_size: (s.options().max_message_size as i64).saturating_add(64 * 1024),
+                max_size: i64::try_from(max_record_len(s.options().max_message_size))
+                    .unwrap_or(i64::MAX),
             };
             for q in cqs.all() {
                 let verify = |u: &CqUnit, idx: i64| s.unit_matches_record(&q, u, idx);

@@ -8,9 +8,10 @@ use std::sync::atomic::Ordering;
 
 use crate::error::{Result, StoreError};
 use crate::log::message::{
-    self, body_crc, compressed_body_problem, encode_blank, encode_v1, find_property, props,
-    record_len, sys_flag_problem, sysflag, topic_problem, MessageSpec, PropertiesBuilder,
-    StoreStamp, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, SCHEDULE_TOPIC,
+    self, body_crc, body_size_problem, compressed_body_problem, delay_level, encode_blank,
+    encode_v1, find_property, properties_size_problem, props, queue_id_problem, record_len,
+    record_size_problem, sys_flag_problem, sysflag, topic_problem, MessageSpec, PropertiesBuilder,
+    StoreStamp, END_FILE_MIN_BLANK_LENGTH, SCHEDULE_TOPIC,
 };
 
 use super::{
@@ -37,7 +38,8 @@ pub struct Prepared<'a> {
 }
 
 impl CommitLog {
-    /// Validates `spec` and converts delayed messages (docs/format.md §17.3, §17.1).
+    /// Validates `spec` against the put rules (`log/message/rules.rs`) and
+    /// converts delayed messages (docs/format.md §17.3, §17.1).
     ///
     /// A refusal carries a sentence naming the field and the rule; the checks
     /// cost nothing more than before on the success path (the sentence is
@@ -76,18 +78,11 @@ impl CommitLog {
         if let Some(why) = topic_problem(&spec.topic) {
             return Err(Refused::illegal(why));
         }
-        if spec.queue_id < 0 {
-            return Err(Refused::illegal(format!(
-                "queue_id must be >= 0, got {}",
-                spec.queue_id
-            )));
+        if let Some(why) = queue_id_problem(spec.queue_id) {
+            return Err(Refused::illegal(why));
         }
-        if spec.body.len() > self.cfg.max_message_size {
-            return Err(Refused::illegal(format!(
-                "body is {} bytes, over max_message_size ({} bytes)",
-                spec.body.len(),
-                self.cfg.max_message_size
-            )));
+        if let Some(why) = body_size_problem(spec.body.len(), self.cfg.max_message_size) {
+            return Err(Refused::illegal(why));
         }
         if spec.sys_flag != 0 && !redelivery {
             if let Some(why) = sys_flag_problem(spec.sys_flag) {
@@ -103,15 +98,7 @@ impl CommitLog {
         if !redelivery && (tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT)
         {
             if let Some(level) = find_property(&spec.properties, props::DELAY) {
-                let level: i64 = std::str::from_utf8(level)
-                    .ok()
-                    .and_then(|s| s.trim().parse().ok())
-                    .ok_or_else(|| {
-                        Refused::illegal(format!(
-                            "property DELAY must be a whole number (a delay level), not {:?}",
-                            String::from_utf8_lossy(level)
-                        ))
-                    })?;
+                let level = delay_level(level).map_err(Refused::illegal)?;
                 if level > 0 && !self.cfg.delay_levels.is_empty() {
                     // Like RocketMQ's property map: the clamped level replaces DELAY,
                     // and REAL_TOPIC/REAL_QID replace any earlier values (a message
@@ -141,8 +128,8 @@ impl CommitLog {
         }
         let prop_crc = self.cfg.prop_crc;
         let props_len = self.stored_properties_len(&mut spec);
-        if props_len > MAX_PROPERTIES_LEN {
-            return Err(properties_too_long(&spec.properties, props_len));
+        if let Some(broken) = properties_size_problem(&spec.properties, props_len) {
+            return Err(broken.into());
         }
         let mut sys_flag = spec.sys_flag & !(sysflag::BORNHOST_V6 | sysflag::STOREHOST_V6);
         if spec.born_host.is_ipv6() {
@@ -158,20 +145,8 @@ impl CommitLog {
             &spec.born_host,
             &self.cfg.store_host,
         );
-        if len > self.cfg.max_message_size + 64 * 1024 {
-            return Err(Refused::illegal(format!(
-                "the record would take {len} bytes, over max_message_size + 64 KiB \
-                 ({} bytes)",
-                self.cfg.max_message_size + 64 * 1024
-            )));
-        }
-        if len + END_FILE_MIN_BLANK_LENGTH > self.cfg.file_size {
-            return Err(Refused::illegal(format!(
-                "the record would take {len} bytes, but a CommitLog segment of {} bytes holds \
-                 at most {} (mapped_file_size_commit_log)",
-                self.cfg.file_size,
-                self.cfg.file_size - END_FILE_MIN_BLANK_LENGTH
-            )));
+        if let Some(why) = record_size_problem(len, self.cfg.max_message_size, self.cfg.file_size) {
+            return Err(Refused::illegal(why));
         }
         let crc = body_crc(&spec.body);
         Ok(Prepared {
@@ -433,32 +408,5 @@ impl CommitLog {
         Err(StoreError::internal(
             "message did not fit in a fresh CommitLog file",
         ))
-    }
-}
-
-/// The refusal of properties over [`MAX_PROPERTIES_LEN`] bytes: RocketMQ
-/// checks the Java char count first (MESSAGE_ILLEGAL), then bytes
-/// (PROPERTIES_SIZE_EXCEEDED).
-#[cold]
-/// `stored`: the length written, with the store's property CRC if any.
-fn properties_too_long(properties: &[u8], stored: usize) -> Refused {
-    let props_len = properties.len();
-    let chars = String::from_utf8_lossy(properties).encode_utf16().count();
-    let crc_note = if stored > props_len {
-        format!(
-            " (with the store's {}-byte property CRC)",
-            stored - props_len
-        )
-    } else {
-        String::new()
-    };
-    let why = format!(
-        "properties (tags, keys and properties together) take {props_len} bytes \
-         ({chars} characters); at most {MAX_PROPERTIES_LEN} are allowed{crc_note}"
-    );
-    if chars > MAX_PROPERTIES_LEN {
-        Refused::illegal(why)
-    } else {
-        Refused::new(PutStatus::PropertiesSizeExceeded, why)
     }
 }

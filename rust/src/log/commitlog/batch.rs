@@ -15,8 +15,10 @@ use parking_lot::{Condvar, MutexGuard};
 use crate::error::Result;
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
-    encode_blank, encode_v1_crc_of_copy, find_property, props, record_len, sysflag, topic_problem,
-    MessageSpec, StoreStamp, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN,
+    batch_delay_problem, body_size_problem, encode_blank, encode_v1_crc_of_copy, find_property,
+    has_prop_crc, prop_crc_given, properties_size_problem, props, queue_id_problem, record_len,
+    record_size_problem, sysflag, topic_problem, MessageSpec, StoreStamp,
+    END_FILE_MIN_BLANK_LENGTH,
 };
 
 use super::{CommitLog, PutState, PutStatus, Refused, RESERVE_FAILURES};
@@ -160,8 +162,11 @@ impl Drop for BatchHold<'_, '_> {
     }
 }
 impl CommitLog {
-    /// Checks every message of a batch; nothing is written. `Err` names
-    /// the first refused message (its index and why) and the status it gets.
+    /// Checks every message of a batch against the put rules
+    /// (`log/message/rules.rs`: the single put's, in the same order, and
+    /// what a batch may not hold); nothing is written. `Err` names the first
+    /// refused message (its index, then the single put's sentence) and the
+    /// status it gets.
     pub fn validate_batch(&self, b: &BatchInput<'_>) -> std::result::Result<(), BatchRefusal> {
         let refuse = |index: Option<usize>, status, why: String| BatchRefusal {
             status,
@@ -173,12 +178,8 @@ impl CommitLog {
         if let Some(why) = topic_problem(b.topic) {
             return Err(refuse(None, PutStatus::MessageIllegal, why));
         }
-        if b.queue_id < 0 {
-            return Err(refuse(
-                None,
-                PutStatus::MessageIllegal,
-                format!("queue_id {} is negative", b.queue_id),
-            ));
+        if let Some(why) = queue_id_problem(b.queue_id) {
+            return Err(refuse(None, PutStatus::MessageIllegal, why));
         }
         let n = b.bodies.len();
         if !b.props_ends.is_empty() && b.props_ends.len() != n {
@@ -189,92 +190,24 @@ impl CommitLog {
             ));
         }
         for i in 0..n {
-            let body = b.bodies[i].len();
-            if body > self.cfg.max_message_size {
-                return Err(refuse(
-                    Some(i),
-                    PutStatus::MessageIllegal,
-                    format!(
-                        "body of {body} bytes exceeds max_message_size {}",
-                        self.cfg.max_message_size
-                    ),
-                ));
+            let at = |r: Refused| refuse(Some(i), r.status, r.reason);
+            if let Some(why) = body_size_problem(b.bodies[i].len(), self.cfg.max_message_size) {
+                return Err(at(Refused::illegal(why)));
             }
             let p = b.props_of(i);
-            if crate::log::message::has_prop_crc(p) {
-                return Err(refuse(
-                    Some(i),
-                    PutStatus::MessageIllegal,
-                    "property __CRC32# is the store's own; it cannot be put".into(),
-                ));
+            if let Some(why) = find_property(p, props::DELAY).and_then(batch_delay_problem) {
+                return Err(at(Refused::illegal(why)));
             }
-            let stored = b.props_len(i, self.cfg.prop_crc);
-            if stored > MAX_PROPERTIES_LEN {
-                let chars = String::from_utf8_lossy(p).encode_utf16().count();
-                let status = if chars > MAX_PROPERTIES_LEN {
-                    PutStatus::MessageIllegal
-                } else {
-                    PutStatus::PropertiesSizeExceeded
-                };
-                return Err(refuse(
-                    Some(i),
-                    status,
-                    if stored > p.len() {
-                        format!(
-                            "properties of {} bytes ({stored} with the store's property \
-                             CRC) exceed {MAX_PROPERTIES_LEN}",
-                            p.len()
-                        )
-                    } else {
-                        format!("properties of {stored} bytes exceed {MAX_PROPERTIES_LEN}")
-                    },
-                ));
+            if has_prop_crc(p) {
+                return Err(at(Refused::illegal(prop_crc_given())));
             }
-            if !p.is_empty() {
-                if p.len() > MAX_PROPERTIES_LEN {
-                    let chars = String::from_utf8_lossy(p).encode_utf16().count();
-                    let status = if chars > MAX_PROPERTIES_LEN {
-                        PutStatus::MessageIllegal
-                    } else {
-                        PutStatus::PropertiesSizeExceeded
-                    };
-                    return Err(refuse(
-                        Some(i),
-                        status,
-                        format!(
-                            "properties of {} bytes exceed {MAX_PROPERTIES_LEN}",
-                            p.len()
-                        ),
-                    ));
-                }
-                // Like RocketMQ's batches: no delayed messages (they would
-                // leave the queue for SCHEDULE_TOPIC_XXXX).
-                if let Some(level) = find_property(p, props::DELAY) {
-                    let delayed = std::str::from_utf8(level)
-                        .ok()
-                        .and_then(|s| s.trim().parse::<i64>().ok())
-                        .map_or(true, |l| l > 0);
-                    if delayed {
-                        return Err(refuse(
-                            Some(i),
-                            PutStatus::MessageIllegal,
-                            "delayed messages cannot be put in a batch".into(),
-                        ));
-                    }
-                }
+            if let Some(broken) = properties_size_problem(p, b.props_len(i, self.cfg.prop_crc)) {
+                return Err(at(broken.into()));
             }
             let len = b.record_len(i, &self.cfg.store_host, self.cfg.prop_crc);
-            if len > self.cfg.max_message_size + 64 * 1024
-                || len + END_FILE_MIN_BLANK_LENGTH > self.cfg.file_size
-            {
-                return Err(refuse(
-                    Some(i),
-                    PutStatus::MessageIllegal,
-                    format!(
-                        "a record of {len} bytes does not fit a CommitLog file of {} bytes",
-                        self.cfg.file_size
-                    ),
-                ));
+            let (max, file_size) = (self.cfg.max_message_size, self.cfg.file_size);
+            if let Some(why) = record_size_problem(len, max, file_size) {
+                return Err(at(Refused::illegal(why)));
             }
         }
         Ok(())
@@ -586,5 +519,106 @@ impl BatchOutcome {
                 Vec::new()
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::message::DEFAULT_BORN_HOST;
+
+    const SEG: usize = 4096;
+    const MAX: usize = 1024;
+
+    fn commitlog(dir: &std::path::Path, prop_crc: bool) -> CommitLog {
+        let cfg = crate::log::commitlog::CommitLogConfig {
+            dir: dir.join("commitlog"),
+            file_size: SEG,
+            max_message_size: MAX,
+            store_host: "127.0.0.1:10911".parse().unwrap(),
+            delay_levels: vec![1000, 5000],
+            prop_crc,
+        };
+        CommitLog::load(cfg, true).unwrap()
+    }
+
+    /// A batch of a good message then `body` with `props` to `topic`.
+    fn refusal(cl: &CommitLog, topic: &str, queue_id: i32, body: &[u8], props: &[u8]) -> Refused {
+        let bodies: [&[u8]; 2] = [b"ok", body];
+        let mut all = b"A\x01b".to_vec();
+        all.extend_from_slice(props);
+        let ends = [3, all.len()];
+        let b = BatchInput {
+            topic,
+            queue_id,
+            flag: 0,
+            born_timestamp: 1,
+            born_host: DEFAULT_BORN_HOST,
+            bodies: &bodies,
+            props: &all,
+            props_ends: &ends,
+        };
+        cl.validate_batch(&b).unwrap_err()
+    }
+
+    #[test]
+    fn a_broken_rule_reads_the_same_alone_and_in_a_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        for prop_crc in [false, true] {
+            let cl = commitlog(dir.path(), prop_crc);
+            let long_chars = format!("k\u{1}{}", "v".repeat(40_000));
+            let long_bytes = format!("k\u{1}{}", "é".repeat(20_000));
+            let cases: [(&str, i32, Vec<u8>, &[u8]); 7] = [
+                ("a b", 0, b"x".to_vec(), b""),
+                ("T", -1, b"x".to_vec(), b""),
+                ("T", 0, vec![b'x'; MAX + 1], b""),
+                ("T", 0, b"x".to_vec(), b"DELAY\x01soon"),
+                ("T", 0, b"x".to_vec(), long_chars.as_bytes()),
+                ("T", 0, b"x".to_vec(), long_bytes.as_bytes()),
+                ("T", 0, vec![b'x'; MAX], &[b'p'; 3000][..]),
+            ];
+            for (topic, queue_id, body, props) in cases {
+                let spec =
+                    MessageSpec::new(topic, queue_id, body.clone()).with_properties(props.to_vec());
+                let Err(alone) = cl.prepare(spec) else {
+                    panic!("{topic} {queue_id} {props:?}: accepted")
+                };
+                let batch = refusal(&cl, topic, queue_id, &body, props);
+                let whole_batch = topic != "T" || queue_id < 0;
+                let want = if whole_batch {
+                    alone.reason.clone()
+                } else {
+                    format!("message 1: {}", alone.reason)
+                };
+                assert_eq!((batch.status, batch.reason), (alone.status, want));
+            }
+        }
+    }
+
+    #[test]
+    fn a_batch_refuses_a_delayed_message_and_the_store_s_property_crc() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = commitlog(dir.path(), false);
+        let delayed = refusal(&cl, "T", 0, b"x", b"DELAY\x012");
+        assert_eq!(
+            delayed.reason,
+            "message 1: delayed messages cannot be put in a batch"
+        );
+        let crc = refusal(&cl, "T", 0, b"x", b"__CRC32#\x010000000001");
+        assert_eq!(crc.reason, format!("message 1: {}", prop_crc_given()));
+        // DELAY 0 is no delay: the batch is accepted.
+        let bodies: [&[u8]; 1] = [b"x"];
+        let props = b"DELAY\x010";
+        let b = BatchInput {
+            topic: "T",
+            queue_id: 0,
+            flag: 0,
+            born_timestamp: 1,
+            born_host: DEFAULT_BORN_HOST,
+            bodies: &bodies,
+            props,
+            props_ends: &[props.len()],
+        };
+        assert!(cl.validate_batch(&b).is_ok());
     }
 }

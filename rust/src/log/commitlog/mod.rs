@@ -132,6 +132,19 @@ impl Refused {
     }
 }
 
+impl From<crate::log::message::RuleBroken> for Refused {
+    /// The refusal of a broken put rule, with the status RocketMQ gives it.
+    fn from(broken: crate::log::message::RuleBroken) -> Self {
+        use crate::log::message::RuleBroken;
+        match broken {
+            RuleBroken::Illegal(why) => Self::illegal(why),
+            RuleBroken::PropertiesSizeExceeded(why) => {
+                Self::new(PutStatus::PropertiesSizeExceeded, why)
+            }
+        }
+    }
+}
+
 /// Format-relevant CommitLog settings.
 #[derive(Debug, Clone)]
 pub struct CommitLogConfig {

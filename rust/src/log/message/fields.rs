@@ -2,14 +2,15 @@
 //! `delay_level` become a message's properties string (docs/format.md
 //! §17.1), which values make the message illegal (MESSAGE_ILLEGAL, with a
 //! reason naming the field and the rule) and which contradictions are the
-//! caller's mistake (an invalid argument: nothing is put).
+//! caller's mistake (an invalid argument: nothing is put). The rules
+//! themselves, with their sentences, are in `rules.rs`.
 //!
 //! Every put builds its properties here: one message given as arguments, a
 //! `Message`, and every message of a batch of bodies ([`BatchProperties`],
 //! whose reasons name the message's index). The properties come first, in
 //! the caller's order, then `TAGS`, `KEYS` (space-separated) and `DELAY`.
 
-use super::{props, PropertiesBuilder, PropertyError};
+use super::{props, tags_problem, PropertiesBuilder, PropertyError};
 use crate::error::{Result, StoreError};
 
 /// One message's put fields being turned into its properties: feed it the
@@ -98,21 +99,18 @@ impl<'b, 't> MessageFields<'b, 't> {
         Ok(())
     }
 
-    /// Adds the `tags` argument (once, after the properties): empty tags,
-    /// or tags holding a separator byte, make the message illegal.
+    /// Adds the `tags` argument (once, after the properties): tags breaking
+    /// [`tags_problem`] make the message illegal.
     fn add_tags(&mut self) {
         let Some(t) = self.tags.take() else { return };
-        if t.is_empty() {
-            self.illegal.get_or_insert_with(|| {
-                "tags must not be empty (give tags=None for a message without tags)".into()
-            });
-        } else if let Err(PropertyError::Illegal(_)) = self.b.push(props::TAGS, t) {
-            self.illegal.get_or_insert_with(|| {
-                format!(
-                    "tags {t:?} contain a control character 0x01 or 0x02, which separates \
-                     properties in a record"
-                )
-            });
+        match tags_problem(t) {
+            Some(why) => {
+                self.illegal.get_or_insert(why);
+            }
+            None => {
+                let r = self.b.push(props::TAGS, t);
+                self.note(r);
+            }
         }
     }
 

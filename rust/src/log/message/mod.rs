@@ -19,14 +19,16 @@
 //!
 //! - `mod.rs`: the format's constants (magics, field positions, sys flags,
 //!   property names) and the hashes and checksum a record carries.
-//! - `rules.rs`: the put rules (topic, sys flag, compressed body), the
+//! - `rules.rs`: every put rule with its refusal's sentence (topic, queue
+//!   id, sys flag, compressed body, tags, keys, properties, `DELAY`, the
+//!   body, properties and record sizes, what a batch may not hold), the
 //!   laxer read rule for topics, and which topics are system topics.
 //! - `encode.rs`: [`MessageSpec`] and the V1 encoder (records, blanks).
 //! - `decode.rs`: the checked decoders ([`parse_record`], the validity rule,
 //!   resynchronising after damage).
-//! - `properties.rs`: the properties string (parse, build, the rules).
+//! - `properties.rs`: the properties string (parse, look up, build).
 //! - `fields.rs`: a put's tags, keys, properties and delay level as a
-//!   message's properties (one message, or a batch's), with their rules.
+//!   message's properties (one message, or a batch's).
 //! - `msg_id.rs`: message ids (store host and offset).
 //! - `prop_crc.rs`: RocketMQ 5.x's property CRC (`__CRC32#`).
 //! - `delay.rs`: the delay-level grammar.
@@ -57,8 +59,11 @@ pub use prop_crc::{
 };
 pub use properties::{find_property, iter_properties, PropertiesBuilder, PropertyError};
 pub use rules::{
-    compressed_body_problem, is_readable_topic, is_readable_topic_bytes, is_system_topic,
-    is_valid_topic, sys_flag_problem, topic_problem, MAX_TOPIC_LEN_V2,
+    batch_delay_problem, body_size_problem, compressed_body_problem, delay_level,
+    is_readable_topic, is_readable_topic_bytes, is_system_topic, is_valid_topic, key_problem,
+    max_record_len, prop_crc_given, properties_size_problem, property_problem, queue_id_problem,
+    record_size_problem, sys_flag_problem, tags_problem, topic_problem, RuleBroken,
+    MAX_TOPIC_LEN_V2,
 };
 
 /// Magic of a V1 record (1-byte topic length).

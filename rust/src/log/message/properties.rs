@@ -1,11 +1,14 @@
 //! The properties string: `name 0x01 value 0x02` pairs (RocketMQ's
-//! `messageProperties2String`), parsed, looked up, checked and built.
+//! `messageProperties2String`), parsed, looked up and built (the builder
+//! refuses what the put rules of `rules.rs` refuse).
 //!
 //! ```text
 //!  KEYS \x01 k1 k2 \x02 TAGS \x01 t \x02 ...
 //! ```
 
-use super::{props, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_CRC_NAME};
+use super::{
+    key_problem, property_problem, props, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_CRC_NAME,
+};
 
 /// Iterates `(name, value)` pairs of a serialized properties string, skipping
 /// malformed segments exactly as RocketMQ's parser does, and the property
@@ -34,40 +37,6 @@ pub fn find_property<'p>(props: &'p [u8], name: &str) -> Option<&'p [u8]> {
     iter_properties(props)
         .find(|(k, _)| *k == name.as_bytes())
         .map(|(_, v)| v)
-}
-
-/// Why the property `name=value` cannot be stored, or `None`.
-pub fn property_problem(name: &str, value: &str) -> Option<String> {
-    let sep = |s: &str| {
-        s.bytes()
-            .find(|&b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
-    };
-    if name.is_empty() {
-        return Some("property names must not be empty".into());
-    }
-    if name.as_bytes() == PROP_CRC_NAME {
-        return Some(
-            "property name \"__CRC32#\" is the store's own (the record's property CRC); \
-             it cannot be set"
-                .into(),
-        );
-    }
-    if let Some(b) = sep(name) {
-        return Some(format!(
-            "property name {name:?} contains the control character {b:#04x}, which separates \
-             properties in a record"
-        ));
-    }
-    if value.is_empty() {
-        return Some(format!("property {name:?} has an empty value"));
-    }
-    if let Some(b) = sep(value) {
-        return Some(format!(
-            "property {name:?} has a value containing the control character {b:#04x}, which \
-             separates properties in a record"
-        ));
-    }
-    None
 }
 
 /// Why a property could not be added.
@@ -112,24 +81,13 @@ impl PropertiesBuilder {
 
     /// Appends one key to the current message's `KEYS` property (`started`
     /// tracks whether the property was begun). Empty keys are skipped; a key
-    /// with a space or a separator byte is illegal.
+    /// breaking [`key_problem`] is illegal.
     pub fn push_key(&mut self, k: &str, started: &mut bool) -> Result<(), PropertyError> {
         if k.is_empty() {
             return Ok(());
         }
-        if k.contains(' ') {
-            return Err(PropertyError::Illegal(format!(
-                "key {k:?} contains a space; keys are stored space-separated, so a key \
-                 cannot hold one"
-            )));
-        }
-        if k.bytes()
-            .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
-        {
-            return Err(PropertyError::Illegal(format!(
-                "key {k:?} contains a control character 0x01 or 0x02, which separates \
-                 properties in a record"
-            )));
+        if let Some(why) = key_problem(k) {
+            return Err(PropertyError::Illegal(why));
         }
         if *started {
             self.buf.push(b' ');
@@ -145,8 +103,8 @@ impl PropertiesBuilder {
         Ok(())
     }
 
-    /// Appends `name=value`; both must be non-empty and free of 0x01/0x02
-    /// (the record's separators). The error names the property and the rule.
+    /// Appends `name=value`, unless it breaks [`property_problem`] (the
+    /// error names the property and the rule).
     pub fn push(&mut self, name: &str, value: &str) -> Result<(), PropertyError> {
         if let Some(why) = property_problem(name, value) {
             return Err(PropertyError::Illegal(why));

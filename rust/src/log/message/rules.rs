@@ -1,8 +1,30 @@
-//! The rules a put checks before anything is written (topic, sys flag,
-//! compressed body), the laxer read rule a stored topic must follow, and
-//! which topics are system topics.
+//! Every rule a put checks before anything is written, each with the
+//! sentence its refusal carries (naming the field and the rule): a
+//! message's topic, queue id, sys flag and compressed body; its tags, keys,
+//! property names and values and `DELAY` level; the sizes (body,
+//! properties, record); and what a batch may not hold. Single puts
+//! (`CommitLog::prepare`), batches (`CommitLog::validate_batch`), Arrow
+//! appends (which put through the single-put rules), the put fields
+//! ([`super::MessageFields`], [`super::PropertiesBuilder`]) and recovery's
+//! bound on a record's size ([`max_record_len`]) take their rules from here
+//! only, so one violation reads the same whichever put finds it.
+//!
+//! Also the laxer read rule a stored topic must follow, and which topics
+//! are system topics.
 
-use super::{sysflag, MAX_TOPIC_LEN, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX};
+use super::{
+    sysflag, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, MAX_TOPIC_LEN, NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR, PROP_CRC_NAME, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX,
+};
+
+/// A broken put rule, with the status RocketMQ gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleBroken {
+    /// `MESSAGE_ILLEGAL`, because of the sentence.
+    Illegal(String),
+    /// `PROPERTIES_SIZE_EXCEEDED`, because of the sentence.
+    PropertiesSizeExceeded(String),
+}
 
 /// True for RocketMQ's system topics, which readers leave out unless asked
 /// for: `SCHEDULE_TOPIC_XXXX` and `RMQ_SYS_*` (docs/spark.md).
@@ -43,6 +65,11 @@ pub fn topic_problem(topic: &str) -> Option<String> {
     Some(format!(
         "topic {topic:?} contains {bad:?}; a topic may use only letters, digits and % | _ -"
     ))
+}
+
+/// Why `queue_id` cannot be put to, or `None` if it can.
+pub fn queue_id_problem(queue_id: i32) -> Option<String> {
+    (queue_id < 0).then(|| format!("queue_id must be >= 0, got {queue_id}"))
 }
 
 /// Why `sys_flag` may not be given by a producer, or `None` if it may.
@@ -94,6 +121,180 @@ pub fn compressed_body_problem(body: &[u8]) -> Option<String> {
             "sys_flag bit 0x1 (compressed) is set but the body does not inflate as zlib ({e})"
         )),
     }
+}
+
+/// The first byte of `s` that separates properties in a record, if any.
+fn separator_in(s: &str) -> Option<u8> {
+    s.bytes()
+        .find(|&b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+}
+
+/// Why the `tags` of a put cannot be stored, or `None`: empty tags (give
+/// none instead), or tags holding a separator byte.
+pub fn tags_problem(tags: &str) -> Option<String> {
+    if tags.is_empty() {
+        return Some("tags must not be empty (give tags=None for a message without tags)".into());
+    }
+    separator_in(tags).map(|_| {
+        format!(
+            "tags {tags:?} contain a control character 0x01 or 0x02, which separates \
+             properties in a record"
+        )
+    })
+}
+
+/// Why one key of a put cannot be stored, or `None` (an empty key is
+/// skipped, not refused): keys are stored space-separated in `KEYS`, so a
+/// key may hold no space, nor a separator byte.
+pub fn key_problem(key: &str) -> Option<String> {
+    if key.contains(' ') {
+        return Some(format!(
+            "key {key:?} contains a space; keys are stored space-separated, so a key \
+             cannot hold one"
+        ));
+    }
+    separator_in(key).map(|_| {
+        format!(
+            "key {key:?} contains a control character 0x01 or 0x02, which separates \
+             properties in a record"
+        )
+    })
+}
+
+/// Why the property `name=value` cannot be stored, or `None`.
+pub fn property_problem(name: &str, value: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("property names must not be empty".into());
+    }
+    if name.as_bytes() == PROP_CRC_NAME {
+        return Some(prop_crc_given());
+    }
+    if let Some(b) = separator_in(name) {
+        return Some(format!(
+            "property name {name:?} contains the control character {b:#04x}, which separates \
+             properties in a record"
+        ));
+    }
+    if value.is_empty() {
+        return Some(format!("property {name:?} has an empty value"));
+    }
+    if let Some(b) = separator_in(value) {
+        return Some(format!(
+            "property {name:?} has a value containing the control character {b:#04x}, which \
+             separates properties in a record"
+        ));
+    }
+    None
+}
+
+/// The refusal of properties that carry the store's own property CRC.
+pub fn prop_crc_given() -> String {
+    "property name \"__CRC32#\" is the store's own (the record's property CRC); \
+     it cannot be set"
+        .into()
+}
+
+/// The delay level a `DELAY` property's value asks for (0 or less: not
+/// delayed), or why it is refused: a level is a whole number.
+pub fn delay_level(value: &[u8]) -> Result<i64, String> {
+    std::str::from_utf8(value)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "property DELAY must be a whole number (a delay level), not {:?}",
+                String::from_utf8_lossy(value)
+            )
+        })
+}
+
+/// Why a message whose `DELAY` property has `value` cannot be in a batch,
+/// or `None`: like RocketMQ's batches, no delayed message (it would leave
+/// the batch's queue for `SCHEDULE_TOPIC_XXXX`); the value follows
+/// [`delay_level`]'s rule. A batch's properties are written as given, so
+/// they cannot carry the store's property CRC either ([`prop_crc_given`]).
+pub fn batch_delay_problem(value: &[u8]) -> Option<String> {
+    match delay_level(value) {
+        Err(why) => Some(why),
+        Ok(level) if level > 0 => Some("delayed messages cannot be put in a batch".into()),
+        Ok(_) => None,
+    }
+}
+
+/// Why a body of `len` bytes is too large, or `None`.
+pub fn body_size_problem(len: usize, max_message_size: usize) -> Option<String> {
+    (len > max_message_size)
+        .then(|| format!("body is {len} bytes, over max_message_size ({max_message_size} bytes)"))
+}
+
+/// Why `properties` are too long to store, or `None`: `stored` is the
+/// length written, with the store's property CRC if any. RocketMQ checks
+/// the Java char count first (MESSAGE_ILLEGAL), then bytes
+/// (PROPERTIES_SIZE_EXCEEDED).
+#[inline]
+pub fn properties_size_problem(properties: &[u8], stored: usize) -> Option<RuleBroken> {
+    if stored > MAX_PROPERTIES_LEN {
+        Some(properties_too_long(properties, stored))
+    } else {
+        None
+    }
+}
+
+#[cold]
+fn properties_too_long(properties: &[u8], stored: usize) -> RuleBroken {
+    let len = properties.len();
+    let chars = String::from_utf8_lossy(properties).encode_utf16().count();
+    let crc_note = if stored > len {
+        format!("; {stored} bytes with the store's property CRC")
+    } else {
+        String::new()
+    };
+    let why = format!(
+        "properties (tags, keys and properties together) take {len} bytes \
+         ({chars} characters{crc_note}); at most {MAX_PROPERTIES_LEN} are allowed"
+    );
+    if chars > MAX_PROPERTIES_LEN {
+        RuleBroken::Illegal(why)
+    } else {
+        RuleBroken::PropertiesSizeExceeded(why)
+    }
+}
+
+/// Bytes a record may take beyond `max_message_size` (its topic,
+/// properties and fixed fields), as RocketMQ allows.
+const RECORD_ALLOWANCE: usize = 64 * 1024;
+
+/// The largest record a store with `max_message_size` writes: a record
+/// over it is refused by a put, and recovery checks a consume-queue unit
+/// over it against its record (an earlier configuration may have allowed
+/// it).
+#[inline]
+pub fn max_record_len(max_message_size: usize) -> usize {
+    max_message_size.saturating_add(RECORD_ALLOWANCE)
+}
+
+/// Why a record of `len` bytes cannot be written, or `None`: over
+/// [`max_record_len`], or larger than a CommitLog segment of `file_size`
+/// bytes holds (with the blank that ends it).
+pub fn record_size_problem(
+    len: usize,
+    max_message_size: usize,
+    file_size: usize,
+) -> Option<String> {
+    let max = max_record_len(max_message_size);
+    if len > max {
+        return Some(format!(
+            "the record would take {len} bytes, over max_message_size + 64 KiB ({max} bytes)"
+        ));
+    }
+    if len + END_FILE_MIN_BLANK_LENGTH > file_size {
+        return Some(format!(
+            "the record would take {len} bytes, but a CommitLog segment of {file_size} bytes \
+             holds at most {} (mapped_file_size_commit_log)",
+            file_size.saturating_sub(END_FILE_MIN_BLANK_LENGTH)
+        ));
+    }
+    None
 }
 
 /// Longest topic a V2 record can carry (signed 2-byte length).

@@ -281,7 +281,8 @@ pub struct UnitLimits {
     pub end: i64,
     /// The CommitLog's min offset (its first retained record).
     pub phy_min: i64,
-    /// The largest record the store writes (`max_message_size` + 64 KiB):
+    /// The largest record the store writes (`max_record_len`, from the put
+    /// rules: `max_message_size` + 64 KiB):
     /// a unit over it is checked against its record (an earlier
     /// configuration may have allowed it).
     pub max_size: i64,

@@ -1,0 +1,119 @@
+"""One put rule, one refusal: the same bad message gets the same status and
+the same reason whether it is put alone (``put``, ``put_message``), in a
+batch (``put_batch``, whose reason names the message's index first) or
+appended as an Arrow row (the Spark writer's path). The engine keeps every
+put rule in one place; this pins that the puts use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from rocketstore import Message, MessageStore, PutStatus
+
+OpenStore = Callable[..., MessageStore]
+SEG = 4096
+MAX = 1024
+
+# (put arguments of one message, the status it gets)
+BAD: list[tuple[dict[str, Any], PutStatus]] = [
+    ({"body": b"x" * (MAX + 1)}, PutStatus.MESSAGE_ILLEGAL),
+    ({"tags": ""}, PutStatus.MESSAGE_ILLEGAL),
+    ({"tags": "a\x01b"}, PutStatus.MESSAGE_ILLEGAL),
+    ({"keys": ["has space"]}, PutStatus.MESSAGE_ILLEGAL),
+    ({"keys": ["a\x02b"]}, PutStatus.MESSAGE_ILLEGAL),
+    ({"properties": {"": "v"}}, PutStatus.MESSAGE_ILLEGAL),
+    ({"properties": {"k": ""}}, PutStatus.MESSAGE_ILLEGAL),
+    ({"properties": {"k": "a\x02b"}}, PutStatus.MESSAGE_ILLEGAL),
+    ({"properties": {"__CRC32#": "1"}}, PutStatus.MESSAGE_ILLEGAL),
+    ({"properties": {"DELAY": "soon"}}, PutStatus.MESSAGE_ILLEGAL),
+    # Over 32,767 characters: MESSAGE_ILLEGAL; under it in characters but
+    # over it in bytes: PROPERTIES_SIZE_EXCEEDED (RocketMQ's two checks).
+    ({"properties": {"k": "v" * 40000}}, PutStatus.MESSAGE_ILLEGAL),
+    ({"properties": {"k": "é" * 20000}}, PutStatus.PROPERTIES_SIZE_EXCEEDED),
+    # A body within max_message_size whose record a segment cannot hold.
+    ({"body": b"x" * (SEG - 40), "max_message_size": SEG}, PutStatus.MESSAGE_ILLEGAL),
+]
+
+# Rules of the topic and queue, which a batch shares: its reason names no index.
+BAD_TOPIC: list[tuple[str, PutStatus]] = [
+    ("orders.v1", PutStatus.MESSAGE_ILLEGAL),
+    ("", PutStatus.MESSAGE_ILLEGAL),
+    ("a" * 128, PutStatus.MESSAGE_ILLEGAL),
+    ("a b", PutStatus.MESSAGE_ILLEGAL),
+]
+
+
+def _ids(case: tuple[Any, ...]) -> str:
+    return repr(case)[:40]
+
+
+@pytest.mark.parametrize(("case", "status"), BAD, ids=_ids)
+def test_a_bad_message_is_refused_alike_alone_and_in_a_batch(
+    open_store: OpenStore, case: dict[str, Any], status: PutStatus,
+) -> None:
+    kw = dict(case)
+    store = open_store(mapped_file_size_commit_log=SEG,
+                       max_message_size=kw.pop("max_message_size", MAX))
+    body = kw.pop("body", b"x")
+    alone = store.put("T", body, **kw, check=False)
+    assert alone.status is status, alone.reason
+    assert alone.reason
+    as_message = store.put_message(Message("T", body, **kw), check=False)
+    assert (as_message.status, as_message.reason) == (status, alone.reason)
+    # The bad message second, after a good one: its index leads the reason.
+    batch = store.put_batch("T", [b"ok", body], **{k: [None, v] for k, v in kw.items()},
+                            check=False)
+    assert (batch.status, batch.reason) == (status, f"message 1: {alone.reason}")
+    assert batch.count == 0
+    assert store.max_phy_offset == 0
+
+
+@pytest.mark.parametrize(("topic", "status"), BAD_TOPIC, ids=_ids)
+def test_a_bad_topic_is_refused_alike_alone_and_in_a_batch(
+    open_store: OpenStore, topic: str, status: PutStatus,
+) -> None:
+    store = open_store(mapped_file_size_commit_log=SEG, max_message_size=MAX)
+    alone = store.put(topic, b"x", check=False)
+    assert alone.status is status and alone.reason
+    batch = store.put_batch(topic, [b"x", b"y"], check=False)
+    assert (batch.status, batch.reason) == (status, alone.reason)
+    assert store.max_phy_offset == 0
+
+
+def _arrow_reader(topic: str, body: bytes, kw: dict[str, Any]) -> Any:
+    pa = pytest.importorskip("pyarrow")
+    columns: dict[str, Any] = {"topic": [topic], "body": [body]}
+    if "tags" in kw:
+        columns["tags"] = [kw["tags"]]
+    if "keys" in kw:
+        columns["keys"] = [kw["keys"]]
+    if "properties" in kw:
+        columns["properties"] = pa.array([list(kw["properties"].items())],
+                                         type=pa.map_(pa.string(), pa.string()))
+    table = pa.table(columns)
+    return pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+
+
+ARROW_BAD = BAD + [
+    ({"topic": topic}, status) for topic, status in BAD_TOPIC if topic
+]
+
+
+@pytest.mark.parametrize(("case", "status"), ARROW_BAD, ids=_ids)
+def test_a_bad_arrow_row_is_refused_as_a_put_alone_is(
+    open_store: OpenStore, case: dict[str, Any], status: PutStatus,
+) -> None:
+    kw = dict(case)
+    store = open_store(mapped_file_size_commit_log=SEG,
+                       max_message_size=kw.pop("max_message_size", MAX))
+    topic = kw.pop("topic", "T")
+    body = kw.pop("body", b"x")
+    alone = store.put(topic, body, **kw, check=False)
+    assert alone.status is status and alone.reason
+    done, refused = store._n.put_arrow(_arrow_reader(topic, body, kw))
+    assert (done, refused) == (0, (0, status.value, alone.reason))
+    assert store.max_phy_offset == 0
