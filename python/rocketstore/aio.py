@@ -33,7 +33,7 @@ How the loop stays free:
   Commits that write ``consumerOffset.json`` (``commit()``, auto-commits,
   ``close()``) run in the put pool.
 
-An async consumer, like a :class:`~rocketstore.consumer.Consumer`, is used
+An async consumer, like a :class:`~rocketstore.consumers.consumer.Consumer`, is used
 by one task at a time for reading; ``commit()`` may be awaited from another
 task (it commits the positions as they are when it is called).
 """
@@ -50,7 +50,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from rocketstore.consumer import _PULL_BATCH, _Pull
+from rocketstore.consumers.consumer import _PULL_BATCH, _Pull
 from rocketstore.errors import StoreClosedError
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
         PutResult,
         _BytesLike,
     )
-    from rocketstore.consumer import Consumer
+    from rocketstore.consumers.consumer import Consumer
     from rocketstore.store import MessageStore
 
 __all__ = ["AsyncConsumer", "AsyncStore"]
@@ -282,7 +282,7 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
 
 
 class AsyncConsumer:
-    """The asyncio face of a :class:`~rocketstore.consumer.Consumer`.
+    """The asyncio face of a :class:`~rocketstore.consumers.consumer.Consumer`.
 
     Made by ``store.async_consumer(group, topic, start="earliest",
     tags=None, auto_commit=True, auto_commit_interval=5.0)``; it reads,
@@ -331,12 +331,12 @@ class AsyncConsumer:
 
     @property
     def skipped(self) -> int:
-        """See :attr:`Consumer.skipped <rocketstore.consumer.Consumer.skipped>`."""
+        """See :attr:`Consumer.skipped <rocketstore.consumers.consumer.Consumer.skipped>`."""
         return self._c.skipped
 
     @property
     def damaged(self) -> int:
-        """See :attr:`Consumer.damaged <rocketstore.consumer.Consumer.damaged>`."""
+        """See :attr:`Consumer.damaged <rocketstore.consumers.consumer.Consumer.damaged>`."""
         return self._c.damaged
 
     def assignment(self) -> list[int]:
@@ -395,7 +395,7 @@ class AsyncConsumer:
                    max_messages: int = 100) -> list[MessageExt]:
         """Up to ``max_messages`` messages, as soon as any is available.
 
-        As :meth:`Consumer.poll <rocketstore.consumer.Consumer.poll>`, but
+        As :meth:`Consumer.poll <rocketstore.consumers.consumer.Consumer.poll>`, but
         the wait lets the loop run other tasks; an empty list after
         ``timeout`` seconds (``None``: no limit) or when :meth:`close` is
         called meanwhile. Cancelling the task cancels the wait only: no
@@ -447,7 +447,7 @@ class AsyncConsumer:
     ) -> pyarrow.RecordBatch:
         """Up to ``max_messages`` messages as one Arrow record batch (needs ``pyarrow``).
 
-        As :meth:`Consumer.poll_arrow <rocketstore.consumer.Consumer.poll_arrow>`,
+        As :meth:`Consumer.poll_arrow <rocketstore.consumers.consumer.Consumer.poll_arrow>`,
         waiting as :meth:`poll` does: a batch of 0 rows after ``timeout``
         seconds, or when :meth:`close` is called meanwhile. Cancelled, it
         returns nothing and the positions stay where they were.
@@ -541,7 +541,7 @@ class AsyncConsumer:
                      sync: bool = True) -> None:
         """Store next offsets as the group's committed offsets.
 
-        As :meth:`Consumer.commit <rocketstore.consumer.Consumer.commit>`
+        As :meth:`Consumer.commit <rocketstore.consumers.consumer.Consumer.commit>`
         (``sync=True``: durable when it returns), run in a store thread.
         ``offsets`` defaults to the positions when it is called.
         """
@@ -560,7 +560,7 @@ class AsyncConsumer:
     async def close(self) -> None:
         """Close the consumer; idempotent.
 
-        As :meth:`Consumer.close <rocketstore.consumer.Consumer.close>`:
+        As :meth:`Consumer.close <rocketstore.consumers.consumer.Consumer.close>`:
         with ``auto_commit`` the positions are committed durably first (in
         a store thread). A poll waiting in another task returns ``[]`` and
         an ``async for`` ends. Cancelled while committing, the consumer
@@ -763,7 +763,7 @@ class AsyncStore:
 
         The arguments, errors and warnings are those of :meth:`consumer`.
         """
-        from rocketstore.consumer import Consumer
+        from rocketstore.consumers.consumer import Consumer
 
         store = cast("MessageStore", self)
         # As consumer(): the read rule (a name that fails the put rule is

@@ -41,7 +41,7 @@ from rocketstore._native import NativeStore, RuntimeSample
 from rocketstore.services.clean import disk_usage_ratio
 
 if TYPE_CHECKING:
-    from rocketstore.config import StoreConfig
+    from rocketstore.config.store_config import StoreConfig
 
 __all__ = ["QueueStats", "StatsView", "StoreStats"]
 

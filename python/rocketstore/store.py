@@ -30,12 +30,12 @@ from rocketstore._native import (
 )
 from rocketstore._store_reads import ArrowReads, UnknownTopics
 from rocketstore.aio import AsyncStore
-from rocketstore.config import StoreConfig
-from rocketstore.config_files import TopicConfigs
-from rocketstore.consumer_offsets import ConsumerOffsets
+from rocketstore.config.files import TopicConfigs
+from rocketstore.config.store_config import StoreConfig
+from rocketstore.consumers.groups import ConsumerGroupAdmin
+from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
-from rocketstore.groups import ConsumerGroupAdmin
 from rocketstore.services.base import ServiceThread
 from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
@@ -45,7 +45,7 @@ from rocketstore.stats import StatsView
 
 if TYPE_CHECKING:
 
-    from rocketstore.consumer import Consumer
+    from rocketstore.consumers.consumer import Consumer
 
 __all__ = ["MessageStore", "RecoveryReport"]
 
@@ -790,7 +790,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         up its queues when they appear), with an
         :class:`~rocketstore.UnknownTopicWarning` naming the known topics.
         """
-        from rocketstore.consumer import Consumer
+        from rocketstore.consumers.consumer import Consumer
 
         # The read rule: a name that fails the put rule is refused unless the
         # store holds that topic (raises ValueError).

@@ -25,7 +25,7 @@ import pytest
 from helpers.paths import HELPERS
 from helpers.store_util import diff_snapshots, snapshot
 from rocketstore import ConsumerGroupBusyError, MessageStore, StoreConfig
-from rocketstore.config_files import loads_fastjson
+from rocketstore.config.files import loads_fastjson
 
 CHILD = HELPERS / "offsets_child.py"
 CFG: dict[str, Any] = {"mapped_file_size_commit_log": 64 * 1024,

@@ -23,7 +23,7 @@ import pytest
 
 from helpers.paths import HELPERS
 from rocketstore import MessageStore, StoreClosedError, StoreConfig
-from rocketstore.config_files import loads_fastjson
+from rocketstore.config.files import loads_fastjson
 
 CHILD = HELPERS / "offsets_loop_child.py"
 CFG: dict[str, Any] = {"mapped_file_size_commit_log": 64 * 1024,

@@ -24,7 +24,7 @@ import sys
 
 import rocketstore.store as store_module
 from rocketstore import MessageStore, StoreConfig
-from rocketstore.consumer import Consumer
+from rocketstore.consumers.consumer import Consumer
 
 TOPIC = "T"
 QUEUES = 4

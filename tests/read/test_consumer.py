@@ -1,4 +1,4 @@
-"""Tests for rocketstore.consumer.Consumer.
+"""Tests for rocketstore.consumers.consumer.Consumer.
 
 Most tests run against ``FakeStore`` (an in-memory model of the store contract
 the consumer relies on, answering ``get_message`` per docs/format.md §18.3) and, once
@@ -20,7 +20,7 @@ import pytest
 
 from helpers.read_util import hang_guard
 from rocketstore import GetStatus, MessageStore, ReadOnlyStoreError, StoreClosedError
-from rocketstore.consumer import Consumer
+from rocketstore.consumers.consumer import Consumer
 
 # -- the fake store -------------------------------------------------------------
 

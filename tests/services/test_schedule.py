@@ -34,7 +34,7 @@ from rocketstore import (
     PoisonedError,
     StoreConfig,
 )
-from rocketstore.config_files import loads_fastjson
+from rocketstore.config.files import loads_fastjson
 from rocketstore.services import schedule as schedule_mod
 from rocketstore.services.schedule import SCHEDULE_TOPIC, ScheduleService
 

@@ -25,8 +25,8 @@ CHILD = textwrap.dedent("""
     import os, signal, sys
     import rocketstore.store as store_module
     from rocketstore import MessageStore, StoreConfig
-    from rocketstore.config_files import TopicConfigs
-    from rocketstore.consumer_offsets import ConsumerOffsets
+    from rocketstore.config.files import TopicConfigs
+    from rocketstore.consumers.offsets import ConsumerOffsets
     from rocketstore.services.base import ServiceThread
 
     path, what, where = sys.argv[1], sys.argv[2], sys.argv[3]

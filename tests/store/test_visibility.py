@@ -39,7 +39,7 @@ from rocketstore import (
     PutStatus,
     StoreConfig,
 )
-from rocketstore.consumer_offsets import ConsumerOffsets
+from rocketstore.consumers.offsets import ConsumerOffsets
 
 CHILD = HELPERS / "visibility_child.py"
 
@@ -399,7 +399,7 @@ def test_concurrent_commits_share_writes(
 ) -> None:
     """Eight consumers commit at once while a write is under way: the
     commits made meanwhile share the next write (at most two, not eight)."""
-    import rocketstore.consumer_offsets as offsets_module
+    import rocketstore.consumers.offsets as offsets_module
     import rocketstore.store as store_module
 
     monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)

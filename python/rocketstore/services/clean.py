@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 
 from rocketstore._checks import I64_MAX
 from rocketstore._native import NativeStore
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.services.base import ServiceThread
 
 __all__ = ["CleanReport", "CleanService", "disk_usage_ratio"]

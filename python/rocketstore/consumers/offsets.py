@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 from rocketstore import _native
-from rocketstore.config_files import (
+from rocketstore.config.files import (
     MAX_QUEUE_ID,
     StrPath,
     _check_int,
@@ -192,7 +192,7 @@ class ConsumerGroupLock:
 class ConsumerOffsets:
     """Committed consumer offsets: ``<store>/config/consumerOffset.json``.
 
-    Written with :func:`~rocketstore.config_files.dumps_fastjson` (unquoted
+    Written with :func:`~rocketstore.config.files.dumps_fastjson` (unquoted
     queue ids), read with quoted or unquoted queue ids; other top-level keys
     (5.x ``dataVersion``) are ignored on read and not written. All methods
     are thread-safe; writes are safe across processes (see the module).
@@ -377,7 +377,7 @@ class ConsumerOffsets:
 
         Under ``consumerOffset.lock``: read the file, set the pending
         entries over it, write it (see
-        :func:`~rocketstore.config_files.atomic_write`). Entries other
+        :func:`~rocketstore.config.files.atomic_write`). Entries other
         processes wrote meanwhile are kept. Commits made while a write is
         under way go in the next. ``before_write`` gets a copy of exactly
         the table about to be written, before it is written (the writer's

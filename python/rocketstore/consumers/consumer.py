@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore._arrow_pull import concat_batches, empty_batch
 from rocketstore._checks import I32_MAX, I64_MAX
-from rocketstore._consumer_store import ArrowResultLike, ConsumerStore, GetResultLike
-from rocketstore.config_files import _check_int
+from rocketstore.config.files import _check_int
+from rocketstore.consumers._contract import ArrowResultLike, ConsumerStore, GetResultLike
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, StoreError
 
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     import pyarrow
 
     from rocketstore._native import MessageExt
-    from rocketstore.consumer_offsets import ConsumerGroupLock
+    from rocketstore.consumers.offsets import ConsumerGroupLock
 
 __all__ = ["ArrowResultLike", "Consumer", "ConsumerStore", "GetResultLike", "StartPosition"]
 

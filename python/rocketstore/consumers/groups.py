@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from rocketstore._checks import I64_MAX, ms_arg
-from rocketstore.consumer_offsets import ConsumerGroupLock, ConsumerOffsets, Table
+from rocketstore.consumers.offsets import ConsumerGroupLock, ConsumerOffsets, Table
 from rocketstore.errors import ReadOnlyStoreError
 
 if TYPE_CHECKING:
     from rocketstore._native import NativeStore
-    from rocketstore.config import StoreConfig
+    from rocketstore.config.store_config import StoreConfig
     from rocketstore.store import MessageStore
 
 __all__ = ["ConsumerGroupAdmin", "GroupLag", "QueueLag", "ResetTarget"]
@@ -264,7 +264,7 @@ class ConsumerGroupAdmin:
 
         Per group (sorted by name): every queue of each topic it committed
         on, with the committed offset, the queue's min and max (end) offsets
-        and the lag (see :class:`~rocketstore.groups.QueueLag`), and the
+        and the lag (see :class:`~rocketstore.consumers.groups.QueueLag`), and the
         topics an open consumer of the group holds now, in any process. Read
         from ``config/consumerOffset.json`` with this process's own commits
         not yet written on top; a read-only store first picks up the
