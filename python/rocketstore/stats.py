@@ -41,9 +41,9 @@ from rocketstore._native import NativeStore, RuntimeSample
 from rocketstore.services.clean import disk_usage_ratio
 
 if TYPE_CHECKING:
-    from rocketstore.config.store_config import StoreConfig
+    from rocketstore.store import MessageStore
 
-__all__ = ["QueueStats", "StatsView", "StoreStats"]
+__all__ = ["QueueStats", "StatsSampler", "StoreStats"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -295,26 +295,15 @@ def sample(
     )
 
 
-class StatsView:
-    """``stats()`` of :class:`~rocketstore.MessageStore` (a base class of it)."""
+class StatsSampler:
+    """The ``stats()`` part of one :class:`~rocketstore.MessageStore`: the
+    sample the next call measures its rates against. The text of
+    :meth:`stats` is that of ``MessageStore.stats``."""
 
-    if TYPE_CHECKING:
-        _config: StoreConfig
-        _read_only: bool
+    def __init__(self) -> None:
+        self._last: StoreStats | None = None
 
-        @property
-        def _n(self) -> NativeStore: ...
-
-        @property
-        def is_writeable(self) -> bool: ...
-
-        @property
-        def running_flags(self) -> list[str]: ...
-
-    #: The sample the next ``stats()`` call measures its rates against.
-    _stats_last: StoreStats | None = None
-
-    def stats(self, since: StoreStats | None = None) -> StoreStats:
+    def stats(self, store: MessageStore, since: StoreStats | None = None) -> StoreStats:
         """One sample of the store's running state (RocketMQ's ``getRuntimeInfo``).
 
         Put and pull counts and rates, dispatch and flush lag in bytes, disk
@@ -353,18 +342,19 @@ class StatsView:
         """
         if since is not None and not isinstance(since, StoreStats):
             raise TypeError(f"since must be a StoreStats, not {type(since).__name__}")
-        s = self._sample(since or self._stats_last, disk=True)
-        self._stats_last = s
+        s = _sample(store, since or self._last, disk=True)
+        self._last = s
         return s
 
-    def _stats_reset(self) -> None:
+    def reset(self, store: MessageStore) -> None:
         """The baseline of the first ``stats()`` call: the store just opened."""
-        self._stats_last = None
-        self._stats_last = self._sample(None, disk=False)
+        self._last = None
+        self._last = _sample(store, None, disk=False)
 
-    def _sample(self, since: StoreStats | None, *, disk: bool) -> StoreStats:
-        cfg = self._config
-        return sample(self._n, store_path=Path(cfg.store_path),
-                      commit_log_dir=Path(cfg.commit_log_dir), read_only=self._read_only,
-                      writeable=self.is_writeable, running_flags=self.running_flags,
-                      since=since, disk=disk)
+
+def _sample(store: MessageStore, since: StoreStats | None, *, disk: bool) -> StoreStats:
+    cfg = store.config
+    return sample(store._n, store_path=Path(cfg.store_path),
+                  commit_log_dir=Path(cfg.commit_log_dir), read_only=store.read_only,
+                  writeable=store.is_writeable, running_flags=store.running_flags,
+                  since=since, disk=disk)

@@ -4,90 +4,77 @@ A store is a directory laid out as RocketMQ's broker lays it out (CommitLog
 segments, consume queues, index files, checkpoint). ``MessageStore`` opens it,
 takes the single-writer lock, recovers, and serves puts and reads. The hot
 paths (encoding, appending, reading) run in the Rust engine; this class
-orchestrates.
+orchestrates. Its public methods are all defined in this class or in its
+native base ``MessageStoreBase``; where the work lives in one of the Python
+parts the store holds, the method hands it on and carries that part's text.
 """
 
 from __future__ import annotations
 
-import atexit
+import asyncio
 import datetime
-import logging
 import os
-import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from rocketstore import _native
+from rocketstore import _native, aio
+from rocketstore._arrow_pull import DEFAULT_ARROW_BATCH, ArrowGetResult, get_arrow
 from rocketstore._checks import ms_arg as _ms_arg
-from rocketstore._logging import ensure_log_pump, pump_now
+from rocketstore._lifecycle import close_store, disarm, open_store, persist_config
 from rocketstore._native import (
     GetMessageResult,
     MessageExt,
     MessageStoreBase,
     NativeStore,
 )
-from rocketstore._store_reads import ArrowReads, UnknownTopics
-from rocketstore.aio import AsyncStore
+from rocketstore._store_reads import (
+    UnknownTopics,
+    arrow_stream,
+    get_message,
+    query_message,
+    read_arrow,
+)
+from rocketstore.aio import StoreThreads
 from rocketstore.config.files import TopicConfigs
 from rocketstore.config.store_config import StoreConfig
-from rocketstore.consumers.groups import ConsumerGroupAdmin
+from rocketstore.consumers.commits import OffsetCommits
+from rocketstore.consumers.groups import GroupAdmin, GroupLag, ResetTarget
 from rocketstore.consumers.offsets import ConsumerOffsets
-from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
-from rocketstore.services.base import ServiceThread
-from rocketstore.services.clean import CleanService
-from rocketstore.services.recovery import RecoveryReport, RecoveryService
-from rocketstore.services.reput import ReputService
-from rocketstore.services.schedule import ScheduleService
-from rocketstore.stats import StatsView
+from rocketstore.services.recovery import RecoveryReport
+from rocketstore.stats import StatsSampler, StoreStats
 
 if TYPE_CHECKING:
+    import pyarrow
 
+    from rocketstore._native import (
+        ArrowStream,
+        BatchPutResult,
+        Message,
+        PutResult,
+        _BytesLike,
+    )
+    from rocketstore.consumers.async_consumer import AsyncConsumer
     from rocketstore.consumers.consumer import Consumer
+    from rocketstore.consumers.offsets import ConsumerGroupLock
+    from rocketstore.services.base import ServiceThread
+    from rocketstore.services.clean import CleanService
+    from rocketstore.services.reput import ReputService
 
 __all__ = ["MessageStore", "RecoveryReport"]
 
-log = logging.getLogger("rocketstore")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
-#: Seconds between writes of consumerOffset.json triggered by ``sync=False``
-#: commits (RocketMQ's ``flushConsumerOffsetInterval``).
-OFFSETS_PERSIST_INTERVAL = 5.0
-
-
-
-# Live stores, so a forked child can disarm the handles it inherited.
-_LIVE: weakref.WeakSet[MessageStore] = weakref.WeakSet()
-
-_FORKED_REASON = "store handles do not survive fork(); open the store again"
-
-
-def _after_fork_in_child() -> None:
-    # The child's copy of the engine store is closed already (the engine
-    # notices the fork, and closed the child's copy of the lock descriptor
-    # at fork); dropping it here touches no file and joins no thread.
-    for store in list(_LIVE):
-        store._disarm(_FORKED_REASON)
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _at_exit() -> None:
-    """Keep daemon threads out of the GIL once the interpreter finalizes.
-
-    CPython ends a thread that takes the GIL back during finalization with
-    ``pthread_exit``, whose forced unwind must not cross Rust frames (the
-    process would abort). From here on, an engine call that released the GIL
-    never takes it back (the thread waits for the process to end), and new
-    calls keep the GIL; threads already taking it back are let through first.
-    """
-    _native._begin_exit()
-
-
-atexit.register(_at_exit)
+def _documented_by(part: Callable[..., Any]) -> Callable[[_F], _F]:
+    """Give a public method the text of the part's method that does its work
+    (one text per method, next to the code it describes)."""
+    def give(method: _F) -> _F:
+        method.__doc__ = part.__doc__
+        return method
+    return give
 
 
 def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
@@ -98,7 +85,7 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, ConsumerGroupAdmin):
+class MessageStore(MessageStoreBase):
     """A RocketMQ-compatible message store.
 
     Args:
@@ -134,6 +121,15 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
     ``aput``, ``aput_message``, ``aput_messages``, ``aput_batch`` and
     :meth:`async_consumer` never block the event loop (see
     :mod:`rocketstore.aio`).
+
+    Every public method is defined here or on ``MessageStoreBase``; the
+    Python parts behind some of them are objects the store holds, each in
+    its own module: the async threads (:mod:`rocketstore.aio`), the
+    committed offsets (:mod:`rocketstore.consumers.commits`), the consumer
+    groups (:mod:`rocketstore.consumers.groups`), the stats baseline
+    (:mod:`rocketstore.stats`), and the Arrow reads
+    (:mod:`rocketstore._store_reads`, :mod:`rocketstore._arrow_pull`).
+    Opening and closing are :mod:`rocketstore._lifecycle`.
 
     >>> import tempfile
     >>> tmp = tempfile.TemporaryDirectory()
@@ -173,15 +169,31 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         # Python services (ServiceThread subclasses) started after recovery,
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
-        self._offsets = ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME)
+        self._commits = OffsetCommits(
+            ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME))
         self._topic_configs = TopicConfigs(self._config.config_dir / _native.TOPICS_FILE)
         self._recovery: RecoveryReport | None = None
-        self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
         self._pid = os.getpid()
         self._unknown = UnknownTopics(self._config.store_path)
+        self._init_parts()
 
-    # -- lifecycle ---------------------------------------------------------
+    def _init_parts(self) -> None:
+        """The Python parts: each holds its own state and refers to the
+        store weakly (or is handed it per call), so a dropped store goes."""
+        ref = weakref.ref(self)
+
+        def native() -> NativeStore:
+            store = ref()
+            if store is None:
+                raise StoreClosedError("store is closed")
+            return store._n
+
+        self._threads = StoreThreads(native)
+        self._groups = GroupAdmin()
+        self._stats = StatsSampler()
+
+    # -- lifecycle (_lifecycle.py) -----------------------------------------
 
     def start(self) -> MessageStore:
         """Lock, load and recover the store; returns ``self``.
@@ -193,96 +205,9 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             ConfigMismatchError: the files disagree with the configuration.
             CorruptedError: a file is damaged beyond what recovery repairs.
         """
-        if self._native is not None and not self._native.closed:
-            return self
-        self._pid = os.getpid()
-        cfg = self._config
-        ensure_log_pump()
-        if not self._read_only:
-            os.makedirs(cfg.store_path, exist_ok=True)
-        # The engine reads the config object itself (field by field).
-        native = NativeStore(cfg, self._read_only, repair=self._repair,
-                             wait_for_writer=self._wait_for_writer)
-        try:
-            offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
-            report = RecoveryService(native).recover(
-                cfg.check_crc_on_recover,
-                cfg.on_corruption == "skip",
-                consumer_offsets=None if self._read_only else offsets,
-                whole=self._repair,
-            )
-            topic_configs = TopicConfigs.load(cfg.config_dir / _native.TOPICS_FILE)
-            if not self._read_only:
-                # Flush threads first: the abort file they create marks the
-                # store as running from here on.
-                native.start_flush()
-        except BaseException:
-            native.shutdown()
-            pump_now()
-            raise
-        pump_now()
-        self._config = cfg.replace(
-            mapped_file_size_commit_log=native.commit_log_file_size,
-            mapped_file_size_consume_queue=native.consume_queue_file_size,
-        )
-        self._recovery = report
-        self._native = native
-        self._reput = ReputService(native)
-        self._offsets = offsets
-        self._topic_configs = topic_configs
-        if not self._read_only:
-            try:
-                # A service may refuse to start (an unreadable progress file).
-                services = self._make_services()
-            except BaseException:
-                native.shutdown()
-                pump_now()
-                raise
-            self._reput.start()
-            for service in services:
-                service.start()
-                self._services.append(service)
-        self._attach(native)
-        _LIVE.add(self)
-        self._stats_reset()
+        if self._native is None or self._native.closed:
+            open_store(self)
         return self
-
-    def _make_services(self) -> list[ServiceThread]:
-        """The Python services a writer runs (dispatch runs in the engine)."""
-        # The service refers to the store weakly: a running thread must not
-        # keep a dropped store (and its engine store) alive.
-        ref = weakref.ref(self)
-
-        def native() -> NativeStore | None:
-            store = ref()
-            return None if store is None else store._native
-
-        def offsets() -> dict[str, dict[int, int]]:
-            store = ref()
-            return {} if store is None else store._offsets.current()
-
-        def failed(reason: str) -> None:
-            store = ref()
-            if store is not None:
-                store._service_failed(reason)
-
-        self._clean = CleanService(native, self._config, offsets=offsets, on_failure=failed)
-        return [self._clean, ScheduleService.for_store(self)]
-
-    def _service_failed(self, reason: str) -> None:
-        """A Python service died: refuse puts from now on, keeping the reason."""
-        n = self._native
-        if n is not None and not n.closed:
-            n.poison(reason)
-
-    def _disarm(self, why: str) -> None:
-        """Make every call raise StoreClosedError (after fork in the child)."""
-        self._native = None
-        self._reput = None
-        self._services = []  # their threads are the parent's
-        self._closed_reason = why
-        self._detach(why)
-        self._aio_close(why, forked=True)
 
     def shutdown(self) -> None:
         """Dispatch what is left, flush, persist offsets and close.
@@ -292,91 +217,21 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         or ``SystemExit`` before the engine closed leaves the store open:
         call it again to finish (nothing committed is dropped).
         """
-        n = self._native
-        if n is None or n.closed:
-            return
-        if os.getpid() != self._pid:
-            # A copy in a forked child (whatever forked it): the files, the
-            # threads and the config files are the parent's; touch nothing.
-            self._disarm(_FORKED_REASON)
-            return
-        try:
-            while self._services:
-                # Removed once stopped: an interrupted close stops it again.
-                self._services[-1].shutdown()
-                self._services.pop()
-            if self._reput is not None:
-                self._reput.shutdown()
-            if not self._read_only:
-                if n.poison_reason is None:
-                    # Dispatch what is left first, so topics.json lists every topic.
-                    n.drain_dispatch()
-                self._persist_config()
-            elif not self._no_write:
-                self._offsets.persist()
-        except Exception:
-            self._close_native(n)
-            raise
-        except BaseException:
-            # Interrupted (KeyboardInterrupt, SystemExit): the engine store
-            # stays open, so a later close() does what is left (offsets and
-            # topics committed so far are written then) instead of returning.
-            pump_now()
-            raise
-        self._close_native(n)
-
-    def _close_native(self, n: NativeStore) -> None:
-        try:
-            n.shutdown()
-        finally:
-            pump_now()
-            # Async waits and puts, and open consumers' groups, end with the engine store.
-            self._aio_close("store is closed")
-            self._release_consumer_groups()
+        close_store(self)
 
     def close(self) -> None:
         """Close the store: the same as :meth:`shutdown` (as files and sockets are closed)."""
         self.shutdown()
 
-    def _persist_config(self) -> None:
-        n = self._n
-        for topic in n.topics():
-            for qid in n.queue_ids(topic):
-                self._topic_configs.ensure(topic, qid)
-        self._topic_configs.persist()
-        self._persist_offsets()
+    def _service_failed(self, reason: str) -> None:
+        """A Python service died: refuse puts from now on, keeping the reason."""
+        n = self._native
+        if n is not None and not n.closed:
+            n.poison(reason)
 
-    def _persist_offsets(self) -> bool:
-        """Write consumerOffset.json if it changed, after making the messages
-        below the offsets written durable (no persisted offset ever points
-        past data a power loss could take back). Concurrent callers share
-        writes: a commit made while a write is under way goes in the next.
-        """
-        n = self._n
-        if self._read_only:
-            # A reader cannot flush the writer's CommitLog; after a power
-            # loss the writer's recovery lowers offsets past the queue ends.
-            self._offsets_persisted_at = time.monotonic()
-            return self._offsets.persist()
-
-        def flush_below(table: dict[str, dict[int, int]]) -> None:
-            entries = [
-                (key.split("@", 1)[0], qid, off)
-                for key, queues in table.items()
-                for qid, off in queues.items()
-            ]
-            n.flush_for_offsets(entries)
-
-        # The interval runs from the moment the table is taken: the write
-        # holds every commit made before it, however long the flush takes.
-        self._offsets_persisted_at = time.monotonic()
-        return self._offsets.persist(flush_below)
-
-    def _maybe_persist_offsets(self) -> None:
-        """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed since the last write."""
-        if (time.monotonic() - self._offsets_persisted_at >= OFFSETS_PERSIST_INTERVAL
-                and self._offsets.dirty):
-            self._persist_offsets()
+    def _disarm(self, why: str) -> None:
+        """Make every call raise StoreClosedError (after fork in the child)."""
+        disarm(self, why)
 
     def __enter__(self) -> MessageStore:
         return self.start()
@@ -388,6 +243,24 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         tb: TracebackType | None,
     ) -> None:
         self.shutdown()
+
+    async def __aenter__(self) -> MessageStore:
+        """``async with MessageStore(cfg) as store:``: :meth:`start` in a
+        thread (recovery of a big store takes a while)."""
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """:meth:`shutdown` in a thread (it dispatches, flushes and joins
+        the store's threads); the loop runs on meanwhile."""
+        await asyncio.to_thread(self.shutdown)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A handle never survives pickling: the copy reopens by path.
@@ -414,6 +287,10 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         if n.closed:
             raise StoreClosedError("store is closed")
         return n
+
+    @property
+    def _offsets(self) -> ConsumerOffsets:
+        return self._commits.offsets
 
     # -- properties --------------------------------------------------------
 
@@ -506,12 +383,62 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
 
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""
-        off = self._n.flush()
+        n = self._n
+        off = n.flush()
         if not self._read_only:
-            self._persist_config()
+            persist_config(self)
         elif not self._no_write:
-            self._persist_offsets()
+            self._commits.persist(n, read_only=True)
         return off
+
+    # -- asyncio puts (aio.py) ---------------------------------------------
+
+    @_documented_by(aio.aput)
+    async def aput(
+        self,
+        topic: str,
+        body: _BytesLike,
+        queue_id: int = 0,
+        tags: str | None = None,
+        keys: Sequence[str] | str | None = None,
+        properties: dict[str, str] | None = None,
+        delay_level: int = 0,
+        flag: int = 0,
+        born_timestamp: int | None = None,
+        born_host: tuple[str, int] | None = None,
+        sys_flag: int = 0,
+        *,
+        check: bool = True,
+    ) -> PutResult:
+        return await aio.aput(self, topic, body, queue_id, tags, keys, properties, delay_level,
+                              flag, born_timestamp, born_host, sys_flag, check=check)
+
+    @_documented_by(aio.aput_message)
+    async def aput_message(self, msg: Message, *, check: bool = True) -> PutResult:
+        return await aio.aput_message(self, msg, check=check)
+
+    @_documented_by(aio.aput_messages)
+    async def aput_messages(
+        self, msgs: Sequence[Message] | Iterable[Message], *, check: bool = True
+    ) -> list[PutResult]:
+        return await aio.aput_messages(self, msgs, check=check)
+
+    @_documented_by(aio.aput_batch)
+    async def aput_batch(
+        self,
+        topic: str,
+        bodies: Iterable[bytes | bytearray | memoryview],
+        queue_id: int = 0,
+        *,
+        keys: Sequence[Sequence[str] | str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        properties: Sequence[dict[str, str] | None] | None = None,
+        return_offsets: bool = False,
+        check: bool = True,
+    ) -> BatchPutResult:
+        return await aio.aput_batch(self, topic, bodies, queue_id, keys=keys, tags=tags,
+                                    properties=properties, return_offsets=return_offsets,
+                                    check=check)
 
     # -- reads -------------------------------------------------------------
 
@@ -534,6 +461,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """See :meth:`UnknownTopics.warn` (True if ``topic``/``queue_id`` is unknown)."""
         return self._unknown.warn(self._n, topic, queue_id, stacklevel + 1)
 
+    @_documented_by(get_message)
     def get_message(
         self,
         group: str,
@@ -543,61 +471,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         max_msg_nums: int = 32,
         tags: Sequence[str] | str | None = None,
     ) -> GetMessageResult:
-        """Pull up to ``max_msg_nums`` messages of ``topic``/``queue_id`` from ``offset``.
-
-        One pull is capped as in RocketMQ (``isTheBatchFull``): at most
-        ``max_transfer_count_on_message_in_memory`` (32) messages and
-        ``max_transfer_bytes_on_message_in_memory`` (256 KiB) for recent
-        messages, ``..._in_disk`` (8, 64 KiB) for older ones; so
-        ``get_message(..., 200)`` returns 32 by default. Pull again from
-        ``next_begin_offset``, raise those fields, or use a consumer or
-        :meth:`read_arrow`.
-
-        ``tags`` filters exactly by tag (``None`` or ``["*"]``: every message; a
-        string is a RocketMQ expression ``"a || b"``). The result's
-        ``next_begin_offset`` is where the next pull starts. ``group`` names the
-        consumer group (kept for RocketMQ's signature; offsets are committed
-        with :meth:`commit_offset`).
-
-        Statuses: ``FOUND``, ``NO_MATCHED_MESSAGE`` (nothing passed the tag
-        filter), ``MESSAGE_WAS_REMOVING`` (the CommitLog file behind the units
-        expired), ``OFFSET_FOUND_NULL`` (no unit readable at ``offset``),
-        ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
-        ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
-        unknown topic or queue reads as an empty one (nothing is created on
-        disk), with an :class:`~rocketstore.UnknownTopicWarning` naming the
-        topics (or queues) the store holds.
-        ``OFFSET_FOUND_NULL`` with ``next_begin_offset == offset`` means the
-        message there is not readable yet: pull again.
-
-        Every message's body CRC is checked: a damaged record is skipped,
-        counted in the result's ``damaged`` and logged once; it is never
-        served, and ``next_begin_offset`` moves past it (offsets stay dense).
-        Offsets whose messages retention deleted (below the min offset, or
-        units pointing into a deleted CommitLog file, also inside a ``FOUND``
-        pull) are counted in ``skipped``: without a tag filter, a pull that
-        moves forward has ``next_begin_offset - offset == len(messages) +
-        skipped + damaged``.
-
-        On a read-only store, a pull that reaches the end of what this
-        process knows of the queue first picks up what the writer appended.
-
-        Raises:
-            ValueError: ``topic`` breaks the topic rule (letters, digits and
-                ``% | _ -``, at most 127 bytes) and the store holds no such
-                topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
-        """
-        tag_list: list[str] | None
-        if tags is None:
-            tag_list = None
-        elif isinstance(tags, str):
-            tag_list = [t.strip() for t in tags.split("||")]
-        else:
-            tag_list = list(tags)
-        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list)
-        if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
-            self._warn_unknown(topic, queue_id)
-        return result
+        return get_message(self, group, topic, queue_id, offset, max_msg_nums, tags)
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         """CommitLog offset of the message at ``cq_offset`` (0 when none)."""
@@ -621,6 +495,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """Store time of the message at ``cq_offset`` (-1 when none)."""
         return self._n.get_message_store_timestamp(topic, queue_id, cq_offset)
 
+    @_documented_by(query_message)
     def query_message(
         self,
         topic: str,
@@ -629,29 +504,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         begin_timestamp: int | datetime.datetime = 0,
         end_timestamp: int | datetime.datetime | None = None,
     ) -> list[MessageExt]:
-        """Messages of ``topic`` whose UNIQ_KEY or KEYS contain ``key``, ascending by offset.
-
-        Only messages really carrying the key are returned (index hash
-        collisions are filtered out); at most ``min(max_num, max_msgs_num_batch)``.
-
-        The window is the messages' store time in ``[begin_timestamp,
-        end_timestamp]``, both included, exact to the millisecond (``None``:
-        no end). The bounds are ms since the epoch, or ``datetime`` objects (a
-        naive one is local time, as ``datetime.timestamp()`` reads it). The
-        index keeps whole seconds, so the search looks up to a second before
-        ``begin_timestamp`` and each record's own store time decides; the
-        ``max_num`` entries the index hands out may include such neighbours
-        (they are dropped, not replaced).
-
-        Raises:
-            CorruptedError: a record the index points at is damaged (the
-                message names file and offset).
-        """
-        found = self._n.query_message(topic, key, max_num, _ms_arg(begin_timestamp),
-                                      _ms_arg(end_timestamp))
-        if not found:
-            self._warn_unknown(topic)
-        return found
+        return query_message(self, topic, key, max_num, begin_timestamp, end_timestamp)
 
     def queue_ids(self, topic: str) -> list[int]:
         """Queue ids of ``topic`` that exist, sorted."""
@@ -690,7 +543,53 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """Read-only stores: pick up what the writer appended (True if anything new)."""
         return self._n.refresh()
 
-    # -- consumer groups ---------------------------------------------------
+    # -- Arrow reads (_store_reads.py, _arrow_pull.py) ----------------------
+
+    @_documented_by(read_arrow)
+    def read_arrow(
+        self,
+        topic: str | Sequence[str] | None = None,
+        queue_id: int | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        batch_size: int = 65536,
+        *,
+        include_system: bool = False,
+        include_uncommitted: bool = False,
+        threads: int | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pyarrow.RecordBatchReader:
+        return read_arrow(self, topic, queue_id, start, end, batch_size,
+                          include_system=include_system,
+                          include_uncommitted=include_uncommitted, threads=threads,
+                          columns=columns)
+
+    def _arrow_stream(self, *args: Any, **kwargs: Any) -> ArrowStream:
+        """See :func:`rocketstore._store_reads.arrow_stream`."""
+        return arrow_stream(self, *args, **kwargs)
+
+    @_documented_by(get_arrow)
+    def get_arrow(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_messages: int = DEFAULT_ARROW_BATCH,
+        columns: Sequence[str] | None = None,
+        zero_copy: bool = False,
+        *,
+        tags: Sequence[str] | str | None = None,
+    ) -> ArrowGetResult:
+        return get_arrow(self, topic, queue_id, offset, max_messages, columns, zero_copy,
+                         tags=tags)
+
+    # -- stats (stats.py) --------------------------------------------------
+
+    @_documented_by(StatsSampler.stats)
+    def stats(self, since: StoreStats | None = None) -> StoreStats:
+        return self._stats.stats(self, since)
+
+    # -- committed offsets (consumers/commits.py) --------------------------
 
     def commit_offset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         """Record ``next_offset`` as the next message ``group`` reads from the queue.
@@ -705,63 +604,25 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """
         self.commit_offsets(group, topic, {queue_id: next_offset})
 
+    @_documented_by(OffsetCommits.commit_offsets)
     def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-        """Record ``{queue_id: next_offset}`` of ``group`` for several queues at once.
-
-        As :meth:`commit_offset`, for all the queues together: every entry is
-        checked first (a bad one records nothing), and a write of
-        ``config/consumerOffset.json`` that this commit triggers (or that runs
-        meanwhile) holds all of them or none. ``Consumer`` commits this way.
-
-        Raises:
-            ValueError / TypeError: an empty group or topic, a topic with
-                ``@`` or one that breaks the topic rule (letters, digits and
-                ``% | _ -``, at most 127 bytes) and the store does not hold,
-                a queue id outside ``[0, 2**31 - 1]`` or an offset outside
-                ``[0, 2**63 - 1]`` or not an int.
-            ReadOnlyStoreError: the store was opened ``no_write=True``.
-        """
         n = self._n
         if self._no_write:
             raise ReadOnlyStoreError("cannot commit offsets in a store opened no_write=True")
-        if isinstance(topic, str) and topic and "@" not in topic:
-            # The read rule: a name that breaks the topic rule is refused
-            # unless the store holds that topic (raises ValueError).
-            n.get_max_offset_in_queue(topic, 0)
-        self._offsets.commit_many(group, topic, offsets)
-        self._maybe_persist_offsets()
+        self._commits.commit_offsets(n, self._read_only, group, topic, offsets)
 
+    @_documented_by(OffsetCommits.query_offset)
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        """The committed next offset of ``group`` in the queue (-1 when unknown).
-
-        Sees what other processes wrote to ``consumerOffset.json`` (one
-        ``stat`` of the file per call), with this process's own commits on top.
-        """
         self._n  # noqa: B018 - raises StoreClosedError when closed
-        self._offsets.refresh()
-        return self._offsets.query(group, topic, queue_id)
+        return self._commits.query_offset(group, topic, queue_id)
 
+    @_documented_by(OffsetCommits.persist_offsets)
     def persist_offsets(self) -> None:
-        """Make the committed offsets durable now.
-
-        First the CommitLog is flushed up to the messages below the committed
-        offsets (in every flush mode; under ``SYNC_FLUSH`` they already are),
-        then ``config/consumerOffset.json`` is written atomically (temporary
-        file, fsync, rename, fsync of the directory), under
-        ``config/consumerOffset.lock``, merged with what other processes
-        wrote (``docs/format.md``, §13.1). Concurrent calls share writes.
-        Nothing is written when nothing changed, or on a ``no_write`` store.
-        A read-only store writes the file without the flush (it cannot flush
-        the writer's CommitLog).
-
-        Raises:
-            PoisonedError: the CommitLog cannot be flushed (the file is not written).
-            TimeoutError: the flush did not complete within ``sync_flush_timeout``
-                (SYNC_FLUSH) or the disk took nothing (the file is not written).
-        """
-        self._n  # noqa: B018
+        n = self._n
         if not self._no_write:
-            self._persist_offsets()
+            self._commits.persist(n, self._read_only)
+
+    # -- consumers (consumers/) --------------------------------------------
 
     def consumer(
         self,
@@ -790,11 +651,57 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         up its queues when they appear), with an
         :class:`~rocketstore.UnknownTopicWarning` naming the known topics.
         """
+        return self._make_consumer(group, topic, start, tags, auto_commit, auto_commit_interval)
+
+    def async_consumer(
+        self,
+        group: str,
+        topic: str,
+        *,
+        start: Literal["earliest", "latest"] = "earliest",
+        tags: Sequence[str] | None = None,
+        auto_commit: bool = True,
+        auto_commit_interval: float = 5.0,
+    ) -> AsyncConsumer:
+        """An :class:`~rocketstore.consumers.AsyncConsumer` of every queue of
+        ``topic`` for ``group``: :meth:`consumer` whose waits never block
+        the event loop.
+
+        The arguments, errors and warnings are those of :meth:`consumer`.
+        """
+        from rocketstore.consumers.async_consumer import AsyncConsumer
+
+        c = self._make_consumer(group, topic, start, tags, auto_commit, auto_commit_interval)
+        return AsyncConsumer(self._threads, c)
+
+    def _make_consumer(self, group: str, topic: str, start: Literal["earliest", "latest"],
+                       tags: Sequence[str] | None, auto_commit: bool,
+                       auto_commit_interval: float) -> Consumer:
         from rocketstore.consumers.consumer import Consumer
 
         # The read rule: a name that fails the put rule is refused unless the
         # store holds that topic (raises ValueError).
         self._n.get_max_offset_in_queue(topic, 0)
-        self._warn_unknown(topic)
+        self._warn_unknown(topic, stacklevel=4)  # names the caller of consumer()
         return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
                         auto_commit_interval=auto_commit_interval)
+
+    # -- consumer groups (consumers/groups.py) -----------------------------
+
+    @_documented_by(GroupAdmin.consumer_groups)
+    def consumer_groups(self) -> list[GroupLag]:
+        return self._groups.consumer_groups(self)
+
+    @_documented_by(GroupAdmin.reset_consumer_group)
+    def reset_consumer_group(
+        self, group: str, to: ResetTarget, *, topic: str | None = None, dry_run: bool = False
+    ) -> dict[tuple[str, int], tuple[int | None, int]]:
+        return self._groups.reset_consumer_group(self, group, to, topic, dry_run)
+
+    @_documented_by(GroupAdmin.delete_consumer_group)
+    def delete_consumer_group(self, group: str, *, topic: str | None = None) -> list[str]:
+        return self._groups.delete_consumer_group(self, group, topic)
+
+    @_documented_by(GroupAdmin.hold_consumer_group)
+    def hold_consumer_group(self, group: str, topic: str) -> ConsumerGroupLock | None:
+        return self._groups.hold_consumer_group(self, group, topic)

@@ -21,14 +21,14 @@ import os
 import sys
 import time
 
-import rocketstore.store as store_module
+import rocketstore.consumers.commits as commits_module
 from rocketstore import MessageStore, StoreConfig
 
 
 def main() -> None:
     path, log_path = sys.argv[1], sys.argv[2]
     auto_commit_interval, persist_interval = float(sys.argv[3]), float(sys.argv[4])
-    store_module.OFFSETS_PERSIST_INTERVAL = persist_interval
+    commits_module.OFFSETS_PERSIST_INTERVAL = persist_interval
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     store = MessageStore(StoreConfig(store_path=path,
                                      mapped_file_size_commit_log=1 << 20,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import sys
 
-import rocketstore.store as store_module
+import rocketstore.consumers.commits as commits_module
 from rocketstore import MessageStore, StoreConfig
 
 CFG = {"mapped_file_size_commit_log": 64 * 1024, "mapped_file_size_consume_queue": 20 * 100,
@@ -23,7 +23,7 @@ CFG = {"mapped_file_size_commit_log": 64 * 1024, "mapped_file_size_consume_queue
 
 def main() -> None:
     path, role, group, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    store_module.OFFSETS_PERSIST_INTERVAL = 0.0
+    commits_module.OFFSETS_PERSIST_INTERVAL = 0.0
     store = MessageStore(StoreConfig(store_path=path, **CFG),
                          read_only=role == "reader").start()
     print("ready", flush=True)

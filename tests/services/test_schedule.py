@@ -413,7 +413,7 @@ def _run_child(store_path: str, n: int, mode: str, persist_ms: int) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, store_path, str(n), mode, str(HERE), str(persist_ms)],
         stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)])},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS), *sys.path])},
     )
     assert proc.stdout is not None
     want = "DELIVERED" if mode == "delivered" else "PUT"

@@ -17,18 +17,16 @@ import weakref
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore._checks import I64_MAX, ms_arg
-from rocketstore.consumers.offsets import ConsumerGroupLock, ConsumerOffsets, Table
+from rocketstore.consumers.offsets import ConsumerGroupLock, Table
 from rocketstore.errors import ReadOnlyStoreError
 
 if TYPE_CHECKING:
-    from rocketstore._native import NativeStore
-    from rocketstore.config.store_config import StoreConfig
     from rocketstore.store import MessageStore
 
-__all__ = ["ConsumerGroupAdmin", "GroupLag", "QueueLag", "ResetTarget"]
+__all__ = ["GroupAdmin", "GroupLag", "QueueLag", "ResetTarget"]
 
 #: Where :meth:`MessageStore.reset_consumer_group` moves a group's offsets:
 #: ``"earliest"`` (each queue's min offset), ``"latest"`` (its max offset),
@@ -244,40 +242,34 @@ def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
 _HELD_LOCK = threading.Lock()
 
 
-class ConsumerGroupAdmin:
-    """Consumer-group methods of :class:`~rocketstore.MessageStore` (a base class of it)."""
+class GroupAdmin:
+    """The consumer-group part of one :class:`~rocketstore.MessageStore`: the
+    group locks its open consumers hold (released at shutdown). The text of
+    each public method is that of the ``MessageStore`` method."""
 
-    # The group locks this store's open consumers hold (released at shutdown).
-    _held_groups: weakref.WeakSet[ConsumerGroupLock] | None = None
+    def __init__(self) -> None:
+        self._held: weakref.WeakSet[ConsumerGroupLock] | None = None
 
-    if TYPE_CHECKING:
-        _offsets: ConsumerOffsets
-        _read_only: bool
-        _no_write: bool
-        _config: StoreConfig
-
-        @property
-        def _n(self) -> NativeStore: ...
-
-    def consumer_groups(self) -> list[GroupLag]:
+    def consumer_groups(self, store: MessageStore) -> list[GroupLag]:
         """Every consumer group with committed offsets, and its lag per queue.
 
         Per group (sorted by name): every queue of each topic it committed
         on, with the committed offset, the queue's min and max (end) offsets
-        and the lag (see :class:`~rocketstore.consumers.groups.QueueLag`), and the
+        and the lag (see :class:`~rocketstore.QueueLag`), and the
         topics an open consumer of the group holds now, in any process. Read
         from ``config/consumerOffset.json`` with this process's own commits
         not yet written on top; a read-only store first picks up the
         writer's new messages.
         """
-        n = self._n
-        if self._read_only:
+        n = store._n
+        if store.read_only:
             n.refresh()
-        self._offsets.refresh(force=True)
-        return _describe(cast("MessageStore", self), self._offsets.table())
+        store._offsets.refresh(force=True)
+        return _describe(store, store._offsets.table())
 
     def reset_consumer_group(
-        self, group: str, to: ResetTarget, *, topic: str | None = None, dry_run: bool = False
+        self, store: MessageStore, group: str, to: ResetTarget, topic: str | None,
+        dry_run: bool,
     ) -> dict[tuple[str, int], tuple[int | None, int]]:
         """Move ``group``'s committed offsets (as ``kafka-consumer-groups --reset-offsets``).
 
@@ -296,10 +288,11 @@ class ConsumerGroupAdmin:
                 committed offsets and no ``topic``.
             ReadOnlyStoreError: the store was opened ``no_write=True``.
         """
-        self._check_offsets_writable(dry_run)
-        return _reset(cast("MessageStore", self), group, to, topic, dry_run)
+        _check_offsets_writable(store, dry_run)
+        return _reset(store, group, to, topic, dry_run)
 
-    def delete_consumer_group(self, group: str, *, topic: str | None = None) -> list[str]:
+    def delete_consumer_group(self, store: MessageStore, group: str,
+                              topic: str | None) -> list[str]:
         """Remove ``group``'s committed offsets (of ``topic``, default every
         topic) from ``config/consumerOffset.json``; returns the topics removed.
 
@@ -308,15 +301,11 @@ class ConsumerGroupAdmin:
                 the topics (in any process); nothing is written.
             ReadOnlyStoreError: the store was opened ``no_write=True``.
         """
-        self._check_offsets_writable(False)
-        return _delete(cast("MessageStore", self), group, topic)
+        _check_offsets_writable(store, False)
+        return _delete(store, group, topic)
 
-    def _check_offsets_writable(self, dry_run: bool) -> None:
-        self._n  # noqa: B018
-        if self._no_write and not dry_run:
-            raise ReadOnlyStoreError("cannot change offsets in a store opened no_write=True")
-
-    def hold_consumer_group(self, group: str, topic: str) -> ConsumerGroupLock | None:
+    def hold_consumer_group(self, store: MessageStore, group: str,
+                            topic: str) -> ConsumerGroupLock | None:
         """Take the lock an open consumer of ``group`` on ``topic`` holds
         (``Consumer`` calls this); None on a ``no_write`` store, which takes
         no lock. The offsets are re-read once it is held.
@@ -324,22 +313,28 @@ class ConsumerGroupAdmin:
         Raises:
             ConsumerGroupBusyError: another open consumer holds it.
         """
-        self._n  # noqa: B018
-        if self._no_write:
+        store._n  # noqa: B018 - raises StoreClosedError when closed
+        if store.no_write:
             return None
-        lock = ConsumerGroupLock(self._config.config_dir, group, topic).acquire()
+        lock = ConsumerGroupLock(store.config.config_dir, group, topic).acquire()
         with _HELD_LOCK:
-            if self._held_groups is None:
-                self._held_groups = weakref.WeakSet()
-            self._held_groups.add(lock)
-        self._offsets.refresh(force=True)
+            if self._held is None:
+                self._held = weakref.WeakSet()
+            self._held.add(lock)
+        store._offsets.refresh(force=True)
         return lock
 
-    def _release_consumer_groups(self) -> None:
+    def release(self) -> None:
         """Release the group locks of this store's consumers still open (at
         shutdown): they can commit nothing more, and another consumer may
         take the groups."""
         with _HELD_LOCK:
-            held, self._held_groups = self._held_groups, None
+            held, self._held = self._held, None
         for lock in list(held or ()):
             lock.release()
+
+
+def _check_offsets_writable(store: MessageStore, dry_run: bool) -> None:
+    store._n  # noqa: B018 - raises StoreClosedError when closed
+    if store.no_write and not dry_run:
+        raise ReadOnlyStoreError("cannot change offsets in a store opened no_write=True")
