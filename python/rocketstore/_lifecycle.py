@@ -22,8 +22,8 @@ from rocketstore import _native
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import NativeStore
 from rocketstore.config.files import TopicConfigs
-from rocketstore.consumers.commits import OffsetCommits
 from rocketstore.consumers.offsets import ConsumerOffsets
+from rocketstore.consumers.store_commits import OffsetCommits
 from rocketstore.services.clean import CleanService
 from rocketstore.services.recovery import RecoveryService
 from rocketstore.services.reput import ReputService

@@ -39,9 +39,9 @@ from rocketstore._store_reads import (
 from rocketstore.aio import StoreThreads
 from rocketstore.config.files import TopicConfigs
 from rocketstore.config.store_config import StoreConfig
-from rocketstore.consumers.commits import OffsetCommits
 from rocketstore.consumers.groups import GroupAdmin, GroupLag, ResetTarget
 from rocketstore.consumers.offsets import ConsumerOffsets
+from rocketstore.consumers.store_commits import OffsetCommits
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.recovery import RecoveryReport
 from rocketstore.stats import StatsSampler, StoreStats
@@ -125,7 +125,7 @@ class MessageStore(MessageStoreBase):
     Every public method is defined here or on ``MessageStoreBase``; the
     Python parts behind some of them are objects the store holds, each in
     its own module: the async threads (:mod:`rocketstore.aio`), the
-    committed offsets (:mod:`rocketstore.consumers.commits`), the consumer
+    committed offsets (:mod:`rocketstore.consumers.store_commits`), the consumer
     groups (:mod:`rocketstore.consumers.groups`), the stats baseline
     (:mod:`rocketstore.stats`), and the Arrow reads
     (:mod:`rocketstore._store_reads`, :mod:`rocketstore._arrow_pull`).
@@ -589,7 +589,7 @@ class MessageStore(MessageStoreBase):
     def stats(self, since: StoreStats | None = None) -> StoreStats:
         return self._stats.stats(self, since)
 
-    # -- committed offsets (consumers/commits.py) --------------------------
+    # -- committed offsets (consumers/store_commits.py) --------------------
 
     def commit_offset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         """Record ``next_offset`` as the next message ``group`` reads from the queue.

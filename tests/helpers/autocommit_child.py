@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-import rocketstore.consumers.commits as commits_module
+import rocketstore.consumers.store_commits as commits_module
 from rocketstore import MessageStore, StoreConfig
 
 

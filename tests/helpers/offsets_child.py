@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import sys
 
-import rocketstore.consumers.commits as commits_module
+import rocketstore.consumers.store_commits as commits_module
 from rocketstore import MessageStore, StoreConfig
 from rocketstore.consumers.consumer import Consumer
 

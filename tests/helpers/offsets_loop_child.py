@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import sys
 
-import rocketstore.consumers.commits as commits_module
+import rocketstore.consumers.store_commits as commits_module
 from rocketstore import MessageStore, StoreConfig
 
 CFG = {"mapped_file_size_commit_log": 64 * 1024, "mapped_file_size_consume_queue": 20 * 100,

@@ -23,7 +23,7 @@ CFG = {"mapped_file_size_commit_log": 64 * 1024, "mapped_file_size_consume_queue
 
 CHILD = textwrap.dedent("""
     import os, signal, sys
-    import rocketstore.consumers.commits as commits_module
+    import rocketstore.consumers.store_commits as commits_module
     from rocketstore import MessageStore, StoreConfig
     from rocketstore.config.files import TopicConfigs
     from rocketstore.consumers.offsets import ConsumerOffsets

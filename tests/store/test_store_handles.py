@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import rocketstore.consumers.commits as commits_module
+import rocketstore.consumers.store_commits as commits_module
 from rocketstore import MessageStore, StoreConfig, _native
 
 

@@ -399,8 +399,8 @@ def test_concurrent_commits_share_writes(
 ) -> None:
     """Eight consumers commit at once while a write is under way: the
     commits made meanwhile share the next write (at most two, not eight)."""
-    import rocketstore.consumers.commits as commits_module
     import rocketstore.consumers.offsets as offsets_module
+    import rocketstore.consumers.store_commits as commits_module
 
     monkeypatch.setattr(commits_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
     store = open_store(**SMALL)

@@ -2,10 +2,11 @@
 
 * :mod:`~rocketstore.consumers.consumer`: :class:`Consumer`, the Kafka-style
   consumer (positions, poll, commit, seek) made by ``store.consumer()``;
-  ``_contract.py`` is what it needs of a store.
+  ``_contract.py`` is what it needs of a store, ``committer.py`` what it
+  commits, when and where.
 * :mod:`~rocketstore.consumers.async_consumer`: :class:`AsyncConsumer`, its
   asyncio face, made by ``store.async_consumer()``.
-* :mod:`~rocketstore.consumers.commits`: a store's committed offsets in
+* :mod:`~rocketstore.consumers.store_commits`: a store's committed offsets in
   memory and when they are written.
 * :mod:`~rocketstore.consumers.offsets`: the committed offsets shared by
   processes, ``config/consumerOffset.json`` (``docs/format.md``, §13).

@@ -356,7 +356,7 @@ class AsyncConsumer:
         for w in list(self._waiting):
             _set_result(w.fut, w.seq)
         try:
-            if c._auto_commit:
+            if c._commits.auto_commit:
                 await self._threads.run(c._close_commit, dict(c._positions))
         except StoreClosedError:
             log.info("consumer %s: store already shut down; positions not committed", c.group)
