@@ -19,11 +19,14 @@ repository root:
   taken from the repository root (where tests run; ``include_*!`` from the
   file's folder); one joined to a base the check cannot follow is skipped.
 
-Absolute paths under ``/tmp``, ``/dev``, ``/proc`` and ``/sys`` (temporary
-and system files) are allowed, unless the repository itself is there. A
-string that is not used as a path (a bad topic name such as ``"../x"``) is
-not one. The runtime counterpart is the
-audit hook in ``tests/conftest.py``.
+Absolute paths under the system's folders (``/dev``, ``/proc``, ``/sys``,
+``/etc``, ``/usr``, ``/lib*``) are allowed, unless the repository itself is
+there: the rule and the list are the run-time guard's
+(``tests/helpers/outside_guard.py``, installed by ``tests/conftest.py``),
+read from this script's own repository. ``/tmp`` and ``/var/tmp`` are not:
+a test makes its temporary files under pytest's ``tmp_path`` at run time
+and names none. A string that is not used as a path (a bad topic name such
+as ``"../x"``) is not one.
 
 Usage: ``python3 scripts/check_test_paths.py [ROOT]``; exit status 1 lists
 ``file:line: path``.
@@ -32,12 +35,28 @@ Usage: ``python3 scripts/check_test_paths.py [ROOT]``; exit status 1 lists
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
 
-ALLOWED_ABSOLUTE = ("/tmp", "/dev", "/proc", "/sys")
+
+def _guard() -> ModuleType:
+    """``tests/helpers/outside_guard.py`` of this script's repository: the one
+    definition of what lies outside (only its pure functions are used)."""
+    file = Path(__file__).resolve().parents[1] / "tests" / "helpers" / "outside_guard.py"
+    spec = importlib.util.spec_from_file_location("outside_guard_rules", file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_GUARD = _guard()
+#: Folders an absolute path written in a test may name (never /tmp).
+ALLOWED_ABSOLUTE: tuple[str, ...] = _GUARD.SYSTEM_FOLDERS
 SCANNED = ("tests", "benches")
 
 #: Calls whose arguments are paths (the callee's dotted name, as written).
@@ -52,16 +71,10 @@ PATH_CALLS = {
 SAME_PATH_METHODS = {"resolve", "absolute", "expanduser"}
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
 def _allowed(path: str, root: str) -> bool:
     # A folder holding the repository itself is not allowed: beside the
     # repository is what this check is about.
-    return _inside(path, root) or any(
-        _inside(path, a) and not _inside(root, a) for a in ALLOWED_ABSOLUTE
-    )
+    return bool(_GUARD.allowed(path, root, ALLOWED_ABSOLUTE))
 
 
 def _dotted(node: ast.expr) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +17,35 @@ from rocketstore import MessageStore, StoreConfig
 # ``fail_points`` and ``opened`` for the fault-injection and flush tests.
 pytest_plugins = ["helpers.fault_fixtures"]
 
-# No test reads outside the repository (fixtures live in tests/fixtures):
-# an open or a listing of a file elsewhere raises PermissionError, and the
-# test fails even if it swallowed that (scripts/check_test_paths.py checks
-# the sources the same way).
-outside_guard.install(str(REPO))
+#: The folder in pytest's base temporary folder that ``TMPDIR`` names
+#: (pytest's own folders there end in a number, so it meets none of them).
+TMPDIR_NAME = "tmpdir"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module is collected: every temporary file of the run
+    goes to pytest's base temporary folder (``TMPDIR`` and
+    ``tempfile.tempdir``, which subprocesses and Spark inherit), and nothing
+    else outside the repository may be opened (fixtures live in
+    tests/fixtures): an open or a listing of a file elsewhere raises
+    PermissionError, and the test fails even if it swallowed that
+    (tests/helpers/outside_guard.py has the rules; scripts/check_test_paths.py
+    checks the sources by the same ones). Wherever the clone lives and
+    whatever ``TMPDIR`` said, the rules are the same."""
+    base = config._tmp_path_factory.getbasetemp()  # the tmpdir plugin's, made now
+    temp = base / TMPDIR_NAME
+    temp.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(temp)
+    tempfile.tempdir = str(temp)
+    outside_guard.install(str(REPO), str(base))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish() -> None:
+    # After the last test: pytest's own reports and clean-up of earlier runs'
+    # temporary folders are not tests.
+    outside_guard.uninstall()
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +53,8 @@ def _nothing_read_outside_the_repository() -> Iterator[None]:
     yield
     refused = outside_guard.take()
     if refused:
-        pytest.fail(f"the test opened files outside the repository: {refused}", pytrace=False)
+        pytest.fail(f"the test opened files outside the repository and the run's temporary "
+                    f"folder: {refused}", pytrace=False)
 
 
 @pytest.fixture
@@ -55,11 +82,12 @@ def open_store(store_path: str) -> Iterator[Callable[..., MessageStore]]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local SparkSession (``local[2]``) for the Spark tests, with the
-    ``rocketstore`` format registered. Workers run this interpreter."""
+    ``rocketstore`` format registered. Workers run this interpreter; Spark's
+    scratch files (``spark.local.dir``, the JVM's ``java.io.tmpdir``) go to
+    the run's base temporary folder, like every other temporary file."""
     pytest.importorskip("pyspark")
-    import os
     import sys
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -69,12 +97,15 @@ def spark() -> Iterator[Any]:
 
     from rocketstore.spark import RocketStoreDataSource
 
+    scratch = tmp_path_factory.mktemp("spark")
     session = (
         SparkSession.builder.master("local[2]")
         .appName("rocketstore-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.local.dir", str(scratch))
+        .config("spark.driver.extraJavaOptions", f'"-Djava.io.tmpdir={scratch}"')
         .getOrCreate()
     )
     session.dataSource.register(RocketStoreDataSource)

@@ -1,8 +1,11 @@
-//! RocketMQ's status enums are written once, as a list of variants with
-//! their ordinal and RocketMQ name: [`rocketmq_enum!`] makes the Rust enum,
-//! the list of every member (`ALL`, counted by the compiler) and the names.
-//! The Python package's enums have the same names and ordinals (a test
-//! compares them), and the binding maps members by name, never by position.
+//! RocketMQ's status enums, each written in the engine as one list of
+//! variants with their ordinal and RocketMQ name:
+//! [`rocketmq_enum!`](crate::rocketmq_enum) makes the Rust enum, the list of
+//! every member (`ALL`, counted by the compiler) and the names. The Python
+//! package writes them a second time (`python/rocketstore/enums.py`, plain
+//! `enum.Enum` classes); a test compares the two through `_engine_enums`
+//! (same names and ordinals), and the binding maps members by name, never
+//! by position.
 
 /// Defines a `#[repr(u8)]` enum whose variants carry RocketMQ's ordinal and
 /// name, with `ALL` (every variant, in order), `name()` and `from_name()`.

@@ -3,7 +3,10 @@
 //! broker's store directory.
 //!
 //! The engine has no Python dependency; the `python` feature adds the PyO3
-//! bindings in [`python`]. Modules map one-to-one to on-disk structures.
+//! bindings in [`python`]. Modules are subsystems (the CommitLog, the consume
+//! queues, the index, the services, recovery, verification, the store facade,
+//! columnar reads), in the layer order `docs/architecture.md` §1 gives with
+//! every file's place.
 //! The `failpoints` feature compiles in the fault-injection points of
 //! `failpoint` for tests; release wheels are built without it. The bytes on
 //! disk are specified in `docs/format.md`; the layers and the data paths

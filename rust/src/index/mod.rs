@@ -10,6 +10,12 @@
 //! directory of files with its flush thread ([`index_service`]). Keys enter
 //! from dispatch and recovery's rebuild; offsets leave to lookups, which
 //! read and check the records in the CommitLog.
+//!
+//! # Files
+//!
+//! - `index_file.rs`: one IndexFile (header, slots, entries, lookups).
+//! - `index_service.rs`: the `index/` directory, its newest file and its
+//!   flush thread.
 
 pub mod index_file;
 pub mod index_service;

@@ -7,6 +7,15 @@
 //! The first file may start at any multiple of the file size (older files
 //! expired). Names are 20-digit zero-padded decimal offsets, and consecutive
 //! files must be exactly one file size apart.
+//!
+//! # Files
+//!
+//! This file holds the [`MappedFileQueue`] (loading, rolling, lookups by
+//! offset, flush and commit, truncation, dropping the oldest files); beside
+//! it, in the folder of the same name:
+//!
+//! - `adopt.rs`: a read-only queue adopting the files a writer in another
+//!   process makes.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};

@@ -1,10 +1,13 @@
 //! PyO3 bindings (`rocketstore._native`). Private: the public API is the
 //! Python package, which wraps these classes.
 //!
-//! A binding converts arguments and results and nothing more: what a call
-//! does, and every rule it checks, is the engine's (`crate::store::Store`
-//! and below). This module owns the conversions, the GIL and panic
-//! guards, and the one mapping of engine errors to Python exceptions.
+//! A binding converts arguments and results, and refuses in Python's words
+//! an argument that does not convert or that its signature rules out
+//! (`get_message`'s `max_msg_nums`, `query_message`'s `max_num` and
+//! `read_arrow`'s `batch_size` must be positive); what a call does, and
+//! every rule of the store, is the engine's (`crate::store::Store` and
+//! below). This module owns the conversions, the GIL and panic guards, and
+//! the one mapping of engine errors to Python exceptions.
 //!
 //! # Files
 //!
@@ -26,6 +29,8 @@
 //! - `errors.rs`: engine errors as Python exceptions (the one place).
 //! - `gil.rs`: releasing the GIL, stopping panics; `logbridge.rs`: Rust
 //!   log records to Python `logging`.
+//! - `locks.rs`: `FileLock`, the engine's file lock for the consumer
+//!   offsets file and the consumer groups.
 
 pub mod args;
 pub mod arrow;

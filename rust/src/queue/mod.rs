@@ -10,6 +10,12 @@
 //! ([`cq_table`]) and RocketMQ's `getMessage` read path over them
 //! ([`reader`]). Units enter from dispatch (and recovery's rebuild); they
 //! leave as CommitLog offsets that the reader resolves into records.
+//!
+//! # Files
+//!
+//! - `consume_queue/`: one queue's files (units, write, read, recover).
+//! - `cq_table.rs`: the `consumequeue/` directory, every queue of the store.
+//! - `reader.rs`: `getMessage` over a queue (filters, transfer limits).
 
 pub mod consume_queue;
 pub mod cq_table;

@@ -28,6 +28,11 @@
 //! the typed reports and the rules the steps share; the steps themselves are
 //! methods of the store (`store/recover.rs`, `store/rebuild.rs`), so the
 //! store depends on recovery and never the other way round.
+//!
+//! # Files
+//!
+//! - `mod.rs`: the step order and the rules the steps share.
+//! - `report.rs`: the steps' typed reports and [`RecoveryReport`].
 
 use std::sync::Arc;
 

@@ -14,6 +14,15 @@
 //! join, panic poisons the store) is [`crate::service`], below every layer
 //! that runs a thread; delayed delivery, a step over the whole store, is
 //! [`crate::store::schedule`].
+//!
+//! # Files
+//!
+//! - `flush.rs`: flushing (async flush, group commit, transient commit,
+//!   consume-queue flush).
+//! - `dispatch.rs`: dispatch (reput), CommitLog records into queues and
+//!   the index.
+//! - `expiry.rs`: retention's file work (expired CommitLog, queue and index
+//!   files).
 
 pub mod dispatch;
 pub mod expiry;

@@ -61,6 +61,7 @@
 //! - `put.rs`: the put path (prepare, single puts, batches, flush waits).
 //! - `visibility.rs`: read-your-writes (the visibility horizon).
 //! - `read.rs`: reads (pulls, lookups by offset and key, following a writer).
+//! - `queue_reads.rs`: one queue's offsets and times (min, max, by time).
 //! - `recover.rs`, `rebuild.rs`: the recovery steps (see [`crate::recovery`]).
 //! - `repair.rs`: a repair's rebuild of damaged queue units and index files.
 //! - `lifecycle.rs`: threads, flushes, expiry steps, shutdown and drop.

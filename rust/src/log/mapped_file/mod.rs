@@ -21,7 +21,11 @@
 //! one (reserving, zeroing a cut tail with `pwrite`, fsync) open the file
 //! by path. One writer appends (serialised by an internal mutex); readers
 //! see only bytes below the write position, published with release/acquire
-//! ordering. All `unsafe` code of the crate lives in this folder.
+//! ordering. Every writable mapping of the crate, and the `unsafe` code that
+//! makes, writes through and advises it, lives in this folder; the
+//! whole-store checks map files read-only in `verify/files.rs`. The crate's
+//! other `unsafe` code (system calls, CPU hints, the Python and Arrow FFI,
+//! the lock registry) lies where it is used.
 //!
 //! # Files
 //!

@@ -28,6 +28,7 @@
 //! - `fields.rs`: a put's tags, keys, properties and delay level as a
 //!   message's properties (one message, or a batch's), with their rules.
 //! - `msg_id.rs`: message ids (store host and offset).
+//! - `prop_crc.rs`: RocketMQ 5.x's property CRC (`__CRC32#`).
 //! - `delay.rs`: the delay-level grammar.
 
 mod decode;
