@@ -73,6 +73,7 @@ def _documented_by(part: Callable[..., Any]) -> Callable[[_F], _F]:
     (one text per method, next to the code it describes)."""
     def give(method: _F) -> _F:
         method.__doc__ = part.__doc__
+        method._doc_part = part  # type: ignore[attr-defined]  # its examples run there
         return method
     return give
 
@@ -127,8 +128,8 @@ class MessageStore(MessageStoreBase):
     its own module: the async threads (:mod:`rocketstore.aio`), the
     committed offsets (:mod:`rocketstore.consumers.store_commits`), the consumer
     groups (:mod:`rocketstore.consumers.groups`), the stats baseline
-    (:mod:`rocketstore.stats`), and the Arrow reads
-    (:mod:`rocketstore._store_reads`, :mod:`rocketstore._arrow_pull`).
+    (:mod:`rocketstore.stats`), and the reads that add to the engine's
+    (:mod:`rocketstore._store_reads`, and the Arrow pull).
     Opening and closing are :mod:`rocketstore._lifecycle`.
 
     >>> import tempfile
