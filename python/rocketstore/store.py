@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from rocketstore import _native, aio
-from rocketstore._arrow_pull import DEFAULT_ARROW_BATCH, ArrowGetResult, get_arrow
+from rocketstore._arrow_pull import DEFAULT_ARROW_BATCH, ArrowGetResult, get_arrow, tag_list
 from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._lifecycle import close_store, disarm, open_store, persist_config
 from rocketstore._native import (
@@ -32,16 +32,18 @@ from rocketstore._native import (
 from rocketstore._store_reads import (
     UnknownTopics,
     arrow_stream,
-    get_message,
     query_message,
     read_arrow,
 )
 from rocketstore.aio import StoreThreads
 from rocketstore.config.files import TopicConfigs
 from rocketstore.config.store_config import StoreConfig
+from rocketstore.consumers.async_consumer import AsyncConsumer
+from rocketstore.consumers.consumer import Consumer
 from rocketstore.consumers.groups import GroupAdmin, GroupLag, ResetTarget
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
+from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.recovery import RecoveryReport
 from rocketstore.stats import StatsSampler, StoreStats
@@ -56,8 +58,6 @@ if TYPE_CHECKING:
         PutResult,
         _BytesLike,
     )
-    from rocketstore.consumers.async_consumer import AsyncConsumer
-    from rocketstore.consumers.consumer import Consumer
     from rocketstore.consumers.offsets import ConsumerGroupLock
     from rocketstore.services.base import ServiceThread
     from rocketstore.services.clean import CleanService
@@ -462,7 +462,6 @@ class MessageStore(MessageStoreBase):
         """See :meth:`UnknownTopics.warn` (True if ``topic``/``queue_id`` is unknown)."""
         return self._unknown.warn(self._n, topic, queue_id, stacklevel + 1)
 
-    @_documented_by(get_message)
     def get_message(
         self,
         group: str,
@@ -472,7 +471,55 @@ class MessageStore(MessageStoreBase):
         max_msg_nums: int = 32,
         tags: Sequence[str] | str | None = None,
     ) -> GetMessageResult:
-        return get_message(self, group, topic, queue_id, offset, max_msg_nums, tags)
+        """Pull up to ``max_msg_nums`` messages of ``topic``/``queue_id`` from ``offset``.
+
+        One pull is capped as in RocketMQ (``isTheBatchFull``): at most
+        ``max_transfer_count_on_message_in_memory`` (32) messages and
+        ``max_transfer_bytes_on_message_in_memory`` (256 KiB) for recent
+        messages, ``..._in_disk`` (8, 64 KiB) for older ones; so
+        ``get_message(..., 200)`` returns 32 by default. Pull again from
+        ``next_begin_offset``, raise those fields, or use a consumer or
+        :meth:`read_arrow`.
+
+        ``tags`` filters exactly by tag (``None`` or ``["*"]``: every message; a
+        string is a RocketMQ expression ``"a || b"``). The result's
+        ``next_begin_offset`` is where the next pull starts. ``group`` names the
+        consumer group (kept for RocketMQ's signature; offsets are committed
+        with :meth:`commit_offset`).
+
+        Statuses: ``FOUND``, ``NO_MATCHED_MESSAGE`` (nothing passed the tag
+        filter), ``MESSAGE_WAS_REMOVING`` (the CommitLog file behind the units
+        expired), ``OFFSET_FOUND_NULL`` (no unit readable at ``offset``),
+        ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
+        ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
+        unknown topic or queue reads as an empty one (nothing is created on
+        disk), with an :class:`~rocketstore.UnknownTopicWarning` naming the
+        topics (or queues) the store holds.
+        ``OFFSET_FOUND_NULL`` with ``next_begin_offset == offset`` means the
+        message there is not readable yet: pull again.
+
+        Every message's body CRC is checked: a damaged record is skipped,
+        counted in the result's ``damaged`` and logged once; it is never
+        served, and ``next_begin_offset`` moves past it (offsets stay dense).
+        Offsets whose messages retention deleted (below the min offset, or
+        units pointing into a deleted CommitLog file, also inside a ``FOUND``
+        pull) are counted in ``skipped``: without a tag filter, a pull that
+        moves forward has ``next_begin_offset - offset == len(messages) +
+        skipped + damaged``.
+
+        On a read-only store, a pull that reaches the end of what this
+        process knows of the queue first picks up what the writer appended.
+
+        Raises:
+            ValueError: ``topic`` breaks the topic rule (letters, digits and
+                ``% | _ -``, at most 127 bytes) and the store holds no such
+                topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
+        """
+        # Written out here: a pull is one Python frame over the native call.
+        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list(tags))
+        if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
+            self._warn_unknown(topic, queue_id)
+        return result
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         """CommitLog offset of the message at ``cq_offset`` (0 when none)."""
@@ -670,16 +717,12 @@ class MessageStore(MessageStoreBase):
 
         The arguments, errors and warnings are those of :meth:`consumer`.
         """
-        from rocketstore.consumers.async_consumer import AsyncConsumer
-
         c = self._make_consumer(group, topic, start, tags, auto_commit, auto_commit_interval)
         return AsyncConsumer(self._threads, c)
 
     def _make_consumer(self, group: str, topic: str, start: Literal["earliest", "latest"],
                        tags: Sequence[str] | None, auto_commit: bool,
                        auto_commit_interval: float) -> Consumer:
-        from rocketstore.consumers.consumer import Consumer
-
         # The read rule: a name that fails the put rule is refused unless the
         # store holds that topic (raises ValueError).
         self._n.get_max_offset_in_queue(topic, 0)
