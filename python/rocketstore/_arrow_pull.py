@@ -193,6 +193,6 @@ def get_arrow(
                            column_list(columns), zero_copy)
     status = r.status
     if status is GetStatus.NO_MESSAGE_IN_QUEUE:
-        store._warn_unknown(topic, queue_id, stacklevel=4)
+        store._warn_unknown(topic, queue_id)
     return ArrowGetResult(pa.record_batch(r), status, r.next_begin_offset, r.min_offset,
                           r.max_offset, r.damaged, r.skipped)

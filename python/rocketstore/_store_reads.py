@@ -1,8 +1,8 @@
 """Reads ``MessageStore`` adds on top of the engine's: key queries with
 ``datetime`` bounds (:func:`query_message`), Arrow streams
 (:func:`read_arrow`), and the warning a read of an unknown topic or queue
-gives (:class:`UnknownTopics`). The text of each public function is that of
-the ``MessageStore`` method."""
+gives (:class:`UnknownTopics`). Each public function is a ``MessageStore``
+method, bound by name in its class body."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def query_message(
     found = store._n.query_message(topic, key, max_num, ms_arg(begin_timestamp),
                                    ms_arg(end_timestamp))
     if not found:
-        store._warn_unknown(topic, stacklevel=4)
+        store._warn_unknown(topic)
     return found
 
 
@@ -171,7 +171,7 @@ def read_arrow(
     stream = arrow_stream(store, topic, queue_id, start, end, batch_size,
                           include_system=include_system,
                           include_uncommitted=include_uncommitted,
-                          threads=threads, columns=columns, stacklevel=5)
+                          threads=threads, columns=columns, stacklevel=4)
     return pa.RecordBatchReader.from_stream(stream)
 
 def arrow_stream(
@@ -190,7 +190,7 @@ def arrow_stream(
     store_name: str | None = None,
     threads: int = 1,
     columns: Sequence[str] | None = None,
-    stacklevel: int = 4,
+    stacklevel: int = 3,
 ) -> ArrowStream:
     """The native stream behind :func:`read_arrow` (its counters say what was
     skipped); ``columns``: the columns returned, in order (``store`` needs

@@ -305,7 +305,7 @@ class StoreThreads:
                 pool.shutdown(wait=False)
 
 
-# -- the store's asyncio puts (the text of each is that of the MessageStore method) --
+# -- the store's asyncio puts (bound by name in MessageStore) -----------------
 
 
 async def aput(

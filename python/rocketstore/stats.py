@@ -43,7 +43,7 @@ from rocketstore.services.clean import disk_usage_ratio
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
 
-__all__ = ["QueueStats", "StatsSampler", "StoreStats"]
+__all__ = ["QueueStats", "StatsSampler", "StoreStats", "stats"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -297,59 +297,60 @@ def sample(
 
 class StatsSampler:
     """The ``stats()`` part of one :class:`~rocketstore.MessageStore`: the
-    sample the next call measures its rates against. The text of
-    :meth:`stats` is that of ``MessageStore.stats``."""
+    sample the next call measures its rates against."""
 
     def __init__(self) -> None:
-        self._last: StoreStats | None = None
-
-    def stats(self, store: MessageStore, since: StoreStats | None = None) -> StoreStats:
-        """One sample of the store's running state (RocketMQ's ``getRuntimeInfo``).
-
-        Put and pull counts and rates, dispatch and flush lag in bytes, disk
-        usage, the running flags and every queue's min/max offsets; see
-        :class:`~rocketstore.StoreStats` for each field and its unit.
-
-        Rates are measured against ``since`` (an earlier sample of this
-        store), by default against the previous ``stats()`` call on this
-        store object (the first call: against the moment it was opened).
-        Every call becomes the default baseline of the next one, so a
-        view refreshing once a second shows the rates of the last second.
-
-        The sample waits for nothing: the queue ends are what dispatch has
-        made visible so far (``dispatch_behind_bytes`` says how much is left).
-        A read-only store first picks up what the writer appended
-        (``refresh()``) and tells only what the files tell: the fields
-        only the writer's process has are None (``put_messages_total``,
-        ``put_bytes_total``, ``flushed_offset``, ``flush_behind_bytes``),
-        and its put rates are measured on the files (the growth of the queue
-        ends and of the CommitLog).
-
-        Raises:
-            TypeError: ``since`` is not a ``StoreStats``.
-            StoreClosedError: the store is not open.
-
-        >>> import tempfile
-        >>> from rocketstore import MessageStore, StoreConfig
-        >>> with tempfile.TemporaryDirectory() as path:
-        ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
-        ...                       max_hash_slot_num=64, max_index_num=256)  # small files
-        ...     with MessageStore(cfg) as store:
-        ...         r = store.put("orders", b"x")
-        ...         s = store.stats()
-        >>> s.put_messages_total, s.put_bytes_total == r.wrote_bytes, s.flush_behind_bytes >= 0
-        (1, True, True)
-        """
-        if since is not None and not isinstance(since, StoreStats):
-            raise TypeError(f"since must be a StoreStats, not {type(since).__name__}")
-        s = _sample(store, since or self._last, disk=True)
-        self._last = s
-        return s
+        self.last: StoreStats | None = None
 
     def reset(self, store: MessageStore) -> None:
         """The baseline of the first ``stats()`` call: the store just opened."""
-        self._last = None
-        self._last = _sample(store, None, disk=False)
+        self.last = None
+        self.last = _sample(store, None, disk=False)
+
+
+def stats(store: MessageStore, since: StoreStats | None = None) -> StoreStats:
+    """One sample of the store's running state (RocketMQ's ``getRuntimeInfo``).
+
+    Put and pull counts and rates, dispatch and flush lag in bytes, disk
+    usage, the running flags and every queue's min/max offsets; see
+    :class:`~rocketstore.StoreStats` for each field and its unit.
+
+    Rates are measured against ``since`` (an earlier sample of this
+    store), by default against the previous ``stats()`` call on this
+    store object (the first call: against the moment it was opened).
+    Every call becomes the default baseline of the next one, so a
+    view refreshing once a second shows the rates of the last second.
+
+    The sample waits for nothing: the queue ends are what dispatch has
+    made visible so far (``dispatch_behind_bytes`` says how much is left).
+    A read-only store first picks up what the writer appended
+    (``refresh()``) and tells only what the files tell: the fields
+    only the writer's process has are None (``put_messages_total``,
+    ``put_bytes_total``, ``flushed_offset``, ``flush_behind_bytes``),
+    and its put rates are measured on the files (the growth of the queue
+    ends and of the CommitLog).
+
+    Raises:
+        TypeError: ``since`` is not a ``StoreStats``.
+        StoreClosedError: the store is not open.
+
+    >>> import tempfile
+    >>> from rocketstore import MessageStore, StoreConfig
+    >>> with tempfile.TemporaryDirectory() as path:
+    ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
+    ...                       max_hash_slot_num=64, max_index_num=256)  # small files
+    ...     with MessageStore(cfg) as store:
+    ...         r = store.put("orders", b"x")
+    ...         s = store.stats()
+    >>> s.put_messages_total, s.put_bytes_total == r.wrote_bytes, s.flush_behind_bytes >= 0
+    (1, True, True)
+    """
+    if since is not None and not isinstance(since, StoreStats):
+        raise TypeError(f"since must be a StoreStats, not {type(since).__name__}")
+    part = store._stats
+    s = _sample(store, since or part.last, disk=True)
+    part.last = s
+    return s
 
 
 def _sample(store: MessageStore, since: StoreStats | None, *, disk: bool) -> StoreStats:

@@ -4,9 +4,14 @@ A store is a directory laid out as RocketMQ's broker lays it out (CommitLog
 segments, consume queues, index files, checkpoint). ``MessageStore`` opens it,
 takes the single-writer lock, recovers, and serves puts and reads. The hot
 paths (encoding, appending, reading) run in the Rust engine; this class
-orchestrates. Its public methods are all defined in this class or in its
-native base ``MessageStoreBase``; where the work lives in one of the Python
-parts the store holds, the method hands it on and carries that part's text.
+orchestrates.
+
+Every public method is defined in this class body or in its native base
+``MessageStoreBase``. Where the work belongs to one of the Python parts, the
+part's module defines the method as a function of the store, with its text,
+and the class body binds it by name (``stats = _stats.stats``): no Python
+base class, no wrapper frame. A part's state is an object the store holds
+(``_threads``, ``_commits``, ``_groups``, ``_stats``).
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ import asyncio
 import datetime
 import os
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal
 
-from rocketstore import _native, aio
-from rocketstore._arrow_pull import DEFAULT_ARROW_BATCH, ArrowGetResult, get_arrow, tag_list
+from rocketstore import _arrow_pull, _native, _store_reads, aio
+from rocketstore import stats as _stats
+from rocketstore._arrow_pull import tag_list
 from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._lifecycle import close_store, disarm, open_store, persist_config
 from rocketstore._native import (
@@ -29,53 +35,28 @@ from rocketstore._native import (
     MessageStoreBase,
     NativeStore,
 )
-from rocketstore._store_reads import (
-    UnknownTopics,
-    arrow_stream,
-    query_message,
-    read_arrow,
-)
+from rocketstore._store_reads import UnknownTopics
 from rocketstore.aio import StoreThreads
 from rocketstore.config.files import TopicConfigs
 from rocketstore.config.store_config import StoreConfig
+from rocketstore.consumers import groups, store_commits
 from rocketstore.consumers.async_consumer import AsyncConsumer
 from rocketstore.consumers.consumer import Consumer
-from rocketstore.consumers.groups import GroupAdmin, GroupLag, ResetTarget
+from rocketstore.consumers.groups import GroupLocks
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.recovery import RecoveryReport
-from rocketstore.stats import StatsSampler, StoreStats
+from rocketstore.stats import StatsSampler
 
 if TYPE_CHECKING:
-    import pyarrow
 
-    from rocketstore._native import (
-        ArrowStream,
-        BatchPutResult,
-        Message,
-        PutResult,
-        _BytesLike,
-    )
-    from rocketstore.consumers.offsets import ConsumerGroupLock
     from rocketstore.services.base import ServiceThread
     from rocketstore.services.clean import CleanService
     from rocketstore.services.reput import ReputService
 
 __all__ = ["MessageStore", "RecoveryReport"]
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def _documented_by(part: Callable[..., Any]) -> Callable[[_F], _F]:
-    """Give a public method the text of the part's method that does its work
-    (one text per method, next to the code it describes)."""
-    def give(method: _F) -> _F:
-        method.__doc__ = part.__doc__
-        method._doc_part = part  # type: ignore[attr-defined]  # its examples run there
-        return method
-    return give
 
 
 def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
@@ -123,14 +104,15 @@ class MessageStore(MessageStoreBase):
     :meth:`async_consumer` never block the event loop (see
     :mod:`rocketstore.aio`).
 
-    Every public method is defined here or on ``MessageStoreBase``; the
-    Python parts behind some of them are objects the store holds, each in
-    its own module: the async threads (:mod:`rocketstore.aio`), the
-    committed offsets (:mod:`rocketstore.consumers.store_commits`), the consumer
-    groups (:mod:`rocketstore.consumers.groups`), the stats baseline
-    (:mod:`rocketstore.stats`), and the reads that add to the engine's
-    (:mod:`rocketstore._store_reads`, and the Arrow pull).
-    Opening and closing are :mod:`rocketstore._lifecycle`.
+    Every public method is defined in this class body or on
+    ``MessageStoreBase``. Those whose work belongs to a Python part are
+    functions of the part's module bound here by name: the asyncio puts
+    (:mod:`rocketstore.aio`), the committed offsets
+    (:mod:`rocketstore.consumers.store_commits`), the consumer groups
+    (:mod:`rocketstore.consumers.groups`), ``stats`` (:mod:`rocketstore.stats`)
+    and the reads the package adds to the engine's
+    (:mod:`rocketstore._store_reads` and the Arrow pull). Opening and closing
+    are :mod:`rocketstore._lifecycle`.
 
     >>> import tempfile
     >>> tmp = tempfile.TemporaryDirectory()
@@ -191,7 +173,7 @@ class MessageStore(MessageStoreBase):
             return store._n
 
         self._threads = StoreThreads(native)
-        self._groups = GroupAdmin()
+        self._groups = GroupLocks()
         self._stats = StatsSampler()
 
     # -- lifecycle (_lifecycle.py) -----------------------------------------
@@ -394,52 +376,10 @@ class MessageStore(MessageStoreBase):
 
     # -- asyncio puts (aio.py) ---------------------------------------------
 
-    @_documented_by(aio.aput)
-    async def aput(
-        self,
-        topic: str,
-        body: _BytesLike,
-        queue_id: int = 0,
-        tags: str | None = None,
-        keys: Sequence[str] | str | None = None,
-        properties: dict[str, str] | None = None,
-        delay_level: int = 0,
-        flag: int = 0,
-        born_timestamp: int | None = None,
-        born_host: tuple[str, int] | None = None,
-        sys_flag: int = 0,
-        *,
-        check: bool = True,
-    ) -> PutResult:
-        return await aio.aput(self, topic, body, queue_id, tags, keys, properties, delay_level,
-                              flag, born_timestamp, born_host, sys_flag, check=check)
-
-    @_documented_by(aio.aput_message)
-    async def aput_message(self, msg: Message, *, check: bool = True) -> PutResult:
-        return await aio.aput_message(self, msg, check=check)
-
-    @_documented_by(aio.aput_messages)
-    async def aput_messages(
-        self, msgs: Sequence[Message] | Iterable[Message], *, check: bool = True
-    ) -> list[PutResult]:
-        return await aio.aput_messages(self, msgs, check=check)
-
-    @_documented_by(aio.aput_batch)
-    async def aput_batch(
-        self,
-        topic: str,
-        bodies: Iterable[bytes | bytearray | memoryview],
-        queue_id: int = 0,
-        *,
-        keys: Sequence[Sequence[str] | str | None] | None = None,
-        tags: Sequence[str | None] | None = None,
-        properties: Sequence[dict[str, str] | None] | None = None,
-        return_offsets: bool = False,
-        check: bool = True,
-    ) -> BatchPutResult:
-        return await aio.aput_batch(self, topic, bodies, queue_id, keys=keys, tags=tags,
-                                    properties=properties, return_offsets=return_offsets,
-                                    check=check)
+    aput = aio.aput
+    aput_message = aio.aput_message
+    aput_messages = aio.aput_messages
+    aput_batch = aio.aput_batch
 
     # -- reads -------------------------------------------------------------
 
@@ -543,16 +483,7 @@ class MessageStore(MessageStoreBase):
         """Store time of the message at ``cq_offset`` (-1 when none)."""
         return self._n.get_message_store_timestamp(topic, queue_id, cq_offset)
 
-    @_documented_by(query_message)
-    def query_message(
-        self,
-        topic: str,
-        key: str,
-        max_num: int = 32,
-        begin_timestamp: int | datetime.datetime = 0,
-        end_timestamp: int | datetime.datetime | None = None,
-    ) -> list[MessageExt]:
-        return query_message(self, topic, key, max_num, begin_timestamp, end_timestamp)
+    query_message = _store_reads.query_message
 
     def queue_ids(self, topic: str) -> list[int]:
         """Queue ids of ``topic`` that exist, sorted."""
@@ -593,49 +524,13 @@ class MessageStore(MessageStoreBase):
 
     # -- Arrow reads (_store_reads.py, _arrow_pull.py) ----------------------
 
-    @_documented_by(read_arrow)
-    def read_arrow(
-        self,
-        topic: str | Sequence[str] | None = None,
-        queue_id: int | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        batch_size: int = 65536,
-        *,
-        include_system: bool = False,
-        include_uncommitted: bool = False,
-        threads: int | None = None,
-        columns: Sequence[str] | None = None,
-    ) -> pyarrow.RecordBatchReader:
-        return read_arrow(self, topic, queue_id, start, end, batch_size,
-                          include_system=include_system,
-                          include_uncommitted=include_uncommitted, threads=threads,
-                          columns=columns)
-
-    def _arrow_stream(self, *args: Any, **kwargs: Any) -> ArrowStream:
-        """See :func:`rocketstore._store_reads.arrow_stream`."""
-        return arrow_stream(self, *args, **kwargs)
-
-    @_documented_by(get_arrow)
-    def get_arrow(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_messages: int = DEFAULT_ARROW_BATCH,
-        columns: Sequence[str] | None = None,
-        zero_copy: bool = False,
-        *,
-        tags: Sequence[str] | str | None = None,
-    ) -> ArrowGetResult:
-        return get_arrow(self, topic, queue_id, offset, max_messages, columns, zero_copy,
-                         tags=tags)
+    read_arrow = _store_reads.read_arrow
+    _arrow_stream = _store_reads.arrow_stream
+    get_arrow = _arrow_pull.get_arrow
 
     # -- stats (stats.py) --------------------------------------------------
 
-    @_documented_by(StatsSampler.stats)
-    def stats(self, since: StoreStats | None = None) -> StoreStats:
-        return self._stats.stats(self, since)
+    stats = _stats.stats
 
     # -- committed offsets (consumers/store_commits.py) --------------------
 
@@ -652,23 +547,9 @@ class MessageStore(MessageStoreBase):
         """
         self.commit_offsets(group, topic, {queue_id: next_offset})
 
-    @_documented_by(OffsetCommits.commit_offsets)
-    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-        n = self._n
-        if self._no_write:
-            raise ReadOnlyStoreError("cannot commit offsets in a store opened no_write=True")
-        self._commits.commit_offsets(n, self._read_only, group, topic, offsets)
-
-    @_documented_by(OffsetCommits.query_offset)
-    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        self._n  # noqa: B018 - raises StoreClosedError when closed
-        return self._commits.query_offset(group, topic, queue_id)
-
-    @_documented_by(OffsetCommits.persist_offsets)
-    def persist_offsets(self) -> None:
-        n = self._n
-        if not self._no_write:
-            self._commits.persist(n, self._read_only)
+    commit_offsets = store_commits.commit_offsets
+    query_offset = store_commits.query_offset
+    persist_offsets = store_commits.persist_offsets
 
     # -- consumers (consumers/) --------------------------------------------
 
@@ -732,20 +613,7 @@ class MessageStore(MessageStoreBase):
 
     # -- consumer groups (consumers/groups.py) -----------------------------
 
-    @_documented_by(GroupAdmin.consumer_groups)
-    def consumer_groups(self) -> list[GroupLag]:
-        return self._groups.consumer_groups(self)
-
-    @_documented_by(GroupAdmin.reset_consumer_group)
-    def reset_consumer_group(
-        self, group: str, to: ResetTarget, *, topic: str | None = None, dry_run: bool = False
-    ) -> dict[tuple[str, int], tuple[int | None, int]]:
-        return self._groups.reset_consumer_group(self, group, to, topic, dry_run)
-
-    @_documented_by(GroupAdmin.delete_consumer_group)
-    def delete_consumer_group(self, group: str, *, topic: str | None = None) -> list[str]:
-        return self._groups.delete_consumer_group(self, group, topic)
-
-    @_documented_by(GroupAdmin.hold_consumer_group)
-    def hold_consumer_group(self, group: str, topic: str) -> ConsumerGroupLock | None:
-        return self._groups.hold_consumer_group(self, group, topic)
+    consumer_groups = groups.consumer_groups
+    reset_consumer_group = groups.reset_consumer_group
+    delete_consumer_group = groups.delete_consumer_group
+    hold_consumer_group = groups.hold_consumer_group

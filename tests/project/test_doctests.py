@@ -34,20 +34,10 @@ def _needs_arrow(test: doctest.DocTest) -> bool:
     return test.docstring is not None and "arrow" in test.docstring
 
 
-def _copied(module: object, test: doctest.DocTest) -> bool:
-    """True for a public method's text copied from the part that does its
-    work (``MessageStore``): its examples run once, in the part's module."""
-    obj: object = module
-    for attr in test.name.split(".")[len(getattr(module, "__name__", "").split(".")):]:
-        obj = getattr(obj, attr, None)
-    return hasattr(obj, "_doc_part")
-
-
 def _tests(name: str, *, arrow: bool) -> list[doctest.DocTest]:
     module = importlib.import_module(name)
     found = doctest.DocTestFinder().find(module)
-    return [t for t in found
-            if t.examples and _needs_arrow(t) == arrow and not _copied(module, t)]
+    return [t for t in found if t.examples and _needs_arrow(t) == arrow]
 
 
 def _run(tests: list[doctest.DocTest], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

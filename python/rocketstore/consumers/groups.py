@@ -26,7 +26,8 @@ from rocketstore.errors import ReadOnlyStoreError
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
 
-__all__ = ["GroupAdmin", "GroupLag", "QueueLag", "ResetTarget"]
+__all__ = ["GroupLag", "GroupLocks", "QueueLag", "ResetTarget", "consumer_groups",
+           "delete_consumer_group", "hold_consumer_group", "reset_consumer_group"]
 
 #: Where :meth:`MessageStore.reset_consumer_group` moves a group's offsets:
 #: ``"earliest"`` (each queue's min offset), ``"latest"`` (its max offset),
@@ -198,7 +199,7 @@ def _hold(store: MessageStore, group: str, topics: list[str]) -> ExitStack:
 
 def _reset(store: MessageStore, group: str, to: ResetTarget, topic: str | None,
           dry_run: bool) -> dict[tuple[str, int], tuple[int | None, int]]:
-    """:meth:`ConsumerGroupAdmin.reset_consumer_group`."""
+    """:func:`reset_consumer_group`."""
     new_offset = _target(store, to)
     offsets = store._offsets
     offsets.refresh(force=True)
@@ -225,7 +226,7 @@ def _reset(store: MessageStore, group: str, to: ResetTarget, topic: str | None,
 
 
 def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
-    """:meth:`ConsumerGroupAdmin.delete_consumer_group`."""
+    """:func:`delete_consumer_group`."""
     offsets = store._offsets
     offsets.refresh(force=True)
     topics = _topics_of(offsets.table(), group, topic)
@@ -242,87 +243,18 @@ def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
 _HELD_LOCK = threading.Lock()
 
 
-class GroupAdmin:
-    """The consumer-group part of one :class:`~rocketstore.MessageStore`: the
-    group locks its open consumers hold (released at shutdown). The text of
-    each public method is that of the ``MessageStore`` method."""
+class GroupLocks:
+    """The group locks one :class:`~rocketstore.MessageStore`'s open
+    consumers hold (released at shutdown)."""
 
     def __init__(self) -> None:
         self._held: weakref.WeakSet[ConsumerGroupLock] | None = None
 
-    def consumer_groups(self, store: MessageStore) -> list[GroupLag]:
-        """Every consumer group with committed offsets, and its lag per queue.
-
-        Per group (sorted by name): every queue of each topic it committed
-        on, with the committed offset, the queue's min and max (end) offsets
-        and the lag (see :class:`~rocketstore.QueueLag`), and the
-        topics an open consumer of the group holds now, in any process. Read
-        from ``config/consumerOffset.json`` with this process's own commits
-        not yet written on top; a read-only store first picks up the
-        writer's new messages.
-        """
-        n = store._n
-        if store.read_only:
-            n.refresh()
-        store._offsets.refresh(force=True)
-        return _describe(store, store._offsets.table())
-
-    def reset_consumer_group(
-        self, store: MessageStore, group: str, to: ResetTarget, topic: str | None,
-        dry_run: bool,
-    ) -> dict[tuple[str, int], tuple[int | None, int]]:
-        """Move ``group``'s committed offsets (as ``kafka-consumer-groups --reset-offsets``).
-
-        ``to`` is ``"earliest"`` (each queue's min offset), ``"latest"`` (its
-        max offset), an ``int`` offset (clamped into each queue's
-        ``[min, max]``) or a ``datetime`` (the first message stored at or
-        after it). Every queue of ``topic`` (default: of every topic the
-        group committed on) gets an offset. Written at once under the
-        file's lock; ``dry_run`` writes nothing. Returns ``{(topic,
-        queue_id): (old or None, new)}``.
-
-        Raises:
-            ConsumerGroupBusyError: an open consumer of the group holds one of
-                the topics (in any process); nothing is written.
-            ValueError / TypeError: a bad ``to``, or a group without
-                committed offsets and no ``topic``.
-            ReadOnlyStoreError: the store was opened ``no_write=True``.
-        """
-        _check_offsets_writable(store, dry_run)
-        return _reset(store, group, to, topic, dry_run)
-
-    def delete_consumer_group(self, store: MessageStore, group: str,
-                              topic: str | None) -> list[str]:
-        """Remove ``group``'s committed offsets (of ``topic``, default every
-        topic) from ``config/consumerOffset.json``; returns the topics removed.
-
-        Raises:
-            ConsumerGroupBusyError: an open consumer of the group holds one of
-                the topics (in any process); nothing is written.
-            ReadOnlyStoreError: the store was opened ``no_write=True``.
-        """
-        _check_offsets_writable(store, False)
-        return _delete(store, group, topic)
-
-    def hold_consumer_group(self, store: MessageStore, group: str,
-                            topic: str) -> ConsumerGroupLock | None:
-        """Take the lock an open consumer of ``group`` on ``topic`` holds
-        (``Consumer`` calls this); None on a ``no_write`` store, which takes
-        no lock. The offsets are re-read once it is held.
-
-        Raises:
-            ConsumerGroupBusyError: another open consumer holds it.
-        """
-        store._n  # noqa: B018 - raises StoreClosedError when closed
-        if store.no_write:
-            return None
-        lock = ConsumerGroupLock(store.config.config_dir, group, topic).acquire()
+    def add(self, lock: ConsumerGroupLock) -> None:
         with _HELD_LOCK:
             if self._held is None:
                 self._held = weakref.WeakSet()
             self._held.add(lock)
-        store._offsets.refresh(force=True)
-        return lock
 
     def release(self) -> None:
         """Release the group locks of this store's consumers still open (at
@@ -332,6 +264,83 @@ class GroupAdmin:
             held, self._held = self._held, None
         for lock in list(held or ()):
             lock.release()
+
+
+# -- the store's methods (bound by name in MessageStore) ---------------------
+
+
+def consumer_groups(store: MessageStore) -> list[GroupLag]:
+    """Every consumer group with committed offsets, and its lag per queue.
+
+    Per group (sorted by name): every queue of each topic it committed
+    on, with the committed offset, the queue's min and max (end) offsets
+    and the lag (see :class:`~rocketstore.QueueLag`), and the
+    topics an open consumer of the group holds now, in any process. Read
+    from ``config/consumerOffset.json`` with this process's own commits
+    not yet written on top; a read-only store first picks up the
+    writer's new messages.
+    """
+    n = store._n
+    if store.read_only:
+        n.refresh()
+    store._offsets.refresh(force=True)
+    return _describe(store, store._offsets.table())
+
+
+def reset_consumer_group(
+    store: MessageStore, group: str, to: ResetTarget, *, topic: str | None = None,
+    dry_run: bool = False,
+) -> dict[tuple[str, int], tuple[int | None, int]]:
+    """Move ``group``'s committed offsets (as ``kafka-consumer-groups --reset-offsets``).
+
+    ``to`` is ``"earliest"`` (each queue's min offset), ``"latest"`` (its
+    max offset), an ``int`` offset (clamped into each queue's
+    ``[min, max]``) or a ``datetime`` (the first message stored at or
+    after it). Every queue of ``topic`` (default: of every topic the
+    group committed on) gets an offset. Written at once under the
+    file's lock; ``dry_run`` writes nothing. Returns ``{(topic,
+    queue_id): (old or None, new)}``.
+
+    Raises:
+        ConsumerGroupBusyError: an open consumer of the group holds one of
+            the topics (in any process); nothing is written.
+        ValueError / TypeError: a bad ``to``, or a group without
+            committed offsets and no ``topic``.
+        ReadOnlyStoreError: the store was opened ``no_write=True``.
+    """
+    _check_offsets_writable(store, dry_run)
+    return _reset(store, group, to, topic, dry_run)
+
+
+def delete_consumer_group(store: MessageStore, group: str, *,
+                          topic: str | None = None) -> list[str]:
+    """Remove ``group``'s committed offsets (of ``topic``, default every
+    topic) from ``config/consumerOffset.json``; returns the topics removed.
+
+    Raises:
+        ConsumerGroupBusyError: an open consumer of the group holds one of
+            the topics (in any process); nothing is written.
+        ReadOnlyStoreError: the store was opened ``no_write=True``.
+    """
+    _check_offsets_writable(store, False)
+    return _delete(store, group, topic)
+
+
+def hold_consumer_group(store: MessageStore, group: str, topic: str) -> ConsumerGroupLock | None:
+    """Take the lock an open consumer of ``group`` on ``topic`` holds
+    (``Consumer`` calls this); None on a ``no_write`` store, which takes
+    no lock. The offsets are re-read once it is held.
+
+    Raises:
+        ConsumerGroupBusyError: another open consumer holds it.
+    """
+    store._n  # noqa: B018 - raises StoreClosedError when closed
+    if store.no_write:
+        return None
+    lock = ConsumerGroupLock(store.config.config_dir, group, topic).acquire()
+    store._groups.add(lock)
+    store._offsets.refresh(force=True)
+    return lock
 
 
 def _check_offsets_writable(store: MessageStore, dry_run: bool) -> None:
