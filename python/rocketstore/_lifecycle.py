@@ -3,7 +3,7 @@
 Opening (:func:`open_store`, behind ``start()``): take the engine store
 (lock, load), recover through :class:`RecoveryService` (RocketMQ's named
 steps), load the config files, start the flush threads, dispatch
-(:class:`ReputService`) and the Python services (retention, delayed
+(:class:`DispatchService`) and the Python services (retention, delayed
 delivery). Closing (:func:`close_store`, behind ``shutdown()``): stop the
 services in reverse order, dispatch what is left, write ``topics.json`` and
 the committed offsets, close the engine store. A forked child disarms the
@@ -24,9 +24,9 @@ from rocketstore._native import NativeStore
 from rocketstore.config.files import TopicConfigs
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
-from rocketstore.services.clean import CleanService
+from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryService
-from rocketstore.services.reput import ReputService
+from rocketstore.services.retention import RetentionService
 from rocketstore.services.schedule import ScheduleService
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def open_store(store: MessageStore) -> None:
     )
     store._recovery = report
     store._native = native
-    store._reput = ReputService(native)
+    store._dispatch = DispatchService(native)
     store._commits = OffsetCommits(offsets)
     store._topic_configs = topic_configs
     if not store._read_only:
@@ -112,7 +112,7 @@ def open_store(store: MessageStore) -> None:
             native.shutdown()
             pump_now()
             raise
-        store._reput.start()
+        store._dispatch.start()
         for service in services:
             service.start()
             store._services.append(service)
@@ -140,14 +140,14 @@ def _make_services(store: MessageStore) -> list[ServiceThread]:
         if s is not None:
             s._service_failed(reason)
 
-    store._clean = CleanService(native, store._config, offsets=offsets, on_failure=failed)
-    return [store._clean, ScheduleService.for_store(store)]
+    store._retention = RetentionService(native, store._config, offsets=offsets, on_failure=failed)
+    return [store._retention, ScheduleService.for_store(store)]
 
 
 def disarm(store: MessageStore, why: str) -> None:
     """Make every call of ``store`` raise StoreClosedError (after fork in the child)."""
     store._native = None
-    store._reput = None
+    store._dispatch = None
     store._services = []  # their threads are the parent's
     store._closed_reason = why
     store._detach(why)
@@ -169,8 +169,8 @@ def close_store(store: MessageStore) -> None:
             # Removed once stopped: an interrupted close stops it again.
             store._services[-1].shutdown()
             store._services.pop()
-        if store._reput is not None:
-            store._reput.shutdown()
+        if store._dispatch is not None:
+            store._dispatch.shutdown()
         if not store._read_only:
             if n.poison_reason is None:
                 # Dispatch what is left first, so topics.json lists every topic.

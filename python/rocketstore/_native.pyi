@@ -44,7 +44,7 @@ __all__ = [
     "ArrowStream",
     "BatchPutResult",
     "CheckpointTimes",
-    "CommitLogExpiry",
+    "CommitLogRetention",
     "CommitLogScanReport",
     "ConsumeQueueReport",
     "ConsumerOffsetReport",
@@ -61,12 +61,13 @@ __all__ = [
     "NativeStore",
     "PointerRebuildReport",
     "PutResult",
-    "QueueExpiry",
     "QueueHoleReport",
     "QueueOffsetTableReport",
+    "QueueRetention",
     "RecoveryMode",
     "RecoveryReport",
     "RedispatchReport",
+    "RetentionPolicy",
     "RuntimeSample",
     "TruncateReport",
     "VerifyProgress",
@@ -358,8 +359,33 @@ class DeliverStep:
     def __eq__(self, value: object, /) -> bool: ...
     __hash__: ClassVar[None]  # type: ignore[assignment]
 
+# Retention: the policy one CommitLog step takes, and what the steps did.
 @final
-class CommitLogExpiry:
+class RetentionPolicy:
+    def __new__(
+        cls,
+        *,
+        now_ms: int,
+        reserved_ms: int,
+        max_files: int,
+        immediately: bool = False,
+        interval_ms: int = 0,
+    ) -> RetentionPolicy: ...
+    @property
+    def now_ms(self) -> int: ...
+    @property
+    def reserved_ms(self) -> int: ...
+    @property
+    def max_files(self) -> int: ...
+    @property
+    def immediately(self) -> bool: ...
+    @property
+    def interval_ms(self) -> int: ...
+    def __eq__(self, value: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+
+@final
+class CommitLogRetention:
     @property
     def deleted(self) -> int: ...
     @property
@@ -370,7 +396,7 @@ class CommitLogExpiry:
     __hash__: ClassVar[None]  # type: ignore[assignment]
 
 @final
-class QueueExpiry:
+class QueueRetention:
     @property
     def consume_queue_files(self) -> int: ...
     @property
@@ -790,10 +816,8 @@ class NativeStore:
     def set_disk_full(self, reason: str | None) -> bool: ...
     @property
     def disk_full_reason(self) -> str | None: ...
-    def delete_expired_commit_log(
-        self, now_ms: int, reserved_ms: int, interval_ms: int, immediately: bool, max_files: int
-    ) -> CommitLogExpiry: ...
-    def delete_expired_queues(self, min_phy: int, interval_ms: int) -> QueueExpiry: ...
+    def delete_expired_commit_log(self, policy: RetentionPolicy) -> CommitLogRetention: ...
+    def delete_expired_queues(self, min_phy: int, interval_ms: int) -> QueueRetention: ...
     @property
     def closed(self) -> bool: ...
     def queue_offset_table(self) -> dict[tuple[str, int], int]: ...

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from rocketstore import _native
 from rocketstore._native import NativeStore, RuntimeSample
-from rocketstore.services.clean import disk_usage_ratio
+from rocketstore.services.retention import disk_usage_ratio
 
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
@@ -135,7 +135,7 @@ class StoreStats:
     dispatch_behind_bytes: int
 
     #: Used fraction (0..1) of the filesystem holding the CommitLog, as the
-    #: clean service measures it (RocketMQ's ``commitLogDiskRatio``; space
+    #: retention service measures it (RocketMQ's ``commitLogDiskRatio``; space
     #: reserved for root counts as used). None when it cannot be read.
     disk_used_ratio: float | None
     #: Size of that filesystem, in bytes (None when it cannot be read).

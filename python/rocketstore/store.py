@@ -53,8 +53,8 @@ from rocketstore.stats import StatsSampler
 if TYPE_CHECKING:
 
     from rocketstore.services.base import ServiceThread
-    from rocketstore.services.clean import CleanService
-    from rocketstore.services.reput import ReputService
+    from rocketstore.services.dispatch import DispatchService
+    from rocketstore.services.retention import RetentionService
 
 __all__ = ["MessageStore", "RecoveryReport"]
 
@@ -147,8 +147,8 @@ class MessageStore(MessageStoreBase):
         self._no_write = bool(no_write)
         self._wait_for_writer = wait_for_writer
         self._native: NativeStore | None = None
-        self._reput: ReputService | None = None
-        self._clean: CleanService | None = None
+        self._dispatch: DispatchService | None = None
+        self._retention: RetentionService | None = None
         # Python services (ServiceThread subclasses) started after recovery,
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
@@ -346,7 +346,7 @@ class MessageStore(MessageStoreBase):
     # -- writes ------------------------------------------------------------
 
     def delete_expired_files(self, force: bool = False) -> int:
-        """Run one manual round of the clean service; returns CommitLog files deleted.
+        """Run one manual round of the retention service; returns CommitLog files deleted.
 
         Deletes up to ``delete_file_batch_max`` of the oldest CommitLog files
         older than ``file_reserved_time`` hours (by mtime, which the store sets
@@ -360,9 +360,9 @@ class MessageStore(MessageStoreBase):
             ReadOnlyStoreError: the store was opened read-only.
         """
         self._n  # noqa: B018 - raises StoreClosedError when closed
-        if self._read_only or self._clean is None:
+        if self._read_only or self._retention is None:
             raise ReadOnlyStoreError("cannot delete files of a read-only store")
-        return self._clean.clean(manual=True, force=force).commit_log_files
+        return self._retention.run_round(manual=True, force=force).commit_log_files
 
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::service::ServiceThread;
+use crate::services::service_thread::ServiceThread;
 
 /// How often the clock thread refreshes the cached value.
 pub const REFRESH: Duration = Duration::from_micros(500);

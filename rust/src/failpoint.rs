@@ -37,7 +37,7 @@ static WAITING: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 /// ([`waiting`] says when a flush is held).
 /// `panic_<service>` makes the next round of that background service panic
 /// (the errno is not used): the service must poison the store, not die
-/// silently (see [`crate::service`]).
+/// silently (see [`crate::services::service_thread`]).
 pub const POINTS: &[&str] = &[
     "msync",
     "create_file",
@@ -57,7 +57,7 @@ pub const POINTS: &[&str] = &[
     "panic_group_commit",
     "panic_commit",
     "panic_cq_flush",
-    "panic_reput",
+    "panic_dispatch",
     "panic_allocate",
     "panic_prefault",
     "panic_index_flush",

@@ -67,7 +67,6 @@ pub mod queue;
 pub mod ratelog;
 pub mod recovery;
 pub mod running;
-pub mod service;
 pub mod services;
 pub mod store;
 pub mod verify;

@@ -7,7 +7,7 @@
 //!  bit  1 NOT_WRITEABLE             poisoned by a caller or a panicking service
 //!  bit  2 WRITE_LOGICS_QUEUE_ERROR  dispatch to a consume queue failed
 //!  bit  3 WRITE_INDEX_FILE_ERROR    dispatch to (or flushing of) the index failed
-//!  bit  4 DISK_FULL                 set and cleared by the clean service
+//!  bit  4 DISK_FULL                 set and cleared by the retention service
 //!  bit  5 FLUSH_FAILED              an msync/fsync failed (ours: RocketMQ logs and goes on)
 //!  bit  6 RESOURCE_WAIT             ours: a service waits for memory, descriptors or disk
 //!                                   space to create or map a file, and retries (puts are taken)
@@ -93,7 +93,7 @@ pub struct RunningFlags {
     /// The first failure: its flag and why. Written once, before its bit is
     /// published, so a reader that sees a failure bit finds a reason.
     first: OnceLock<(Flag, String)>,
-    /// Why the disk is full (the clean service's last word).
+    /// Why the disk is full (the retention service's last word).
     disk_full_reason: Mutex<String>,
     /// The services waiting for a resource, each with its reason.
     waiting: Mutex<Vec<(&'static str, String)>>,
@@ -233,7 +233,7 @@ impl RunningFlags {
     }
 
     /// The set flags by name; the first failure's flag carries its reason
-    /// (`"NAME: reason"`), as DISK_FULL carries the clean service's.
+    /// (`"NAME: reason"`), as DISK_FULL carries the retention service's.
     pub fn describe(&self) -> Vec<String> {
         let bits = self.bits();
         let first = self.first.get();
@@ -336,10 +336,13 @@ mod tests {
         assert!(r.set_disk_full(false, ""));
         assert!(r.is_writeable() && r.disk_full_reason().is_none());
         // A failure is not cleared with the disk.
-        r.fail(Flag::NotWriteable, "clean service failed");
+        r.fail(Flag::NotWriteable, "retention service failed");
         r.set_disk_full(true, "x");
         r.set_disk_full(false, "");
         assert!(!r.is_writeable());
-        assert_eq!(r.describe(), vec!["NOT_WRITEABLE: clean service failed"]);
+        assert_eq!(
+            r.describe(),
+            vec!["NOT_WRITEABLE: retention service failed"]
+        );
     }
 }

@@ -28,7 +28,7 @@ POINTS = ("msync", "create_file", "map_new_file", "cq_put", "flush_hold", "reser
 #: Fail points that make the next round of a background service panic.
 PANIC_POINTS = tuple(
     f"panic_{s}"
-    for s in ("flush", "group_commit", "commit", "cq_flush", "reput", "allocate", "prefault",
+    for s in ("flush", "group_commit", "commit", "cq_flush", "dispatch", "allocate", "prefault",
               "index_flush", "clock")
 )
 #: Why a fault test fails on an engine built without them.

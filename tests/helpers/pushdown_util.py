@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore._native import RetentionPolicy
 
 from .arrow_util import GEOMETRY
 from .read_util import wait_dispatched
@@ -60,7 +61,9 @@ def fill(path: str) -> dict[str, Any]:
     store.put("orders", b"rolled back", queue_id=1, sys_flag=TRANSACTION_ROLLBACK)
     wait_dispatched(store)
     # Retention deletes the two oldest CommitLog files; their queue units stay.
-    gone = store._n.delete_expired_commit_log(0, 0, 0, True, 2).min_offset
+    gone = store._n.delete_expired_commit_log(
+        RetentionPolicy(now_ms=0, reserved_ms=0, max_files=2, immediately=True)
+    ).min_offset
     store.shutdown()
     assert gone > 0
     info: dict[str, Any] = {"min_phy": gone}

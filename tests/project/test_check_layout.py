@@ -213,6 +213,38 @@ def test_each_layer_is_below_the_next(tmp_path: Path, rel: str, text: str) -> No
     assert "uses the higher layer" in r.stdout
 
 
+def test_the_service_thread_shape_is_in_the_base_layer(tmp_path: Path) -> None:
+    """``services/service_thread.rs`` serves every layer and uses none above the base."""
+    root = tmp_path
+    tree = {
+        "rust/src/lib.rs": "pub mod error;\npub mod log;\npub mod services;\n",
+        "rust/src/error.rs": "pub struct Error;\n",
+        "rust/src/services/mod.rs": "pub mod flush;\npub mod service_thread;\n",
+        "rust/src/services/service_thread.rs": "pub struct ServiceThread;\n",
+        "rust/src/services/flush.rs": "pub fn run(_l: &crate::log::Log) {}\n",
+        "rust/src/log.rs": "pub struct Log(crate::services::service_thread::ServiceThread);\n",
+    }
+    write(root, tree)
+    r = run(root)
+    assert r.returncode == 0, r.stdout
+    # Another file of services/ stays above log.
+    write(root, {"rust/src/log.rs": "pub fn flush() { crate::services::flush::run }\n"})
+    r = run(root)
+    assert r.returncode == 1, r.stdout
+    assert "layer log uses the higher layer services" in r.stdout
+    # And the shape itself may not use a higher layer.
+    write(
+        root,
+        {
+            "rust/src/log.rs": "pub struct Log;\n",
+            "rust/src/services/service_thread.rs": "pub struct ServiceThread(crate::log::Log);\n",
+        },
+    )
+    r = run(root)
+    assert r.returncode == 1, r.stdout
+    assert "layer primitives uses the higher layer log" in r.stdout
+
+
 def test_allow_list_reports_without_failing_and_must_shrink(tmp_path: Path) -> None:
     root = clean_tree(tmp_path)
     write(root, {"python/pkg/big.py": "".join(f"X{i} = {i}\n" for i in range(801))})

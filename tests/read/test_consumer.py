@@ -3,7 +3,7 @@
 Most tests run against ``FakeStore`` (an in-memory model of the store contract
 the consumer relies on, answering ``get_message`` per docs/format.md §18.3) and, once
 ``MessageStore`` implements that contract, against a real store too (the
-``store`` fixture). Tests that inspect calls or fake expiry use ``fake``.
+``store`` fixture). Tests that inspect calls or fake retention use ``fake``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ result's ``skipped``), so that for every consumer::
     delivered + skipped + damaged == offsets moved past
 
 whether the store is the writer itself or a read-only follower in another
-process, and whether a pull comes after a clean round or between its two
+process, and whether a pull comes after a retention round or between its two
 steps (CommitLog files deleted, queue files not yet). A read-only store
 reports the same min offset as the writer (docs/format.md §16, "Reads in a
 deleted range").
@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from rocketstore import GetStatus, MessageStore, PutStatus
+from rocketstore._native import RetentionPolicy
 
 TOPIC = "R"
 #: 2 KiB CommitLog segments: 15-20 messages each.
@@ -118,7 +119,9 @@ def test_writer_consumer_counts_every_offset_retention_passed(
     assert take(c, READ_FIRST) == list(range(READ_FIRST))
     start = c.position(0)
     n = store._n
-    step = n.delete_expired_commit_log(0, 0, 0, True, 10)
+    step = n.delete_expired_commit_log(
+        RetentionPolicy(now_ms=0, reserved_ms=0, max_files=10, immediately=True)
+    )
     assert step.deleted == 10
     min_phy = step.min_offset
     new_min = first_retained(offsets, min_phy)
@@ -138,7 +141,9 @@ def test_found_pull_reports_the_offsets_it_skipped(
     writer: tuple[MessageStore, list[int]],
 ) -> None:
     store, offsets = writer
-    min_phy = store._n.delete_expired_commit_log(0, 0, 0, True, 10).min_offset
+    min_phy = store._n.delete_expired_commit_log(
+        RetentionPolicy(now_ms=0, reserved_ms=0, max_files=10, immediately=True)
+    ).min_offset
     new_min = first_retained(offsets, min_phy)
     file_start = new_min - new_min % UNITS
     assert file_start < new_min

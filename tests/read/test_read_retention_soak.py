@@ -2,7 +2,7 @@
 
 A writer process (SYNC_FLUSH; ``SOAK_FLUSH=ASYNC_FLUSH``: asynchronous
 flushing, which lets the flush fall behind retention) puts to small CommitLog
-segments with a size cap, so its clean service deletes the oldest files every
+segments with a size cap, so its retention service deletes the oldest files every
 few milliseconds; a consumer thread inside it reads the topic. Both
 consumers pause now and then, so retention passes them. The writer is killed
 with SIGKILL and restarted at random moments. This process follows the store

@@ -157,7 +157,7 @@ fn panics_poison(service: &str, flag: &str, opts: impl FnOnce(&mut StoreOptions)
     // when the dispatch thread is the one that died).
     assert_poisoned(
         &store,
-        if service == "reput" { 5 } else { acked },
+        if service == "dispatch" { 5 } else { acked },
         flag,
         &reason,
     );
@@ -201,7 +201,7 @@ fn a_panic_in_the_queue_flush_poisons() {
 
 #[test]
 fn a_panic_in_dispatch_poisons() {
-    panics_poison("reput", "WRITE_LOGICS_QUEUE_ERROR", |_| {}, 1);
+    panics_poison("dispatch", "WRITE_LOGICS_QUEUE_ERROR", |_| {}, 1);
 }
 
 #[test]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rocketstore import MessageStore, StoreConfig
-from services.test_clean import CONFIG, age, cl_files, fill, hour_clock
+from services.test_retention import CONFIG, age, cl_files, fill, hour_clock
 
 MINUTE_S = 60
 
@@ -42,15 +42,15 @@ def test_half_an_hour_of_retention_deletes_files_older_than_30_minutes(
     clock, hour = hour_clock()
     store = opened(file_reserved_time=reserved, delete_when=hour)
     assert store.config.file_reserved_time == 0.5
-    clean = store._clean
-    assert clean is not None
-    clean.clock = clock
-    clean.disk_usage = lambda path: 0.10
+    retention = store._retention
+    assert retention is not None
+    retention.clock = clock
+    retention.disk_usage = lambda path: 0.10
     fill(store, 6)
     files = cl_files(store)
     _age_minutes(files[:2], 45)  # older than 30 minutes
     _age_minutes(files[2:4], 15)  # younger
-    report = clean.clean()
+    report = retention.run_round()
     assert report.commit_log_files == 2
     assert cl_files(store) == files[2:]
 

@@ -40,7 +40,7 @@ RUST_SERVICES: dict[str, tuple[str, dict[str, Any], int]] = {
     "group_commit": ("FLUSH_FAILED", {"flush_disk_type": FlushDiskType.SYNC_FLUSH}, 0),
     "commit": ("FLUSH_FAILED", {"transient_store_pool_enable": True}, 0),
     "cq_flush": ("FLUSH_FAILED", {}, 0),
-    "reput": ("WRITE_LOGICS_QUEUE_ERROR", {}, 1),
+    "dispatch": ("WRITE_LOGICS_QUEUE_ERROR", {}, 1),
     "allocate": ("NOT_WRITEABLE", {"warm_mapped_file_enable": True}, 0),
     "prefault": ("NOT_WRITEABLE", {}, 0),
     # 7 keys fill an index file; the roll hands it to the index flush service.
@@ -103,15 +103,15 @@ def test_a_panic_in_an_engine_service_poisons_the_store(
         _assert_poisoned(
             store, 5, flag, f"{service} service panicked: fail point panic_{service}"
         )
-        if service == "reput":
-            assert store._reput is not None and not store._reput.running
+        if service == "dispatch":
+            assert store._dispatch is not None and not store._dispatch.running
     finally:
         # A store whose flushing failed says so when it is shut down.
         with contextlib.suppress(PoisonedError):
             store.shutdown()
 
 
-@pytest.mark.parametrize("service", ["clean", "schedule"])
+@pytest.mark.parametrize("service", ["retention", "schedule"])
 def test_an_exception_in_a_python_service_poisons_the_store(
     store_path: str, service: str
 ) -> None:
@@ -137,19 +137,19 @@ def test_an_exception_in_a_python_service_poisons_the_store(
         store.shutdown()
 
 
-def test_the_reput_service_has_the_service_shape(store_path: str) -> None:
+def test_the_dispatch_service_has_the_service_shape(store_path: str) -> None:
     store = _open(store_path)
     try:
-        reput = store._reput
-        assert reput is not None and reput.running and reput.failure is None
+        dispatch = store._dispatch
+        assert dispatch is not None and dispatch.running and dispatch.failure is None
         r = store.put("T", b"m0", keys="k0")
-        reput.wakeup()
-        assert reput.shutdown(timeout=10.0) is True
-        assert not reput.running
+        dispatch.wakeup()
+        assert dispatch.shutdown(timeout=10.0) is True
+        assert not dispatch.running
         # Stopped: a read dispatches what it needs itself.
         assert [m.body for m in store.get_message("g", "T", 0, 0, 1).messages] == [b"m0"]
         assert r.status is PutStatus.PUT_OK
-        reput.start()
-        assert reput.running
+        dispatch.start()
+        assert dispatch.running
     finally:
         store.shutdown()

@@ -123,7 +123,7 @@ def test_commit_offset_for_a_topic_that_breaks_the_topic_rule_is_refused(
     tmp_path: Path, topic: str
 ) -> None:
     """Refused as reads refuse it; before, the offset was kept and the next
-    retention round raised on it, which stopped the clean service and
+    retention round raised on it, which stopped the retention service and
     poisoned the store."""
     _fill(tmp_path)
     with MessageStore(StoreConfig(store_path=str(tmp_path), **SMALL)) as store:

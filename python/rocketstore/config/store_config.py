@@ -229,7 +229,7 @@ class StoreConfig:
     #: Period of a thorough ConsumeQueue flush, which also persists the checkpoint, ms.
     flush_consume_queue_thorough_interval: int = 60_000
 
-    # --- expiry -------------------------------------------------------------
+    # --- retention ----------------------------------------------------------
     #: Age after which a CommitLog file may be deleted, hours: an int, a float
     #: (``0.5`` is 30 minutes) or a ``datetime.timedelta``. Whole hours read
     #: back as an ``int``; ``to_properties`` writes whole hours, rounded up
@@ -255,15 +255,15 @@ class StoreConfig:
     #: Period for retrying the deletion of a file that failed to delete, ms.
     #: *Inert*: no effect in rocketstore (warns once when set).
     redelete_hanged_file_interval: int = 120_000
-    #: Period of the clean (expiry) task, ms.
+    #: Period of a retention round, ms (RocketMQ's clean task).
     clean_resource_interval: int = 10_000
-    #: Most files deleted in one clean pass (4.9.8 constant; 5.x ``deleteFileBatchMax``).
+    #: Most files deleted in one retention round (4.9.8 constant; 5.x ``deleteFileBatchMax``).
     delete_file_batch_max: int = 10
     #: Whether a disk-full transition is recorded (logged) when it happens.
     #: *Inert*: no effect in rocketstore (warns once when set).
     disk_fall_recorded: bool = True
     #: Cap on the CommitLog's data, bytes (our addition, Kafka's ``retention.bytes``):
-    #: the periodic clean round deletes the oldest files, whatever their age, until
+    #: the periodic retention round deletes the oldest files, whatever their age, until
     #: the data fits. None: no cap.
     max_store_size_bytes: int | None = None
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryReport, RecoveryService
-from rocketstore.services.reput import ReputService
+from rocketstore.services.retention import RetentionService
 from rocketstore.services.schedule import ScheduleService
 
-__all__ = ["RecoveryReport", "RecoveryService", "ReputService", "ScheduleService"]
+__all__ = [
+    "DispatchService",
+    "RecoveryReport",
+    "RecoveryService",
+    "RetentionService",
+    "ScheduleService",
+]

@@ -1,7 +1,7 @@
 """One shape for the store's services (RocketMQ's ``ServiceThread``).
 
 :class:`Service` is the shape every service has: ``start``, ``wakeup``,
-``shutdown(timeout)``, ``running`` and ``failure``. The reput (dispatch)
+``shutdown(timeout)``, ``running`` and ``failure``. The dispatch
 service has it over the engine's dispatch thread (its loop runs in Rust);
 the others are :class:`ServiceThread` subclasses.
 

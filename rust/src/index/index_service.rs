@@ -1,7 +1,7 @@
 //! The `index/` directory (RocketMQ's `IndexService`): the list of index
 //! files, oldest first; indexing dispatched keys into the newest file and
 //! rolling to a new one when it is full; queries across files; loading,
-//! expiry and truncation; and the `index_flush` [`ServiceThread`] that
+//! retention and truncation; and the `index_flush` [`ServiceThread`] that
 //! flushes each full file and then advances the checkpoint's index
 //! timestamp. One file's bytes are [`crate::index::index_file`]'s.
 
@@ -19,7 +19,7 @@ use crate::index::index_file::{
 };
 use crate::log::message::sysflag;
 use crate::running::{Flag, RunningFlags};
-use crate::service::{ServiceThread, STOP_TIMEOUT};
+use crate::services::service_thread::{ServiceThread, STOP_TIMEOUT};
 
 /// What [`IndexStore::query`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -787,7 +787,7 @@ mod tests {
         assert_eq!(s.files().len(), 5);
         assert_eq!(s.query("T", "x", 10, 0, i64::MAX).phy_offsets, [30_000]);
         assert_eq!(s.end_phy_offset(), 30_000);
-        // Expiry deletes leading files whose end offset is below the min
+        // Retention deletes leading files whose end offset is below the min
         // (file ends: 4900, 9900, 14900, 19900, 30000).
         assert_eq!(s.delete_expired(10_000), 2);
         assert_eq!(s.files().len(), 3);

@@ -26,7 +26,7 @@ use crate::log::mapped_file::MappedFile;
 use crate::log::mapped_file_queue::{FileMaker, MappedFileQueue};
 use crate::ratelog::RateLimited;
 use crate::running::{is_transient_resource, RunningFlags};
-use crate::service::{ServiceThread, Signal, STOP_TIMEOUT};
+use crate::services::service_thread::{ServiceThread, Signal, STOP_TIMEOUT};
 
 /// How long a roll waits for the allocator (RocketMQ: 5 s).
 pub const ALLOCATE_WAIT: Duration = Duration::from_secs(5);

@@ -24,6 +24,8 @@
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
 //! - `results.rs`, `recovery.rs`: typed results of service calls and of the
 //!   recovery steps; `verify.rs`: the whole-store checks.
+//! - `retention.rs`: `RetentionPolicy`, the retention steps of
+//!   `NativeStore` and their results.
 //! - `arrow.rs`: Arrow streams in and out (the PyCapsule interface).
 //! - `config.rs`: `StoreConfig` read into the engine's options.
 //! - `errors.rs`: engine errors as Python exceptions (the one place).
@@ -42,6 +44,7 @@ pub mod logbridge;
 pub mod put_args;
 pub mod recovery;
 pub mod results;
+pub mod retention;
 pub mod store;
 pub mod store_admin;
 pub mod store_arrow;
@@ -263,6 +266,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<locks::PyFileLock>()?;
     recovery::register(m)?;
     results::register(m)?;
+    retention::register(m)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(tags_code, m)?)?;
     m.add_function(wrap_pyfunction!(body_crc, m)?)?;

@@ -32,6 +32,8 @@ macro_rules! frozen_record {
     };
 }
 
+pub(crate) use frozen_record;
+
 frozen_record! {
     /// What one delayed-delivery step did for one level.
     "DeliverStep", PyDeliverStep {
@@ -62,47 +64,6 @@ impl From<crate::store::schedule::DeliverStep> for PyDeliverStep {
             more: s.more,
             blocked: s.blocked,
             end_offset: s.end_offset,
-        }
-    }
-}
-
-frozen_record! {
-    /// What one CommitLog step of the clean service did.
-    "CommitLogExpiry", PyCommitLogExpiry {
-        /// CommitLog files deleted.
-        deleted: usize,
-        /// Start of the first deleted file (-1 when none).
-        from_offset: i64,
-        /// New CommitLog min offset (-1 when the log holds no file).
-        min_offset: i64,
-    }
-}
-
-impl From<crate::services::expiry::CommitLogExpiry> for PyCommitLogExpiry {
-    fn from(e: crate::services::expiry::CommitLogExpiry) -> Self {
-        Self {
-            deleted: e.deleted,
-            from_offset: e.from_offset,
-            min_offset: e.min_offset,
-        }
-    }
-}
-
-frozen_record! {
-    /// What one queue step of the clean service did.
-    "QueueExpiry", PyQueueExpiry {
-        /// ConsumeQueue files deleted.
-        consume_queue_files: usize,
-        /// Index files deleted.
-        index_files: usize,
-    }
-}
-
-impl From<crate::services::expiry::QueueExpiry> for PyQueueExpiry {
-    fn from(e: crate::services::expiry::QueueExpiry) -> Self {
-        Self {
-            consume_queue_files: e.consume_queue_files,
-            index_files: e.index_files,
         }
     }
 }
@@ -228,8 +189,6 @@ impl From<crate::store::RuntimeStats> for PyRuntimeSample {
 /// Registers the classes.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDeliverStep>()?;
-    m.add_class::<PyCommitLogExpiry>()?;
-    m.add_class::<PyQueueExpiry>()?;
     m.add_class::<PyGroupCommitStats>()?;
     m.add_class::<PyCheckpointTimes>()?;
     m.add_class::<PyVisibilityStats>()?;

@@ -1,5 +1,5 @@
 //! The running-state and service methods of `NativeStore`: offsets and
-//! flags, poisoning and disk-full, expiry steps, the dispatch thread and
+//! flags, poisoning and disk-full, the dispatch thread and
 //! waiting for it, flushes, delayed delivery, and shutdown.
 
 use std::time::{Duration, Instant};
@@ -10,8 +10,7 @@ use pyo3::types::PyDict;
 use super::args::{i64_arg, type_error};
 use super::gil::{guarded, nogil};
 use super::results::{
-    PyCheckpointTimes, PyCommitLogExpiry, PyDeliverStep, PyGroupCommitStats, PyQueueExpiry,
-    PyRuntimeSample, PyVisibilityStats,
+    PyCheckpointTimes, PyDeliverStep, PyGroupCommitStats, PyRuntimeSample, PyVisibilityStats,
 };
 use super::store::{PyStore, SIGNAL_SLICE};
 
@@ -93,53 +92,6 @@ impl PyStore {
         self.store.disk_full_reason()
     }
 
-    /// One CommitLog step of the clean service, with the GIL released:
-    /// deletes the oldest files whose mtime is at least ``reserved_ms`` before
-    /// ``now_ms`` (any age with ``immediately``), never the last file, at
-    /// most ``max_files``, sleeping ``interval_ms`` between two deletions.
-    fn delete_expired_commit_log(
-        &self,
-        py: Python<'_>,
-        now_ms: i64,
-        reserved_ms: i64,
-        interval_ms: u64,
-        immediately: bool,
-        max_files: usize,
-    ) -> PyResult<PyCommitLogExpiry> {
-        guarded(|| {
-            let store = &self.store;
-            let r = nogil(py, || {
-                store.delete_expired_commit_log(
-                    now_ms,
-                    reserved_ms,
-                    Duration::from_millis(interval_ms),
-                    immediately,
-                    max_files,
-                )
-            })?;
-            Ok(r.into())
-        })
-    }
-
-    /// The queue step of the clean service, with the GIL released: deletes
-    /// ConsumeQueue files wholly below CommitLog offset ``min_phy`` (then
-    /// corrects every queue's min offset; ``interval_ms`` pause after each
-    /// queue that lost files) and index files below it.
-    fn delete_expired_queues(
-        &self,
-        py: Python<'_>,
-        min_phy: i64,
-        interval_ms: u64,
-    ) -> PyResult<PyQueueExpiry> {
-        guarded(|| {
-            let store = &self.store;
-            let r = nogil(py, || {
-                store.delete_expired_queues(min_phy, Duration::from_millis(interval_ms))
-            })?;
-            Ok(r.into())
-        })
-    }
-
     #[getter]
     fn closed(&self) -> bool {
         self.store.is_closed()
@@ -176,7 +128,7 @@ impl PyStore {
         self.store.last_exit_ok()
     }
 
-    /// Starts the dispatch (reput) thread.
+    /// Starts the dispatch thread.
     fn start_dispatch(&self) -> PyResult<()> {
         guarded(|| Ok(self.store.start_dispatch()?))
     }
@@ -194,7 +146,7 @@ impl PyStore {
                     ))
                 }
                 Some(t) => Duration::from_secs_f64(t.min(1e9)),
-                None => crate::service::STOP_TIMEOUT,
+                None => crate::services::service_thread::STOP_TIMEOUT,
             };
             let store = &self.store;
             nogil(py, || Ok(store.stop_dispatch_within(timeout)))

@@ -26,8 +26,9 @@
 //!
 //! This module owns the step order ([`RecoveryStep`], [`RecoveryState`]),
 //! the typed reports and the rules the steps share; the steps themselves are
-//! methods of the store (`store/recover.rs`, `store/rebuild.rs`), so the
-//! store depends on recovery and never the other way round.
+//! methods of the store (`store/recover_scan.rs` finds the recovered end,
+//! `store/recover_rebuild.rs` cuts and rebuilds at it), so the store
+//! depends on recovery and never the other way round.
 //!
 //! # Files
 //!

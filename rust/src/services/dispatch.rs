@@ -1,13 +1,13 @@
-//! Dispatch (RocketMQ's reput service): turns CommitLog records into
+//! Dispatch (RocketMQ's `ReputMessageService`): turns CommitLog records into
 //! ConsumeQueue units and index entries.
 //!
 //! ```text
-//!  CommitLog  ...[rec][rec][rec]|........        reput_from -> max_offset
+//!  CommitLog  ...[rec][rec][rec]|........        dispatch_from -> max_offset
 //!                 |    |    |
 //!                 v    v    v
 //!  consumequeue/<topic>/<qid>: (phy, size, tagsCode)   index/: topic#key -> phy
 //! ```
-//! [`Dispatcher::dispatch_once`] is one batch step. The `reput`
+//! [`Dispatcher::dispatch_once`] is one batch step. The `dispatch`
 //! [`ServiceThread`] ([`Dispatcher::start_thread`]) runs it in a loop: a Python thread woken per put would cap puts far below what
 //! the engine does and add the interpreter's switch interval to visibility
 //! latency. A put wakes the thread only when it is asleep (one atomic load
@@ -31,7 +31,7 @@ use crate::queue::consume_queue::CqUnit;
 use crate::queue::cq_table::ConsumeQueueTable;
 use crate::ratelog::RateLimited;
 use crate::running::{is_transient_resource, Flag, RunningFlags};
-use crate::service::{ServiceThread, Signal};
+use crate::services::service_thread::{ServiceThread, Signal};
 
 /// Bytes one dispatch step reads at most.
 pub const DEFAULT_STEP_BYTES: usize = 4 << 20;
@@ -52,7 +52,7 @@ pub struct Dispatcher {
     index: Option<Arc<IndexStore>>,
     checkpoint: Option<Arc<Checkpoint>>,
     delay_levels: Vec<i64>,
-    reput_from: AtomicU64,
+    dispatch_from: AtomicU64,
     step: Mutex<()>,
     // consumers waiting for new messages
     seq: AtomicU64,
@@ -146,7 +146,7 @@ impl Dispatcher {
         index: Option<Arc<IndexStore>>,
         checkpoint: Option<Arc<Checkpoint>>,
         delay_levels: Vec<i64>,
-        reput_from: u64,
+        dispatch_from: u64,
     ) -> Self {
         Self {
             commitlog,
@@ -154,7 +154,7 @@ impl Dispatcher {
             index,
             checkpoint,
             delay_levels,
-            reput_from: AtomicU64::new(reput_from),
+            dispatch_from: AtomicU64::new(dispatch_from),
             step: Mutex::new(()),
             seq: AtomicU64::new(0),
             waiters: AtomicUsize::new(0),
@@ -191,21 +191,21 @@ impl Dispatcher {
     }
 
     /// The CommitLog offset dispatch has reached.
-    pub fn reput_from(&self) -> u64 {
-        self.reput_from.load(Ordering::Acquire)
+    pub fn dispatch_from(&self) -> u64 {
+        self.dispatch_from.load(Ordering::Acquire)
     }
 
     /// Sets where dispatch continues (after recovery).
-    pub fn set_reput_from(&self, off: u64) {
+    pub fn set_dispatch_from(&self, off: u64) {
         let _g = self.step.lock();
-        self.reput_from.store(off, Ordering::Release);
+        self.dispatch_from.store(off, Ordering::Release);
     }
 
     /// CommitLog bytes not yet dispatched.
     pub fn behind_bytes(&self) -> u64 {
         self.commitlog
             .max_offset()
-            .saturating_sub(self.reput_from())
+            .saturating_sub(self.dispatch_from())
     }
 
     /// Why dispatch stopped, if it failed (the store's first failure).
@@ -308,13 +308,13 @@ impl Dispatcher {
         Ok(())
     }
 
-    /// Dispatches records from the reput offset, up to `max_bytes` of them.
+    /// Dispatches records from the dispatch offset, up to `max_bytes` of them.
     pub fn dispatch_once(&self, max_bytes: usize) -> Result<DispatchStats> {
         let _g = self.step.lock();
         self.step_error
             .store(Flag::WriteLogicsQueueError as u32, Ordering::Relaxed);
         let mut stats = DispatchStats::default();
-        let mut from = self.reput_from.load(Ordering::Acquire);
+        let mut from = self.dispatch_from.load(Ordering::Acquire);
         loop {
             let max = self.dispatch_end();
             if from >= max || stats.bytes as usize >= max_bytes {
@@ -387,7 +387,7 @@ impl Dispatcher {
                                     from + p as u64
                                 ),
                             );
-                            self.reput_from.store(from + p as u64, Ordering::Release);
+                            self.dispatch_from.store(from + p as u64, Ordering::Release);
                             return Err(StoreError::corrupted(
                                 file.path(),
                                 (pos + p) as u64,
@@ -402,12 +402,12 @@ impl Dispatcher {
             } else {
                 from + p as u64
             };
-            self.reput_from.store(from, Ordering::Release);
+            self.dispatch_from.store(from, Ordering::Release);
             if !roll && p == 0 {
                 break;
             }
         }
-        self.reput_from.store(from, Ordering::Release);
+        self.dispatch_from.store(from, Ordering::Release);
         if stats.records > 0 {
             self.bump_seq();
         }
@@ -451,7 +451,7 @@ impl Dispatcher {
 
     fn sleep_until_woken(&self, max: Duration) {
         self.signal
-            .wait_unless(max, || self.dispatch_end() > self.reput_from());
+            .wait_unless(max, || self.dispatch_end() > self.dispatch_from());
     }
 
     /// The structure the last failed step was writing, by name.
@@ -495,7 +495,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const NAP: Duration = Duration::from_micros(200);
 
 impl Dispatcher {
-    /// Starts the dispatch loop (the `reput` service). A failed step sets
+    /// Starts the dispatch loop (the `dispatch` service). A failed step sets
     /// the failed structure's running flag once (the loop goes on trying,
     /// so a full disk that is freed lets it continue); a panic sets
     /// WRITE_LOGICS_QUEUE_ERROR with the panic message.
@@ -511,7 +511,7 @@ impl Dispatcher {
         let mut failed = false;
         let mut napped = false;
         let mut backoff = BACKOFF_MIN;
-        ServiceThread::start_with("reput", self.signal.clone(), on_panic, move |_| {
+        ServiceThread::start_with("dispatch", self.signal.clone(), on_panic, move |_| {
             match d.dispatch_once(DEFAULT_STEP_BYTES) {
                 Ok(st) => {
                     if let Some(n) = RESOURCE_WAITS.reset() {
@@ -588,7 +588,7 @@ mod tests {
         Arc::new(CommitLog::load(cfg, true).unwrap())
     }
 
-    fn dispatcher(dir: &Path, log: &Arc<CommitLog>, reput_from: u64) -> Dispatcher {
+    fn dispatcher(dir: &Path, log: &Arc<CommitLog>, dispatch_from: u64) -> Dispatcher {
         let cqs = Arc::new(
             ConsumeQueueTable::load(crate::paths::consume_queue_dir(dir), Some(20 * 64), true)
                 .unwrap(),
@@ -600,7 +600,7 @@ mod tests {
             Some(Arc::new(index)),
             None,
             vec![1000],
-            reput_from,
+            dispatch_from,
         )
     }
 
@@ -636,7 +636,7 @@ mod tests {
         assert!(log.queue().len() > 1, "the test must cross a file end");
         let seq = d.seq();
         d.drain().unwrap();
-        assert_eq!(d.reput_from(), log.max_offset());
+        assert_eq!(d.dispatch_from(), log.max_offset());
         assert_eq!(d.behind_bytes(), 0);
         assert!(d.seq() > seq, "consumers were not told");
         for qid in 0..2 {
@@ -663,7 +663,7 @@ mod tests {
     }
 
     #[test]
-    fn a_restart_continues_from_the_reput_offset() {
+    fn a_restart_continues_from_the_dispatch_offset() {
         let dir = tempfile::tempdir().unwrap();
         let log = commitlog(dir.path());
         let first: Vec<_> = (0..10).map(|i| put(&log, i)).collect();
@@ -672,7 +672,7 @@ mod tests {
             d.drain().unwrap();
             d.cqs.flush_all(0).unwrap();
             d.index.as_ref().unwrap().flush().unwrap();
-            d.reput_from()
+            d.dispatch_from()
         };
         let more: Vec<_> = (10..20).map(|i| put(&log, i)).collect();
         // Reopened queues and index, dispatching from where the last run stopped.
@@ -738,7 +738,7 @@ mod tests {
             .unwrap();
         assert!(d.drain().is_err());
         assert_eq!(
-            d.reput_from(),
+            d.dispatch_from(),
             phy as u64,
             "dispatch stops at the bad record"
         );

@@ -22,7 +22,7 @@ use crate::index::index_service::IndexStore;
 use crate::log::commitlog::{CommitLog, PutStatus};
 use crate::queue::cq_table::ConsumeQueueTable;
 use crate::running::{Flag, RunningFlags};
-use crate::service::{ServiceThread, Signal, STOP_TIMEOUT};
+use crate::services::service_thread::{ServiceThread, Signal, STOP_TIMEOUT};
 
 /// How a put waits for the disk (RocketMQ's `FlushDiskType`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! A store's lifecycle after open: starting and stopping the flush and
-//! dispatch threads, forced flushes, the clean service's steps, shutdown,
+//! dispatch threads, forced flushes, the retention service's steps, shutdown,
 //! abandon (a simulated kill) and drop.
 
 use std::sync::atomic::Ordering;
@@ -9,7 +9,8 @@ use std::time::Duration;
 use super::Store;
 use crate::error::{Result, StoreError};
 use crate::paths;
-use crate::service::STOP_TIMEOUT;
+use crate::services::retention::RetentionPolicy;
+use crate::services::service_thread::STOP_TIMEOUT;
 
 impl Store {
     /// Starts the flush threads and creates the abort file (writer only).
@@ -73,42 +74,35 @@ impl Store {
             .is_some_and(|t| t.is_running())
     }
 
-    /// One CommitLog step of the clean service (see [`crate::services::expiry`]).
+    /// One CommitLog step of the retention service: deletes what `policy`
+    /// lets go (see [`crate::services::retention`]).
     pub fn delete_expired_commit_log(
         &self,
-        now_ms: i64,
-        reserved_ms: i64,
-        interval: Duration,
-        immediately: bool,
-        max_files: usize,
-    ) -> Result<crate::services::expiry::CommitLogExpiry> {
+        policy: &RetentionPolicy,
+    ) -> Result<crate::services::retention::CommitLogRetention> {
         self.check_open()?;
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
-        crate::services::expiry::delete_expired_commit_log(
+        crate::services::retention::delete_expired_commit_log(
             &self.commitlog,
-            now_ms,
-            reserved_ms,
-            interval,
-            immediately,
-            max_files,
-            self.dispatcher.reput_from(),
+            policy,
+            self.dispatcher.dispatch_from(),
         )
     }
 
-    /// The queue step of the clean service: ConsumeQueue and index files
+    /// The queue step of the retention service: ConsumeQueue and index files
     /// wholly below CommitLog offset `min_phy`.
     pub fn delete_expired_queues(
         &self,
         min_phy: i64,
         interval: Duration,
-    ) -> Result<crate::services::expiry::QueueExpiry> {
+    ) -> Result<crate::services::retention::QueueRetention> {
         self.check_open()?;
         if self.opts.read_only {
             return Err(StoreError::ReadOnly);
         }
-        Ok(crate::services::expiry::delete_expired_queues(
+        Ok(crate::services::retention::delete_expired_queues(
             &self.cqs,
             self.index.as_deref(),
             min_phy,

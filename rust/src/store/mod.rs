@@ -2,15 +2,15 @@
 //! consume queues, the index, the checkpoint, dispatch, and the running state
 //! (closed, read-only, poisoned).
 //!
-//! Python orchestrates the services (recovery order, the reput service's
-//! start/stop, expiry); each call here is one engine step.
+//! Python orchestrates the services (recovery order, the dispatch service's
+//! start/stop, retention); each call here is one engine step.
 //!
 //! # Running state
 //!
 //! Why puts are refused lives in one [`RunningFlags`] word shared with the
 //! services (a failed flush sets FLUSH_FAILED, a failed dispatch
 //! WRITE_LOGICS_QUEUE_ERROR or WRITE_INDEX_FILE_ERROR, a panicking service
-//! or [`Store::poison`] NOT_WRITEABLE, the clean service DISK_FULL); the
+//! or [`Store::poison`] NOT_WRITEABLE, the retention service DISK_FULL); the
 //! put path reads it with one atomic load. Every background loop is a
 //! [`ServiceThread`].
 //!
@@ -44,7 +44,7 @@
 //! 5. `MappedFileQueue::flush_lock` / `commit_lock` → `MappedFileQueue::files`
 //!    (read) → a file's write buffer. After the flush, apart:
 //!    `FlushService::on_flushed`, held while it wakes dispatch (→ the
-//!    dispatch [`Signal`](crate::service::Signal)'s lock).
+//!    dispatch [`Signal`](crate::services::service_thread::Signal)'s lock).
 //! 6. The index flush service's `flushing` → its queue → an index file →
 //!    the checkpoint's `flush_lock` → its file.
 //! 7. `Store::lock` — the writer's file lock, released last, after every
@@ -62,9 +62,15 @@
 //! - `visibility.rs`: read-your-writes (the visibility horizon).
 //! - `read.rs`: reads (pulls, lookups by offset and key, following a writer).
 //! - `queue_reads.rs`: one queue's offsets and times (min, max, by time).
-//! - `recover.rs`, `rebuild.rs`: the recovery steps (see [`crate::recovery`]).
+//! - `recover_scan.rs`: the recovery steps that find the recovered end (see
+//!   [`crate::recovery`]): file sizes, the damage rule, the CommitLog scans,
+//!   the consume queues checked against the CommitLog (holes rebuilt); the
+//!   step guard.
+//! - `recover_rebuild.rs`: the recovery steps that cut at that end and
+//!   rebuild from it: truncation, the index rebuild, re-dispatch, consumer
+//!   offsets, the queue-offset table; the report, and [`Store::recover`].
 //! - `repair.rs`: a repair's rebuild of damaged queue units and index files.
-//! - `lifecycle.rs`: threads, flushes, expiry steps, shutdown and drop.
+//! - `lifecycle.rs`: threads, flushes, retention steps, shutdown and drop.
 //! - `stats.rs`: runtime statistics (counters, lags, queue ends).
 //! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
 //!   put into their real topic).
@@ -86,9 +92,9 @@ use crate::queue::cq_table::ConsumeQueueTable;
 use crate::queue::reader::TransferLimits;
 use crate::recovery::RecoveryState;
 use crate::running::{Flag, RunningFlags};
-use crate::service::ServiceThread;
 use crate::services::dispatch::Dispatcher;
 use crate::services::flush::FlushService;
+use crate::services::service_thread::ServiceThread;
 
 mod lifecycle;
 mod open;
@@ -97,8 +103,8 @@ mod put;
 mod queue_reads;
 mod read;
 pub use read::KeyHits;
-mod rebuild;
-mod recover;
+mod recover_rebuild;
+mod recover_scan;
 mod repair;
 pub mod schedule;
 mod stats;
@@ -132,7 +138,7 @@ pub struct Store {
     /// nothing (a refused open changes no byte).
     recovered: AtomicBool,
     /// Why puts are refused (RocketMQ's running flags: failures, and
-    /// DISK_FULL set by the clean service while disk usage is above
+    /// DISK_FULL set by the retention service while disk usage is above
     /// `disk_space_warning_level_ratio`), shared with the services. One
     /// load per put.
     flags: Arc<RunningFlags>,

@@ -13,7 +13,7 @@ impl Store {
     /// reads (the hot read path's only cost: two loads and a compare).
     #[inline]
     pub fn visibility_pending(&self) -> bool {
-        self.acked_end.load(Ordering::Acquire) > self.dispatcher.reput_from()
+        self.acked_end.load(Ordering::Acquire) > self.dispatcher.dispatch_from()
     }
 
     /// End of what lookups by offset or id in this process may see: under
@@ -29,7 +29,7 @@ impl Store {
             self.commitlog.max_offset()
         } else if self.opts.flush.sync_flush() {
             self.dispatcher
-                .reput_from()
+                .dispatch_from()
                 .min(self.commitlog.flushed_offset())
         } else {
             u64::MAX
@@ -73,7 +73,7 @@ impl Store {
     #[inline(never)]
     pub fn await_visible_until(&self, deadline: Instant, stop_at: Instant) -> Result<bool> {
         let target = self.acked_end.load(Ordering::Acquire);
-        if target <= self.dispatcher.reput_from()
+        if target <= self.dispatcher.dispatch_from()
             || target <= self.vis_abandoned.load(Ordering::Acquire)
         {
             return Ok(true);
@@ -83,7 +83,7 @@ impl Store {
         let mut dispatched = false;
         loop {
             let seen = self.dispatcher.seq();
-            let from = self.dispatcher.reput_from();
+            let from = self.dispatcher.dispatch_from();
             if from >= target {
                 return Ok(true);
             }
@@ -126,7 +126,7 @@ impl Store {
                     return Ok(true);
                 }
             }
-            if self.dispatcher.reput_from() >= target {
+            if self.dispatcher.dispatch_from() >= target {
                 return Ok(true);
             }
             if self.dispatcher.failure().is_some() || self.flusher.failure().is_some() {
@@ -141,7 +141,7 @@ impl Store {
                     "a read waited {:?} for acknowledged messages to become visible \
                      (visible up to {}, acknowledged up to {target}); serving what is visible",
                     self.opts.flush.sync_timeout,
-                    self.dispatcher.reput_from()
+                    self.dispatcher.dispatch_from()
                 );
                 return Ok(true);
             }

@@ -219,7 +219,7 @@ impl QueueOffsetTable {
 struct PutState {
     table: QueueOffsetTable,
     /// The file being appended to (saves a queue lookup per put). Only puts
-    /// add files, expiry never removes the last one, and truncation resets it.
+    /// add files, retention never removes the last one, and truncation resets it.
     current: Option<Arc<MappedFile>>,
     /// Last store timestamp given out: timestamps never decrease along the
     /// log (by-time lookups binary-search them).

@@ -888,7 +888,7 @@ mod tests {
     }
 
     #[test]
-    fn expiry_by_offset() {
+    fn retention_by_offset() {
         let dir = tempfile::tempdir().unwrap();
         let cq = open(dir.path(), true);
         for i in 0..35i64 {

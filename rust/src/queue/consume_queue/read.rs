@@ -78,7 +78,7 @@ impl ConsumeQueue {
     }
 
     /// The CommitLog offset of the last unit of a full file (`fileSize − 20`),
-    /// used by expiry; `None` if the file is not full or unreadable.
+    /// used by retention; `None` if the file is not full or unreadable.
     pub fn last_unit_phy_of_file(&self, file: &MappedFile) -> Option<i64> {
         file.read(self.file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
             .and_then(CqUnit::decode)
@@ -96,7 +96,7 @@ impl ConsumeQueue {
     /// to") and is not adopted. When the head
     /// changed or `phy_min` (the CommitLog's min offset as this process
     /// knows it) moved, the min offset is corrected to `phy_min`, as the
-    /// writer's clean round corrects its own: the first unit of the first
+    /// writer's retention round corrects its own: the first unit of the first
     /// file pointing at or above it (docs/format.md §16). Returns the new
     /// max offset in the queue. A writable queue only reports its max offset.
     pub fn refresh(&self, phy_min: i64, phy_end: Option<i64>) -> Result<i64> {

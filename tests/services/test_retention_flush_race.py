@@ -1,10 +1,10 @@
-"""Retention against flushing: a file the clean service deletes while a flush
+"""Retention against flushing: a file the retention service deletes while a flush
 holds it is skipped by that flush, never reported as a failed flush.
 
 The deterministic tests hold a flush at a pause point (between picking a file
-and syncing it), run a clean round that deletes that very file, then let the
+and syncing it), run a retention round that deletes that very file, then let the
 flush go on. The slow test is the randomized reproduction: tiny files, a size
-cap, a clean round every 100 ms and one thread putting into 30 queues.
+cap, a retention round every 100 ms and one thread putting into 30 queues.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def complaints(caplog: pytest.LogCaptureFixture) -> list[str]:
     ]
 
 
-def flush_held_while_cleaning(
+def flush_held_while_deleting(
     store: MessageStore, point: str, flush: Callable[[], object]
 ) -> list[BaseException]:
     """Runs ``flush`` on a thread held at ``point``, deletes every expired
@@ -137,8 +137,8 @@ def test_queue_flush_skips_a_file_deleted_under_it(
     first = sorted(cq_dir.iterdir())[0]
     with caplog.at_level(logging.INFO, logger="rocketstore"):
         # store.flush(): the CommitLog, then the queues: held at queue file 0.
-        errors = flush_held_while_cleaning(store, "pause_cq_flush", store.flush)
-        assert not first.exists(), "the clean round did not delete the held file"
+        errors = flush_held_while_deleting(store, "pause_cq_flush", store.flush)
+        assert not first.exists(), "the retention round did not delete the held file"
         assert errors == [], errors
         check_survivors(store, acked)
         assert complaints(caplog) == []
@@ -154,8 +154,8 @@ def test_commitlog_flush_skips_a_file_deleted_under_it(
     acked = put_many(store, 40)
     first = sorted(Path(store.config.commit_log_dir).iterdir())[0]
     with caplog.at_level(logging.INFO, logger="rocketstore"):
-        errors = flush_held_while_cleaning(store, "pause_commitlog_flush", store.flush)
-        assert not first.exists(), "the clean round did not delete the held file"
+        errors = flush_held_while_deleting(store, "pause_commitlog_flush", store.flush)
+        assert not first.exists(), "the retention round did not delete the held file"
         assert errors == [], errors
         check_survivors(store, acked)
         assert complaints(caplog) == []
@@ -166,7 +166,7 @@ def test_index_flush_skips_a_file_deleted_under_it(
     quiet_store: MessageStore,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A full index file waits for the background index flush; the clean
+    """A full index file waits for the background index flush; the retention
     round deletes it while that flush holds it."""
     store = quiet_store
     with caplog.at_level(logging.INFO, logger="rocketstore"):
@@ -178,7 +178,7 @@ def test_index_flush_skips_a_file_deleted_under_it(
         index_dir = Path(store.config.store_path) / "index"
         first = sorted(index_dir.iterdir())[0]
         assert store.delete_expired_files(force=True) > 0
-        assert not first.exists(), "the clean round did not delete the held file"
+        assert not first.exists(), "the retention round did not delete the held file"
         _native._set_fail_point("pause_index_flush", 0)
         wait_for(
             lambda: _native._fail_point_waiting("pause_index_flush") == 0, 10.0, "index flush on"

@@ -1,7 +1,8 @@
-"""The clean (retention) service: deletes expired files (``docs/format.md`` §16).
+"""The retention service: deletes expired files (``docs/format.md`` §16).
 
-Every ``clean_resource_interval`` ms one round decides *what* and *when*;
-the engine's steps do the file work with the GIL released:
+Every ``clean_resource_interval`` ms one round decides *what* and *when*
+and hands the engine its decision whole, as one ``RetentionPolicy``; the
+engine's steps do the file work with the GIL released:
 
 1. Disk usage of the CommitLog and ConsumeQueue partitions (the injectable
    ``disk_usage`` probe, RocketMQ's ``getDiskPartitionSpaceUsedPercent``).
@@ -43,11 +44,11 @@ import time
 from collections.abc import Callable, Mapping
 
 from rocketstore._checks import I64_MAX
-from rocketstore._native import NativeStore
+from rocketstore._native import NativeStore, RetentionPolicy
 from rocketstore.config.store_config import StoreConfig
 from rocketstore.services.base import ServiceThread
 
-__all__ = ["CleanReport", "CleanService", "disk_usage_ratio"]
+__all__ = ["RetentionReport", "RetentionService", "disk_usage_ratio"]
 
 log = logging.getLogger("rocketstore")
 
@@ -95,8 +96,8 @@ def _now_ms() -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class CleanReport:
-    """What one clean round did."""
+class RetentionReport:
+    """What one retention round did."""
 
     #: CommitLog files deleted.
     commit_log_files: int = 0
@@ -112,7 +113,7 @@ class CleanReport:
     lost: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
-class CleanService(ServiceThread):
+class RetentionService(ServiceThread):
     """Deletes expired CommitLog, ConsumeQueue and index files.
 
     Args:
@@ -130,7 +131,7 @@ class CleanService(ServiceThread):
         on_failure: See :class:`ServiceThread`.
     """
 
-    name = "clean"
+    name = "retention"
 
     def __init__(
         self,
@@ -149,11 +150,11 @@ class CleanService(ServiceThread):
         self.clock: Clock = clock or _now_ms
         self.disk_usage: DiskUsageProbe = disk_usage or disk_usage_ratio
         self._round_lock = threading.Lock()
-        # CommitLog min offset the queues were last cleaned for.
+        # CommitLog min offset the queues were last trimmed for.
         self._last_min = -1
         self._delete_hours = config.delete_when_hours
         self._last_error: str | None = None
-        self.last_report: CleanReport | None = None
+        self.last_report: RetentionReport | None = None
 
     # -- the rounds ---------------------------------------------------------
 
@@ -166,20 +167,20 @@ class CleanService(ServiceThread):
 
     def run_once(self) -> None:
         try:
-            self.clean()
+            self.run_round()
         except _StoreGone:
-            self._stop.set()  # the store was dropped or closed: nothing to clean
+            self._stop.set()  # the store was dropped or closed: nothing to delete
         except OSError as exc:
             # A file that cannot be deleted loses no data: say so once per
             # distinct error and try again next round (RocketMQ retries too).
-            msg = f"clean service: {exc}"
+            msg = f"retention service: {exc}"
             if msg != self._last_error:
                 log.warning("%s; retrying every round", msg)
                 self._last_error = msg
         else:
             self._last_error = None
 
-    def clean(self, *, manual: bool = False, force: bool = False) -> CleanReport:
+    def run_round(self, *, manual: bool = False, force: bool = False) -> RetentionReport:
         """Run one round now (serialised with the periodic rounds).
 
         A manual round (``store.delete_expired_files``) judges by age only, or
@@ -191,7 +192,7 @@ class CleanService(ServiceThread):
         self.last_report = report
         return report
 
-    def _round(self, *, manual: bool, force: bool) -> CleanReport:
+    def _round(self, *, manual: bool, force: bool) -> RetentionReport:
         cfg, native = self._config, self._native
         now = self.clock()
         reasons: list[str] = []
@@ -207,19 +208,17 @@ class CleanService(ServiceThread):
                 reasons.append("time")
             immediately = at_once and cfg.clean_file_forcibly_enable
         before = self._queue_mins()
-        interval = cfg.delete_commit_log_files_interval
         batch = cfg.delete_file_batch_max
         deleted = 0
         if reasons:
-            deleted = native.delete_expired_commit_log(
-                now, _reserved_ms(cfg.file_reserved_time), interval, immediately, batch
-            ).deleted
+            policy = self._policy(now, immediately=immediately, max_files=batch)
+            deleted = native.delete_expired_commit_log(policy).deleted
         over = 0 if manual else self._files_over_cap()
         if over > 0 and deleted < batch:
             reasons.append("size")
-            deleted += native.delete_expired_commit_log(
-                now, 0, interval, True, min(over, batch - deleted)
-            ).deleted
+            # Over the size cap the oldest files go whatever their age.
+            policy = self._policy(now, immediately=True, max_files=min(over, batch - deleted))
+            deleted += native.delete_expired_commit_log(policy).deleted
         cq_files = index_files = 0
         lost: dict[str, int] = {}
         min_phy = native.min_phy_offset
@@ -233,7 +232,7 @@ class CleanService(ServiceThread):
         if deleted and not manual:
             # Files went: usage may have fallen below the warning level.
             self._check_disk()
-        return CleanReport(
+        return RetentionReport(
             commit_log_files=deleted,
             consume_queue_files=cq_files,
             index_files=index_files,
@@ -242,10 +241,21 @@ class CleanService(ServiceThread):
             lost=lost,
         )
 
+    def _policy(self, now: int, *, immediately: bool, max_files: int) -> RetentionPolicy:
+        """What one CommitLog step of this round may delete (the engine's rules)."""
+        cfg = self._config
+        return RetentionPolicy(
+            now_ms=now,
+            reserved_ms=_reserved_ms(cfg.file_reserved_time),
+            max_files=max_files,
+            immediately=immediately,
+            interval_ms=cfg.delete_commit_log_files_interval,
+        )
+
     # -- disk usage -----------------------------------------------------------
 
     def _check_disk(self) -> tuple[float, bool]:
-        """Probe disk usage, set or clear DISK_FULL; returns (ratio, clean at once)."""
+        """Probe disk usage, set or clear DISK_FULL; returns (ratio, delete at once)."""
         cfg, native = self._config, self._native
         paths = [str(cfg.commit_log_dir), str(cfg.consume_queue_dir)]
         ratios = [self.disk_usage(p if os.path.exists(p) else cfg.store_path) for p in paths]

@@ -1,4 +1,4 @@
-"""Retention: the clean service deletes expired CommitLog, ConsumeQueue and index files.
+"""Retention: the retention service deletes expired CommitLog, ConsumeQueue and index files.
 
 The scenario follows RocketMQ's clean-files test: 128-byte CommitLog segments
 holding one 120-byte record plus the 8-byte end-of-file blank each, 55
@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from rocketstore import GetStatus, MessageRefusedError, MessageStore, PutStatus, StoreConfig
+from rocketstore._native import RetentionPolicy
 
 SEG = 128
 RECORD = 120
@@ -122,13 +123,13 @@ def test_record_geometry(opened: Callable[..., MessageStore]) -> None:
     assert len(cl_files(store)) == 3, "one record per 128-byte file"
 
 
-def test_clean_files_scenario(opened: Callable[..., MessageStore]) -> None:
+def test_retention_files_scenario(opened: Callable[..., MessageStore]) -> None:
     clock, hour = hour_clock()
     store = opened(delete_when=hour)
-    clean = store._clean
-    assert clean is not None
-    clean.clock = clock
-    clean.disk_usage = lambda path: 0.10
+    retention = store._retention
+    assert retention is not None
+    retention.clock = clock
+    retention.disk_usage = lambda path: 0.10
     offsets = fill(store)
     assert len(cl_files(store)) == COUNT
     assert len(cq_files(store)) == 11
@@ -137,7 +138,7 @@ def test_clean_files_scenario(opened: Callable[..., MessageStore]) -> None:
     age(cl_files(store)[:AGED], 2 * 72)
 
     # Round 1: at most ten files.
-    report = clean.clean()
+    report = retention.run_round()
     assert report.commit_log_files == 10
     assert report.reasons == ("time",)
     assert len(cl_files(store)) == COUNT - 10
@@ -147,14 +148,14 @@ def test_clean_files_scenario(opened: Callable[..., MessageStore]) -> None:
     assert len(index_files(store)) < n_index
     # Round 2: the other five aged files.
     n_index = len(index_files(store))
-    assert clean.clean().commit_log_files == 5
+    assert retention.run_round().commit_log_files == 5
     assert len(cl_files(store)) == COUNT - 15
     assert store.min_phy_offset == 15 * SEG
     assert len(cq_files(store)) == 11 - 3
     assert store.get_min_offset_in_queue(TOPIC, 0) == 15
     assert len(index_files(store)) < n_index
     # Nothing else is old enough.
-    assert clean.clean().commit_log_files == 0
+    assert retention.run_round().commit_log_files == 0
 
     # Reads: the deleted range is gone, the rest is intact.
     r = store.get_message("g", TOPIC, 0, 3, 1)
@@ -186,24 +187,24 @@ def test_not_in_delete_when_hour_nothing_goes(opened: Callable[..., MessageStore
     clock, hour = hour_clock()
     other = str((int(hour) + 12) % 24)
     store = opened(delete_when=other)
-    clean = store._clean
-    assert clean is not None
-    clean.clock = clock
-    clean.disk_usage = lambda path: 0.10
+    retention = store._retention
+    assert retention is not None
+    retention.clock = clock
+    retention.disk_usage = lambda path: 0.10
     fill(store, 20)
     age(cl_files(store)[:15], 200)
-    assert clean.clean().commit_log_files == 0
+    assert retention.run_round().commit_log_files == 0
     # The same files go once the clock reaches a delete_when hour.
-    clean.clock = lambda: clock() + 12 * HOUR_MS
-    assert clean.clean().commit_log_files == 10
+    retention.clock = lambda: clock() + 12 * HOUR_MS
+    assert retention.run_round().commit_log_files == 10
 
 
 def test_deletion_by_disk_ratio(opened: Callable[..., MessageStore]) -> None:
     clock, hour = hour_clock()
     store = opened(delete_when=str((int(hour) + 12) % 24), disk_max_used_space_ratio=75)
-    clean = store._clean
-    assert clean is not None
-    clean.clock = clock
+    retention = store._retention
+    assert retention is not None
+    retention.clock = clock
     usage = {"ratio": 0.50}
     seen: list[str] = []
 
@@ -211,18 +212,18 @@ def test_deletion_by_disk_ratio(opened: Callable[..., MessageStore]) -> None:
         seen.append(path)
         return usage["ratio"]
 
-    clean.disk_usage = probe
+    retention.disk_usage = probe
     fill(store, 20)
     age(cl_files(store)[:3], 200)
-    assert clean.clean().commit_log_files == 0, "below every watermark, outside delete_when"
+    assert retention.run_round().commit_log_files == 0, "below every watermark, outside delete_when"
     assert str(store.config.commit_log_dir) in seen
     usage["ratio"] = 0.80  # above disk_max_used_space_ratio: aged files only
-    report = clean.clean()
+    report = retention.run_round()
     assert report.commit_log_files == 3
     assert report.reasons == ("disk",)
-    assert clean.clean().commit_log_files == 0, "the young ones stay below 85 %"
+    assert retention.run_round().commit_log_files == 0, "the young ones stay below 85 %"
     usage["ratio"] = 0.86  # above disk_space_clean_forcibly_ratio: any age
-    assert clean.clean().commit_log_files == 10
+    assert retention.run_round().commit_log_files == 10
     assert store.is_writeable, "85..90 % cleans but still accepts puts"
     assert store.put(TOPIC, body(1), keys="k01").status is PutStatus.PUT_OK
 
@@ -232,15 +233,15 @@ def test_disk_full_refuses_puts_until_usage_falls(
 ) -> None:
     clock, hour = hour_clock()
     store = opened(delete_when=str((int(hour) + 12) % 24), clean_file_forcibly_enable=False)
-    clean = store._clean
-    assert clean is not None
-    clean.clock = clock
+    retention = store._retention
+    assert retention is not None
+    retention.clock = clock
     usage = {"ratio": 0.95}
-    clean.disk_usage = lambda path: usage["ratio"]
+    retention.disk_usage = lambda path: usage["ratio"]
     fill(store, 5)
     with caplog.at_level(logging.WARNING, logger="rocketstore"):
-        clean.clean()
-        clean.clean()
+        retention.run_round()
+        retention.run_round()
     assert sum("disk_space_warning_level_ratio" in r.getMessage() for r in caplog.records) == 1
     with pytest.raises(MessageRefusedError) as raised:
         store.put(TOPIC, body(7), keys="k07")
@@ -257,7 +258,7 @@ def test_disk_full_refuses_puts_until_usage_falls(
     # Reads keep working.
     assert store.get_message("g", TOPIC, 0, 0, 5).status is GetStatus.FOUND
     usage["ratio"] = 0.60
-    clean.clean()
+    retention.run_round()
     assert store.is_writeable
     assert store.running_flags == []
     assert store.put(TOPIC, body(7), keys="k07").status is PutStatus.PUT_OK
@@ -267,14 +268,14 @@ def test_disk_full_is_checked_by_the_periodic_service(
     open_store: Callable[..., MessageStore],
 ) -> None:
     store = open_store(**{**CONFIG, "clean_resource_interval": 20})
-    clean = store._clean
-    assert clean is not None and clean.running
-    clean.disk_usage = lambda path: 0.99
+    retention = store._retention
+    assert retention is not None and retention.running
+    retention.disk_usage = lambda path: 0.99
     deadline = time.monotonic() + 10
     while store.is_writeable and time.monotonic() < deadline:
         time.sleep(0.01)
     assert store.put(TOPIC, b"x", check=False).status is PutStatus.SERVICE_NOT_AVAILABLE
-    clean.disk_usage = lambda path: 0.20
+    retention.disk_usage = lambda path: 0.20
     while not store.is_writeable and time.monotonic() < deadline:
         time.sleep(0.01)
     assert store.put(TOPIC, b"x").status is PutStatus.PUT_OK
@@ -283,17 +284,17 @@ def test_disk_full_is_checked_by_the_periodic_service(
 def test_size_cap_deletes_oldest_files(opened: Callable[..., MessageStore]) -> None:
     clock, hour = hour_clock()
     store = opened(delete_when=str((int(hour) + 12) % 24), max_store_size_bytes=20 * SEG)
-    clean = store._clean
-    assert clean is not None
-    clean.clock = clock
-    clean.disk_usage = lambda path: 0.10
+    retention = store._retention
+    assert retention is not None
+    retention.clock = clock
+    retention.disk_usage = lambda path: 0.10
     fill(store, 35)
-    report = clean.clean()
+    report = retention.run_round()
     assert report.reasons == ("size",)
     assert report.commit_log_files == 10
-    assert clean.clean().commit_log_files == 5
+    assert retention.run_round().commit_log_files == 5
     assert store.max_phy_offset - store.min_phy_offset <= 20 * SEG
-    assert clean.clean().commit_log_files == 0
+    assert retention.run_round().commit_log_files == 0
     # A manual round does not apply the cap.
     assert store.delete_expired_files() == 0
 
@@ -477,11 +478,11 @@ def test_read_only_store_cannot_delete(opened: Callable[..., MessageStore],
         ro.delete_expired_files()
 
 
-def test_clean_interval_comes_from_config() -> None:
-    from rocketstore.services.clean import CleanService, disk_usage_ratio
+def test_retention_interval_comes_from_config() -> None:
+    from rocketstore.services.retention import RetentionService, disk_usage_ratio
 
     cfg = StoreConfig(store_path="/nonexistent", clean_resource_interval=2500)
-    svc = CleanService(lambda: None, cfg)
+    svc = RetentionService(lambda: None, cfg)
     assert svc.interval == 2.5
     r = disk_usage_ratio("/")
     assert 0.0 <= r <= 1.0
@@ -494,7 +495,9 @@ def test_pull_between_the_commit_log_and_queue_steps(opened: Callable[..., Messa
     fill(store, 12)
     c = store.consumer("audit", TOPIC)
     # The CommitLog step alone (a round runs the queue step right after it).
-    step = store._n.delete_expired_commit_log(0, 0, 0, True, 5)
+    step = store._n.delete_expired_commit_log(
+        RetentionPolicy(now_ms=0, reserved_ms=0, max_files=5, immediately=True)
+    )
     assert (step.deleted, step.from_offset, step.min_offset) == (5, 0, 5 * SEG)
     min_phy = step.min_offset
     assert store.get_min_offset_in_queue(TOPIC, 0) == 0, "queues not cleaned yet"
@@ -532,10 +535,10 @@ def test_a_full_file_gets_its_last_message_time_as_mtime(
     assert [p.stat().st_mtime_ns // 1_000_000 for p in files[:3]] == stamps
     store = opened()
     assert store.delete_expired_files() == 0
-    clean = store._clean
-    assert clean is not None
-    clean.clock = lambda: stamps[1] + 72 * HOUR_MS
-    assert clean.clean(manual=True).commit_log_files == 2, "files 0 and 1 are 72 h old"
+    retention = store._retention
+    assert retention is not None
+    retention.clock = lambda: stamps[1] + 72 * HOUR_MS
+    assert retention.run_round(manual=True).commit_log_files == 2, "files 0 and 1 are 72 h old"
 
 
 def test_a_reader_process_follows_deletion(
@@ -555,3 +558,25 @@ def test_a_reader_process_follows_deletion(
     r = reader.get_message("g", TOPIC, 0, 0, 4)
     assert r.status is GetStatus.OFFSET_TOO_SMALL and r.next_begin_offset == 10
     assert read_all(reader, 10) == [body(i) for i in range(10, 20)]
+
+
+def test_a_round_passes_its_decision_as_one_retention_policy() -> None:
+    """The service builds one frozen, keyword-only policy from the config."""
+    from rocketstore.services.retention import RetentionService
+
+    cfg = StoreConfig(
+        store_path="/nonexistent",
+        file_reserved_time=0.5,
+        delete_commit_log_files_interval=7,
+    )
+    svc = RetentionService(lambda: None, cfg)
+    policy = svc._policy(1_000, immediately=False, max_files=3)
+    assert policy == RetentionPolicy(
+        now_ms=1_000, reserved_ms=1_800_000, max_files=3, interval_ms=7
+    )
+    assert (policy.immediately, policy.interval_ms) == (False, 7)
+    assert "reserved_ms=1800000" in repr(policy)
+    with pytest.raises(AttributeError):
+        policy.max_files = 4  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        RetentionPolicy(1_000, 0, 3)  # type: ignore[misc]

@@ -1,6 +1,7 @@
-//! Expired-file deletion: the single steps the Python clean service runs
-//! (docs/format.md §16). The service decides *when* (clock, `delete_when`, disk
-//! usage, size cap); these steps do the file work, each a batch.
+//! Retention: the single steps the Python retention service runs to delete
+//! expired files (docs/format.md §16). The service decides *when* (clock,
+//! `delete_when`, disk usage, size cap) and passes its decision whole as a
+//! [`RetentionPolicy`]; these steps do the file work, each a batch.
 //!
 //! ```text
 //!  CommitLog  [f0][f1][f2][f3][f4]  <- f4 is written: never deleted
@@ -36,9 +37,36 @@ use crate::ratelog::RateLimited;
 /// (rate-limited log).
 static HELD_BY_DISPATCH: RateLimited = RateLimited::new();
 
+/// What one CommitLog step may delete: the retention service's decision for
+/// one round, passed whole from Python to the step (a knob is a field here,
+/// not a parameter of every layer in between).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionPolicy {
+    /// The service's clock, ms since the epoch.
+    pub now_ms: i64,
+    /// Age (by mtime) a file must reach at `now_ms` to go
+    /// (`file_reserved_time`, in ms).
+    pub reserved_ms: i64,
+    /// Pause between two deletions (`delete_commit_log_files_interval`).
+    pub interval: Duration,
+    /// Delete whatever the age (disk usage above a watermark, a forced
+    /// round, the size cap).
+    pub immediately: bool,
+    /// At most this many files in the step (`delete_file_batch_max`).
+    pub max_files: usize,
+}
+
+impl RetentionPolicy {
+    /// Whether a file last modified at `modified_ms` may go: old enough, or
+    /// `immediately`.
+    fn expired(&self, modified_ms: i64) -> bool {
+        self.immediately || self.now_ms >= modified_ms.saturating_add(self.reserved_ms)
+    }
+}
+
 /// What one CommitLog step did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CommitLogExpiry {
+pub struct CommitLogRetention {
     /// CommitLog files deleted.
     pub deleted: usize,
     /// Start of the first deleted file (-1 when none).
@@ -49,36 +77,25 @@ pub struct CommitLogExpiry {
 
 /// What one queue step did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct QueueExpiry {
+pub struct QueueRetention {
     /// Consume-queue files deleted.
     pub consume_queue_files: usize,
     /// Index files deleted.
     pub index_files: usize,
 }
 
-/// Whether `file` may go: old enough, or `immediately`.
-fn expired(modified_ms: i64, now_ms: i64, reserved_ms: i64, immediately: bool) -> bool {
-    immediately || now_ms >= modified_ms.saturating_add(reserved_ms)
-}
-
-/// Deletes the oldest CommitLog files whose age reached `reserved_ms` at
-/// `now_ms` (every one of them with `immediately`), never the last file,
-/// never a file dispatch has not passed (`dispatched`, the reput offset:
-/// its records have no queue units yet, and the queues would skip their
-/// offsets), at most `max_files`, pausing `interval` between two
-/// deletions. Stops at the first file that is not expired, not dispatched
-/// or cannot be deleted.
+/// Deletes the oldest CommitLog files `policy` lets go (see
+/// [`RetentionPolicy`]), never the last file, never a file dispatch has not
+/// passed (`dispatched`, the dispatch offset: its records have no queue
+/// units yet, and the queues would skip their offsets). Stops at the first
+/// file that is not expired, not dispatched or cannot be deleted.
 pub fn delete_expired_commit_log(
     commitlog: &CommitLog,
-    now_ms: i64,
-    reserved_ms: i64,
-    interval: Duration,
-    immediately: bool,
-    max_files: usize,
+    policy: &RetentionPolicy,
     dispatched: u64,
-) -> Result<CommitLogExpiry> {
+) -> Result<CommitLogRetention> {
     let mfq = commitlog.queue();
-    let mut report = CommitLogExpiry {
+    let mut report = CommitLogRetention {
         from_offset: -1,
         ..Default::default()
     };
@@ -88,10 +105,10 @@ pub fn delete_expired_commit_log(
     let files = mfq.files();
     let candidates = files.len().saturating_sub(1);
     let mut first_err = None;
-    for f in files.iter().take(candidates.min(max_files)) {
+    for f in files.iter().take(candidates.min(policy.max_files)) {
         // Read before the file goes: a deleted file has no mtime.
         let modified_ms = f.last_modified_ms();
-        if !expired(modified_ms, now_ms, reserved_ms, immediately) {
+        if !policy.expired(modified_ms) {
             break;
         }
         if f.file_from_offset() + f.file_size() as u64 > dispatched {
@@ -103,8 +120,8 @@ pub fn delete_expired_commit_log(
             });
             break;
         }
-        if report.deleted > 0 && !interval.is_zero() {
-            std::thread::sleep(interval);
+        if report.deleted > 0 && !policy.interval.is_zero() {
+            std::thread::sleep(policy.interval);
         }
         // Out of the queue first, so no new reader finds it; readers that
         // already hold it keep the mapping until they let go.
@@ -118,7 +135,7 @@ pub fn delete_expired_commit_log(
         log::info!(
             "deleted expired CommitLog file {} (age {:.1} h)",
             f.path().display(),
-            (now_ms - modified_ms).max(0) as f64 / 3_600_000.0
+            (policy.now_ms - modified_ms).max(0) as f64 / 3_600_000.0
         );
         if report.deleted == 0 {
             report.from_offset = f.file_from_offset() as i64;
@@ -143,8 +160,8 @@ pub fn delete_expired_queues(
     index: Option<&IndexStore>,
     min_phy: i64,
     interval: Duration,
-) -> QueueExpiry {
-    let mut report = QueueExpiry::default();
+) -> QueueRetention {
+    let mut report = QueueRetention::default();
     for cq in cqs.all() {
         let n = cq.delete_expired_by_offset(min_phy);
         if n > 0 {
@@ -219,21 +236,23 @@ mod tests {
         let held = files[0].clone();
         let before = held.read(0, 191).unwrap().to_vec();
         let now = crate::log::commitlog::now_ms();
+        let policy = RetentionPolicy {
+            now_ms: now,
+            reserved_ms: 3_600_000,
+            interval: Duration::ZERO,
+            immediately: false,
+            max_files: 10,
+        };
         // Nothing is old enough yet.
-        let r = delete_expired_commit_log(&cl, now, 3_600_000, Duration::ZERO, false, 10, u64::MAX)
-            .unwrap();
+        let r = delete_expired_commit_log(&cl, &policy, u64::MAX).unwrap();
         assert_eq!(r.deleted, 0);
         // Everything is, but at most 3 a round.
-        let r = delete_expired_commit_log(
-            &cl,
-            now + 7_200_000,
-            3_600_000,
-            Duration::ZERO,
-            false,
-            3,
-            u64::MAX,
-        )
-        .unwrap();
+        let aged = RetentionPolicy {
+            now_ms: now + 7_200_000,
+            max_files: 3,
+            ..policy
+        };
+        let r = delete_expired_commit_log(&cl, &aged, u64::MAX).unwrap();
         assert_eq!(r.deleted, 3);
         assert_eq!(r.from_offset, 0);
         assert_eq!(r.min_offset, 3 * 256);
@@ -243,7 +262,17 @@ mod tests {
             &before[..],
             "reader's bytes intact"
         );
-        let r = delete_expired_commit_log(&cl, 0, 0, Duration::ZERO, true, 100, u64::MAX).unwrap();
+        // Not past what is dispatched, whatever the age.
+        let now_all = RetentionPolicy {
+            now_ms: 0,
+            reserved_ms: 0,
+            immediately: true,
+            max_files: 100,
+            ..policy
+        };
+        let r = delete_expired_commit_log(&cl, &now_all, 4 * 256 - 1).unwrap();
+        assert_eq!(r.deleted, 0, "file 3 ends past the dispatch offset");
+        let r = delete_expired_commit_log(&cl, &now_all, u64::MAX).unwrap();
         assert_eq!(r.deleted, 4, "immediately: all but the last");
         assert_eq!(cl.queue().len(), 1);
         assert_eq!(cl.min_offset(), 7 * 256);

@@ -1,9 +1,9 @@
-"""A clean (retention) round deleting 10 CommitLog files: its time, and put latency meanwhile.
+"""A retention round deleting 10 CommitLog files: its time, and put latency meanwhile.
 
-Run: ``python -m pytest benches/python/test_bench_clean.py --benchmark-enable -s``.
+Run: ``python -m pytest benches/python/test_bench_retention.py --benchmark-enable -s``.
 The store lives on the real disk (the temp dir, or ROCKETSTORE_DISK_BENCH_DIR):
 unlinking a file whose blocks are on tmpfs frees memory, not disk extents.
-Files are 64 MiB by default (ROCKETSTORE_CLEAN_BENCH_FILE_MB=1024 for RocketMQ's
+Files are 64 MiB by default (ROCKETSTORE_RETENTION_BENCH_FILE_MB=1024 for RocketMQ's
 1 GiB; creating 11 GiB takes a while and needs the disk space).
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 from rocketstore import MessageStore, PutStatus, StoreConfig
 
-FILE_MB = int(os.environ.get("ROCKETSTORE_CLEAN_BENCH_FILE_MB", "64"))
+FILE_MB = int(os.environ.get("ROCKETSTORE_RETENTION_BENCH_FILE_MB", "64"))
 FILE_SIZE = FILE_MB << 20
 BIG = b"b" * (1 << 20)  # fills files fast: 1 MiB records
 SMALL = b"x" * 100
@@ -80,7 +80,7 @@ def filled(request: Any) -> Iterator[MessageStore]:
             yield s
 
 
-def test_clean_round_10_files(benchmark: Any, filled: MessageStore) -> None:
+def test_retention_round_10_files(benchmark: Any, filled: MessageStore) -> None:
     store = filled
     results: list[dict[str, Any]] = []
 
@@ -105,13 +105,13 @@ def test_clean_round_10_files(benchmark: Any, filled: MessageStore) -> None:
             {"round_s": took, "during": _summary(during), "before": _summary(lat[:mark])}
         )
 
-    rounds_n = int(os.environ.get("ROCKETSTORE_CLEAN_BENCH_ROUNDS", "3"))
+    rounds_n = int(os.environ.get("ROCKETSTORE_RETENTION_BENCH_ROUNDS", "3"))
     benchmark.pedantic(one_round, setup=setup, rounds=rounds_n, iterations=1)
     rounds = [r["round_s"] for r in results]
     benchmark.extra_info["file_mb"] = FILE_MB
     benchmark.extra_info["round_s_median"] = statistics.median(rounds)
     benchmark.extra_info["rounds"] = results
-    print(f"\nclean round, {FILES} x {FILE_MB} MiB files, "
+    print(f"\nretention round, {FILES} x {FILE_MB} MiB files, "
           f"interval {store.config.delete_commit_log_files_interval} ms:")
     for r in results:
         print(f"  round {r['round_s'] * 1000:.1f} ms; puts before {r['before']}; "

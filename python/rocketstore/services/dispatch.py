@@ -1,4 +1,4 @@
-"""The reput (dispatch) service.
+"""The dispatch service (RocketMQ's ``ReputMessageService``).
 
 Dispatch turns CommitLog records into ConsumeQueue units and index entries.
 Its loop runs in a Rust thread: a Python thread woken on every put would cap
@@ -18,20 +18,20 @@ import logging
 from rocketstore._native import NativeStore
 from rocketstore.services.base import Service
 
-__all__ = ["ReputService"]
+__all__ = ["DispatchService"]
 
 log = logging.getLogger("rocketstore")
 
 
-class ReputService(Service):
+class DispatchService(Service):
     """Controls the engine's dispatch thread for one store.
 
-    The reput offset itself is set by recovery (the largest CommitLog offset
+    The dispatch offset itself is set by recovery (the largest CommitLog offset
     the consume queues already cover); recovery also dispatches whatever the
     queues were missing before this service starts.
     """
 
-    name = "reput"
+    name = "dispatch"
 
     def __init__(self, native: NativeStore) -> None:
         self._native = native

@@ -1,13 +1,15 @@
-//! The recovery steps as [`Store`] methods, second half: truncation,
-//! the index rebuild, re-dispatch, consumer offsets, the queue-offset table,
-//! the report, and [`Store::recover`] running every step in order.
+//! The recovery steps that cut at the recovered end and rebuild from it, as
+//! [`Store`] methods (the last five of [`crate::recovery`]'s steps):
+//! truncation, the index rebuild, re-dispatch, consumer offsets, the
+//! queue-offset table; the report, and [`Store::recover`] running every
+//! step in order. The steps that find the end are `recover_scan.rs`.
 
 use std::path::PathBuf;
 
 use crate::checkpoint::DurableMark;
 use crate::error::Result;
 
-use super::recover::max_physic_offset_of_queues;
+use super::recover_scan::max_physic_offset_of_queues;
 use super::Store;
 use crate::recovery::{
     out_of_order, ConsumerOffsetClamp, IndexRebuild, QueueOffsetTable, RecoveryMode,
@@ -168,8 +170,8 @@ impl Store {
             st.report.consume_queues = s.consume_queues().all().len();
             if !s.is_read_only() {
                 let max_phy_cq = max_physic_offset_of_queues(s);
-                let reput_from = max_phy_cq.max(s.commitlog().min_offset()).max(0) as u64;
-                s.dispatcher().set_reput_from(reput_from);
+                let dispatch_from = max_phy_cq.max(s.commitlog().min_offset()).max(0) as u64;
+                s.dispatcher().set_dispatch_from(dispatch_from);
                 loop {
                     let step = s
                         .dispatcher()

@@ -1,7 +1,9 @@
-//! The recovery steps as [`Store`] methods, first half: the step guard
-//! (each step runs only after the one before it, see [`crate::recovery`]),
-//! file sizes, the damage rule, the CommitLog scans, and the consume
-//! queues checked against the CommitLog (holes found and rebuilt).
+//! The recovery steps that find the recovered end, as [`Store`] methods
+//! (the first five of [`crate::recovery`]'s steps): file sizes, the damage
+//! rule, the CommitLog scans, and the consume queues checked against the
+//! CommitLog (holes found and rebuilt); and the step guard (each step runs
+//! only after the one before it). The steps that cut and rebuild at that
+//! end are `recover_rebuild.rs`.
 
 use std::path::PathBuf;
 
