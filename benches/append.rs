@@ -16,15 +16,18 @@
 //!
 //! Media: `tmpfs` is `/dev/shm` (or `ROCKETSTORE_BENCH_DIR`), `disk` the
 //! temp dir (or `ROCKETSTORE_DISK_BENCH_DIR`).
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::clock::CachedClock;
-use _native::log::commitlog::{BatchInput, CommitLog, CommitLogConfig};
-use _native::log::message::MessageSpec;
+use _native::internals::clock::CachedClock;
+use _native::internals::commitlog::{CommitLog, CommitLogConfig};
+use _native::{BatchInput, MessageSpec};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const SEGMENT: usize = 256 << 20;

@@ -7,16 +7,15 @@
 //! and 4,096 messages, bodies copied or zero-copy (views into the mapped
 //! CommitLog), every column or only `queue_offset` and `body`; and, for
 //! scale, `get_message` pulls of 32 copying each record out.
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use _native::columnar::Projection;
-use _native::log::commitlog::PutStatus;
-use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
-use _native::store::{Store, StoreOptions};
+use _native::{GetStatus, MessageSpec, Projection, PutStatus, Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const TOPIC: &str = "BenchTopic";

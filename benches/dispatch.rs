@@ -3,15 +3,18 @@
 //! `cargo bench --bench dispatch`. The CommitLog is written once; each
 //! iteration dispatches all of it into fresh consume queues (and a fresh
 //! index for the keyed variant). Only dispatching is timed.
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::index::index_service::IndexStore;
-use _native::log::commitlog::{CommitLog, CommitLogConfig};
-use _native::log::message::MessageSpec;
-use _native::queue::cq_table::ConsumeQueueTable;
-use _native::services::dispatch::Dispatcher;
+use _native::internals::commitlog::{CommitLog, CommitLogConfig};
+use _native::internals::dispatch::Dispatcher;
+use _native::internals::index::IndexStore;
+use _native::internals::queue::ConsumeQueueTable;
+use _native::MessageSpec;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const N: u64 = 200_000;

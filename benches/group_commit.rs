@@ -3,14 +3,14 @@
 //!
 //! `cargo bench --bench group_commit`. Stores live in the temp dir on the
 //! real disk (`ROCKETSTORE_DISK_BENCH_DIR` to choose): fsync on tmpfs is free.
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::log::commitlog::PutStatus;
-use _native::log::message::MessageSpec;
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::{FlushConfig, FlushDiskType, MessageSpec, PutStatus, Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const PER_ROUND: usize = 400;

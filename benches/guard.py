@@ -22,12 +22,19 @@ upper bound, and takes a few seconds.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 
-from rocketstore import MessageStore, StoreConfig
+# The benchmarks' shared modules (bench_store.py, media.py).
+sys.path.insert(0, str(Path(__file__).resolve().with_name("python")))
+
+from bench_store import SMALL_GEOMETRY, bench_config
+from media import bench_base
+
+from rocketstore import MessageStore
 
 BODY = b"x" * 100
 PER_ROUND = 50_000
@@ -41,14 +48,22 @@ def _best(rates: list[float]) -> float:
     return max(rates)
 
 
+def _read_rates(total: int, what: str, read: Callable[[int, int], int]) -> list[float]:
+    """Messages per second of ``ROUNDS`` rounds of ``read(off, end)``, which
+    reads PER_ROUND messages from ``off`` (each round from a different one)
+    and returns how many it got; a round that gets fewer fails."""
+    rates: list[float] = []
+    for r in range(ROUNDS):
+        off = (r * PER_ROUND) % max(total - PER_ROUND, 1)
+        t0 = time.perf_counter()
+        got = read(off, off + PER_ROUND)
+        rates.append(got / (time.perf_counter() - t0))
+        assert got >= PER_ROUND, f"{what} returned {got} of {PER_ROUND} messages"
+    return rates
+
+
 def measure(path: str) -> dict[str, float]:
-    cfg = StoreConfig(
-        store_path=path,
-        mapped_file_size_commit_log=64 << 20,
-        mapped_file_size_consume_queue=20 * 300_000,
-        max_hash_slot_num=10_000,
-        max_index_num=40_000,
-    )
+    cfg = bench_config(path, SMALL_GEOMETRY, mapped_file_size_consume_queue=20 * 300_000)
     with MessageStore(cfg) as store:
         put = store.put
         put_rates: list[float] = []
@@ -60,12 +75,9 @@ def measure(path: str) -> dict[str, float]:
         store.flush()  # dispatched and on disk before reading
         total = store.get_max_offset_in_queue("guard", 0)
         get = store.get_message
-        get_rates: list[float] = []
-        for r in range(ROUNDS):
-            off = (r * PER_ROUND) % max(total - PER_ROUND, 1)
-            end = off + PER_ROUND
+
+        def get_round(off: int, end: int) -> int:
             seen = 0
-            t0 = time.perf_counter()
             while off < end:
                 res = get("g", "guard", 0, off, 32)
                 for m in res.messages:
@@ -73,11 +85,11 @@ def measure(path: str) -> dict[str, float]:
                 if not res.messages:
                     break
                 off = res.next_begin_offset
-            got = seen // len(BODY)
-            get_rates.append(got / (time.perf_counter() - t0))
-            assert got >= PER_ROUND, f"get_message returned {got} of {PER_ROUND} messages"
-        arrow_rates = {name: _arrow_rates(store, total, zc) for name, zc in
-                       (("get_arrow", False), ("get_arrow_zero_copy", True))}
+            return seen // len(BODY)
+
+        get_rates = _read_rates(total, "get_message", get_round)
+        arrow_rates = {name: _read_rates(total, "get_arrow", _arrow_round(store, zc)) for name, zc
+                       in (("get_arrow", False), ("get_arrow_zero_copy", True))}
         bodies = [BODY] * 10_000
         batch_rates: list[float] = []
         for _ in range(ROUNDS):
@@ -90,14 +102,11 @@ def measure(path: str) -> dict[str, float]:
             "put_batch": _best(batch_rates)}
 
 
-def _arrow_rates(store: MessageStore, total: int, zero_copy: bool) -> list[float]:
-    """Rows per second of ``get_arrow`` batches of 1,024 over PER_ROUND messages."""
-    rates: list[float] = []
-    for r in range(ROUNDS):
-        off = (r * PER_ROUND) % max(total - PER_ROUND, 1)
-        end = off + PER_ROUND
+def _arrow_round(store: MessageStore, zero_copy: bool) -> Callable[[int, int], int]:
+    """A round of ``get_arrow`` batches of 1,024 from ``off`` to ``end``: the rows it got."""
+
+    def read(off: int, end: int) -> int:
         rows = 0
-        t0 = time.perf_counter()
         while off < end:
             res = store.get_arrow("guard", 0, off, min(1024, end - off), zero_copy=zero_copy)
             n = res.batch.num_rows
@@ -105,15 +114,14 @@ def _arrow_rates(store: MessageStore, total: int, zero_copy: bool) -> list[float
                 break
             rows += n
             off = res.next_begin_offset
-        rates.append(rows / (time.perf_counter() - t0))
-        assert rows >= PER_ROUND, f"get_arrow returned {rows} of {PER_ROUND} messages"
-    return rates
+        return rows
+
+    return read
 
 
 def main() -> int:
-    base = os.environ.get("ROCKETSTORE_DISK_BENCH_DIR") or tempfile.gettempdir()
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=base, prefix="rocketstore-guard-") as d:
+    with tempfile.TemporaryDirectory(dir=bench_base("disk"), prefix="rocketstore-guard-") as d:
         rates = measure(d)
     failed = []
     report = {"seconds": round(time.perf_counter() - t0, 2), "rates": {}}

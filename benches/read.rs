@@ -6,12 +6,16 @@
 //! run: `unchecked` parses the record without the CRC (what reads did
 //! before), `checked` goes through the read path's record check
 //! (`check_read_record`: sizes and body CRC).
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use _native::log::commitlog::{check_read_record, CommitLog, CommitLogConfig};
-use _native::log::message::{parse_record, MessageSpec, Parsed};
+use _native::internals::commitlog::{check_read_record, CommitLog, CommitLogConfig};
+use _native::internals::message::{parse_record, Parsed};
+use _native::MessageSpec;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const N: usize = 4096;

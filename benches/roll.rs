@@ -9,16 +9,17 @@
 //! ```
 //! Stores live on the real disk (the temp dir, `ROCKETSTORE_DISK_BENCH_DIR`
 //! to choose): creating, reserving and syncing files costs nothing on tmpfs.
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::log::allocate::WarmConfig;
-use _native::log::commitlog::PutStatus;
-use _native::log::message::MessageSpec;
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::{
+    FlushConfig, FlushDiskType, MessageSpec, PutStatus, Store, StoreOptions, WarmConfig,
+};
 
 fn base_dir() -> std::path::PathBuf {
     std::env::var_os("ROCKETSTORE_DISK_BENCH_DIR")

@@ -7,16 +7,15 @@
 //! per message), a batch of 1,000 under one lock hold, pulls of 32 with one
 //! byte of each body read, lookups by key, and SYNC_FLUSH producers (1 and 8
 //! threads, each put waiting for its flush).
+// A benchmark: a failed unwrap fails it, with its message; criterion_group!
+// makes an undocumented public function.
+#![allow(clippy::unwrap_used, missing_docs)]
 
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use _native::log::commitlog::PutStatus;
-use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::{FlushConfig, FlushDiskType, GetStatus, MessageSpec, PutStatus, Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 const TOPIC: &str = "BenchTopic";

@@ -14,46 +14,31 @@ second at the median round. Rows: bodies copied (default) or zero-copy
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from media import bench_base
+from bench_store import BODIES, QUEUES, TABLE_GEOMETRY, TAGS, TOPIC, record_rate, temp_store
 
-from rocketstore import GetStatus, MessageStore, StoreConfig
+from rocketstore import GetStatus, MessageStore
 
 pytest.importorskip("pyarrow")
 
-TOPIC = "BenchTopic"
-QUEUES = 4
-TAGS = ["TagA", "TagB", "TagC", "TagD"]
-TEMPLATE = bytes(ord("a") + i % 26 for i in range(100))
-BODIES = [i.to_bytes(4, "little") + TEMPLATE[4:] for i in range(1024)]
 #: Messages in the store the rows read.
 READ_N = 200_000
 
 
 @pytest.fixture(scope="module")
 def arrow_store() -> Iterator[MessageStore]:
-    with tempfile.TemporaryDirectory(dir=bench_base("disk")) as d:
-        cfg = StoreConfig(store_path=d, mapped_file_size_commit_log=256 << 20,
-                          mapped_file_size_consume_queue=20 * 300_000,
-                          max_hash_slot_num=500_000, max_index_num=2_000_000)
-        with MessageStore(cfg) as s:
-            for b in range(0, READ_N, 1000):
-                q = (b // 1000) % QUEUES
-                r = s.put_batch(TOPIC, [BODIES[i & 1023] for i in range(b, b + 1000)], q,
-                                keys=[f"K{i}" for i in range(b, b + 1000)],
-                                tags=[TAGS[i & 3] for i in range(b, b + 1000)])
-                assert r.ok
-            s.flush()
-            yield s
-
-
-def _rate(benchmark: Any, n: int) -> None:
-    if benchmark.stats is not None:  # None under --benchmark-disable (one plain run)
-        benchmark.extra_info["msg_per_s_median"] = round(n / benchmark.stats.stats.median)
+    with temp_store("disk", TABLE_GEOMETRY) as s:
+        for b in range(0, READ_N, 1000):
+            q = (b // 1000) % QUEUES
+            r = s.put_batch(TOPIC, [BODIES[i & 1023] for i in range(b, b + 1000)], q,
+                            keys=[f"K{i}" for i in range(b, b + 1000)],
+                            tags=[TAGS[i & 3] for i in range(b, b + 1000)])
+            assert r.ok
+        s.flush()
+        yield s
 
 
 ROWS = [
@@ -86,7 +71,7 @@ def test_get_arrow(benchmark: Any, arrow_store: MessageStore, batch: int, zero_c
         return count
 
     benchmark.pedantic(run, rounds=7, warmup_rounds=1)
-    _rate(benchmark, READ_N)
+    record_rate(benchmark, READ_N)
 
 
 @pytest.mark.parametrize("zero_copy", [False, True], ids=["copy", "zero_copy"])
@@ -104,4 +89,4 @@ def test_poll_arrow(benchmark: Any, arrow_store: MessageStore, zero_copy: bool) 
         return count
 
     benchmark.pedantic(run, rounds=7, warmup_rounds=1)
-    _rate(benchmark, READ_N)
+    record_rate(benchmark, READ_N)

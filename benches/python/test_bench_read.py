@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from bench_store import TABLE_GEOMETRY, record_latency, temp_store, visibility_latency
 
-from rocketstore import GetStatus, MessageStore, StoreConfig
+from rocketstore import MessageStore
 
 N = 64_000
 BODY = b"x" * 100
@@ -19,23 +20,11 @@ BODY = b"x" * 100
 
 @pytest.fixture(scope="module", params=["tmpfs", "disk"])
 def filled_store(request: pytest.FixtureRequest) -> Iterator[MessageStore]:
-    import tempfile
-
-    from conftest import bench_base
-
-    with tempfile.TemporaryDirectory(dir=bench_base(request.param)) as d:
-        cfg = StoreConfig(
-            store_path=d,
-            mapped_file_size_commit_log=256 << 20,
-            mapped_file_size_consume_queue=20 * 300_000,
-            max_hash_slot_num=500_000,
-            max_index_num=2_000_000,
-        )
-        with MessageStore(cfg) as store:
-            for i in range(N):
-                store.put("bench", BODY, 0, None, [f"key-{i}"])
-            store.flush()
-            yield store
+    with temp_store(request.param, TABLE_GEOMETRY) as store:
+        for i in range(N):
+            store.put("bench", BODY, 0, None, [f"key-{i}"])
+        store.flush()
+        yield store
 
 
 def test_get_message_batch32_touch_body(benchmark: Any, filled_store: MessageStore) -> None:
@@ -72,24 +61,7 @@ def test_query_message_latency(benchmark: Any, filled_store: MessageStore) -> No
 
 def test_visibility_latency(benchmark: Any, filled_store: MessageStore) -> None:
     """Put one message, then wait on dispatch until get_message returns it."""
-    store = filled_store
-    lat: list[float] = []
-
-    def one() -> None:
-        seq = store.dispatch_seq
-        t0 = time.perf_counter()
-        r = store.put("vis", BODY)
-        while True:
-            g = store.get_message("g", "vis", 0, r.queue_offset, 1)
-            if g.status is GetStatus.FOUND:
-                break
-            seq = store.wait_for_dispatch(seq, 1.0)
-        lat.append(time.perf_counter() - t0)
-
-    benchmark.pedantic(one, rounds=2000, iterations=1)
-    lat.sort()
-    benchmark.extra_info["p50_ms"] = round(lat[len(lat) // 2] * 1e3, 3)
-    benchmark.extra_info["p99_ms"] = round(lat[int(len(lat) * 0.99)] * 1e3, 3)
+    visibility_latency(benchmark, filled_store, BODY, rounds=2000)
 
 
 def test_put_then_query_latency(benchmark: Any, filled_store: MessageStore) -> None:
@@ -118,7 +90,5 @@ def test_put_then_query_latency(benchmark: Any, filled_store: MessageStore) -> N
         first_try += tries == 1
 
     benchmark.pedantic(one, rounds=2000, iterations=1)
-    lat.sort()
-    benchmark.extra_info["p50_ms"] = round(lat[len(lat) // 2] * 1e3, 3)
-    benchmark.extra_info["p99_ms"] = round(lat[int(len(lat) * 0.99)] * 1e3, 3)
+    record_latency(benchmark, lat)
     benchmark.extra_info["found_first_try"] = f"{first_try}/{n}"

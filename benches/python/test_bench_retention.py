@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from bench_store import SMALL_GEOMETRY, bench_config
 
 from rocketstore import MessageStore, PutStatus, StoreConfig
 
@@ -29,12 +30,10 @@ FILES = 10
 
 
 def _cfg(d: str, interval_ms: int) -> StoreConfig:
-    return StoreConfig(
-        store_path=d,
+    return bench_config(
+        d,
+        SMALL_GEOMETRY,
         mapped_file_size_commit_log=FILE_SIZE,
-        mapped_file_size_consume_queue=20 * 100_000,
-        max_hash_slot_num=10_000,
-        max_index_num=40_000,
         delete_commit_log_files_interval=interval_ms,
         clean_resource_interval=3_600_000,
     )

@@ -12,22 +12,16 @@ rate until the consume queues and the index hold every message too.
 from __future__ import annotations
 
 import random
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from media import bench_base
+from bench_store import BODIES, QUEUES, TABLE_GEOMETRY, TAGS, TOPIC, record_rate, temp_store
 
-from rocketstore import FlushDiskType, GetStatus, MessageStore, PutStatus, StoreConfig
+from rocketstore import FlushDiskType, GetStatus, MessageStore, PutStatus
 
-TOPIC = "BenchTopic"
-QUEUES = 4
-TAGS = ["TagA", "TagB", "TagC", "TagD"]
-TEMPLATE = bytes(ord("a") + i % 26 for i in range(100))
-BODIES = [i.to_bytes(4, "little") + TEMPLATE[4:] for i in range(1024)]
 #: Messages per timed put round.
 ROUND = 20_000
 #: Messages in the store the read rows pull from.
@@ -35,36 +29,21 @@ READ_N = 200_000
 PUT_OK = PutStatus.PUT_OK
 
 
-def _cfg(d: str, **kw: Any) -> StoreConfig:
-    return StoreConfig(
-        store_path=d,
-        mapped_file_size_commit_log=256 << 20,
-        mapped_file_size_consume_queue=20 * 300_000,
-        max_hash_slot_num=500_000,
-        max_index_num=2_000_000,
-        **kw,
-    )
-
-
-def _store(**kw: Any) -> Iterator[MessageStore]:
-    with tempfile.TemporaryDirectory(dir=bench_base("disk")) as d:
-        with MessageStore(_cfg(d, **kw)) as s:
-            yield s
-
-
 @pytest.fixture
 def disk_store() -> Iterator[MessageStore]:
-    yield from _store()
+    with temp_store("disk", TABLE_GEOMETRY) as s:
+        yield s
 
 
 @pytest.fixture
 def sync_disk_store() -> Iterator[MessageStore]:
-    yield from _store(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    with temp_store("disk", TABLE_GEOMETRY, flush_disk_type=FlushDiskType.SYNC_FLUSH) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
 def read_store() -> Iterator[MessageStore]:
-    for s in _store():
+    with temp_store("disk", TABLE_GEOMETRY) as s:
         put = s.put
         for i in range(READ_N):
             put(TOPIC, BODIES[i & 1023], i & 3, tags=TAGS[i & 3], keys=[f"K{i}"])
@@ -113,17 +92,12 @@ def _wait_dispatched(store: MessageStore) -> None:
         time.sleep(0.0005)
 
 
-def _rate(benchmark: Any, n: int) -> None:
-    if benchmark.stats is not None:  # None under --benchmark-disable (one plain run)
-        benchmark.extra_info["msg_per_s_median"] = round(n / benchmark.stats.stats.median)
-
-
 @pytest.mark.parametrize("threads", [1, 4])
 def test_row_put_key_tag(benchmark: Any, disk_store: MessageStore, threads: int) -> None:
     """``put()`` with a key and a tag from 1 or 4 Python threads (one queue each)."""
     setup = _key_rounds(disk_store, threads, ROUND)
     benchmark.pedantic(_producers, setup=setup, rounds=8, warmup_rounds=1)
-    _rate(benchmark, ROUND)
+    record_rate(benchmark, ROUND)
     dispatched = []
     for _ in range(3):
         args, _kw = setup()
@@ -149,7 +123,7 @@ def test_row_put_batch_1000_key_tag(benchmark: Any, disk_store: MessageStore) ->
             assert r.ok
 
     benchmark.pedantic(run, rounds=8, warmup_rounds=1)
-    _rate(benchmark, ROUND)
+    record_rate(benchmark, ROUND)
 
 
 def test_row_get_batch32_touch_body(benchmark: Any, read_store: MessageStore) -> None:
@@ -173,7 +147,7 @@ def test_row_get_batch32_touch_body(benchmark: Any, read_store: MessageStore) ->
         return total
 
     benchmark.pedantic(run, rounds=5, warmup_rounds=1)
-    _rate(benchmark, READ_N)
+    record_rate(benchmark, READ_N)
 
 
 def test_row_query_by_key(benchmark: Any, read_store: MessageStore) -> None:
@@ -190,7 +164,7 @@ def test_row_query_by_key(benchmark: Any, read_store: MessageStore) -> None:
         return hits
 
     benchmark.pedantic(run, rounds=5, warmup_rounds=1)
-    _rate(benchmark, len(keys))
+    record_rate(benchmark, len(keys))
 
 
 @pytest.mark.parametrize("threads", [1, 8])
@@ -201,4 +175,4 @@ def test_row_sync_flush_key_tag(
     n = 50 * threads
     setup = _key_rounds(sync_disk_store, threads, n)
     benchmark.pedantic(_producers, setup=setup, rounds=5, warmup_rounds=1)
-    _rate(benchmark, n)
+    record_rate(benchmark, n)

@@ -24,6 +24,7 @@ from rocketstore._native import NativeStore
 from rocketstore.config.files import TopicConfigs
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
+from rocketstore.offset_table import OffsetTable
 from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryService
 from rocketstore.services.retention import RetentionService
@@ -131,9 +132,9 @@ def _make_services(store: MessageStore) -> list[ServiceThread]:
         s = ref()
         return None if s is None else s._native
 
-    def offsets() -> dict[str, dict[int, int]]:
+    def offsets() -> OffsetTable:
         s = ref()
-        return {} if s is None else s._offsets.current()
+        return OffsetTable() if s is None else s._offsets.current()
 
     def failed(reason: str) -> None:
         s = ref()

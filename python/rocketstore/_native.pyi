@@ -15,10 +15,13 @@ _BytesLike = bytes | bytearray | memoryview
 
 __all__ = [
     "ABORT_FILE",
+    "BACKUP_SUFFIX",
     "CHECKPOINT_FILE",
     "COMMIT_LOG_DIR",
     "CONFIG_DIR",
+    "CONSUMER_LOCK_DIR",
     "CONSUMER_OFFSET_FILE",
+    "CONSUMER_OFFSET_LOCK_FILE",
     "CONSUME_QUEUE_DIR",
     "CONSUME_QUEUE_EXT_DIR",
     "CQ_STORE_UNIT_SIZE",
@@ -34,12 +37,15 @@ __all__ = [
     "INDEX_HASH_SLOT_SIZE",
     "INDEX_HEADER_SIZE",
     "LOCK_FILE",
+    "LOCK_SUFFIX",
     "MIN_RECORD_SIZE",
     "SCHEDULE_TOPIC",
     "SEGMENT_NAME_DIGITS",
     "STORE_ENTRIES",
     "SUBSCRIPTION_GROUP_FILE",
+    "TEMP_SUFFIX",
     "TOPICS_FILE",
+    "TOPIC_GROUP_SEPARATOR",
     "ArrowPull",
     "ArrowStream",
     "BatchPutResult",
@@ -129,7 +135,14 @@ CONSUMER_OFFSET_FILE: str
 DELAY_OFFSET_FILE: str
 TOPICS_FILE: str
 SUBSCRIPTION_GROUP_FILE: str
+TEMP_SUFFIX: str
+BACKUP_SUFFIX: str
+CONSUMER_OFFSET_LOCK_FILE: str
+CONSUMER_LOCK_DIR: str
+LOCK_SUFFIX: str
 STORE_ENTRIES: list[str]
+#: RocketMQ's separator of the consumer offsets' ``<topic>@<group>`` key.
+TOPIC_GROUP_SEPARATOR: str
 
 def parse_delay_levels(text: str) -> list[int]: ...
 def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int | None: ...
@@ -286,7 +299,7 @@ class RedispatchReport:
 @final
 class ConsumerOffsetReport:
     @property
-    def lowered(self) -> list[tuple[str, int, int, int]]: ...
+    def lowered(self) -> list[tuple[str, str, int, int, int]]: ...
 
 @final
 class QueueOffsetTableReport:
@@ -764,7 +777,7 @@ class NativeStore:
     def rebuild_damaged_pointers(self, topics: list[str] = ...) -> PointerRebuildReport: ...
     def redispatch(self) -> RedispatchReport: ...
     def clamp_consumer_offsets(
-        self, offsets: dict[str, dict[int, int]]
+        self, offsets: list[tuple[str, str, int, int]]
     ) -> ConsumerOffsetReport: ...
     def rebuild_queue_offset_table(self) -> QueueOffsetTableReport: ...
     def recovery_report(self) -> RecoveryReport: ...
@@ -899,7 +912,7 @@ class NativeStore:
     def checkpoint(self) -> CheckpointTimes: ...
     def _simulate_crash(self) -> None: ...
     def _wake_waiters(self) -> None: ...
-    def flush_for_offsets(self, entries: list[tuple[str, int, int]]) -> None: ...
+    def flush_for_offsets(self, offsets: list[tuple[str, str, int, int]]) -> None: ...
     @property
     def _visibility_stats(self) -> VisibilityStats: ...
     def flush(self) -> int: ...

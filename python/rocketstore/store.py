@@ -47,6 +47,7 @@ from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
+from rocketstore.offset_table import OffsetKey
 from rocketstore.services.recovery import RecoveryReport
 from rocketstore.stats import StatsSampler
 
@@ -572,9 +573,12 @@ class MessageStore(MessageStoreBase):
         seconds, and ``close()`` commits durably; see :class:`Consumer`.
 
         Raises:
-            ValueError: ``topic`` breaks the topic rule (letters, digits and
-                ``% | _ -``, at most 127 bytes) and the store holds no such
-                topic, so the consumer could never receive anything.
+            TypeError / ValueError: a name :meth:`OffsetKey.of
+                <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+                topic with ``@``), or ``topic`` breaks the topic rule
+                (letters, digits and ``% | _ -``, at most 127 bytes) and the
+                store holds no such topic, so the consumer could never
+                receive anything.
 
         A topic the store does not hold yet is accepted (the consumer picks
         up its queues when they appear), with an
@@ -604,9 +608,9 @@ class MessageStore(MessageStoreBase):
     def _make_consumer(self, group: str, topic: str, start: Literal["earliest", "latest"],
                        tags: Sequence[str] | None, auto_commit: bool,
                        auto_commit_interval: float) -> Consumer:
-        # The read rule: a name that fails the put rule is refused unless the
-        # store holds that topic (raises ValueError).
-        self._n.get_max_offset_in_queue(topic, 0)
+        # The names rule, then the read rule: a name that fails the put rule
+        # is refused unless the store holds that topic (raises ValueError).
+        self._n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
         self._warn_unknown(topic, stacklevel=4)  # names the caller of consumer()
         return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
                         auto_commit_interval=auto_commit_interval)

@@ -21,7 +21,7 @@ use std::cell::UnsafeCell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::io::{AsRawFd, IntoRawFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Once;
 
@@ -124,7 +124,6 @@ pub fn fork_generation() -> u64 {
 #[derive(Debug)]
 pub struct StoreLock {
     held: LockFile,
-    path: PathBuf,
 }
 
 /// A lock file opened (created with its folder if missing) and registered
@@ -196,7 +195,6 @@ impl StoreLock {
     pub fn acquire(path: &Path, store_root: &Path) -> Result<Self> {
         let mut lock = Self {
             held: LockFile::open(path)?,
-            path: path.to_path_buf(),
         };
         let fd = lock.held.fd();
         match ofd_lock(fd, libc::F_OFD_SETLK, libc::F_WRLCK) {
@@ -212,11 +210,6 @@ impl StoreLock {
             }
         }
         Ok(lock)
-    }
-
-    /// The lock file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

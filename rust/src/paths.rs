@@ -14,6 +14,9 @@
 //!   lock                               the single writer's lock
 //!   config/                            topics.json, consumerOffset.json,
 //!                                      delayOffset.json, subscriptionGroup.json
+//!     <file>.tmp, <file>.bak           a config file's next and previous content
+//!     consumerOffset.lock              held while consumerOffset.json is rewritten
+//!     consumerLocks/<topic>@<group>.lock   held by an open consumer of the group
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -45,6 +48,20 @@ pub const DELAY_OFFSET_FILE: &str = "delayOffset.json";
 pub const TOPICS_FILE: &str = "topics.json";
 /// Subscription groups, in [`CONFIG_DIR`] (a broker's; never written here).
 pub const SUBSCRIPTION_GROUP_FILE: &str = "subscriptionGroup.json";
+/// Suffix of a config file's next content, written before it is renamed
+/// into place (RocketMQ's `MixAll.string2File`).
+pub const TEMP_SUFFIX: &str = ".tmp";
+/// Suffix of a config file's previous content, read when the file is
+/// missing, empty or unparseable.
+pub const BACKUP_SUFFIX: &str = ".bak";
+/// The lock every writer of [`CONSUMER_OFFSET_FILE`] holds while it reads
+/// and rewrites it, in [`CONFIG_DIR`] (rocketstore's).
+pub const CONSUMER_OFFSET_LOCK_FILE: &str = "consumerOffset.lock";
+/// The folder, in [`CONFIG_DIR`], of the locks open consumers hold, one per
+/// group and topic (rocketstore's).
+pub const CONSUMER_LOCK_DIR: &str = "consumerLocks";
+/// Suffix of a consumer's lock file in [`CONSUMER_LOCK_DIR`].
+pub const LOCK_SUFFIX: &str = ".lock";
 
 /// Every entry a store folder may hold at its top level: a folder holding
 /// none of them is not a store.
@@ -88,11 +105,6 @@ pub fn lock_file(root: &Path) -> PathBuf {
     root.join(LOCK_FILE)
 }
 
-/// `<root>/config`.
-pub fn config_dir(root: &Path) -> PathBuf {
-    root.join(CONFIG_DIR)
-}
-
 /// fsyncs the directory `dir`, so a name created or removed in it survives
 /// a crash. The one directory sync of the store: every caller gets the
 /// error (naming the directory) and decides what it means.
@@ -123,7 +135,6 @@ mod tests {
         assert_eq!(checkpoint_file(root), PathBuf::from("/s/checkpoint"));
         assert_eq!(abort_file(root), PathBuf::from("/s/abort"));
         assert_eq!(lock_file(root), PathBuf::from("/s/lock"));
-        assert_eq!(config_dir(root), PathBuf::from("/s/config"));
     }
 
     #[test]

@@ -22,6 +22,7 @@ from rocketstore.config.files import (
 )
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.errors import CorruptedError
+from rocketstore.offset_table import OffsetKey, OffsetTable
 
 # What RocketMQ (fastjson prettyFormat) writes, keys sorted.
 CONSUMER_OFFSET_JSON = (
@@ -232,6 +233,11 @@ def test_load_with_backup_custom_parse_and_both_bad(tmp_path: Path) -> None:
 # -- consumerOffset.json -------------------------------------------------------------
 
 
+def _on_disk(path: Path) -> dict[OffsetKey, dict[int, int]]:
+    """The offset table in the file (or its backup), by (topic, group)."""
+    return ConsumerOffsets.load(path).table().as_dict()
+
+
 def test_consumer_offsets_commit_query_persist_exact(tmp_path: Path) -> None:
     path = tmp_path / "config" / "consumerOffset.json"
     offsets = ConsumerOffsets.load(path)
@@ -295,12 +301,12 @@ def test_consumer_offsets_empty_file_is_read_as_missing_with_a_warning(
     offsets.persist()
     path.write_bytes(b"")
     with caplog.at_level("WARNING", logger="rocketstore"):
-        assert ConsumerOffsets.load(path).table() == {"T@g": {0: 1}}  # the backup
+        assert _on_disk(path) == {("T", "g"): {0: 1}}  # the backup
     assert f"{path} is empty" in caplog.text
     caplog.clear()
     Path(f"{path}.bak").unlink()
     with caplog.at_level("WARNING", logger="rocketstore"):
-        assert ConsumerOffsets.load(path).table() == {}
+        assert _on_disk(path) == {}
     assert f"{path} is empty" in caplog.text
 
 
@@ -311,7 +317,7 @@ def test_consumer_offsets_reads_quoted_keys_and_ignores_unknown_keys(tmp_path: P
         '"offsetTable":{"TopicTest@g":{"0":250,"1":251,2:252}},"pullOffsetTable":{}}'
     )
     offsets = ConsumerOffsets.load(path)
-    assert offsets.table() == {"TopicTest@g": {0: 250, 1: 251, 2: 252}}
+    assert offsets.table().as_dict() == {("TopicTest", "g"): {0: 250, 1: 251, 2: 252}}
     offsets.commit("g", "TopicTest", 0, 251)
     offsets.persist()
     assert loads_fastjson(path.read_text()) == {
@@ -322,13 +328,13 @@ def test_consumer_offsets_reads_quoted_keys_and_ignores_unknown_keys(tmp_path: P
 def test_consumer_offsets_empty_document(tmp_path: Path) -> None:
     path = tmp_path / "consumerOffset.json"
     path.write_text("{}")
-    assert ConsumerOffsets.load(path).table() == {}
+    assert _on_disk(path) == {}
 
 
 def test_consumer_offsets_table_is_a_copy(tmp_path: Path) -> None:
-    offsets = ConsumerOffsets(tmp_path / "c.json", {"T@g": {0: 1}})
+    offsets = ConsumerOffsets(tmp_path / "c.json", OffsetTable({("T", "g"): {0: 1}}))
     t = offsets.table()
-    t["T@g"][0] = 99
+    t.set(OffsetKey("T", "g"), 0, 99)
     assert offsets.query("g", "T", 0) == 1
 
 
@@ -455,10 +461,10 @@ def test_consumer_offsets_two_writers_keep_each_others_entries(tmp_path: Path) -
     assert a.persist()
     b.commit("gb", "T", 1, 7)
     assert b.persist()  # b never read ga's entry before: kept anyway
-    assert ConsumerOffsets.load(path).table() == {"T@ga": {0: 5}, "T@gb": {1: 7}}
+    assert _on_disk(path) == {("T", "ga"): {0: 5}, ("T", "gb"): {1: 7}}
     a.commit("ga", "T", 0, 6)
     assert a.persist()  # a's older view of gb does not overwrite it
-    assert ConsumerOffsets.load(path).table() == {"T@ga": {0: 6}, "T@gb": {1: 7}}
+    assert _on_disk(path) == {("T", "ga"): {0: 6}, ("T", "gb"): {1: 7}}
     assert a.query("gb", "T", 1) == 7  # each write also reads the others' entries
     assert b.query("ga", "T", 0) == 5
     assert b.refresh() and b.query("ga", "T", 0) == 6
@@ -473,12 +479,16 @@ def test_consumer_offsets_update_keeps_pending_and_drops_named(tmp_path: Path) -
     other.persist()
     a.commit("g", "T", 0, 9)  # pending in a, not written yet
     a.commit("k", "T", 0, 4)
-    removed = a.update(lambda t: t.pop("T@h"), drop=["T@k"])
-    assert removed == {0: 3}
-    assert ConsumerOffsets.load(path).table() == {"T@g": {0: 1, 1: 2}}  # pending not written
-    assert a.table() == {"T@g": {0: 9, 1: 2}}  # ... but shown on top; k dropped
+    def remove_h(table: OffsetTable) -> dict[int, int]:
+        removed = table.offsets(OffsetKey("T", "h"))
+        assert table.pop(OffsetKey("T", "h"))
+        return removed
+
+    assert a.update(remove_h, drop=[OffsetKey("T", "k")]) == {0: 3}
+    assert _on_disk(path) == {("T", "g"): {0: 1, 1: 2}}  # pending not written
+    assert a.table().as_dict() == {("T", "g"): {0: 9, 1: 2}}  # ... but shown on top; k dropped
     assert a.persist()
-    assert ConsumerOffsets.load(path).table() == {"T@g": {0: 9, 1: 2}}
+    assert _on_disk(path) == {("T", "g"): {0: 9, 1: 2}}
 
 
 def test_consumer_offsets_clamp_lowers_the_file_under_its_lock(tmp_path: Path) -> None:
@@ -490,8 +500,8 @@ def test_consumer_offsets_clamp_lowers_the_file_under_its_lock(tmp_path: Path) -
     other.commit("r", "T", 0, 40)
     other.persist()  # a reader's commit after the writer loaded the file
     lowered = w.clamp(lambda topic, qid: 10 if qid == 0 else 1 << 62)
-    assert sorted(lowered) == [("T@g", 0, 50, 10), ("T@r", 0, 40, 10)]
-    assert ConsumerOffsets.load(path).table() == {"T@g": {0: 10, 1: 3}, "T@r": {0: 10}}
+    assert sorted(lowered) == [(("T", "g"), 0, 50, 10), (("T", "r"), 0, 40, 10)]
+    assert _on_disk(path) == {("T", "g"): {0: 10, 1: 3}, ("T", "r"): {0: 10}}
 
 
 def test_consumer_offsets_current_rereads_and_keeps_the_last_view_of_a_bad_file(
@@ -501,8 +511,8 @@ def test_consumer_offsets_current_rereads_and_keeps_the_last_view_of_a_bad_file(
     mine, other = ConsumerOffsets.load(path), ConsumerOffsets(path)
     other.commit("r", "T", 0, 4)
     other.persist()
-    assert mine.current() == {"T@r": {0: 4}}  # another process's commit
+    assert mine.current().as_dict() == {("T", "r"): {0: 4}}  # another process's commit
     path.write_text("{not json")
     Path(f"{path}.bak").write_text("{nor this")
-    assert mine.current() == {"T@r": {0: 4}}
+    assert mine.current().as_dict() == {("T", "r"): {0: 4}}
     assert "cannot re-read" in caplog.text

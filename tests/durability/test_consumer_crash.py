@@ -9,14 +9,12 @@ the time between two polls) behind what was delivered, and never past it.
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from helpers.autocommit_child import CFG
+from helpers.killed_child import run_then_kill
 from helpers.paths import HELPERS
 from rocketstore import MessageStore, StoreConfig
 
@@ -25,7 +23,6 @@ QUEUES = 4
 PER_QUEUE = 10000
 AUTO_COMMIT_INTERVAL = 0.3
 PERSIST_INTERVAL = 0.4
-CFG = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 20 * 4000}
 
 
 def _parse(log: Path) -> tuple[list[float], list[tuple[float, dict[int, int]]]]:
@@ -73,22 +70,16 @@ def test_kill_during_auto_commit_loses_at_most_one_interval_per_queue(tmp_path: 
         if meaningful == 4:
             break
         log = tmp_path / f"deliveries-{iteration}.log"
-        proc = subprocess.Popen(
-            [sys.executable, str(HELPER), path, str(log),
-             str(AUTO_COMMIT_INTERVAL), str(PERSIST_INTERVAL)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        run = run_then_kill(
+            [HELPER, path, str(log), str(AUTO_COMMIT_INTERVAL), str(PERSIST_INTERVAL)],
+            stderr_path=tmp_path / f"child-{iteration}.err",
+            marker=b"ready",
+            marker_timeout=600,  # bounded by the test's timeout
+            run_for=rng.uniform(1.5, 3.0),
         )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.strip() == "ready", (line, proc.stderr.read() if proc.stderr else "")
-        time.sleep(rng.uniform(1.5, 3.0))
-        killed_at = time.monotonic()
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()
-        if proc.stderr is not None:
-            proc.stderr.close()
-        assert proc.returncode == -signal.SIGKILL
+        assert run.first_line.strip() == "ready", (run.first_line, run.stderr)
+        assert run.returncode == -signal.SIGKILL and run.killed_at is not None
+        killed_at = run.killed_at
         polls, deliveries = _parse(log)
         # Time between two poll starts (an auto-commit and its write happen
         # inside a poll), including the poll the kill interrupted.

@@ -21,9 +21,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,6 +28,7 @@ import pytest
 
 from helpers.durability_util import TOPIC, Ack, body_for, config, parse_ack, seq_of
 from helpers.durability_util import WRITER as CRASH_WRITER
+from helpers.killed_child import run_then_kill
 from rocketstore import GetStatus, MessageStore
 
 N = 300
@@ -44,38 +42,15 @@ def _cfg(path: Path):  # type: ignore[no-untyped-def]
 
 def _write_and_kill(dst: Path) -> list[Ack]:
     """Runs the writer on ``dst`` until it printed DONE, then SIGKILLs it."""
-    err = dst.with_name(dst.name + ".stderr")
-    with open(err, "wb") as e:
-        proc = subprocess.Popen(
-            [sys.executable, str(WRITER), os.fspath(dst), str(N)],
-            stdout=subprocess.PIPE,
-            stderr=e,
-        )
-    lines: list[bytes] = []
-    done = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for raw in iter(proc.stdout.readline, b""):
-            lines.append(raw)
-            if raw.startswith(b"DONE"):
-                break
-        done.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        done.wait(120)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(60)
-        reader.join(60)
-        assert proc.stdout is not None
-        proc.stdout.close()
-    assert proc.returncode == -signal.SIGKILL, (proc.returncode, err.read_text())
-    text = [raw.decode() for raw in lines]
-    assert text and text[-1].startswith("DONE"), err.read_text()
+    run = run_then_kill(
+        [WRITER, dst, str(N)],
+        stderr_path=dst.with_name(dst.name + ".stderr"),
+        marker=b"DONE",
+        marker_timeout=120,
+    )
+    assert run.returncode == -signal.SIGKILL, (run.returncode, run.stderr)
+    text = [raw.decode() for raw in run.lines]
+    assert text and text[-1].startswith("DONE"), run.stderr
     acks = [parse_ack(ln) for ln in text if ln[0].isdigit()]
     assert [a.seq for a in acks] == list(range(N))
     assert [a.queue_offset for a in acks] == list(range(N))
@@ -207,6 +182,15 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Ack]]:
     return d, acks
 
 
+@pytest.fixture
+def killed_copy(killed: tuple[Path, list[Ack]], tmp_path: Path) -> tuple[Path, list[Ack]]:
+    """A copy of the killed writer's store for one test to damage, and its acknowledgements."""
+    src, acks = killed
+    d = tmp_path / "store"
+    shutil.copytree(src, d)
+    return d, acks
+
+
 def test_sync_flush_kill9_zeroed_second_queue_file_is_rebuilt(tmp_path: Path) -> None:
     """SYNC_FLUSH, 300 acknowledged puts, kill -9, the second queue file back
     to zeros: units 64-127 are delivered after the abnormal open and after a
@@ -221,13 +205,11 @@ def test_sync_flush_kill9_zeroed_second_queue_file_is_rebuilt(tmp_path: Path) ->
 
 @pytest.mark.parametrize("damage", [d for d in DAMAGE if d.startswith("zero")])
 def test_read_only_open_serves_the_rebuilt_units(
-    killed: tuple[Path, list[Ack]], tmp_path: Path, damage: str
+    killed_copy: tuple[Path, list[Ack]], damage: str
 ) -> None:
     """A read-only open rebuilds a hole's units in memory (it writes nothing):
     it serves what the writer's recovery keeps."""
-    src, acks = killed
-    d = tmp_path / "store"
-    shutil.copytree(src, d)
+    d, acks = killed_copy
     reference = _snapshot(d)
     DAMAGE[damage](_queue_files(d))
     damaged = _snapshot(d)
@@ -237,12 +219,8 @@ def test_read_only_open_serves_the_rebuilt_units(
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
-def test_hole_rebuilt_after_crash(
-    killed: tuple[Path, list[Ack]], tmp_path: Path, damage: str
-) -> None:
-    src, acks = killed
-    d = tmp_path / "store"
-    shutil.copytree(src, d)
+def test_hole_rebuilt_after_crash(killed_copy: tuple[Path, list[Ack]], damage: str) -> None:
+    d, acks = killed_copy
     reference = _snapshot(d)
     DAMAGE[damage](_queue_files(d))
     _check(d, acks, reference, "abnormal")
@@ -250,12 +228,8 @@ def test_hole_rebuilt_after_crash(
 
 
 @pytest.mark.parametrize("damage", list(DAMAGE))
-def test_hole_rebuilt_on_clean_reopen(
-    killed: tuple[Path, list[Ack]], tmp_path: Path, damage: str
-) -> None:
-    src, acks = killed
-    d = tmp_path / "store"
-    shutil.copytree(src, d)
+def test_hole_rebuilt_on_clean_reopen(killed_copy: tuple[Path, list[Ack]], damage: str) -> None:
+    d, acks = killed_copy
     MessageStore(_cfg(d)).start().shutdown()  # recovered, then stopped cleanly
     reference = _snapshot(d)
     DAMAGE[damage](_queue_files(d))
@@ -318,15 +292,13 @@ def _sparse_store(d: Path, deleted: int) -> tuple[list[int], list[bytes]]:
 
 def _kill_after_open(d: Path) -> None:
     """A writer opens the store and is killed with SIGKILL (the abort file stays)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILL_AFTER_OPEN, os.fspath(d)], stdout=subprocess.PIPE
+    run = run_then_kill(
+        ["-c", KILL_AFTER_OPEN, d],
+        stderr_path=d.with_name(d.name + ".stderr"),
+        marker=b"READY",
+        marker_timeout=600,  # bounded by the test's timeout
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(60)
-    proc.stdout.close()
-    assert line.startswith(b"READY"), line
+    assert run.first_line.startswith("READY"), (run.first_line, run.stderr)
 
 
 def _read_all(d: Path, first: int, bodies: list[bytes], offsets: list[int], mode: str) -> None:

@@ -17,6 +17,7 @@ is ``test_durability_images.py``. Heavier repetitions are marked ``slow``.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 from collections.abc import Callable
@@ -28,15 +29,16 @@ from helpers.durability_util import (
     CL_FILE,
     QUEUES,
     TOPIC,
+    WRITER,
     Ack,
-    KilledRun,
     body_for,
     check_store,
     config,
     key_for,
-    run_and_kill,
+    parse_ack,
     wait_dispatched,
 )
+from helpers.killed_child import run_then_kill
 from rocketstore import GetStatus, Message, MessageStore, PutResult, PutStatus
 
 # -- SYNC_FLUSH: the acknowledgement invariant ----------------------------------------------
@@ -111,13 +113,35 @@ def test_sync_ack_implies_flushed_concurrent_producers(tmp_path: Path) -> None:
 # -- kill -9 of a writer subprocess -------------------------------------------------------
 
 
+@dataclasses.dataclass
+class KilledRun:
+    ready: str  # the writer's READY line: "READY <mode> <messages present> <max_phy>"
+    acks: list[Ack]
+
+    @property
+    def start_seq(self) -> int:
+        return int(self.ready.split()[2])
+
+
 def _kill_run(tmp_path: Path, flush: str, seed: int, rnd: int = 1) -> KilledRun:
+    """Starts ``crash_writer.py`` on ``tmp_path/store``, lets it acknowledge puts
+    for a random moment after it is ready, then SIGKILLs it. A line printed is an
+    acknowledgement; a partial last line is ignored."""
     delay = random.Random(seed).uniform(0.05, 0.4)
-    run = run_and_kill(
-        tmp_path / "store", flush, rnd, seed, delay, stderr_path=tmp_path / f"writer{rnd}.err"
+    run = run_then_kill(
+        [WRITER, tmp_path / "store", flush, str(rnd), str(seed)],
+        stderr_path=tmp_path / f"writer{rnd}.err",
+        marker=b"READY",
+        marker_timeout=60,
+        run_for=delay,
     )
+    ready_lines = [ln for ln in run.complete if ln.startswith("READY")]
+    assert ready_lines, f"writer never got ready (rc={run.returncode}):\n{run.stderr}"
+    bad = [ln for ln in run.complete if ln.startswith(("ERR", "BAD"))]
+    assert not bad, f"writer reported: {bad[:5]}\n{run.stderr}"
     assert run.returncode == -9, f"writer was not killed (rc={run.returncode}):\n{run.stderr}"
-    return run
+    acks = [parse_ack(ln) for ln in run.complete if ln[0].isdigit()]
+    return KilledRun(ready_lines[0].strip(), acks)
 
 
 def _check_reopened(

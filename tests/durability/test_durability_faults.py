@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 
 from helpers.fault_fixtures import wait_dispatched, wait_for
-from helpers.presets import FAST_FLUSH, SEG, SMALL
+from helpers.presets import FAST_FLUSH, SEG, SMALL, body_of
 from helpers.store_util import diff_snapshots, snapshot
 from rocketstore import (
     CorruptedError,
@@ -72,10 +72,6 @@ def shutdown_bounded(store: MessageStore, timeout: float = 15.0) -> BaseExceptio
     return raised[0] if raised else None
 
 
-def body_of(i: int, size: int = 100) -> bytes:
-    return (b"m%05d-" % i).ljust(size, b"x")
-
-
 def put_ok(store: MessageStore, n: int, start: int = 0, **kw: Any) -> list[PutResult]:
     out = []
     for i in range(start, start + n):
@@ -101,6 +97,18 @@ def assert_all_present(
     for i in (start, start + len(acked) - 1):
         got = store.query_message("topic", f"key{i}")
         assert [m.body for m in got] == [body_of(i, size)]
+
+
+def reopened(
+    opened: Callable[..., MessageStore], store_path: str, mode: str, **cfg: Any
+) -> MessageStore:
+    """The store opened again after its shutdown: the abort file was left
+    exactly when the stop was not clean, and recovery ran in ``mode``
+    (``"normal"`` or ``"abnormal"``)."""
+    assert (Path(store_path) / "abort").exists() == (mode == "abnormal")
+    again = opened(**cfg)
+    assert again.recovery_report is not None and again.recovery_report.mode == mode
+    return again
 
 
 def flags_text(store: MessageStore) -> str:
@@ -198,11 +206,7 @@ def test_failed_fsync_poisons_sync_store(
     assert isinstance(err, PoisonedError), repr(err)
     assert "CommitLog flush failed: msync " in str(err), str(err)
     # Not a clean stop: the abort file stays, so the next open recovers.
-    assert (Path(store_path) / "abort").exists()
-
-    again = opened(flush_disk_type=FlushDiskType.SYNC_FLUSH)
-    assert again.recovery_report is not None
-    assert again.recovery_report.mode == "abnormal"
+    again = reopened(opened, store_path, "abnormal", flush_disk_type=FlushDiskType.SYNC_FLUSH)
     assert again.is_writeable, again.running_flags
     assert again.running_flags == []
     assert_all_present(again, acked)
@@ -242,10 +246,7 @@ def test_failed_background_flush_poisons_async_store(
     fail_points("msync", 0)
     err = shutdown_bounded(store)
     assert isinstance(err, PoisonedError), repr(err)
-    assert (Path(store_path) / "abort").exists()
-
-    again = opened(**FAST_FLUSH)
-    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    again = reopened(opened, store_path, "abnormal", **FAST_FLUSH)
     assert again.is_writeable, again.running_flags
     assert_all_present(again, acked + late)
     assert put_ok(again, 1, start=25)[0].queue_offset == 12
@@ -282,11 +283,8 @@ def test_failed_index_flush_poisons_the_store(
     assert_all_present(store, acked + late)
     err = shutdown_bounded(store)
     assert isinstance(err, PoisonedError), repr(err)
-    assert (Path(store_path) / "abort").exists()
-
     # The next open recovers abnormally and rebuilds the index.
-    again = opened(**{**FAST_FLUSH, **geometry})
-    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    again = reopened(opened, store_path, "abnormal", **{**FAST_FLUSH, **geometry})
     assert again.is_writeable, again.running_flags
     assert_all_present(again, acked + late)
     for i in range(len(acked + late)):
@@ -356,9 +354,7 @@ def test_enospc_on_segment_creation_fails_the_put_cleanly(
 
     err = shutdown_bounded(store)
     assert err is None, repr(err)
-    assert not (Path(store_path) / "abort").exists()
-    again = opened(flush_disk_type=flush)
-    assert again.recovery_report is not None and again.recovery_report.mode == "normal"
+    again = reopened(opened, store_path, "normal", flush_disk_type=flush)
     assert_all_present(again, acked, size=1000)
 
 
@@ -420,10 +416,7 @@ def test_failed_cq_append_stops_writes_and_reopen_rebuilds(
     # (the abort file stays: the next open recovers).
     err = shutdown_bounded(store)
     assert err is None, repr(err)
-    assert (Path(store_path) / "abort").exists()
-
-    again = opened()
-    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    again = reopened(opened, store_path, "abnormal")
     assert again.is_writeable, again.running_flags
     assert again.get_max_offset_in_queue("topic", 0) == 7
     assert again.get_max_offset_in_queue("topic", 1) == 7
@@ -500,9 +493,7 @@ def test_flush_with_a_failing_disk_raises_then_poisons(
     # succeeds.
     err = shutdown_bounded(store)
     assert err is None, repr(err)
-    assert (Path(store_path) / "abort").exists()
-    again = opened()
-    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    again = reopened(opened, store_path, "abnormal")
     assert_all_present(again, acked)
     assert put_ok(again, 1, start=5)[0].queue_offset == 2  # i=5 goes to queue 1
 
@@ -521,11 +512,9 @@ def test_shutdown_with_a_failing_disk_does_not_hang(
         acked += put_ok(store, 3, start=5)  # dirty pages for the final flush
     err = shutdown_bounded(store)
     assert isinstance(err, (OSError, PoisonedError)), repr(err)
-    # Not a clean stop, but the lock is released.
-    assert (Path(store_path) / "abort").exists()
     fail_points("msync", 0)
-    again = opened(flush_disk_type=flush)
-    assert again.recovery_report is not None and again.recovery_report.mode == "abnormal"
+    # Not a clean stop, but the lock is released.
+    again = reopened(opened, store_path, "abnormal", flush_disk_type=flush)
     assert again.is_writeable
     assert_all_present(again, acked)
 

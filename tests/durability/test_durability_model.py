@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +41,10 @@ from hypothesis.stateful import (
     rule,
 )
 
+from helpers.presets import SMALL
+from helpers.read_util import wait_dispatched
 from rocketstore import FlushDiskType, GetStatus, Message, MessageStore, PutStatus, StoreConfig
 
-#: Small segments: the default sizes reserve 1 GiB per CommitLog file.
-SMALL: dict[str, Any] = {
-    "mapped_file_size_commit_log": 64 * 1024,
-    "mapped_file_size_consume_queue": 20 * 500,
-    "max_hash_slot_num": 100,
-    "max_index_num": 2000,
-}
 CQ_UNITS_PER_FILE = 500
 
 TOPICS = ("orders", "audit")
@@ -85,15 +79,6 @@ class Stored:
         self.phy = r.wrote_offset
         self.size = r.wrote_bytes
         self.queue_offset = r.queue_offset
-
-
-def wait_dispatched(store: MessageStore, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while store.dispatch_behind_bytes() != 0:
-        assert time.monotonic() < deadline, (
-            f"dispatch still {store.dispatch_behind_bytes()} bytes behind after {timeout} s"
-        )
-        time.sleep(0.001)
 
 
 def zero_commit_log_from(commit_log_dir: Any, offset: int) -> None:

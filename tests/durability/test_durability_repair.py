@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.store_util import flip_bits
 from rocketstore import GetStatus, MessageStore, StoreConfig
 
 SEG = 64 * 1024
@@ -68,14 +69,6 @@ def write_at(path: Path, at: int, data: bytes) -> None:
         f.write(data)
 
 
-def flip(path: Path, at: int, mask: int) -> None:
-    with open(path, "r+b") as f:
-        f.seek(at)
-        b = f.read(1)[0]
-        f.seek(at)
-        f.write(bytes([b ^ mask]))
-
-
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "400", "NO_COLOR": "1"}
     return subprocess.run([sys.executable, "-m", "rocketstore.cli", *args],
@@ -104,7 +97,7 @@ def zeroed_units_across_a_file(s: Store) -> str:
 
 def flipped_unit_offset(s: Store) -> str:
     f, at = s.unit(0, 5)
-    flip(f, at + 5, 0x10)  # a megabyte further: past the end of the CommitLog
+    flip_bits(f, at + 5, 0x10)  # a megabyte further: past the end of the CommitLog
     return "ConsumeQueue T/0@5"
 
 
@@ -164,13 +157,13 @@ def deleted_index_file(s: Store) -> str:
 
 def flipped_index_entry_offset(s: Store) -> str:
     first = s.index_files()[0]
-    flip(first, entry_at(first, 10) + 4 + 6, 0x40)
+    flip_bits(first, entry_at(first, 10) + 4 + 6, 0x40)
     return f"index file {first.name} entry 10"
 
 
 def flipped_index_entry_hash(s: Store) -> str:
     first = s.index_files()[0]
-    flip(first, entry_at(first, 10) + 1, 0x40)
+    flip_bits(first, entry_at(first, 10) + 1, 0x40)
     return f"index file {first.name} entry 10"
 
 
@@ -178,7 +171,7 @@ def flipped_hash_slot(s: Store) -> str:
     first = s.index_files()[0]
     data = first.read_bytes()
     slot = next(i for i in range(SLOTS) if data[40 + 4 * i: 44 + 4 * i] != bytes(4))
-    flip(first, 40 + 4 * slot + 3, 0x03)
+    flip_bits(first, 40 + 4 * slot + 3, 0x03)
     return f"index file {first.name} slot {slot}"
 
 
@@ -247,7 +240,7 @@ def test_repair_skips_a_damaged_record_and_rebuilds_a_queue_unit(tmp_path: Path)
     s = Store(tmp_path / "store")
     victim = s.acked[3]  # queue 1, queue offset 1
     seg = s.path / "commitlog" / f"{victim.wrote_offset - victim.wrote_offset % SEG:020d}"
-    flip(seg, victim.wrote_offset % SEG + 200, 0x01)  # inside the body
+    flip_bits(seg, victim.wrote_offset % SEG + 200, 0x01)  # inside the body
     zeroed_unit(s)
 
     r = cli("repair", str(s.path))

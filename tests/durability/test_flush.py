@@ -253,6 +253,12 @@ POOL: dict[str, Any] = {
     "commit_commit_log_thorough_interval": 100,
     **FAST_FLUSH,
 }
+#: The pool, with commits so rare that only shutdown commits what it holds.
+POOL_COMMIT_AT_SHUTDOWN: dict[str, Any] = {
+    **POOL,
+    "commit_interval_commit_log": 60_000,
+    "commit_commit_log_thorough_interval": 60_000,
+}
 
 
 def test_transient_pool_puts_commit_and_survive_restart(
@@ -491,11 +497,7 @@ def test_checkpoint_follows_async_flush(opened: Callable[..., MessageStore]) -> 
 def test_transient_pool_clean_shutdown_is_clean(
     opened: Callable[..., MessageStore], store_path: str
 ) -> None:
-    cfg = {
-        **POOL,
-        "commit_interval_commit_log": 60_000,
-        "commit_commit_log_thorough_interval": 60_000,
-    }
+    cfg = POOL_COMMIT_AT_SHUTDOWN
     store = opened(**cfg)
     rs = [store.put("t", body_of(i)) for i in range(5)]
     assert all(r.ok for r in rs)
@@ -511,11 +513,7 @@ def test_transient_pool_messages_survive_shutdown(
     opened: Callable[..., MessageStore], store_path: str
 ) -> None:
     """Whatever the recovery mode, nothing committed at shutdown is lost."""
-    cfg = {
-        **POOL,
-        "commit_interval_commit_log": 60_000,
-        "commit_commit_log_thorough_interval": 60_000,
-    }
+    cfg = POOL_COMMIT_AT_SHUTDOWN
     store = opened(**cfg)
     rs = [store.put("t", body_of(i), queue_id=i % 2) for i in range(6)]
     store.shutdown()

@@ -18,20 +18,15 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from helpers.offsets_child import CFG, TOPIC
 from helpers.paths import HELPERS
-from helpers.store_util import diff_snapshots, snapshot
+from helpers.store_util import diff_snapshots, offset_table, snapshot
 from rocketstore import ConsumerGroupBusyError, MessageStore, StoreConfig
-from rocketstore.config.files import loads_fastjson
 
 CHILD = HELPERS / "offsets_child.py"
-CFG: dict[str, Any] = {"mapped_file_size_commit_log": 64 * 1024,
-                       "mapped_file_size_consume_queue": 20 * 100,
-                       "max_hash_slot_num": 64, "max_index_num": 256}
-TOPIC = "T"
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
@@ -67,13 +62,6 @@ def _positions(line: str) -> dict[int, int]:
     return {int(q): off for q, off in json.loads(line.split(" ", 1)[1]).items()}
 
 
-def _file(store_path: str) -> dict[str, dict[int, int]]:
-    text = (Path(store_path) / "config" / "consumerOffset.json").read_text()
-    table = loads_fastjson(text)["offsetTable"]
-    assert isinstance(table, dict)
-    return table
-
-
 def _put(store_path: str, n: int) -> None:
     with MessageStore(StoreConfig(store_path=store_path, **CFG)) as store:
         for i in range(n):
@@ -92,7 +80,7 @@ def test_reader_commit_survives_kill9_with_the_writer_running(store_path: str) -
         assert sum(committed.values()) == 37
         _kill(reader)  # kill -9 after its last commit returned
         # The file is RocketMQ's shape, unquoted queue ids, the reader's entry in it.
-        assert _file(store_path) == {"T@rg": committed}
+        assert offset_table(store_path) == {"T@rg": committed}
         raw = (Path(store_path) / "config" / "consumerOffset.json").read_text()
         assert '"T@rg":{0:' in raw
         again = _spawn("reader", store_path, "rg", "5", "close")
@@ -120,7 +108,7 @@ def test_reader_commits_while_the_writer_is_down(store_path: str) -> None:
         with store.consumer("rg", TOPIC) as c:
             assert c.positions() == committed
             assert len(c.poll(timeout=1, max_messages=100)) == 30
-    assert sum(_file(store_path)["T@rg"].values()) == 60
+    assert sum(offset_table(store_path)["T@rg"].values()) == 60
 
 
 def test_writer_and_reader_committing_concurrently_keep_each_others_entries(
@@ -136,7 +124,7 @@ def test_writer_and_reader_committing_concurrently_keep_each_others_entries(
         path = Path(store_path) / "config" / "consumerOffset.json"
         while not stop.is_set():
             try:
-                seen.append(_file(store_path))
+                seen.append(offset_table(store_path))
             except (FileNotFoundError, ValueError):
                 assert not path.exists()
             time.sleep(0.001)
@@ -161,7 +149,7 @@ def test_writer_and_reader_committing_concurrently_keep_each_others_entries(
         for p in (writer, reader):
             if p is not None:
                 _kill(p)
-    assert _file(store_path) == {"T@wg": w_last, "T@rg": r_last}
+    assert offset_table(store_path) == {"T@wg": w_last, "T@rg": r_last}
     # Both committed throughout; once in the file, no entry ever went back or away.
     both = [t for t in seen if "T@wg" in t and "T@rg" in t]
     assert len(both) >= 2, f"the two groups never shared the file ({len(seen)} samples)"
@@ -186,7 +174,7 @@ def test_second_consumer_of_a_group_is_refused_across_processes(store_path: str)
                 ro.reset_consumer_group("g", "latest")
             with pytest.raises(ConsumerGroupBusyError):
                 ro.delete_consumer_group("g")
-            assert _file(store_path) == {"T@g": {0: 0, 1: 0, 2: 0, 3: 0}}  # untouched
+            assert offset_table(store_path) == {"T@g": {0: 0, 1: 0, 2: 0, 3: 0}}  # untouched
             ro.consumer("other", TOPIC).close()  # another group is free
         # The writer's process is refused as well.
         with MessageStore(StoreConfig(store_path=store_path, **CFG)) as w:

@@ -17,18 +17,15 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from helpers.offsets_child import CFG
 from helpers.paths import HELPERS
+from helpers.store_util import offset_table
 from rocketstore import MessageStore, StoreClosedError, StoreConfig
-from rocketstore.config.files import loads_fastjson
 
 CHILD = HELPERS / "offsets_loop_child.py"
-CFG: dict[str, Any] = {"mapped_file_size_commit_log": 64 * 1024,
-                       "mapped_file_size_consume_queue": 20 * 100,
-                       "max_hash_slot_num": 64, "max_index_num": 256}
 
 
 def _spawn(store_path: str, role: str, group: str, count: int) -> subprocess.Popen[str]:
@@ -77,13 +74,6 @@ def _finish(proc: subprocess.Popen[str], kill: bool) -> None:
         assert code == 0, err
 
 
-def _table(store_path: str) -> dict[str, dict[int, int]]:
-    text = (Path(store_path) / "config" / "consumerOffset.json").read_text()
-    table = loads_fastjson(text)["offsetTable"]
-    assert isinstance(table, dict)
-    return table
-
-
 def _put(store_path: str, per_queue: int) -> None:
     with MessageStore(StoreConfig(store_path=store_path, **CFG)) as store:
         for i in range(per_queue * 4):
@@ -101,7 +91,7 @@ def test_reader_killed_mid_commit_loop_keeps_every_reported_commit(store_path: s
         _go(proc)
         last = _last_commit(proc, stop_after=rng.randrange(5, 60))
         _finish(proc, kill=True)
-        table = _table(store_path)  # parses: never a torn file
+        table = offset_table(store_path)  # parses: never a torn file
         assert table["T@loop"][0] >= last and table["T@loop"][1] >= last
         assert table["T@other"] == {2: 5, 3: 6}
 
@@ -118,7 +108,7 @@ def test_two_readers_and_the_writer_committing_at_once_lose_no_entry(store_path:
     assert lasts == [count] * 3
     for proc in procs:
         _finish(proc, kill=False)
-    table = _table(store_path)
+    table = offset_table(store_path)
     for group in ("w", "a", "b"):
         assert table[f"T@{group}"] == {0: count, 1: count}, (group, table)
 
@@ -214,7 +204,7 @@ def test_shutdown_releases_the_group_lock_of_a_consumer_left_open(store_path: st
             old.commit()
         old.close()  # no error, and nothing committed
         assert old.closed
-        assert _table(store_path)["T@g"] == {0: 4, 1: 0, 2: 0, 3: 0}  # the other's commit
+        assert offset_table(store_path)["T@g"] == {0: 4, 1: 0, 2: 0, 3: 0}  # the other's commit
         with store.consumer("g", "T") as c:  # the group is free
             assert c.position(0) == 4
     finally:
@@ -304,10 +294,10 @@ def test_writer_killed_mid_commit_loop_while_a_reader_commits(store_path: str) -
         _finish(writer, kill=True)
         r_last = _last_commit(reader, stop_after=rng.randrange(110, 200))
         _finish(reader, kill=True)
-        table = _table(store_path)
+        table = offset_table(store_path)
         assert min(table["T@w"].values()) >= w_last and min(table["T@r"].values()) >= r_last
         with MessageStore(StoreConfig(store_path=store_path, **CFG)) as store:  # recovery
             assert store.query_offset("w", "T", 0) >= w_last
             assert store.query_offset("r", "T", 0) >= r_last
-        table = _table(store_path)
+        table = offset_table(store_path)
         assert min(table["T@w"].values()) >= w_last and min(table["T@r"].values()) >= r_last

@@ -15,10 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,75 +79,11 @@ def wait_dispatched(store: MessageStore, timeout: float = 20.0) -> None:
 # -- the kill -9 writer --------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class KilledRun:
-    ready: str  # the writer's READY line: "READY <mode> <messages present> <max_phy>"
-    acks: list[Ack]
-    returncode: int | None
-    stderr: str
-
-    @property
-    def start_seq(self) -> int:
-        return int(self.ready.split()[2])
-
-
 def parse_ack(line: str) -> Ack:
+    """An acknowledgement line of a writer: ``seq wrote_offset queue_id queue_offset
+    msg_id wrote_bytes``."""
     seq, off, qid, qoff, msg_id, nbytes = line.split()
     return Ack(int(seq), int(off), int(qid), int(qoff), msg_id, int(nbytes))
-
-
-def run_and_kill(
-    path: str | os.PathLike[str],
-    flush: str,
-    rnd: int,
-    seed: int,
-    delay: float,
-    *,
-    stderr_path: str | os.PathLike[str],
-) -> KilledRun:
-    """Starts ``crash_writer.py`` on ``path``, lets it acknowledge puts for ``delay``
-    seconds after it is ready, then SIGKILLs it.
-
-    stdout is read continuously by a thread (the writer never blocks on a full
-    pipe). A line printed is an acknowledgement; a partial last line is ignored.
-    """
-    with open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, str(WRITER), os.fspath(path), flush, str(rnd), str(seed)],
-            stdout=subprocess.PIPE,
-            stderr=err,
-        )
-    lines: list[bytes] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for raw in iter(proc.stdout.readline, b""):
-            lines.append(raw)
-            if raw.startswith(b"READY"):
-                ready.set()
-        ready.set()  # EOF: the writer died before it was ready
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        ready.wait(60)
-        time.sleep(delay)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(60)
-        reader.join(60)
-        assert proc.stdout is not None
-        proc.stdout.close()
-    stderr = Path(stderr_path).read_text(errors="replace")
-    complete = [raw.decode() for raw in lines if raw.endswith(b"\n")]
-    ready_lines = [ln for ln in complete if ln.startswith("READY")]
-    assert ready_lines, f"writer never got ready (rc={proc.returncode}):\n{stderr}"
-    bad = [ln for ln in complete if ln.startswith(("ERR", "BAD"))]
-    assert not bad, f"writer reported: {bad[:5]}\n{stderr}"
-    acks = [parse_ack(ln) for ln in complete if ln[0].isdigit()]
-    return KilledRun(ready_lines[0].strip(), acks, proc.returncode, stderr)
 
 
 # -- checking a recovered store ------------------------------------------------------------

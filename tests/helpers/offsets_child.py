@@ -28,6 +28,7 @@ from rocketstore.consumers.consumer import Consumer
 
 TOPIC = "T"
 QUEUES = 4
+#: The store geometry of every offsets process test (``offsets_loop_child.py`` too).
 CFG = {"mapped_file_size_commit_log": 64 * 1024, "mapped_file_size_consume_queue": 20 * 100,
        "max_hash_slot_num": 64, "max_index_num": 256}
 

@@ -14,11 +14,10 @@ from __future__ import annotations
 import itertools
 import sys
 
+from offsets_child import CFG  # the same store geometry
+
 import rocketstore.consumers.store_commits as commits_module
 from rocketstore import MessageStore, StoreConfig
-
-CFG = {"mapped_file_size_commit_log": 64 * 1024, "mapped_file_size_consume_queue": 20 * 100,
-       "max_hash_slot_num": 64, "max_index_num": 256}
 
 
 def main() -> None:

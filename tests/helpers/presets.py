@@ -1,4 +1,4 @@
-"""Store settings shared by the durability tests.
+"""Store settings and message bodies shared by the tests.
 
 Small segments everywhere: the default sizes reserve 1 GiB per CommitLog file.
 """
@@ -37,3 +37,8 @@ FAILPOINTS_MISSING = (
     "fault-injection tests need; rebuild the test install with the README's test command: "
     "pip install -e '.[test]' --config-settings=build-args='--features python,failpoints'"
 )
+
+
+def body_of(i: int, size: int = 100) -> bytes:
+    """Message ``i``'s body: ``m<i>-`` padded with ``x`` to ``size`` bytes."""
+    return (b"m%05d-" % i).ljust(size, b"x")

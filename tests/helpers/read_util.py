@@ -6,7 +6,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +79,25 @@ def hang_guard(store: Any, seconds: float = 120.0) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
+
+
+class Iteration:
+    """``for msg in consumer`` in a daemon thread: ``seen`` grows as messages
+    come, ``done`` is set once the loop ends."""
+
+    def __init__(self, consumer: Iterable[Any]) -> None:
+        self.consumer = consumer
+        self.seen: list[Any] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        for msg in self.consumer:
+            self.seen.append(msg)
+        self.done.set()
+
+    def wait_for(self, n: int, deadline: float) -> None:
+        """Waits until ``n`` messages came or ``time.monotonic()`` passed ``deadline``."""
+        while len(self.seen) < n and time.monotonic() < deadline:
+            time.sleep(0.01)

@@ -1,4 +1,4 @@
-"""Helpers shared by the ``tests/store/`` modules."""
+"""Helpers shared by the tests that read or damage a store's files."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ import os
 import struct
 from pathlib import Path
 
+from rocketstore.config.files import loads_fastjson
+
 #: Fixed V1 record overhead with IPv4 born and store hosts (docs/format.md §3.1).
 RECORD_OVERHEAD_V4 = 91
 #: Extra bytes per IPv6 host (16-byte address instead of 4).
 IPV6_EXTRA = 12
 BLANK_MAGIC = 0xCBD43194
+#: Where a record's body starts, with IPv4 born and store hosts (docs/format.md §3.1).
+BODY_AT = 88
 
 
 def props_bytes(props: dict[str, str]) -> bytes:
@@ -60,6 +64,33 @@ def java_string_hash(s: str) -> int:
 def segment_path(store_path: str | os.PathLike[str], start: int) -> Path:
     """Path of the CommitLog segment file starting at ``start``."""
     return Path(store_path) / "commitlog" / f"{start:020d}"
+
+
+def flip_bits(path: str | os.PathLike[str], at: int, mask: int) -> None:
+    """XORs the byte at position ``at`` of the file ``path`` with ``mask``."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)[0]
+        f.seek(at)
+        f.write(bytes([b ^ mask]))
+
+
+def flip_commitlog_bits(
+    store_path: str | os.PathLike[str], offset: int, seg: int, mask: int
+) -> None:
+    """XORs the CommitLog byte at physical ``offset`` (files of ``seg``
+    bytes) with ``mask``: damage that a record's CRC catches."""
+    at = offset % seg
+    flip_bits(segment_path(store_path, offset - at), at, mask)
+
+
+def offset_table(store_path: str | os.PathLike[str]) -> dict[str, dict[int, int]]:
+    """The ``offsetTable`` of the store's ``config/consumerOffset.json``
+    (docs/format.md §13.1): ``{"topic@group": {queue_id: offset}}``."""
+    text = (Path(store_path) / "config" / "consumerOffset.json").read_text()
+    table = loads_fastjson(text)["offsetTable"]
+    assert isinstance(table, dict)
+    return table
 
 
 def commitlog_files(store_path: str | os.PathLike[str]) -> list[str]:

@@ -28,16 +28,12 @@ import sys
 import threading
 import time
 
+from presets import SMALL  # a sibling: this file runs as a script
+
 from rocketstore import FlushDiskType, MessageStore, StoreConfig, _native
 
 TOPIC = "V"
 QUEUES = 4
-SMALL = {
-    "mapped_file_size_commit_log": 64 * 1024,
-    "mapped_file_size_consume_queue": 20 * 500,
-    "max_hash_slot_num": 100,
-    "max_index_num": 2000,
-}
 
 
 def config(path: str, sync: bool) -> StoreConfig:

@@ -9,8 +9,10 @@ markers this file finds in the test build.
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
+import tomllib
 from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
@@ -83,3 +85,18 @@ except ImportError:
                          check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["b'x'", "[]", "guard works"], out.stdout
+
+
+def test_the_engine_lints_and_surface_stay_strict() -> None:
+    """`Cargo.toml` denies unwraps, undocumented `unsafe` and missing docs
+    (tests may unwrap), and the crate root declares no public module but
+    the hidden `internals`."""
+    cargo = tomllib.loads((ROOT / "Cargo.toml").read_text(encoding="utf-8"))
+    assert cargo["lints"]["rust"]["missing_docs"] == "deny"
+    assert cargo["lints"]["clippy"]["unwrap_used"] == "deny"
+    assert cargo["lints"]["clippy"]["undocumented_unsafe_blocks"] == "deny"
+    clippy = tomllib.loads((ROOT / "clippy.toml").read_text(encoding="utf-8"))
+    assert clippy["allow-unwrap-in-tests"] is True
+    lib = (ROOT / "rust" / "src" / "lib.rs").read_text(encoding="utf-8")
+    public = re.findall(r"^pub mod (\w+)", lib, flags=re.M)
+    assert public == ["internals"], f"public modules at the crate root: {public}"

@@ -4,11 +4,12 @@ Python's words, typed results, docstrings that point only at shipped files."""
 from __future__ import annotations
 
 import array
+import ast
 import inspect
 import pkgutil
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -204,6 +205,45 @@ def test_no_python_module_decodes_store_files() -> None:
         for path in sorted(package.rglob("*.py"))
     }
     assert {name: mods for name, mods in found.items() if mods} == {}
+
+
+#: Names of the engine's ``paths`` that are also everyday words: ``rocketstore
+#: info`` prints fields called so. Every other name is checked below.
+_NAMES_THAT_ARE_WORDS = frozenset({"index", "checkpoint", "config", "lock", "abort"})
+
+
+def _string_literals(tree: ast.AST) -> Iterator[ast.Constant]:
+    """Every string constant of a module except docstrings (f-string parts included)."""
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docstrings):
+            yield node
+
+
+def test_store_file_names_come_from_the_engine() -> None:
+    """The engine's ``paths`` module spells every store folder and file name
+    (the consumer offsets' lock, their group locks' folder and suffix, the
+    config files' ``.tmp`` and ``.bak`` included); the package takes them
+    from ``_native`` and spells none itself."""
+    from rocketstore import _native
+
+    names = {value for name, value in vars(_native).items()
+             if name.endswith(("_FILE", "_DIR", "_SUFFIX")) and isinstance(value, str)}
+    assert {"consumerOffset.lock", "consumerLocks", ".lock", ".tmp", ".bak"} <= names
+    package = Path(rocketstore.__file__).parent
+    found = [
+        f"{path.relative_to(package)}:{node.lineno} {node.value!r}"
+        for path in sorted(package.rglob("*.py"))
+        for node in _string_literals(ast.parse(path.read_text()))
+        if node.value in names - _NAMES_THAT_ARE_WORDS
+    ]
+    assert found == []
 
 
 def test_file_formats_live_in_their_own_modules() -> None:

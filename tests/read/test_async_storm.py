@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,19 @@ def test_loop_closed_with_its_consumer_open_does_not_hang(
     assert "Traceback" not in r.stderr, r.stderr
 
 
+async def _cancel_a_poll_in_its_pull(
+    c: AsyncConsumer, held: Callable[[int, int, int], Any], entered: threading.Event
+) -> None:
+    """Routes ``c``'s pulls through ``held``, starts a poll and cancels it
+    once ``entered`` says its pull is under way (``held`` then still runs)."""
+    c._c._pull_messages = held  # type: ignore[method-assign]
+    poll = asyncio.create_task(c.poll(timeout=None, max_messages=2))
+    await asyncio.to_thread(entered.wait, GUARD)
+    poll.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await poll
+
+
 def test_seek_after_a_cancelled_poll_whose_pull_still_runs(open_store: Any) -> None:
     """A poll cancelled while its pull runs in a store thread, then a seek:
     the pull ending later must not undo the seek (the next poll reads from
@@ -196,12 +210,7 @@ def test_seek_after_a_cancelled_poll_whose_pull_still_runs(open_store: Any) -> N
                 gate.wait(GUARD)  # the pull is under way when the poll is cancelled
                 return pull(q, pos, n)
 
-            c._c._pull_messages = held  # type: ignore[method-assign]
-            poll = asyncio.create_task(c.poll(timeout=None, max_messages=2))
-            await asyncio.to_thread(entered.wait, GUARD)
-            poll.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await poll
+            await _cancel_a_poll_in_its_pull(c, held, entered)
             c.seek(0, 1)
             c._c._pull_messages = pull  # type: ignore[method-assign]
             gate.set()
@@ -229,12 +238,7 @@ def test_async_for_after_a_cancelled_poll_whose_pull_still_runs(open_store: Any)
                 gate.wait(GUARD)
                 return r
 
-            c._c._pull_messages = held  # type: ignore[method-assign]
-            poll = asyncio.create_task(c.poll(timeout=None, max_messages=2))
-            await asyncio.to_thread(entered.wait, GUARD)
-            poll.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await poll
+            await _cancel_a_poll_in_its_pull(c, held, entered)
             c._c._pull_messages = pull  # type: ignore[method-assign]
             it = aiter(c)
 

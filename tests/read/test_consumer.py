@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from helpers.read_util import hang_guard
+from helpers.read_util import Iteration, hang_guard
 from rocketstore import GetStatus, MessageStore, ReadOnlyStoreError, StoreClosedError
 from rocketstore.consumers.consumer import Consumer
 
@@ -467,27 +467,15 @@ def test_commit_survives_a_store_that_raises_read_only(fake: FakeStore) -> None:
 
 def test_iteration_yields_forever_and_stops_when_the_store_closes(store: Any) -> None:
     fill(store, "T", {0: 3, 1: 2})
-    c = consumer(store)
-    seen: list[Any] = []
-    done = threading.Event()
-
-    def run() -> None:
-        for msg in c:
-            seen.append(msg)
-        done.set()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
+    it = Iteration(consumer(store))
     deadline = time.monotonic() + 5
-    while len(seen) < 5 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    it.wait_for(5, deadline)
     store.put("T", b"more", 1)
-    while len(seen) < 6 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not done.is_set()  # still blocked waiting for more
+    it.wait_for(6, deadline)
+    assert not it.done.is_set()  # still blocked waiting for more
     store.shutdown()
-    assert done.wait(5), "iteration did not stop after shutdown"
-    assert sorted(ids(seen)) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+    assert it.done.wait(5), "iteration did not stop after shutdown"
+    assert sorted(ids(it.seen)) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
 
 
 def test_iteration_moves_positions_one_message_at_a_time(store: Any) -> None:

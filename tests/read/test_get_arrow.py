@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from helpers.presets import SEG, SMALL
+from helpers.store_util import BODY_AT, flip_commitlog_bits
 from rocketstore import GetStatus, MessageStore, StoreConfig, UnknownTopicWarning
 
 pa = pytest.importorskip("pyarrow")
@@ -143,7 +144,6 @@ def test_batches_stay_valid_after_the_store_closes(store_path: str, zero_copy: b
 
 
 def test_damaged_records_are_skipped_and_counted_as_get_message(store_path: str) -> None:
-    body_at = 88  # body position in a record with IPv4 hosts
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as s:
         acked = [s.put(TOPIC, b"%04d" % i + b"y" * 1000, queue_id=0) for i in range(300)]
     victims = (5, 6, 40)
@@ -151,12 +151,7 @@ def test_damaged_records_are_skipped_and_counted_as_get_message(store_path: str)
     for i in victims:
         r = acked[i]
         assert r.wrote_offset // SEG < n_files - 3  # outside the recovery scan
-        seg = Path(store_path) / "commitlog" / f"{r.wrote_offset // SEG * SEG:020d}"
-        with open(seg, "r+b") as f:
-            f.seek(r.wrote_offset % SEG + body_at + 500)
-            b = f.read(1)[0]
-            f.seek(r.wrote_offset % SEG + body_at + 500)
-            f.write(bytes([b ^ 0x10]))
+        flip_commitlog_bits(store_path, r.wrote_offset + BODY_AT + 500, SEG, 0x10)
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as s:
         for zc in (False, True):
             r = s.get_arrow(TOPIC, 0, 0, 1000, zero_copy=zc)
@@ -221,12 +216,7 @@ def test_columns_do_not_change_the_checks(store_path: str) -> None:
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as s:
         acked = [s.put(TOPIC, b"%04d" % i + b"y" * 1000, queue_id=0) for i in range(300)]
     r = acked[7]
-    seg = Path(store_path) / "commitlog" / f"{r.wrote_offset // SEG * SEG:020d}"
-    with open(seg, "r+b") as f:
-        f.seek(r.wrote_offset % SEG + 88 + 300)
-        b = f.read(1)[0]
-        f.seek(r.wrote_offset % SEG + 88 + 300)
-        f.write(bytes([b ^ 0x40]))
+    flip_commitlog_bits(store_path, r.wrote_offset + BODY_AT + 300, SEG, 0x40)
     with MessageStore(StoreConfig(store_path=store_path, **SMALL)) as s:
         for zc in (False, True):
             got = s.get_arrow(TOPIC, 0, 0, 100, columns=["queue_offset"], zero_copy=zc)

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from helpers.presets import SEG, SMALL
+from helpers.store_util import BODY_AT, flip_commitlog_bits
 from rocketstore import MessageStore, StoreConfig
 
 pa = pytest.importorskip("pyarrow")
@@ -146,12 +147,7 @@ def test_retention_and_damage_accounting_as_poll(store_path: str) -> None:
     n_files = len(list((Path(store_path) / "commitlog").iterdir()))
     assert n_files == 14
     victim = [r for r in acked if r.wrote_offset // SEG == n_files - 4][5]
-    seg = Path(store_path) / "commitlog" / f"{victim.wrote_offset // SEG * SEG:020d}"
-    with open(seg, "r+b") as f:
-        f.seek(victim.wrote_offset % SEG + 88 + 10)
-        b = f.read(1)[0]
-        f.seek(victim.wrote_offset % SEG + 88 + 10)
-        f.write(bytes([b ^ 1]))
+    flip_commitlog_bits(store_path, victim.wrote_offset + BODY_AT + 10, SEG, 1)
     with MessageStore(cfg) as s:
         a = s.consumer("rows", TOPIC, auto_commit=False)
         b_ = s.consumer("cols", TOPIC, auto_commit=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.read_util import SMALL, hang_guard, record_waits, wait_dispatched
+from helpers.read_util import SMALL, Iteration, hang_guard, record_waits, wait_dispatched
 from rocketstore import MessageStore
 from rocketstore.config.files import loads_fastjson
 
@@ -163,24 +163,12 @@ def test_iteration(open_store: OpenStore) -> None:
 def test_iteration_ends_when_store_shuts_down(open_store: OpenStore) -> None:
     store = open_store(**SMALL)
     _fill(store, 1)
-    c = store.consumer("g", "T")
-    seen: list = []
-    done = threading.Event()
-
-    def run() -> None:
-        for m in c:
-            seen.append(m)
-        done.set()
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 5
-    while len(seen) < QUEUES and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert len(seen) == QUEUES
+    it = Iteration(store.consumer("g", "T"))
+    it.wait_for(QUEUES, time.monotonic() + 5)
+    assert len(it.seen) == QUEUES
     store.shutdown()
-    assert done.wait(5), "iteration did not stop after shutdown"
-    t.join(5)
+    assert it.done.wait(5), "iteration did not stop after shutdown"
+    it.thread.join(5)
 
 
 @pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")  # read before the first put

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
+from helpers.killed_child import LineChild
 from helpers.read_util import SMALL_INDEX
 from rocketstore import GetStatus, MessageStore, StoreConfig
 
@@ -78,55 +77,20 @@ def _snapshot(path: str) -> dict[str, list[object] | None]:
     return snap
 
 
-class _Lines:
-    """Lines of a pipe, read by a thread (so reads can time out)."""
-
-    def __init__(self, stream) -> None:  # type: ignore[no-untyped-def]
-        self.q: queue.Queue[str] = queue.Queue()
-        self.t = threading.Thread(target=self._run, args=(stream,), daemon=True)
-        self.t.start()
-
-    def _run(self, stream) -> None:  # type: ignore[no-untyped-def]
-        with stream:  # closed at EOF, by the thread that reads it
-            for line in stream:
-                self.q.put(line)
-        self.q.put("")
-
-    def get(self, timeout: float) -> str:
-        return self.q.get(timeout=timeout)
-
-
 @pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")  # read before the first put
 def test_read_only_consumer_follows_a_writer_process(tmp_path: Path) -> None:
     store_path = str(tmp_path / "store")
     stderr_path = tmp_path / "writer.err"
-    env = dict(os.environ)
     with open(stderr_path, "w") as err:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                WRITER,
-                store_path,
-                str(N),
-                str(QUEUES),
-                json.dumps(SMALL_INDEX),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            env=env,
-        )
+        lines = LineChild(["-c", WRITER, store_path, str(N), str(QUEUES),
+                           json.dumps(SMALL_INDEX)], stderr=err, stdin=subprocess.PIPE)
+    proc = lines.proc
     try:
-        lines = _Lines(proc.stdout)
-
-        def fail(msg: str) -> None:
+        def fail(msg: str) -> NoReturn:
             raise AssertionError(f"{msg}; writer stderr:\n{stderr_path.read_text()}")
 
-        try:
-            first = lines.get(timeout=30)
-        except queue.Empty:
+        first = lines.next_event(30)
+        if first is None:
             fail("writer did not start")
         if first.strip() != "started":
             fail(f"writer said {first!r}")
@@ -172,9 +136,8 @@ def test_read_only_consumer_follows_a_writer_process(tmp_path: Path) -> None:
             assert not (Path(store_path) / "config" / "consumerOffset.json").exists()
 
             # the writer ends on its own and reports its view of the directory
-            try:
-                report = lines.get(timeout=30)
-            except queue.Empty:
+            report = lines.next_event(30)
+            if report is None:
                 fail("writer did not finish")
             assert proc.wait(timeout=30) == 0, stderr_path.read_text()
             writer_snap = json.loads(report)

@@ -18,13 +18,12 @@ from pathlib import Path
 import pytest
 
 from helpers.presets import SEG, SMALL
+from helpers.store_util import BODY_AT, flip_commitlog_bits
 from rocketstore import CorruptedError, MessageStore, PutResult, StoreConfig
 from rocketstore._logging import pump_now
 
 N = 600  # 1000-byte bodies: about 60 per 64 KiB segment, 10 segments
 BODY = 1000
-#: Body position inside a record with IPv4 hosts (after the body length at 84).
-BODY_AT = 88
 VICTIMS = (3, 70, 71, 150, 222, 290)  # all in segments 0..4
 
 
@@ -48,13 +47,8 @@ def flipped(store_path: str) -> Iterator[tuple[str, list[PutResult]]]:
     for i in VICTIMS:
         r = acked[i]
         assert r.wrote_offset // SEG < n_files - 3, "a victim inside the recovery scan"
-        seg = Path(store_path) / "commitlog" / f"{r.wrote_offset // SEG * SEG:020d}"
-        with open(seg, "r+b") as f:
-            at = r.wrote_offset % SEG + BODY_AT + 500 + i % 100
-            f.seek(at)
-            b = f.read(1)[0]
-            f.seek(at)
-            f.write(bytes([b ^ (1 << (i % 8))]))
+        flip_commitlog_bits(store_path, r.wrote_offset + BODY_AT + 500 + i % 100, SEG,
+                            1 << (i % 8))
     yield store_path, acked
 
 

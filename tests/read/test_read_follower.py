@@ -14,18 +14,14 @@ times. This process reads the same store ``read_only=True``:
 from __future__ import annotations
 
 import json
-import os
-import queue
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers.killed_child import LineChild
+from helpers.presets import FAST_FLUSH
 from rocketstore import GetStatus, MessageStore, StoreConfig
 
 TOPIC = "F"
@@ -38,10 +34,7 @@ FOLLOW_CFG: dict[str, Any] = {
     "max_index_num": 400,
     # The checkpoint is persisted often, so a restarted writer's recovery
     # scans only the last segments.
-    "flush_interval_commit_log": 50,
-    "flush_commit_log_thorough_interval": 100,
-    "flush_interval_consume_queue": 50,
-    "flush_consume_queue_thorough_interval": 100,
+    **FAST_FLUSH,
 }
 
 WRITER = r"""
@@ -76,52 +69,35 @@ def body_of(q: int, off: int) -> bytes:
     return f"{q}:{off};".encode() * (20 + seq % 80)
 
 
-class Writer:
+class Writer(LineChild):
     """One writer process; its acknowledged ``(queue, offset)`` pairs are collected."""
 
     def __init__(self, path: str, limit: int, pause: float, acked: set[tuple[int, int]]) -> None:
+        self.acked = acked
         # stderr goes to a file: recovery may log a lot, and a full pipe would block.
         self.err_path = Path(path).with_name(f"writer-{time.monotonic_ns()}.err")
         with open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", WRITER, path, TOPIC, str(QUEUES), str(limit), str(pause),
+            super().__init__(
+                ["-c", WRITER, path, TOPIC, str(QUEUES), str(limit), str(pause),
                  json.dumps(FOLLOW_CFG)],
-                stdout=subprocess.PIPE,
                 stderr=err,
-                text=True,
             )
-        self.acked = acked
-        self.ready: queue.Queue[str] = queue.Queue()
-        self.done = threading.Event()
-        self.t = threading.Thread(target=self._read, daemon=True)
-        self.t.start()
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith(("READY", "DONE")):
-                self.ready.put(line)
-                continue
-            q, off = line.split()
-            self.acked.add((int(q), int(off)))
-        self.proc.stdout.close()  # EOF: the writer is gone
-        self.done.set()
-        self.ready.put("")
+    def take(self, line: str) -> bool:
+        if line.startswith(("READY", "DONE")):
+            return False
+        q, off = line.split()
+        self.acked.add((int(q), int(off)))
+        return True
 
     def wait_ready(self) -> None:
-        try:
-            line = self.ready.get(timeout=60)
-        except queue.Empty:
-            line = ""
+        line = self.next_event(60) or ""
         if not line.startswith("READY"):
             self.kill()
             raise AssertionError(f"writer did not start: {line!r}\n{self.stderr()[-3000:]}")
 
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
-        self.done.wait(timeout=30)
+    def kill(self, timeout: float = 30.0) -> None:
+        super().kill(timeout)
 
     def stderr(self) -> str:
         return self.err_path.read_text()

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from helpers.presets import SMALL
+from helpers.presets import SMALL, body_of
 from rocketstore import CorruptedError, GetStatus, MessageStore, PutResult, StoreConfig
 
 TOPIC = "topic"
@@ -44,10 +44,6 @@ TOPIC = "topic"
 
 def cfg(path: Path, **kw: Any) -> StoreConfig:
     return StoreConfig(store_path=str(path), **{**SMALL, **kw})
-
-
-def body_of(i: int, size: int) -> bytes:
-    return (b"m%05d-" % i).ljust(size, b"x")
 
 
 def key_of(i: int) -> str:

@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import random
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers.killed_child import LineChild
+from helpers.presets import FAST_FLUSH
 from rocketstore import MessageStore, StoreConfig
 
 pytestmark = pytest.mark.slow
@@ -48,10 +45,7 @@ CONFIG: dict[str, Any] = {
     "clean_resource_interval": 5,
     "delete_commit_log_files_interval": 0,
     "delete_consume_queue_files_interval": 0,
-    "flush_interval_commit_log": 50,
-    "flush_commit_log_thorough_interval": 100,
-    "flush_interval_consume_queue": 50,
-    "flush_consume_queue_thorough_interval": 100,
+    **FAST_FLUSH,
 }
 
 WRITER = r"""
@@ -111,52 +105,33 @@ say("DONE")
 """
 
 
-class Writer:
+class Writer(LineChild):
     def __init__(self, path: str, stop_file: str, log: Path, cfg: dict[str, Any],
                  flush: str) -> None:
-        self.err = open(log, "a")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, path, TOPIC, str(QUEUES), stop_file,
-             json.dumps(cfg), flush],
-            stdout=subprocess.PIPE, stderr=self.err, text=True,
-        )
         self.acked: list[tuple[int, int]] = []
         self.bad: list[str] = []
-        self.events: queue.Queue[str] = queue.Queue()
-        self.t = threading.Thread(target=self._read, daemon=True)
-        self.t.start()
+        with open(log, "a") as err:
+            super().__init__(
+                ["-c", WRITER, path, TOPIC, str(QUEUES), stop_file, json.dumps(cfg), flush],
+                stderr=err,
+            )
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            if line.startswith("A "):
-                _, q, off = line.split()
-                self.acked.append((int(q), int(off)))
-            elif line.startswith("BAD"):
-                self.bad.append(line.strip())
-            else:
-                self.events.put(line.strip())
-        self.proc.stdout.close()  # EOF: the writer is gone
-        self.events.put("")
+    def take(self, line: str) -> bool:
+        if line.startswith("A "):
+            _, q, off = line.split()
+            self.acked.append((int(q), int(off)))
+        elif line.startswith("BAD"):
+            self.bad.append(line.strip())
+        else:
+            return False
+        return True
 
     def expect(self, what: str, timeout: float = 60) -> None:
-        try:
-            line = self.events.get(timeout=timeout)
-        except queue.Empty:
-            line = "<timeout>"
+        event = self.next_event(timeout)
+        line = "<timeout>" if event is None else event.strip()
         if line != what:
             self.kill()
             raise AssertionError(f"writer said {line!r}, expected {what!r}")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.wait()
-
-    def wait(self) -> None:
-        self.proc.wait(timeout=60)
-        self.t.join(timeout=60)
-        self.err.close()
 
 
 def test_retention_under_consumers_with_writer_kills(tmp_path: Path) -> None:

@@ -23,10 +23,7 @@ a flipped bit or a hostile writer can leave them, then reopens it:
 from __future__ import annotations
 
 import json
-import signal
 import struct
-import subprocess
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -35,10 +32,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from helpers.presets import SEG, SMALL
+from helpers.killed_child import run_then_kill
+from helpers.presets import SEG, SMALL, body_of
 from helpers.read_util import wait_dispatched
 from helpers.records import encode_record
-from helpers.store_util import diff_snapshots, snapshot
+from helpers.store_util import BODY_AT, diff_snapshots, flip_commitlog_bits, snapshot
 from rocketstore import (
     CorruptedError,
     GetStatus,
@@ -51,10 +49,6 @@ from rocketstore.cli import main as cli_main
 
 CQ_UNITS = SMALL["mapped_file_size_consume_queue"] // 20  # 500 units per queue file
 TOPIC = "topic"
-
-
-def body_of(i: int, size: int = 100) -> bytes:
-    return (b"m%05d-" % i).ljust(size, b"x")
 
 
 def cfg(path: Path, **kw: Any) -> StoreConfig:
@@ -232,22 +226,19 @@ def killed_sync_writer(
     path: Path, n: int, seg: int = 1 << 20, pause_at: int = -1
 ) -> list[tuple[int, int]]:
     """A SYNC_FLUSH writer puts ``n`` acknowledged messages and is killed (SIGKILL)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path), str(n), str(seg), str(pause_at)],
-        stdout=subprocess.PIPE,
-        text=True,
+    run = run_then_kill(
+        ["-c", WRITER, path, str(n), str(seg), str(pause_at)],
+        stderr_path=path.with_name(path.name + ".writer.err"),
+        marker=b"done",
+        marker_timeout=600,  # bounded by the test's timeout
     )
-    assert proc.stdout is not None
     acks = []
-    for line in proc.stdout:
+    for line in run.complete:
         if line.strip() == "done":
             break
         off, qoff = line.split()
         acks.append((int(off), int(qoff)))
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stdout.close()
-    assert len(acks) == n
+    assert len(acks) == n, run.stderr
     return acks
 
 
@@ -256,13 +247,8 @@ BIG = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue":
 
 
 def flip_body_bit(path: Path, wrote_offset: int, seg: int = 1 << 20) -> None:
-    p = path / "commitlog" / f"{wrote_offset - wrote_offset % seg:020d}"
-    with open(p, "r+b") as f:
-        at = wrote_offset % seg + 120  # inside the 100-byte body (it starts at 88)
-        f.seek(at)
-        b = f.read(1)[0]
-        f.seek(at)
-        f.write(bytes([b ^ 0x10]))
+    """Flips a bit inside the 100-byte body of the record at ``wrote_offset``."""
+    flip_commitlog_bits(path, wrote_offset + BODY_AT + 32, seg, 0x10)
 
 
 def test_flipped_bit_after_kill_is_refused_then_skipped(tmp_path: Path) -> None:

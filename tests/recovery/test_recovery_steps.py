@@ -121,7 +121,7 @@ def test_steps_run_in_order_and_the_store_waits_for_them(tmp_path: Path) -> None
         native.truncate()
         native.rebuild_index()
         native.redispatch()
-        native.clamp_consumer_offsets({})
+        native.clamp_consumer_offsets([])
         native.rebuild_queue_offset_table()
         assert native.recovery_report().mode == "normal"
         with pytest.raises(RecoveryOrderError, match="after recovery finished"):

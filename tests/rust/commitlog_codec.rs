@@ -1,11 +1,14 @@
 //! The CommitLog record codec: the golden record, V1/V2 parsing, CRC and
 //! length checks, short and blank buffers, IPv6 hosts (docs/format.md).
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
-use _native::log::commitlog::{CommitLog, PutStatus};
-use _native::log::message::{
-    self, body_crc, decode_msg_id, encode_v1, find_property, offset_msg_id, parse_record, sysflag,
-    Parsed, BLANK_MAGIC, MAGIC_V1, MAGIC_V2,
+use _native::internals::commitlog::CommitLog;
+use _native::internals::message;
+use _native::internals::message::{
+    body_crc, encode_v1, find_property, parse_record, Parsed, StoreStamp, BLANK_MAGIC, MAGIC_V1,
+    MAGIC_V2,
 };
+use _native::{decode_msg_id, offset_msg_id, sysflag, PutStatus};
 
 mod common;
 use common::log::*;
@@ -30,13 +33,15 @@ fn golden_record_encodes_to_spec_bytes() {
     let n = encode_v1(
         &mut buf,
         &s,
-        0,
         crc,
-        &store_v4(),
-        7,
-        1234,
-        1_700_000_000_123,
-        false,
+        &StoreStamp {
+            sys_flag: 0,
+            store_host: &store_v4(),
+            queue_offset: 7,
+            phy_offset: 1234,
+            store_timestamp: 1_700_000_000_123,
+            prop_crc: false,
+        },
     );
     assert_eq!(n, 186);
     let golden = golden_bytes();
@@ -124,7 +129,16 @@ fn v2_record_parses() {
     let topic = vec![b'x'; 200];
     let body = b"payload-of-v2".to_vec();
     let p = props(&[("TAGS", "v2tag")]);
-    let rec = build_v2(&topic, &body, &p, 11, 42, 4096, 1_000, 2_000);
+    let rec = build_v2(&V2Fields {
+        topic: &topic,
+        body: &body,
+        props: &p,
+        queue_id: 11,
+        queue_offset: 42,
+        phy: 4096,
+        born_ts: 1_000,
+        store_ts: 2_000,
+    });
     let v = record(&rec, true);
     assert_eq!(v.magic, MAGIC_V2);
     assert_eq!(v.total_size, rec.len());

@@ -1,12 +1,15 @@
 //! Appending to the CommitLog: bad input refused without side effects,
 //! delay conversion, transactions, put_batch, concurrent puts and the put lock.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use _native::log::commitlog::{now_ms, CommitLog, PutOutcome, PutStatus, Refused};
-use _native::log::mapped_file::file_name;
-use _native::log::message::{self, find_property, sysflag, MessageSpec, SCHEDULE_TOPIC};
+use _native::internals::commitlog::{now_ms, CommitLog};
+use _native::internals::mapped_file::file_name;
+use _native::internals::message;
+use _native::internals::message::{find_property, SCHEDULE_TOPIC};
+use _native::{sysflag, MessageSpec, PutOutcome, PutStatus, Refused};
 
 mod common;
 use common::log::*;

@@ -1,11 +1,12 @@
 //! Reloading a CommitLog: hundreds of messages read back after reopen, the
 //! recovery scan stopping at torn or corrupt records, empty and expired logs.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::collections::HashMap;
 
-use _native::log::commitlog::{account_record, now_ms, CommitLog, QueueOffsetTable};
-use _native::log::mapped_file::file_name;
-use _native::log::message::{body_crc, find_property, MAGIC_V1};
+use _native::internals::commitlog::{account_record, now_ms, CommitLog, QueueOffsetTable};
+use _native::internals::mapped_file::file_name;
+use _native::internals::message::{body_crc, find_property, MAGIC_V1};
 
 mod common;
 use common::log::*;

@@ -1,8 +1,10 @@
 //! Rolling to the next CommitLog file: the END_OF_FILE blank, the exact
 //! fits at the end of a file, and the blank region that is not a record.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
-use _native::log::mapped_file::file_name;
-use _native::log::message::{parse_record, MessageSpec, Parsed, BLANK_MAGIC};
+use _native::internals::mapped_file::file_name;
+use _native::internals::message::{parse_record, Parsed, BLANK_MAGIC};
+use _native::MessageSpec;
 
 mod common;
 use common::log::*;

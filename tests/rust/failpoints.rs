@@ -5,16 +5,17 @@
 //! nothing behind on disk: no half-created file, no flushed position moved,
 //! no ConsumeQueue unit written. Points are process-global, so the tests
 //! hold one lock while a point is armed.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::net::SocketAddr;
 use std::path::Path;
 
-use _native::failpoint;
-use _native::log::commitlog::{CommitLog, CommitLogConfig, PutStatus};
-use _native::log::mapped_file::{file_name, MappedFile};
-use _native::log::message::{parse_delay_levels, MessageSpec, PropertiesBuilder};
-use _native::queue::consume_queue::ConsumeQueue;
-use _native::StoreError;
+use _native::internals::commitlog::{CommitLog, CommitLogConfig};
+use _native::internals::failpoint;
+use _native::internals::mapped_file::{file_name, MappedFile};
+use _native::internals::message::{parse_delay_levels, PropertiesBuilder};
+use _native::internals::queue::ConsumeQueue;
+use _native::{MessageSpec, PutStatus, StoreError};
 
 mod common;
 use common::Points;
@@ -182,9 +183,9 @@ fn a_failed_reservation_refuses_the_put_and_writes_nothing() {
 
 #[test]
 fn a_failed_index_flush_poisons_and_never_advances_the_index_checkpoint() {
-    use _native::checkpoint::Checkpoint;
-    use _native::index::index_service::IndexStore;
-    use _native::running::{Flag, RunningFlags};
+    use _native::internals::checkpoint::Checkpoint;
+    use _native::internals::index::IndexStore;
+    use _native::internals::running::{Flag, RunningFlags};
     use std::sync::Arc;
 
     let p = Points::take();

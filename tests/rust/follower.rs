@@ -1,13 +1,11 @@
 //! A read-only store that sees a queue unit before it has adopted the
 //! CommitLog segment the unit points into (the writer rolled a segment and
 //! dispatched in between) must not take the message for a removed one.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::path::Path;
 
-use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
-use _native::services::flush::FlushConfig;
-use _native::store::{Store, StoreOptions};
+use _native::{FlushConfig, GetStatus, MessageSpec, Store, StoreOptions};
 
 const FILE: usize = 4096;
 

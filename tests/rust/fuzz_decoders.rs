@@ -2,19 +2,21 @@
 //! structure): arbitrary bytes never panic, and encode → decode is the
 //! identity for CommitLog records, ConsumeQueue units, index headers and
 //! index entries, and the checkpoint.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use proptest::prelude::*;
 
-use _native::checkpoint::{Checkpoint, CheckpointData, CHECKPOINT_FILE_SIZE};
-use _native::index::index_file::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
-use _native::log::message::{
+use _native::internals::checkpoint::{Checkpoint, CheckpointData, CHECKPOINT_FILE_SIZE};
+use _native::internals::index::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
+use _native::internals::message::{
     body_crc, encode_v1, find_property, iter_properties, parse_record, prop_crc_extra, prop_crc_ok,
-    record_len, sysflag, MessageSpec, Parsed, PropertiesBuilder, MAGIC_V1,
+    record_len, Parsed, PropertiesBuilder, StoreStamp, MAGIC_V1,
 };
-use _native::queue::consume_queue::{CqUnit, CQ_UNIT_SIZE};
+use _native::internals::queue::{CqUnit, CQ_UNIT_SIZE};
+use _native::{sysflag, MessageSpec};
 
 fn host() -> impl Strategy<Value = SocketAddr> {
     prop_oneof![
@@ -121,9 +123,15 @@ proptest! {
         let len = record_len(body.len(), topic.len(), props_bytes.len() + extra, &born, &store);
         let mut buf = vec![0u8; len + 16];
         let crc = body_crc(&body);
-        let n = encode_v1(
-            &mut buf, &spec, sys_flag, crc, &store, queue_offset, phy, store_ts, with_crc,
-        );
+        let stamp = StoreStamp {
+            sys_flag,
+            store_host: &store,
+            queue_offset,
+            phy_offset: phy,
+            store_timestamp: store_ts,
+            prop_crc: with_crc,
+        };
+        let n = encode_v1(&mut buf, &spec, crc, &stamp);
         prop_assert_eq!(n, len);
         // Trailing bytes after the record do not matter.
         let Parsed::Record(v) = parse_record(&buf, true) else {

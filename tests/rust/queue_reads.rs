@@ -2,13 +2,11 @@
 //! position and by time, store times, and the answers for unknown queues
 //! and offsets (0 for offsets, -1 for times); the topic check of a read and
 //! lookups by offset message id.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::path::Path;
 
-use _native::log::commitlog::PutStatus;
-use _native::log::message::{offset_msg_id, MessageSpec};
-use _native::store::{Store, StoreOptions};
-use _native::StoreError;
+use _native::{offset_msg_id, MessageSpec, PutStatus, Store, StoreError, StoreOptions};
 
 fn started(dir: &Path) -> Store {
     Store::open_running(StoreOptions {

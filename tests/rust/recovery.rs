@@ -5,20 +5,19 @@
 //! everything; abnormal recovery re-dispatches to the queues and the index;
 //! a torn tail is cut and zeroed; stale index files are rebuilt; steps out
 //! of order, and puts and reads before recovery, are refused.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use _native::error::{Result, StoreError};
-use _native::log::commitlog::{PutOutcome, PutStatus};
-use _native::log::mapped_file::file_name;
-use _native::log::mapped_file_queue::list_segment_files;
-use _native::log::message::MessageSpec;
-use _native::recovery::{RecoveryMode, RecoveryStep};
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::internals::mapped_file::file_name;
+use _native::internals::mapped_file::list_segment_files;
+use _native::{
+    ConsumerOffsetTable, FlushConfig, FlushDiskType, MessageSpec, PutOutcome, PutStatus,
+    RecoveryMode, RecoveryStep, Result, Store, StoreError, StoreOptions,
+};
 
 const FILE: usize = 8 << 10;
 
@@ -221,7 +220,8 @@ fn abnormal_recovery_redispatches_to_queues_and_index() {
     // the index again.
     assert!(scan.records_scanned > 0);
     assert_eq!(re.records, scan.records_scanned);
-    s.clamp_consumer_offsets(&[]).unwrap();
+    s.clamp_consumer_offsets(&ConsumerOffsetTable::new())
+        .unwrap();
     s.rebuild_queue_offset_table().unwrap();
     let r = s.recovery_report().unwrap();
     assert_eq!(r.mode, RecoveryMode::Abnormal);
@@ -297,7 +297,8 @@ fn index_files_newer_than_the_checkpoint_are_rebuilt() {
     );
     assert_eq!(ix.redispatch_from, Some(0));
     s.redispatch().unwrap();
-    s.clamp_consumer_offsets(&[]).unwrap();
+    s.clamp_consumer_offsets(&ConsumerOffsetTable::new())
+        .unwrap();
     s.rebuild_queue_offset_table().unwrap();
     let r = s.recovery_report().unwrap();
     assert_eq!(r.index_redispatch_from, Some(0));
@@ -334,7 +335,8 @@ fn steps_out_of_order_and_use_before_recovery_are_refused() {
     s.truncate().unwrap();
     s.rebuild_index().unwrap();
     s.redispatch().unwrap();
-    s.clamp_consumer_offsets(&[]).unwrap();
+    s.clamp_consumer_offsets(&ConsumerOffsetTable::new())
+        .unwrap();
     assert!(!s.is_recovered());
     s.rebuild_queue_offset_table().unwrap();
     assert!(s.is_recovered());

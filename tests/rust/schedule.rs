@@ -1,17 +1,14 @@
 //! The delayed-delivery engine step (`schedule::deliver_due`) on a real store:
 //! due units are re-put into their real queue with the stored properties and
 //! no second delay conversion; units not due stop the step.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::net::SocketAddr;
 use std::path::Path;
 
-use _native::log::commitlog::PutStatus;
-use _native::log::message::{
-    find_property, prop_crc_ok, props, tags_code, MessageSpec, PropertiesBuilder,
-};
-use _native::services::flush::FlushConfig;
-use _native::store::schedule::deliver_due;
-use _native::store::{Store, StoreOptions};
+use _native::internals::message::{find_property, prop_crc_ok, tags_code, PropertiesBuilder};
+use _native::internals::schedule::deliver_due;
+use _native::{props, FlushConfig, MessageSpec, PutStatus, Store, StoreOptions};
 
 fn open(dir: &Path) -> Store {
     let opts = StoreOptions {

@@ -3,15 +3,14 @@
 //! service, must poison the store — puts refused with SERVICE_NOT_AVAILABLE,
 //! the running flags naming the reason — while reads keep working.
 //! Fail points are process-global, so the tests hold one lock each.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use _native::log::commitlog::{PutOutcome, PutStatus};
-use _native::log::message::MessageSpec;
-use _native::queue::reader::GetStatus;
-use _native::services::flush::{FlushConfig, FlushDiskType};
-use _native::store::{Store, StoreOptions};
+use _native::{
+    FlushConfig, FlushDiskType, GetStatus, MessageSpec, PutOutcome, PutStatus, Store, StoreOptions,
+};
 
 mod common;
 use common::Points;

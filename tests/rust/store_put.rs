@@ -4,13 +4,15 @@
 //! field rules, all or nothing, an illegal message reported after the
 //! store's state and before its running flags, and the reason of a batch
 //! not wholly written.
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap fails it, with its message
 
 use std::path::Path;
 
-use _native::log::commitlog::{PutStatus, Refused};
-use _native::log::message::{find_property, BatchProperties, MessageFields, MessageSpec};
-use _native::store::{Store, StoreOptions};
-use _native::StoreError;
+use _native::internals::message::find_property;
+use _native::{
+    BatchProperties, MessageFields, MessageSpec, PutStatus, Refused, Store, StoreError,
+    StoreOptions,
+};
 
 mod common;
 

@@ -66,7 +66,7 @@ def quiet_store(store_path: str) -> Iterator[MessageStore]:
 def put_many(store: MessageStore, n: int, start: int = 0) -> list[PutResult]:
     out = []
     for i in range(start, start + n):
-        r = store.put(TOPIC, f"body {i:05d}".encode() * 20, queue_id=0, keys=[f"k{i}"])
+        r = store.put(TOPIC, acked_body(i), queue_id=0, keys=[f"k{i}"])
         assert r.status is PutStatus.PUT_OK
         out.append(r)
     wait_dispatched(store)
@@ -126,6 +126,24 @@ def check_survivors(store: MessageStore, acked: list[PutResult]) -> None:
     assert store.flush() >= more[-1].wrote_offset
 
 
+def check_flush_held_while_deleting(
+    store: MessageStore,
+    point: str,
+    held: Path,
+    acked: list[PutResult],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``store.flush()`` held at ``point`` while a retention round deletes every
+    expired file, ``held`` among them: the flush raises nothing, logs no
+    complaint, and the survivors stay readable."""
+    with caplog.at_level(logging.INFO, logger="rocketstore"):
+        errors = flush_held_while_deleting(store, point, store.flush)
+        assert not held.exists(), "the retention round did not delete the held file"
+        assert errors == [], errors
+        check_survivors(store, acked)
+        assert complaints(caplog) == []
+
+
 def test_queue_flush_skips_a_file_deleted_under_it(
     fail_points: Callable[[str, int], None],
     quiet_store: MessageStore,
@@ -135,13 +153,8 @@ def test_queue_flush_skips_a_file_deleted_under_it(
     acked = put_many(store, 40)  # 8 queue files, ~ 14 CommitLog files
     cq_dir = Path(store.config.store_path) / "consumequeue" / TOPIC / "0"
     first = sorted(cq_dir.iterdir())[0]
-    with caplog.at_level(logging.INFO, logger="rocketstore"):
-        # store.flush(): the CommitLog, then the queues: held at queue file 0.
-        errors = flush_held_while_deleting(store, "pause_cq_flush", store.flush)
-        assert not first.exists(), "the retention round did not delete the held file"
-        assert errors == [], errors
-        check_survivors(store, acked)
-        assert complaints(caplog) == []
+    # store.flush(): the CommitLog, then the queues: held at queue file 0.
+    check_flush_held_while_deleting(store, "pause_cq_flush", first, acked, caplog)
 
 
 def test_commitlog_flush_skips_a_file_deleted_under_it(
@@ -153,12 +166,7 @@ def test_commitlog_flush_skips_a_file_deleted_under_it(
     store = quiet_store
     acked = put_many(store, 40)
     first = sorted(Path(store.config.commit_log_dir).iterdir())[0]
-    with caplog.at_level(logging.INFO, logger="rocketstore"):
-        errors = flush_held_while_deleting(store, "pause_commitlog_flush", store.flush)
-        assert not first.exists(), "the retention round did not delete the held file"
-        assert errors == [], errors
-        check_survivors(store, acked)
-        assert complaints(caplog) == []
+    check_flush_held_while_deleting(store, "pause_commitlog_flush", first, acked, caplog)
 
 
 def test_index_flush_skips_a_file_deleted_under_it(

@@ -11,22 +11,18 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from helpers.retention_util import age, cl_files, fill, hour_clock, with_config
 from rocketstore import MessageStore, StoreConfig
-from services.test_retention import CONFIG, age, cl_files, fill, hour_clock
 
 MINUTE_S = 60
 
 
 @pytest.fixture
 def opened(open_store: Callable[..., MessageStore]) -> Callable[..., MessageStore]:
-    def _open(**cfg: Any) -> MessageStore:
-        return open_store(**{**CONFIG, **cfg})
-
-    return _open
+    return with_config(open_store)
 
 
 def _age_minutes(files: list[Path], minutes: int) -> None:

@@ -452,6 +452,17 @@ def _copies_after_reopen(opener: Any, n: int) -> Counter[str]:
     return Counter(m.properties["UNIQ_KEY"] for m in got)
 
 
+def _killed_after_delivery(opener: Any, store_path: str, n: int, persist_ms: int) -> Counter[str]:
+    """The child delivers ``n`` delayed messages (writing its progress every
+    ``persist_ms``) and is killed; after a reopen each of them came, none
+    more than once again. Returns the copies of each."""
+    _run_child(store_path, n, "delivered", persist_ms)
+    copies = _copies_after_reopen(opener, n)
+    assert set(copies) == {f"K{i}" for i in range(n)}
+    assert all(1 <= c <= 2 for c in copies.values()), copies
+    return copies
+
+
 def test_sigkill_before_delivery_delivers_after_reopen(opener: Any, store_path: str) -> None:
     n = 20
     _run_child(store_path, n, "put", 10_000)
@@ -464,24 +475,16 @@ def test_sigkill_before_delivery_delivers_after_reopen(opener: Any, store_path: 
 def test_sigkill_after_delivery_before_progress_write_duplicates_at_most_once(
     opener: Any, store_path: str
 ) -> None:
-    n = 20
     # Progress is never written before the kill: every copy may come again,
     # but only once, and with its UNIQ_KEY.
-    _run_child(store_path, n, "delivered", 3_600_000)
-    copies = _copies_after_reopen(opener, n)
-    assert set(copies) == {f"K{i}" for i in range(n)}
-    assert all(1 <= c <= 2 for c in copies.values()), copies
-    assert _copies_after_reopen(opener, n) == copies
+    copies = _killed_after_delivery(opener, store_path, 20, 3_600_000)
+    assert _copies_after_reopen(opener, 20) == copies
 
 
 def test_sigkill_with_progress_written_often_loses_nothing(
     opener: Any, store_path: str
 ) -> None:
-    n = 40
-    _run_child(store_path, n, "delivered", 10)
-    copies = _copies_after_reopen(opener, n)
-    assert set(copies) == {f"K{i}" for i in range(n)}
-    assert all(1 <= c <= 2 for c in copies.values()), copies
+    _killed_after_delivery(opener, store_path, 40, 10)
 
 
 # -- a store written by RocketMQ 4.9.8 -------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -49,17 +50,24 @@ def test_wakeup_runs_a_round_without_waiting_for_the_interval() -> None:
     assert svc.stopped_cleanly and not svc.running and svc.failure is None
 
 
-def test_a_failing_round_stops_the_service_and_reports_once() -> None:
-    reasons: list[str] = []
+def _started_to_fail(report: Callable[[str], None]) -> _Rounds:
+    """A service whose first round fails, started; returns once it handed
+    the failure to ``report``."""
     done = threading.Event()
 
     def failed(why: str) -> None:
-        reasons.append(why)
+        report(why)
         done.set()
 
     svc = _Rounds(fail_at=1, interval=0.01, on_failure=failed)
     svc.start()
     assert done.wait(10.0)
+    return svc
+
+
+def test_a_failing_round_stops_the_service_and_reports_once() -> None:
+    reasons: list[str] = []
+    svc = _started_to_fail(reasons.append)
     svc.shutdown(timeout=10.0)
     assert reasons == ["rounds service failed: RuntimeError: disk on fire"]
     assert svc.failure == reasons[0]
@@ -76,15 +84,7 @@ def test_service_failure_refuses_puts_and_keeps_reads(store_path: str) -> None:
     try:
         before = store.put("orders", b"kept")
         assert before.status is PutStatus.PUT_OK
-        done = threading.Event()
-
-        def failed(why: str) -> None:
-            store._service_failed(why)
-            done.set()
-
-        svc = _Rounds(fail_at=1, interval=0.01, on_failure=failed)
-        svc.start()
-        assert done.wait(10.0)
+        svc = _started_to_fail(store._service_failed)
         r = store.put("orders", b"refused", check=False)
         assert r.status is PutStatus.SERVICE_NOT_AVAILABLE
         assert any("rounds service failed" in f for f in store.running_flags)

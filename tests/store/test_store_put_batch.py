@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -16,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from helpers.killed_child import run_then_kill
 from helpers.paths import HELPERS
 from helpers.presets import SEG, SMALL
 from rocketstore import (
@@ -272,41 +271,19 @@ def test_other_writers_wait_for_a_batch_spanning_files(open_store: Opener) -> No
 
 
 def _run_writer(path: Path, seed: int, kill_after: float) -> tuple[int, list[list[int]], str]:
-    err = path.parent / f"writer-{seed}.err"
-    with open(err, "wb") as e:
-        proc = subprocess.Popen([sys.executable, str(WRITER), str(path), str(seed)],
-                                stdout=subprocess.PIPE, stderr=e)
-    lines: list[bytes] = []
-    ready = threading.Event()
-
-    def read() -> None:
-        assert proc.stdout is not None
-        for raw in iter(proc.stdout.readline, b""):
-            lines.append(raw)
-            if raw.startswith(b"READY"):
-                ready.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
-        assert ready.wait(60), err.read_text()
-        deadline = time.monotonic() + kill_after
-        while time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.01)
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(60)
-        reader.join(60)
-        if not reader.is_alive() and proc.stdout is not None:
-            proc.stdout.close()
-        assert proc.stdout is not None
-        proc.stdout.close()
-    done = [raw.decode() for raw in lines if raw.endswith(b"\n")]
-    assert not [ln for ln in done if ln.startswith("ERR")], (done[-3:], err.read_text())
+    run = run_then_kill(
+        [WRITER, path, str(seed)],
+        stderr_path=path.parent / f"writer-{seed}.err",
+        marker=b"READY",
+        marker_timeout=60,
+        run_for=kill_after,
+    )
+    assert run.marked, run.stderr
+    done = run.complete
+    assert not [ln for ln in done if ln.startswith("ERR")], (done[-3:], run.stderr)
     start = int(done[0].split()[1])
     acks = [[int(x) for x in ln.split()[1:]] for ln in done if ln.startswith("ACK")]
-    return start, acks, err.read_text()
+    return start, acks, run.stderr
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from helpers.fault_fixtures import has_fail_points
+from helpers.killed_child import run_then_kill
 from helpers.paths import HELPERS
 from helpers.presets import FAILPOINTS_MISSING, SMALL
 from rocketstore import (
@@ -451,21 +452,16 @@ def test_concurrent_commits_share_writes(
 def _run_child(store_path: str, mode: str, tmp_path: Path) -> str:
     """Runs the child until it prints DONE, then SIGKILLs it; returns the DONE line."""
     err_path = tmp_path / f"child-{mode}.err"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, str(CHILD), store_path, mode],
-                                stdout=subprocess.PIPE, stderr=err, env=env)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(60)
-        if proc.stdout is not None:
-            proc.stdout.close()
-    assert line.startswith("DONE"), f"child failed:\n{err_path.read_text(errors='replace')}"
-    assert proc.returncode == -signal.SIGKILL
+    run = run_then_kill(
+        [CHILD, store_path, mode],
+        stderr_path=err_path,
+        marker=b"DONE",
+        marker_timeout=600,  # bounded by the test's timeout
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    line = run.first_line
+    assert line.startswith("DONE"), f"child failed:\n{run.stderr}"
+    assert run.returncode == -signal.SIGKILL
     return line
 
 

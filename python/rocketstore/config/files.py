@@ -97,7 +97,7 @@ def atomic_write(path: StrPath, text: str) -> None:
     target = os.fspath(path)
     directory = os.path.dirname(target) or "."
     os.makedirs(directory, exist_ok=True)
-    tmp, bak = target + ".tmp", target + ".bak"
+    tmp, bak = target + _native.TEMP_SUFFIX, target + _native.BACKUP_SUFFIX
     _write_synced(tmp, text.encode("utf-8"))
     try:
         with open(target, "rb") as f:
@@ -114,7 +114,7 @@ def _load_parsed(path: StrPath, parse: Callable[[str], _T]) -> tuple[str, _T] | 
     """The first of ``path``, ``path.bak`` that exists, is non-empty and parses."""
     target = os.fspath(path)
     problems: list[str] = []
-    for candidate in (target, target + ".bak"):
+    for candidate in (target, target + _native.BACKUP_SUFFIX):
         try:
             with open(candidate, "rb") as f:
                 data = f.read()

@@ -41,6 +41,7 @@ from rocketstore.consumers._contract import ArrowResultLike, ConsumerStore, GetR
 from rocketstore.consumers.committer import Committer, check_offset, offsets_arg
 from rocketstore.enums import GetStatus
 from rocketstore.errors import StoreClosedError, StoreError
+from rocketstore.offset_table import OffsetKey
 
 if TYPE_CHECKING:
     import pyarrow
@@ -151,11 +152,7 @@ class Consumer:
         auto_commit: bool = True,
         auto_commit_interval: float = 5.0,
     ) -> None:
-        for name, value in (("group", group), ("topic", topic)):
-            if not isinstance(value, str):
-                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-            if not value:
-                raise ValueError(f"{name} must not be empty")
+        OffsetKey.of(group, topic)  # the names rule of every call
         if start not in ("earliest", "latest"):
             raise ValueError(f"start must be 'earliest' or 'latest', not {start!r}")
         if isinstance(tags, str):

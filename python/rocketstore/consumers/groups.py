@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore._checks import I64_MAX, ms_arg
-from rocketstore.consumers.offsets import ConsumerGroupLock, Table
+from rocketstore.consumers.offsets import ConsumerGroupLock
 from rocketstore.errors import ReadOnlyStoreError
+from rocketstore.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
@@ -93,11 +94,6 @@ class GroupLag:
                 "queues": [q.as_dict() for q in self.queues]}
 
 
-def _split(key: str) -> tuple[str, str]:
-    topic, _, group = key.partition("@")
-    return topic, group
-
-
 def _queue_lag(store: MessageStore, topic: str, qid: int, committed: int | None) -> QueueLag:
     lo = store.get_min_offset_in_queue(topic, qid)
     hi = store.get_max_offset_in_queue(topic, qid)
@@ -105,12 +101,9 @@ def _queue_lag(store: MessageStore, topic: str, qid: int, committed: int | None)
     return QueueLag(topic, qid, committed, lo, hi, max(0, hi - start))
 
 
-def _describe(store: MessageStore, table: Table) -> list[GroupLag]:
+def _describe(store: MessageStore, table: OffsetTable) -> list[GroupLag]:
     """Every group of ``table`` with its lag, sorted by group name."""
-    by_group: dict[str, dict[str, dict[int, int]]] = {}
-    for key, queues in table.items():
-        topic, group = _split(key)
-        by_group.setdefault(group, {})[topic] = queues
+    by_group = table.by_group()
     config_dir = store.config.config_dir
     out = []
     for group in sorted(by_group):
@@ -172,10 +165,16 @@ def _target(store: MessageStore, to: ResetTarget) -> Callable[[str, int], int]:
     return new
 
 
-def _topics_of(table: Table, group: str, topic: str | None) -> list[str]:
-    found = sorted(t for t, g in map(_split, table) if g == group)
+def _check_names(group: object, topic: object) -> None:
+    """The names rule of every call (:meth:`OffsetKey.of`); ``topic`` None: every topic."""
+    check_group(group)
+    if topic is not None:
+        check_topic(topic)
+
+
+def _topics_of(table: OffsetTable, group: str, topic: str | None) -> list[str]:
     if topic is None:
-        return found
+        return table.topics_of(group)
     return [topic]
 
 
@@ -200,6 +199,7 @@ def _hold(store: MessageStore, group: str, topics: list[str]) -> ExitStack:
 def _reset(store: MessageStore, group: str, to: ResetTarget, topic: str | None,
           dry_run: bool) -> dict[tuple[str, int], tuple[int | None, int]]:
     """:func:`reset_consumer_group`."""
+    _check_names(group, topic)
     new_offset = _target(store, to)
     offsets = store._offsets
     offsets.refresh(force=True)
@@ -208,33 +208,34 @@ def _reset(store: MessageStore, group: str, to: ResetTarget, topic: str | None,
         raise ValueError(f"consumer group {group!r} has no committed offsets: name the topic "
                          "to reset it on")
 
-    def plan(table: Table) -> dict[tuple[str, int], tuple[int | None, int]]:
+    def plan(table: OffsetTable) -> dict[tuple[str, int], tuple[int | None, int]]:
         changes: dict[tuple[str, int], tuple[int | None, int]] = {}
         for t in topics:
-            key = f"{t}@{group}"
-            queues = table.get(key, {})
+            key = OffsetKey(t, group)
+            queues = table.offsets(key)
             for qid in sorted(set(store.queue_ids(t)) | set(queues)):
                 changes[(t, qid)] = (queues.get(qid), new_offset(t, qid))
             if not dry_run:
-                table[key] = {qid: new for (tt, qid), (_old, new) in changes.items() if tt == t}
+                table.replace(key, {qid: new for (tt, qid), (_old, new) in changes.items()
+                                    if tt == t})
         return changes
 
     if dry_run:
         return plan(offsets.table())
     with _hold(store, group, topics):
-        return offsets.update(plan, drop=[f"{t}@{group}" for t in topics])
+        return offsets.update(plan, drop=[OffsetKey(t, group) for t in topics])
 
 
 def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
     """:func:`delete_consumer_group`."""
+    _check_names(group, topic)
     offsets = store._offsets
     offsets.refresh(force=True)
     topics = _topics_of(offsets.table(), group, topic)
-    keys = [f"{t}@{group}" for t in topics]
+    keys = [OffsetKey(t, group) for t in topics]
 
-    def remove(table: Table) -> list[str]:
-        return [t for t, key in zip(topics, keys, strict=True)
-                if table.pop(key, None) is not None]
+    def remove(table: OffsetTable) -> list[str]:
+        return [key.topic for key in keys if table.pop(key)]
 
     with _hold(store, group, topics):
         return offsets.update(remove, drop=keys)
@@ -304,8 +305,10 @@ def reset_consumer_group(
     Raises:
         ConsumerGroupBusyError: an open consumer of the group holds one of
             the topics (in any process); nothing is written.
-        ValueError / TypeError: a bad ``to``, or a group without
-            committed offsets and no ``topic``.
+        ValueError / TypeError: a name :meth:`OffsetKey.of
+            <rocketstore.offset_table.OffsetKey.of>` refuses (as every
+            call naming a group or topic), a bad ``to``, or a group
+            without committed offsets and no ``topic``.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
     """
     _check_offsets_writable(store, dry_run)
@@ -320,6 +323,8 @@ def delete_consumer_group(store: MessageStore, group: str, *,
     Raises:
         ConsumerGroupBusyError: an open consumer of the group holds one of
             the topics (in any process); nothing is written.
+        ValueError / TypeError: a name :meth:`OffsetKey.of
+            <rocketstore.offset_table.OffsetKey.of>` refuses.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
     """
     _check_offsets_writable(store, False)
@@ -333,8 +338,11 @@ def hold_consumer_group(store: MessageStore, group: str, topic: str) -> Consumer
 
     Raises:
         ConsumerGroupBusyError: another open consumer holds it.
+        TypeError / ValueError: a name :meth:`OffsetKey.of
+            <rocketstore.offset_table.OffsetKey.of>` refuses.
     """
     store._n  # noqa: B018 - raises StoreClosedError when closed
+    OffsetKey.of(group, topic)
     if store.no_write:
         return None
     lock = ConsumerGroupLock(store.config.config_dir, group, topic).acquire()

@@ -1,9 +1,8 @@
 r"""Committed consumer offsets shared by processes: ``<store>/config/consumerOffset.json``.
 
 The file is RocketMQ's ``ConsumerOffsetManager`` dump (``docs/format.md``,
-§13)::
-
-    {"offsetTable":{"<topic>@<group>":{<queue id>:<next offset to consume>}}}
+§13): an :class:`~rocketstore.offset_table.OffsetTable`, which owns its
+key, names and document.
 
 Several processes may commit to it: the writer's and any number of read-only
 ones (``docs/format.md``, §13.1). Every write is a read-modify-write under
@@ -34,65 +33,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 from rocketstore import _native
-from rocketstore.config.files import (
-    MAX_QUEUE_ID,
-    StrPath,
-    _check_int,
-    _check_name,
-    _int_map,
-    _load_parsed,
-    atomic_write,
-)
+from rocketstore.config.files import StrPath, _load_parsed, atomic_write
 from rocketstore.errors import ConsumerGroupBusyError, CorruptedError
-from rocketstore.formats.fastjson import dumps_fastjson, loads_fastjson
+from rocketstore.offset_table import OffsetKey, OffsetTable, checked_offsets
 
-__all__ = ["ConsumerGroupLock", "ConsumerOffsets", "Table"]
-
-#: ``{"topic@group": {queue_id: next offset}}``
-Table = dict[str, dict[int, int]]
+__all__ = ["ConsumerGroupLock", "ConsumerOffsets"]
 
 log = logging.getLogger("rocketstore")
 
 _R = TypeVar("_R")
 
-#: The lock every writer of consumerOffset.json holds while it reads and writes it.
-LOCK_FILE = "consumerOffset.lock"
-#: Folder (under ``config/``) of the per group and topic consumer locks.
-GROUP_LOCK_DIR = "consumerLocks"
 # How long taking a group lock retries: a reset or delete holds it for the
 # moment of its write; a consumer holds it for as long as it is open.
 _GROUP_LOCK_PATIENCE = 1.0
-
-
-def _parse_offset_table(text: str) -> Table:
-    doc = loads_fastjson(text)
-    if not isinstance(doc, dict):
-        raise ValueError("consumer offsets: the document is not a JSON object")
-    raw = doc.get("offsetTable")
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ValueError("consumer offsets: offsetTable is not an object")
-    table: Table = {}
-    for key, queues in raw.items():
-        if not isinstance(key, str) or "@" not in key:
-            raise ValueError(f"consumer offsets: key {key!r} is not 'topic@group'")
-        if not isinstance(queues, dict):
-            raise ValueError(f"consumer offsets: {key!r} is not an object")
-        table[key] = _int_map(queues, f"consumer offsets: {key!r}", "queue id")
-    return table
-
-
-def _copy(table: Mapping[str, Mapping[int, int]]) -> Table:
-    return {k: dict(v) for k, v in table.items()}
-
-
-def _overlay(base: Mapping[str, Mapping[int, int]], top: Mapping[str, Mapping[int, int]]) -> Table:
-    """``base`` with every entry of ``top`` set over it."""
-    out = _copy(base)
-    for key, queues in top.items():
-        out.setdefault(key, {}).update(queues)
-    return out
 
 
 def _identity(path: str) -> tuple[int, int, int] | None:
@@ -115,12 +68,13 @@ def _locked(path: str) -> Iterator[None]:
         lock.release()
 
 
-def group_lock_path(config_dir: StrPath, group: str, topic: str) -> str:
-    """The lock file a consumer of ``group`` on ``topic`` holds while open."""
-    name = urllib.parse.quote(f"{topic}@{group}", safe="@")
+def group_lock_path(config_dir: StrPath, key: OffsetKey) -> str:
+    """The lock file a consumer of ``key``'s group on its topic holds while open."""
+    name = urllib.parse.quote(key.text, safe=_native.TOPIC_GROUP_SEPARATOR)
     if len(name) > 200:  # file names hold 255 bytes
-        name = hashlib.sha256(f"{topic}@{group}".encode()).hexdigest()
-    return os.path.join(os.fspath(config_dir), GROUP_LOCK_DIR, name + ".lock")
+        name = hashlib.sha256(key.text.encode()).hexdigest()
+    return os.path.join(os.fspath(config_dir), _native.CONSUMER_LOCK_DIR,
+                        name + _native.LOCK_SUFFIX)
 
 
 class ConsumerGroupLock:
@@ -134,8 +88,11 @@ class ConsumerGroupLock:
     """
 
     def __init__(self, config_dir: StrPath, group: str, topic: str) -> None:
+        """The lock of ``group`` on ``topic`` (not taken yet). The names are
+        the caller's to check: a reset or delete reaches every key of the
+        file, as spelled there."""
         self.group, self.topic = group, topic
-        self.path = group_lock_path(config_dir, group, topic)
+        self.path = group_lock_path(config_dir, OffsetKey(topic, group))
         self._lock: _native.FileLock | None = None
 
     def acquire(self, patience: float = _GROUP_LOCK_PATIENCE) -> ConsumerGroupLock:
@@ -175,9 +132,10 @@ class ConsumerGroupLock:
         """True when an open consumer of ``group`` on ``topic`` holds the lock.
 
         Takes nothing and creates nothing (a missing lock file means no
-        consumer), so it never disturbs a consumer that is opening.
+        consumer), so it never disturbs a consumer that is opening. Names
+        are not checked: a file may hold any.
         """
-        return _native.FileLock.is_held(group_lock_path(config_dir, group, topic))
+        return _native.FileLock.is_held(group_lock_path(config_dir, OffsetKey(topic, group)))
 
     def __enter__(self) -> ConsumerGroupLock:
         return self.acquire()
@@ -192,10 +150,11 @@ class ConsumerGroupLock:
 class ConsumerOffsets:
     """Committed consumer offsets: ``<store>/config/consumerOffset.json``.
 
-    Written with :func:`~rocketstore.config.files.dumps_fastjson` (unquoted
-    queue ids), read with quoted or unquoted queue ids; other top-level keys
-    (5.x ``dataVersion``) are ignored on read and not written. All methods
-    are thread-safe; writes are safe across processes (see the module).
+    Written with :meth:`~rocketstore.offset_table.OffsetTable.to_json`
+    (unquoted queue ids), read with quoted or unquoted queue ids; other
+    top-level keys (5.x ``dataVersion``) are ignored on read and not written.
+    All methods are thread-safe; writes are safe across processes (see the
+    module).
 
     The table this object shows is the file as last read, with this
     object's own commits not yet written (*pending*) set over it.
@@ -218,14 +177,13 @@ class ConsumerOffsets:
 
     FILE_NAME = _native.CONSUMER_OFFSET_FILE
 
-    def __init__(
-        self, path: StrPath, table: Mapping[str, Mapping[int, int]] | None = None
-    ) -> None:
+    def __init__(self, path: StrPath, table: OffsetTable | None = None) -> None:
         """An offset table bound to ``path`` (nothing is read; see :meth:`load`)."""
         self._path = os.fspath(path)
-        self._lock_path = os.path.join(os.path.dirname(self._path) or ".", LOCK_FILE)
-        self._table: Table = _copy(table or {})
-        self._pending: Table = {}
+        self._lock_path = os.path.join(os.path.dirname(self._path) or ".",
+                                       _native.CONSUMER_OFFSET_LOCK_FILE)
+        self._table = OffsetTable() if table is None else table.copy()
+        self._pending = OffsetTable()
         self._file_id: tuple[int, int, int] | None = None
         self._lock = threading.Lock()
         self._persist_lock = threading.Lock()
@@ -243,9 +201,9 @@ class ConsumerOffsets:
         offsets._table = offsets._read_file()
         return offsets
 
-    def _read_file(self) -> Table:
-        found = _load_parsed(self._path, _parse_offset_table)
-        return {} if found is None else found[1]
+    def _read_file(self) -> OffsetTable:
+        found = _load_parsed(self._path, OffsetTable.from_json)
+        return OffsetTable() if found is None else found[1]
 
     @property
     def path(self) -> str:
@@ -262,18 +220,15 @@ class ConsumerOffsets:
         with self._lock:
             return bool(self._pending)
 
-    @staticmethod
-    def key(group: str, topic: str) -> str:
-        """RocketMQ's table key: ``topic + "@" + group``."""
-        return f"{topic}@{group}"
-
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Record ``offset`` (the next offset to consume) for the group's queue.
 
         Raises:
-            TypeError / ValueError: empty names, a topic containing ``@``,
-                a queue id outside ``[0, 2**31 - 1]`` (a Java int) or an
-                offset outside ``[0, 2**63 - 1]`` (a Java long).
+            TypeError / ValueError: a name :meth:`OffsetKey.of
+                <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+                topic containing ``@``), a queue id outside ``[0, 2**31 - 1]``
+                (a Java int) or an offset outside ``[0, 2**63 - 1]`` (a Java
+                long).
         """
         self.commit_many(group, topic, {queue_id: offset})
 
@@ -287,45 +242,39 @@ class ConsumerOffsets:
         Raises:
             TypeError / ValueError: as :meth:`commit`.
         """
-        _check_name("group", group)
-        _check_name("topic", topic)
-        if "@" in topic:
-            raise ValueError(f"topic must not contain '@': {topic!r}")
-        if not isinstance(offsets, Mapping):
-            raise TypeError("offsets must be a mapping {queue_id: offset}, "
-                            f"not {type(offsets).__name__}")
-        todo = [(_check_int("queue_id", q, maximum=MAX_QUEUE_ID), _check_int("offset", off))
-                for q, off in offsets.items()]
-        key = self.key(group, topic)
+        key = OffsetKey.of(group, topic)
+        todo = checked_offsets(offsets)
         with self._lock:
-            queues = self._table.setdefault(key, {})
             for queue_id, offset in todo:
-                if queues.get(queue_id) != offset:
-                    queues[queue_id] = offset
-                    self._pending.setdefault(key, {})[queue_id] = offset
+                if self._table.set(key, queue_id, offset):
+                    self._pending.set(key, queue_id, offset)
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
-        """The committed next offset, or ``-1`` when the group never committed one."""
+        """The committed next offset, or ``-1`` when the group never committed one.
+
+        Raises:
+            TypeError / ValueError: a name :meth:`OffsetKey.of
+                <rocketstore.offset_table.OffsetKey.of>` refuses.
+        """
+        key = OffsetKey.of(group, topic)
         with self._lock:
-            queues = self._table.get(self.key(group, topic))
-            if queues is None:
-                return -1
-            return queues.get(queue_id, -1)
+            return self._table.query(key, queue_id)
 
     def offsets(self, group: str, topic: str) -> dict[int, int]:
         """Every committed ``queue_id -> next offset`` of the group on the topic."""
+        key = OffsetKey.of(group, topic)
         with self._lock:
-            return dict(self._table.get(self.key(group, topic), {}))
+            return self._table.offsets(key)
 
-    def table(self) -> Table:
-        """A copy of the whole table, ``{"topic@group": {queue_id: offset}}``."""
+    def table(self) -> OffsetTable:
+        """A copy of the whole table."""
         with self._lock:
-            return _copy(self._table)
+            return self._table.copy()
 
     def to_json(self) -> str:
         """The file content of the table shown now."""
         with self._lock:
-            return dumps_fastjson({"offsetTable": self._table})
+            return self._table.to_json()
 
     def refresh(self, *, force: bool = False) -> bool:
         """Re-read the file if another process replaced it since this object
@@ -344,11 +293,11 @@ class ConsumerOffsets:
                 return False
         table = self._read_file()
         with self._lock:
-            self._table = _overlay(table, self._pending)
+            self._table = table.overlay(self._pending)
             self._file_id = ident
         return True
 
-    def current(self) -> Table:
+    def current(self) -> OffsetTable:
         """:meth:`table` after a :meth:`refresh`; when the file cannot be read
         now (damaged, or an OS error), the last view, with a warning."""
         try:
@@ -357,22 +306,15 @@ class ConsumerOffsets:
             log.warning("cannot re-read %s (the last view is used): %s", self._path, e)
         return self.table()
 
-    def _settle(self, written: Table, taken: Table, ident: tuple[int, int, int] | None) -> None:
+    def _settle(self, written: OffsetTable, taken: OffsetTable,
+                ident: tuple[int, int, int] | None) -> None:
         """After a write of ``written`` holding the pending entries ``taken``."""
         with self._lock:
-            for key, queues in taken.items():
-                mine = self._pending.get(key)
-                if mine is None:
-                    continue
-                for qid, off in queues.items():
-                    if mine.get(qid) == off:  # not committed again meanwhile
-                        del mine[qid]
-                if not mine:
-                    del self._pending[key]
-            self._table = _overlay(written, self._pending)
+            self._pending.discard_same(taken)  # those not committed again meanwhile
+            self._table = written.overlay(self._pending)
             self._file_id = ident
 
-    def persist(self, before_write: Callable[[Table], None] | None = None) -> bool:
+    def persist(self, before_write: Callable[[OffsetTable], None] | None = None) -> bool:
         """Write this object's pending commits into the file; True if it wrote.
 
         Under ``consumerOffset.lock``: read the file, set the pending
@@ -388,68 +330,57 @@ class ConsumerOffsets:
             with self._lock:
                 if not self._pending:
                     return False
-                taken = _copy(self._pending)
+                taken = self._pending.copy()
             with _locked(self._lock_path):
                 current = self._read_file()
-                merged = _overlay(current, taken)
+                merged = current.overlay(taken)
                 if before_write is not None:
-                    before_write(_copy(merged))
+                    before_write(merged.copy())
                 wrote = merged != current or _identity(self._path) is None
                 if wrote:
-                    atomic_write(self._path, dumps_fastjson({"offsetTable": merged}))
+                    atomic_write(self._path, merged.to_json())
                 ident = _identity(self._path)
             self._settle(merged, taken, ident)
             return wrote
 
-    def update(self, change: Callable[[Table], _R], *, drop: Iterable[str] = ()) -> _R:
+    def update(self, change: Callable[[OffsetTable], _R], *,
+               drop: Iterable[OffsetKey] = ()) -> _R:
         """Change the file in place: ``change(table)`` edits the file's
         current table (read under the lock) and its result is returned; the
-        file is rewritten if the table changed. This object's pending
-        commits are not written (they stay pending, on top), except those of
-        the ``topic@group`` keys in ``drop``, which are discarded (a reset or
-        delete of those groups made here).
+        file is rewritten if the table changed (keys left without queues are
+        removed). This object's pending commits are not written (they stay
+        pending, on top), except those of the keys in ``drop``, which are
+        discarded (a reset or delete of those groups made here).
         """
         with self._persist_lock, _locked(self._lock_path):
             with self._lock:
                 for key in drop:
-                    self._pending.pop(key, None)
+                    self._pending.pop(key)
             current = self._read_file()
-            table = _copy(current)
+            table = current.copy()
             result = change(table)
-            table = {k: v for k, v in table.items() if v}
+            table.drop_empty()
             if table != current:
-                atomic_write(self._path, dumps_fastjson({"offsetTable": table}))
+                atomic_write(self._path, table.to_json())
             ident = _identity(self._path)
             with self._lock:
-                self._table = _overlay(table, self._pending)
+                self._table = table.overlay(self._pending)
                 self._file_id = ident
             return result
 
-    def clamp(self, end_of: Callable[[str, int], int]) -> list[tuple[str, int, int, int]]:
+    def clamp(self, end_of: Callable[[str, int], int]) -> list[tuple[OffsetKey, int, int, int]]:
         """Lower every offset above its queue's end to that end, in the file
         (under its lock) and in the pending commits.
 
         ``end_of(topic, queue_id)`` is the queue's max offset after recovery
         (or a huge number to leave the offset alone). An offset above it would
         make the group skip the messages written at those offsets after a
-        restart. Returns ``(topic@group, queue_id, old, new)`` for each
-        offset lowered in the file.
+        restart. Returns ``(key, queue_id, old, new)`` for each offset
+        lowered in the file.
         """
-
-        def lower(table: Table) -> list[tuple[str, int, int, int]]:
-            lowered = []
-            for key, queues in table.items():
-                topic = key.split("@", 1)[0]
-                for qid, off in queues.items():
-                    end = end_of(topic, qid)
-                    if off > end:
-                        queues[qid] = end
-                        lowered.append((key, qid, off, end))
-            return lowered
-
         with self._lock:
-            lower(self._pending)
-        return self.update(lower)
+            self._pending.lower(end_of)
+        return self.update(lambda table: table.lower(end_of))
 
     def __repr__(self) -> str:
         with self._lock:

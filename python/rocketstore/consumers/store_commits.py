@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.errors import ReadOnlyStoreError
+from rocketstore.offset_table import OffsetKey, OffsetTable
 
 if TYPE_CHECKING:
     from rocketstore._native import NativeStore
@@ -49,13 +50,8 @@ class OffsetCommits:
             self.persisted_at = time.monotonic()
             return self.offsets.persist()
 
-        def flush_below(table: dict[str, dict[int, int]]) -> None:
-            entries = [
-                (key.split("@", 1)[0], qid, off)
-                for key, queues in table.items()
-                for qid, off in queues.items()
-            ]
-            n.flush_for_offsets(entries)
+        def flush_below(table: OffsetTable) -> None:
+            n.flush_for_offsets(table.rows())
 
         # The interval runs from the moment the table is taken: the write
         # holds every commit made before it, however long the flush takes.
@@ -82,20 +78,20 @@ def commit_offsets(store: MessageStore, group: str, topic: str,
     meanwhile) holds all of them or none. ``Consumer`` commits this way.
 
     Raises:
-        ValueError / TypeError: an empty group or topic, a topic with
-            ``@`` or one that breaks the topic rule (letters, digits and
-            ``% | _ -``, at most 127 bytes) and the store does not hold,
-            a queue id outside ``[0, 2**31 - 1]`` or an offset outside
-            ``[0, 2**63 - 1]`` or not an int.
+        ValueError / TypeError: a name :meth:`OffsetKey.of
+            <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+            topic with ``@``), a topic that breaks the topic rule
+            (letters, digits and ``% | _ -``, at most 127 bytes) and the
+            store does not hold, a queue id outside ``[0, 2**31 - 1]``
+            or an offset outside ``[0, 2**63 - 1]`` or not an int.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
     """
     n = store._n
     if store.no_write:
         raise ReadOnlyStoreError("cannot commit offsets in a store opened no_write=True")
-    if isinstance(topic, str) and topic and "@" not in topic:
-        # The read rule: a name that breaks the topic rule is refused
-        # unless the store holds that topic (raises ValueError).
-        n.get_max_offset_in_queue(topic, 0)
+    # The names rule, then the read rule: a name that breaks the topic
+    # rule is refused unless the store holds that topic (ValueError).
+    n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
     commits = store._commits
     commits.offsets.commit_many(group, topic, offsets)
     commits.maybe_persist(n, store.read_only)

@@ -114,16 +114,16 @@ class RecoveryService:
         writer of it does (``docs/format.md``, §13.1). Returns how many
         offsets were lowered.
         """
-        table = {} if offsets is None else offsets.table()
-        lowered = self._native.clamp_consumer_offsets(table).lowered
+        rows = [] if offsets is None else offsets.table().rows()
+        lowered = self._native.clamp_consumer_offsets(rows).lowered
         if offsets is None or not lowered:
             return len(lowered)
-        ends = {(key.split("@", 1)[0], qid): new for key, qid, _old, new in lowered}
+        ends = {(topic, qid): new for topic, _group, qid, _old, new in lowered}
         keep = 1 << 62  # an end no offset reaches: the offset stays
         for key, qid, old, new in offsets.clamp(lambda topic, qid: ends.get((topic, qid), keep)):
             log.warning(
                 "recovery: consumer offset of %s queue %d lowered from %d to the queue end %d",
-                key,
+                key.text,
                 qid,
                 old,
                 new,

@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from rocketstore._checks import I64_MAX
 from rocketstore._native import NativeStore, RetentionPolicy
 from rocketstore.config.store_config import StoreConfig
+from rocketstore.offset_table import OffsetTable
 from rocketstore.services.base import ServiceThread
 
 __all__ = ["RetentionReport", "RetentionService", "disk_usage_ratio"]
@@ -57,8 +58,8 @@ Clock = Callable[[], int]
 #: ``disk_usage(path)``: used fraction of the partition holding ``path``
 #: (0..1), or a negative number when it cannot be read.
 DiskUsageProbe = Callable[[str], float]
-#: ``{"topic@group": {queue_id: next offset}}`` (committed consumer offsets).
-OffsetTable = Callable[[], Mapping[str, Mapping[int, int]]]
+#: ``offsets()``: the committed consumer offsets now.
+OffsetSource = Callable[[], OffsetTable]
 
 _HOUR_MS = 3_600_000
 
@@ -121,9 +122,9 @@ class RetentionService(ServiceThread):
             is gone; the service then stops. A callable, not the store, so
             the service never keeps a dropped store alive.
         config: The store's resolved configuration.
-        offsets: Returns the committed consumer offsets
-            (``{"topic@group": {queue_id: offset}}``), for the warning about
-            groups that lose unconsumed messages.
+        offsets: Returns the committed consumer offsets (an
+            :class:`~rocketstore.offset_table.OffsetTable`), for the warning
+            about groups that lose unconsumed messages.
         clock: ``now_ms()``; defaults to the wall clock. Tests pass their own
             so that files age without waiting hours.
         disk_usage: ``disk_usage(path) -> fraction``; defaults to
@@ -138,7 +139,7 @@ class RetentionService(ServiceThread):
         native: Callable[[], NativeStore | None],
         config: StoreConfig,
         *,
-        offsets: OffsetTable | None = None,
+        offsets: OffsetSource | None = None,
         clock: Clock | None = None,
         disk_usage: DiskUsageProbe | None = None,
         on_failure: Callable[[str], None] | None = None,
@@ -293,16 +294,14 @@ class RetentionService(ServiceThread):
         if self._offsets is None:
             return {}
         mins: dict[tuple[str, int], int] = {}
-        for key, queues in self._offsets().items():
-            topic = key.split("@", 1)[0]
-            for qid in queues:
-                if (topic, qid) not in mins:
-                    try:
-                        mins[topic, qid] = self._native.get_min_offset_in_queue(topic, qid)
-                    except ValueError:
-                        # A name the store refuses to read (the offsets file
-                        # came from elsewhere): it has no messages to lose.
-                        continue
+        for topic, _group, qid, _offset in self._offsets().rows():
+            if (topic, qid) not in mins:
+                try:
+                    mins[topic, qid] = self._native.get_min_offset_in_queue(topic, qid)
+                except ValueError:
+                    # A name the store refuses to read (the offsets file
+                    # came from elsewhere): it has no messages to lose.
+                    continue
         return mins
 
     def _lost(self, before: Mapping[tuple[str, int], int]) -> dict[str, int]:
@@ -311,17 +310,15 @@ class RetentionService(ServiceThread):
             return {}
         lost: dict[str, int] = {}
         where: dict[str, list[str]] = {}
-        for key, queues in self._offsets().items():
-            topic, _, group = key.partition("@")
-            for qid, committed in queues.items():
-                old = before.get((topic, qid))
-                if old is None:
-                    continue
-                new = self._native.get_min_offset_in_queue(topic, qid)
-                n = new - max(committed, old)
-                if n > 0:
-                    lost[group] = lost.get(group, 0) + n
-                    where.setdefault(group, []).append(f"{topic}/{qid}")
+        for topic, group, qid, committed in self._offsets().rows():
+            old = before.get((topic, qid))
+            if old is None:
+                continue
+            new = self._native.get_min_offset_in_queue(topic, qid)
+            n = new - max(committed, old)
+            if n > 0:
+                lost[group] = lost.get(group, 0) + n
+                where.setdefault(group, []).append(f"{topic}/{qid}")
         for group, n in sorted(lost.items()):
             log.warning(
                 "retention deleted %d message(s) that consumer group %s had not consumed (%s)",

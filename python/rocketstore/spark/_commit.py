@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rocketstore import _native
 from rocketstore.enums import PutStatus
 from rocketstore.spark import _staging
 from rocketstore.spark._options import WriteOptions, store_config
@@ -215,7 +216,7 @@ def _sink_state(store: MessageStore) -> dict[str, Any]:
 def _save_sink_state(store: MessageStore, state: dict[str, Any]) -> None:
     p = store.config.config_dir / SINK_STATE_FILE
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(".tmp")
+    tmp = p.with_suffix(_native.TEMP_SUFFIX)
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(state, f)
         f.flush()

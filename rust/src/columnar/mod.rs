@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_array::builder::MapFieldNames;
-use arrow_schema::{DataType, Field, SchemaRef};
+use arrow_schema::{DataType, Field};
 
 use crate::log::message::{is_system_topic, sysflag, RecordView};
 use crate::queue::reader::TagFilter;
@@ -62,24 +62,15 @@ mod pull;
 mod range;
 mod stream;
 
-pub use append::{
-    specs_of_batch, AppendColumns, AppendError, BatchAppend, ColumnError, RefusedRow,
-};
+pub use append::AppendError;
 pub use batch::BatchBuilder;
-pub use columns::{Column, ColumnSet, Projection, ProjectionError};
+pub use columns::{Column, Projection, ProjectionError};
 pub use parallel::{split_at_segments, ParallelReader};
 pub use pull::empty_pull_batch;
 pub use range::{Range, RangeReader};
-pub use stream::{ArrowReader, QueueRange};
 
 /// Body bytes one batch holds at most (Arrow binary offsets are 32-bit).
 pub const MAX_BATCH_BODY_BYTES: usize = 1 << 30;
-
-/// The Arrow schema of decoded messages; `with_store` appends a `store`
-/// column naming the store the rows came from.
-pub fn schema(with_store: bool) -> SchemaRef {
-    Projection::all(with_store).schema()
-}
 
 /// Field of a `keys` list element (Spark names it `element`).
 fn keys_item() -> Field {
@@ -235,7 +226,7 @@ mod tests {
 
     #[test]
     fn schema_matches_the_spark_columns() {
-        let s = schema(true);
+        let s = Projection::all(true).schema();
         let names: Vec<_> = s.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names.first(), Some(&"topic"));
         assert_eq!(names.last(), Some(&"store"));

@@ -86,11 +86,6 @@ impl RangeReader {
         }
     }
 
-    /// The counters of this read (shared; they grow as batches are read).
-    pub fn stats(&self) -> Arc<ReadStats> {
-        self.stats.clone()
-    }
-
     /// Counts into `stats` (shared with other readers of the same read).
     pub fn with_stats(mut self, stats: Arc<ReadStats>) -> Self {
         self.stats = stats;

@@ -204,6 +204,18 @@ fn add_path_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DELAY_OFFSET_FILE", paths::DELAY_OFFSET_FILE)?;
     m.add("TOPICS_FILE", paths::TOPICS_FILE)?;
     m.add("SUBSCRIPTION_GROUP_FILE", paths::SUBSCRIPTION_GROUP_FILE)?;
+    m.add("TEMP_SUFFIX", paths::TEMP_SUFFIX)?;
+    m.add("BACKUP_SUFFIX", paths::BACKUP_SUFFIX)?;
+    m.add(
+        "CONSUMER_OFFSET_LOCK_FILE",
+        paths::CONSUMER_OFFSET_LOCK_FILE,
+    )?;
+    m.add("CONSUMER_LOCK_DIR", paths::CONSUMER_LOCK_DIR)?;
+    m.add("LOCK_SUFFIX", paths::LOCK_SUFFIX)?;
+    m.add(
+        "TOPIC_GROUP_SEPARATOR",
+        crate::consumer_offsets::TOPIC_GROUP_SEPARATOR.to_string(),
+    )?;
     m.add("STORE_ENTRIES", paths::STORE_ENTRIES.to_vec())?;
     Ok(())
 }

@@ -310,7 +310,7 @@ impl From<r::Redispatch> for PyRedispatchReport {
 }
 
 /// The consumer offsets ``clamp_consumer_offsets`` found above their
-/// queue's recovered end: ``(topic@group, queue_id, old, new)``.
+/// queue's recovered end: ``(topic, group, queue_id, old, new)``.
 #[pyclass(
     module = "rocketstore._native",
     name = "ConsumerOffsetReport",
@@ -318,12 +318,17 @@ impl From<r::Redispatch> for PyRedispatchReport {
     get_all
 )]
 pub struct PyConsumerOffsetReport {
-    lowered: Vec<(String, i32, i64, i64)>,
+    lowered: Vec<(String, String, i32, i64, i64)>,
 }
 
 impl From<r::ConsumerOffsetClamp> for PyConsumerOffsetReport {
     fn from(x: r::ConsumerOffsetClamp) -> Self {
-        Self { lowered: x.lowered }
+        let lowered = x.lowered.into_iter();
+        Self {
+            lowered: lowered
+                .map(|(k, q, old, new)| (k.topic().to_owned(), k.group().to_owned(), q, old, new))
+                .collect(),
+        }
     }
 }
 

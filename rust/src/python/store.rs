@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
+use crate::consumer_offsets::{ConsumerOffsetTable, OffsetRow};
 use crate::log::commitlog::PutOutcome;
 use crate::store::{Store, StoreOptions};
 
@@ -229,20 +230,17 @@ impl PyStore {
         guarded(|| Ok(nogil(py, || self.store.redispatch())?.into()))
     }
 
-    /// Step 9: the stored consumer offsets (``{"topic@group": {queue_id:
-    /// offset}}``) above their queue's recovered end, with that end.
+    /// Step 9: the stored consumer offsets (the table's rows ``(topic,
+    /// group, queue_id, offset)``) above their queue's recovered end, with
+    /// that end.
     fn clamp_consumer_offsets(
         &self,
         py: Python<'_>,
-        offsets: std::collections::HashMap<String, std::collections::HashMap<i32, i64>>,
+        offsets: Vec<OffsetRow>,
     ) -> PyResult<PyConsumerOffsetReport> {
         guarded(|| {
-            let mut entries: Vec<(String, i32, i64)> = offsets
-                .into_iter()
-                .flat_map(|(k, q)| q.into_iter().map(move |(qid, off)| (k.clone(), qid, off)))
-                .collect();
-            entries.sort();
-            Ok(nogil(py, || self.store.clamp_consumer_offsets(&entries))?.into())
+            let table = ConsumerOffsetTable::from_rows(offsets)?;
+            Ok(nogil(py, || self.store.clamp_consumer_offsets(&table))?.into())
         })
     }
 

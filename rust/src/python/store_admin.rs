@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::consumer_offsets::{ConsumerOffsetTable, OffsetRow};
+
 use super::args::{i64_arg, type_error};
 use super::gil::{guarded, nogil};
 use super::results::{
@@ -258,12 +260,13 @@ impl PyStore {
     }
 
     /// Makes the CommitLog durable up to the messages below the committed
-    /// offsets `[(topic, queue_id, next_offset), ...]`, before they are
-    /// persisted.
-    fn flush_for_offsets(&self, py: Python<'_>, entries: Vec<(String, i32, i64)>) -> PyResult<()> {
+    /// offsets (the table's rows ``(topic, group, queue_id, next_offset)``),
+    /// before they are persisted.
+    fn flush_for_offsets(&self, py: Python<'_>, offsets: Vec<OffsetRow>) -> PyResult<()> {
         guarded(|| {
+            let table = ConsumerOffsetTable::from_rows(offsets)?;
             let store = &self.store;
-            nogil(py, || store.flush_for_offsets(&entries))
+            nogil(py, || store.flush_for_offsets(&table))
         })
     }
 

@@ -39,7 +39,7 @@ crate::rocketmq_enum! {
     }
 }
 
-/// An exact tag subscription (`None` in [`get_message`] means every tag).
+/// An exact tag subscription (`None` in [`pull`] means every tag).
 #[derive(Debug, Clone, Default)]
 pub struct TagFilter {
     codes: FxHashSet<i32>,
@@ -167,7 +167,7 @@ pub struct Damage {
 
 /// Where a pull puts the messages it serves: each is a checked record of
 /// the queue, handed over where it lies in its mapped file. `Vec` (the
-/// [`GetResult`] of [`get_message`]) copies each out.
+/// [`GetResult`] of [`pull`]) copies each out.
 pub trait PullSink {
     /// Takes one message (already checked and filtered).
     fn push(&mut self, view: RecordView, rec: RecordAt);
@@ -293,23 +293,8 @@ const MIN_SCAN_UNITS: usize = 16_000 / CQ_UNIT_SIZE;
 /// readable yet (`follow`: a read-only store first adopts CommitLog files
 /// another process created), and skips and reports a unit whose record is
 /// damaged (see [`Damage`]).
-pub fn get_message(
-    commitlog: &CommitLog,
-    cq: Option<&Arc<ConsumeQueue>>,
-    offset: i64,
-    max_msgs: usize,
-    filter: Option<&TagFilter>,
-    limits: &TransferLimits,
-    follow: bool,
-) -> GetResult {
-    let messages = Vec::with_capacity(max_msgs.min(limits.max_count_in_memory).min(1024));
-    pull(
-        commitlog, cq, offset, max_msgs, filter, limits, follow, messages,
-    )
-}
-
-/// [`get_message`] into any [`PullSink`]: the same units scanned, the same
-/// checks, statuses and counts; `sink` takes each message served.
+///
+/// `sink` takes each message served.
 #[allow(clippy::too_many_arguments)]
 pub fn pull<S: PullSink>(
     commitlog: &CommitLog,

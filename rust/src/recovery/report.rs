@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::checkpoint::CheckpointRepair;
+use crate::consumer_offsets::OffsetKey;
 use crate::log::commitlog::Damage;
 
 /// How the last writer stopped, so how the CommitLog is scanned.
@@ -202,8 +203,8 @@ pub struct Redispatch {
 /// What [`Store::clamp_consumer_offsets`] lowered.
 #[derive(Debug, Clone, Default)]
 pub struct ConsumerOffsetClamp {
-    /// `(topic@group, queue id, old offset, new offset)`.
-    pub lowered: Vec<(String, i32, i64, i64)>,
+    /// `(group on topic, queue id, old offset, new offset)`.
+    pub lowered: Vec<(OffsetKey, i32, i64, i64)>,
 }
 
 /// What [`Store::rebuild_queue_offset_table`] set.

@@ -21,6 +21,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StoreError};
+use crate::index::index_file::split_keys;
 use crate::index::index_service::IndexStore;
 use crate::log::commitlog::CommitLog;
 use crate::log::message::{
@@ -286,7 +287,7 @@ impl Dispatcher {
                 let keys_str = std::str::from_utf8(keys_raw).unwrap_or("");
                 if uniq.is_some() || !keys_str.is_empty() {
                     let mut keys: smallvec_keys::Keys<'_> = smallvec_keys::Keys::new();
-                    for k in keys_str.split(' ').filter(|k| !k.is_empty()) {
+                    for k in split_keys(keys_str) {
                         keys.push(k);
                     }
                     index

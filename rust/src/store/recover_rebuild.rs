@@ -11,6 +11,7 @@ use crate::error::Result;
 
 use super::recover_scan::max_physic_offset_of_queues;
 use super::Store;
+use crate::consumer_offsets::ConsumerOffsetTable;
 use crate::recovery::{
     out_of_order, ConsumerOffsetClamp, IndexRebuild, QueueOffsetTable, RecoveryMode,
     RecoveryReport, RecoveryStep, Redispatch, Truncation,
@@ -206,26 +207,25 @@ impl Store {
         Ok(n)
     }
 
-    /// Step 9: of the stored consumer offsets `(topic@group, queue id,
-    /// offset)`, those above their queue's recovered end (after a cut, a
-    /// group would skip the messages new puts write there), with the end
-    /// to lower them to. Queues the store does not hold are left alone.
-    /// The caller writes the lowered table. Read-only: none.
+    /// Step 9: of the stored consumer offsets, those above their queue's
+    /// recovered end (after a cut, a group would skip the messages new
+    /// puts write there), with the end to lower them to. Queues the store
+    /// does not hold are left alone. The caller writes the lowered table.
+    /// Read-only: none.
     pub fn clamp_consumer_offsets(
         &self,
-        offsets: &[(String, i32, i64)],
+        offsets: &ConsumerOffsetTable,
     ) -> Result<ConsumerOffsetClamp> {
         self.run_step(RecoveryStep::ConsumerOffsets, |s, st| {
             let mut r = ConsumerOffsetClamp::default();
             if s.is_read_only() {
                 return Ok(r);
             }
-            for (key, qid, off) in offsets {
-                let topic = key.split('@').next().unwrap_or_default();
-                if let Some(q) = s.consume_queues().get(topic, *qid) {
+            for (key, qid, off) in offsets.iter() {
+                if let Some(q) = s.consume_queues().get(key.topic(), qid) {
                     let end = q.max_offset_in_queue();
-                    if *off > end {
-                        r.lowered.push((key.clone(), *qid, *off, end));
+                    if off > end {
+                        r.lowered.push((key.clone(), qid, off, end));
                     }
                 }
             }
@@ -320,7 +320,7 @@ impl Store {
         self.truncate()?;
         self.rebuild_index()?;
         self.redispatch()?;
-        self.clamp_consumer_offsets(&[])?;
+        self.clamp_consumer_offsets(&ConsumerOffsetTable::new())?;
         self.rebuild_queue_offset_table()?;
         self.recovery_report()
     }

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::Store;
+use crate::consumer_offsets::ConsumerOffsetTable;
 use crate::error::Result;
 
 impl Store {
@@ -166,17 +167,17 @@ impl Store {
         )
     }
 
-    /// CommitLog offset just past the messages below committed offsets
-    /// `(topic, queue id, next offset)`: what must be durable before those
-    /// offsets are persisted. An offset above its queue's end counts as the
-    /// end; unknown queues and expired messages count for nothing.
-    pub fn committed_end(&self, entries: &[(String, i32, i64)]) -> u64 {
+    /// CommitLog offset just past the messages below the committed
+    /// offsets: what must be durable before those offsets are persisted.
+    /// An offset above its queue's end counts as the end; unknown queues
+    /// and expired messages count for nothing.
+    pub fn committed_end(&self, offsets: &ConsumerOffsetTable) -> u64 {
         let mut end = 0u64;
-        for (topic, qid, off) in entries {
-            let Some(cq) = self.cqs.get(topic, *qid) else {
+        for (key, qid, off) in offsets.iter() {
+            let Some(cq) = self.cqs.get(key.topic(), qid) else {
                 continue;
             };
-            let last = (*off).min(cq.max_offset_in_queue()) - 1;
+            let last = off.min(cq.max_offset_in_queue()) - 1;
             if last < cq.min_offset_in_queue().max(0) {
                 continue;
             }
@@ -188,14 +189,14 @@ impl Store {
     }
 
     /// Makes the CommitLog durable up to the messages below the committed
-    /// offsets `entries`, before they are persisted (so no persisted
-    /// offset ever points past durable data, in any flush mode).
-    pub fn flush_for_offsets(&self, entries: &[(String, i32, i64)]) -> Result<()> {
+    /// `offsets`, before they are persisted (so no persisted offset ever
+    /// points past durable data, in any flush mode).
+    pub fn flush_for_offsets(&self, offsets: &ConsumerOffsetTable) -> Result<()> {
         self.check_open()?;
         if self.opts.read_only {
             return Ok(());
         }
-        let end = self.committed_end(entries);
+        let end = self.committed_end(offsets);
         self.flusher.flush_to(end)
     }
 }

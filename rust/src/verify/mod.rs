@@ -70,7 +70,7 @@ mod probe;
 mod sources;
 
 pub use check::verify_store;
-pub use probe::{detect_index_geometry, index_file_geometry, writer_running};
+pub use probe::{detect_index_geometry, writer_running};
 
 /// Compression types (sys_flag bits 8..10) this build inflates: zlib.
 const ZLIB_TYPES: [i32; 2] = [0, 3];
@@ -124,18 +124,12 @@ impl VerifyReport {
             .or_default()
             .insert(queue_offset)
     }
-
-    /// Whether anything a repair rebuilds (queue units, index) was found.
-    pub fn has_damaged_pointers(&self) -> bool {
-        !self.damaged_units.is_empty()
-            || !self.damaged_index_files.is_empty()
-            || self.unindexed_from.is_some()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::pointers::key_hash;
+    use super::probe::index_file_geometry;
     use super::*;
     use crate::index::index_file::{build_key, index_key_hash};
 

@@ -5,13 +5,13 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
-use _native::log::commitlog::{
-    account_record, CommitLog, CommitLogConfig, PutOutcome, PutStatus, QueueOffsetTable, ScanReport,
+use _native::internals::commitlog::{
+    account_record, CommitLog, CommitLogConfig, QueueOffsetTable, ScanReport,
 };
-use _native::log::message::{
-    body_crc, parse_delay_levels, parse_record, MessageSpec, Parsed, PropertiesBuilder, RecordView,
+use _native::internals::message::{
+    body_crc, parse_delay_levels, parse_record, Parsed, PropertiesBuilder,
 };
-use _native::store::DEFAULT_MESSAGE_DELAY_LEVEL;
+use _native::{MessageSpec, PutOutcome, PutStatus, RecordView, DEFAULT_MESSAGE_DELAY_LEVEL};
 
 pub const GOLDEN_HEX: &str = concat!(
     "000000badaa320a769c865ed0000000300000000000000000000000700000000000004d2",
@@ -141,18 +141,31 @@ pub fn golden_bytes() -> Vec<u8> {
     hex_decode(GOLDEN_HEX)
 }
 
+/// The fields of a V2 record [`build_v2`] writes; the others are fixed
+/// (flag 7, sys flag 0, IPv4 hosts, reconsume times 2, prepared offset 99).
+pub struct V2Fields<'a> {
+    pub topic: &'a [u8],
+    pub body: &'a [u8],
+    pub props: &'a [u8],
+    pub queue_id: i32,
+    pub queue_offset: i64,
+    pub phy: i64,
+    pub born_ts: i64,
+    pub store_ts: i64,
+}
+
 /// Builds a V2 record by hand (magic DAA320AB, 2-byte topic length), IPv4 hosts.
-#[allow(clippy::too_many_arguments)]
-pub fn build_v2(
-    topic: &[u8],
-    body: &[u8],
-    props: &[u8],
-    queue_id: i32,
-    queue_offset: i64,
-    phy: i64,
-    born_ts: i64,
-    store_ts: i64,
-) -> Vec<u8> {
+pub fn build_v2(r: &V2Fields<'_>) -> Vec<u8> {
+    let V2Fields {
+        topic,
+        body,
+        props,
+        queue_id,
+        queue_offset,
+        phy,
+        born_ts,
+        store_ts,
+    } = *r;
     let mut v = Vec::new();
     let total = 92 + body.len() + topic.len() + props.len();
     v.extend_from_slice(&(total as i32).to_be_bytes());

@@ -3,7 +3,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use _native::failpoint;
+use _native::internals::failpoint;
 
 static ARMED: Mutex<()> = Mutex::new(());
 

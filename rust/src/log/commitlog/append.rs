@@ -10,7 +10,7 @@ use crate::error::{Result, StoreError};
 use crate::log::message::{
     self, body_crc, compressed_body_problem, encode_blank, encode_v1, find_property, props,
     record_len, sys_flag_problem, sysflag, topic_problem, MessageSpec, PropertiesBuilder,
-    END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, SCHEDULE_TOPIC,
+    StoreStamp, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN, SCHEDULE_TOPIC,
 };
 
 use super::{
@@ -377,13 +377,15 @@ impl CommitLog {
                 let n = encode_v1(
                     tail,
                     spec,
-                    p.sys_flag,
                     p.crc,
-                    &self.cfg.store_host,
-                    queue_offset,
-                    phy,
-                    ts,
-                    p.prop_crc,
+                    &StoreStamp {
+                        sys_flag: p.sys_flag,
+                        store_host: &self.cfg.store_host,
+                        queue_offset,
+                        phy_offset: phy,
+                        store_timestamp: ts,
+                        prop_crc: p.prop_crc,
+                    },
                 );
                 (n, Some(phy))
             });

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
     encode_blank, encode_v1_crc_of_copy, find_property, props, record_len, sysflag, topic_problem,
-    MessageSpec, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN,
+    MessageSpec, StoreStamp, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LEN,
 };
 
 use super::{CommitLog, PutState, PutStatus, Refused, RESERVE_FAILURES};
@@ -421,12 +421,14 @@ impl CommitLog {
                 let w = encode_v1_crc_of_copy(
                     &mut tail[pos..],
                     &spec,
-                    sys_flag,
-                    &store_host,
-                    *qo,
-                    phy,
-                    ts,
-                    prop_crc,
+                    &StoreStamp {
+                        sys_flag,
+                        store_host: &store_host,
+                        queue_offset: *qo,
+                        phy_offset: phy,
+                        store_timestamp: ts,
+                        prop_crc,
+                    },
                 );
                 debug_assert_eq!(w, len);
                 if let Some(o) = offsets.as_deref_mut() {

@@ -47,7 +47,7 @@ mod scan;
 pub use append::Prepared;
 pub use batch::{BatchInput, BatchOutcome, BatchRefusal};
 pub use damage::{Damage, DamagePolicy, DurableBound};
-pub use read::{check_read_record, check_read_record_at, RecordAt, RecordRead, PROP_CRC_MISMATCH};
+pub use read::{check_read_record, RecordAt, RecordRead, PROP_CRC_MISMATCH};
 pub use scan::{account_record, ScanReport};
 
 crate::rocketmq_enum! {

@@ -63,6 +63,24 @@ fn find_resume_point(
         .find_map(|(i, g)| next_in(g, 0).map(|p| (i, p)))
 }
 
+/// Invalid data a scan met: in file `index` of the scanned files, at
+/// `pos`, and why.
+#[derive(Debug, Clone, Copy)]
+struct Invalid {
+    index: usize,
+    pos: usize,
+    reason: &'static str,
+}
+
+/// How a scan judges invalid data: the CRC it checks, the ranges written
+/// with the property CRC, and which damage it accepts.
+#[derive(Debug, Clone, Copy)]
+struct ScanRules<'a> {
+    check_crc: bool,
+    prop_ranges: &'a [(u64, u64)],
+    policy: &'a DamagePolicy,
+}
+
 impl CommitLog {
     /// Scans records from the start of file `start_index`, calling `visit`
     /// for each valid record ([`parse_valid_record`]), and stops at the first
@@ -92,7 +110,7 @@ impl CommitLog {
     }
 
     /// The scan. Without a visitor each valid record is only measured
-    /// ([`valid_record_size`]: the same rules, no field decoded for nobody).
+    /// ([`valid_record_size_with`]: the same rules, no field decoded for nobody).
     fn scan_inner<F: FnMut(u64, &RecordView, &[u8])>(
         &self,
         start_index: usize,
@@ -167,17 +185,18 @@ impl CommitLog {
                     }
                     Parsed::End { reason } => {
                         if let Some(p) = policy {
-                            resume = self.judge_invalid(
-                                &files,
-                                i,
+                            let found = Invalid {
+                                index: i,
                                 pos,
                                 reason,
+                            };
+                            let rules = ScanRules {
                                 check_crc,
-                                &prop_ranges,
-                                p,
-                                &mut before,
-                                &mut rep,
-                            )?;
+                                prop_ranges: &prop_ranges,
+                                policy: p,
+                            };
+                            resume =
+                                self.judge_invalid(&files, found, &rules, &mut before, &mut rep)?;
                         }
                         if resume.is_none() && data[pos..].iter().take(8).any(|&b| b != 0) {
                             rep.stop_reason =
@@ -212,19 +231,20 @@ impl CommitLog {
     /// Invalid data at `pos` of file `index`: a torn tail (`Ok(None)`: the
     /// scan ends here) or damage in durable data, which is refused or
     /// skipped (`Ok(Some((file, pos)))`: where the next valid record is).
-    #[allow(clippy::too_many_arguments)]
     fn judge_invalid(
         &self,
         files: &[Arc<MappedFile>],
-        index: usize,
-        pos: usize,
-        reason: &'static str,
-        check_crc: bool,
-        prop_ranges: &[(u64, u64)],
-        policy: &DamagePolicy,
+        found: Invalid,
+        rules: &ScanRules<'_>,
         before: &mut BeforeDamage,
         rep: &mut ScanReport,
     ) -> Result<Option<(usize, usize)>> {
+        let Invalid { index, pos, reason } = found;
+        let ScanRules {
+            check_crc,
+            prop_ranges,
+            policy,
+        } = *rules;
         let f = &files[index];
         let at = f.file_from_offset() + pos as u64;
         let known = policy.known.iter().any(|&(s, e)| s <= at && at < e);

@@ -79,6 +79,7 @@ thread_local! {
 
 /// fsyncs (files and directories) and msyncs made by the calling thread
 /// since it started: lets tests check that a code path does none.
+#[cfg(test)]
 pub fn syncs_on_this_thread() -> u64 {
     SYNCS.with(|c| c.get())
 }

@@ -283,13 +283,8 @@ fn decode_fields(b: &[u8], f: Frame) -> Option<RecordView> {
     })
 }
 
-/// The size of the record at the start of `buf`, stored at CommitLog offset
-/// `phy`, if [`parse_valid_record`] accepts it (the same rules, in the same
-/// order): `Err` says what `parse_valid_record` would return instead.
-/// Decodes only the fields the rules read, for scans that need nothing but
-/// where each record ends (recovery's scan of the CommitLog).
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-#[inline]
+/// [`valid_record_size_with`] checking the body CRC (`check_crc`) or none.
+#[cfg(test)]
 pub fn valid_record_size(
     buf: &[u8],
     phy: u64,
@@ -317,9 +312,13 @@ pub enum RecordCrc {
     Prop,
 }
 
-/// [`valid_record_size`] with the CRC to check named: with
-/// [`RecordCrc::Prop`] a missing or mismatched property CRC is
-/// [`PROP_CRC_MISMATCH`].
+/// The size of the record at the start of `buf`, stored at CommitLog offset
+/// `phy`, if [`parse_valid_record`] accepts it (the same rules, in the same
+/// order) with the CRC to check named: `Err` says what `parse_valid_record`
+/// would return instead. Decodes only the fields the rules read, for scans
+/// that need nothing but where each record ends (recovery's scan of the
+/// CommitLog). With [`RecordCrc::Prop`] a missing or mismatched property
+/// CRC is [`PROP_CRC_MISMATCH`].
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline]
 pub fn valid_record_size_with(
@@ -340,16 +339,15 @@ pub fn valid_record_size_with(
         }
         RecordCrc::Prop => {}
     }
-    let rule = record_rule_violation_at(
-        b,
-        f.magic,
-        be_i64(b, pos::PHYSICAL_OFFSET).ok_or(FIELD_OUTSIDE_RECORD)?,
-        be_i32(b, pos::QUEUE_ID).ok_or(FIELD_OUTSIDE_RECORD)?,
-        be_i64(b, pos::QUEUE_OFFSET).ok_or(FIELD_OUTSIDE_RECORD)?,
-        &f.topic,
-        &f.properties,
-        phy,
-    );
+    let fields = RuleFields {
+        magic: f.magic,
+        physical_offset: be_i64(b, pos::PHYSICAL_OFFSET).ok_or(FIELD_OUTSIDE_RECORD)?,
+        queue_id: be_i32(b, pos::QUEUE_ID).ok_or(FIELD_OUTSIDE_RECORD)?,
+        queue_offset: be_i64(b, pos::QUEUE_OFFSET).ok_or(FIELD_OUTSIDE_RECORD)?,
+        topic: &f.topic,
+        properties: &f.properties,
+    };
+    let rule = record_rule_violation_at(b, &fields, phy);
     match rule {
         Some(reason) => Err(NotARecord::End(reason)),
         None => Ok(f.total),
@@ -408,32 +406,41 @@ pub fn parse_valid_record(buf: &[u8], phy: u64, check_crc: bool) -> Parsed {
 /// [`parse_valid_record`], if it does.
 #[inline]
 fn record_rule_violation(buf: &[u8], v: &RecordView, phy: u64) -> Option<&'static str> {
-    record_rule_violation_at(
-        buf,
-        v.magic,
-        v.physical_offset,
-        v.queue_id,
-        v.queue_offset,
-        &v.topic,
-        &v.properties,
-        phy,
-    )
+    let fields = RuleFields {
+        magic: v.magic,
+        physical_offset: v.physical_offset,
+        queue_id: v.queue_id,
+        queue_offset: v.queue_offset,
+        topic: &v.topic,
+        properties: &v.properties,
+    };
+    record_rule_violation_at(buf, &fields, phy)
 }
 
-/// [`record_rule_violation`] on the fields it reads.
-#[allow(clippy::too_many_arguments)]
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-#[inline(always)]
-fn record_rule_violation_at(
-    buf: &[u8],
+/// The fields of a record the record rules read, from a decoded
+/// [`RecordView`] or straight from a [`Frame`]'s bytes.
+#[derive(Clone, Copy)]
+struct RuleFields<'r> {
     magic: i32,
     physical_offset: i64,
     queue_id: i32,
     queue_offset: i64,
-    topic: &std::ops::Range<usize>,
-    properties: &std::ops::Range<usize>,
-    phy: u64,
-) -> Option<&'static str> {
+    topic: &'r std::ops::Range<usize>,
+    properties: &'r std::ops::Range<usize>,
+}
+
+/// [`record_rule_violation`] on the fields it reads.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline(always)]
+fn record_rule_violation_at(buf: &[u8], f: &RuleFields<'_>, phy: u64) -> Option<&'static str> {
+    let RuleFields {
+        magic,
+        physical_offset,
+        queue_id,
+        queue_offset,
+        topic,
+        properties,
+    } = *f;
     if physical_offset != phy as i64 {
         return Some("record carries another physical offset than its position");
     }

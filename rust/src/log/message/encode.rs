@@ -107,7 +107,7 @@ impl<'a> MessageSpec<'a> {
     /// [`born_at`](Self::born_at) or struct update syntax.
     ///
     /// ```
-    /// use _native::log::message::MessageSpec;
+    /// use _native::MessageSpec;
     ///
     /// let body = vec![1u8, 2, 3];
     /// let m = MessageSpec::new("TopicTest", 3, &body)
@@ -166,75 +166,55 @@ impl MessageSpec<'_> {
     }
 }
 
-/// Writes a V1 record for `m` into `dst[..len]` where `len` was computed by
-/// [`record_len`]. `sys_flag` must already carry the IPv6 bits.
-#[allow(clippy::too_many_arguments)]
+/// What the store writes into a record besides the message: the fields a
+/// put fills in (RocketMQ's append callback), and whether the record gets
+/// the property CRC.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreStamp<'h> {
+    /// SYSFLAG: the message's, with the IPv6 bits of its hosts.
+    pub sys_flag: i32,
+    /// STOREHOSTADDRESS.
+    pub store_host: &'h SocketAddr,
+    /// QUEUEOFFSET.
+    pub queue_offset: i64,
+    /// PHYSICALOFFSET: where the record starts in the CommitLog.
+    pub phy_offset: i64,
+    /// STORETIMESTAMP (ms since the epoch).
+    pub store_timestamp: i64,
+    /// Whether to append 5.x's property CRC (docs/format.md "Property CRC").
+    pub prop_crc: bool,
+}
+
+/// Writes a V1 record for `m` with body CRC `crc` into `dst[..len]` where
+/// `len` was computed by [`record_len`].
 #[inline]
-pub fn encode_v1(
-    dst: &mut [u8],
-    m: &MessageSpec<'_>,
-    sys_flag: i32,
-    crc: i32,
-    store_host: &SocketAddr,
-    queue_offset: i64,
-    phy_offset: i64,
-    store_timestamp: i64,
-    prop_crc: bool,
-) -> usize {
-    encode_v1_with(
-        dst,
-        m,
-        sys_flag,
-        Some(crc),
-        store_host,
-        queue_offset,
-        phy_offset,
-        store_timestamp,
-        prop_crc,
-    )
+pub fn encode_v1(dst: &mut [u8], m: &MessageSpec<'_>, crc: i32, stamp: &StoreStamp<'_>) -> usize {
+    encode_v1_with(dst, m, Some(crc), stamp)
 }
 
 /// [`encode_v1`] with the body CRC computed over the bytes as copied into
 /// `dst`, so the record is self-consistent even if the source buffer was
 /// changed by another thread while it was read (a `bytearray` body).
-#[allow(clippy::too_many_arguments)]
 #[inline]
-pub fn encode_v1_crc_of_copy(
+pub fn encode_v1_crc_of_copy(dst: &mut [u8], m: &MessageSpec<'_>, stamp: &StoreStamp<'_>) -> usize {
+    encode_v1_with(dst, m, None, stamp)
+}
+
+#[inline(always)]
+fn encode_v1_with(
     dst: &mut [u8],
     m: &MessageSpec<'_>,
-    sys_flag: i32,
-    store_host: &SocketAddr,
-    queue_offset: i64,
-    phy_offset: i64,
-    store_timestamp: i64,
-    prop_crc: bool,
+    crc: Option<i32>,
+    stamp: &StoreStamp<'_>,
 ) -> usize {
-    encode_v1_with(
-        dst,
-        m,
+    let StoreStamp {
         sys_flag,
-        None,
         store_host,
         queue_offset,
         phy_offset,
         store_timestamp,
         prop_crc,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn encode_v1_with(
-    dst: &mut [u8],
-    m: &MessageSpec<'_>,
-    sys_flag: i32,
-    crc: Option<i32>,
-    store_host: &SocketAddr,
-    queue_offset: i64,
-    phy_offset: i64,
-    store_timestamp: i64,
-    prop_crc: bool,
-) -> usize {
+    } = *stamp;
     let body = &m.body[..];
     let topic = m.topic.as_bytes();
     let props = &m.properties[..];

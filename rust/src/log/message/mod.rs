@@ -41,24 +41,21 @@ mod properties;
 mod rules;
 
 pub use decode::{
-    find_next_valid_record, parse_record, parse_valid_record, properties_well_formed,
-    record_prop_crc_ok, valid_record_size, valid_record_size_with, NotARecord, Parsed, RecordCrc,
-    RecordView,
+    find_next_valid_record, parse_record, parse_valid_record, record_prop_crc_ok,
+    valid_record_size_with, Parsed, RecordCrc, RecordView,
 };
 pub use delay::{delay_level_table, parse_delay_levels};
 pub use encode::{
-    encode_blank, encode_v1, encode_v1_crc_of_copy, host_len, record_len, spec_record_len,
-    MessageSpec, DEFAULT_BORN_HOST,
+    encode_blank, encode_v1, encode_v1_crc_of_copy, record_len, spec_record_len, MessageSpec,
+    StoreStamp, DEFAULT_BORN_HOST,
 };
 pub use fields::{BatchProperties, MessageFields};
 pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};
 pub use prop_crc::{
-    has_prop_crc, parse_prop_crc_digits, prop_crc_digits, prop_crc_extra, prop_crc_ok,
-    strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
+    has_prop_crc, prop_crc_digits, prop_crc_extra, prop_crc_ok, strip_prop_crc, PROP_CRC_LEN,
+    PROP_CRC_MISMATCH, PROP_CRC_NAME,
 };
-pub use properties::{
-    find_property, iter_properties, property_problem, PropertiesBuilder, PropertyError,
-};
+pub use properties::{find_property, iter_properties, PropertiesBuilder, PropertyError};
 pub use rules::{
     compressed_body_problem, is_readable_topic, is_readable_topic_bytes, is_system_topic,
     is_valid_topic, sys_flag_problem, topic_problem, MAX_TOPIC_LEN_V2,
@@ -89,7 +86,9 @@ pub const SYSTEM_TOPIC_PREFIX: &str = "RMQ_SYS_";
 /// RocketMQ's half-message topic (prepared transactions).
 pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
 
-/// Field positions shared by every record.
+/// Field positions shared by every record (all of them named, read here or
+/// not).
+#[allow(dead_code)]
 pub mod pos {
     /// TOTALSIZE.
     pub const TOTAL_SIZE: usize = 0;
@@ -179,6 +178,8 @@ pub fn body_crc(body: &[u8]) -> i32 {
 mod tests {
     use std::net::SocketAddr;
 
+    use super::decode::{properties_well_formed, valid_record_size, NotARecord};
+    use super::prop_crc::parse_prop_crc_digits;
     use super::*;
 
     #[test]
@@ -254,13 +255,15 @@ mod tests {
         encode_v1(
             &mut buf,
             &spec,
-            0,
             body_crc(b"body"),
-            &store,
-            0,
-            phy,
-            2,
-            false,
+            &StoreStamp {
+                sys_flag: 0,
+                store_host: &store,
+                queue_offset: 0,
+                phy_offset: phy,
+                store_timestamp: 2,
+                prop_crc: false,
+            },
         );
         buf
     }
@@ -325,13 +328,15 @@ mod tests {
         encode_v1(
             &mut v6,
             &spec,
-            flags,
             body_crc(b"body"),
-            &store,
-            0,
-            500,
-            2,
-            false,
+            &StoreStamp {
+                sys_flag: flags,
+                store_host: &store,
+                queue_offset: 0,
+                phy_offset: 500,
+                store_timestamp: 2,
+                prop_crc: false,
+            },
         );
         assert!(matches!(
             parse_valid_record(&v6, 500, true),
@@ -397,13 +402,15 @@ mod tests {
         let n = encode_v1(
             &mut buf,
             &spec,
-            0,
             body_crc(b"body"),
-            &store,
-            3,
-            500,
-            2,
-            true,
+            &StoreStamp {
+                sys_flag: 0,
+                store_host: &store,
+                queue_offset: 3,
+                phy_offset: 500,
+                store_timestamp: 2,
+                prop_crc: true,
+            },
         );
         assert_eq!(n, len);
         buf
