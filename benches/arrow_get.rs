@@ -15,7 +15,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use _native::{GetStatus, MessageSpec, Projection, PutStatus, Store, StoreOptions};
+use _native::{GetStatus, MessageSpec, Projection, PullRequest, PutStatus, Store, StoreOptions};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 const TOPIC: &str = "BenchTopic";
@@ -64,8 +64,12 @@ fn read_all(store: &Store, batch: usize, projection: &Projection, zero_copy: boo
     for q in 0..QUEUES {
         let mut off = 0;
         loop {
+            let req = PullRequest {
+                max_msgs: batch,
+                ..PullRequest::at(TOPIC, q, off)
+            };
             let r = store
-                .get_arrow(TOPIC, q, off, batch, None, projection.clone(), zero_copy)
+                .get_arrow(&req, projection.clone(), zero_copy)
                 .unwrap();
             if r.status != GetStatus::Found {
                 break;

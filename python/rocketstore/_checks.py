@@ -11,12 +11,24 @@ I64_MAX = 2**63 - 1
 
 
 def int_arg(name: str, value: object, lo: int, hi: int | None = None) -> int:
-    """``value`` if it is an int (not a bool) in ``[lo, hi]``; else TypeError/ValueError."""
+    """``value`` if it is an int (not a bool) in ``[lo, hi]``; else TypeError/ValueError,
+    in the engine's words (``queue_id must be int, not bool``)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < lo or (hi is not None and value > hi):
-        bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
-        raise ValueError(f"{name} must be {bound}, got {value}")
+        raise TypeError(f"{name} must be int, not {type(value).__name__}")
+    if value < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {value}")
+    if hi is not None and value > hi:
+        raise ValueError(f"{name} is out of range: {value} is over {hi}")
+    return value
+
+
+def count_arg(name: str, value: object) -> int:
+    """``value`` if it is an int (not a bool) above 0; else TypeError/ValueError,
+    in the engine's words (``max_msg_nums must be > 0, got 0``)."""
+    int_arg(name, value, -(2**63))
+    assert isinstance(value, int)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
     return value
 
 

@@ -3,7 +3,7 @@
 from array import array
 from collections.abc import Iterable, Sequence
 from os import PathLike
-from typing import Any, ClassVar, Self, final
+from typing import Any, ClassVar, Literal, Self, final
 
 from typing_extensions import disjoint_base
 
@@ -39,6 +39,7 @@ __all__ = [
     "LOCK_FILE",
     "LOCK_SUFFIX",
     "MIN_RECORD_SIZE",
+    "READ_COLUMNS",
     "SCHEDULE_TOPIC",
     "SEGMENT_NAME_DIGITS",
     "STORE_ENTRIES",
@@ -70,6 +71,7 @@ __all__ = [
     "QueueHoleReport",
     "QueueOffsetTableReport",
     "QueueRetention",
+    "ReadColumn",
     "RecoveryMode",
     "RecoveryReport",
     "RedispatchReport",
@@ -143,6 +145,29 @@ LOCK_SUFFIX: str
 STORE_ENTRIES: list[str]
 #: RocketMQ's separator of the consumer offsets' ``<topic>@<group>`` key.
 TOPIC_GROUP_SEPARATOR: str
+
+#: The names of the read schema's columns, in its order (``store`` last).
+_ReadColumnName = Literal[
+    "topic", "queue_id", "queue_offset", "commit_log_offset", "msg_id", "tags", "keys",
+    "properties", "body", "body_crc", "flag", "sys_flag", "born_timestamp", "born_host",
+    "store_timestamp", "store_host", "reconsume_times", "store",
+]
+
+@final
+class ReadColumn:
+    """One column of the read schema (the engine's ``columnar::COLUMNS``)."""
+
+    @property
+    def name(self) -> _ReadColumnName: ...
+    @property
+    def arrow_type(self) -> str: ...
+    @property
+    def never_null(self) -> bool: ...
+    @property
+    def pushdown(self) -> Literal["values", "range"] | None: ...
+
+#: Every column of the read schema, in its order.
+READ_COLUMNS: tuple[ReadColumn, ...]
 
 def parse_delay_levels(text: str) -> list[int]: ...
 def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int | None: ...

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rocketstore import _native
 from rocketstore._arrow_pull import column_list
-from rocketstore._checks import I32_MAX, I64_MAX, int_arg, ms_arg
+from rocketstore._checks import I32_MAX, I64_MAX, count_arg, int_arg, ms_arg
 from rocketstore.errors import UnknownTopicWarning
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def read_arrow(
     for name, value in (("start", start), ("end", end)):
         if value is not None:
             int_arg(name, value, 0)
-    if columns is not None and "store" in columns:
+    if "store" in (column_list(columns) or ()):
         raise ValueError("the store column exists only in reads of several stores "
                          "(the Spark format's paths option)")
     stream = arrow_stream(store, topic, queue_id, start, end, batch_size,
@@ -198,9 +198,7 @@ def arrow_stream(
     warning names, as ``MessageStore._warn_unknown`` counts it."""
     n = store._n
     cols = column_list(columns)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    batch_size = min(batch_size, I64_MAX)
+    batch_size = min(count_arg("batch_size", batch_size), I64_MAX)
     int_arg("threads", threads, 1, MAX_READ_THREADS)
     tag_list = None if tags is None else [str(t) for t in tags]
     # Offsets past the store read nothing: they are clamped to the range

@@ -457,7 +457,8 @@ class MessageStore(MessageStoreBase):
                 topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
         """
         # Written out here: a pull is one Python frame over the native call.
-        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tag_list(tags))
+        tags = tags if tags is None else tag_list(tags)
+        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tags)
         if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
             self._warn_unknown(topic, queue_id)
         return result

@@ -107,7 +107,7 @@ pub use log::message::{
     decode_msg_id, offset_msg_id, props, sysflag, BatchProperties, MessageFields, MessageSpec,
     RecordView,
 };
-pub use queue::reader::{GetResult, GetStatus};
+pub use queue::reader::{GetResult, GetStatus, PullRequest};
 pub use recovery::{
     CommitLogScan, ConsumeQueueRecovery, ConsumerOffsetClamp, DamageRule, FileSizeReport,
     IndexRebuild, QueueHoleRebuild, QueueOffsetTable, RecoveryMode, RecoveryStep, Redispatch,

@@ -37,7 +37,7 @@ def test_the_names_rule() -> None:
     assert check_topic("%RETRY%g") == "%RETRY%g"
     with pytest.raises(ValueError, match=r"^group must not be empty$"):
         check_group("")
-    with pytest.raises(TypeError, match=r"^topic must be a str, not int$"):
+    with pytest.raises(TypeError, match=r"^topic must be str, not int$"):
         check_topic(1)
     with pytest.raises(ValueError, match=r"^topic must not contain '@': 'a@b'$"):
         OffsetKey.of("g", "a@b")

@@ -34,8 +34,8 @@ CALLS: dict[str, Callable[[MessageStore, Any, Any], object]] = {
 BAD_NAMES: list[tuple[Any, Any, type[Exception], str]] = [
     ("", "T", ValueError, "group must not be empty"),
     ("g", "", ValueError, "topic must not be empty"),
-    (1, "T", TypeError, "group must be a str, not int"),
-    ("g", b"T", TypeError, "topic must be a str, not bytes"),
+    (1, "T", TypeError, "group must be str, not int"),
+    ("g", b"T", TypeError, "topic must be str, not bytes"),
     ("g", "a@b", ValueError, "topic must not contain '@': 'a@b'"),
 ]
 
@@ -65,7 +65,7 @@ def test_a_reset_or_delete_of_every_topic_checks_the_group(open_store: OpenStore
     store = open_store(**SMALL)
     store.put("T", b"x")
     for group, exc, message in (("", ValueError, "group must not be empty"),
-                                (None, TypeError, "group must be a str, not NoneType")):
+                                (None, TypeError, "group must be str, not NoneType")):
         with pytest.raises(exc, match=f"^{re.escape(message)}$"):
             store.reset_consumer_group(group, "latest")
         with pytest.raises(exc, match=f"^{re.escape(message)}$"):

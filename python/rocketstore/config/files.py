@@ -165,18 +165,18 @@ def _check_int(
     name: str, value: object, *, minimum: int | None = 0, maximum: int = MAX_OFFSET
 ) -> int:
     if not _is_int(value):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        raise TypeError(f"{name} must be int, not {type(value).__name__}")
     assert isinstance(value, int)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     if value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+        raise ValueError(f"{name} is out of range: {value} is over {maximum}")
     return value
 
 
 def _check_name(name: str, value: object) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+        raise TypeError(f"{name} must be str, not {type(value).__name__}")
     if not value:
         raise ValueError(f"{name} must not be empty")
     return value

@@ -58,7 +58,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
-from rocketstore._native import is_system_topic
+from rocketstore._native import READ_COLUMNS, is_system_topic
 from rocketstore.errors import StoreError
 from rocketstore.store import MessageStore
 
@@ -70,14 +70,18 @@ log = logging.getLogger("rocketstore")
 I64_MAX = (1 << 63) - 1
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
+#: The Python type of the values of an Arrow type (of the columns pushed down).
+_VALUE_TYPES: dict[str, type] = {"string": str, "int32": int, "int64": int}
 #: Columns ``=`` / ``IN`` push down on, with the type of their values.
-_SET_COLUMNS: dict[str, type] = {"topic": str, "queue_id": int, "tags": str, "msg_id": str}
+_SET_COLUMNS: dict[str, type] = {c.name: _VALUE_TYPES[c.arrow_type] for c in READ_COLUMNS
+                                 if c.pushdown == "values"}
 #: Columns ranges push down on.
-_RANGE_COLUMNS = ("queue_offset", "commit_log_offset", "store_timestamp")
+_RANGE_COLUMNS = tuple(c.name for c in READ_COLUMNS if c.pushdown == "range")
+#: Range columns of timestamps (compared as µs literals, held as ms).
+_TIME_COLUMNS = frozenset(c.name for c in READ_COLUMNS if c.pushdown == "range"
+                          and c.arrow_type.startswith("timestamp["))
 #: Columns no row leaves null (``IS NOT NULL`` on them holds for every row).
-_NEVER_NULL = frozenset({"topic", "queue_id", "queue_offset", "commit_log_offset", "msg_id",
-                         "store_timestamp", "born_timestamp", "body", "body_crc", "flag",
-                         "sys_flag", "reconsume_times", "keys", "properties"})
+_NEVER_NULL = frozenset(c.name for c in READ_COLUMNS if c.never_null)
 
 Bounds = tuple[int | None, int | None]
 
@@ -130,6 +134,15 @@ class Pushed:
         return ", ".join(parts) or "nothing"
 
 
+#: The field of :class:`Pushed` the filters on each pushed-down column
+#: narrow (the columns the registry marks for pushdown).
+_PUSHED_AS: dict[str, str] = {
+    "topic": "topics", "queue_id": "queue_ids", "queue_offset": "queue_offset",
+    "commit_log_offset": "commit_log_offset", "msg_id": "msg_ids", "tags": "tags",
+    "store_timestamp": "store_time",
+}
+
+
 # -- Spark filters -> Pushed ------------------------------------------------------------
 
 
@@ -159,14 +172,14 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def _bound(f: Filter, column: str) -> Bounds | None:
-    """Inclusive integer bounds (ms for ``store_timestamp``) of one
+    """Inclusive integer bounds (ms for a timestamp: ``store_timestamp``) of one
     comparison, or None when it is not one this column pushes."""
     op = type(f)
     if op not in (EqualTo, EqualNullSafe, GreaterThan, GreaterThanOrEqual, LessThan,
                   LessThanOrEqual):
         return None
     v = getattr(f, "value", None)
-    if column == "store_timestamp":
+    if column in _TIME_COLUMNS:
         us = _micros(v)
         if us is None:
             return None
@@ -218,20 +231,20 @@ def translate(filters: Sequence[Filter], keys: Sequence[str] | None = None
         elif isinstance(f, IsNotNull) and col in _NEVER_NULL:
             continue  # holds for every row
         elif col in _SET_COLUMNS and (vals := _values(f, _SET_COLUMNS[col])) is not None:
-            name = {"topic": "topics", "queue_id": "queue_ids", "tags": "tags",
-                    "msg_id": "msg_ids"}[col]
+            name = _PUSHED_AS[col]
             prev = fields.get(name)
             fields[name] = vals if prev is None else prev & vals
         elif col in _RANGE_COLUMNS and (b := _bound(f, col)) is not None:
-            name = "store_time" if col == "store_timestamp" else col
+            name = _PUSHED_AS[col]
             fields[name] = _and(fields.get(name, (None, None)), b)
-        elif col in ("queue_offset", "commit_log_offset") and isinstance(f, In):
+        elif col in _RANGE_COLUMNS and col not in _TIME_COLUMNS and isinstance(f, In):
+            name = _PUSHED_AS[col]
             ints = [v for v in f.value if v is not None]
             if ints and all(_typed(v, int) for v in ints):
                 # Narrowed to [min, max]; Spark still picks the values.
-                fields[col] = _and(fields.get(col, (None, None)), (min(ints), max(ints)))
+                fields[name] = _and(fields.get(name, (None, None)), (min(ints), max(ints)))
             elif not ints:
-                fields[col] = (1, 0)  # IN (NULL): nothing
+                fields[name] = (1, 0)  # IN (NULL): nothing
             left.append(f)
         else:
             left.append(f)

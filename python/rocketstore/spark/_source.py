@@ -33,6 +33,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from rocketstore._native import READ_COLUMNS
 from rocketstore.errors import StoreError
 from rocketstore.spark import _commit, _pushdown, _staging
 from rocketstore.spark._options import (
@@ -49,19 +50,20 @@ __all__ = ["RocketStoreDataSource"]
 
 log = logging.getLogger("rocketstore")
 
-SCHEMA_DDL = (
-    "topic string, queue_id int, queue_offset long, commit_log_offset long, msg_id string, "
-    "tags string, keys array<string>, properties map<string,string>, body binary, "
-    "body_crc int, flag int, sys_flag int, born_timestamp timestamp, born_host string, "
-    "store_timestamp timestamp, store_host string, reconsume_times int"
-)
-
-
-#: Spark's name of each column's type (``DataType.simpleString()``).
-COLUMN_TYPES: dict[str, str] = {
-    name: {"long": "bigint"}.get(t, t)
-    for name, t in (c.split(" ", 1) for c in (SCHEMA_DDL + ", store string").split(", "))
+#: Spark's type (``DataType.simpleString()``, a DDL type) of each Arrow type
+#: of the read schema: the type Spark derives from it and exchanges it as.
+SPARK_TYPES: dict[str, str] = {
+    "string": "string", "int32": "int", "int64": "bigint", "binary": "binary",
+    "timestamp[us, tz=UTC]": "timestamp", "list<element: string>": "array<string>",
+    "map<string, string>": "map<string,string>",
 }
+
+#: Spark's type of each column, in the schema's order (``store`` last), from
+#: the engine's read schema.
+COLUMN_TYPES: dict[str, str] = {c.name: SPARK_TYPES[c.arrow_type] for c in READ_COLUMNS}
+
+#: The schema of a read of one store (every column but ``store``), as DDL.
+SCHEMA_DDL = ", ".join(f"{n} {t}" for n, t in COLUMN_TYPES.items() if n != "store")
 
 
 def _projection(schema: StructType, several: bool) -> tuple[str, ...] | None:
@@ -69,7 +71,7 @@ def _projection(schema: StructType, several: bool) -> tuple[str, ...] | None:
     column, as :meth:`RocketStoreDataSource.schema` gives them). A column that
     does not exist or has another type is refused here, at planning."""
     names = tuple(f.name for f in schema.fields)
-    full = tuple(COLUMN_TYPES) if several else tuple(COLUMN_TYPES)[:-1]
+    full = tuple(c for c in COLUMN_TYPES if several or c != "store")
     if names == full:
         return None
     bad = []
@@ -119,7 +121,7 @@ class RocketStoreDataSource(DataSource):
     def schema(self) -> str:
         several = (ReadOptions.parse(self.options, streaming=None).several
                    if self._has_path() else False)
-        return SCHEMA_DDL + (", store string" if several else "")
+        return SCHEMA_DDL + (f", store {COLUMN_TYPES['store']}" if several else "")
 
     def _has_path(self) -> bool:
         return any(k.lower() in ("path", "paths") for k in self.options)

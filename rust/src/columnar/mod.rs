@@ -26,14 +26,17 @@
 //!   skipped and counted as damaged; units below the queue's first offset, or
 //!   whose CommitLog file is gone, were deleted by retention (`lost`).
 //!
-//! Schema: see [`schema`]. Timestamps are microseconds in UTC (Arrow's
+//! Schema: [`COLUMNS`] lists the columns, [`schema`] is their Arrow
+//! schema. Timestamps are microseconds in UTC (Arrow's
 //! `timestamp[us, tz=UTC]`, the type Spark exchanges); hosts are strings as
 //! Rust prints a socket address (`1.2.3.4:10911`, `[::1]:10911`).
 //!
 //! # Files
 //!
 //! - `mod.rs`: the schema, the row filter and the read statistics.
-//! - `columns.rs`: [`Projection`], the columns a read returns, in order.
+//! - `columns.rs`: [`COLUMNS`], the read schema's registry (one row per
+//!   column: name, Arrow type, nulls, pushdown), and [`Projection`], the
+//!   columns a read returns, in order.
 //! - `batch.rs`: [`BatchBuilder`], one column builder per returned column.
 //! - `range.rs`: [`RangeReader`], decoding CommitLog and queue ranges.
 //! - `parallel.rs`: [`ParallelReader`], ranges split at segments and
@@ -64,10 +67,11 @@ mod stream;
 
 pub use append::AppendError;
 pub use batch::BatchBuilder;
-pub use columns::{Column, Projection, ProjectionError};
+pub use columns::{Column, ColumnSpec, ColumnType, Nulls, Projection, ProjectionError, COLUMNS};
 pub use parallel::{split_at_segments, ParallelReader};
 pub use pull::empty_pull_batch;
-pub use range::{Range, RangeReader};
+pub use range::{DecodeOptions, Range, RangeReader};
+pub use stream::ArrowReadRequest;
 
 /// Body bytes one batch holds at most (Arrow binary offsets are 32-bit).
 pub const MAX_BATCH_BODY_BYTES: usize = 1 << 30;
@@ -230,7 +234,7 @@ mod tests {
         let names: Vec<_> = s.fields().iter().map(|f| f.name().as_str()).collect();
         assert_eq!(names.first(), Some(&"topic"));
         assert_eq!(names.last(), Some(&"store"));
-        assert_eq!(names.len(), 18);
+        assert_eq!(names.len(), COLUMNS.len());
         assert!(s.fields().iter().all(|f| f.is_nullable()));
     }
 }

@@ -8,7 +8,7 @@ use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::store::Store;
 
-use super::{Projection, Range, RangeReader, ReadStats, RowFilter};
+use super::{DecodeOptions, Range, RangeReader, ReadStats};
 
 /// Splits CommitLog ranges at segment boundaries, so each piece can be
 /// decoded on its own (a piece starts at a record boundary).
@@ -51,20 +51,17 @@ pub struct ParallelReader {
 }
 
 impl ParallelReader {
-    /// Starts `threads` workers over `ranges` of `store`.
-    #[allow(clippy::too_many_arguments)]
+    /// Starts `threads` workers over `ranges` of `store`, each decoding
+    /// as `how` says and counting into `stats`.
     pub fn start(
         store: Arc<Store>,
         ranges: Vec<Range>,
-        filter: RowFilter,
-        batch_rows: usize,
-        projection: Projection,
-        store_name: Option<String>,
+        how: &DecodeOptions,
         threads: usize,
         stats: Arc<ReadStats>,
     ) -> std::io::Result<Self> {
         let threads = threads.clamp(1, ranges.len().max(1));
-        let schema = projection.schema();
+        let schema = how.projection.schema();
         let remaining = ranges.len();
         let mut rx = Vec::with_capacity(threads);
         let mut handles = Vec::with_capacity(threads);
@@ -72,26 +69,13 @@ impl ParallelReader {
             let mine: Vec<Range> = ranges.iter().skip(w).step_by(threads).cloned().collect();
             let (tx, r) = std::sync::mpsc::sync_channel::<Piece>(2);
             rx.push(r);
-            let (store, filter, projection, name, stats) = (
-                store.clone(),
-                filter.clone(),
-                projection.clone(),
-                store_name.clone(),
-                stats.clone(),
-            );
+            let (store, how, stats) = (store.clone(), how.clone(), stats.clone());
             let h = std::thread::Builder::new()
                 .name(format!("rocketstore-decode-{w}"))
                 .spawn(move || {
                     for range in mine {
-                        let mut rd = RangeReader::new(
-                            store.clone(),
-                            vec![range],
-                            filter.clone(),
-                            batch_rows,
-                            projection.clone(),
-                            name.clone(),
-                        )
-                        .with_stats(stats.clone());
+                        let mut rd = RangeReader::new(store.clone(), vec![range], how.clone())
+                            .with_stats(stats.clone());
                         loop {
                             let piece = match rd.next() {
                                 Some(Ok(b)) => Piece::Batch(b),

@@ -2,7 +2,7 @@
 //! `MessageStore.get_arrow` and `Consumer.poll_arrow` return).
 //!
 //! ```text
-//!  Store::pull_into (units, checks, tag filter, statuses: get_message's)
+//!  Store::pull (units, checks, tag filter, statuses: get_message's)
 //!        | each message: (RecordView, RecordAt = file + position)
 //!        v
 //!  PullBatch ── BatchBuilder (columns copied out)
@@ -35,7 +35,7 @@ use crate::error::{Result, StoreError};
 use crate::log::commitlog::RecordAt;
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{sysflag, RecordView};
-use crate::queue::reader::{limits_of_batch, GetResult, PullSink};
+use crate::queue::reader::{limits_of_batch, GetResult, PullRequest, PullSink};
 use crate::store::Store;
 
 /// Where one body of a zero-copy batch lies.
@@ -209,31 +209,26 @@ pub fn empty_pull_batch(projection: Projection, zero_copy: bool) -> Result<Recor
 }
 
 impl Store {
-    /// Pulls up to `max_msgs` messages of a queue from `offset` into one
-    /// record batch: [`Store::get_message`]'s pull (statuses, next offset,
+    /// Pulls up to `req.max_msgs` messages of a queue from `req.offset`
+    /// into one record batch: [`Store::pull`] (statuses, next offset,
     /// damaged and skipped accounting, tag filter, CRC checks) without its
-    /// per-pull transfer caps. Only the columns of `projection` are
-    /// decoded (`store` is refused: a store does not name itself).
-    /// `zero_copy`: the `body` column is a `BinaryView` over the mapped
-    /// CommitLog files (see the module docs).
-    #[allow(clippy::too_many_arguments)]
+    /// per-pull transfer caps (unless `req.limits` names some). Only the
+    /// columns of `projection` are decoded (`store` is refused: a store
+    /// does not name itself). `zero_copy`: the `body` column is a
+    /// `BinaryView` over the mapped CommitLog files (see the module docs).
     pub fn get_arrow(
         &self,
-        topic: &str,
-        queue_id: i32,
-        offset: i64,
-        max_msgs: usize,
-        tags: Option<&[String]>,
+        req: &PullRequest<'_>,
         projection: Projection,
         zero_copy: bool,
     ) -> Result<GetResult<RecordBatch>> {
         // Buffers sized for what the queue holds past `offset` (a hint: a
         // follower's queue may grow meanwhile).
-        let ahead = self.max_offset_in_queue(topic, queue_id)? - offset;
-        let rows = max_msgs.min(usize::try_from(ahead).unwrap_or(0).max(1));
+        let ahead = self.max_offset_in_queue(req.topic, req.queue_id)? - req.offset;
+        let rows = req.max_msgs.min(usize::try_from(ahead).unwrap_or(0).max(1));
         let sink = PullBatch::new(rows, projection, zero_copy)?;
         let limits = limits_of_batch(MAX_BATCH_BODY_BYTES / 2);
-        let r = self.pull_into(topic, queue_id, offset, max_msgs, tags, Some(&limits), sink)?;
+        let r = self.pull_within(req, &limits, sink)?;
         let batch = r.messages.finish()?;
         Ok(GetResult {
             status: r.status,

@@ -59,26 +59,32 @@ enum Cursor {
     Logical(i64),
 }
 
+/// How a read decodes its ranges: which rows it keeps, how many per batch,
+/// which columns it returns. One value per read, shared by its threads.
+#[derive(Debug, Clone)]
+pub struct DecodeOptions {
+    /// Which records the read keeps.
+    pub filter: RowFilter,
+    /// Rows per batch at most (at least 1).
+    pub batch_rows: usize,
+    /// The columns returned, in order.
+    pub projection: Projection,
+    /// The `store` column's value (reads of several stores).
+    pub store_name: Option<String>,
+}
+
 impl RangeReader {
-    /// A reader over `ranges` of `store` returning the columns of
-    /// `projection` (`store_name`: the `store` column's value).
-    pub fn new(
-        store: Arc<Store>,
-        ranges: Vec<Range>,
-        filter: RowFilter,
-        batch_rows: usize,
-        projection: Projection,
-        store_name: Option<String>,
-    ) -> Self {
-        let batch_rows = batch_rows.max(1);
+    /// A reader over `ranges` of `store`, decoding as `how` says.
+    pub fn new(store: Arc<Store>, ranges: Vec<Range>, how: DecodeOptions) -> Self {
+        let batch_rows = how.batch_rows.max(1);
         let cap = batch_rows.min(1 << 16);
-        let schema = projection.schema();
+        let schema = how.projection.schema();
         Self {
             store,
             ranges: ranges.into(),
-            filter,
+            filter: how.filter,
             batch_rows,
-            builder: BatchBuilder::new(cap, cap * 128, projection, store_name),
+            builder: BatchBuilder::new(cap, cap * 128, how.projection, how.store_name),
             stats: Arc::new(ReadStats::default()),
             cursor: None,
             visible: None,

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use arrow_array::RecordBatchReader;
 
 use super::{
-    split_at_segments, Column, ParallelReader, Projection, Range, RangeReader, ReadStats, RowFilter,
+    split_at_segments, Column, DecodeOptions, ParallelReader, Projection, Range, RangeReader,
+    ReadStats, RowFilter,
 };
 use crate::error::{Result, StoreError};
 use crate::store::Store;
@@ -17,28 +18,64 @@ pub type QueueRange = (String, i32, i64, i64);
 /// A batch reader and the statistics it keeps.
 pub type ArrowReader = (Box<dyn RecordBatchReader + Send>, Arc<ReadStats>);
 
+/// One columnar read of a store ([`Store::arrow_reader`]): the ranges from
+/// [`ArrowReadRequest::of`], everything else named, as in
+/// `ArrowReadRequest { threads: 4, ..ArrowReadRequest::of(queues, vec![]) }`.
+#[derive(Debug, Clone)]
+pub struct ArrowReadRequest {
+    /// Queue ranges, read first (a negative `from` reads from 0).
+    pub queue_ranges: Vec<QueueRange>,
+    /// `(from, to)` CommitLog offsets, read after the queue ranges (clamped
+    /// to the bytes the CommitLog holds when the read starts; empty ones
+    /// are dropped).
+    pub commitlog_ranges: Vec<(i64, i64)>,
+    /// Which records the read keeps.
+    pub filter: RowFilter,
+    /// Rows per batch at most.
+    pub batch_rows: usize,
+    /// The columns returned, in order (`None`: every column, with a `store`
+    /// column when `store_name` is given).
+    pub projection: Option<Projection>,
+    /// The `store` column's value (a projection naming `store` needs it).
+    pub store_name: Option<String>,
+    /// Decode threads (above 1: the ranges decode in parallel, CommitLog
+    /// ranges cut at segment boundaries; the batches keep the ranges' order).
+    pub threads: usize,
+}
+
+impl ArrowReadRequest {
+    /// Rows per batch unless told (`MessageStore.read_arrow`'s default).
+    pub const DEFAULT_BATCH_ROWS: usize = 65_536;
+
+    /// A read of `queue_ranges`, then `commitlog_ranges`: every record the
+    /// row rules keep, every column, [`Self::DEFAULT_BATCH_ROWS`] rows per
+    /// batch, on one thread.
+    pub fn of(queue_ranges: Vec<QueueRange>, commitlog_ranges: Vec<(i64, i64)>) -> Self {
+        Self {
+            queue_ranges,
+            commitlog_ranges,
+            filter: RowFilter::default(),
+            batch_rows: Self::DEFAULT_BATCH_ROWS,
+            projection: None,
+            store_name: None,
+            threads: 1,
+        }
+    }
+}
+
 impl Store {
-    /// A reader decoding `queue_ranges` (a negative `from` reads from 0),
-    /// then `commitlog_ranges` (`(from, to)` physical offsets, clamped to
-    /// the bytes the CommitLog holds now; empty ones are dropped), in
-    /// batches of at most `batch_rows` rows kept by `filter`, returning the
-    /// columns of `projection` (every column when `None`, with a `store`
-    /// column when `store_name` is given; a projection naming `store` needs
-    /// `store_name`, its value). With `threads` above 1 the ranges
-    /// decode on that many threads (CommitLog ranges cut at segment
-    /// boundaries); the batches keep the ranges' order.
-    #[allow(clippy::too_many_arguments)]
-    pub fn arrow_reader(
-        self: &Arc<Self>,
-        queue_ranges: Vec<QueueRange>,
-        commitlog_ranges: Vec<(i64, i64)>,
-        filter: RowFilter,
-        batch_rows: usize,
-        projection: Option<Projection>,
-        store_name: Option<String>,
-        threads: usize,
-    ) -> Result<ArrowReader> {
+    /// A reader decoding the ranges of `req` in batches, as its fields say.
+    pub fn arrow_reader(self: &Arc<Self>, req: ArrowReadRequest) -> Result<ArrowReader> {
         self.check_open()?;
+        let ArrowReadRequest {
+            queue_ranges,
+            commitlog_ranges,
+            filter,
+            batch_rows,
+            projection,
+            store_name,
+            threads,
+        } = req;
         let projection = projection.unwrap_or_else(|| Projection::all(store_name.is_some()));
         if projection.contains(Column::Store) && store_name.is_none() {
             return Err(StoreError::InvalidArgument(
@@ -64,33 +101,22 @@ impl Store {
                 ranges.push(Range::CommitLog { from, to });
             }
         }
+        let how = DecodeOptions {
+            filter,
+            batch_rows,
+            projection,
+            store_name,
+        };
         let stats = Arc::new(ReadStats::default());
         if threads > 1 {
             // Pieces decode independently: CommitLog ranges are cut at
             // segment boundaries; queue ranges are pieces already.
             let ranges = split_at_segments(ranges, cl.file_size() as u64);
-            let reader = ParallelReader::start(
-                self.clone(),
-                ranges,
-                filter,
-                batch_rows,
-                projection,
-                store_name,
-                threads,
-                stats.clone(),
-            )
-            .map_err(|e| StoreError::io("start decode threads", e))?;
+            let reader = ParallelReader::start(self.clone(), ranges, &how, threads, stats.clone())
+                .map_err(|e| StoreError::io("start decode threads", e))?;
             return Ok((Box::new(reader), stats));
         }
-        let reader = RangeReader::new(
-            self.clone(),
-            ranges,
-            filter,
-            batch_rows,
-            projection,
-            store_name,
-        )
-        .with_stats(stats.clone());
+        let reader = RangeReader::new(self.clone(), ranges, how).with_stats(stats.clone());
         Ok((Box::new(reader), stats))
     }
 }
@@ -126,43 +152,27 @@ mod tests {
             assert_eq!(store.put_prepared(&p).unwrap().status, PutStatus::PutOk);
         }
         store.drain_dispatch().unwrap();
-        let all = RowFilter::default();
         for threads in [1, 3] {
             // A queue range from below 0; a CommitLog range past the end.
             let q = vec![("T".to_owned(), 0, -5, 10)];
-            let r = store
-                .arrow_reader(q, vec![], all.clone(), 7, None, None, threads)
-                .unwrap();
+            let req = |q, cl| ArrowReadRequest {
+                batch_rows: 7,
+                threads,
+                ..ArrowReadRequest::of(q, cl)
+            };
+            let r = store.arrow_reader(req(q, vec![])).unwrap();
             assert_eq!(rows(r), 10, "threads {threads}");
             let r = store
-                .arrow_reader(
-                    vec![],
-                    vec![(-1, i64::MAX)],
-                    all.clone(),
-                    7,
-                    None,
-                    None,
-                    threads,
-                )
+                .arrow_reader(req(vec![], vec![(-1, i64::MAX)]))
                 .unwrap();
             assert_eq!(rows(r), 40, "threads {threads}");
             // An empty CommitLog range reads nothing.
-            let r = store
-                .arrow_reader(
-                    vec![],
-                    vec![(100, 100)],
-                    all.clone(),
-                    7,
-                    None,
-                    None,
-                    threads,
-                )
-                .unwrap();
+            let r = store.arrow_reader(req(vec![], vec![(100, 100)])).unwrap();
             assert_eq!(rows(r), 0, "threads {threads}");
         }
         store.shutdown().unwrap();
         assert!(matches!(
-            store.arrow_reader(vec![], vec![], all, 7, None, None, 1),
+            store.arrow_reader(ArrowReadRequest::of(vec![], vec![])),
             Err(StoreError::Closed)
         ));
     }
@@ -192,15 +202,13 @@ mod tests {
         store.drain_dispatch().unwrap();
         let read = |p: Option<Projection>, threads| {
             let (r, stats) = store
-                .arrow_reader(
-                    vec![],
-                    vec![(0, i64::MAX)],
-                    RowFilter::default(),
-                    7,
-                    p,
-                    Some("S".into()),
+                .arrow_reader(ArrowReadRequest {
+                    batch_rows: 7,
+                    projection: p,
+                    store_name: Some("S".into()),
                     threads,
-                )
+                    ..ArrowReadRequest::of(vec![], vec![(0, i64::MAX)])
+                })
                 .unwrap();
             let batches: Vec<RecordBatch> = r.map(|b| b.unwrap()).collect();
             (batches, stats)
@@ -234,7 +242,10 @@ mod tests {
         // The store column needs its value.
         let p = Projection::of(&["store"]).unwrap();
         assert!(matches!(
-            store.arrow_reader(vec![], vec![], RowFilter::default(), 7, Some(p), None, 1),
+            store.arrow_reader(ArrowReadRequest {
+                projection: Some(p),
+                ..ArrowReadRequest::of(vec![], vec![])
+            }),
             Err(StoreError::InvalidArgument(_))
         ));
         store.shutdown().unwrap();

@@ -2,17 +2,22 @@
 //! Python package, which wraps these classes.
 //!
 //! A binding converts arguments and results, and refuses in Python's words
-//! an argument that does not convert or that its signature rules out
-//! (`get_message`'s `max_msg_nums`, `query_message`'s `max_num` and
-//! `read_arrow`'s `batch_size` must be positive); what a call does, and
-//! every rule of the store, is the engine's (`crate::store::Store` and
-//! below). This module owns the conversions, the GIL and panic guards, and
-//! the one mapping of engine errors to Python exceptions.
+//! an argument that does not convert. A conversion has rules of its own,
+//! one per kind of argument (`args.rs`), the same on every call: a queue
+//! id is an int in `0..=2**31-1`, a count (`get_message`'s
+//! `max_msg_nums`, `query_message`'s `max_num`, `read_arrow`'s
+//! `batch_size`) an int above 0, and a `bool` is never an int. What a call
+//! does, and every rule of the store, is the engine's
+//! (`crate::store::Store` and below). This module owns the conversions,
+//! the GIL and panic guards, and the one mapping of engine errors to Python
+//! exceptions.
 //!
 //! # Files
 //!
 //! - `mod.rs`: the module's functions and constants.
-//! - `args.rs`: argument conversion with errors in Python's words.
+//! - `args.rs`: the kinds of arguments (typed: `Topic`, `QueueId`,
+//!   `Offset`, the counts, `TagList`, ...), one rule each, with errors in
+//!   Python's words.
 //! - `put_args.rs`: the put signature (written once, as a macro), the one
 //!   parser of the put fields, and a `put_batch`'s bodies and items.
 //! - `store.rs`: `NativeStore`, its constructor, recovery steps and shared
@@ -26,7 +31,8 @@
 //!   recovery steps; `verify.rs`: the whole-store checks.
 //! - `retention.rs`: `RetentionPolicy`, the retention steps of
 //!   `NativeStore` and their results.
-//! - `arrow.rs`: Arrow streams in and out (the PyCapsule interface).
+//! - `arrow.rs`: Arrow streams in and out (the PyCapsule interface);
+//!   `columns.rs`: `READ_COLUMNS`, the read schema's columns.
 //! - `config.rs`: `StoreConfig` read into the engine's options.
 //! - `errors.rs`: engine errors as Python exceptions (the one place).
 //! - `gil.rs`: releasing the GIL, stopping panics; `logbridge.rs`: Rust
@@ -36,6 +42,7 @@
 
 pub mod args;
 pub mod arrow;
+pub mod columns;
 pub mod config;
 pub mod errors;
 pub mod gil;
@@ -60,15 +67,17 @@ use crate::log::message;
 
 /// Java `String.hashCode` of `s` (over UTF-16 code units).
 #[pyfunction]
-fn java_string_hash(s: &Bound<'_, PyAny>) -> PyResult<i32> {
-    Ok(message::java_string_hash(args::str_arg(s, "s")?))
+fn java_string_hash(s: args::HashedText<'_>) -> PyResult<i32> {
+    Ok(message::java_string_hash(s.get()?))
 }
 
 /// Consume-queue tag code of a TAGS string (0 for None or empty).
 #[pyfunction]
 #[pyo3(signature = (tags))]
-fn tags_code(tags: Option<&Bound<'_, PyAny>>) -> PyResult<i64> {
-    Ok(message::tags_code(args::opt_str_arg(tags, "tags")?))
+fn tags_code(tags: Option<args::TagsText<'_>>) -> PyResult<i64> {
+    Ok(message::tags_code(
+        tags.as_ref().map(|t| t.get()).transpose()?,
+    ))
 }
 
 /// `crc32(data) & 0x7FFFFFFF`, the CommitLog body CRC.
@@ -168,16 +177,16 @@ fn threads_in_engine() -> usize {
 /// The delay levels of a `message_delay_level` string, in ms (level 1
 /// first): the engine's grammar, so the config and the engine agree.
 #[pyfunction]
-fn parse_delay_levels(text: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
-    let text = args::str_arg(text, "text")?;
+fn parse_delay_levels(text: args::Text<'_>) -> PyResult<Vec<i64>> {
+    let text = text.get()?;
     crate::log::message::delay_level_table(text).map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
 /// True for RocketMQ's system topics (`SCHEDULE_TOPIC_XXXX`, `RMQ_SYS_*`),
 /// which scans leave out unless asked for: the engine's rule.
 #[pyfunction]
-fn is_system_topic(topic: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let topic = args::str_arg(topic, "topic")?;
+fn is_system_topic(topic: args::Topic<'_>) -> PyResult<bool> {
+    let topic = topic.get()?;
     Ok(crate::log::message::is_system_topic(topic.as_bytes()))
 }
 
@@ -259,6 +268,7 @@ fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_system_topic, m)?)?;
     m.add_function(wrap_pyfunction!(index_file_size, m)?)?;
     m.add_function(wrap_pyfunction!(store_arrow::empty_arrow_batch, m)?)?;
+    columns::add_read_columns(m)?;
     Ok(())
 }
 

@@ -83,7 +83,11 @@ macro_rules! put_fields_method {
 }
 pub(crate) use put_fields_method;
 
-/// The put fields as given, not converted yet (absent: `None`).
+/// The put fields as given, not converted yet (absent: `None`). The put is
+/// the hot path: its fields stay borrowed (no typed value to build, move
+/// and drop per call) until [`PutArgs::parse`] converts them, in signature
+/// order, with the conversions of the argument kinds (`args.rs`), so a
+/// field follows the rule of its kind on every call.
 pub struct PutArgs<'a, 'py> {
     pub topic: &'a Bound<'py, PyAny>,
     pub body: &'a Bound<'py, PyAny>,

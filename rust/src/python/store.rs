@@ -18,7 +18,7 @@ use crate::consumer_offsets::{ConsumerOffsetTable, OffsetRow};
 use crate::log::commitlog::PutOutcome;
 use crate::store::{Store, StoreOptions};
 
-use super::args::{check_queue_id, i64_arg, str_arg};
+use super::args::{check_queue_id, QueueId, Topic};
 use super::config::options_from_config;
 use super::gil::{guarded, nogil};
 use super::recovery::{
@@ -60,27 +60,26 @@ impl PyStore {
         check_queue_id(queue_id)
     }
 
-    /// The queue id of a read of one queue, checked with its topic, once
+    /// Checks the topic of a read of one queue (the engine's rule), once
     /// the puts acknowledged so far are visible.
-    pub(super) fn readable(&self, py: Python<'_>, topic: &str, queue_id: i64) -> PyResult<i32> {
-        let qid = self.check_read_args(topic, queue_id)?;
+    pub(super) fn readable(&self, py: Python<'_>, topic: &str) -> PyResult<()> {
+        self.store.check_read_topic(topic)?;
         self.store.check_open()?;
-        self.visible(py)?;
-        Ok(qid)
+        self.visible(py)
     }
 
-    /// A read of one queue: parses `topic` and `queue_id`, checks them as
+    /// A read of one queue: takes `topic` and `queue_id`, checks them as
     /// [`NativeStore::readable`] does, and runs `read` on the engine.
     pub(super) fn queue_read<T>(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
         read: impl FnOnce(&Store, &str, i32) -> crate::error::Result<T>,
     ) -> PyResult<T> {
         guarded(|| {
-            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
-            let qid = self.readable(py, topic, queue_id)?;
+            let (topic, qid) = (topic.get()?, queue_id.get()?);
+            self.readable(py, topic)?;
             Ok(read(&self.store, topic, qid)?)
         })
     }

@@ -9,7 +9,7 @@ use pyo3::types::PyDict;
 
 use crate::consumer_offsets::{ConsumerOffsetTable, OffsetRow};
 
-use super::args::{i64_arg, type_error};
+use super::args::{Seq, Timeout};
 use super::gil::{guarded, nogil};
 use super::results::{
     PyCheckpointTimes, PyDeliverStep, PyGroupCommitStats, PyRuntimeSample, PyVisibilityStats,
@@ -215,30 +215,13 @@ impl PyStore {
     fn wait_for_dispatch(
         &self,
         py: Python<'_>,
-        seen: &Bound<'_, PyAny>,
-        timeout: Option<&Bound<'_, PyAny>>,
+        seen: Seq<'_>,
+        timeout: Option<Timeout<'_>>,
     ) -> PyResult<u64> {
         guarded(|| {
-            let seen = u64::try_from(i64_arg(seen, "seq")?).map_err(|_| {
-                pyo3::exceptions::PyValueError::new_err("seq must be >= 0 (a dispatch_seq value)")
-            })?;
-            let timeout = match timeout.filter(|t| !t.is_none()) {
-                Some(t) if t.is_instance_of::<pyo3::types::PyFloat>() => Some(t.extract::<f64>()?),
-                Some(t) if t.is_instance_of::<pyo3::types::PyInt>() => {
-                    Some(i64_arg(t, "timeout")? as f64)
-                }
-                Some(t) => return Err(type_error("timeout", "a number of seconds or None", t)),
-                None => None,
-            };
-            let deadline = match timeout {
-                Some(t) if t.is_nan() || t < 0.0 => {
-                    return Err(pyo3::exceptions::PyValueError::new_err(
-                        "timeout must be >= 0",
-                    ))
-                }
-                Some(t) => Some(Instant::now() + Duration::from_secs_f64(t.min(1e9))),
-                None => None,
-            };
+            let seen = seen.get()?;
+            let timeout = timeout.map(|t| t.get()).transpose()?;
+            let deadline = timeout.map(|t| Instant::now() + Duration::from_secs_f64(t.min(1e9)));
             loop {
                 if super::gil::exiting() {
                     return Ok(self.store.dispatcher().seq());

@@ -10,12 +10,11 @@ use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyTuple};
 
 use crate::columnar::Projection;
-use crate::queue::reader::GetStatus;
+use crate::queue::reader::{GetStatus, PullRequest};
 
-use super::args::{i64_arg, str_arg};
+use super::args::{MaxMessages, Offset, QueueId, TagList, Topic};
 use super::gil::{guarded, nogil};
 use super::store::PyStore;
-use super::store_read::tag_list_arg;
 use super::types::get_status_obj;
 
 /// The result of `get_arrow` (private; `MessageStore.get_arrow` wraps it):
@@ -120,44 +119,29 @@ impl PyStore {
     /// Pulls up to `max_msgs` messages of a queue from `offset` into one
     /// Arrow batch (see `Store::get_arrow`).
     #[pyo3(signature = (topic, queue_id, offset, max_msgs, tags=None, columns=None, zero_copy=false))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // one per Python argument
     fn get_arrow(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
-        offset: &Bound<'_, PyAny>,
-        max_msgs: &Bound<'_, PyAny>,
-        tags: Option<&Bound<'_, PyAny>>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
+        offset: Offset<'_>,
+        max_msgs: MaxMessages<'_>,
+        tags: Option<TagList<'_>>,
         columns: Option<Vec<String>>,
         zero_copy: bool,
     ) -> PyResult<PyArrowPull> {
         guarded(|| {
             let projection = projection_arg(columns)?;
-            let topic = str_arg(topic, "topic")?;
-            let queue_id = i64_arg(queue_id, "queue_id")?;
-            let offset = i64_arg(offset, "offset")?;
-            let max_msgs = i64_arg(max_msgs, "max_messages")?;
-            let tags = tag_list_arg(tags)?;
-            let queue_id = self.check_read_args(topic, queue_id)?;
-            if max_msgs <= 0 {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "max_messages must be > 0, got {max_msgs}"
-                )));
+            let mut req = PullRequest::at(topic.get()?, queue_id.get()?, offset.get()?);
+            req.max_msgs = max_msgs.get()?;
+            if let Some(tags) = tags {
+                req = req.tags(&tags.get()?);
             }
+            self.store.check_read_topic(req.topic)?;
             self.visible(py)?;
             let store = &self.store;
-            let r = nogil(py, || {
-                store.get_arrow(
-                    topic,
-                    queue_id,
-                    offset,
-                    max_msgs as usize,
-                    tags.as_deref(),
-                    projection,
-                    zero_copy,
-                )
-            })?;
+            let r = nogil(py, || store.get_arrow(&req, projection, zero_copy))?;
             Ok(PyArrowPull {
                 status: r.status,
                 next_begin_offset: r.next_begin_offset,

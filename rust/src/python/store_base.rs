@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::sync::GILProtected;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use super::args::{Offset, QueueId, Topic};
 use super::errors::store_closed;
 use super::put_args::{put_fields_method, PutArgs};
 use super::store::PyStore;
@@ -167,27 +168,26 @@ impl PyStoreBase {
     /// stored but not confirmed on disk within `sync_flush_timeout`.
     /// `check=False` returns the result with its status instead.
     #[pyo3(signature = (topic, bodies, queue_id=None, *, keys=None, tags=None, properties=None, return_offsets=false, check=true), text_signature = "($self, topic, bodies, queue_id=0, *, keys=None, tags=None, properties=None, return_offsets=False, check=True)")]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // one per Python argument
     fn put_batch(
         &self,
         py: Python<'_>,
-        topic: &str,
+        topic: Topic<'_>,
         bodies: &Bound<'_, PyAny>,
-        queue_id: Option<&Bound<'_, PyAny>>,
+        queue_id: Option<QueueId<'_>>,
         keys: Option<Bound<'_, PyAny>>,
         tags: Option<Bound<'_, PyAny>>,
         properties: Option<Bound<'_, PyAny>>,
         return_offsets: bool,
         check: bool,
     ) -> PyResult<PyBatchPutResult> {
-        // Checked here: an int outside i64 is a ValueError, not an OverflowError.
-        let queue_id =
-            super::args::defaulted(queue_id, 0, |o| super::args::queue_id_arg(o).map(i64::from))?;
+        let topic = topic.get()?;
+        let queue_id = queue_id.map_or(Ok(0), |q| q.get())?;
         self.engine(py)?.get().put_batch(
             py,
             topic,
             bodies,
-            queue_id,
+            i64::from(queue_id),
             keys.as_ref(),
             tags.as_ref(),
             properties.as_ref(),
@@ -206,7 +206,7 @@ impl PyStoreBase {
     fn look_message_by_offset(
         &self,
         py: Python<'_>,
-        phy_offset: &Bound<'_, PyAny>,
+        phy_offset: Offset<'_>,
     ) -> PyResult<Option<PyMessageExt>> {
         self.engine(py)?
             .get()
@@ -217,8 +217,8 @@ impl PyStoreBase {
     fn get_max_offset_in_queue(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
     ) -> PyResult<i64> {
         self.engine(py)?
             .get()
@@ -229,8 +229,8 @@ impl PyStoreBase {
     fn get_min_offset_in_queue(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
     ) -> PyResult<i64> {
         self.engine(py)?
             .get()

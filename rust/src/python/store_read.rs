@@ -7,11 +7,15 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use crate::columnar::ArrowReadRequest;
 use crate::log::commitlog::RecordAt;
 use crate::log::message::RecordView;
-use crate::queue::reader::{GetStatus, PullSink};
+use crate::queue::reader::{GetStatus, PullRequest, PullSink};
 
-use super::args::{defaulted, i64_arg, opt_i64_arg, str_arg, type_error};
+use super::args::{
+    BeginTimestamp, CqOffset, EndTimestamp, Key, MaxMsgNums, MaxNum, MsgId, Offset, QueueId,
+    TagList, Timestamp, Topic,
+};
 use super::gil::{guarded, nogil};
 use super::store::PyStore;
 use super::types::{get_status_obj, PyMessageExt, RecordBytes};
@@ -126,32 +130,16 @@ impl PyGetResult {
     }
 }
 
-/// A `tags` argument of a read: None, or an iterable of str.
-pub(super) fn tag_list_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<String>>> {
-    let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(None);
-    };
-    let iter = obj
-        .try_iter()
-        .map_err(|_| type_error("tags", "a list of str", obj))?;
-    let mut out = Vec::new();
-    for item in iter {
-        let item = item?;
-        out.push(str_arg(&item, "each tag")?.to_owned());
-    }
-    Ok(Some(out))
-}
-
 #[pymethods]
 impl PyStore {
     /// The message whose record starts at `offset`, or None.
     pub(crate) fn look_message_by_offset(
         &self,
         py: Python<'_>,
-        offset: &Bound<'_, PyAny>,
+        offset: Offset<'_>,
     ) -> PyResult<Option<PyMessageExt>> {
         guarded(|| {
-            let offset = i64_arg(offset, "offset")?;
+            let offset = offset.get()?;
             self.store.check_open()?;
             if offset < 0 {
                 return Ok(None);
@@ -170,10 +158,10 @@ impl PyStore {
     fn look_message_by_id(
         &self,
         py: Python<'_>,
-        msg_id: &Bound<'_, PyAny>,
+        msg_id: MsgId<'_>,
     ) -> PyResult<Option<PyMessageExt>> {
         guarded(|| {
-            let msg_id = str_arg(msg_id, "msg_id")?;
+            let msg_id = msg_id.get()?;
             self.store.check_open()?;
             self.visible(py)?;
             let store = &self.store;
@@ -199,38 +187,24 @@ impl PyStore {
     fn get_message(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
-        offset: &Bound<'_, PyAny>,
-        max_msg_nums: Option<&Bound<'_, PyAny>>,
-        tags: Option<&Bound<'_, PyAny>>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
+        offset: Offset<'_>,
+        max_msg_nums: Option<MaxMsgNums<'_>>,
+        tags: Option<TagList<'_>>,
     ) -> PyResult<PyGetResult> {
         guarded(|| {
-            let topic = str_arg(topic, "topic")?;
-            let queue_id = i64_arg(queue_id, "queue_id")?;
-            let offset = i64_arg(offset, "offset")?;
-            let max_msg_nums = defaulted(max_msg_nums, 32, |o| i64_arg(o, "max_msg_nums"))?;
-            let tags = tag_list_arg(tags)?;
-            let queue_id = self.check_read_args(topic, queue_id)?;
-            if max_msg_nums <= 0 {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "max_msg_nums must be > 0, got {max_msg_nums}"
-                )));
+            let mut req = PullRequest::at(topic.get()?, queue_id.get()?, offset.get()?);
+            if let Some(max) = max_msg_nums {
+                req.max_msgs = max.get()?;
             }
+            if let Some(tags) = tags {
+                req = req.tags(&tags.get()?);
+            }
+            self.store.check_read_topic(req.topic)?;
             self.visible(py)?;
             let store = &self.store;
-            let max = max_msg_nums as usize;
-            let r = nogil(py, || {
-                store.pull_into(
-                    topic,
-                    queue_id,
-                    offset,
-                    max,
-                    tags.as_deref(),
-                    None,
-                    PullBuf::default(),
-                )
-            })?;
+            let r = nogil(py, || store.pull(&req, PullBuf::default()))?;
             let list = r.messages.into_list(py)?;
             Ok(PyGetResult {
                 status: r.status,
@@ -248,8 +222,8 @@ impl PyStore {
     pub(crate) fn get_max_offset_in_queue(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
     ) -> PyResult<i64> {
         self.queue_read(py, topic, queue_id, |store, topic, qid| {
             store.max_offset_in_queue(topic, qid)
@@ -260,8 +234,8 @@ impl PyStore {
     pub(crate) fn get_min_offset_in_queue(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
     ) -> PyResult<i64> {
         self.queue_read(py, topic, queue_id, |store, topic, qid| {
             store.min_offset_in_queue(topic, qid)
@@ -272,14 +246,14 @@ impl PyStore {
     fn get_commit_log_offset_in_queue(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
-        cq_offset: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
+        cq_offset: CqOffset<'_>,
     ) -> PyResult<i64> {
         guarded(|| {
-            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
-            let cq_offset = i64_arg(cq_offset, "cq_offset")?;
-            let qid = self.readable(py, topic, queue_id)?;
+            let (topic, qid) = (topic.get()?, queue_id.get()?);
+            let cq_offset = cq_offset.get()?;
+            self.readable(py, topic)?;
             Ok(self
                 .store
                 .commit_log_offset_in_queue(topic, qid, cq_offset)?)
@@ -290,14 +264,13 @@ impl PyStore {
     fn get_offset_in_queue_by_time(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
-        timestamp: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
+        timestamp: Timestamp<'_>,
     ) -> PyResult<i64> {
         guarded(|| {
-            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
-            let timestamp = i64_arg(timestamp, "timestamp")?;
-            let qid = self.readable(py, topic, queue_id)?;
+            let (topic, qid, timestamp) = (topic.get()?, queue_id.get()?, timestamp.get()?);
+            self.readable(py, topic)?;
             let store = &self.store;
             nogil(py, || store.offset_in_queue_by_time(topic, qid, timestamp))
         })
@@ -307,8 +280,8 @@ impl PyStore {
     fn get_earliest_message_time(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
     ) -> PyResult<i64> {
         self.queue_read(py, topic, queue_id, |store, topic, qid| {
             store.earliest_message_time(topic, qid)
@@ -319,14 +292,14 @@ impl PyStore {
     fn get_message_store_timestamp(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
-        cq_offset: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
+        cq_offset: CqOffset<'_>,
     ) -> PyResult<i64> {
         guarded(|| {
-            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
-            let cq_offset = i64_arg(cq_offset, "cq_offset")?;
-            let qid = self.readable(py, topic, queue_id)?;
+            let (topic, qid) = (topic.get()?, queue_id.get()?);
+            let cq_offset = cq_offset.get()?;
+            self.readable(py, topic)?;
             Ok(self.store.message_store_timestamp(topic, qid, cq_offset)?)
         })
     }
@@ -338,14 +311,14 @@ impl PyStore {
     fn queue_times_monotone(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        queue_id: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        queue_id: QueueId<'_>,
         from_offset: i64,
         prev: Option<i64>,
     ) -> PyResult<(bool, i64, i64)> {
         guarded(|| {
-            let (topic, queue_id) = (str_arg(topic, "topic")?, i64_arg(queue_id, "queue_id")?);
-            let qid = self.readable(py, topic, queue_id)?;
+            let (topic, qid) = (topic.get()?, queue_id.get()?);
+            self.readable(py, topic)?;
             let store = &self.store;
             nogil(py, || {
                 store.queue_times_monotone(topic, qid, from_offset, prev.unwrap_or(i64::MIN))
@@ -359,11 +332,11 @@ impl PyStore {
     fn key_hits(
         &self,
         py: Python<'_>,
-        topic: &Bound<'_, PyAny>,
-        key: &Bound<'_, PyAny>,
+        topic: Topic<'_>,
+        key: Key<'_>,
     ) -> PyResult<Option<crate::store::KeyHits>> {
         guarded(|| {
-            let (topic, key) = (str_arg(topic, "topic")?, str_arg(key, "key")?);
+            let (topic, key) = (topic.get()?, key.get()?);
             self.store.check_read_topic(topic)?;
             self.visible(py)?;
             let store = &self.store;
@@ -384,29 +357,23 @@ impl PyStore {
     fn query_message<'py>(
         &self,
         py: Python<'py>,
-        topic: &Bound<'_, PyAny>,
-        key: &Bound<'_, PyAny>,
-        max_num: Option<&Bound<'_, PyAny>>,
-        begin_timestamp: Option<&Bound<'_, PyAny>>,
-        end_timestamp: Option<&Bound<'_, PyAny>>,
+        topic: Topic<'_>,
+        key: Key<'_>,
+        max_num: Option<MaxNum<'_>>,
+        begin_timestamp: Option<BeginTimestamp<'_>>,
+        end_timestamp: Option<EndTimestamp<'_>>,
     ) -> PyResult<Bound<'py, PyList>> {
         guarded(|| {
-            let topic = str_arg(topic, "topic")?;
-            let key = str_arg(key, "key")?;
-            let max_num = defaulted(max_num, 32, |o| i64_arg(o, "max_num"))?;
-            let begin_timestamp = defaulted(begin_timestamp, 0, |o| i64_arg(o, "begin_timestamp"))?;
-            let end_timestamp = opt_i64_arg(end_timestamp, "end_timestamp")?;
+            let (topic, key) = (topic.get()?, key.get()?);
+            let max_num = max_num.map_or(Ok(32), |m| m.get())?;
+            let begin_timestamp = begin_timestamp.map_or(Ok(0), |t| t.get())?;
+            let end_timestamp = end_timestamp.map(|t| t.get()).transpose()?;
             self.store.check_read_topic(topic)?;
-            if max_num <= 0 {
-                return Err(pyo3::exceptions::PyValueError::new_err(
-                    "max_num must be > 0",
-                ));
-            }
             let end = end_timestamp.unwrap_or(i64::MAX);
             self.visible(py)?;
             let store = &self.store;
             let found = nogil(py, || {
-                store.query_message(topic, key, max_num as usize, begin_timestamp, end)
+                store.query_message(topic, key, max_num, begin_timestamp, end)
             })?;
             let list = PyList::empty(py);
             for (view, raw) in found {
@@ -427,7 +394,7 @@ impl PyStore {
     /// as `(from, to)` physical offsets. See `rocketstore.columnar` rules.
     /// `columns`: the columns returned, in that order (`None`: all).
     #[pyo3(signature = (queue_ranges=None, commitlog_ranges=None, *, topics=None, include_system=false, include_uncommitted=false, min_store_timestamp=None, max_store_timestamp=None, tags=None, batch_size=65_536, store_name=None, threads=1, columns=None))]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // one per Python argument
     fn read_arrow(
         &self,
         queue_ranges: Option<Vec<(String, i64, i64, i64)>>,
@@ -467,23 +434,23 @@ impl PyStore {
                 max_store_timestamp,
                 tags: tags.map(|t| crate::queue::reader::TagFilter::exact(&t)),
             };
-            let (reader, stats) = self.store.arrow_reader(
-                queues,
-                commitlog_ranges.unwrap_or_default(),
+            let (reader, stats) = self.store.arrow_reader(ArrowReadRequest {
                 filter,
-                batch_size as usize,
+                batch_rows: batch_size as usize,
                 projection,
                 store_name,
                 threads,
-            )?;
+                ..ArrowReadRequest::of(queues, commitlog_ranges.unwrap_or_default())
+            })?;
             Ok(super::arrow::PyArrowStream::new(reader, stats))
         })
     }
 
     /// Queue ids of `topic` that exist, sorted.
-    fn queue_ids(&self, py: Python<'_>, topic: &Bound<'_, PyAny>) -> PyResult<Vec<i32>> {
+    fn queue_ids(&self, py: Python<'_>, topic: Topic<'_>) -> PyResult<Vec<i32>> {
         guarded(|| {
-            let topic = str_arg(topic, "topic")?;
+            let topic = topic.get()?;
+            self.store.check_read_topic(topic)?;
             self.store.check_open()?;
             self.visible(py)?;
             Ok(self.store.consume_queues().queue_ids(topic))

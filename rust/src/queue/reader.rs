@@ -281,7 +281,61 @@ enum Unreadable {
 /// Units scanned per pull at least (RocketMQ reads 16000 bytes of units).
 const MIN_SCAN_UNITS: usize = 16_000 / CQ_UNIT_SIZE;
 
-/// Pulls up to `max_msgs` messages of `cq` from logical `offset`.
+/// One pull of a queue, as every layer takes it (the store, the Arrow
+/// pull, [`pull`]): built once per call and passed by reference. The
+/// required fields come from [`PullRequest::at`], the others are named:
+///
+/// ```
+/// use _native::queue::reader::PullRequest;
+/// let req = PullRequest { max_msgs: 8, ..PullRequest::at("orders", 0, 100) }.tags(&["paid"]);
+/// assert_eq!((req.offset, req.max_msgs), (100, 8));
+/// assert!(req.filter.is_some());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct PullRequest<'a> {
+    /// The queue's topic.
+    pub topic: &'a str,
+    /// The queue's id.
+    pub queue_id: i32,
+    /// The logical offset the pull starts at.
+    pub offset: i64,
+    /// Messages served at most (RocketMQ's `maxMsgNums`).
+    pub max_msgs: usize,
+    /// Only messages carrying one of these tags (`None`: every message).
+    pub filter: Option<TagFilter>,
+    /// Replaces the store's transfer limits (RocketMQ's per-pull caps)
+    /// when given.
+    pub limits: Option<TransferLimits>,
+}
+
+impl<'a> PullRequest<'a> {
+    /// Messages a pull serves at most unless told (RocketMQ's default).
+    pub const DEFAULT_MAX_MSGS: usize = 32;
+
+    /// A pull of queue `topic`/`queue_id` from `offset`: up to
+    /// [`Self::DEFAULT_MAX_MSGS`] messages, every tag, the store's limits.
+    pub fn at(topic: &'a str, queue_id: i32, offset: i64) -> Self {
+        Self {
+            topic,
+            queue_id,
+            offset,
+            max_msgs: Self::DEFAULT_MAX_MSGS,
+            filter: None,
+            limits: None,
+        }
+    }
+
+    /// The request with the tag subscription `tags` ([`TagFilter::new`]:
+    /// an empty list or `*` means every tag).
+    pub fn tags<S: AsRef<str>>(self, tags: &[S]) -> Self {
+        Self {
+            filter: TagFilter::new(tags),
+            ..self
+        }
+    }
+}
+
+/// Pulls up to `req.max_msgs` messages of `cq` from logical `req.offset`.
 ///
 /// `NO_MATCHED_LOGIC_QUEUE` cannot occur here: like RocketMQ 4.9.8, an
 /// unknown queue reads as an empty one (`NO_MESSAGE_IN_QUEUE`), except that
@@ -292,20 +346,20 @@ const MIN_SCAN_UNITS: usize = 16_000 / CQ_UNIT_SIZE;
 /// (`MESSAGE_WAS_REMOVING`), stops before a unit whose message is not
 /// readable yet (`follow`: a read-only store first adopts CommitLog files
 /// another process created), and skips and reports a unit whose record is
-/// damaged (see [`Damage`]).
+/// damaged (see [`Damage`]). `limits` are the pull's transfer limits
+/// (`req.limits` when given).
 ///
 /// `sink` takes each message served.
-#[allow(clippy::too_many_arguments)]
 pub fn pull<S: PullSink>(
     commitlog: &CommitLog,
     cq: Option<&Arc<ConsumeQueue>>,
-    offset: i64,
-    max_msgs: usize,
-    filter: Option<&TagFilter>,
+    req: &PullRequest<'_>,
     limits: &TransferLimits,
     follow: bool,
     mut sink: S,
 ) -> GetResult<S> {
+    let limits = req.limits.as_ref().unwrap_or(limits);
+    let (offset, max_msgs, filter) = (req.offset, req.max_msgs, req.filter.as_ref());
     let Some(cq) = cq else {
         return Empty::new(GetStatus::NoMessageInQueue, 0, 0, 0).with(sink);
     };

@@ -13,7 +13,7 @@ use crate::log::message::{
 };
 use crate::queue::consume_queue::ConsumeQueue;
 use crate::queue::reader::{
-    pull, Damage as UnitDamage, GetResult, PullSink, TagFilter, TransferLimits,
+    pull, Damage as UnitDamage, GetResult, PullRequest, PullSink, TransferLimits,
 };
 
 /// Damaged records remembered for "log once"; beyond this many, new ones are
@@ -34,7 +34,10 @@ pub type KeyHits = (Vec<(i32, i64)>, u64);
 impl Store {
     // -- reads ---------------------------------------------------------------
 
-    /// Pulls messages of a queue (docs/format.md §18.3).
+    /// Pulls up to `max_msgs` messages of a queue from `offset`
+    /// (docs/format.md §18.3): [`Store::pull`] of
+    /// `PullRequest { max_msgs, ..PullRequest::at(topic, queue_id, offset) }`
+    /// with the tags `tags`, into a `Vec`.
     pub fn get_message(
         &self,
         topic: &str,
@@ -43,46 +46,48 @@ impl Store {
         max_msgs: usize,
         tags: Option<&[String]>,
     ) -> Result<GetResult> {
-        let sink = Vec::with_capacity(max_msgs.min(self.limits.max_count_in_memory).min(1024));
-        self.pull_into(topic, queue_id, offset, max_msgs, tags, None, sink)
+        let mut req = PullRequest {
+            max_msgs,
+            ..PullRequest::at(topic, queue_id, offset)
+        };
+        if let Some(tags) = tags {
+            req = req.tags(tags);
+        }
+        let limits = req.limits.as_ref().unwrap_or(&self.limits);
+        let sink = Vec::with_capacity(max_msgs.min(limits.max_count_in_memory).min(1024));
+        self.pull(&req, sink)
     }
 
-    /// [`Store::get_message`] into `sink` (see [`PullSink`]): the same
-    /// pull, visibility, checks and accounting; `limits` replaces the
-    /// store's transfer limits (RocketMQ's per-pull caps) when given.
-    #[allow(clippy::too_many_arguments)]
-    pub fn pull_into<S: PullSink>(
+    /// The pull `req` into `sink` (see [`PullSink`]): visibility, the
+    /// read-only store's following of the writer, the pull itself
+    /// ([`crate::queue::reader::pull`], with the store's transfer limits
+    /// unless `req.limits` names others), and the accounting of damaged records and
+    /// messages served.
+    pub fn pull<S: PullSink>(&self, req: &PullRequest<'_>, sink: S) -> Result<GetResult<S>> {
+        self.pull_within(req, &self.limits, sink)
+    }
+
+    /// [`Store::pull`] with `limits` as the transfer limits of a request
+    /// that names none (the Arrow pull's are those of one batch).
+    pub(crate) fn pull_within<S: PullSink>(
         &self,
-        topic: &str,
-        queue_id: i32,
-        offset: i64,
-        max_msgs: usize,
-        tags: Option<&[String]>,
-        limits: Option<&TransferLimits>,
+        req: &PullRequest<'_>,
+        limits: &TransferLimits,
         sink: S,
     ) -> Result<GetResult<S>> {
         self.check_open()?;
         self.await_visible()?;
-        let filter = tags.and_then(TagFilter::new);
+        let (topic, queue_id) = (req.topic, req.queue_id);
         let mut cq = self.cqs.get(topic, queue_id);
         let follow = self.opts.read_only;
         if follow
             && cq
                 .as_ref()
-                .map_or(true, |q| offset >= q.max_offset_in_queue())
+                .map_or(true, |q| req.offset >= q.max_offset_in_queue())
         {
             cq = self.follow_queue(topic, queue_id, cq)?;
         }
-        let r = pull(
-            &self.commitlog,
-            cq.as_ref(),
-            offset,
-            max_msgs,
-            filter.as_ref(),
-            limits.unwrap_or(&self.limits),
-            follow,
-            sink,
-        );
+        let r = pull(&self.commitlog, cq.as_ref(), req, limits, follow, sink);
         if !r.damaged.is_empty() {
             self.log_damage(topic, queue_id, &r.damaged);
         }
