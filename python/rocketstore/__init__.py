@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from rocketstore._arrow_pull import ArrowGetResult
 from rocketstore._native import __version__
-from rocketstore.config import BrokerRole, FlushDiskType, StoreConfig
+from rocketstore.config.store_config import BrokerRole, FlushDiskType, StoreConfig
+from rocketstore.consumers.groups import GroupLag, QueueLag
 from rocketstore.errors import (
     ConfigMismatchError,
     ConsumerGroupBusyError,
@@ -33,7 +34,6 @@ from rocketstore.errors import (
     StoreLockedError,
     UnknownTopicWarning,
 )
-from rocketstore.groups import GroupLag, QueueLag
 from rocketstore.message import (
     BatchPutResult,
     GetMessageResult,

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal, Self, final
 
 from typing_extensions import disjoint_base
 
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.enums import GetStatus, PutStatus
 
 #: A body: any bytes-like object (copied once unless it is ``bytes``).

@@ -1,24 +1,29 @@
-"""Reads ``MessageStore`` adds on top of the engine's: Arrow streams, and
-the warning a read of an unknown topic or queue gives."""
+"""Reads ``MessageStore`` adds on top of the engine's: key queries with
+``datetime`` bounds (:func:`query_message`), Arrow streams
+(:func:`read_arrow`), and the warning a read of an unknown topic or queue
+gives (:class:`UnknownTopics`). Each public function is a ``MessageStore``
+method, bound by name in its class body."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rocketstore import _native
-from rocketstore._arrow_pull import ArrowPulls, column_list
-from rocketstore._checks import I32_MAX, I64_MAX, count_arg, int_arg
+from rocketstore._arrow_pull import column_list
+from rocketstore._checks import I32_MAX, I64_MAX, count_arg, int_arg, ms_arg
 from rocketstore.errors import UnknownTopicWarning
 
 if TYPE_CHECKING:
     import pyarrow
 
-    from rocketstore._native import ArrowStream, NativeStore
+    from rocketstore._native import ArrowStream, MessageExt, NativeStore
+    from rocketstore.store import MessageStore
 
-__all__ = ["MAX_READ_THREADS", "ArrowReads", "UnknownTopics"]
+__all__ = ["MAX_READ_THREADS", "UnknownTopics", "arrow_stream", "query_message", "read_arrow"]
 
 #: Most engine threads one ``read_arrow`` may use.
 MAX_READ_THREADS = 256
@@ -57,157 +62,181 @@ class UnknownTopics:
         return True
 
 
-class ArrowReads(ArrowPulls):
-    """``read_arrow`` (and, from :class:`ArrowPulls`, ``get_arrow``) of
-    :class:`~rocketstore.MessageStore` (a base class of it)."""
+def query_message(
+    store: MessageStore,
+    topic: str,
+    key: str,
+    max_num: int = 32,
+    begin_timestamp: int | datetime.datetime = 0,
+    end_timestamp: int | datetime.datetime | None = None,
+) -> list[MessageExt]:
+    """Messages of ``topic`` whose UNIQ_KEY or KEYS contain ``key``, ascending by offset.
 
-    if TYPE_CHECKING:
-        @property
-        def _n(self) -> NativeStore: ...
+    Only messages really carrying the key are returned (index hash
+    collisions are filtered out); at most ``min(max_num, max_msgs_num_batch)``.
 
-        def _warn_unknown(self, topic: str, queue_id: int | None = None, *,
-                          stacklevel: int = 3) -> bool: ...
+    The window is the messages' store time in ``[begin_timestamp,
+    end_timestamp]``, both included, exact to the millisecond (``None``:
+    no end). The bounds are ms since the epoch, or ``datetime`` objects (a
+    naive one is local time, as ``datetime.timestamp()`` reads it). The
+    index keeps whole seconds, so the search looks up to a second before
+    ``begin_timestamp`` and each record's own store time decides; the
+    ``max_num`` entries the index hands out may include such neighbours
+    (they are dropped, not replaced).
 
-    def read_arrow(
-        self,
-        topic: str | Sequence[str] | None = None,
-        queue_id: int | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        batch_size: int = 65536,
-        *,
-        include_system: bool = False,
-        include_uncommitted: bool = False,
-        threads: int | None = None,
-        columns: Sequence[str] | None = None,
-    ) -> pyarrow.RecordBatchReader:
-        """Messages as Arrow record batches (needs ``pyarrow``: ``rocketstore[spark]``).
+    Raises:
+        CorruptedError: a record the index points at is damaged (the
+            message names file and offset).
+    """
+    found = store._n.query_message(topic, key, max_num, ms_arg(begin_timestamp),
+                                   ms_arg(end_timestamp))
+    if not found:
+        store._warn_unknown(topic)
+    return found
 
-        With a ``topic`` (or a list of topics), reads each queue of it (or just
-        ``queue_id``) through its consume queue, logical offsets ``[start, end)``
-        (default: the queue's first offset to its end). Without one, scans the
-        CommitLog, physical offsets ``[start, end)`` (default: all of it), in
-        store order. ``start``/``end`` beyond the store are clamped to what it
-        holds (a read never costs more than the data it returns); negative
-        ones are refused. Every batch is decoded in the engine (bodies included, no
-        per-row Python) and owns its memory, so it stays valid after the store
-        is closed. Batches hold at most ``batch_size`` rows. ``threads``
-        engine threads decode CommitLog segments / queues in parallel (default:
-        one per CPU, at most 4; 1 to ``MAX_READ_THREADS`` = 256); the order of
-        rows does not change.
 
-        Damaged records (body CRC mismatch, broken structure) are skipped.
-        CommitLog scans leave out transaction prepared/rolled-back records and
-        system topics (``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_*``) unless
-        ``include_uncommitted`` / ``include_system``.
+def read_arrow(
+    store: MessageStore,
+    topic: str | Sequence[str] | None = None,
+    queue_id: int | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    batch_size: int = 65536,
+    *,
+    include_system: bool = False,
+    include_uncommitted: bool = False,
+    threads: int | None = None,
+    columns: Sequence[str] | None = None,
+) -> pyarrow.RecordBatchReader:
+    """Messages as Arrow record batches (needs ``pyarrow``: ``rocketstore[spark]``).
 
-        The columns are those of the Spark schema: ``topic, queue_id,
-        queue_offset, commit_log_offset, msg_id, tags, keys, properties, body,
-        body_crc, flag, sys_flag, born_timestamp, born_host, store_timestamp,
-        store_host, reconsume_times`` (timestamps ``timestamp[us, tz=UTC]``,
-        hosts ``"ip:port"``). ``columns`` (a list of those names) returns only
-        those, in that order, and the engine decodes only them: the property
-        bytes are parsed only when ``properties``, ``tags`` or ``keys`` is
-        asked for, bodies are copied only when ``body`` is. Damaged records
-        are found and skipped the same way whatever the columns.
+    With a ``topic`` (or a list of topics), reads each queue of it (or just
+    ``queue_id``) through its consume queue, logical offsets ``[start, end)``
+    (default: the queue's first offset to its end). Without one, scans the
+    CommitLog, physical offsets ``[start, end)`` (default: all of it), in
+    store order. ``start``/``end`` beyond the store are clamped to what it
+    holds (a read never costs more than the data it returns); negative
+    ones are refused. Every batch is decoded in the engine (bodies included, no
+    per-row Python) and owns its memory, so it stays valid after the store
+    is closed. Batches hold at most ``batch_size`` rows. ``threads``
+    engine threads decode CommitLog segments / queues in parallel (default:
+    one per CPU, at most 4; 1 to ``MAX_READ_THREADS`` = 256); the order of
+    rows does not change.
 
-        Raises:
-            TypeError / ValueError: ``start``/``end`` negative or not ints,
-                ``queue_id`` outside ``[0, 2**31 - 1]``, ``threads`` outside
-                ``[1, MAX_READ_THREADS]``, ``batch_size < 1``, ``columns``
-                not a list of distinct column names.
+    Damaged records (body CRC mismatch, broken structure) are skipped.
+    CommitLog scans leave out transaction prepared/rolled-back records and
+    system topics (``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_*``) unless
+    ``include_uncommitted`` / ``include_system``.
 
-        >>> import tempfile
-        >>> from rocketstore import MessageStore, StoreConfig
-        >>> with tempfile.TemporaryDirectory() as path:
-        ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
-        ...                       max_hash_slot_num=64, max_index_num=256)  # small files
-        ...     with MessageStore(cfg) as store:
-        ...         _ = store.put("orders", b"hello", tags="paid")
-        ...         table = store.read_arrow("orders").read_all()
-        ...         pruned = store.read_arrow("orders", columns=["tags", "body"]).read_all()
-        >>> table.column("body").to_pylist(), table.column("tags").to_pylist()
-        ([b'hello'], ['paid'])
-        >>> pruned.column_names, pruned.to_pylist()
-        (['tags', 'body'], [{'tags': 'paid', 'body': b'hello'}])
-        """
-        import pyarrow as pa
+    The columns are those of the Spark schema: ``topic, queue_id,
+    queue_offset, commit_log_offset, msg_id, tags, keys, properties, body,
+    body_crc, flag, sys_flag, born_timestamp, born_host, store_timestamp,
+    store_host, reconsume_times`` (timestamps ``timestamp[us, tz=UTC]``,
+    hosts ``"ip:port"``). ``columns`` (a list of those names) returns only
+    those, in that order, and the engine decodes only them: the property
+    bytes are parsed only when ``properties``, ``tags`` or ``keys`` is
+    asked for, bodies are copied only when ``body`` is. Damaged records
+    are found and skipped the same way whatever the columns.
 
-        if threads is None:
-            threads = max(1, min(4, os.cpu_count() or 1))
-        for name, value in (("start", start), ("end", end)):
-            if value is not None:
-                int_arg(name, value, 0)
-        if "store" in (column_list(columns) or ()):
-            raise ValueError("the store column exists only in reads of several stores "
-                             "(the Spark format's paths option)")
-        stream = self._arrow_stream(topic, queue_id, start, end, batch_size,
-                                    include_system=include_system,
-                                    include_uncommitted=include_uncommitted,
-                                    threads=threads, columns=columns)
-        return pa.RecordBatchReader.from_stream(stream)
+    Raises:
+        TypeError / ValueError: ``start``/``end`` negative or not ints,
+            ``queue_id`` outside ``[0, 2**31 - 1]``, ``threads`` outside
+            ``[1, MAX_READ_THREADS]``, ``batch_size < 1``, ``columns``
+            not a list of distinct column names.
 
-    def _arrow_stream(
-        self,
-        topic: str | Sequence[str] | None = None,
-        queue_id: int | None = None,
-        start: int | None = None,
-        end: int | None = None,
-        batch_size: int = 65536,
-        *,
-        include_system: bool = False,
-        include_uncommitted: bool = False,
-        min_store_timestamp: int | None = None,
-        max_store_timestamp: int | None = None,
-        tags: Sequence[str] | None = None,
-        store_name: str | None = None,
-        threads: int = 1,
-        columns: Sequence[str] | None = None,
-    ) -> ArrowStream:
-        """The native stream behind :meth:`read_arrow` (its counters say what was
-        skipped); ``columns``: the columns returned, in order (``store`` needs
-        ``store_name``, its value)."""
-        n = self._n
-        cols = column_list(columns)
-        batch_size = min(count_arg("batch_size", batch_size), I64_MAX)
-        int_arg("threads", threads, 1, MAX_READ_THREADS)
-        tag_list = None if tags is None else [str(t) for t in tags]
-        # Offsets past the store read nothing: they are clamped to the range
-        # a Java long holds (the engine clamps them to the store's content).
-        if start is not None:
-            start = max(0, min(int_arg("start", start, -I64_MAX), I64_MAX))
-        if end is not None:
-            end = max(0, min(int_arg("end", end, -I64_MAX), I64_MAX))
+    >>> import tempfile
+    >>> from rocketstore import MessageStore, StoreConfig
+    >>> with tempfile.TemporaryDirectory() as path:
+    ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
+    ...                       max_hash_slot_num=64, max_index_num=256)  # small files
+    ...     with MessageStore(cfg) as store:
+    ...         _ = store.put("orders", b"hello", tags="paid")
+    ...         table = store.read_arrow("orders").read_all()
+    ...         pruned = store.read_arrow("orders", columns=["tags", "body"]).read_all()
+    >>> table.column("body").to_pylist(), table.column("tags").to_pylist()
+    ([b'hello'], ['paid'])
+    >>> pruned.column_names, pruned.to_pylist()
+    (['tags', 'body'], [{'tags': 'paid', 'body': b'hello'}])
+    """
+    import pyarrow as pa
+
+    if threads is None:
+        threads = max(1, min(4, os.cpu_count() or 1))
+    for name, value in (("start", start), ("end", end)):
+        if value is not None:
+            int_arg(name, value, 0)
+    if "store" in (column_list(columns) or ()):
+        raise ValueError("the store column exists only in reads of several stores "
+                         "(the Spark format's paths option)")
+    stream = arrow_stream(store, topic, queue_id, start, end, batch_size,
+                          include_system=include_system,
+                          include_uncommitted=include_uncommitted,
+                          threads=threads, columns=columns, stacklevel=4)
+    return pa.RecordBatchReader.from_stream(stream)
+
+def arrow_stream(
+    store: MessageStore,
+    topic: str | Sequence[str] | None = None,
+    queue_id: int | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    batch_size: int = 65536,
+    *,
+    include_system: bool = False,
+    include_uncommitted: bool = False,
+    min_store_timestamp: int | None = None,
+    max_store_timestamp: int | None = None,
+    tags: Sequence[str] | None = None,
+    store_name: str | None = None,
+    threads: int = 1,
+    columns: Sequence[str] | None = None,
+    stacklevel: int = 3,
+) -> ArrowStream:
+    """The native stream behind :func:`read_arrow` (its counters say what was
+    skipped); ``columns``: the columns returned, in order (``store`` needs
+    ``store_name``, its value); ``stacklevel``: the frame an unknown topic's
+    warning names, as ``MessageStore._warn_unknown`` counts it."""
+    n = store._n
+    cols = column_list(columns)
+    batch_size = min(count_arg("batch_size", batch_size), I64_MAX)
+    int_arg("threads", threads, 1, MAX_READ_THREADS)
+    tag_list = None if tags is None else [str(t) for t in tags]
+    # Offsets past the store read nothing: they are clamped to the range
+    # a Java long holds (the engine clamps them to the store's content).
+    if start is not None:
+        start = max(0, min(int_arg("start", start, -I64_MAX), I64_MAX))
+    if end is not None:
+        end = max(0, min(int_arg("end", end, -I64_MAX), I64_MAX))
+    if queue_id is not None:
+        int_arg("queue_id", queue_id, 0, I32_MAX)
+    if topic is None:
         if queue_id is not None:
-            int_arg("queue_id", queue_id, 0, I32_MAX)
-        if topic is None:
-            if queue_id is not None:
-                raise ValueError("queue_id needs a topic")
-            lo = n.min_phy_offset if start is None else start
-            hi = n.max_phy_offset if end is None else end
-            return n.read_arrow(None, [(max(lo, 0), max(hi, 0))],
-                                include_system=include_system,
-                                include_uncommitted=include_uncommitted,
-                                min_store_timestamp=min_store_timestamp,
-                                max_store_timestamp=max_store_timestamp, tags=tag_list,
-                                batch_size=batch_size, store_name=store_name, threads=threads,
-                                columns=cols)
-        topics = [topic] if isinstance(topic, str) else list(topic)
-        for t in topics:
-            if not isinstance(t, str):
-                raise TypeError(f"topic must be a str or a list of str, not {type(t).__name__}")
-        ranges: list[tuple[str, int, int, int]] = []
-        for t in topics:
-            n.get_max_offset_in_queue(t, 0)  # raises ValueError for an invalid topic name
-            self._warn_unknown(t, queue_id, stacklevel=4)
-            qids = n.queue_ids(t) if queue_id is None else [queue_id]
-            for q in qids:
-                lo = n.get_min_offset_in_queue(t, q) if start is None else start
-                hi = n.get_max_offset_in_queue(t, q) if end is None else end
-                if hi > lo:
-                    ranges.append((t, q, lo, hi))
-        return n.read_arrow(ranges, None, min_store_timestamp=min_store_timestamp,
+            raise ValueError("queue_id needs a topic")
+        lo = n.min_phy_offset if start is None else start
+        hi = n.max_phy_offset if end is None else end
+        return n.read_arrow(None, [(max(lo, 0), max(hi, 0))],
+                            include_system=include_system,
+                            include_uncommitted=include_uncommitted,
+                            min_store_timestamp=min_store_timestamp,
                             max_store_timestamp=max_store_timestamp, tags=tag_list,
                             batch_size=batch_size, store_name=store_name, threads=threads,
                             columns=cols)
+    topics = [topic] if isinstance(topic, str) else list(topic)
+    for t in topics:
+        if not isinstance(t, str):
+            raise TypeError(f"topic must be a str or a list of str, not {type(t).__name__}")
+    ranges: list[tuple[str, int, int, int]] = []
+    for t in topics:
+        n.get_max_offset_in_queue(t, 0)  # raises ValueError for an invalid topic name
+        store._warn_unknown(t, queue_id, stacklevel=stacklevel)
+        qids = n.queue_ids(t) if queue_id is None else [queue_id]
+        for q in qids:
+            lo = n.get_min_offset_in_queue(t, q) if start is None else start
+            hi = n.get_max_offset_in_queue(t, q) if end is None else end
+            if hi > lo:
+                ranges.append((t, q, lo, hi))
+    return n.read_arrow(ranges, None, min_store_timestamp=min_store_timestamp,
+                        max_store_timestamp=max_store_timestamp, tags=tag_list,
+                        batch_size=batch_size, store_name=store_name, threads=threads,
+                        columns=cols)
 

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.store import MessageStore
 
 __all__ = ["PEERS", "PeerResult", "Phase", "run_peers"]

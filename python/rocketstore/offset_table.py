@@ -12,7 +12,7 @@ JSON document::
 The separator is the engine's (``_native.TOPIC_GROUP_SEPARATOR``, as in
 RocketMQ). The engine takes the table as rows ``(topic, group, queue_id,
 offset)`` (:meth:`OffsetTable.rows`): no key text crosses into it.
-:class:`~rocketstore.consumer_offsets.ConsumerOffsets` shares the file
+:class:`~rocketstore.consumers.offsets.ConsumerOffsets` shares the file
 between processes.
 
 >>> table = OffsetTable.from_json('{"offsetTable":{"orders@group-a":{0:12,"1":5}}}')
@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
 from rocketstore import _native
-from rocketstore.config_files import MAX_QUEUE_ID, _check_int, _check_name, _int_map
+from rocketstore.config.files import MAX_QUEUE_ID, _check_int, _check_name, _int_map
 from rocketstore.formats.fastjson import dumps_fastjson, loads_fastjson
 
 __all__ = [

@@ -41,9 +41,9 @@ from rocketstore._native import NativeStore, RuntimeSample
 from rocketstore.services.retention import disk_usage_ratio
 
 if TYPE_CHECKING:
-    from rocketstore.config import StoreConfig
+    from rocketstore.store import MessageStore
 
-__all__ = ["QueueStats", "StatsView", "StoreStats"]
+__all__ = ["QueueStats", "StatsSampler", "StoreStats", "stats"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -295,76 +295,67 @@ def sample(
     )
 
 
-class StatsView:
-    """``stats()`` of :class:`~rocketstore.MessageStore` (a base class of it)."""
+class StatsSampler:
+    """The ``stats()`` part of one :class:`~rocketstore.MessageStore`: the
+    sample the next call measures its rates against."""
 
-    if TYPE_CHECKING:
-        _config: StoreConfig
-        _read_only: bool
+    def __init__(self) -> None:
+        self.last: StoreStats | None = None
 
-        @property
-        def _n(self) -> NativeStore: ...
-
-        @property
-        def is_writeable(self) -> bool: ...
-
-        @property
-        def running_flags(self) -> list[str]: ...
-
-    #: The sample the next ``stats()`` call measures its rates against.
-    _stats_last: StoreStats | None = None
-
-    def stats(self, since: StoreStats | None = None) -> StoreStats:
-        """One sample of the store's running state (RocketMQ's ``getRuntimeInfo``).
-
-        Put and pull counts and rates, dispatch and flush lag in bytes, disk
-        usage, the running flags and every queue's min/max offsets; see
-        :class:`~rocketstore.StoreStats` for each field and its unit.
-
-        Rates are measured against ``since`` (an earlier sample of this
-        store), by default against the previous ``stats()`` call on this
-        store object (the first call: against the moment it was opened).
-        Every call becomes the default baseline of the next one, so a
-        view refreshing once a second shows the rates of the last second.
-
-        The sample waits for nothing: the queue ends are what dispatch has
-        made visible so far (``dispatch_behind_bytes`` says how much is left).
-        A read-only store first picks up what the writer appended
-        (``refresh()``) and tells only what the files tell: the fields
-        only the writer's process has are None (``put_messages_total``,
-        ``put_bytes_total``, ``flushed_offset``, ``flush_behind_bytes``),
-        and its put rates are measured on the files (the growth of the queue
-        ends and of the CommitLog).
-
-        Raises:
-            TypeError: ``since`` is not a ``StoreStats``.
-            StoreClosedError: the store is not open.
-
-        >>> import tempfile
-        >>> from rocketstore import MessageStore, StoreConfig
-        >>> with tempfile.TemporaryDirectory() as path:
-        ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
-        ...                       max_hash_slot_num=64, max_index_num=256)  # small files
-        ...     with MessageStore(cfg) as store:
-        ...         r = store.put("orders", b"x")
-        ...         s = store.stats()
-        >>> s.put_messages_total, s.put_bytes_total == r.wrote_bytes, s.flush_behind_bytes >= 0
-        (1, True, True)
-        """
-        if since is not None and not isinstance(since, StoreStats):
-            raise TypeError(f"since must be a StoreStats, not {type(since).__name__}")
-        s = self._sample(since or self._stats_last, disk=True)
-        self._stats_last = s
-        return s
-
-    def _stats_reset(self) -> None:
+    def reset(self, store: MessageStore) -> None:
         """The baseline of the first ``stats()`` call: the store just opened."""
-        self._stats_last = None
-        self._stats_last = self._sample(None, disk=False)
+        self.last = None
+        self.last = _sample(store, None, disk=False)
 
-    def _sample(self, since: StoreStats | None, *, disk: bool) -> StoreStats:
-        cfg = self._config
-        return sample(self._n, store_path=Path(cfg.store_path),
-                      commit_log_dir=Path(cfg.commit_log_dir), read_only=self._read_only,
-                      writeable=self.is_writeable, running_flags=self.running_flags,
-                      since=since, disk=disk)
+
+def stats(store: MessageStore, since: StoreStats | None = None) -> StoreStats:
+    """One sample of the store's running state (RocketMQ's ``getRuntimeInfo``).
+
+    Put and pull counts and rates, dispatch and flush lag in bytes, disk
+    usage, the running flags and every queue's min/max offsets; see
+    :class:`~rocketstore.StoreStats` for each field and its unit.
+
+    Rates are measured against ``since`` (an earlier sample of this
+    store), by default against the previous ``stats()`` call on this
+    store object (the first call: against the moment it was opened).
+    Every call becomes the default baseline of the next one, so a
+    view refreshing once a second shows the rates of the last second.
+
+    The sample waits for nothing: the queue ends are what dispatch has
+    made visible so far (``dispatch_behind_bytes`` says how much is left).
+    A read-only store first picks up what the writer appended
+    (``refresh()``) and tells only what the files tell: the fields
+    only the writer's process has are None (``put_messages_total``,
+    ``put_bytes_total``, ``flushed_offset``, ``flush_behind_bytes``),
+    and its put rates are measured on the files (the growth of the queue
+    ends and of the CommitLog).
+
+    Raises:
+        TypeError: ``since`` is not a ``StoreStats``.
+        StoreClosedError: the store is not open.
+
+    >>> import tempfile
+    >>> from rocketstore import MessageStore, StoreConfig
+    >>> with tempfile.TemporaryDirectory() as path:
+    ...     cfg = StoreConfig(store_path=path, mapped_file_size_commit_log=64 * 1024,
+    ...                       max_hash_slot_num=64, max_index_num=256)  # small files
+    ...     with MessageStore(cfg) as store:
+    ...         r = store.put("orders", b"x")
+    ...         s = store.stats()
+    >>> s.put_messages_total, s.put_bytes_total == r.wrote_bytes, s.flush_behind_bytes >= 0
+    (1, True, True)
+    """
+    if since is not None and not isinstance(since, StoreStats):
+        raise TypeError(f"since must be a StoreStats, not {type(since).__name__}")
+    part = store._stats
+    s = _sample(store, since or part.last, disk=True)
+    part.last = s
+    return s
+
+
+def _sample(store: MessageStore, since: StoreStats | None, *, disk: bool) -> StoreStats:
+    cfg = store.config
+    return sample(store._n, store_path=Path(cfg.store_path),
+                  commit_log_dir=Path(cfg.commit_log_dir), read_only=store.read_only,
+                  writeable=store.is_writeable, running_flags=store.running_flags,
+                  since=since, disk=disk)

@@ -5,91 +5,59 @@ segments, consume queues, index files, checkpoint). ``MessageStore`` opens it,
 takes the single-writer lock, recovers, and serves puts and reads. The hot
 paths (encoding, appending, reading) run in the Rust engine; this class
 orchestrates.
+
+Every public method is defined in this class body or in its native base
+``MessageStoreBase``. Where the work belongs to one of the Python parts, the
+part's module defines the method as a function of the store, with its text,
+and the class body binds it by name (``stats = _stats.stats``): no Python
+base class, no wrapper frame. A part's state is an object the store holds
+(``_threads``, ``_commits``, ``_groups``, ``_stats``).
 """
 
 from __future__ import annotations
 
-import atexit
+import asyncio
 import datetime
-import logging
 import os
-import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from rocketstore import _checks, _native
+from rocketstore import _arrow_pull, _checks, _native, _store_reads, aio
+from rocketstore import stats as _stats
 from rocketstore._arrow_pull import tag_list
 from rocketstore._checks import ms_arg as _ms_arg
-from rocketstore._logging import ensure_log_pump, pump_now
+from rocketstore._lifecycle import close_store, disarm, open_store, persist_config
 from rocketstore._native import (
     GetMessageResult,
     MessageExt,
     MessageStoreBase,
     NativeStore,
 )
-from rocketstore._store_reads import ArrowReads, UnknownTopics
-from rocketstore.aio import AsyncStore
-from rocketstore.config import StoreConfig
-from rocketstore.config_files import TopicConfigs
-from rocketstore.consumer_offsets import ConsumerOffsets
+from rocketstore._store_reads import UnknownTopics
+from rocketstore.aio import StoreThreads
+from rocketstore.config.files import TopicConfigs
+from rocketstore.config.store_config import StoreConfig
+from rocketstore.consumers import groups, store_commits
+from rocketstore.consumers.async_consumer import AsyncConsumer
+from rocketstore.consumers.consumer import Consumer
+from rocketstore.consumers.groups import GroupLocks
+from rocketstore.consumers.offsets import ConsumerOffsets
+from rocketstore.consumers.store_commits import OffsetCommits
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
-from rocketstore.groups import ConsumerGroupAdmin
-from rocketstore.offset_table import OffsetKey, OffsetTable
-from rocketstore.services.base import ServiceThread
-from rocketstore.services.dispatch import DispatchService
-from rocketstore.services.recovery import RecoveryReport, RecoveryService
-from rocketstore.services.retention import RetentionService
-from rocketstore.services.schedule import ScheduleService
-from rocketstore.stats import StatsView
+from rocketstore.offset_table import OffsetKey
+from rocketstore.services.recovery import RecoveryReport
+from rocketstore.stats import StatsSampler
 
 if TYPE_CHECKING:
 
-    from rocketstore.consumer import Consumer
+    from rocketstore.services.base import ServiceThread
+    from rocketstore.services.dispatch import DispatchService
+    from rocketstore.services.retention import RetentionService
 
 __all__ = ["MessageStore", "RecoveryReport"]
-
-log = logging.getLogger("rocketstore")
-
-
-#: Seconds between writes of consumerOffset.json triggered by ``sync=False``
-#: commits (RocketMQ's ``flushConsumerOffsetInterval``).
-OFFSETS_PERSIST_INTERVAL = 5.0
-
-
-
-# Live stores, so a forked child can disarm the handles it inherited.
-_LIVE: weakref.WeakSet[MessageStore] = weakref.WeakSet()
-
-_FORKED_REASON = "store handles do not survive fork(); open the store again"
-
-
-def _after_fork_in_child() -> None:
-    # The child's copy of the engine store is closed already (the engine
-    # notices the fork, and closed the child's copy of the lock descriptor
-    # at fork); dropping it here touches no file and joins no thread.
-    for store in list(_LIVE):
-        store._disarm(_FORKED_REASON)
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _at_exit() -> None:
-    """Keep daemon threads out of the GIL once the interpreter finalizes.
-
-    CPython ends a thread that takes the GIL back during finalization with
-    ``pthread_exit``, whose forced unwind must not cross Rust frames (the
-    process would abort). From here on, an engine call that released the GIL
-    never takes it back (the thread waits for the process to end), and new
-    calls keep the GIL; threads already taking it back are let through first.
-    """
-    _native._begin_exit()
-
-
-atexit.register(_at_exit)
 
 
 def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
@@ -100,7 +68,7 @@ def _as_config(config: StoreConfig | str | os.PathLike[str]) -> StoreConfig:
     raise TypeError(f"config must be a StoreConfig or a path, not {type(config).__name__}")
 
 
-class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, ConsumerGroupAdmin):
+class MessageStore(MessageStoreBase):
     """A RocketMQ-compatible message store.
 
     Args:
@@ -141,6 +109,16 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
     :meth:`async_consumer` never block the event loop (see
     :mod:`rocketstore.aio`).
 
+    Every public method is defined in this class body or on
+    ``MessageStoreBase``. Those whose work belongs to a Python part are
+    functions of the part's module bound here by name: the asyncio puts
+    (:mod:`rocketstore.aio`), the committed offsets
+    (:mod:`rocketstore.consumers.store_commits`), the consumer groups
+    (:mod:`rocketstore.consumers.groups`), ``stats`` (:mod:`rocketstore.stats`)
+    and the reads the package adds to the engine's
+    (:mod:`rocketstore._store_reads` and the Arrow pull). Opening and closing
+    are :mod:`rocketstore._lifecycle`.
+
     >>> import tempfile
     >>> tmp = tempfile.TemporaryDirectory()
     >>> cfg = StoreConfig(store_path=tmp.name, mapped_file_size_commit_log=64 * 1024,
@@ -177,15 +155,31 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         # Python services (ServiceThread subclasses) started after recovery,
         # stopped in reverse order before dispatch and flush stop.
         self._services: list[ServiceThread] = []
-        self._offsets = ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME)
+        self._commits = OffsetCommits(
+            ConsumerOffsets(self._config.config_dir / ConsumerOffsets.FILE_NAME))
         self._topic_configs = TopicConfigs(self._config.config_dir / _native.TOPICS_FILE)
         self._recovery: RecoveryReport | None = None
-        self._offsets_persisted_at = time.monotonic()
         self._closed_reason = "store is not started; call start() or use `with`"
         self._pid = os.getpid()
         self._unknown = UnknownTopics(self._config.store_path)
+        self._init_parts()
 
-    # -- lifecycle ---------------------------------------------------------
+    def _init_parts(self) -> None:
+        """The Python parts: each holds its own state and refers to the
+        store weakly (or is handed it per call), so a dropped store goes."""
+        ref = weakref.ref(self)
+
+        def native() -> NativeStore:
+            store = ref()
+            if store is None:
+                raise StoreClosedError("store is closed")
+            return store._n
+
+        self._threads = StoreThreads(native)
+        self._groups = GroupLocks()
+        self._stats = StatsSampler()
+
+    # -- lifecycle (_lifecycle.py) -----------------------------------------
 
     def start(self) -> MessageStore:
         """Lock, load and recover the store; returns ``self``.
@@ -197,94 +191,9 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
             ConfigMismatchError: the files disagree with the configuration.
             CorruptedError: a file is damaged beyond what recovery repairs.
         """
-        if self._native is not None and not self._native.closed:
-            return self
-        self._pid = os.getpid()
-        cfg = self._config
-        ensure_log_pump()
-        # The engine reads the config field by field, checks the path, creates it.
-        native = NativeStore(cfg, self._read_only, repair=self._repair,
-                             wait_for_writer=self._wait_for_writer, create=self._create)
-        try:
-            offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
-            report = RecoveryService(native).recover(
-                cfg.check_crc_on_recover,
-                cfg.on_corruption == "skip",
-                consumer_offsets=None if self._read_only else offsets,
-                whole=self._repair,
-            )
-            topic_configs = TopicConfigs.load(cfg.config_dir / _native.TOPICS_FILE)
-            if not self._read_only:
-                # Flush threads first: the abort file they create marks the
-                # store as running from here on.
-                native.start_flush()
-        except BaseException:
-            native.shutdown()
-            pump_now()
-            raise
-        pump_now()
-        self._config = cfg.replace(
-            mapped_file_size_commit_log=native.commit_log_file_size,
-            mapped_file_size_consume_queue=native.consume_queue_file_size,
-        )
-        self._recovery = report
-        self._native = native
-        self._dispatch = DispatchService(native)
-        self._offsets = offsets
-        self._topic_configs = topic_configs
-        if not self._read_only:
-            try:
-                # A service may refuse to start (an unreadable progress file).
-                services = self._make_services()
-            except BaseException:
-                native.shutdown()
-                pump_now()
-                raise
-            self._dispatch.start()
-            for service in services:
-                service.start()
-                self._services.append(service)
-        self._attach(native)
-        _LIVE.add(self)
-        self._stats_reset()
+        if self._native is None or self._native.closed:
+            open_store(self)
         return self
-
-    def _make_services(self) -> list[ServiceThread]:
-        """The Python services a writer runs (dispatch runs in the engine)."""
-        # The service refers to the store weakly: a running thread must not
-        # keep a dropped store (and its engine store) alive.
-        ref = weakref.ref(self)
-
-        def native() -> NativeStore | None:
-            store = ref()
-            return None if store is None else store._native
-
-        def offsets() -> OffsetTable:
-            store = ref()
-            return OffsetTable() if store is None else store._offsets.current()
-
-        def failed(reason: str) -> None:
-            store = ref()
-            if store is not None:
-                store._service_failed(reason)
-
-        self._retention = RetentionService(native, self._config, offsets=offsets, on_failure=failed)
-        return [self._retention, ScheduleService.for_store(self)]
-
-    def _service_failed(self, reason: str) -> None:
-        """A Python service died: refuse puts from now on, keeping the reason."""
-        n = self._native
-        if n is not None and not n.closed:
-            n.poison(reason)
-
-    def _disarm(self, why: str) -> None:
-        """Make every call raise StoreClosedError (after fork in the child)."""
-        self._native = None
-        self._dispatch = None
-        self._services = []  # their threads are the parent's
-        self._closed_reason = why
-        self._detach(why)
-        self._aio_close(why, forked=True)
 
     def shutdown(self) -> None:
         """Dispatch what is left, flush, persist offsets and close.
@@ -294,86 +203,21 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         or ``SystemExit`` before the engine closed leaves the store open:
         call it again to finish (nothing committed is dropped).
         """
-        n = self._native
-        if n is None or n.closed:
-            return
-        if os.getpid() != self._pid:
-            # A copy in a forked child (whatever forked it): the files, the
-            # threads and the config files are the parent's; touch nothing.
-            self._disarm(_FORKED_REASON)
-            return
-        try:
-            while self._services:
-                # Removed once stopped: an interrupted close stops it again.
-                self._services[-1].shutdown()
-                self._services.pop()
-            if self._dispatch is not None:
-                self._dispatch.shutdown()
-            if not self._read_only:
-                if n.poison_reason is None:
-                    # Dispatch what is left first, so topics.json lists every topic.
-                    n.drain_dispatch()
-                self._persist_config()
-            elif not self._no_write:
-                self._offsets.persist()
-        except Exception:
-            self._close_native(n)
-            raise
-        except BaseException:
-            # Interrupted (KeyboardInterrupt, SystemExit): the engine store
-            # stays open, so a later close() does what is left (offsets and
-            # topics committed so far are written then) instead of returning.
-            pump_now()
-            raise
-        self._close_native(n)
-
-    def _close_native(self, n: NativeStore) -> None:
-        try:
-            n.shutdown()
-        finally:
-            pump_now()
-            # Async waits and puts, and open consumers' groups, end with the engine store.
-            self._aio_close("store is closed")
-            self._release_consumer_groups()
+        close_store(self)
 
     def close(self) -> None:
         """Close the store: the same as :meth:`shutdown` (as files and sockets are closed)."""
         self.shutdown()
 
-    def _persist_config(self) -> None:
-        n = self._n
-        for topic in n.topics():
-            for qid in n.queue_ids(topic):
-                self._topic_configs.ensure(topic, qid)
-        self._topic_configs.persist()
-        self._persist_offsets()
+    def _service_failed(self, reason: str) -> None:
+        """A Python service died: refuse puts from now on, keeping the reason."""
+        n = self._native
+        if n is not None and not n.closed:
+            n.poison(reason)
 
-    def _persist_offsets(self) -> bool:
-        """Write consumerOffset.json if it changed, after making the messages
-        below the offsets written durable (no persisted offset ever points
-        past data a power loss could take back). Concurrent callers share
-        writes: a commit made while a write is under way goes in the next.
-        """
-        n = self._n
-        if self._read_only:
-            # A reader cannot flush the writer's CommitLog; after a power
-            # loss the writer's recovery lowers offsets past the queue ends.
-            self._offsets_persisted_at = time.monotonic()
-            return self._offsets.persist()
-
-        def flush_below(table: OffsetTable) -> None:
-            n.flush_for_offsets(table.rows())
-
-        # The interval runs from the moment the table is taken: the write
-        # holds every commit made before it, however long the flush takes.
-        self._offsets_persisted_at = time.monotonic()
-        return self._offsets.persist(flush_below)
-
-    def _maybe_persist_offsets(self) -> None:
-        """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed since the last write."""
-        if (time.monotonic() - self._offsets_persisted_at >= OFFSETS_PERSIST_INTERVAL
-                and self._offsets.dirty):
-            self._persist_offsets()
+    def _disarm(self, why: str) -> None:
+        """Make every call raise StoreClosedError (after fork in the child)."""
+        disarm(self, why)
 
     def __enter__(self) -> MessageStore:
         return self.start()
@@ -386,16 +230,36 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
     ) -> None:
         self.shutdown()
 
+    async def __aenter__(self) -> MessageStore:
+        """``async with MessageStore(cfg) as store:``: :meth:`start` in a
+        thread (recovery of a big store takes a while)."""
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """:meth:`shutdown` in a thread (it dispatches, flushes and joins
+        the store's threads); the loop runs on meanwhile."""
+        await asyncio.to_thread(self.shutdown)
+
     def __reduce__(self) -> tuple[Any, ...]:
         # A handle never survives pickling: the copy reopens by path.
         return (MessageStore, (self._config,), {"_read_only": self._read_only,
                                                 "_wait_for_writer": self._wait_for_writer,
-                                                "_no_write": self._no_write})
+                                                "_no_write": self._no_write,
+                                                "_create": self._create})
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._read_only = state["_read_only"]
         self._wait_for_writer = state.get("_wait_for_writer", False)
         self._no_write = state.get("_no_write", False)
+        self._create = state.get("_create", False)
 
     def __repr__(self) -> str:
         state = "closed" if self._native is None or self._native.closed else "open"
@@ -411,6 +275,10 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         if n.closed:
             raise StoreClosedError("store is closed")
         return n
+
+    @property
+    def _offsets(self) -> ConsumerOffsets:
+        return self._commits.offsets
 
     # -- properties --------------------------------------------------------
 
@@ -503,12 +371,20 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
 
     def flush(self) -> int:
         """Force everything written to disk; returns the flushed CommitLog offset."""
-        off = self._n.flush()
+        n = self._n
+        off = n.flush()
         if not self._read_only:
-            self._persist_config()
+            persist_config(self)
         elif not self._no_write:
-            self._persist_offsets()
+            self._commits.persist(n, read_only=True)
         return off
+
+    # -- asyncio puts (aio.py) ---------------------------------------------
+
+    aput = aio.aput
+    aput_message = aio.aput_message
+    aput_messages = aio.aput_messages
+    aput_batch = aio.aput_batch
 
     # -- reads -------------------------------------------------------------
 
@@ -584,6 +460,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
                 ``% | _ -``, at most 127 bytes) and the store holds no such
                 topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
         """
+        # Written out here: a pull is one Python frame over the native call.
         tags = tags if tags is None else tag_list(tags)
         result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tags)
         if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
@@ -612,37 +489,7 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """Store time of the message at ``cq_offset`` (-1 when none)."""
         return self._n.get_message_store_timestamp(topic, queue_id, cq_offset)
 
-    def query_message(
-        self,
-        topic: str,
-        key: str,
-        max_num: int = 32,
-        begin_timestamp: int | datetime.datetime = 0,
-        end_timestamp: int | datetime.datetime | None = None,
-    ) -> list[MessageExt]:
-        """Messages of ``topic`` whose UNIQ_KEY or KEYS contain ``key``, ascending by offset.
-
-        Only messages really carrying the key are returned (index hash
-        collisions are filtered out); at most ``min(max_num, max_msgs_num_batch)``.
-
-        The window is the messages' store time in ``[begin_timestamp,
-        end_timestamp]``, both included, exact to the millisecond (``None``:
-        no end). The bounds are ms since the epoch, or ``datetime`` objects (a
-        naive one is local time, as ``datetime.timestamp()`` reads it). The
-        index keeps whole seconds, so the search looks up to a second before
-        ``begin_timestamp`` and each record's own store time decides; the
-        ``max_num`` entries the index hands out may include such neighbours
-        (they are dropped, not replaced).
-
-        Raises:
-            CorruptedError: a record the index points at is damaged (the
-                message names file and offset).
-        """
-        found = self._n.query_message(topic, key, max_num, _ms_arg(begin_timestamp),
-                                      _ms_arg(end_timestamp))
-        if not found:
-            self._warn_unknown(topic)
-        return found
+    query_message = _store_reads.query_message
 
     def queue_ids(self, topic: str) -> list[int]:
         """Queue ids of ``topic`` that exist, sorted."""
@@ -681,7 +528,17 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """Read-only stores: pick up what the writer appended (True if anything new)."""
         return self._n.refresh()
 
-    # -- consumer groups ---------------------------------------------------
+    # -- Arrow reads (_store_reads.py, _arrow_pull.py) ----------------------
+
+    read_arrow = _store_reads.read_arrow
+    _arrow_stream = _store_reads.arrow_stream
+    get_arrow = _arrow_pull.get_arrow
+
+    # -- stats (stats.py) --------------------------------------------------
+
+    stats = _stats.stats
+
+    # -- committed offsets (consumers/store_commits.py) --------------------
 
     def commit_offset(self, group: str, topic: str, queue_id: int, next_offset: int) -> None:
         """Record ``next_offset`` as the next message ``group`` reads from the queue.
@@ -696,63 +553,11 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         """
         self.commit_offsets(group, topic, {queue_id: next_offset})
 
-    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
-        """Record ``{queue_id: next_offset}`` of ``group`` for several queues at once.
+    commit_offsets = store_commits.commit_offsets
+    query_offset = store_commits.query_offset
+    persist_offsets = store_commits.persist_offsets
 
-        As :meth:`commit_offset`, for all the queues together: every entry is
-        checked first (a bad one records nothing), and a write of
-        ``config/consumerOffset.json`` that this commit triggers (or that runs
-        meanwhile) holds all of them or none. ``Consumer`` commits this way.
-
-        Raises:
-            ValueError / TypeError: a name :meth:`OffsetKey.of
-                <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
-                topic with ``@``), a topic that breaks the topic rule
-                (letters, digits and ``% | _ -``, at most 127 bytes) and the
-                store does not hold, a queue id outside ``[0, 2**31 - 1]``
-                or an offset outside ``[0, 2**63 - 1]`` or not an int.
-            ReadOnlyStoreError: the store was opened ``no_write=True``.
-        """
-        n = self._n
-        if self._no_write:
-            raise ReadOnlyStoreError("cannot commit offsets in a store opened no_write=True")
-        # The names rule, then the read rule: a name that breaks the topic
-        # rule is refused unless the store holds that topic (ValueError).
-        n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
-        self._offsets.commit_many(group, topic, offsets)
-        self._maybe_persist_offsets()
-
-    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
-        """The committed next offset of ``group`` in the queue (-1 when unknown).
-
-        Sees what other processes wrote to ``consumerOffset.json`` (one
-        ``stat`` of the file per call), with this process's own commits on top.
-        """
-        self._n  # noqa: B018 - raises StoreClosedError when closed
-        self._offsets.refresh()
-        return self._offsets.query(group, topic, queue_id)
-
-    def persist_offsets(self) -> None:
-        """Make the committed offsets durable now.
-
-        First the CommitLog is flushed up to the messages below the committed
-        offsets (in every flush mode; under ``SYNC_FLUSH`` they already are),
-        then ``config/consumerOffset.json`` is written atomically (temporary
-        file, fsync, rename, fsync of the directory), under
-        ``config/consumerOffset.lock``, merged with what other processes
-        wrote (``docs/format.md``, §13.1). Concurrent calls share writes.
-        Nothing is written when nothing changed, or on a ``no_write`` store.
-        A read-only store writes the file without the flush (it cannot flush
-        the writer's CommitLog).
-
-        Raises:
-            PoisonedError: the CommitLog cannot be flushed (the file is not written).
-            TimeoutError: the flush did not complete within ``sync_flush_timeout``
-                (SYNC_FLUSH) or the disk took nothing (the file is not written).
-        """
-        self._n  # noqa: B018
-        if not self._no_write:
-            self._persist_offsets()
+    # -- consumers (consumers/) --------------------------------------------
 
     def consumer(
         self,
@@ -784,11 +589,40 @@ class MessageStore(MessageStoreBase, ArrowReads, AsyncStore, StatsView, Consumer
         up its queues when they appear), with an
         :class:`~rocketstore.UnknownTopicWarning` naming the known topics.
         """
-        from rocketstore.consumer import Consumer
+        return self._make_consumer(group, topic, start, tags, auto_commit, auto_commit_interval)
 
+    def async_consumer(
+        self,
+        group: str,
+        topic: str,
+        *,
+        start: Literal["earliest", "latest"] = "earliest",
+        tags: Sequence[str] | None = None,
+        auto_commit: bool = True,
+        auto_commit_interval: float = 5.0,
+    ) -> AsyncConsumer:
+        """An :class:`~rocketstore.consumers.AsyncConsumer` of every queue of
+        ``topic`` for ``group``: :meth:`consumer` whose waits never block
+        the event loop.
+
+        The arguments, errors and warnings are those of :meth:`consumer`.
+        """
+        c = self._make_consumer(group, topic, start, tags, auto_commit, auto_commit_interval)
+        return AsyncConsumer(self._threads, c)
+
+    def _make_consumer(self, group: str, topic: str, start: Literal["earliest", "latest"],
+                       tags: Sequence[str] | None, auto_commit: bool,
+                       auto_commit_interval: float) -> Consumer:
         # The names rule, then the read rule: a name that fails the put rule
         # is refused unless the store holds that topic (raises ValueError).
         self._n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
-        self._warn_unknown(topic)
+        self._warn_unknown(topic, stacklevel=4)  # names the caller of consumer()
         return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
                         auto_commit_interval=auto_commit_interval)
+
+    # -- consumer groups (consumers/groups.py) -----------------------------
+
+    consumer_groups = groups.consumer_groups
+    reset_consumer_group = groups.reset_consumer_group
+    delete_consumer_group = groups.delete_consumer_group
+    hold_consumer_group = groups.hold_consumer_group

@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 from helpers.store_util import diff_snapshots, snapshot
 from rocketstore import MessageStore, StoreConfig
 from rocketstore.cli import main
-from rocketstore.config_files import loads_fastjson
+from rocketstore.config.files import loads_fastjson
 
 CFG: dict[str, Any] = {"mapped_file_size_commit_log": 64 * 1024,
                        "mapped_file_size_consume_queue": 20 * 100,

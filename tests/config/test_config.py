@@ -1,4 +1,4 @@
-"""Tests for rocketstore.config: defaults, validation, properties I/O."""
+"""Tests for rocketstore.config.store_config: defaults, validation, properties I/O."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rocketstore import _native
-from rocketstore.config import (
+from rocketstore.config.store_config import (
     CQ_STORE_UNIT_SIZE,
     DEFAULT_MESSAGE_DELAY_LEVEL,
     MIN_MAPPED_FILE_SIZE_COMMIT_LOG,
@@ -558,7 +558,7 @@ def test_every_field_round_trips_through_its_rocketmq_name() -> None:
 def test_inert_fields_are_marked_and_warn_once(caplog: pytest.LogCaptureFixture) -> None:
     import inspect
 
-    from rocketstore import config as config_mod
+    from rocketstore.config import store_config as config_mod
 
     source = inspect.getsource(config_mod.StoreConfig)
     marked = set()

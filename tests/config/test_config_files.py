@@ -1,4 +1,4 @@
-"""Tests for rocketstore.config_files: fastjson shape, .tmp/.bak protocol, managers."""
+"""Tests for rocketstore.config.files: fastjson shape, .tmp/.bak protocol, managers."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketstore.config_files import (
+from rocketstore.config.files import (
     TopicConfigs,
     atomic_write,
     dumps_fastjson,
     load_with_backup,
     loads_fastjson,
 )
-from rocketstore.consumer_offsets import ConsumerOffsets
+from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.errors import CorruptedError
 from rocketstore.offset_table import OffsetKey, OffsetTable
 

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-import rocketstore.store as store_module
+import rocketstore.consumers.store_commits as commits_module
 from rocketstore import MessageStore, StoreConfig
 
 #: The store geometry (the test opens the store with it too).
@@ -31,7 +31,7 @@ CFG = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue":
 def main() -> None:
     path, log_path = sys.argv[1], sys.argv[2]
     auto_commit_interval, persist_interval = float(sys.argv[3]), float(sys.argv[4])
-    store_module.OFFSETS_PERSIST_INTERVAL = persist_interval
+    commits_module.OFFSETS_PERSIST_INTERVAL = persist_interval
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     store = MessageStore(StoreConfig(store_path=path, **CFG)).start()
     consumer = store.consumer("g", "T", auto_commit_interval=auto_commit_interval)

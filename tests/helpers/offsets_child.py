@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import sys
 
-import rocketstore.store as store_module
+import rocketstore.consumers.store_commits as commits_module
 from rocketstore import MessageStore, StoreConfig
-from rocketstore.consumer import Consumer
+from rocketstore.consumers.consumer import Consumer
 
 TOPIC = "T"
 QUEUES = 4
@@ -52,7 +52,7 @@ def main() -> None:
     cfg = StoreConfig(store_path=path, **CFG)
     if mode == "writer":
         n, group = int(sys.argv[3]), sys.argv[4]
-        store_module.OFFSETS_PERSIST_INTERVAL = 0.0
+        commits_module.OFFSETS_PERSIST_INTERVAL = 0.0
         store = MessageStore(cfg).start()
         for i in range(n):
             assert store.put(TOPIC, b"m%d" % i, i % QUEUES).ok

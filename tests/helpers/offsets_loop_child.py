@@ -16,13 +16,13 @@ import sys
 
 from offsets_child import CFG  # the same store geometry
 
-import rocketstore.store as store_module
+import rocketstore.consumers.store_commits as commits_module
 from rocketstore import MessageStore, StoreConfig
 
 
 def main() -> None:
     path, role, group, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    store_module.OFFSETS_PERSIST_INTERVAL = 0.0
+    commits_module.OFFSETS_PERSIST_INTERVAL = 0.0
     store = MessageStore(StoreConfig(store_path=path, **CFG),
                          read_only=role == "reader").start()
     print("ready", flush=True)

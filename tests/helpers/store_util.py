@@ -8,7 +8,7 @@ import os
 import struct
 from pathlib import Path
 
-from rocketstore.config_files import loads_fastjson
+from rocketstore.config.files import loads_fastjson
 
 #: Fixed V1 record overhead with IPv4 born and store hosts (docs/format.md §3.1).
 RECORD_OVERHEAD_V4 = 91

@@ -79,6 +79,6 @@ def _example_count(name: str) -> int:
 def test_the_examples_are_found() -> None:
     # The modules known to carry examples; a broken collection finds none.
     with_examples = {n for n in MODULES if _example_count(n) > 0}
-    assert {"rocketstore", "rocketstore.store", "rocketstore.config",
-            "rocketstore.config_files", "rocketstore.formats.fastjson",
+    assert {"rocketstore", "rocketstore.store", "rocketstore.config.store_config",
+            "rocketstore.config.files", "rocketstore.formats.fastjson",
             "rocketstore.formats.properties", "rocketstore.services.base"} <= with_examples

@@ -250,7 +250,9 @@ def test_file_formats_live_in_their_own_modules() -> None:
     """The .properties reader and the fastjson codec are modules of
     ``rocketstore.formats``, used (not defined) by the config modules; the
     cli is a package with one module per group of commands."""
-    from rocketstore import cli, config, config_files
+    from rocketstore import cli
+    from rocketstore.config import files as config_files
+    from rocketstore.config import store_config as config
 
     assert config.read_properties.__module__ == "rocketstore.formats.properties"
     assert config_files.loads_fastjson.__module__ == "rocketstore.formats.fastjson"

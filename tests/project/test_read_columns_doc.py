@@ -11,8 +11,8 @@ import importlib.util
 import re
 
 from helpers.paths import REPO
+from rocketstore import MessageStore
 from rocketstore._native import READ_COLUMNS
-from rocketstore._store_reads import ArrowReads
 
 NAMES = [c.name for c in READ_COLUMNS]
 
@@ -45,7 +45,7 @@ def test_read_arrow_lists_the_columns_in_order_and_the_readme_names_only_columns
     assert bullet is not None and "docs/spark.md" in bullet[1]
     named = re.findall(r"`([a-z_]+)`", bullet[1])
     assert named and set(named) <= set(NAMES), set(named) - set(NAMES)
-    doc = ArrowReads.read_arrow.__doc__ or ""
+    doc = MessageStore.read_arrow.__doc__ or ""
     listed = re.search(r"The columns are those of the Spark schema: ``([^`]+)``", doc)
     assert listed is not None
     assert _names_in(listed[1]) == NAMES[:-1]

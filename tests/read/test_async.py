@@ -30,7 +30,8 @@ from rocketstore import (
     StoreClosedError,
     StoreConfig,
 )
-from rocketstore.aio import PUT_THREADS, AsyncConsumer, DispatchWatcher
+from rocketstore.aio import PUT_THREADS, DispatchWatcher
+from rocketstore.consumers import AsyncConsumer
 
 # Consumers made before their topic's first put warn of the unknown topic.
 pytestmark = pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")
@@ -138,7 +139,7 @@ def test_cancelled_poll_leaves_no_waiter_and_loses_nothing(open_store: OpenStore
             assert [m.body for m in await c.poll(timeout=1.0)] == [b"m0"]
             poll = asyncio.create_task(c.poll(timeout=None))
             await waiting(c)
-            watcher = store._dispatch_watcher()
+            watcher = store._threads.watcher()
             assert watcher._waiters and wakeup_threads()
             poll.cancel()
             with pytest.raises(asyncio.CancelledError):

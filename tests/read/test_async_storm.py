@@ -21,7 +21,7 @@ import pytest
 
 from helpers.presets import SMALL
 from rocketstore import MessageStore, StoreClosedError
-from rocketstore.aio import AsyncConsumer
+from rocketstore.consumers import AsyncConsumer
 
 pytestmark = pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")
 

@@ -1,4 +1,4 @@
-"""Tests for rocketstore.consumer.Consumer.
+"""Tests for rocketstore.consumers.consumer.Consumer.
 
 Most tests run against ``FakeStore`` (an in-memory model of the store contract
 the consumer relies on, answering ``get_message`` per docs/format.md §18.3) and, once
@@ -20,7 +20,7 @@ import pytest
 
 from helpers.read_util import Iteration, hang_guard
 from rocketstore import GetStatus, MessageStore, ReadOnlyStoreError, StoreClosedError
-from rocketstore.consumer import Consumer
+from rocketstore.consumers.consumer import Consumer
 
 # -- the fake store -------------------------------------------------------------
 
@@ -448,7 +448,7 @@ def test_read_only_store_keeps_commits_in_memory(fake: FakeStore) -> None:
         warnings.simplefilter("error")
         c.commit({0: 2})
         c.close()  # the auto-commit of close does not warn either
-    assert c._committed == {0: 3}
+    assert c._commits.committed == {0: 3}
 
 
 def test_commit_survives_a_store_that_raises_read_only(fake: FakeStore) -> None:
@@ -462,7 +462,7 @@ def test_commit_survives_a_store_that_raises_read_only(fake: FakeStore) -> None:
     with pytest.warns(RuntimeWarning, match="nothing is persisted"):
         c.commit()
     assert c.committed(0) == -1  # the store has nothing ...
-    assert c._committed == {0: 0}  # ... the consumer remembers
+    assert c._commits.committed == {0: 0}  # ... the consumer remembers
 
 
 def test_iteration_yields_forever_and_stops_when_the_store_closes(store: Any) -> None:
@@ -539,7 +539,7 @@ def test_auto_commit_waits_for_its_interval(fake: FakeStore) -> None:
     c.poll(timeout=0, max_messages=4)
     c.poll(timeout=0, max_messages=4)
     assert fake.commit_calls == []
-    c._last_auto_commit -= 3600  # the interval passed
+    c._commits.last_auto_commit -= 3600  # the interval passed
     c.poll(timeout=0, max_messages=1)
     assert fake.commit_calls == [("g", "T", 0, 8)]
 

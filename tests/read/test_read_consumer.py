@@ -12,7 +12,7 @@ import pytest
 
 from helpers.read_util import SMALL, Iteration, hang_guard, record_waits, wait_dispatched
 from rocketstore import MessageStore
-from rocketstore.config_files import loads_fastjson
+from rocketstore.config.files import loads_fastjson
 
 OpenStore = Callable[..., MessageStore]
 

@@ -13,7 +13,7 @@ import pytest
 from helpers.read_util import SMALL, listing, wait_dispatched
 from helpers.store_util import diff_snapshots, snapshot
 from rocketstore import MessageStore, ReadOnlyStoreError, StoreClosedError, StoreConfig
-from rocketstore.config_files import loads_fastjson
+from rocketstore.config.files import loads_fastjson
 
 OpenStore = Callable[..., MessageStore]
 

@@ -34,7 +34,7 @@ from rocketstore import (
     PoisonedError,
     StoreConfig,
 )
-from rocketstore.config_files import loads_fastjson
+from rocketstore.config.files import loads_fastjson
 from rocketstore.services import schedule as schedule_mod
 from rocketstore.services.schedule import SCHEDULE_TOPIC, ScheduleService
 
@@ -413,7 +413,7 @@ def _run_child(store_path: str, n: int, mode: str, persist_ms: int) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", CHILD, store_path, str(n), mode, str(HERE), str(persist_ms)],
         stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS)])},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS), *sys.path])},
     )
     assert proc.stdout is not None
     want = "DELIVERED" if mode == "delivered" else "PUT"

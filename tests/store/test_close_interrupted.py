@@ -23,10 +23,10 @@ CFG = {"mapped_file_size_commit_log": 64 * 1024, "mapped_file_size_consume_queue
 
 CHILD = textwrap.dedent("""
     import os, signal, sys
-    import rocketstore.store as store_module
+    import rocketstore.consumers.store_commits as commits_module
     from rocketstore import MessageStore, StoreConfig
-    from rocketstore.config_files import TopicConfigs
-    from rocketstore.consumer_offsets import ConsumerOffsets
+    from rocketstore.config.files import TopicConfigs
+    from rocketstore.consumers.offsets import ConsumerOffsets
     from rocketstore.services.base import ServiceThread
 
     path, what, where = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -34,7 +34,7 @@ CHILD = textwrap.dedent("""
                       mapped_file_size_consume_queue=2000, max_hash_slot_num=64,
                       max_index_num=256)
     store = MessageStore(cfg).start()
-    store_module.OFFSETS_PERSIST_INTERVAL = 3600.0  # only close() writes the offsets
+    commits_module.OFFSETS_PERSIST_INTERVAL = 3600.0  # only close() writes the offsets
     for i in range(12):
         store.put("T", b"m%d" % i, queue_id=i % 3)
     store.commit_offset("direct", "T", 1, 3)

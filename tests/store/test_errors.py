@@ -23,7 +23,7 @@ from rocketstore import (
     StoreError,
     _native,
 )
-from rocketstore.config import (
+from rocketstore.config.store_config import (
     DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG,
     DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE,
 )

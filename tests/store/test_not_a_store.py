@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pickle
 import time
 from pathlib import Path
 
@@ -154,3 +155,17 @@ def test_a_store_path_that_is_a_file_is_refused_as_a_file(tmp_path: Path,
     assert ei.value.errno == errno.ENOTDIR and str(path) in str(ei.value)
     assert "does not exist" not in str(ei.value)
     assert path.read_bytes() == b"not a store" and os.listdir(tmp_path) == ["data.bin"]
+
+
+def test_create_survives_pickling(tmp_path: Path) -> None:
+    """A pickled handle reopens by path with the same open mode: a copy of a
+    ``create=True`` handle may still make the store in a folder of other files."""
+    _other_files(tmp_path)
+    cfg = StoreConfig(store_path=str(tmp_path), **SMALL)
+    copy = pickle.loads(pickle.dumps(MessageStore(cfg, create=True)))
+    with copy:
+        copy.put("orders", b"x")
+    photos = StoreConfig(store_path=str(tmp_path / "photos"), **SMALL)
+    plain = pickle.loads(pickle.dumps(MessageStore(photos)))
+    with pytest.raises(NotAStoreError, match="create=True"):
+        plain.start()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import rocketstore.store as store_module
+import rocketstore.consumers.store_commits as commits_module
 from rocketstore import MessageStore, StoreConfig, _native
 
 
@@ -46,7 +46,7 @@ def test_commit_is_durable_and_sync_false_persists_on_schedule(
     with MessageStore(_cfg(tmp_path)) as store:
         for _ in range(3):
             store.put("T", b"x")
-        monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
+        monkeypatch.setattr(commits_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
         c = store.consumer("g", "T", auto_commit=False)
         assert len(c.poll(timeout=5.0, max_messages=1)) == 1
         # commit(sync=False): in memory; written by a later commit once the
@@ -60,7 +60,7 @@ def test_commit_is_durable_and_sync_false_persists_on_schedule(
         assert len(c.poll(timeout=5.0, max_messages=1)) == 1
         c.commit(sync=False)
         assert "0:1" in path.read_text()
-        monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 0.0)
+        monkeypatch.setattr(commits_module, "OFFSETS_PERSIST_INTERVAL", 0.0)
         store.commit_offset("g", "T", 0, 2)  # the interval passed: this commit writes
         assert "0:2" in path.read_text()
 

@@ -40,7 +40,7 @@ from rocketstore import (
     PutStatus,
     StoreConfig,
 )
-from rocketstore.consumer_offsets import ConsumerOffsets
+from rocketstore.consumers.offsets import ConsumerOffsets
 
 CHILD = HELPERS / "visibility_child.py"
 
@@ -400,10 +400,10 @@ def test_concurrent_commits_share_writes(
 ) -> None:
     """Eight consumers commit at once while a write is under way: the
     commits made meanwhile share the next write (at most two, not eight)."""
-    import rocketstore.consumer_offsets as offsets_module
-    import rocketstore.store as store_module
+    import rocketstore.consumers.offsets as offsets_module
+    import rocketstore.consumers.store_commits as commits_module
 
-    monkeypatch.setattr(store_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
+    monkeypatch.setattr(commits_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
     store = open_store(**SMALL)
     for q in range(2):
         store.put("t", b"x", queue_id=q)

@@ -27,7 +27,7 @@ from rich.progress import (
 )
 
 from rocketstore import __version__, _native
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.errors import StoreError, UnknownTopicWarning
 from rocketstore.store import MessageStore, RecoveryReport
 

@@ -40,7 +40,7 @@ from rocketstore.cli._common import (
     _stdout,
     main,
 )
-from rocketstore.config import FlushDiskType
+from rocketstore.config.store_config import FlushDiskType
 from rocketstore.message import Message, PutStatus
 from rocketstore.store import MessageStore
 

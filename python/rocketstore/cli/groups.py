@@ -30,7 +30,7 @@ from rocketstore.cli._common import (
     _store_path,
     main,
 )
-from rocketstore.groups import GroupLag, ResetTarget
+from rocketstore.consumers.groups import GroupLag, ResetTarget
 
 
 def _lag_table(groups: list[GroupLag]) -> Table:

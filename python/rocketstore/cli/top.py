@@ -35,7 +35,7 @@ from rocketstore.cli._common import (
     _store_path,
     main,
 )
-from rocketstore.groups import GroupLag
+from rocketstore.consumers.groups import GroupLag
 from rocketstore.stats import QueueStats, StoreStats
 from rocketstore.store import MessageStore
 

@@ -30,7 +30,7 @@ from rocketstore.cli._common import (
     _with_index_options,
     main,
 )
-from rocketstore.config_files import TopicConfigs
+from rocketstore.config.files import TopicConfigs
 from rocketstore.errors import CorruptedError
 from rocketstore.services.recovery import RecoveryReport
 from rocketstore.store import MessageStore

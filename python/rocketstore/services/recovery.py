@@ -54,7 +54,7 @@ from __future__ import annotations
 import logging
 
 from rocketstore._native import NativeStore, RecoveryMode, RecoveryReport
-from rocketstore.consumer_offsets import ConsumerOffsets
+from rocketstore.consumers.offsets import ConsumerOffsets
 
 __all__ = ["RecoveryMode", "RecoveryReport", "RecoveryService"]
 

@@ -45,7 +45,7 @@ from collections.abc import Callable, Mapping
 
 from rocketstore._checks import I64_MAX
 from rocketstore._native import NativeStore, RetentionPolicy
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.offset_table import OffsetTable
 from rocketstore.services.base import ServiceThread
 

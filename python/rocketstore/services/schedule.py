@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Final
 
 from rocketstore import _native
 from rocketstore._native import DeliverStep, NativeStore
-from rocketstore.config_files import DelayOffsets
+from rocketstore.config.files import DelayOffsets
 
 if TYPE_CHECKING:
-    from rocketstore.config import StoreConfig
+    from rocketstore.config.store_config import StoreConfig
     from rocketstore.store import MessageStore
 
 from rocketstore.services.base import ServiceThread

@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 
 from rocketstore._native import is_system_topic
-from rocketstore.config import StoreConfig
+from rocketstore.config.store_config import StoreConfig
 from rocketstore.store import MessageStore
 
 __all__ = ["ReadOptions", "WriteOptions", "check_options", "first_offset_at_or_after",

@@ -3,7 +3,7 @@
 //! `StoreOptions`. A missing attribute or a value of the wrong type is an
 //! error naming the field (`StoreConfig.max_index_num must be int, not str`).
 //! The engine's defaults (`StoreOptions::default()`) are exposed to Python so
-//! a test can pin them equal to `config.py`'s.
+//! a test can pin them equal to `config/store_config.py`'s.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -200,7 +200,7 @@ fn ms(d: Duration) -> u64 {
 /// The engine's defaults (`StoreOptions::default()`), keyed by the
 /// `StoreConfig` field they come from, in `StoreConfig`'s units; plus
 /// `delay_level_table` (ms per level) and the segment sizes of a new store.
-/// For the test that pins `config.py`'s defaults to these.
+/// For the test that pins `config/store_config.py`'s defaults to these.
 #[pyfunction]
 #[pyo3(name = "_default_options")]
 pub fn default_options(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {

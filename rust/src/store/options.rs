@@ -18,7 +18,7 @@ pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
 /// How a store is opened. The Python `StoreConfig` is read into one of these
 /// (`python/config.rs`); engine-only users start from [`StoreOptions::at`]
 /// (or `Default`) and change what they need. The defaults are RocketMQ's
-/// `MessageStoreConfig` defaults, as in `config.py` (a test pins them equal).
+/// `MessageStoreConfig` defaults, as in `config/store_config.py` (a test pins them equal).
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     /// The store's root directory.

@@ -32,24 +32,22 @@ from __future__ import annotations
 import collections
 import logging
 import time
-import warnings
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore._arrow_pull import concat_batches, empty_batch
-from rocketstore._checks import I32_MAX, I64_MAX
-from rocketstore._consumer_store import ArrowResultLike, ConsumerStore, GetResultLike
-from rocketstore.config_files import _check_int
+from rocketstore.consumers._contract import ArrowResultLike, ConsumerStore, GetResultLike
+from rocketstore.consumers.committer import Committer, check_offset, offsets_arg
 from rocketstore.enums import GetStatus
-from rocketstore.errors import ReadOnlyStoreError, StoreClosedError, StoreError
+from rocketstore.errors import StoreClosedError, StoreError
 from rocketstore.offset_table import OffsetKey
 
 if TYPE_CHECKING:
     import pyarrow
 
     from rocketstore._native import MessageExt
-    from rocketstore.consumer_offsets import ConsumerGroupLock
+    from rocketstore.consumers.offsets import ConsumerGroupLock
 
 __all__ = ["ArrowResultLike", "Consumer", "ConsumerStore", "GetResultLike", "StartPosition"]
 
@@ -79,11 +77,6 @@ _CORRECTIONS = {
     GetStatus.MESSAGE_WAS_REMOVING: "in a CommitLog file being deleted",
     GetStatus.NO_MESSAGE_IN_QUEUE: "in a queue that holds no message",
 }
-
-
-def _check_offset(name: str, value: object) -> int:
-    """Queue ids are Java ints and offsets Java longs in the files."""
-    return _check_int(name, value, maximum=I32_MAX if name == "queue_id" else I64_MAX)
 
 
 class Consumer:
@@ -179,10 +172,8 @@ class Consumer:
             None if hold is None else hold(group, topic))
         self._start = start
         self._tags: list[str] | None = None if tags is None else list(tags)
-        self._auto_commit = auto_commit
-        self._auto_commit_interval = float(auto_commit_interval)
-        self._last_auto_commit = time.monotonic()
-        self._warned_read_only = False
+        self._commits = Committer(store, group, topic, auto_commit=auto_commit,
+                                  auto_commit_interval=auto_commit_interval)
         self._closed = False
         try:
             self._init_positions()
@@ -199,8 +190,6 @@ class Consumer:
         self._fetch_pos: dict[int, int] = {}
         self._buffer: collections.deque[tuple[int, MessageExt]] = collections.deque()
         self._buffered: dict[int, int] = {}
-        # Committed offsets known here (all that a read-only store has).
-        self._committed: dict[int, int] = {}
         self._assignment: list[int] = []
         self._assign_seq: int | None = None
         self._rr = 0
@@ -208,10 +197,6 @@ class Consumer:
         # Damaged records the pulls passed over (see `damaged`).
         self._damaged = 0
         self._refresh(store.dispatch_seq, initial=True)
-
-    def _writable(self) -> bool:
-        """True when commits reach the offsets file."""
-        return bool(getattr(self._store, "offsets_writable", not self._store.read_only))
 
     # -- properties -----------------------------------------------------------
 
@@ -269,7 +254,7 @@ class Consumer:
             committed = store.query_offset(group, topic, q)
             if committed >= 0:
                 pos = committed
-                self._committed[q] = committed
+                self._commits.committed[q] = committed
             elif initial and self._start == "latest":
                 pos = store.get_max_offset_in_queue(topic, q)
             else:
@@ -603,7 +588,7 @@ class Consumer:
             ValueError: the queue does not exist, or ``offset < 0``.
         """
         self._check_open()
-        _check_offset("offset", offset)
+        check_offset("offset", offset)
         self._check_queue(queue_id)
         if self._buffered.pop(queue_id, 0):
             self._buffer = collections.deque(e for e in self._buffer if e[0] != queue_id)
@@ -663,13 +648,7 @@ class Consumer:
 
     def _auto_commit_due(self) -> bool:
         """True (and the interval restarts) when an auto-commit is due now."""
-        if not self._auto_commit:
-            return False
-        now = time.monotonic()
-        if now - self._last_auto_commit >= self._auto_commit_interval:
-            self._last_auto_commit = now
-            return True
-        return False
+        return self._commits.auto_commit_due()
 
     def _auto_commit_now(self, offsets: Mapping[int, int] | None) -> None:
         """Commit ``offsets`` (default: the positions) as an auto-commit does."""
@@ -685,37 +664,8 @@ class Consumer:
 
     def _commit(self, offsets: Mapping[int, int] | None, *, sync: bool, explicit: bool) -> None:
         self._check_store()
-        if offsets is None:
-            todo = dict(self._positions)
-        elif not isinstance(offsets, Mapping):
-            raise TypeError("offsets must be a mapping {queue_id: offset}, "
-                            f"not {type(offsets).__name__}")
-        else:
-            todo = {
-                _check_offset("queue_id", q): _check_offset("offset", off)
-                for q, off in offsets.items()
-            }
-        store, group, topic = self._store, self._group, self._topic
-        writable = self._writable()
-        if writable and todo:
-            # Every queue in one call: a write of the offsets file that this
-            # commit triggers holds all the queues, not just the first.
-            try:
-                store.commit_offsets(group, topic, todo)
-            except ReadOnlyStoreError:
-                writable = False
-        self._committed.update(todo)
-        if writable and sync:
-            store.persist_offsets()
-        elif not writable and explicit and not self._warned_read_only:
-            self._warned_read_only = True
-            warnings.warn(
-                f"consumer {group!r} reads a store that writes no offsets (read_only with "
-                "no_write=True): committed offsets are kept in memory by this consumer "
-                "only, nothing is persisted",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        todo = dict(self._positions) if offsets is None else offsets_arg(offsets)
+        self._commits.commit(todo, sync=sync, explicit=explicit)
 
     def committed(self, queue_id: int) -> int:
         """The group's committed next offset for ``queue_id``; -1 if none.
@@ -725,9 +675,7 @@ class Consumer:
         held when the queue was assigned).
         """
         self._check_open()
-        if not self._writable():
-            return self._committed.get(queue_id, -1)
-        return self._store.query_offset(self._group, self._topic, queue_id)
+        return self._commits.committed_offset(queue_id)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -764,7 +712,7 @@ class Consumer:
 
     def _close_commit(self, offsets: Mapping[int, int] | None) -> None:
         """What :meth:`close` commits (``offsets``, default the positions), durably."""
-        if self._auto_commit:
+        if self._commits.auto_commit:
             try:
                 self._commit(offsets, sync=True, explicit=False)
             except StoreClosedError:

@@ -12,7 +12,7 @@ writes the same shape and reads both that and standard JSON:
   ``os.replace`` and fsyncs.
 * :class:`DelayOffsets` (``delayOffset.json``) and :class:`TopicConfigs`
   (``topics.json``); consumer offsets (``consumerOffset.json``), which
-  several processes write, are :mod:`rocketstore.consumer_offsets`.
+  several processes write, are :mod:`rocketstore.consumers.offsets`.
 
 The fastjson codec (:func:`dumps_fastjson`, :func:`loads_fastjson`) lives in
 :mod:`rocketstore.formats.fastjson`.

@@ -24,7 +24,7 @@ from rocketstore import _native
 from rocketstore._checks import I32_MAX, I64_MAX
 
 if TYPE_CHECKING:
-    from rocketstore.config import StoreConfig
+    from rocketstore.config.store_config import StoreConfig
 
 #: Smallest CommitLog segment: a minimal record (91 bytes) plus the 8-byte end-of-file blank.
 MIN_MAPPED_FILE_SIZE_COMMIT_LOG: Final[int] = (

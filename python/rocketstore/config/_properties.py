@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from rocketstore._config_checks import FieldKind, Kind, is_ip_literal
+from rocketstore.config._checks import FieldKind, Kind, is_ip_literal
 
 _log = logging.getLogger("rocketstore")
 

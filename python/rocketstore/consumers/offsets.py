@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TypeVar
 
 from rocketstore import _native
-from rocketstore.config_files import StrPath, _load_parsed, atomic_write
+from rocketstore.config.files import StrPath, _load_parsed, atomic_write
 from rocketstore.errors import ConsumerGroupBusyError, CorruptedError
 from rocketstore.offset_table import OffsetKey, OffsetTable, checked_offsets
 
@@ -319,7 +319,7 @@ class ConsumerOffsets:
 
         Under ``consumerOffset.lock``: read the file, set the pending
         entries over it, write it (see
-        :func:`~rocketstore.config_files.atomic_write`). Entries other
+        :func:`~rocketstore.config.files.atomic_write`). Entries other
         processes wrote meanwhile are kept. Commits made while a write is
         under way go in the next. ``before_write`` gets a copy of exactly
         the table about to be written, before it is written (the writer's

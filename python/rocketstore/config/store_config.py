@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Final, Self
 
 from rocketstore import _native
-from rocketstore._config_checks import (
+from rocketstore.config._checks import (
     HOUR_FIELDS,
     MIN_MAPPED_FILE_SIZE_COMMIT_LOG,
     Checker,
@@ -57,7 +57,7 @@ from rocketstore._config_checks import (
     parse_delete_when,
     whole_hours,
 )
-from rocketstore._config_properties import format_value, java_names, read_values
+from rocketstore.config._properties import format_value, java_names, read_values
 from rocketstore.formats.properties import read_properties
 
 __all__ = [

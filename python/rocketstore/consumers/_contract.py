@@ -1,4 +1,4 @@
-"""The contract a :class:`~rocketstore.consumer.Consumer` reads through:
+"""The contract a :class:`~rocketstore.consumers.consumer.Consumer` reads through:
 :class:`ConsumerStore` (what :class:`~rocketstore.MessageStore` offers it) and
 the results of its pulls."""
 

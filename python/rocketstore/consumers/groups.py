@@ -17,19 +17,18 @@ import weakref
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore._checks import I64_MAX, ms_arg
-from rocketstore.consumer_offsets import ConsumerGroupLock, ConsumerOffsets
+from rocketstore.consumers.offsets import ConsumerGroupLock
 from rocketstore.errors import ReadOnlyStoreError
 from rocketstore.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 
 if TYPE_CHECKING:
-    from rocketstore._native import NativeStore
-    from rocketstore.config import StoreConfig
     from rocketstore.store import MessageStore
 
-__all__ = ["ConsumerGroupAdmin", "GroupLag", "QueueLag", "ResetTarget"]
+__all__ = ["GroupLag", "GroupLocks", "QueueLag", "ResetTarget", "consumer_groups",
+           "delete_consumer_group", "hold_consumer_group", "reset_consumer_group"]
 
 #: Where :meth:`MessageStore.reset_consumer_group` moves a group's offsets:
 #: ``"earliest"`` (each queue's min offset), ``"latest"`` (its max offset),
@@ -199,7 +198,7 @@ def _hold(store: MessageStore, group: str, topics: list[str]) -> ExitStack:
 
 def _reset(store: MessageStore, group: str, to: ResetTarget, topic: str | None,
           dry_run: bool) -> dict[tuple[str, int], tuple[int | None, int]]:
-    """:meth:`ConsumerGroupAdmin.reset_consumer_group`."""
+    """:func:`reset_consumer_group`."""
     _check_names(group, topic)
     new_offset = _target(store, to)
     offsets = store._offsets
@@ -228,7 +227,7 @@ def _reset(store: MessageStore, group: str, to: ResetTarget, topic: str | None,
 
 
 def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
-    """:meth:`ConsumerGroupAdmin.delete_consumer_group`."""
+    """:func:`delete_consumer_group`."""
     _check_names(group, topic)
     offsets = store._offsets
     offsets.refresh(force=True)
@@ -245,109 +244,114 @@ def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
 _HELD_LOCK = threading.Lock()
 
 
-class ConsumerGroupAdmin:
-    """Consumer-group methods of :class:`~rocketstore.MessageStore` (a base class of it)."""
+class GroupLocks:
+    """The group locks one :class:`~rocketstore.MessageStore`'s open
+    consumers hold (released at shutdown)."""
 
-    # The group locks this store's open consumers hold (released at shutdown).
-    _held_groups: weakref.WeakSet[ConsumerGroupLock] | None = None
+    def __init__(self) -> None:
+        self._held: weakref.WeakSet[ConsumerGroupLock] | None = None
 
-    if TYPE_CHECKING:
-        _offsets: ConsumerOffsets
-        _read_only: bool
-        _no_write: bool
-        _config: StoreConfig
-
-        @property
-        def _n(self) -> NativeStore: ...
-
-    def consumer_groups(self) -> list[GroupLag]:
-        """Every consumer group with committed offsets, and its lag per queue.
-
-        Per group (sorted by name): every queue of each topic it committed
-        on, with the committed offset, the queue's min and max (end) offsets
-        and the lag (see :class:`~rocketstore.groups.QueueLag`), and the
-        topics an open consumer of the group holds now, in any process. Read
-        from ``config/consumerOffset.json`` with this process's own commits
-        not yet written on top; a read-only store first picks up the
-        writer's new messages.
-        """
-        n = self._n
-        if self._read_only:
-            n.refresh()
-        self._offsets.refresh(force=True)
-        return _describe(cast("MessageStore", self), self._offsets.table())
-
-    def reset_consumer_group(
-        self, group: str, to: ResetTarget, *, topic: str | None = None, dry_run: bool = False
-    ) -> dict[tuple[str, int], tuple[int | None, int]]:
-        """Move ``group``'s committed offsets (as ``kafka-consumer-groups --reset-offsets``).
-
-        ``to`` is ``"earliest"`` (each queue's min offset), ``"latest"`` (its
-        max offset), an ``int`` offset (clamped into each queue's
-        ``[min, max]``) or a ``datetime`` (the first message stored at or
-        after it). Every queue of ``topic`` (default: of every topic the
-        group committed on) gets an offset. Written at once under the
-        file's lock; ``dry_run`` writes nothing. Returns ``{(topic,
-        queue_id): (old or None, new)}``.
-
-        Raises:
-            ConsumerGroupBusyError: an open consumer of the group holds one of
-                the topics (in any process); nothing is written.
-            ValueError / TypeError: a name :meth:`OffsetKey.of
-                <rocketstore.offset_table.OffsetKey.of>` refuses (as every
-                call naming a group or topic), a bad ``to``, or a group
-                without committed offsets and no ``topic``.
-            ReadOnlyStoreError: the store was opened ``no_write=True``.
-        """
-        self._check_offsets_writable(dry_run)
-        return _reset(cast("MessageStore", self), group, to, topic, dry_run)
-
-    def delete_consumer_group(self, group: str, *, topic: str | None = None) -> list[str]:
-        """Remove ``group``'s committed offsets (of ``topic``, default every
-        topic) from ``config/consumerOffset.json``; returns the topics removed.
-
-        Raises:
-            ConsumerGroupBusyError: an open consumer of the group holds one of
-                the topics (in any process); nothing is written.
-            ValueError / TypeError: a name :meth:`OffsetKey.of
-                <rocketstore.offset_table.OffsetKey.of>` refuses.
-            ReadOnlyStoreError: the store was opened ``no_write=True``.
-        """
-        self._check_offsets_writable(False)
-        return _delete(cast("MessageStore", self), group, topic)
-
-    def _check_offsets_writable(self, dry_run: bool) -> None:
-        self._n  # noqa: B018
-        if self._no_write and not dry_run:
-            raise ReadOnlyStoreError("cannot change offsets in a store opened no_write=True")
-
-    def hold_consumer_group(self, group: str, topic: str) -> ConsumerGroupLock | None:
-        """Take the lock an open consumer of ``group`` on ``topic`` holds
-        (``Consumer`` calls this); None on a ``no_write`` store, which takes
-        no lock. The offsets are re-read once it is held.
-
-        Raises:
-            ConsumerGroupBusyError: another open consumer holds it.
-            TypeError / ValueError: a name :meth:`OffsetKey.of
-                <rocketstore.offset_table.OffsetKey.of>` refuses.
-        """
-        self._n  # noqa: B018
-        OffsetKey.of(group, topic)
-        if self._no_write:
-            return None
-        lock = ConsumerGroupLock(self._config.config_dir, group, topic).acquire()
+    def add(self, lock: ConsumerGroupLock) -> None:
         with _HELD_LOCK:
-            if self._held_groups is None:
-                self._held_groups = weakref.WeakSet()
-            self._held_groups.add(lock)
-        self._offsets.refresh(force=True)
-        return lock
+            if self._held is None:
+                self._held = weakref.WeakSet()
+            self._held.add(lock)
 
-    def _release_consumer_groups(self) -> None:
+    def release(self) -> None:
         """Release the group locks of this store's consumers still open (at
         shutdown): they can commit nothing more, and another consumer may
         take the groups."""
         with _HELD_LOCK:
-            held, self._held_groups = self._held_groups, None
+            held, self._held = self._held, None
         for lock in list(held or ()):
             lock.release()
+
+
+# -- the store's methods (bound by name in MessageStore) ---------------------
+
+
+def consumer_groups(store: MessageStore) -> list[GroupLag]:
+    """Every consumer group with committed offsets, and its lag per queue.
+
+    Per group (sorted by name): every queue of each topic it committed
+    on, with the committed offset, the queue's min and max (end) offsets
+    and the lag (see :class:`~rocketstore.QueueLag`), and the
+    topics an open consumer of the group holds now, in any process. Read
+    from ``config/consumerOffset.json`` with this process's own commits
+    not yet written on top; a read-only store first picks up the
+    writer's new messages.
+    """
+    n = store._n
+    if store.read_only:
+        n.refresh()
+    store._offsets.refresh(force=True)
+    return _describe(store, store._offsets.table())
+
+
+def reset_consumer_group(
+    store: MessageStore, group: str, to: ResetTarget, *, topic: str | None = None,
+    dry_run: bool = False,
+) -> dict[tuple[str, int], tuple[int | None, int]]:
+    """Move ``group``'s committed offsets (as ``kafka-consumer-groups --reset-offsets``).
+
+    ``to`` is ``"earliest"`` (each queue's min offset), ``"latest"`` (its
+    max offset), an ``int`` offset (clamped into each queue's
+    ``[min, max]``) or a ``datetime`` (the first message stored at or
+    after it). Every queue of ``topic`` (default: of every topic the
+    group committed on) gets an offset. Written at once under the
+    file's lock; ``dry_run`` writes nothing. Returns ``{(topic,
+    queue_id): (old or None, new)}``.
+
+    Raises:
+        ConsumerGroupBusyError: an open consumer of the group holds one of
+            the topics (in any process); nothing is written.
+        ValueError / TypeError: a name :meth:`OffsetKey.of
+            <rocketstore.offset_table.OffsetKey.of>` refuses (as every
+            call naming a group or topic), a bad ``to``, or a group
+            without committed offsets and no ``topic``.
+        ReadOnlyStoreError: the store was opened ``no_write=True``.
+    """
+    _check_offsets_writable(store, dry_run)
+    return _reset(store, group, to, topic, dry_run)
+
+
+def delete_consumer_group(store: MessageStore, group: str, *,
+                          topic: str | None = None) -> list[str]:
+    """Remove ``group``'s committed offsets (of ``topic``, default every
+    topic) from ``config/consumerOffset.json``; returns the topics removed.
+
+    Raises:
+        ConsumerGroupBusyError: an open consumer of the group holds one of
+            the topics (in any process); nothing is written.
+        ValueError / TypeError: a name :meth:`OffsetKey.of
+            <rocketstore.offset_table.OffsetKey.of>` refuses.
+        ReadOnlyStoreError: the store was opened ``no_write=True``.
+    """
+    _check_offsets_writable(store, False)
+    return _delete(store, group, topic)
+
+
+def hold_consumer_group(store: MessageStore, group: str, topic: str) -> ConsumerGroupLock | None:
+    """Take the lock an open consumer of ``group`` on ``topic`` holds
+    (``Consumer`` calls this); None on a ``no_write`` store, which takes
+    no lock. The offsets are re-read once it is held.
+
+    Raises:
+        ConsumerGroupBusyError: another open consumer holds it.
+        TypeError / ValueError: a name :meth:`OffsetKey.of
+            <rocketstore.offset_table.OffsetKey.of>` refuses.
+    """
+    store._n  # noqa: B018 - raises StoreClosedError when closed
+    OffsetKey.of(group, topic)
+    if store.no_write:
+        return None
+    lock = ConsumerGroupLock(store.config.config_dir, group, topic).acquire()
+    store._groups.add(lock)
+    store._offsets.refresh(force=True)
+    return lock
+
+
+def _check_offsets_writable(store: MessageStore, dry_run: bool) -> None:
+    store._n  # noqa: B018 - raises StoreClosedError when closed
+    if store.no_write and not dry_run:
+        raise ReadOnlyStoreError("cannot change offsets in a store opened no_write=True")
