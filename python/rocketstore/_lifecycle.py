@@ -22,9 +22,9 @@ from rocketstore import _native
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import NativeStore
 from rocketstore.config.files import TopicConfigs
+from rocketstore.consumers.offset_table import OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
-from rocketstore.offset_table import OffsetTable
 from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryService
 from rocketstore.services.retention import RetentionService

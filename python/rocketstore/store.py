@@ -43,11 +43,11 @@ from rocketstore.consumers import groups, store_commits
 from rocketstore.consumers.async_consumer import AsyncConsumer
 from rocketstore.consumers.consumer import Consumer
 from rocketstore.consumers.groups import GroupLocks
+from rocketstore.consumers.offset_table import OffsetKey
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
 from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
-from rocketstore.offset_table import OffsetKey
 from rocketstore.services.recovery import RecoveryReport
 from rocketstore.stats import StatsSampler
 
@@ -579,7 +579,7 @@ class MessageStore(MessageStoreBase):
 
         Raises:
             TypeError / ValueError: a name :meth:`OffsetKey.of
-                <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+                <rocketstore.consumers.offset_table.OffsetKey.of>` refuses (empty, a
                 topic with ``@``), or ``topic`` breaks the topic rule
                 (letters, digits and ``% | _ -``, at most 127 bytes) and the
                 store holds no such topic, so the consumer could never

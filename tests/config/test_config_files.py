@@ -20,9 +20,9 @@ from rocketstore.config.files import (
     load_with_backup,
     loads_fastjson,
 )
+from rocketstore.consumers.offset_table import OffsetKey, OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.errors import CorruptedError
-from rocketstore.offset_table import OffsetKey, OffsetTable
 
 # What RocketMQ (fastjson prettyFormat) writes, keys sorted.
 CONSUMER_OFFSET_JSON = (

@@ -1,4 +1,4 @@
-"""The consumer offset table (``rocketstore.offset_table``): its key, its
+"""The consumer offset table (``rocketstore.consumers.offset_table``): its key, its
 names rule and its ``consumerOffset.json`` document (docs/format.md §13)."""
 
 from __future__ import annotations
@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from rocketstore import _native
-from rocketstore.offset_table import SEPARATOR, OffsetKey, OffsetTable, check_group, check_topic
+from rocketstore.consumers.offset_table import (
+    SEPARATOR,
+    OffsetKey,
+    OffsetTable,
+    check_group,
+    check_topic,
+)
 
 #: A broker's file, as RocketMQ 4.9.8 writes it (docs/format.md §13).
 BROKER_FILE = (

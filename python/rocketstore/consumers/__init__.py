@@ -10,6 +10,8 @@
   memory and when they are written.
 * :mod:`~rocketstore.consumers.offsets`: the committed offsets shared by
   processes, ``config/consumerOffset.json`` (``docs/format.md``, §13).
+* :mod:`~rocketstore.consumers.offset_table`: the offset table, which owns
+  the ``topic@group`` key, its split and the names rule.
 * :mod:`~rocketstore.consumers.groups`: listing, resetting and deleting
   groups (``store.consumer_groups()``, ``rocketstore groups``).
 """

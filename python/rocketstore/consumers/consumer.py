@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from rocketstore._arrow_pull import concat_batches, empty_batch
 from rocketstore.consumers._contract import ArrowResultLike, ConsumerStore, GetResultLike
 from rocketstore.consumers.committer import Committer, check_offset, offsets_arg
+from rocketstore.consumers.offset_table import OffsetKey
 from rocketstore.enums import GetStatus
 from rocketstore.errors import StoreClosedError, StoreError
-from rocketstore.offset_table import OffsetKey
 
 if TYPE_CHECKING:
     import pyarrow

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore._checks import I64_MAX, ms_arg
+from rocketstore.consumers.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 from rocketstore.consumers.offsets import ConsumerGroupLock
 from rocketstore.errors import ReadOnlyStoreError
-from rocketstore.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
@@ -306,7 +306,7 @@ def reset_consumer_group(
         ConsumerGroupBusyError: an open consumer of the group holds one of
             the topics (in any process); nothing is written.
         ValueError / TypeError: a name :meth:`OffsetKey.of
-            <rocketstore.offset_table.OffsetKey.of>` refuses (as every
+            <rocketstore.consumers.offset_table.OffsetKey.of>` refuses (as every
             call naming a group or topic), a bad ``to``, or a group
             without committed offsets and no ``topic``.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
@@ -324,7 +324,7 @@ def delete_consumer_group(store: MessageStore, group: str, *,
         ConsumerGroupBusyError: an open consumer of the group holds one of
             the topics (in any process); nothing is written.
         ValueError / TypeError: a name :meth:`OffsetKey.of
-            <rocketstore.offset_table.OffsetKey.of>` refuses.
+            <rocketstore.consumers.offset_table.OffsetKey.of>` refuses.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
     """
     _check_offsets_writable(store, False)
@@ -339,7 +339,7 @@ def hold_consumer_group(store: MessageStore, group: str, topic: str) -> Consumer
     Raises:
         ConsumerGroupBusyError: another open consumer holds it.
         TypeError / ValueError: a name :meth:`OffsetKey.of
-            <rocketstore.offset_table.OffsetKey.of>` refuses.
+            <rocketstore.consumers.offset_table.OffsetKey.of>` refuses.
     """
     store._n  # noqa: B018 - raises StoreClosedError when closed
     OffsetKey.of(group, topic)

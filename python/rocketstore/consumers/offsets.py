@@ -1,7 +1,7 @@
 r"""Committed consumer offsets shared by processes: ``<store>/config/consumerOffset.json``.
 
 The file is RocketMQ's ``ConsumerOffsetManager`` dump (``docs/format.md``,
-§13): an :class:`~rocketstore.offset_table.OffsetTable`, which owns its
+§13): an :class:`~rocketstore.consumers.offset_table.OffsetTable`, which owns its
 key, names and document.
 
 Several processes may commit to it: the writer's and any number of read-only
@@ -34,8 +34,8 @@ from typing import TypeVar
 
 from rocketstore import _native
 from rocketstore.config.files import StrPath, _load_parsed, atomic_write
+from rocketstore.consumers.offset_table import OffsetKey, OffsetTable, checked_offsets
 from rocketstore.errors import ConsumerGroupBusyError, CorruptedError
-from rocketstore.offset_table import OffsetKey, OffsetTable, checked_offsets
 
 __all__ = ["ConsumerGroupLock", "ConsumerOffsets"]
 
@@ -150,7 +150,7 @@ class ConsumerGroupLock:
 class ConsumerOffsets:
     """Committed consumer offsets: ``<store>/config/consumerOffset.json``.
 
-    Written with :meth:`~rocketstore.offset_table.OffsetTable.to_json`
+    Written with :meth:`~rocketstore.consumers.offset_table.OffsetTable.to_json`
     (unquoted queue ids), read with quoted or unquoted queue ids; other
     top-level keys (5.x ``dataVersion``) are ignored on read and not written.
     All methods are thread-safe; writes are safe across processes (see the
@@ -225,7 +225,7 @@ class ConsumerOffsets:
 
         Raises:
             TypeError / ValueError: a name :meth:`OffsetKey.of
-                <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+                <rocketstore.consumers.offset_table.OffsetKey.of>` refuses (empty, a
                 topic containing ``@``), a queue id outside ``[0, 2**31 - 1]``
                 (a Java int) or an offset outside ``[0, 2**63 - 1]`` (a Java
                 long).
@@ -254,7 +254,7 @@ class ConsumerOffsets:
 
         Raises:
             TypeError / ValueError: a name :meth:`OffsetKey.of
-                <rocketstore.offset_table.OffsetKey.of>` refuses.
+                <rocketstore.consumers.offset_table.OffsetKey.of>` refuses.
         """
         key = OffsetKey.of(group, topic)
         with self._lock:

@@ -15,9 +15,9 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from rocketstore.consumers.offset_table import OffsetKey, OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.errors import ReadOnlyStoreError
-from rocketstore.offset_table import OffsetKey, OffsetTable
 
 if TYPE_CHECKING:
     from rocketstore._native import NativeStore
@@ -79,7 +79,7 @@ def commit_offsets(store: MessageStore, group: str, topic: str,
 
     Raises:
         ValueError / TypeError: a name :meth:`OffsetKey.of
-            <rocketstore.offset_table.OffsetKey.of>` refuses (empty, a
+            <rocketstore.consumers.offset_table.OffsetKey.of>` refuses (empty, a
             topic with ``@``), a topic that breaks the topic rule
             (letters, digits and ``% | _ -``, at most 127 bytes) and the
             store does not hold, a queue id outside ``[0, 2**31 - 1]``

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 from rocketstore._checks import I64_MAX
 from rocketstore._native import NativeStore, RetentionPolicy
 from rocketstore.config.store_config import StoreConfig
-from rocketstore.offset_table import OffsetTable
+from rocketstore.consumers.offset_table import OffsetTable
 from rocketstore.services.base import ServiceThread
 
 __all__ = ["RetentionReport", "RetentionService", "disk_usage_ratio"]
@@ -123,7 +123,7 @@ class RetentionService(ServiceThread):
             the service never keeps a dropped store alive.
         config: The store's resolved configuration.
         offsets: Returns the committed consumer offsets (an
-            :class:`~rocketstore.offset_table.OffsetTable`), for the warning
+            :class:`~rocketstore.consumers.offset_table.OffsetTable`), for the warning
             about groups that lose unconsumed messages.
         clock: ``now_ms()``; defaults to the wall clock. Tests pass their own
             so that files age without waiting hours.
