@@ -43,7 +43,7 @@ from rocketstore.consumers import groups, store_commits
 from rocketstore.consumers.async_consumer import AsyncConsumer
 from rocketstore.consumers.consumer import Consumer
 from rocketstore.consumers.groups import GroupLocks
-from rocketstore.consumers.offset_table import OffsetKey
+from rocketstore.consumers.offset_table import OffsetKey, check_group
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
 from rocketstore.enums import GetStatus
@@ -458,9 +458,14 @@ class MessageStore(MessageStoreBase):
         Raises:
             ValueError: ``topic`` breaks the topic rule (letters, digits and
                 ``% | _ -``, at most 127 bytes) and the store holds no such
-                topic; or a negative ``queue_id``, ``max_msg_nums < 1``.
+                topic; or a negative ``queue_id``, ``max_msg_nums < 1``; an
+                empty ``group``.
+            TypeError: ``group`` is not a ``str`` (the names rule of every
+                call that names a group: :func:`~rocketstore.consumers.offset_table.check_group`).
         """
         # Written out here: a pull is one Python frame over the native call.
+        if type(group) is not str or not group:
+            check_group(group)
         tags = tags if tags is None else tag_list(tags)
         result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tags)
         if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:

@@ -72,6 +72,18 @@ def test_a_reset_or_delete_of_every_topic_checks_the_group(open_store: OpenStore
             store.delete_consumer_group(group)
 
 
+def test_a_pull_checks_its_group_like_every_call(open_store: OpenStore) -> None:
+    """``get_message`` commits nothing, yet its group follows the same rule."""
+    store = open_store(**SMALL)
+    store.put("T", b"x")
+    for group, exc, message in (("", ValueError, "group must not be empty"),
+                                (None, TypeError, "group must be str, not NoneType"),
+                                (1, TypeError, "group must be str, not int")):
+        with pytest.raises(exc, match=f"^{re.escape(message)}$"):
+            store.get_message(group, "T", 0, 0)
+    assert [m.body for m in store.get_message("a@b", "T", 0, 0).messages] == [b"x"]
+
+
 def test_a_group_may_hold_the_separator_everywhere(open_store: OpenStore, store_path: str) -> None:
     """As ``consumer()`` always took it: the key splits at its first ``@``,
     and a topic never holds one, so ``T@a@b`` is group ``a@b`` on ``T``."""
