@@ -67,7 +67,7 @@ mod stream;
 
 pub use append::AppendError;
 pub use batch::BatchBuilder;
-pub use columns::{Column, ColumnSpec, ColumnType, Nulls, Projection, ProjectionError, COLUMNS};
+pub use columns::{Column, ColumnSpec, Nulls, Projection, ProjectionError, COLUMNS};
 pub use parallel::{split_at_segments, ParallelReader};
 pub use pull::empty_pull_batch;
 pub use range::{DecodeOptions, Range, RangeReader};
