@@ -128,10 +128,7 @@ def read_arrow(
     system topics (``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_*``) unless
     ``include_uncommitted`` / ``include_system``.
 
-    The columns are those of the Spark schema: ``topic, queue_id,
-    queue_offset, commit_log_offset, msg_id, tags, keys, properties, body,
-    body_crc, flag, sys_flag, born_timestamp, born_host, store_timestamp,
-    store_host, reconsume_times`` (timestamps ``timestamp[us, tz=UTC]``,
+    The columns are those of the Spark schema: ``{columns}`` (timestamps ``timestamp[us, tz=UTC]``,
     hosts ``"ip:port"``). ``columns`` (a list of those names) returns only
     those, in that order, and the engine decodes only them: the property
     bytes are parsed only when ``properties``, ``tags`` or ``keys`` is
@@ -173,6 +170,14 @@ def read_arrow(
                           include_uncommitted=include_uncommitted,
                           threads=threads, columns=columns, stacklevel=4)
     return pa.RecordBatchReader.from_stream(stream)
+
+
+# The column names in read_arrow's help come from the engine's column list
+# (``store`` is the Spark source's own column), so they cannot drift.
+if read_arrow.__doc__:
+    read_arrow.__doc__ = read_arrow.__doc__.replace(
+        "{columns}", ", ".join(c.name for c in _native.READ_COLUMNS if c.name != "store"))
+
 
 def arrow_stream(
     store: MessageStore,
