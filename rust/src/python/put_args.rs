@@ -190,12 +190,14 @@ impl PutFields<'_> {
     }
 }
 
+/// Why a put refuses a topic holding a lone surrogate (which UTF-8 cannot
+/// carry): single and batch puts alike.
+pub const TOPIC_NOT_UTF8: &str = "topic is not valid UTF-8 text (it holds a lone surrogate)";
+
 /// A topic as UTF-8 text, or the refusal of a topic holding a lone
-/// surrogate (which UTF-8 cannot carry).
+/// surrogate.
 pub fn topic_str<'a>(topic: &'a Bound<'_, PyString>) -> std::result::Result<&'a str, Refused> {
-    topic
-        .to_str()
-        .map_err(|_| Refused::illegal("topic is not valid UTF-8 text (it holds a lone surrogate)"))
+    topic.to_str().map_err(|_| Refused::illegal(TOPIC_NOT_UTF8))
 }
 
 /// Feeds a message's `properties` (a dict of str to str) and `keys` (a str

@@ -14,13 +14,16 @@
 
 use std::cell::RefCell;
 
+use crate::log::commitlog::Refused;
+
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::GILProtected;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::args::{Offset, QueueId, Topic};
 use super::errors::store_closed;
-use super::put_args::{put_fields_method, PutArgs};
+use super::put_args::{put_fields_method, PutArgs, TOPIC_NOT_UTF8};
 use super::store::PyStore;
 use super::types::{PyBatchPutResult, PyMessageExt, PyPutResult};
 
@@ -181,7 +184,16 @@ impl PyStoreBase {
         return_offsets: bool,
         check: bool,
     ) -> PyResult<PyBatchPutResult> {
-        let topic = topic.get()?;
+        let topic = match topic.get() {
+            Ok(t) => t,
+            // A str that is no UTF-8 text (a lone surrogate): refused as a
+            // single put refuses it, not raised as a bad argument.
+            Err(e) if e.is_instance_of::<PyValueError>(py) => {
+                let refused = Refused::illegal(TOPIC_NOT_UTF8);
+                return self.engine(py)?.get().refuse_batch(py, refused, check);
+            }
+            Err(e) => return Err(e),
+        };
         let queue_id = queue_id.map_or(Ok(0), |q| q.get())?;
         self.engine(py)?.get().put_batch(
             py,

@@ -96,6 +96,35 @@ impl PyStore {
     }
 
     /// The result of a batch put.
+    /// A batch's result, raised (`check`) when it is not `PUT_OK`.
+    fn checked_batch(
+        &self,
+        py: Python<'_>,
+        r: std::result::Result<BatchOutcome, BatchRefusal>,
+        return_offsets: bool,
+        check: bool,
+    ) -> PyResult<PyBatchPutResult> {
+        let r = self.batch_result(py, r, return_offsets)?;
+        if check && r.status != PutStatus::PutOk {
+            return Err(match Bound::new(py, r) {
+                Ok(obj) => put_error(py, "_put_error", obj.into_any()),
+                Err(e) => e,
+            });
+        }
+        Ok(r)
+    }
+
+    /// The result of a batch refused before the engine saw it (a topic
+    /// that is no UTF-8 text), raised or returned as any refused batch.
+    pub(crate) fn refuse_batch(
+        &self,
+        py: Python<'_>,
+        refused: Refused,
+        check: bool,
+    ) -> PyResult<PyBatchPutResult> {
+        self.checked_batch(py, Err(refused), false, check)
+    }
+
     fn batch_result(
         &self,
         py: Python<'_>,
@@ -235,14 +264,7 @@ impl PyStore {
             let r = nogil(py, || {
                 store.put_bodies(topic, queue_id, &slices, &props, return_offsets)
             })?;
-            let r = self.batch_result(py, r, return_offsets)?;
-            if check && r.status != PutStatus::PutOk {
-                return Err(match Bound::new(py, r) {
-                    Ok(obj) => put_error(py, "_put_error", obj.into_any()),
-                    Err(e) => e,
-                });
-            }
-            Ok(r)
+            self.checked_batch(py, r, return_offsets, check)
         })
     }
 
