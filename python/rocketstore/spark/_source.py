@@ -208,11 +208,18 @@ def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: Input
                     ) -> Iterator[pa.RecordBatch]:
     """Open the store read-only here (on the executor) and yield its batches
     (only ``columns``, in that order, decoded by the engine, when a schema
-    was given; only the rows ``pushed`` keeps)."""
-    store = open_read_only(p.path, opts.fields)  # type: ignore[attr-defined]
-    name = p.store_name  # type: ignore[attr-defined]
+    was given; only the rows ``pushed`` keeps).
+
+    A partition of none of this format's kinds is PySpark's own
+    ``InputPartition(None)``, which it hands a reader that planned no
+    partition (an empty store, a topic or key nothing matches, a filter that
+    excludes everything): it reads no rows."""
+    if not isinstance(p, (QueuePartition, SegmentPartition, _pushdown.PlanPartition)):
+        return
+    store = open_read_only(p.path, opts.fields)
+    name = p.store_name
     if columns is not None and "store" in columns and name is None:
-        name = p.path  # type: ignore[attr-defined]
+        name = p.path
     # Columns the pushed-down filters read, decoded too (then dropped).
     read_cols = _pushdown.with_filter_columns(columns, pushed, p)
     try:
@@ -222,14 +229,12 @@ def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: Input
         elif isinstance(p, QueuePartition):
             s = store._arrow_stream(p.topic, p.queue_id, p.start, p.end, opts.batch_size,
                                     store_name=name, columns=read_cols)
-        elif isinstance(p, SegmentPartition):
+        else:
             s = store._arrow_stream(None, None, p.start, p.end, opts.batch_size,
                                     include_system=opts.include_system,
                                     include_uncommitted=opts.include_uncommitted,
                                     min_store_timestamp=opts.starting_timestamp,
                                     store_name=name, columns=read_cols)
-        else:  # pragma: no cover
-            raise TypeError(f"unknown partition {p!r}")
         exact = pushed is not None and _pushdown.needs_exact_filter(pushed)
         within = p.within if isinstance(p, _pushdown.PlanPartition) else None
         # The engine decodes only ``read_cols``, in their order.
