@@ -8,6 +8,7 @@ Marked ``spark`` (run with ``python -m pytest -m spark``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,3 +145,34 @@ def test_a_streaming_read_that_matches_nothing_reads_no_rows(spark: Any, some: s
         rows = _stream_rows(spark, some, tmp_path / "all", topic="orders",
                             startingOffsets="earliest")
         assert len(rows) == 20
+
+
+def test_a_streaming_read_logs_where_it_starts(some: str, tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """``initialOffset`` (the driver's, for a query without a checkpoint)
+    logs the offsets it chose and why: latest unless told otherwise."""
+    from rocketstore.spark._options import ReadOptions
+    from rocketstore.spark._source import _StreamReader
+
+    def start(**opts: str) -> tuple[dict[str, int], str]:
+        r = _StreamReader(ReadOptions.parse({"path": some, **opts}, streaming=True), None, None)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="rocketstore"):
+            try:
+                got = r.initialOffset()
+            finally:
+                r.stop()
+        lines = [m.getMessage() for m in caplog.records if "streaming read" in m.getMessage()]
+        assert len(lines) == 1, lines
+        return got, lines[0]
+
+    got, line = start(topic="orders")
+    assert got == {"orders/0": 10, "orders/1": 10}
+    assert '{"orders/0": 10, "orders/1": 10}' in line
+    assert "the latest offsets, the default" in line and "startingOffsets=earliest" in line
+    got, line = start(topic="orders", startingOffsets="earliest")
+    assert got == {"orders/0": 0, "orders/1": 0}
+    assert line.endswith("(startingOffsets=earliest)")
+    got, line = start(topic="orders", startingOffsets='{"orders/0": 3}')
+    assert got == {"orders/0": 3, "orders/1": 0}  # a queue left out starts at its first
+    assert 'startingOffsets={"orders/0": 3}' in line

@@ -205,6 +205,9 @@ class ReadOptions:
     keys: tuple[str, ...] | None = None
     #: The ``metricsFile`` option: each partition read appends its counters.
     metrics_file: str | None = None
+    #: True when ``startingOffsets`` was given (False: ``starting`` is the
+    #: default, ``latest`` for a stream and ``earliest`` for a batch read).
+    starting_given: bool = False
 
     @property
     def several(self) -> bool:
@@ -255,6 +258,7 @@ class ReadOptions:
             fields=store_fields(options),
             keys=tuple(_list(_get(options, "key")) or ()) or None,
             metrics_file=_get(options, "metricsFile") or None,
+            starting_given=_get(options, "startingOffsets") is not None,
         )
         if _get(options, "key") is not None and opts.keys is None:
             raise ValueError("option key: expected a comma-separated list of keys")

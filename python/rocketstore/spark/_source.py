@@ -8,6 +8,7 @@ offsets), never an open store, so they pickle safely.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -395,12 +396,27 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def initialOffset(self) -> dict[str, int]:
+        """Where a new query starts (a query resuming from its checkpoint
+        never asks): logged at INFO, with what chose it."""
         out: dict[str, int] = {}
         for path in self.opts.paths:
             store = _driver_store(path, self.opts.fields)
             for t, q in self.opts.queues_of(store):
                 out[self._key(path, t, q)] = self.opts.start_of(store, t, q)
-        return self._sort(out)
+        out = self._sort(out)
+        log.info("rocketstore streaming read of %s starts at %s (%s)",
+                 ", ".join(self.opts.paths), json.dumps(out), self._start_reason())
+        return out
+
+    def _start_reason(self) -> str:
+        o = self.opts
+        if o.starting_timestamp is not None:
+            return f"startingTimestamp={o.starting_timestamp}"
+        if o.starting_given:
+            spec = o.starting if isinstance(o.starting, str) else json.dumps(o.starting)
+            return f"startingOffsets={spec}"
+        return ("the latest offsets, the default: only messages put from now on are read; "
+                "set startingOffsets=earliest to read what the store holds")
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._ends()
