@@ -110,9 +110,12 @@ class RocketStoreDataSource(DataSource):
     line of what it decoded), and any ``StoreConfig`` field under its
     snake_case name. Batch reads push filters down (see ``_pushdown``).
     Streaming adds ``maxOffsetsPerTrigger`` and ``failOnDataLoss`` (default
-    true). Write options: ``path``, ``stagingDir`` (default
+    true; a stream starts at ``latest`` unless told otherwise, and logs
+    where). Write options: ``path``, ``stagingDir`` (default
     ``<path>.spark-staging``, on a file system the driver can read),
-    ``sinkName`` (streaming: names the sink's batch tags).
+    ``jobTag`` (batch: the tag that makes a rerun complete a write cut
+    short, and a finished one not append again; default a digest of the
+    rows), ``sinkName`` (streaming: names the sink's batch tags).
     """
 
     @classmethod
