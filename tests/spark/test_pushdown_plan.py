@@ -28,11 +28,11 @@ from helpers.pushdown_util import OPTIONS, fill, holds
 from rocketstore.spark import _pushdown
 from rocketstore.spark._options import ReadOptions
 from rocketstore.spark._pushdown import Pushed, translate
+from rocketstore.spark._source import _BatchReader, _PushdownReader
 
 #: They need PySpark (the spark extra), so they are in the spark set, which
 #: .ci/run runs: the default set is the same with or without it.
 pytestmark = pytest.mark.spark
-from rocketstore.spark._source import _BatchReader, _PushdownReader
 
 UTC = dt.UTC
 

@@ -18,8 +18,8 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from helpers.arrow_util import GEOMETRY  # noqa: E402
-from rocketstore import MessageStore, StoreConfig  # noqa: E402
+from helpers.arrow_util import GEOMETRY
+from rocketstore import MessageStore, StoreConfig
 
 pytestmark = pytest.mark.spark
 

@@ -25,8 +25,6 @@ import pytest
 pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
-from helpers.arrow_util import GEOMETRY  # noqa: E402
-from helpers.fault_fixtures import fail_points  # noqa: E402, F401
 from helpers.paths import HELPERS, REPO  # noqa: E402
 from rocketstore import MessageStore, StoreConfig  # noqa: E402
 from rocketstore.spark import _commit, _staging  # noqa: E402

@@ -557,7 +557,14 @@ mod tests {
                 "a CommitLog segment",
             ),
             (
-                batch(&[(Some("T"), Some(b"a"), None, None, None, Some(&[("DELAY", "x")]))]),
+                batch(&[(
+                    Some("T"),
+                    Some(b"a"),
+                    None,
+                    None,
+                    None,
+                    Some(&[("DELAY", "x")]),
+                )]),
                 0,
                 "property DELAY must be a whole number",
             ),
@@ -575,7 +582,10 @@ mod tests {
         let good = batch(&[(Some("T"), Some(b"a"), None, None, None, None)]);
         assert_eq!(store.check_arrow_batch(&good, 0, &[]).unwrap(), None);
         let bad_extra = [("E".to_owned(), String::new())];
-        let r = store.check_arrow_batch(&good, 0, &bad_extra).unwrap().unwrap();
+        let r = store
+            .check_arrow_batch(&good, 0, &bad_extra)
+            .unwrap()
+            .unwrap();
         assert_eq!(r.reason, "property \"E\" has an empty value");
         store.shutdown().unwrap();
         assert!(matches!(
