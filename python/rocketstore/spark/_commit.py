@@ -74,7 +74,10 @@ WRITE_COLUMNS = ("topic", "body", "queue_id", "tags", "keys", "properties")
 
 
 class CommitError(RuntimeError):
-    """The driver's append stopped part-way; ``appended`` rows are in the store."""
+    """The driver's commit failed: a row broke a put rule (``appended`` is 0:
+    nothing was appended), or the append stopped part-way (``appended``
+    rows are in the store, -1 when unknown; a rerun of the same write
+    appends the rest)."""
 
     def __init__(self, message: str, appended: int, total: int) -> None:
         super().__init__(message)
