@@ -22,6 +22,7 @@ from rocketstore import _native
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import NativeStore
 from rocketstore.config.files import TopicConfigs
+from rocketstore.config.store_config import BrokerRole
 from rocketstore.consumers.offset_table import OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
@@ -115,6 +116,11 @@ def open_store(store: MessageStore) -> None:
         for service in services:
             service.start()
             store._services.append(service)
+        try:
+            native.start_ha()
+        except BaseException:
+            close_store(store)
+            raise
     store._attach(native)
     _LIVE.add(store)
     store._stats.reset(store)
@@ -140,6 +146,9 @@ def _make_services(store: MessageStore) -> list[ServiceThread]:
             s._service_failed(reason)
 
     store._retention = RetentionService(native, store._config, offsets=offsets, on_failure=failed)
+    if store._config.broker_role is BrokerRole.SLAVE:
+        # Delayed delivery runs on a master only (a slave copies its deliveries).
+        return [store._retention]
     return [store._retention, ScheduleService.for_store(store)]
 
 
@@ -164,6 +173,8 @@ def close_store(store: MessageStore) -> None:
         disarm(store, FORKED_REASON)
         return
     try:
+        # Replication first: a slave appends nothing more while the store closes.
+        n.stop_ha()
         while store._services:
             # Removed once stopped: an interrupted close stops it again.
             store._services[-1].shutdown()

@@ -141,6 +141,10 @@ impl Store {
             damage_logged: Mutex::new(FxHashSet::default()),
             last_follow_us: AtomicU64::new(0),
             opened: Instant::now(),
+            acks: Arc::new(crate::ha::Acks::new()),
+            ha_client: Default::default(),
+            ha: Mutex::new(None),
+            ha_port: Default::default(),
             fork_generation: fork_generation(),
         })
     }

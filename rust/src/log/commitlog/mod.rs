@@ -21,6 +21,7 @@
 //! - `older_log.rs`: whether the intact records after damage belong to an
 //!   older log a cut left behind (then the log ends at the damage).
 //! - `read.rs`: reads of one record ([`RecordRead`]) and following a writer.
+//! - `replica.rs`: a slave's append of bytes copied from its master.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +43,7 @@ mod batch;
 mod damage;
 mod older_log;
 mod read;
+mod replica;
 mod scan;
 
 pub use append::Prepared;
