@@ -28,6 +28,10 @@ use super::HaOptions;
 /// How often blocked loops look at the stop flag.
 const POLL: Duration = Duration::from_millis(50);
 
+/// Why a connection closed normally (logged at info, not as a warning).
+const SLAVE_CLOSED: &str = "the slave closed it";
+const SHUTTING_DOWN: &str = "the store is shutting down";
+
 /// One connection's shared state.
 struct Conn {
     stream: TcpStream,
@@ -41,7 +45,12 @@ impl Conn {
     /// Closes the connection once, logging why.
     fn close(&self, acks: &Acks, why: &str) {
         if !self.closed.swap(true, Ordering::AcqRel) {
-            log::warn!("HA: closing the connection of slave {}: {why}", self.slave.addr);
+            let level = if why == SLAVE_CLOSED || why == SHUTTING_DOWN {
+                log::Level::Info
+            } else {
+                log::Level::Warn
+            };
+            log::log!(level, "HA: closing the connection of slave {}: {why}", self.slave.addr);
             let _ = self.stream.shutdown(Shutdown::Both);
             acks.remove(&self.slave);
         }
@@ -108,7 +117,7 @@ impl Master {
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         for c in self.conns.lock().drain(..) {
-            c.close(&self.acks, "the store is shutting down");
+            c.close(&self.acks, SHUTTING_DOWN);
         }
         let threads: Vec<_> = self.threads.lock().drain(..).collect();
         for t in threads {
@@ -194,7 +203,7 @@ fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: 
     let mut stream = &c.stream;
     while !stop.load(Ordering::Acquire) && !c.closed.load(Ordering::Acquire) {
         match stream.read(&mut buf) {
-            Ok(0) => return c.close(acks, "the slave closed it"),
+            Ok(0) => return c.close(acks, SLAVE_CLOSED),
             Ok(n) => {
                 last_read = Instant::now();
                 match reader.feed(&buf[..n]) {

@@ -59,9 +59,9 @@ crate::rocketmq_enum! {
         PutOk = 0 => "PUT_OK",
         /// Written, but not confirmed on disk within `sync_flush_timeout`.
         FlushDiskTimeout = 1 => "FLUSH_DISK_TIMEOUT",
-        /// RocketMQ's replication timeout (never returned: no replication).
+        /// Written, but no slave reported it within `slave_timeout` (SYNC_MASTER).
         FlushSlaveTimeout = 2 => "FLUSH_SLAVE_TIMEOUT",
-        /// RocketMQ's missing replica (never returned: no replication).
+        /// Written, but no slave is connected or the best is too far behind (SYNC_MASTER).
         SlaveNotAvailable = 3 => "SLAVE_NOT_AVAILABLE",
         /// The store takes no puts now (read-only, poisoned, disk full).
         ServiceNotAvailable = 4 => "SERVICE_NOT_AVAILABLE",
