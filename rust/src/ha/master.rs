@@ -206,18 +206,8 @@ fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: 
             Ok(0) => return c.close(acks, SLAVE_CLOSED),
             Ok(n) => {
                 last_read = Instant::now();
-                match reader.feed(&buf[..n]) {
+                match reader.feed(&buf[..n], log.max_offset()) {
                     Ok(Some(off)) => {
-                        let end = log.max_offset();
-                        if off > end {
-                            return c.close(
-                                acks,
-                                &format!(
-                                    "it reported offset {off}, past this store's CommitLog \
-                                     end {end} (it holds bytes this store does not)"
-                                ),
-                            );
-                        }
                         let _ = c.request.compare_exchange(
                             -1,
                             off as i64,

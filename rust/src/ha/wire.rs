@@ -109,8 +109,10 @@ impl ReportReader {
     }
 
     /// Adds received bytes; returns the last whole report among them, if
-    /// one completed, or an error for a negative offset.
-    pub fn feed(&mut self, bytes: &[u8]) -> Result<Option<u64>, String> {
+    /// one completed, or an error for a report that is negative or past
+    /// `end` (the master's CommitLog end: the slave would hold bytes the
+    /// master does not).
+    pub fn feed(&mut self, bytes: &[u8], end: u64) -> Result<Option<u64>, String> {
         self.buf.extend_from_slice(bytes);
         let whole = self.buf.len() / REPORT_LEN * REPORT_LEN;
         if whole == 0 {
@@ -123,6 +125,12 @@ impl ReportReader {
             let v = i64::from_be_bytes(b);
             if v < 0 {
                 return Err(format!("report of a negative offset {v}"));
+            }
+            if v as u64 > end {
+                return Err(format!(
+                    "it reported offset {v}, past this store's CommitLog end {end} \
+                     (it holds bytes this store does not)"
+                ));
             }
             last = Some(v as u64);
         }
@@ -167,9 +175,13 @@ mod tests {
         let mut b = report(10).to_vec();
         b.extend_from_slice(&report(20));
         b.extend_from_slice(&[0, 0]);
-        assert_eq!(r.feed(&b), Ok(Some(20)));
-        assert_eq!(r.feed(&[0, 0, 0, 0, 0]), Ok(None));
-        assert_eq!(r.feed(&[30]), Ok(Some(30)));
-        assert!(r.feed(&u64::MAX.to_be_bytes()).is_err());
+        assert_eq!(r.feed(&b, 100), Ok(Some(20)));
+        assert_eq!(r.feed(&[0, 0, 0, 0, 0], 100), Ok(None));
+        assert_eq!(r.feed(&[30], 100), Ok(Some(30)));
+        assert!(r.feed(&u64::MAX.to_be_bytes(), 100).is_err());
+        let mut r = ReportReader::new();
+        let mut b = report(200).to_vec();
+        b.extend_from_slice(&report(50));
+        assert!(r.feed(&b, 100).is_err(), "a report past the end counts anywhere");
     }
 }
