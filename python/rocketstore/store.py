@@ -332,8 +332,7 @@ class MessageStore(MessageStoreBase):
     def ha_port(self) -> int | None:
         """The port a master listens on for slaves (None: not listening).
 
-        Set ``ha_listen_port=0`` to have a free port picked; see docs/format.md
-        "Replication (HA)".
+        Set ``ha_listen_port=0`` to have a free port picked; see docs/format.md §21.
         """
         return self._n.ha_port
 

@@ -1,4 +1,4 @@
-"""Replication in one process (docs/format.md "Replication (HA)"): a slave
+"""Replication in one process (docs/format.md §21): a slave
 holds the master's CommitLog byte for byte and serves it, refuses puts; a
 SYNC_MASTER put waits for a slave; where a new slave starts; segment sizes
 that differ stop replication with both named."""

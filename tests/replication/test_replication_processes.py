@@ -1,5 +1,5 @@
 """Master and slave as separate processes over loopback, killed with
-SIGKILL (docs/format.md "Replication (HA)"): after every run each message a
+SIGKILL (docs/format.md §21): after every run each message a
 SYNC_MASTER acknowledged is on the slave, the offsets both hold have equal
 bytes, and every message the slave serves is whole."""
 

@@ -368,7 +368,7 @@ class StoreConfig:
     #: *Inert*: no effect in rocketstore (warns once when set).
     max_recovery_commitlog_files: int = 30
 
-    # --- replication (docs/format.md "Replication (HA)") ---------------------
+    # --- replication (docs/format.md §21) ---------------------
     #: Replication role: a master serves its CommitLog to slaves (a SYNC_MASTER put
     #: waits for one); a SLAVE copies its master's CommitLog and refuses puts.
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER

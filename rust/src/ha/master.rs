@@ -50,7 +50,11 @@ impl Conn {
             } else {
                 log::Level::Warn
             };
-            log::log!(level, "HA: closing the connection of slave {}: {why}", self.slave.addr);
+            log::log!(
+                level,
+                "HA: closing the connection of slave {}: {why}",
+                self.slave.addr
+            );
             let _ = self.stream.shutdown(Shutdown::Both);
             acks.remove(&self.slave);
         }
@@ -175,7 +179,13 @@ fn accept(
     ts.retain(|t| !t.is_finished());
     conns.lock().retain(|c| !c.closed.load(Ordering::Acquire));
     conns.lock().push(conn.clone());
-    let (c1, a1, l1, o1, s1) = (conn.clone(), acks.clone(), log.clone(), opts.clone(), stop.clone());
+    let (c1, a1, l1, o1, s1) = (
+        conn.clone(),
+        acks.clone(),
+        log.clone(),
+        opts.clone(),
+        stop.clone(),
+    );
     let (c2, a2, l2, o2, s2) = (conn, acks.clone(), log.clone(), opts.clone(), stop.clone());
     let spawned = std::thread::Builder::new()
         .name("rocketstore-ha-read".into())
@@ -286,7 +296,9 @@ fn write_frames(
         if min >= 0 && next < min as u64 {
             return c.close(
                 acks,
-                &format!("offset {next} was deleted before it was sent (the slave is too far behind)"),
+                &format!(
+                    "offset {next} was deleted before it was sent (the slave is too far behind)"
+                ),
             );
         }
         frame.clear();

@@ -1,5 +1,4 @@
-//! Replication (RocketMQ 4.9's HA protocol, docs/format.md "Replication
-//! (HA)"): a master serves its CommitLog bytes to slaves over TCP, a slave
+//! Replication (RocketMQ 4.9's HA protocol, docs/format.md §21): a master serves its CommitLog bytes to slaves over TCP, a slave
 //! appends them to its own CommitLog byte for byte and reports how far it
 //! holds them; a SYNC_MASTER put waits for such a report.
 //!

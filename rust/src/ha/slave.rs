@@ -17,7 +17,7 @@ use crate::log::commitlog::{now_ms, CommitLog};
 use crate::services::dispatch::Dispatcher;
 use crate::services::service_thread::{ServiceThread, Signal};
 
-use super::apply::{ApplyError, Applier};
+use super::apply::{Applier, ApplyError};
 use super::wire::{report, FrameParser};
 use super::HaOptions;
 
@@ -67,12 +67,18 @@ pub fn start(
         match end {
             End::Stopped => {}
             End::Closed(why) => {
-                log::warn!("HA: connection to master {:?} closed: {why}", opts.master_address);
+                log::warn!(
+                    "HA: connection to master {:?} closed: {why}",
+                    opts.master_address
+                );
                 *status.error.lock() = Some(why);
                 sig.wait(pause);
             }
             End::Fatal(why) => {
-                log::error!("HA: replication from {:?} stopped: {why}", opts.master_address);
+                log::error!(
+                    "HA: replication from {:?} stopped: {why}",
+                    opts.master_address
+                );
                 *status.error.lock() = Some(why);
                 status.stopped.store(true, Ordering::Release);
                 sig.request_stop();
@@ -183,7 +189,11 @@ fn follow(
             return End::Closed(format!(
                 "no frame for {} ms (ha_housekeeping_interval){}",
                 opts.housekeeping.as_millis(),
-                if parser.pending() > 0 { "; a frame stopped midway" } else { "" }
+                if parser.pending() > 0 {
+                    "; a frame stopped midway"
+                } else {
+                    ""
+                }
             ));
         }
     }

@@ -1,4 +1,4 @@
-//! The bytes of the HA protocol (docs/format.md "Replication (HA)"): the
+//! The bytes of the HA protocol (docs/format.md §21): the
 //! slave's 8-byte reports, the master's frames (8-byte start offset, 4-byte
 //! size, that many CommitLog bytes), and the slave's parser of a frame
 //! stream, which takes only whole frames and refuses one that breaks the
@@ -182,6 +182,9 @@ mod tests {
         let mut r = ReportReader::new();
         let mut b = report(200).to_vec();
         b.extend_from_slice(&report(50));
-        assert!(r.feed(&b, 100).is_err(), "a report past the end counts anywhere");
+        assert!(
+            r.feed(&b, 100).is_err(),
+            "a report past the end counts anywhere"
+        );
     }
 }

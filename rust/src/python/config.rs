@@ -190,12 +190,13 @@ fn ha_options(f: &Fields<'_, '_>) -> PyResult<HaOptions> {
             "StoreConfig.ha_listen_address: {addr:?} is not an IP address"
         ))
     })?;
-    let listen_port = match f.get("ha_listen_port")?.is_none() {
-        true => None,
-        false => Some(u16::try_from(f.u64("ha_listen_port")?).map_err(|_| {
-            PyValueError::new_err("StoreConfig.ha_listen_port must be 0 to 65535")
-        })?),
-    };
+    let listen_port =
+        match f.get("ha_listen_port")?.is_none() {
+            true => None,
+            false => Some(u16::try_from(f.u64("ha_listen_port")?).map_err(|_| {
+                PyValueError::new_err("StoreConfig.ha_listen_port must be 0 to 65535")
+            })?),
+        };
     let master_address = match f.get("ha_master_address")?.is_none() {
         true => None,
         false => Some(f.str("ha_master_address")?),

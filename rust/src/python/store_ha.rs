@@ -1,5 +1,5 @@
 //! The replication methods of `NativeStore`: starting and stopping it, the
-//! master's port and `ha_status` (see docs/format.md "Replication (HA)").
+//! master's port and `ha_status` (see docs/format.md §21).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};

@@ -126,9 +126,7 @@ impl Store {
             .filter(|o| o.status == PutStatus::PutOk)
             .map(|o| (o.wrote_offset + o.wrote_bytes as i64) as u64)
             .max();
-        let replica = end
-            .filter(|_| any_wait)
-            .and_then(|e| self.replica_check(e));
+        let replica = end.filter(|_| any_wait).and_then(|e| self.replica_check(e));
         let flush_wait = self.opts.flush.sync_flush() && any_wait;
         if let (true, Some(end)) = (flush_wait || replica.is_some(), end) {
             let mut st = PutStatus::PutOk;

@@ -114,16 +114,17 @@ impl Store {
                 if ha.listen_port.is_none() {
                     return Ok(None);
                 }
-                let m = Master::start(ha, self.commitlog.clone(), self.acks.clone()).map_err(|e| {
-                    StoreError::io(
-                        format!(
-                            "listen for slaves on {}:{}",
-                            ha.listen_address,
-                            ha.listen_port.unwrap_or(0)
-                        ),
-                        e,
-                    )
-                })?;
+                let m =
+                    Master::start(ha, self.commitlog.clone(), self.acks.clone()).map_err(|e| {
+                        StoreError::io(
+                            format!(
+                                "listen for slaves on {}:{}",
+                                ha.listen_address,
+                                ha.listen_port.unwrap_or(0)
+                            ),
+                            e,
+                        )
+                    })?;
                 self.ha_port.store(m.port() as u32, Ordering::Release);
                 HaRunning::Master(m)
             }
@@ -166,8 +167,12 @@ impl Store {
     /// (RocketMQ's `isSlaveOK`, taken right after the append). None for
     /// other roles.
     pub(super) fn replica_check(&self, end: u64) -> Option<(bool, Instant)> {
-        (self.opts.ha.role == HaRole::SyncMaster)
-            .then(|| (self.acks.slave_ok(end, self.opts.ha.fallbehind_max), Instant::now()))
+        (self.opts.ha.role == HaRole::SyncMaster).then(|| {
+            (
+                self.acks.slave_ok(end, self.opts.ha.fallbehind_max),
+                Instant::now(),
+            )
+        })
     }
 
     /// SYNC_MASTER: waits until a slave reported `end` (the rest of
@@ -191,7 +196,9 @@ impl Store {
             };
             return (
                 PutStatus::SlaveNotAvailable,
-                Some(format!("the message was stored here but not replicated: {why}")),
+                Some(format!(
+                    "the message was stored here but not replicated: {why}"
+                )),
             );
         }
         let left = ha.slave_timeout.saturating_sub(since.elapsed());
