@@ -5,6 +5,7 @@ that differ stop replication with both named."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from helpers.ha_util import (
     slave_config,
     wait_until,
 )
-from rocketstore import MessageStore, PutStatus, StoredNotFlushedError
+from rocketstore import MessageStore, PutStatus, StoreConfig, StoredNotFlushedError
 from rocketstore.errors import MessageRefusedError
 
 
@@ -181,3 +182,15 @@ def test_the_listener_is_on_loopback_by_default(tmp_path: Path) -> None:
         # Nobody listens when no port is set.
     with MessageStore(master_config(tmp_path / "n", ha_listen_port=None)) as n:
         assert n.ha_port is None
+
+
+def test_a_broker_conf_port_is_logged_as_loopback_only(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="rocketstore"):
+        cfg = StoreConfig.from_properties({"storePathRootDir": "/x", "haListenPort": "10912"})
+    assert cfg.ha_listen_port == 10912 and cfg.ha_listen_address == "127.0.0.1"
+    assert any("every interface" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rocketstore"):
+        StoreConfig.from_properties({"storePathRootDir": "/x", "haListenPort": "1",
+                                     "haListenAddress": "0.0.0.0"})
+    assert not any("every interface" in r.getMessage() for r in caplog.records)

@@ -83,6 +83,8 @@ DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG: Final[int] = _native.DEFAULT_MAPPED_FILE_SI
 DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE: Final[int] = _native.DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
 #: Default STOREHOST of records written by this store (RocketMQ's default listen port).
 DEFAULT_STORE_HOST: Final[tuple[str, int]] = ("127.0.0.1", 10911)
+#: Where a master listens for slaves unless told otherwise (docs/format.md §21.1).
+_HA_LISTEN_ADDRESS: Final[str] = "127.0.0.1"
 #: RocketMQ's default ``messageDelayLevel`` (18 levels).
 DEFAULT_MESSAGE_DELAY_LEVEL: Final[str] = _native.DEFAULT_MESSAGE_DELAY_LEVEL
 
@@ -373,7 +375,7 @@ class StoreConfig:
     #: waits for one); a SLAVE copies its master's CommitLog and refuses puts.
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     #: Address a master listens on for slaves (loopback; RocketMQ binds every interface).
-    ha_listen_address: str = "127.0.0.1"
+    ha_listen_address: str = _HA_LISTEN_ADDRESS
     #: Port a master listens on (RocketMQ's is 10912); None: no listener; 0 picks a free
     #: one (read it back as ``store.ha_port``).
     ha_listen_port: int | None = None
@@ -611,6 +613,15 @@ class StoreConfig:
             if read.listen_port is not None:
                 port = read.listen_port
             values["store_host"] = (host, port)
+        if "ha_listen_port" in values and "ha_listen_address" not in values:
+            _log.warning(
+                "%s: haListenPort=%s: a RocketMQ broker listens for slaves on every "
+                "interface; rocketstore listens on %s only (set ha_listen_address to "
+                "listen wider)",
+                origin,
+                values["ha_listen_port"],
+                _HA_LISTEN_ADDRESS,
+            )
 
         values.update(overrides)
         try:
