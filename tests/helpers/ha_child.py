@@ -23,7 +23,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from helpers.ha_util import master_config, slave_config
-
 from rocketstore import Message, MessageStore, StoredNotFlushedError
 
 

@@ -132,7 +132,8 @@ def test_a_new_slave_starts_at_the_last_file_or_the_first(tmp_path: Path,
             got = s.get_message("G", "T", 0, got.min_offset, 1000)
             assert got.messages
             assert all(x.commit_log_offset >= first for x in got.messages)
-    assert commitlog_bytes(tmp_path / "m", first, end) == commitlog_bytes(tmp_path / "s", first, end)
+    m_bytes = commitlog_bytes(tmp_path / "m", first, end)
+    assert m_bytes == commitlog_bytes(tmp_path / "s", first, end)
 
 
 @pytest.mark.parametrize("slave_segment", [SEGMENT // 2, SEGMENT * 2])

@@ -434,7 +434,8 @@ def _check_ha(cfg: StoreConfig) -> None:
     in_range("ha_slave_fallbehind_max", cfg.ha_slave_fallbehind_max, 1, I64_MAX)
     for item in (s.strip() for s in cfg.ha_allowed_slaves.split(",")):
         if item and not _is_network(item):
-            bad("ha_allowed_slaves", cfg.ha_allowed_slaves, f"{item!r} is not an address or network")
+            bad("ha_allowed_slaves", cfg.ha_allowed_slaves,
+                f"{item!r} is not an address or network")
     master = cfg.ha_master_address
     if master is not None:
         host, sep, port = master.rpartition(":")
