@@ -323,6 +323,9 @@ pub fn default_options(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         o.warm.flush_every_pages,
     )?;
     let ha = &o.ha;
+    d.set_item("broker_role", ha.role.name())?;
+    d.set_item("ha_master_address", ha.master_address.clone())?;
+    d.set_item("ha_allowed_slaves", "")?;
     d.set_item("ha_listen_address", ha.listen_address.to_string())?;
     d.set_item("ha_listen_port", ha.listen_port)?;
     d.set_item("ha_send_heartbeat_interval", ms(ha.heartbeat))?;
