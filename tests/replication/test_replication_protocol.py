@@ -179,3 +179,33 @@ def test_a_master_counts_only_valid_reports(tmp_path: Path) -> None:
         run()
         assert commitlog_bytes(tmp_path / "m", 0, end) == log_before
         assert m.put("T", b"still", 0).status.name == "PUT_OK"
+
+
+def test_a_record_cut_by_the_slaves_end_is_pending_not_damage(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m", sync=False, ha_listen_port=None)) as m:
+        for _ in range(3):
+            m.put("T", b"x" * 300, 0)
+        data = commitlog_bytes(tmp_path / "m", 0, m.max_phy_offset)
+    size = struct.unpack(">i", data[:4])[0]
+    fake = FakeMaster()
+    try:
+        with MessageStore(slave_config(tmp_path / "s", fake.port)) as s:
+            conn, _ = fake.sock.accept()
+            with conn:
+                assert conn.recv(8) == struct.pack(">q", 0)
+                # One record and part of the next: the part waits for its rest.
+                conn.sendall(_header(0, size + 100) + data[:size + 100])
+                wait_until(lambda: s.max_phy_offset == size + 100, what="applied")
+                time.sleep(0.3)
+                assert s.running_flags == []
+                assert len(s.get_message("G", "T", 0, 0).messages) == 1
+                # A read-only follower of the slave serves the whole record only.
+                with MessageStore(slave_config(tmp_path / "s", None), read_only=True) as r:
+                    assert len(r.get_message("G", "T", 0, 0).messages) == 1
+                    assert r.running_flags == ["READ_ONLY"]
+                conn.sendall(_header(size + 100, len(data) - size - 100) + data[size + 100:])
+                wait_until(lambda: len(s.get_message("G", "T", 0, 0).messages) == 3,
+                           what="the rest dispatched")
+                assert s.running_flags == []
+    finally:
+        fake.close()
