@@ -343,8 +343,9 @@ class MessageStore(MessageStoreBase):
         slave (``address``, ``acked_offset``, ``lag_bytes``, ``lag_seconds``). A
         slave: ``master_address``, ``connected``, ``applied_offset`` (its CommitLog
         end), ``lag_bytes`` and ``lag_seconds`` behind the master's last frame,
-        ``error`` (why replication stopped or the connection last closed) and
-        ``stopped``.
+        ``error`` (why replication stopped or the connection last closed),
+        ``stopped``, ``verified`` and ``diverged`` (its bytes were found equal to
+        the master's on connecting, or not: docs/format.md §21.4).
         """
         return self._n.ha_status()
 

@@ -195,3 +195,28 @@ def test_a_broker_conf_port_is_logged_as_loopback_only(caplog: pytest.LogCapture
         StoreConfig.from_properties({"storePathRootDir": "/x", "haListenPort": "1",
                                      "haListenAddress": "0.0.0.0"})
     assert not any("every interface" in r.getMessage() for r in caplog.records)
+
+
+def test_a_slave_whose_log_forked_stops_and_names_the_range(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "a", sync=False)) as a:
+        _put_many(a, 50)
+        with MessageStore(slave_config(tmp_path / "s", a.ha_port)) as s:
+            wait_until(lambda: s.max_phy_offset == a.max_phy_offset, what="copy of a")
+            assert s.ha_status()["verified"]
+        end = a.max_phy_offset
+    # Another master whose log has other bytes at the same offsets.
+    with MessageStore(master_config(tmp_path / "b", sync=False,
+                                    ha_new_slave_from_first_file=True)) as b:
+        for i in range(60):
+            b.put("OTHER", bytes([i]) * 333, 0)
+        assert b.max_phy_offset > end
+        before = commitlog_bytes(tmp_path / "s", 0, end)
+        with MessageStore(slave_config(tmp_path / "s", b.ha_port)) as s:
+            wait_until(lambda: s.ha_status()["stopped"], what="stopped")
+            st = s.ha_status()
+            assert st["diverged"] and not st["verified"]
+            assert f", {end})" in st["error"] and "diverged" in st["error"]
+            assert s.max_phy_offset == end
+            # Never counted as holding the master's bytes past what matched.
+            assert all(x["acked_offset"] < end for x in b.ha_status()["slaves"])
+        assert commitlog_bytes(tmp_path / "s", 0, end) == before

@@ -8,10 +8,12 @@ from __future__ import annotations
 import socket
 import struct
 import time
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -70,8 +72,21 @@ class FakeMaster:
         self.sock.close()
 
 
+class Seeded(typing.NamedTuple):
+    """A slave holding a real master's first bytes, following a fake master."""
+
+    store: MessageStore
+    fake: FakeMaster
+    #: The slave's CommitLog end.
+    end: int
+    #: Its first report: the start of its last record, which it compares.
+    first: int
+    #: The frame that resends its bytes ``[first, end)`` (it verifies them).
+    resend: bytes
+
+
 @contextmanager
-def seeded_slave(tmp_path: Path) -> Iterator[tuple[MessageStore, FakeMaster, int]]:
+def seeded_slave(tmp_path: Path) -> Iterator[Seeded]:
     """A slave holding a real master's first bytes, now following a fake master."""
     with MessageStore(master_config(tmp_path / "m", sync=False)) as m:
         for i in range(30):
@@ -83,13 +98,15 @@ def seeded_slave(tmp_path: Path) -> Iterator[tuple[MessageStore, FakeMaster, int
     try:
         cfg = slave_config(tmp_path / "seed", fake.port)
         with MessageStore(cfg) as s:
-            yield s, fake, end
+            first, _ = fake.session(b"", wait_close=0)  # learn its first report
+            tail = commitlog_bytes(tmp_path / "seed", first, end)
+            yield Seeded(s, fake, end, first, _header(first, len(tail)) + tail)
     finally:
         fake.close()
 
 
-def _bad_header(end: int) -> st.SearchStrategy[bytes]:
-    wrong_start = st.integers(-(1 << 63), I64).filter(lambda v: v != end)
+def _bad_header(end: int, first: int) -> st.SearchStrategy[bytes]:
+    wrong_start = st.integers(-(1 << 63), I64).filter(lambda v: v not in (first, end))
     return st.one_of(
         st.builds(_header, wrong_start, st.integers(0, 64)),
         st.builds(_header, st.just(end), st.integers(MAX_FRAME + 1, (1 << 31) - 1)),
@@ -98,17 +115,20 @@ def _bad_header(end: int) -> st.SearchStrategy[bytes]:
 
 
 def test_a_slave_takes_nothing_from_a_stream_that_breaks_the_protocol(tmp_path: Path) -> None:
-    with seeded_slave(tmp_path) as (s, fake, end):
+    with seeded_slave(tmp_path) as sd:
+        s, fake, end = sd.store, sd.fake, sd.end
         seg = end - end % SEGMENT
         before = commitlog_bytes(tmp_path / "seed", seg, seg + SEGMENT)
-        heartbeat = _header(end, 0)
+        # Valid frames first: its own last record again, then heartbeats at its end.
+        valid = [b"", sd.resend, sd.resend + _header(end, 0), sd.resend + _header(end, 0) * 2]
 
         @settings(max_examples=30, deadline=None,
                   suppress_health_check=[HealthCheck.function_scoped_fixture])
-        @given(prefix=st.integers(0, 2), bad=_bad_header(end), tail=st.binary(max_size=200))
+        @given(prefix=st.integers(0, 3), bad=_bad_header(end, sd.first),
+               tail=st.binary(max_size=200))
         def run(prefix: int, bad: bytes, tail: bytes) -> None:
-            report, closed = fake.session(heartbeat * prefix + bad + tail)
-            assert report == end
+            report, closed = fake.session(valid[prefix] + bad + tail)
+            assert report == sd.first
             assert closed, "the slave kept a connection that broke the protocol"
             assert s.max_phy_offset == end
             assert commitlog_bytes(tmp_path / "seed", seg, seg + SEGMENT) == before
@@ -117,28 +137,33 @@ def test_a_slave_takes_nothing_from_a_stream_that_breaks_the_protocol(tmp_path: 
         assert not s.ha_status()["stopped"]
 
 
-def test_a_frame_that_stalls_midway_is_not_written(tmp_path: Path) -> None:
-    with seeded_slave(tmp_path) as (s, fake, end):
+def test_a_frame_that_stalls_midway_is_not_written(tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    with seeded_slave(tmp_path) as sd:
+        s, fake, end = sd.store, sd.fake, sd.end
         seg = end - end % SEGMENT
         before = commitlog_bytes(tmp_path / "seed", seg, seg + SEGMENT)
         t = time.monotonic()
         # Header and half the body, then nothing: closed after housekeeping.
-        report, closed = fake.session(_header(end, 100) + b"z" * 50, wait_close=5)
-        assert report == end and closed
+        report, closed = fake.session(sd.resend + _header(end, 100) + b"z" * 50, wait_close=5)
+        assert report == sd.first and closed
         assert time.monotonic() - t >= 0.7  # ha_housekeeping_interval (800 ms)
         assert s.max_phy_offset == end
         assert commitlog_bytes(tmp_path / "seed", seg, seg + SEGMENT) == before
-        assert "frame stopped midway" in (s.ha_status()["error"] or "")
+        wait_until(lambda: any("a frame stopped midway" in r.getMessage()
+                               for r in caplog.records), what="the log says why")
         # A whole frame at the right offset is then taken.
-        _, closed = fake.session(_header(end, 0) + _header(end, 3) + b"abc", wait_close=0.5)
+        _, closed = fake.session(sd.resend + _header(end, 3) + b"abc", wait_close=0.5)
         assert not closed
+        assert s.ha_status()["verified"]
         wait_until(lambda: s.max_phy_offset == end + 3, what="frame applied")
 
 
 def test_a_frame_crossing_the_segment_end_stops_replication(tmp_path: Path) -> None:
-    with seeded_slave(tmp_path) as (s, fake, end):
+    with seeded_slave(tmp_path) as sd:
+        s, fake, end = sd.store, sd.fake, sd.end
         room = SEGMENT - end % SEGMENT
-        _, closed = fake.session(_header(end, room + 1) + b"q" * (room + 1))
+        _, closed = fake.session(sd.resend + _header(end, room + 1) + b"q" * (room + 1))
         assert closed
         wait_until(lambda: s.ha_status()["stopped"], what="stopped")
         assert str(SEGMENT) in s.ha_status()["error"]

@@ -25,6 +25,34 @@ pub enum ApplyError {
     /// Master and slave cannot replicate (segment sizes differ, a write
     /// failed): replication stops (nothing of the frame written).
     Fatal(String),
+    /// The master's bytes differ from this store's below its end: the
+    /// logs forked; replication stops.
+    Diverged(String),
+}
+
+/// Start of the last complete record of the log's last file (the log's end
+/// when that file holds none).
+pub fn last_record_start(log: &CommitLog) -> u64 {
+    let end = log.max_offset();
+    let Some(file) = log.queue().last_file() else {
+        return end;
+    };
+    let data = file.readable_from(0).unwrap_or(&[]);
+    let mut pos = 0usize;
+    let mut last = None;
+    while let Some(h) = data.get(pos..pos + 8) {
+        let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        if !(magic == MAGIC_V1 || magic == MAGIC_V2) || total <= 0 {
+            break;
+        }
+        let Some(next) = pos.checked_add(total as usize).filter(|n| *n <= data.len()) else {
+            break;
+        };
+        last = Some(pos);
+        pos = next;
+    }
+    last.map_or(end, |p| file.file_from_offset() + p as u64)
 }
 
 /// Applies frames to a slave's CommitLog.
@@ -33,68 +61,134 @@ pub struct Applier {
     dispatcher: Arc<Dispatcher>,
     /// Start of the next record header the walk reads.
     next_rec: u64,
+    /// Where the next frame must start (None: the log is empty, any
+    /// segment start will do).
+    cursor: Option<u64>,
+    /// The log's end when the connection began: bytes below it that come
+    /// again are compared with this store's, not written.
+    own_end: u64,
 }
 
 impl Applier {
-    /// An applier continuing at the log's end (a record boundary after recovery).
+    /// An applier for a new connection: it asks for the log from the start
+    /// of its last complete record (see [`Applier::report_offset`]) and
+    /// compares what comes back below its end with its own bytes.
     pub fn new(log: Arc<CommitLog>, dispatcher: Arc<Dispatcher>) -> Self {
-        let next_rec = log.max_offset();
+        let own_end = log.max_offset();
+        let cursor = (!log.queue().is_empty()).then(|| last_record_start(&log));
         Self {
             log,
             dispatcher,
-            next_rec,
+            next_rec: own_end,
+            cursor,
+            own_end,
         }
     }
 
-    /// Checks `f` and appends its bytes; true if bytes were appended.
+    /// The offset to report: where the next frame must start (0 for an
+    /// empty log). Below the log's end until the bytes there are compared.
+    pub fn report_offset(&self) -> u64 {
+        self.cursor.unwrap_or(0)
+    }
+
+    /// True once the bytes this store held when the connection began were
+    /// compared with the master's (or there were none to compare).
+    pub fn verified(&self) -> bool {
+        self.cursor.is_none_or(|c| c >= self.own_end)
+    }
+
+    /// Checks `f`, compares the part below this store's end with its own
+    /// bytes, appends the rest; true if bytes were appended.
     pub fn apply(&mut self, f: &Frame) -> Result<bool, ApplyError> {
         let size = self.log.file_size() as u64;
-        let empty = self.log.queue().is_empty();
-        let end = self.log.max_offset();
-        if empty {
-            if f.start % size != 0 {
+        match self.cursor {
+            None if f.start % size != 0 => {
                 return Err(ApplyError::Protocol(format!(
                     "the first frame starts at {}, not at a segment start of this store \
                      (mapped_file_size_commit_log {size})",
                     f.start
-                )));
+                )))
             }
-        } else if f.start != end {
-            return Err(ApplyError::Protocol(format!(
-                "a frame starts at {}, but this store's CommitLog ends at {end}",
-                f.start
-            )));
+            Some(c) if f.start != c => {
+                return Err(ApplyError::Protocol(format!(
+                    "a frame starts at {}, but this store expects offset {c}",
+                    f.start
+                )))
+            }
+            _ => {}
         }
-        if f.body.is_empty() {
+        let compared = self.compare(f)?;
+        let start = f.start + compared as u64;
+        let body = &f.body[compared..];
+        if body.is_empty() {
+            self.cursor = Some(start);
             return Ok(false);
         }
-        let len = f.body.len() as u64;
-        if f.start % size + len > size {
+        let empty = self.log.queue().is_empty();
+        let len = body.len() as u64;
+        if start % size + len > size {
             return Err(ApplyError::Fatal(format!(
-                "a frame of {len} bytes at {} crosses the end of this store's segment at {} \
+                "a frame of {len} bytes at {start} crosses the end of this store's segment at {} \
                  (this store's mapped_file_size_commit_log is {size}; the master's segments \
                  end elsewhere): master and slave must use the same mapped_file_size_commit_log",
-                f.start,
-                f.start - f.start % size + size
+                start - start % size + size
             )));
         }
-        let walk_from = if empty { f.start } else { self.next_rec };
-        let next = self.walk(walk_from, f).map_err(ApplyError::Fatal)?;
+        let walk_from = if empty { start } else { self.next_rec };
+        let next = self.walk(walk_from, start, body).map_err(ApplyError::Fatal)?;
         self.log
-            .append_replica(f.start, &f.body)
+            .append_replica(start, body)
             .map_err(|e| ApplyError::Fatal(format!("cannot append replicated bytes: {e}")))?;
         self.next_rec = next;
-        if empty && self.dispatcher.dispatch_from() < f.start {
-            self.dispatcher.set_dispatch_from(f.start);
+        self.cursor = Some(start + len);
+        if empty && self.dispatcher.dispatch_from() < start {
+            self.dispatcher.set_dispatch_from(start);
         }
         self.dispatcher.wakeup();
         Ok(true)
     }
 
-    /// The byte at `off`: from the frame, or from the log below its start.
-    fn byte_at(&self, f: &Frame, off: u64) -> Option<u8> {
-        if off >= f.start {
-            return f.body.get((off - f.start) as usize).copied();
+    /// Compares the part of `f` below this store's end at connect with the
+    /// bytes there; returns how many bytes of `f` were compared.
+    fn compare(&self, f: &Frame) -> Result<usize, ApplyError> {
+        if f.start >= self.own_end || f.body.is_empty() {
+            return Ok(0);
+        }
+        let n = f.body.len().min((self.own_end - f.start) as usize);
+        let mut off = f.start;
+        while off < f.start + n as u64 {
+            let file = self.log.file_for(off).ok_or_else(|| {
+                ApplyError::Fatal(format!("this store's CommitLog holds no file for offset {off}"))
+            })?;
+            let pos = (off - file.file_from_offset()) as usize;
+            let take = (file.file_size() - pos).min((f.start + n as u64 - off) as usize);
+            let at = (off - f.start) as usize;
+            let theirs = &f.body[at..at + take];
+            let mine = file.read(pos, take).unwrap_or(&[]);
+            if mine != theirs {
+                let first = mine
+                    .iter()
+                    .zip(theirs)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(mine.len().min(take));
+                return Err(ApplyError::Diverged(format!(
+                    "this store's CommitLog differs from the master's at offset {}: the range \
+                     [{}, {}) of this store is not the master's (the logs diverged; this store \
+                     takes nothing more from this master)",
+                    off + first as u64,
+                    off + first as u64,
+                    self.own_end
+                )));
+            }
+            off += take as u64;
+        }
+        Ok(n)
+    }
+
+    /// The byte at `off`: from the bytes `body` at `start`, or from the log below them.
+    fn byte_at(&self, start: u64, body: &[u8], off: u64) -> Option<u8> {
+        if off >= start {
+            return body.get((off - start) as usize).copied();
         }
         let file = self.log.file_for(off)?;
         file.raw()
@@ -104,13 +198,13 @@ impl Applier {
 
     /// Walks the record headers the frame completes from `from`; returns
     /// where the next header starts, or why the layout differs.
-    fn walk(&self, mut r: u64, f: &Frame) -> Result<u64, String> {
+    fn walk(&self, mut r: u64, start: u64, body: &[u8]) -> Result<u64, String> {
         let size = self.log.file_size() as u64;
-        let end = f.start + f.body.len() as u64;
+        let end = start + body.len() as u64;
         while r + 8 <= end {
             let mut h = [0u8; 8];
             for (i, b) in h.iter_mut().enumerate() {
-                *b = self.byte_at(f, r + i as u64).unwrap_or(0);
+                *b = self.byte_at(start, body, r + i as u64).unwrap_or(0);
             }
             let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
             let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);

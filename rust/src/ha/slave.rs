@@ -1,6 +1,8 @@
 //! The slave's side (RocketMQ's `HAClient`): connect to the master, report
-//! this store's CommitLog end at once and then at least every `heartbeat`
-//! and after every append, apply whole frames, and close the connection
+//! at once (the start of its last complete record, so that the master sends
+//! that record again and the slave can compare it with its own), then at
+//! least every `heartbeat` and after every frame, apply whole frames, and
+//! close the connection
 //! (then connect again) when a frame breaks the protocol or nothing came
 //! for `housekeeping`. A fatal error (the segment sizes differ) stops
 //! replication; [`ClientStatus::error`] says why.
@@ -40,6 +42,11 @@ pub struct ClientStatus {
     pub error: Mutex<Option<String>>,
     /// True once replication stopped for good.
     pub stopped: AtomicBool,
+    /// The bytes this store held when the connection began were found
+    /// equal to the master's (docs/format.md §21.4).
+    pub verified: AtomicBool,
+    /// They were not: the logs forked (replication stopped).
+    pub diverged: AtomicBool,
 }
 
 /// Why one connection ended.
@@ -141,7 +148,8 @@ fn follow(
 ) -> End {
     let mut applier = Applier::new(log.clone(), dispatcher.clone());
     let mut parser = FrameParser::new();
-    let mut reported = log.max_offset();
+    let mut reported = applier.report_offset();
+    status.verified.store(applier.verified(), Ordering::Release);
     if let Err(e) = s.write_all(&report(reported)) {
         return End::Closed(format!("report failed: {e}"));
     }
@@ -171,13 +179,18 @@ fn follow(
                         Ok(_) => {}
                         Err(ApplyError::Protocol(why)) => return End::Closed(why),
                         Err(ApplyError::Fatal(why)) => return End::Fatal(why),
+                        Err(ApplyError::Diverged(why)) => {
+                            status.diverged.store(true, Ordering::Release);
+                            return End::Fatal(why);
+                        }
                     }
+                    status.verified.store(applier.verified(), Ordering::Release);
                 }
                 Ok(None) => break,
                 Err(why) => return End::Closed(why),
             }
         }
-        let end = log.max_offset();
+        let end = applier.report_offset();
         if end > reported || last_report.elapsed() >= opts.heartbeat {
             if let Err(e) = s.write_all(&report(end)) {
                 return End::Closed(format!("report failed: {e}"));

@@ -45,6 +45,8 @@ impl PyStore {
             d.set_item("lag_seconds", s.lag_seconds)?;
             d.set_item("error", s.error)?;
             d.set_item("stopped", s.stopped)?;
+            d.set_item("verified", s.verified)?;
+            d.set_item("diverged", s.diverged)?;
         } else {
             d.set_item("port", s.port)?;
             let slaves = PyList::empty(py);

@@ -59,6 +59,10 @@ pub struct HaStatus {
     pub error: Option<String>,
     /// A slave: true once replication stopped for good.
     pub stopped: bool,
+    /// A slave: its bytes were found equal to the master's on connecting.
+    pub verified: bool,
+    /// A slave: they were not (the logs forked).
+    pub diverged: bool,
 }
 
 impl Store {
@@ -257,6 +261,8 @@ impl Store {
             lag_seconds: (last > 0).then(|| (now - last).max(0) as f64 / 1000.0),
             error: c.error.lock().clone(),
             stopped: c.stopped.load(Ordering::Acquire),
+            verified: c.verified.load(Ordering::Acquire),
+            diverged: c.diverged.load(Ordering::Acquire),
         }
     }
 }
