@@ -5,6 +5,7 @@ that differ stop replication with both named."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
@@ -20,7 +21,8 @@ from helpers.ha_util import (
     slave_config,
     wait_until,
 )
-from rocketstore import MessageStore, PutStatus, StoreConfig, StoredNotFlushedError
+from rocketstore import Message, MessageStore, PutStatus, StoreConfig, StoredNotFlushedError
+from rocketstore.aio import aput
 from rocketstore.errors import MessageRefusedError
 
 
@@ -220,3 +222,23 @@ def test_a_slave_whose_log_forked_stops_and_names_the_range(tmp_path: Path) -> N
             # Never counted as holding the master's bytes past what matched.
             assert all(x["acked_offset"] < end for x in b.ha_status()["slaves"])
         assert commitlog_bytes(tmp_path / "s", 0, end) == before
+
+
+def test_every_put_form_waits_for_the_slave(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m", slave_timeout=300)) as m:
+        with pytest.raises(StoredNotFlushedError) as e:
+            m.put_batch("T", [b"a", b"b"], 0)
+        assert e.value.status == PutStatus.SLAVE_NOT_AVAILABLE
+        results = m.put_messages([Message("T", b"c", 1), Message("T", b"d", 2)], check=False)
+        assert {r.status for r in results} == {PutStatus.SLAVE_NOT_AVAILABLE}
+        # WAIT=false: acknowledged without a slave, as RocketMQ does.
+        assert m.put("T", b"e", 0, properties={"WAIT": "false"}).status == PutStatus.PUT_OK
+        with MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+            wait_until(lambda: bool(m.ha_status()["slaves"]), what="slave")
+            b = m.put_batch("T", [b"f", b"g"], 0)
+            assert b.status == PutStatus.PUT_OK
+            assert s.max_phy_offset >= b.wrote_offset + b.wrote_bytes
+            results = m.put_messages([Message("T", b"h", 1), Message("T", b"i", 2)])
+            assert all(r.ok for r in results)
+            r = asyncio.run(aput(m, "T", b"j", 3))
+            assert r.ok and s.max_phy_offset >= r.wrote_offset + r.wrote_bytes
