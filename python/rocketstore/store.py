@@ -559,6 +559,7 @@ class MessageStore(MessageStoreBase):
         self.commit_offsets(group, topic, {queue_id: next_offset})
 
     commit_offsets = store_commits.commit_offsets
+    _commit_fenced = store_commits.commit_fenced
     query_offset = store_commits.query_offset
     persist_offsets = store_commits.persist_offsets
 

@@ -43,6 +43,10 @@ log = logging.getLogger("rocketstore")
 
 _R = TypeVar("_R")
 
+#: A commit's fence: called with the queue ids about to be written (under
+#: the offsets lock); raises to refuse them.
+Fence = Callable[[list[int]], None]
+
 # How long taking a group lock retries: a reset or delete holds it for the
 # moment of its write; a consumer holds it for as long as it is open.
 _GROUP_LOCK_PATIENCE = 1.0
@@ -147,6 +151,45 @@ class ConsumerGroupLock:
         self.release()
 
 
+def _apply_fences(taken: OffsetTable, fences: Mapping[tuple[OffsetKey, int], Fence]
+                  ) -> tuple[OffsetTable, list[tuple[OffsetKey, list[int], Exception]]]:
+    """Show each fence the entries of ``taken`` committed with it; remove
+    those refused from ``taken``. Returns them and the errors."""
+    groups: dict[tuple[OffsetKey, int], list[int]] = {}
+    by_id: dict[int, Fence] = {}
+    for (key, qid), fence in fences.items():
+        if taken.query(key, qid) >= 0:
+            groups.setdefault((key, id(fence)), []).append(qid)
+            by_id[id(fence)] = fence
+    refused = OffsetTable()
+    errors: list[tuple[OffsetKey, list[int], Exception]] = []
+    for (key, fid), qids in groups.items():
+        qids.sort()
+        try:
+            by_id[fid](qids)
+        except Exception as e:  # the fence's refusal, whatever its type
+            errors.append((key, qids, e))
+            for qid in qids:
+                refused.set(key, qid, taken.query(key, qid))
+    if errors:
+        taken.remove(refused)
+    return refused, errors
+
+
+def _report_fenced(errors: list[tuple[OffsetKey, list[int], Exception]],
+                   strict: OffsetKey | None) -> None:
+    """Warn of entries dropped by their fence; raise the first error of ``strict``'s key."""
+    first: Exception | None = None
+    for key, qids, e in errors:
+        if key == strict and first is None:
+            first = e
+            continue
+        log.warning("committed offsets of group %r on topic %r, queues %s, dropped unwritten: %s",
+                    key.group, key.topic, qids, e)
+    if first is not None:
+        raise first
+
+
 class ConsumerOffsets:
     """Committed consumer offsets: ``<store>/config/consumerOffset.json``.
 
@@ -184,6 +227,7 @@ class ConsumerOffsets:
                                        _native.CONSUMER_OFFSET_LOCK_FILE)
         self._table = OffsetTable() if table is None else table.copy()
         self._pending = OffsetTable()
+        self._fences: dict[tuple[OffsetKey, int], Fence] = {}
         self._file_id: tuple[int, int, int] | None = None
         self._lock = threading.Lock()
         self._persist_lock = threading.Lock()
@@ -232,12 +276,19 @@ class ConsumerOffsets:
         """
         self.commit_many(group, topic, {queue_id: offset})
 
-    def commit_many(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
+    def commit_many(self, group: str, topic: str, offsets: Mapping[int, int], *,
+                    fence: Fence | None = None) -> None:
         """Record several queues' next offsets of the group at once.
 
         Every entry is checked before any is recorded: a bad one changes
         nothing. The entries become visible together (a concurrent
         :meth:`persist` writes all of them or none).
+
+        ``fence(queue_ids)`` (``docs/format.md``, §13.1), if given, is
+        called under ``consumerOffset.lock`` by the write that would write
+        these entries, with the queue ids of this key it writes, before it
+        writes them; if it raises, those entries are dropped, not written
+        (with a warning, or the error itself for a ``strict`` write).
 
         Raises:
             TypeError / ValueError: as :meth:`commit`.
@@ -246,7 +297,11 @@ class ConsumerOffsets:
         todo = checked_offsets(offsets)
         with self._lock:
             for queue_id, offset in todo:
-                if self._table.set(key, queue_id, offset):
+                if fence is None:
+                    self._fences.pop((key, queue_id), None)
+                else:
+                    self._fences[(key, queue_id)] = fence
+                if self._table.set(key, queue_id, offset) or fence is not None:
                     self._pending.set(key, queue_id, offset)
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
@@ -307,14 +362,19 @@ class ConsumerOffsets:
         return self.table()
 
     def _settle(self, written: OffsetTable, taken: OffsetTable,
-                ident: tuple[int, int, int] | None) -> None:
-        """After a write of ``written`` holding the pending entries ``taken``."""
+                ident: tuple[int, int, int] | None, refused: OffsetTable) -> None:
+        """After a write of ``written`` holding the pending entries ``taken``
+        (``refused``: pending entries their fence refused, dropped)."""
         with self._lock:
             self._pending.discard_same(taken)  # those not committed again meanwhile
+            self._pending.discard_same(refused)
+            self._fences = {e: f for e, f in self._fences.items()
+                            if self._pending.query(e[0], e[1]) >= 0}
             self._table = written.overlay(self._pending)
             self._file_id = ident
 
-    def persist(self, before_write: Callable[[OffsetTable], None] | None = None) -> bool:
+    def persist(self, before_write: Callable[[OffsetTable], None] | None = None, *,
+                strict: OffsetKey | None = None) -> bool:
         """Write this object's pending commits into the file; True if it wrote.
 
         Under ``consumerOffset.lock``: read the file, set the pending
@@ -325,14 +385,21 @@ class ConsumerOffsets:
         the table about to be written, before it is written (the writer's
         store makes the messages below those offsets durable); if it
         raises, nothing is written.
+
+        Entries committed with a fence (:meth:`commit_many`) are shown to
+        it first; those it refuses are dropped with a warning, or, for the
+        key ``strict`` (a sync commit's), its error is raised once the
+        others are written.
         """
         with self._persist_lock:
             with self._lock:
                 if not self._pending:
                     return False
                 taken = self._pending.copy()
+                fences = dict(self._fences)
             with _locked(self._lock_path):
                 current = self._read_file()
+                refused, errors = _apply_fences(taken, fences)
                 merged = current.overlay(taken)
                 if before_write is not None:
                     before_write(merged.copy())
@@ -340,8 +407,9 @@ class ConsumerOffsets:
                 if wrote:
                     atomic_write(self._path, merged.to_json())
                 ident = _identity(self._path)
-            self._settle(merged, taken, ident)
-            return wrote
+            self._settle(merged, taken, ident, refused)
+        _report_fenced(errors, strict)
+        return wrote
 
     def update(self, change: Callable[[OffsetTable], _R], *,
                drop: Iterable[OffsetKey] = ()) -> _R:

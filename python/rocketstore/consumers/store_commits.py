@@ -16,14 +16,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable
-from rocketstore.consumers.offsets import ConsumerOffsets
+from rocketstore.consumers.offsets import ConsumerOffsets, Fence
 from rocketstore.errors import ReadOnlyStoreError
 
 if TYPE_CHECKING:
     from rocketstore._native import NativeStore
     from rocketstore.store import MessageStore
 
-__all__ = ["OFFSETS_PERSIST_INTERVAL", "OffsetCommits", "commit_offsets", "persist_offsets",
+__all__ = ["OFFSETS_PERSIST_INTERVAL", "OffsetCommits", "commit_fenced", "commit_offsets",
+           "persist_offsets",
            "query_offset"]
 
 #: Seconds between writes of consumerOffset.json triggered by ``sync=False``
@@ -38,7 +39,8 @@ class OffsetCommits:
         self.offsets = offsets
         self.persisted_at = time.monotonic()
 
-    def persist(self, n: NativeStore, read_only: bool) -> bool:
+    def persist(self, n: NativeStore, read_only: bool, *,
+                strict: OffsetKey | None = None) -> bool:
         """Write consumerOffset.json if it changed, after making the messages
         below the offsets written durable (no persisted offset ever points
         past data a power loss could take back). Concurrent callers share
@@ -48,7 +50,7 @@ class OffsetCommits:
             # A reader cannot flush the writer's CommitLog; after a power
             # loss the writer's recovery lowers offsets past the queue ends.
             self.persisted_at = time.monotonic()
-            return self.offsets.persist()
+            return self.offsets.persist(strict=strict)
 
         def flush_below(table: OffsetTable) -> None:
             n.flush_for_offsets(table.rows())
@@ -56,7 +58,7 @@ class OffsetCommits:
         # The interval runs from the moment the table is taken: the write
         # holds every commit made before it, however long the flush takes.
         self.persisted_at = time.monotonic()
-        return self.offsets.persist(flush_below)
+        return self.offsets.persist(flush_below, strict=strict)
 
     def maybe_persist(self, n: NativeStore, read_only: bool) -> None:
         """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed since the last write."""
@@ -86,15 +88,27 @@ def commit_offsets(store: MessageStore, group: str, topic: str,
             or an offset outside ``[0, 2**63 - 1]`` or not an int.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
     """
+    commit_fenced(store, group, topic, offsets, None, sync=False)
+
+
+def commit_fenced(store: MessageStore, group: str, topic: str, offsets: Mapping[int, int],
+                  fence: Fence | None, *, sync: bool) -> None:
+    """:func:`commit_offsets` with a fence (``ConsumerOffsets.commit_many``),
+    written now when ``sync`` (then a refusal of the fence is raised, and
+    the refused entries are not recorded)."""
     n = store._n
     if store.no_write:
         raise ReadOnlyStoreError("cannot commit offsets in a store opened no_write=True")
     # The names rule, then the read rule: a name that breaks the topic
     # rule is refused unless the store holds that topic (ValueError).
-    n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
+    key = OffsetKey.of(group, topic)
+    n.get_max_offset_in_queue(key.topic, 0)
     commits = store._commits
-    commits.offsets.commit_many(group, topic, offsets)
-    commits.maybe_persist(n, store.read_only)
+    commits.offsets.commit_many(group, topic, offsets, fence=fence)
+    if sync:
+        commits.persist(n, store.read_only, strict=key)
+    else:
+        commits.maybe_persist(n, store.read_only)
 
 
 def query_offset(store: MessageStore, group: str, topic: str, queue_id: int) -> int:
