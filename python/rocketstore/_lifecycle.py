@@ -176,7 +176,7 @@ def close_store(store: MessageStore) -> None:
                 n.drain_dispatch()
             persist_config(store)
         elif not store._no_write:
-            store._offsets.persist()
+            store._offsets.persist(fold=True)
     except Exception:
         _close_native(store, n)
         raise
@@ -206,4 +206,4 @@ def persist_config(store: MessageStore) -> None:
         for qid in n.queue_ids(topic):
             store._topic_configs.ensure(topic, qid)
     store._topic_configs.persist()
-    store._commits.persist(n, read_only=False)
+    store._commits.persist(n, read_only=False, fold=True)

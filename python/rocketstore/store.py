@@ -376,7 +376,7 @@ class MessageStore(MessageStoreBase):
         if not self._read_only:
             persist_config(self)
         elif not self._no_write:
-            self._commits.persist(n, read_only=True)
+            self._commits.persist(n, read_only=True, fold=True)
         return off
 
     # -- asyncio puts (aio.py) ---------------------------------------------

@@ -40,17 +40,19 @@ class OffsetCommits:
         self.persisted_at = time.monotonic()
 
     def persist(self, n: NativeStore, read_only: bool, *,
-                strict: OffsetKey | None = None) -> bool:
-        """Write consumerOffset.json if it changed, after making the messages
-        below the offsets written durable (no persisted offset ever points
-        past data a power loss could take back). Concurrent callers share
-        writes: a commit made while a write is under way goes in the next.
+                strict: OffsetKey | None = None, fold: bool = False) -> bool:
+        """Append the pending commits to the offsets journal (durable), after
+        making the messages below those offsets written durable (no
+        persisted offset ever points past data a power loss could take
+        back); ``fold``: then rewrite consumerOffset.json. Concurrent callers
+        share writes: a commit made while a write is under way goes in the
+        next.
         """
         if read_only:
             # A reader cannot flush the writer's CommitLog; after a power
             # loss the writer's recovery lowers offsets past the queue ends.
             self.persisted_at = time.monotonic()
-            return self.offsets.persist(strict=strict)
+            return self.offsets.persist(strict=strict, fold=fold)
 
         def flush_below(table: OffsetTable) -> None:
             n.flush_for_offsets(table.rows())
@@ -58,13 +60,16 @@ class OffsetCommits:
         # The interval runs from the moment the table is taken: the write
         # holds every commit made before it, however long the flush takes.
         self.persisted_at = time.monotonic()
-        return self.offsets.persist(flush_below, strict=strict)
+        return self.offsets.persist(flush_below, strict=strict, fold=fold)
 
     def maybe_persist(self, n: NativeStore, read_only: bool) -> None:
-        """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed since the last write."""
+        """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed
+        since the last write; rewrite consumerOffset.json if it is that old
+        and the journal holds records (``docs/format.md``, §13.2)."""
         if (time.monotonic() - self.persisted_at >= OFFSETS_PERSIST_INTERVAL
                 and self.offsets.dirty):
             self.persist(n, read_only)
+        self.offsets.fold_if_due(OFFSETS_PERSIST_INTERVAL)
 
 
 # -- the store's methods (bound by name in MessageStore) ---------------------
