@@ -54,6 +54,8 @@ class Committer:
         # Committed offsets known here (all that a read-only store has).
         self.committed: dict[int, int] = {}
         self._warned_read_only = False
+        # A commit(sync=False) made since the last durable one.
+        self._unsynced = False
 
     def writable(self) -> bool:
         """True when commits reach the offsets file."""
@@ -95,6 +97,8 @@ class Committer:
         self.committed.update(todo)
         if writable and sync and fenced is None:
             store.persist_offsets()
+        if writable:
+            self._unsynced = not sync
         elif not writable and explicit and not self._warned_read_only:
             self._warned_read_only = True
             warnings.warn(
@@ -104,6 +108,15 @@ class Committer:
                 RuntimeWarning,
                 stacklevel=4,
             )
+
+    def settle(self) -> None:
+        """Write the commits a ``commit(sync=False)`` left pending, before
+        the consumer lets go of its group (``docs/format.md``, §13.1): once
+        it has, a reset or delete of the group may come, and they must not
+        undo it."""
+        if self._unsynced and self.writable():
+            self._store.persist_offsets()
+            self._unsynced = False
 
     def committed_offset(self, queue_id: int) -> int:
         """The group's committed next offset for ``queue_id`` (-1 if none)."""

@@ -703,6 +703,7 @@ class Consumer:
             return
         try:
             self._close_commit(None)
+            self._settle()
         except Exception:
             self._mark_closed()
             raise
@@ -718,6 +719,14 @@ class Consumer:
             except StoreClosedError:
                 log.info("consumer %s: store already shut down; positions not committed",
                          self._group)
+
+    def _settle(self) -> None:
+        """Write pending ``commit(sync=False)`` commits while the group is held."""
+        try:
+            self._check_store()
+        except StoreClosedError:
+            return
+        self._commits.settle()
 
     def _mark_closed(self) -> None:
         self._closed = True

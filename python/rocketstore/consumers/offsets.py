@@ -477,9 +477,9 @@ class ConsumerOffsets:
                         stale.offsets(key))
 
     def fold_if_due(self, interval: float) -> bool:
-        """Rewrite ``consumerOffset.json`` (:meth:`persist` with ``fold``) when
+        """Rewrite ``consumerOffset.json`` from the json and the journal when
         the journal holds records and the json is ``interval`` seconds old or
-        more; True if it did. Pending entries are written too."""
+        more (or missing); True if it did. Pending entries stay pending."""
         with self._io:
             self._try_refresh()
             if self._log.records == 0:
@@ -490,7 +490,9 @@ class ConsumerOffsets:
                 age = interval
             if age < interval:
                 return False
-            return self.persist(fold=True)
+            with self._hold():
+                self._log.refresh(locked=True)
+                return self._log.fold()
 
     def update(self, change: Callable[[OffsetTable], _R], *,
                drop: Iterable[OffsetKey] = ()) -> _R:
