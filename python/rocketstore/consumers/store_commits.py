@@ -11,13 +11,14 @@ loss could take back.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets, Fence
-from rocketstore.errors import ReadOnlyStoreError
+from rocketstore.errors import ReadOnlyStoreError, StoreError
 
 if TYPE_CHECKING:
     from rocketstore._native import NativeStore
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["OFFSETS_PERSIST_INTERVAL", "OffsetCommits", "commit_fenced", "commit_offsets",
            "persist_offsets",
            "query_offset"]
+
+log = logging.getLogger("rocketstore")
 
 #: Seconds between writes of consumerOffset.json triggered by ``sync=False``
 #: commits (RocketMQ's ``flushConsumerOffsetInterval``).
@@ -69,7 +72,11 @@ class OffsetCommits:
         if (time.monotonic() - self.persisted_at >= OFFSETS_PERSIST_INTERVAL
                 and self.offsets.dirty):
             self.persist(n, read_only)
-        self.offsets.fold_if_due(OFFSETS_PERSIST_INTERVAL)
+        try:
+            self.offsets.fold_if_due(OFFSETS_PERSIST_INTERVAL)
+        except (OSError, StoreError) as e:
+            # The commits are durable in the journal; the rewrite is tried again.
+            log.warning("cannot rewrite %s now: %s", self.offsets.path, e)
 
 
 # -- the store's methods (bound by name in MessageStore) ---------------------
