@@ -263,20 +263,17 @@ class OffsetLog:
         return True
 
     def _continues(self, header: _Header) -> bool:
-        """Whether the journal's records apply to the json just read."""
-        if (header.crc, header.size) == self._base or header.size == 0:
+        """Whether the journal's records apply to the json just read: its
+        header names that json's crc32 and size. When not, the json was
+        rewritten after the journal's records were made: by a rewrite from
+        this journal cut short before the journal went (the json holds all
+        of them then), or by another tool (its json wins). Either way only
+        the generations are taken."""
+        if (header.crc, header.size) == self._base:
             return True
-        # A fold that renamed the new json but died before the new journal:
-        # the backup is the json this journal continues, and replaying it
-        # over the new json (which holds all of it) changes nothing.
-        try:
-            bak = read_regular(self.json_path + _native.BACKUP_SUFFIX)
-        except OSError:
-            bak = None
-        if bak is not None and (zlib.crc32(bak), len(bak)) == (header.crc, header.size):
-            return True
-        log.warning("%s does not continue %s (rewritten by another tool?): its entries are "
-                    "ignored, its generations kept", self.journal_path, self.json_path)
+        log.warning("%s does not continue %s (a rewrite cut short, or the json was written "
+                    "by another tool): its entries are not replayed, its generations are kept",
+                    self.journal_path, self.json_path)
         return False
 
     def _read_journal(self) -> tuple[int, bytes] | None:
