@@ -1,4 +1,4 @@
-"""The offsets journal under crashes (docs/format.md §13.2): a process killed
+"""The offsets journal under crashes (docs/format.md §13.3): a process killed
 with SIGKILL while it appends a record or while it rewrites
 consumerOffset.json from the journal loses no commit it reported durable,
 and leaves no torn state: the json always parses, a half-written record at

@@ -8,7 +8,7 @@ STORE (topic ``T``, 4 queues) as a reader (ROLE ``reader``) or as the writer
 print ``c <i>``; print ``done`` and shut down once stdin closes. COUNT 0
 loops until killed. An optional fifth argument is the seconds between
 rewrites of ``consumerOffset.json`` from its journal (default 0: at every
-commit; ``docs/format.md``, §13.2).
+commit; ``docs/format.md``, §13.3).
 """
 
 from __future__ import annotations

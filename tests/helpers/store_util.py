@@ -86,7 +86,7 @@ def flip_commitlog_bits(
 
 def offset_table(store_path: str | os.PathLike[str]) -> dict[str, dict[int, int]]:
     """The committed offsets on disk: ``config/consumerOffset.json`` with its
-    journal replayed (docs/format.md §13.2), ``{"topic@group": {queue_id:
+    journal replayed (docs/format.md §13.3), ``{"topic@group": {queue_id:
     offset}}``. A store folds the journal into the json at close: then this
     equals :func:`offset_json_table`."""
     from rocketstore.consumers.offsets import ConsumerOffsets

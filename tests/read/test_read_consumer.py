@@ -93,7 +93,7 @@ def test_close_commits_durably_unless_auto_commit_is_off(
     with store.consumer("g2", "T") as c:  # auto-commit is on by default
         assert len(_drain(c, 12)) == 12
     assert [store.query_offset("g2", "T", q) for q in range(QUEUES)] == [3] * QUEUES
-    # Durable on close: on disk (the journal, docs/format.md §13.2) before
+    # Durable on close: on disk (the journal, docs/format.md §13.3) before
     # any flush or shutdown.
     table = offset_table(store_path)
     assert table["T@g2"] == {q: 3 for q in range(QUEUES)}

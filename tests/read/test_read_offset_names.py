@@ -53,7 +53,7 @@ def test_every_call_refuses_a_bad_name_alike(
     store = open_store(**SMALL)
     store.put("T", b"x")
     store.commit_offset("g", "T", 0, 1)
-    store.flush()  # writes consumerOffset.json (docs/format.md §13.2)
+    store.flush()  # writes consumerOffset.json (docs/format.md §13.3)
     before = _offsets_file(store_path).read_bytes()
     with pytest.raises(exc, match=f"^{re.escape(message)}$"):
         CALLS[call](store, group, topic)

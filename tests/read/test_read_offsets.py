@@ -102,7 +102,7 @@ def test_persist_offsets_journals_and_flush_writes_the_file_while_running(
 ) -> None:
     store = open_store(**SMALL)
     store.commit_offset("g", "T", 0, 4)
-    store.persist_offsets()  # durable in the journal (docs/format.md §13.2)
+    store.persist_offsets()  # durable in the journal (docs/format.md §13.3)
     assert offset_table(store_path) == {"T@g": {0: 4}}
     assert not _offsets_file(store_path).exists()
     store.flush()  # folded into the json

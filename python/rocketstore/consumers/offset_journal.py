@@ -4,7 +4,7 @@ r"""The committed offsets on disk: ``consumerOffset.json`` and its journal.
 §13); ``config/consumerOffset.journal`` beside it holds what was committed
 since the json was last rewritten (*folded*), so a durable commit appends
 one record and syncs it instead of rewriting the whole table
-(``docs/format.md``, §13.2). :class:`OffsetLog` is one process's view of the
+(``docs/format.md``, §13.3). :class:`OffsetLog` is one process's view of the
 two files: the table they make together, each key's generation (bumped by a
 reset or delete, §13.1), and how far into the journal it has read. Its
 writing methods must run under ``config/consumerOffset.lock``; reading needs
@@ -201,9 +201,9 @@ class OffsetLog:
         for _ in range(10):
             json_id = _file_id(self.json_path)
             jst = _stat(self.journal_path)
-            if (not force and json_id == self._json_id and jst is not None
-                    and jst.st_ino == self._journal_ino):
-                return self._read_tail(jst.st_size, locked)
+            if (not force and json_id == self._json_id
+                    and (None if jst is None else jst.st_ino) == self._journal_ino):
+                return jst is not None and self._read_tail(jst.st_size, locked)
             if self._load(locked) or locked:
                 return True
             force = True  # a fold replaced the files meanwhile: read them again

@@ -193,7 +193,7 @@ def _report_fenced(errors: list[tuple[OffsetKey, list[int], Exception]],
 
 class ConsumerOffsets:
     """Committed consumer offsets: ``<store>/config/consumerOffset.json``
-    and its journal (``docs/format.md``, §13.2).
+    and its journal (``docs/format.md``, §13.3).
 
     The json is written with :meth:`~rocketstore.consumers.offset_table.OffsetTable.to_json`
     (unquoted queue ids), read with quoted or unquoted queue ids; other
@@ -261,7 +261,7 @@ class ConsumerOffsets:
 
     @property
     def journal_path(self) -> str:
-        """``consumerOffset.journal`` (``docs/format.md``, §13.2)."""
+        """``consumerOffset.journal`` (``docs/format.md``, §13.3)."""
         return self._log.journal_path
 
     @property

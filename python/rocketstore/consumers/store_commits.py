@@ -68,7 +68,7 @@ class OffsetCommits:
     def maybe_persist(self, n: NativeStore, read_only: bool) -> None:
         """Persist committed offsets if ``OFFSETS_PERSIST_INTERVAL`` passed
         since the last write; rewrite consumerOffset.json if it is that old
-        and the journal holds records (``docs/format.md``, §13.2)."""
+        and the journal holds records (``docs/format.md``, §13.3)."""
         if (time.monotonic() - self.persisted_at >= OFFSETS_PERSIST_INTERVAL
                 and self.offsets.dirty):
             self.persist(n, read_only)
