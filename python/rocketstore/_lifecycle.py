@@ -24,7 +24,7 @@ from rocketstore._native import NativeStore
 from rocketstore.config.files import TopicConfigs
 from rocketstore.consumers.offset_table import OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
-from rocketstore.consumers.store_commits import OffsetCommits
+from rocketstore.consumers.store_commits import OffsetCommits, OffsetsFoldService
 from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryService
 from rocketstore.services.retention import RetentionService
@@ -139,8 +139,12 @@ def _make_services(store: MessageStore) -> list[ServiceThread]:
         if s is not None:
             s._service_failed(reason)
 
+    def offsets_now() -> ConsumerOffsets | None:
+        s = ref()
+        return None if s is None else s._offsets
+
     store._retention = RetentionService(native, store._config, offsets=offsets, on_failure=failed)
-    return [store._retention, ScheduleService.for_store(store)]
+    return [store._retention, ScheduleService.for_store(store), OffsetsFoldService(offsets_now)]
 
 
 def disarm(store: MessageStore, why: str) -> None:

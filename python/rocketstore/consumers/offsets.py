@@ -312,20 +312,27 @@ class ConsumerOffsets:
         """
         key = OffsetKey.of(group, topic)
         todo = checked_offsets(offsets)
-        with self._io:
-            self._try_refresh()
-            gen = self._log.gens.get(key, 0)
-            with self._lock:
-                if self._pending_gen.get(key, gen) != gen:
-                    self._warn_stale(self._take_key(key))
-                self._pending_gen[key] = gen
-                for queue_id, offset in todo:
-                    if fence is None:
-                        self._fences.pop((key, queue_id), None)
-                    else:
-                        self._fences[(key, queue_id)] = fence
-                    if fence is not None or self._query(key, queue_id) != offset:
-                        self._pending.set(key, queue_id, offset)
+        # Catch up with the journal, unless a write is under way here (it
+        # does): a commit never waits for another thread's disk work.
+        if self._io.acquire(blocking=False):
+            try:
+                self._try_refresh()
+            finally:
+                self._io.release()
+        seen = self._log.gens.get(key, 0)
+        with self._lock:
+            gen = max(seen, self._pending_gen.get(key, seen))
+            if self._pending_gen.get(key, gen) != gen:
+                # Pending from before a reset or delete of the key: never written.
+                self._warn_stale(self._take_key(key))
+            self._pending_gen[key] = gen
+            for queue_id, offset in todo:
+                if fence is None:
+                    self._fences.pop((key, queue_id), None)
+                else:
+                    self._fences[(key, queue_id)] = fence
+                if fence is not None or self._query(key, queue_id) != offset:
+                    self._pending.set(key, queue_id, offset)
 
     def _try_refresh(self) -> None:
         try:
@@ -345,13 +352,13 @@ class ConsumerOffsets:
                 <rocketstore.consumers.offset_table.OffsetKey.of>` refuses.
         """
         key = OffsetKey.of(group, topic)
-        with self._io, self._lock:
+        with self._lock:
             return self._query(key, queue_id)
 
     def offsets(self, group: str, topic: str) -> dict[int, int]:
         """Every committed ``queue_id -> next offset`` of the group on the topic."""
         key = OffsetKey.of(group, topic)
-        with self._io, self._lock:
+        with self._lock:
             out = self._log.table.offsets(key)
             out.update(self._pending.offsets(key))
             return out

@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets, Fence
 from rocketstore.errors import ReadOnlyStoreError, StoreError
+from rocketstore.services.base import ServiceThread
 
 if TYPE_CHECKING:
     from rocketstore._native import NativeStore
     from rocketstore.store import MessageStore
 
-__all__ = ["OFFSETS_PERSIST_INTERVAL", "OffsetCommits", "commit_fenced", "commit_offsets",
-           "persist_offsets",
-           "query_offset"]
+__all__ = ["OFFSETS_PERSIST_INTERVAL", "OffsetCommits", "OffsetsFoldService", "commit_fenced",
+           "commit_offsets", "persist_offsets", "query_offset"]
 
 log = logging.getLogger("rocketstore")
 
@@ -77,6 +77,29 @@ class OffsetCommits:
         except (OSError, StoreError) as e:
             # The commits are durable in the journal; the rewrite is tried again.
             log.warning("cannot rewrite %s now: %s", self.offsets.path, e)
+
+
+class OffsetsFoldService(ServiceThread):
+    """Rewrites ``consumerOffset.json`` from its journal once it is
+    ``OFFSETS_PERSIST_INTERVAL`` old (thread ``rocketstore-offsets``,
+    ``docs/format.md``, §13.3), so a broker reading the json sees offsets at
+    most that old even while no commit comes. A failed rewrite is logged
+    and tried again (the commits are durable in the journal)."""
+
+    name = "offsets"
+
+    def __init__(self, offsets: Callable[[], ConsumerOffsets | None]) -> None:
+        super().__init__(interval=1.0)
+        self._offsets = offsets
+
+    def run_once(self) -> None:
+        offsets = self._offsets()
+        if offsets is None:
+            return
+        try:
+            offsets.fold_if_due(OFFSETS_PERSIST_INTERVAL)
+        except (OSError, StoreError) as e:
+            log.warning("cannot rewrite %s now: %s", offsets.path, e)
 
 
 # -- the store's methods (bound by name in MessageStore) ---------------------
