@@ -44,7 +44,7 @@ def _store_with(entries: int) -> Iterator[tuple[MessageStore, Consumer]]:
             table.set(OffsetKey(f"T{i // 8}", "others"), i % 8, i)
         atomic_write(os.path.join(d, "config", "consumerOffset.json"), table.to_json())
         with MessageStore(bench_config(d, SMALL_GEOMETRY)) as store:
-            for i in range(10):
+            for _ in range(10):
                 assert store.put("bench", b"x", 0).ok
             consumer = store.consumer("g", "bench", auto_commit=False)
             assert len(consumer.poll(timeout=5.0)) == 10

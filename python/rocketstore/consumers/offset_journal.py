@@ -11,9 +11,10 @@ writing methods must run under ``config/consumerOffset.lock``; reading needs
 no lock (files are replaced by rename; a record still being appended is
 read as not there yet).
 
-A frame is ``u32 length | u32 crc32 | payload`` (little endian); the first
-frame's payload is the header (a JSON object: ``base`` — the crc32 and size
-of the json it continues — and ``gens``), every later one a list of ops::
+A record is one line: the payload's 16-hex-digit BLAKE2b digest, a space,
+the payload (compact JSON, no raw newline) and ``\n``. The first line's
+payload is the header (a JSON object: ``base`` — the digest and size of the
+json it continues — and ``gens``), every later one a list of ops::
 
     ["s", "<topic>@<group>", gen, {"<queue id>": offset, ...}]   set entries
     ["r", "<topic>@<group>", gen, {"<queue id>": offset, ...}]   replace the key (reset)
@@ -25,12 +26,11 @@ of the json it continues — and ``gens``), every later one a list of ops::
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import stat
-import struct
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -52,33 +52,40 @@ log = logging.getLogger("rocketstore")
 
 #: The journal's name: ``consumerOffset.json`` -> ``consumerOffset.journal``.
 JOURNAL_SUFFIX = ".journal"
-#: Largest frame payload a reader accepts (a longer length is damage).
+#: Largest record a reader accepts (a longer line is damage).
 MAX_RECORD = 64 << 20
-_FRAME = struct.Struct("<II")
+_DIGEST = 16  # hex digits of a record's digest
 
 #: One op: (kind "s" | "r" | "d", key, generation, offsets or None).
 Op = tuple[str, OffsetKey, int, dict[int, int] | None]
 
 
+def digest(data: bytes) -> str:
+    """The 16-hex-digit BLAKE2b digest the journal checks records (and the
+    json it continues) by."""
+    return hashlib.blake2b(data, digest_size=_DIGEST // 2).hexdigest()
+
+
 def frame(payload: bytes) -> bytes:
-    """``payload`` framed: length, crc32, bytes."""
-    return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
+    """``payload`` as a journal line: digest, space, payload, newline."""
+    return digest(payload).encode() + b" " + payload + b"\n"
 
 
 def frames(data: bytes, pos: int) -> tuple[list[bytes], int]:
-    """The whole, intact frames of ``data`` from ``pos``; and where they end
-    (the first incomplete or damaged frame, or the end)."""
+    """The payloads of the whole, intact lines of ``data`` from ``pos``; and
+    where they end (the first line without its newline, or whose digest
+    does not match, or the end)."""
     out = []
-    while pos + _FRAME.size <= len(data):
-        length, crc = _FRAME.unpack_from(data, pos)
-        end = pos + _FRAME.size + length
-        if length > MAX_RECORD or end > len(data):
+    while True:
+        end = data.find(b"\n", pos, pos + _DIGEST + 1 + MAX_RECORD + 1)
+        if end < 0:
             break
-        payload = data[pos + _FRAME.size:end]
-        if zlib.crc32(payload) != crc:
+        line = data[pos:end]
+        payload = line[_DIGEST + 1:]
+        if line[_DIGEST:_DIGEST + 1] != b" " or line[:_DIGEST] != digest(payload).encode():
             break
         out.append(payload)
-        pos = end
+        pos = end + 1
     return out, pos
 
 
@@ -133,12 +140,12 @@ def apply_ops(table: OffsetTable, gens: dict[OffsetKey, int], ops: Iterable[Op],
 
 @dataclass
 class _Header:
-    crc: int
+    hash: str
     size: int
     gens: dict[OffsetKey, int]
 
     def encode(self) -> bytes:
-        doc = {"base": {"crc": self.crc, "size": self.size},
+        doc = {"base": {"hash": self.hash, "size": self.size},
                "gens": {k.text: g for k, g in sorted(self.gens.items()) if g}}
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -147,7 +154,7 @@ class _Header:
         doc = json.loads(payload.decode())
         base = doc["base"]
         gens = {OffsetKey.parse(k): int(g) for k, g in doc.get("gens", {}).items()}
-        return cls(int(base["crc"]), int(base["size"]), gens)
+        return cls(str(base["hash"]), int(base["size"]), gens)
 
 
 def _open_regular(path: str, flags: int) -> int | None:
@@ -181,7 +188,7 @@ class OffsetLog:
         self.table = OffsetTable()
         self.gens: dict[OffsetKey, int] = {}
         self._json_id: tuple[int, int, int] | None = None
-        self._base = (0, 0)  # crc32 and size of the json bytes the table starts from
+        self._base = (digest(b""), 0)  # digest and size of the json bytes read
         self._journal_ino: int | None = None
         self._pos = 0  # bytes of the journal applied
         self._valid = False  # the journal continues this json (its records apply)
@@ -253,7 +260,7 @@ class OffsetLog:
                 log.warning("%s: its header is not understood (ignored): %s",
                             self.journal_path, e)
         self.table, self._json_id = table, json_id
-        self._base = (zlib.crc32(raw), len(raw))
+        self._base = (digest(raw), len(raw))
         self._journal_ino, self._pos, self.records = ino, end, 0
         self.gens = {} if header is None else dict(header.gens)
         self._valid = header is not None and self._continues(header)
@@ -264,12 +271,12 @@ class OffsetLog:
 
     def _continues(self, header: _Header) -> bool:
         """Whether the journal's records apply to the json just read: its
-        header names that json's crc32 and size. When not, the json was
+        header names that json's digest and size. When not, the json was
         rewritten after the journal's records were made: by a rewrite from
         this journal cut short before the journal went (the json holds all
         of them then), or by another tool (its json wins). Either way only
         the generations are taken."""
-        if (header.crc, header.size) == self._base:
+        if (header.hash, header.size) == self._base:
             return True
         log.warning("%s does not continue %s (a rewrite cut short, or the json was written "
                     "by another tool): its entries are not replayed, its generations are kept",
@@ -358,7 +365,7 @@ class OffsetLog:
         text = self.table.to_json()
         atomic_write(self.json_path, text)
         raw = text.encode()
-        self._base = (zlib.crc32(raw), len(raw))
+        self._base = (digest(raw), len(raw))
         self._json_id = _file_id(self.json_path)
         if any(self.gens.values()):
             self._start_journal()  # the generations live on in its header
