@@ -6,15 +6,20 @@ committed (the key's generation changed)."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import rocketstore.consumers.store_commits as commits_module
 from helpers.paths import HELPERS
+from helpers.read_util import SMALL
 from helpers.store_util import offset_json_table, offset_table
+from rocketstore import MessageStore
 from rocketstore.cli import main
 
 CHILD = str(HELPERS / "offsets_undo_child.py")
@@ -65,3 +70,30 @@ def test_a_deleted_group_does_not_come_back(store_path: str, how: str) -> None:
     assert "T@g" not in offset_table(store_path)
     assert "T@g" not in offset_json_table(store_path)
     assert Path(store_path, "config", "consumerOffset.json").exists()
+
+
+def test_a_closing_consumer_writes_its_pending_commits(
+        open_store: Callable[..., MessageStore], store_path: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sync and asyncio consumers alike: ``commit(sync=False)`` then
+    ``close()`` leaves the commit on disk, before the group is let go."""
+    monkeypatch.setattr(commits_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
+    store = open_store(**SMALL)
+    for i in range(3):
+        assert store.put("T", b"m%d" % i, 0).ok
+    consumer = store.consumer("g", "T", auto_commit=False)
+    assert len(consumer.poll(timeout=5.0)) == 3
+    consumer.commit(sync=False)
+    assert "T@g" not in offset_table(store_path)  # pending
+    consumer.close()
+    assert offset_table(store_path)["T@g"] == {0: 3}
+
+    async def main() -> None:
+        consumer = store.async_consumer("a", "T", auto_commit=False)
+        assert len(await consumer.poll(timeout=5.0)) == 3
+        await consumer.commit(sync=False)
+        assert "T@a" not in offset_table(store_path)
+        await consumer.close()
+
+    asyncio.run(main())
+    assert offset_table(store_path)["T@a"] == {0: 3}

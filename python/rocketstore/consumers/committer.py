@@ -109,6 +109,11 @@ class Committer:
                 stacklevel=4,
             )
 
+    @property
+    def unsynced(self) -> bool:
+        """True when a ``commit(sync=False)`` was made since the last durable commit."""
+        return self._unsynced
+
     def settle(self) -> None:
         """Write the commits a ``commit(sync=False)`` left pending, before
         the consumer lets go of its group (``docs/format.md``, §13.1): once

@@ -223,7 +223,10 @@ class OffsetLog:
         if fd is None:
             return False
         try:
-            data = os.pread(fd, min(size, self._pos + MAX_RECORD * 2) - self._pos, self._pos)
+            if size > MAX_CONFIG_FILE:
+                raise NotRegularFileError(f"{self.journal_path} holds {size} bytes, more than "
+                                          f"{MAX_CONFIG_FILE}: not a journal rocketstore writes")
+            data = os.pread(fd, size - self._pos, self._pos)
         finally:
             os.close(fd)
         payloads, end = frames(data, 0)
