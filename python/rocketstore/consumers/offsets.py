@@ -5,14 +5,17 @@ The file is RocketMQ's ``ConsumerOffsetManager`` dump (``docs/format.md``,
 key, names and document.
 
 Several processes may commit to it: the writer's and any number of read-only
-ones (``docs/format.md``, §13.1). Every write is a read-modify-write under
-one lock, ``config/consumerOffset.lock`` (the engine's open-file-description
-lock, :class:`rocketstore._native.FileLock`): the writing process
-reads the file, sets the entries *it* committed since its last write (its
-pending entries), and replaces the file atomically. Entries it did not
-commit are taken from the file as they are, so no process overwrites
-another's commits, and a group deleted or reset on disk stays so unless the
-process commits that entry again.
+ones (``docs/format.md``, §13.1). Every write runs under one lock,
+``config/consumerOffset.lock`` (the engine's open-file-description lock,
+:class:`rocketstore._native.FileLock`, waited for at most
+``OFFSETS_LOCK_TIMEOUT``): the writing process catches up with the files,
+drops its pending entries of keys reset or deleted since they were
+committed (a key's generation) and those their fence refuses, and appends
+the others to the journal beside the file (``consumerOffset.journal``,
+:mod:`~rocketstore.consumers.offset_journal`, §13.3); the file itself is
+rewritten from both now and then. Entries it did not commit stay as the
+files hold them, so no process overwrites another's commits, and a reset
+or delete is never undone by commits made before it.
 
 One consumer per group and topic at a time, across processes: a consumer
 holds ``config/consumerLocks/<topic>@<group>.lock`` (the same kind of lock,

@@ -163,18 +163,21 @@ def persist_offsets(store: MessageStore) -> None:
 
     First the CommitLog is flushed up to the messages below the committed
     offsets (in every flush mode; under ``SYNC_FLUSH`` they already are),
-    then ``config/consumerOffset.json`` is written atomically (temporary
-    file, fsync, rename, fsync of the directory), under
-    ``config/consumerOffset.lock``, merged with what other processes
-    wrote (``docs/format.md``, §13.1). Concurrent calls share writes.
-    Nothing is written when nothing changed, or on a ``no_write`` store.
-    A read-only store writes the file without the flush (it cannot flush
+    then the commits are appended to ``config/consumerOffset.journal``
+    and synced (``docs/format.md``, §13.3), under
+    ``config/consumerOffset.lock``, beside what other processes wrote
+    (§13.1); ``consumerOffset.json`` itself is rewritten from the journal
+    at ``flush()``, close and at least every 5 s. Concurrent calls share
+    writes. Nothing is written when nothing changed, or on a ``no_write``
+    store. A read-only store writes without the flush (it cannot flush
     the writer's CommitLog).
 
     Raises:
         PoisonedError: the CommitLog cannot be flushed (the file is not written).
         TimeoutError: the flush did not complete within ``sync_flush_timeout``
-            (SYNC_FLUSH) or the disk took nothing (the file is not written).
+            (SYNC_FLUSH) or the disk took nothing (the file is not written);
+            or another process held ``consumerOffset.lock`` past
+            ``OFFSETS_LOCK_TIMEOUT`` (10 s; the message names its pid).
     """
     n = store._n
     if not store.no_write:
