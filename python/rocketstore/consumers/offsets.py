@@ -315,13 +315,7 @@ class ConsumerOffsets:
         """
         key = OffsetKey.of(group, topic)
         todo = checked_offsets(offsets)
-        # Catch up with the journal, unless a write is under way here (it
-        # does): a commit never waits for another thread's disk work.
-        if self._io.acquire(blocking=False):
-            try:
-                self._try_refresh()
-            finally:
-                self._io.release()
+        self.catch_up()
         seen = self._log.gens.get(key, 0)
         with self._lock:
             gen = max(seen, self._pending_gen.get(key, seen))
@@ -336,6 +330,16 @@ class ConsumerOffsets:
                     self._fences[(key, queue_id)] = fence
                 if fence is not None or self._query(key, queue_id) != offset:
                     self._pending.set(key, queue_id, offset)
+
+    def catch_up(self) -> None:
+        """:meth:`refresh`, unless a write is under way in this process (it
+        catches up itself): never waits for another thread's disk work, and
+        keeps the last view when the files cannot be read now."""
+        if self._io.acquire(blocking=False):
+            try:
+                self._try_refresh()
+            finally:
+                self._io.release()
 
     def _try_refresh(self) -> None:
         try:

@@ -149,12 +149,14 @@ def commit_fenced(store: MessageStore, group: str, topic: str, offsets: Mapping[
 def query_offset(store: MessageStore, group: str, topic: str, queue_id: int) -> int:
     """The committed next offset of ``group`` in the queue (-1 when unknown).
 
-    Sees what other processes wrote to ``consumerOffset.json`` (one
-    ``stat`` of the file per call), with this process's own commits on top.
+    Sees what other processes committed (a ``stat`` of
+    ``consumerOffset.json`` and of its journal per call, and the journal's
+    new records; ``docs/format.md``, §13.3), with this process's own
+    commits on top. When the files cannot be read now, the last view.
     """
     store._n  # noqa: B018 - raises StoreClosedError when closed
     offsets = store._commits.offsets
-    offsets.refresh()
+    offsets.catch_up()
     return offsets.query(group, topic, queue_id)
 
 
