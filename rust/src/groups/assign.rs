@@ -96,7 +96,7 @@ pub fn targets(members: &[Member], queues: &[u32]) -> BTreeMap<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
+    use proptest::prelude::{prop_assert, prop_assert_eq, proptest};
 
     fn member(id: &str, strategy: Strategy, fixed: &[u32]) -> Member {
         Member {

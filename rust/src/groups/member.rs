@@ -645,3 +645,7 @@ impl Drop for GroupMember {
         self.leave();
     }
 }
+
+#[cfg(test)]
+#[path = "member_tests.rs"]
+mod tests;

@@ -28,7 +28,8 @@
 //!   `handover_tests.rs` its tests
 //! - `files.rs`: the group's folder: state read and write, the state lock,
 //!   member lock files, the monotonic clock and boot id
-//! - `member.rs`: `GroupMember`: join, heartbeat thread, local view, leave
+//! - `member.rs`: `GroupMember`: join, heartbeat thread, local view, leave;
+//!   `member_tests.rs` its tests against real files and clock
 //! - `admin.rs`: the fence (`check_owner`), `describe`, `expire`
 
 pub mod admin;

@@ -439,3 +439,142 @@ fn decode_member<'a>(
         fixed,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOOT: &str = "boot-1";
+
+    fn sample() -> GroupState {
+        let mut st = GroupState::empty(BOOT, "g roup%", "orders");
+        st.generation = 7;
+        st.quiet_until = 12;
+        st.members.push(Member {
+            id: "h-1-0a".into(),
+            pid: 1,
+            host: "h ost".into(),
+            since_ms: 1_700_000_000_000,
+            heartbeat: 5,
+            session_timeout_ms: 10_000,
+            poll_deadline: 300_005,
+            strategy: Strategy::Fixed,
+            fixed: vec![1, 3],
+        });
+        st.members.push(Member {
+            id: "h-2-0b".into(),
+            pid: 2,
+            host: "-".into(),
+            since_ms: 0,
+            heartbeat: 6,
+            session_timeout_ms: 500,
+            poll_deadline: 9,
+            strategy: Strategy::Circle,
+            fixed: vec![],
+        });
+        st.queues.insert(0, QueueOwner::default());
+        st.queues.insert(
+            3,
+            QueueOwner {
+                owner: Some("h-1-0a".into()),
+                epoch: 4,
+                lease_until: 10_005,
+                revoking: true,
+            },
+        );
+        st
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let st = sample();
+        let bytes = st.encode();
+        let back = GroupState::decode(&bytes, BOOT, "x", "y").unwrap();
+        assert_eq!(back, st);
+        assert_eq!(GroupState::decode(&back.encode(), BOOT, "", "").unwrap(), st);
+        for name in ["", "-", "%", "a b\nc", "ünï", "x%41"] {
+            assert_eq!(unescape(&escape(name)).as_deref(), Some(name), "{name:?}");
+            assert!(!escape(name).contains([' ', '\n']));
+        }
+    }
+
+    #[test]
+    fn another_boots_state_is_empty_even_torn() {
+        let bytes = sample().encode();
+        let other = GroupState::decode(&bytes, "boot-2", "g", "t").unwrap();
+        assert_eq!(other, GroupState::empty("boot-2", "g", "t"));
+        // Torn after the boot line, written in another boot: empty too.
+        let cut = bytes.len() / 2;
+        let torn = GroupState::decode(&bytes[..cut], "boot-2", "g", "t").unwrap();
+        assert_eq!(torn, GroupState::empty("boot-2", "g", "t"));
+    }
+
+    #[test]
+    fn a_torn_state_of_this_boot_is_garbage() {
+        let bytes = sample().encode();
+        for cut in 0..bytes.len() {
+            let got = GroupState::decode(&bytes[..cut], BOOT, "g", "t");
+            assert!(
+                matches!(got, Err(StateError::Garbage { .. })),
+                "cut at {cut}: {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_changed_byte_is_garbage() {
+        let bytes = sample().encode();
+        // Every byte of the body flipped (not the boot line, whose change
+        // reads as another boot).
+        let boot_end = bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'\n')
+            .nth(1)
+            .map(|(i, _)| i)
+            .unwrap();
+        for i in boot_end + 1..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 0x01;
+            let got = GroupState::decode(&bad, BOOT, "g", "t");
+            assert!(got.is_err(), "byte {i} changed: {got:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_refused_with_a_reason() {
+        let cases: [&[u8]; 6] = [
+            b"",
+            b"hello\n",
+            b"\xff\xfe\n",
+            b"rocketstore-consumer-group 2\nboot boot-1\n",
+            b"{\"json\": true}",
+            &[0u8; 64],
+        ];
+        for bytes in cases {
+            let got = GroupState::decode(bytes, BOOT, "g", "t");
+            let Err(e) = got else {
+                panic!("{bytes:?} decoded: {got:?}");
+            };
+            assert!(!e.to_string().is_empty());
+        }
+        // A valid checksum over bad records is still garbage.
+        for body in [
+            "rocketstore-consumer-group 1\nboot boot-1\ngeneration x\n",
+            "rocketstore-consumer-group 1\nboot boot-1\nfoo 1\n",
+            "rocketstore-consumer-group 1\nboot boot-1\ngeneration 1\n",
+            "rocketstore-consumer-group 1\nboot boot-1\ngeneration 1\nquiet_until 0\ngroup g\n\
+             topic t\nqueue 1 - 1 0 2\n",
+            "rocketstore-consumer-group 1\nboot boot-1\ngeneration 1\nquiet_until 0\ngroup g\n\
+             topic t\nqueue 1 - 1 0 0\nqueue 1 - 1 0 0\n",
+            "rocketstore-consumer-group 1\nboot boot-1\ngeneration 1\nquiet_until 0\ngroup g\n\
+             topic t\nmember a 1 h 0 0 1 1 average - extra\n",
+            "rocketstore-consumer-group 1\nboot boot-1\ngeneration 1\nquiet_until 0\ngroup g\n\
+             topic t\nmember a 1 h 0 0 1 1 sideways -\n",
+        ] {
+            let text = format!("{body}crc {:08x}\n", crc32fast::hash(body.as_bytes()));
+            let got = GroupState::decode(text.as_bytes(), BOOT, "g", "t");
+            assert!(got.is_err(), "{body:?} decoded: {got:?}");
+        }
+    }
+}
