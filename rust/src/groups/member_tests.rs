@@ -59,16 +59,24 @@ fn two_members_split_the_queues_through_revoke_and_release() {
     let (assigned, revoked) = a.changes();
     assert_eq!((assigned, revoked.clone()), (vec![], vec![4, 5, 6, 7]));
     assert_eq!(owned(&a), vec![0, 1, 2, 3]);
-    assert!(a.lease_left_ms(5) > 0, "handed back, still held until released");
+    assert!(
+        a.lease_left_ms(5) > 0,
+        "handed back, still held until released"
+    );
     a.release(&revoked);
     assert_eq!(a.lease_left_ms(5), 0);
-    wait_until("b owns its share", 4 * BEAT, || owned(&b) == vec![4, 5, 6, 7]);
+    wait_until("b owns its share", 4 * BEAT, || {
+        owned(&b) == vec![4, 5, 6, 7]
+    });
     assert_eq!(b.changes(), (vec![4, 5, 6, 7], vec![]));
     let e = b.owned()[&4].0;
     admin::check_owner(&b.options().group_dir, 4, &b.member_id(), e).unwrap();
     let fenced = admin::check_owner(&b.options().group_dir, 4, &a.member_id(), 1);
     let msg = fenced.unwrap_err().to_string();
-    assert!(msg.contains(&b.member_id()) && msg.contains("queue 4"), "{msg}");
+    assert!(
+        msg.contains(&b.member_id()) && msg.contains("queue 4"),
+        "{msg}"
+    );
     // b leaves: a takes everything at its next heartbeat.
     b.leave();
     wait_until("a owns all", 4 * BEAT, || owned(&a).len() == 8);
@@ -134,9 +142,11 @@ fn a_frozen_members_lease_is_waited_for() {
     let t0 = Instant::now();
     a.heartbeat_now().unwrap();
     assert!(owned(&a).is_empty());
-    let took = wait_until("a takes the frozen member's queues", Duration::from_secs(3), || {
-        owned(&a).len() == 4
-    });
+    let took = wait_until(
+        "a takes the frozen member's queues",
+        Duration::from_secs(3),
+        || owned(&a).len() == 4,
+    );
     assert!(
         t0.elapsed() >= Duration::from_millis(590),
         "taken after {took:?}, before the lease ended"
@@ -195,7 +205,9 @@ fn a_garbage_state_stops_the_leases_and_expire_rebuilds_it() {
     // Back under a new id; the rebuilt state hands nothing out for one
     // session timeout (a's old leases might still run elsewhere).
     let t0 = Instant::now();
-    wait_until("a owns its queues again", 4 * TIMEOUT, || owned(&a).len() == 4);
+    wait_until("a owns its queues again", 4 * TIMEOUT, || {
+        owned(&a).len() == 4
+    });
     assert!(t0.elapsed() >= TIMEOUT - Duration::from_millis(60));
     assert_ne!(a.member_id(), old_id);
     assert!(a.error().is_none());

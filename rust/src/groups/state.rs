@@ -491,7 +491,10 @@ mod tests {
         let bytes = st.encode();
         let back = GroupState::decode(&bytes, BOOT, "x", "y").unwrap();
         assert_eq!(back, st);
-        assert_eq!(GroupState::decode(&back.encode(), BOOT, "", "").unwrap(), st);
+        assert_eq!(
+            GroupState::decode(&back.encode(), BOOT, "", "").unwrap(),
+            st
+        );
         for name in ["", "-", "%", "a b\nc", "ünï", "x%41"] {
             assert_eq!(unescape(&escape(name)).as_deref(), Some(name), "{name:?}");
             assert!(!escape(name).contains([' ', '\n']));
