@@ -162,6 +162,29 @@ def test_a_clean_leave_hands_over_at_once(tmp_path: Path, members: list[Member])
     assert took < 2 * BEAT + 0.3, time.monotonic() - t0
 
 
+def test_the_fence_accepts_only_the_owner_at_its_epoch(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    a = Membership.join(config, "g", "t", heartbeat_interval=BEAT, session_timeout=TIMEOUT)
+    try:
+        a.set_queues(list(range(4)))
+        a.heartbeat_now()
+        epochs = {q: lease.epoch for q, lease in a.owned().items()}
+        assert epochs == {0: 1, 1: 1, 2: 1, 3: 1}
+        a.check_owners(epochs)
+        for q in epochs:
+            a.check_owner(q, 1)
+        with pytest.raises(FencedError, match="queue 2 .*since epoch 1"):
+            a.check_owners({0: 1, 2: 7})
+        with pytest.raises(FencedError, match="queue 9 of topic 't' .*has no owner"):
+            a.check_owner(9, 1)
+        with pytest.raises(FencedError, match=f"member {a.member_id} \\(pid {os.getpid()}\\)"):
+            GroupMember.check_owner(a.group_dir, 1, "someone-else", 1)
+    finally:
+        a.leave()
+    with pytest.raises(FencedError, match="no owner"):
+        a.check_owner(0, 1)
+
+
 def test_a_garbage_state_is_a_clear_error_and_expire_rebuilds_it(tmp_path: Path) -> None:
     config = tmp_path / "config"
     m = Membership.join(config, "g", "t", heartbeat_interval=BEAT, session_timeout=TIMEOUT)

@@ -240,6 +240,15 @@ class Membership:
         """
         _native.GroupMember.check_owner(self.group_dir, queue, self.member_id, epoch)
 
+    def check_owners(self, epochs: dict[int, int]) -> None:
+        """:meth:`check_owner` for several queues (queue -> epoch read under),
+        with one read of the group's state.
+
+        Raises:
+            FencedError: for the first queue refused.
+        """
+        _native.GroupMember.check_owners(self.group_dir, self.member_id, epochs)
+
     def leave(self) -> None:
         """Leaves the group: its queues go to the others at once, the
         heartbeat thread stops, the locks are released (idempotent)."""

@@ -55,9 +55,22 @@ fn read(dir: &GroupDir) -> Result<Option<GroupState>> {
 /// ([`StoreError::Fenced`], naming the queue, the owner and its pid). Reads
 /// the state without its lock (it is replaced whole).
 pub fn check_owner(group_dir: &Path, queue: u32, member_id: &str, epoch: u64) -> Result<()> {
+    check_owners(group_dir, member_id, &[(queue, epoch)])
+}
+
+/// [`check_owner`] for several queues with one read of the state: the
+/// first queue refused raises.
+pub fn check_owners(group_dir: &Path, member_id: &str, epochs: &[(u32, u64)]) -> Result<()> {
     let dir = GroupDir::new(group_dir);
     let st = read(&dir)?.unwrap_or_default();
     let now = monotonic_ms();
+    for &(queue, epoch) in epochs {
+        check_one(&st, now, queue, member_id, epoch)?;
+    }
+    Ok(())
+}
+
+fn check_one(st: &GroupState, now: u64, queue: u32, member_id: &str, epoch: u64) -> Result<()> {
     let o = st.queues.get(&queue).cloned().unwrap_or_default();
     let what = format!(
         "queue {queue} of topic '{}' (group '{}')",

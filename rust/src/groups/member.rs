@@ -612,7 +612,8 @@ impl GroupMember {
         if self.is_forked_copy() || self.has_left() {
             return;
         }
-        if let Some(t) = self.thread.lock().take() {
+        let thread = self.thread.lock().take();
+        if let Some(t) = thread {
             t.stop(STOP_TIMEOUT);
         }
         if let Err(e) = self.shared.round_recorded(Mode::Leave) {

@@ -215,6 +215,24 @@ impl PyGroupMember {
         })
     }
 
+    /// `check_owner` for several queues (queue -> epoch) with one read of
+    /// the state.
+    #[staticmethod]
+    fn check_owners(
+        py: Python<'_>,
+        group_dir: PathBuf,
+        member_id: String,
+        epochs: BTreeMap<i64, u64>,
+    ) -> PyResult<()> {
+        let epochs = epochs
+            .into_iter()
+            .map(|(q, e)| Ok((queue_id(q)?, e)))
+            .collect::<PyResult<Vec<_>>>()?;
+        nogil(py, move || {
+            admin::check_owners(&group_dir, &member_id, &epochs)
+        })
+    }
+
     /// The group's members and queues now.
     #[staticmethod]
     fn describe<'py>(py: Python<'py>, group_dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
