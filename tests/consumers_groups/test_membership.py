@@ -22,7 +22,7 @@ from helpers.killed_child import LineChild
 from helpers.paths import REPO
 from rocketstore import ConsumerGroupBusyError, CorruptedError, FencedError, StoreClosedError
 from rocketstore._native import FileLock, GroupMember
-from rocketstore.consumers.membership import Membership, group_dir_path
+from rocketstore.consumers.membership import Lease, Membership, group_dir_path
 from rocketstore.consumers.offset_table import OffsetKey
 from rocketstore.consumers.offsets import group_lock_path
 
@@ -62,6 +62,12 @@ class Member(LineChild):
     def ready(self) -> None:
         line = self.next_event(30)
         assert line and line.startswith("READY"), line
+
+
+def _reads(m: Membership) -> dict[int, Lease]:
+    """What a consumer reads at a poll: its changes taken, then ``owned()``."""
+    m.changes()
+    return m.owned()
 
 
 def _wait(what: str, limit: float, check: object) -> float:
@@ -168,7 +174,7 @@ def test_the_fence_accepts_only_the_owner_at_its_epoch(tmp_path: Path) -> None:
     try:
         a.set_queues(list(range(4)))
         a.heartbeat_now()
-        epochs = {q: lease.epoch for q, lease in a.owned().items()}
+        epochs = {q: lease.epoch for q, lease in _reads(a).items()}
         assert epochs == {0: 1, 1: 1, 2: 1, 3: 1}
         a.check_owners(epochs)
         for q in epochs:
@@ -191,7 +197,7 @@ def test_a_garbage_state_is_a_clear_error_and_expire_rebuilds_it(tmp_path: Path)
     try:
         m.set_queues(list(range(8)))
         m.heartbeat_now()
-        assert set(m.owned()) == ALL
+        assert set(_reads(m)) == ALL
         state = Path(m.group_dir) / "state"
         state.write_bytes(b"\x00garbage\n" * 10)
         with pytest.raises(CorruptedError, match=r"--expire") as ei:
@@ -203,9 +209,9 @@ def test_a_garbage_state_is_a_clear_error_and_expire_rebuilds_it(tmp_path: Path)
             Membership.join(config, "g", "t", heartbeat_interval=BEAT, session_timeout=TIMEOUT)
         assert m.error is not None and "state" in m.error
         # Its leases lapse: nothing is read from a queue it may have lost.
-        _wait("leases lapse", 3 * TIMEOUT, lambda: not m.owned())
+        _wait("leases lapse", 3 * TIMEOUT, lambda: not _reads(m))
         Membership.expire(config, "g", "t")
-        _wait("owns all again", 5 * TIMEOUT, lambda: set(m.owned()) == ALL)
+        _wait("owns all again", 5 * TIMEOUT, lambda: set(_reads(m)) == ALL)
         assert m.error is None
         d = Membership.describe(config, "g", "t")
         assert [i.id for i in d.members] == [m.member_id]
@@ -281,8 +287,8 @@ def test_fixed_members_refuse_a_queue_twice(tmp_path: Path) -> None:
                 m.set_queues(list(range(4)))
             f.heartbeat_now()
             avg.heartbeat_now()
-            assert sorted(f.owned()) == [1, 2]
-            assert sorted(avg.owned()) == [0, 3]
+            assert sorted(_reads(f)) == [1, 2]
+            assert sorted(_reads(avg)) == [0, 3]
         finally:
             avg.leave()
     finally:
@@ -329,7 +335,7 @@ def test_a_member_handle_does_not_survive_fork(tmp_path: Path) -> None:
         assert [i.alive for i in d.members] == [True]
         assert FileLock.acquire(group_lock_path(config, OffsetKey("t", "g")), False) is None
         m.heartbeat_now()
-        assert set(m.owned()) == ALL
+        assert set(_reads(m)) == ALL
     finally:
         m.leave()
 

@@ -203,7 +203,9 @@ class Membership:
         self._member.polled()
 
     def owned(self) -> dict[int, Lease]:
-        """The queues to read now: valid leases, neither revoking nor handed back."""
+        """The queues to read now: those :meth:`changes` reported assigned,
+        not revoked since, with their lease running. Call :meth:`changes`
+        first at each poll: a queue it has not reported is not listed."""
         return {q: Lease(e, left) for q, (e, left) in self._member.owned().items()}
 
     def changes(self) -> tuple[list[int], list[int]]:

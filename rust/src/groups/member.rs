@@ -26,8 +26,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::files::{boot_id, host_name, monotonic_ms, Found, GroupDir};
-use super::handover::{step, Me};
+use super::handover::step;
 use super::state::{GroupState, Member, Strategy};
+use super::view::{Status, View};
 use crate::error::{Result, StoreError};
 use crate::lock::{fork_generation, FileLock};
 use crate::services::service_thread::{ServiceThread, Signal, STOP_TIMEOUT};
@@ -59,25 +60,6 @@ pub struct JoinOptions {
     pub max_poll_interval: Duration,
 }
 
-/// A lease the member holds on a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lease {
-    /// The queue's owner epoch.
-    pub epoch: u64,
-    /// Monotonic ms until which it runs.
-    pub until: u64,
-    /// The member is asked to give the queue up.
-    pub revoking: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
-    Member,
-    /// Left because its poll deadline passed; back at its next poll.
-    PollExpired,
-    Left,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Join,
@@ -85,35 +67,12 @@ enum Mode {
     Leave,
 }
 
-/// What the consumer side sees without reading a file.
-#[derive(Debug)]
-struct View {
-    id: String,
-    leases: BTreeMap<u32, Lease>,
-    known: BTreeMap<u32, u64>,
-    handed_back: BTreeMap<u32, u64>,
-    release: BTreeMap<u32, u64>,
-    seen: BTreeSet<u32>,
-    poll_deadline: u64,
-    error: Option<String>,
-    status: Status,
-    rejoin: bool,
-}
+/// Ends a heartbeat's `inflight` mark in the view, also when it failed.
+struct EndInflight<'a>(&'a Mutex<View>);
 
-impl View {
-    /// The leases the consumer should read: valid now, not revoking, not
-    /// handed back.
-    fn desired(&self, now: u64) -> BTreeMap<u32, u64> {
-        self.leases
-            .iter()
-            .filter(|(q, l)| {
-                l.until > now
-                    && !l.revoking
-                    && self.handed_back.get(q) != Some(&l.epoch)
-                    && self.release.get(q) != Some(&l.epoch)
-            })
-            .map(|(q, l)| (*q, l.epoch))
-            .collect()
+impl Drop for EndInflight<'_> {
+    fn drop(&mut self) {
+        self.0.lock().inflight = None;
     }
 }
 
@@ -248,17 +207,9 @@ impl Shared {
     /// One heartbeat (docs/format.md §13.2, steps 1 to 6).
     fn round(&self, mode: Mode) -> Result<()> {
         let mut ident = self.identity.lock();
-        let (known, handed_back, release, seen, poll_deadline, status, rejoin) = {
+        let (status, poll_deadline, rejoin) = {
             let v = self.view.lock();
-            (
-                v.known.clone(),
-                v.handed_back.clone(),
-                v.release.clone(),
-                v.seen.clone(),
-                v.poll_deadline,
-                v.status,
-                v.rejoin,
-            )
+            (v.status, v.poll_deadline, v.rejoin)
         };
         if status == Status::Left
             || (status == Status::PollExpired && mode != Mode::Join && !rejoin)
@@ -283,28 +234,21 @@ impl Shared {
             self.register(&mut ident, &st, now)?;
         }
         let o = &self.opts;
-        let me = Me {
-            member: Member {
-                id: ident.id.clone(),
-                pid: std::process::id(),
-                host: self.host.clone(),
-                since_ms: ident.since_ms,
-                heartbeat: now,
-                session_timeout_ms: ms(o.session_timeout),
-                poll_deadline,
-                strategy: o.strategy,
-                fixed: o.fixed.clone(),
-            },
-            known: if fresh { BTreeMap::new() } else { known },
-            handed_back: if fresh { BTreeMap::new() } else { handed_back },
-            release: if fresh {
-                BTreeMap::new()
-            } else {
-                release.clone()
-            },
-            seen,
-            leaving,
+        let member = Member {
+            id: ident.id.clone(),
+            pid: std::process::id(),
+            host: self.host.clone(),
+            since_ms: ident.since_ms,
+            heartbeat: now,
+            session_timeout_ms: ms(o.session_timeout),
+            poll_deadline,
+            strategy: o.strategy,
+            fixed: o.fixed.clone(),
         };
+        // From here until the outcome is applied, the consumer is handed
+        // nothing new (the view's `inflight`), whatever happens.
+        let me = self.view.lock().me(member, fresh, leaving);
+        let _inflight = EndInflight(&self.view);
         let outcome = step(&mut st, Some(&me), now, &mut |m| {
             self.dir.member_alive(&m.id)
         });
@@ -314,29 +258,7 @@ impl Shared {
         }
         drop(_state_lock);
         let mut v = self.view.lock();
-        v.id.clone_from(&ident.id);
-        v.leases = st
-            .queues
-            .iter()
-            .filter(|(_, q)| q.owner.as_deref() == Some(ident.id.as_str()))
-            .map(|(id, q)| {
-                let lease = Lease {
-                    epoch: q.epoch,
-                    until: q.lease_until,
-                    revoking: q.revoking,
-                };
-                (*id, lease)
-            })
-            .collect();
-        let leases = v.leases.clone();
-        let still = |q: &u32, e: &u64| leases.get(q).is_some_and(|l| l.epoch == *e);
-        v.handed_back.retain(|q, e| still(q, e));
-        v.release
-            .retain(|q, e| still(q, e) && release.get(q) != Some(e));
-        if fresh {
-            v.handed_back.clear();
-            v.release.clear();
-        }
+        v.apply(&st, &ident.id, &me, fresh);
         v.status = status_after;
         if status_after == Status::PollExpired && status != Status::PollExpired {
             v.error = Some(format!(
@@ -351,6 +273,7 @@ impl Shared {
             v.error = None;
         }
         v.rejoin = false;
+        drop(v);
         Ok(())
     }
 
@@ -391,18 +314,7 @@ impl GroupMember {
             .map_err(|e| StoreError::io(format!("create {}", opts.group_dir.display()), e))?;
         let host = host_name();
         let now = monotonic_ms();
-        let view = View {
-            id: String::new(),
-            leases: BTreeMap::new(),
-            known: BTreeMap::new(),
-            handed_back: BTreeMap::new(),
-            release: BTreeMap::new(),
-            seen: BTreeSet::new(),
-            poll_deadline: now.saturating_add(ms(opts.max_poll_interval)),
-            error: None,
-            status: Status::Member,
-            rejoin: false,
-        };
+        let view = View::new(now.saturating_add(ms(opts.max_poll_interval)));
         let shared = Arc::new(Shared {
             dir: GroupDir::new(&opts.group_dir),
             boot: boot_id(),
@@ -516,15 +428,11 @@ impl GroupMember {
         }
     }
 
-    /// The queues the consumer should read, with their epoch and lease
-    /// left (ms): leases valid now, neither revoking nor handed back.
+    /// The queues its consumer reads: reported assigned by
+    /// [`GroupMember::changes`], still to read, with their lease running.
+    /// Queue -> (epoch, ms of lease left).
     pub fn owned(&self) -> BTreeMap<u32, (u64, u64)> {
-        let now = monotonic_ms();
-        let v = self.shared.view.lock();
-        v.desired(now)
-            .into_iter()
-            .filter_map(|(q, e)| v.leases.get(&q).map(|l| (q, (e, l.until - now))))
-            .collect()
+        self.shared.view.lock().owned(monotonic_ms())
     }
 
     /// What changed since the last call: (queues assigned, queues to
@@ -532,30 +440,7 @@ impl GroupMember {
     /// took is in `to_revoke` as well (its commit will be refused); a queue
     /// may be in both when it came back under a new epoch.
     pub fn changes(&self) -> (Vec<u32>, Vec<u32>) {
-        let now = monotonic_ms();
-        let mut v = self.shared.view.lock();
-        let desired = v.desired(now);
-        let revoked: Vec<(u32, u64)> = v
-            .known
-            .iter()
-            .filter(|(q, e)| desired.get(q) != Some(e))
-            .map(|(q, e)| (*q, *e))
-            .collect();
-        let assigned: Vec<u32> = desired
-            .iter()
-            .filter(|(q, e)| v.known.get(q) != Some(e))
-            .map(|(q, _)| *q)
-            .collect();
-        for &(q, e) in &revoked {
-            if v.leases
-                .get(&q)
-                .is_some_and(|l| l.epoch == e && l.until > now)
-            {
-                v.handed_back.insert(q, e);
-            }
-        }
-        v.known = desired;
-        (assigned, revoked.into_iter().map(|(q, _)| q).collect())
+        self.shared.view.lock().changes(monotonic_ms())
     }
 
     /// Gives up queues its consumer was told to revoke (after `on_revoke`
@@ -563,25 +448,13 @@ impl GroupMember {
     /// ignored. A failed write is recorded in [`GroupMember::error`]; the
     /// leases lapse then.
     pub fn release(&self, queues: &[u32]) {
-        {
-            let mut v = self.shared.view.lock();
-            for q in queues {
-                if let Some(e) = v.handed_back.remove(q) {
-                    v.release.insert(*q, e);
-                }
-            }
-        }
+        self.shared.view.lock().release(queues);
         let _ = self.shared.round_recorded(Mode::Beat);
     }
 
     /// Milliseconds left on the lease of `queue` (0: not held, or ended).
     pub fn lease_left_ms(&self, queue: u32) -> u64 {
-        let now = monotonic_ms();
-        let v = self.shared.view.lock();
-        match v.leases.get(&queue) {
-            Some(l) if v.release.get(&queue) != Some(&l.epoch) => l.until.saturating_sub(now),
-            _ => 0,
-        }
+        self.shared.view.lock().lease_left(queue, monotonic_ms())
     }
 
     /// One heartbeat now, in the caller's thread.

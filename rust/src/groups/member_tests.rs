@@ -37,6 +37,12 @@ fn owned(m: &GroupMember) -> Vec<u32> {
     m.owned().keys().copied().collect()
 }
 
+/// What a consumer reads at a poll: its changes taken, then `owned()`.
+fn reads(m: &GroupMember) -> Vec<u32> {
+    m.changes();
+    owned(m)
+}
+
 fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
     let t0 = Instant::now();
     while !done() {
@@ -50,37 +56,49 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) -> Du
 fn two_members_split_the_queues_through_revoke_and_release() {
     let dir = tempfile::tempdir().unwrap();
     let a = join(dir.path(), 8);
-    assert_eq!(owned(&a), (0..8).collect::<Vec<_>>());
+    assert!(
+        owned(&a).is_empty(),
+        "nothing is read before changes() told it"
+    );
     assert_eq!(a.changes(), ((0..8).collect(), vec![]));
+    assert_eq!(owned(&a), (0..8).collect::<Vec<_>>());
     let b = join(dir.path(), 8);
-    assert!(owned(&b).is_empty(), "a's leases still run");
-    // a's heartbeat marks 4..8 revoking; its consumer gives them up.
+    assert!(reads(&b).is_empty(), "a's leases still run");
+    // The first member by id takes queues 0..4, the other 4..8.
+    let (keep, give): (Vec<u32>, Vec<u32>) = if a.member_id() < b.member_id() {
+        ((0..4).collect(), (4..8).collect())
+    } else {
+        ((4..8).collect(), (0..4).collect())
+    };
+    // a's heartbeat marks b's share revoking; its consumer gives it up.
     a.heartbeat_now().unwrap();
     let (assigned, revoked) = a.changes();
-    assert_eq!((assigned, revoked.clone()), (vec![], vec![4, 5, 6, 7]));
-    assert_eq!(owned(&a), vec![0, 1, 2, 3]);
+    assert_eq!((assigned, revoked.clone()), (vec![], give.clone()));
+    assert_eq!(owned(&a), keep);
     assert!(
-        a.lease_left_ms(5) > 0,
-        "handed back, still held until released"
+        a.lease_left_ms(give[1]) > 0,
+        "handed back, held until released"
     );
     a.release(&revoked);
-    assert_eq!(a.lease_left_ms(5), 0);
+    assert_eq!(a.lease_left_ms(give[1]), 0);
     wait_until("b owns its share", 4 * BEAT, || {
-        owned(&b) == vec![4, 5, 6, 7]
+        give.iter().all(|&q| b.lease_left_ms(q) > 0)
     });
-    assert_eq!(b.changes(), (vec![4, 5, 6, 7], vec![]));
-    let e = b.owned()[&4].0;
-    admin::check_owner(&b.options().group_dir, 4, &b.member_id(), e).unwrap();
-    let fenced = admin::check_owner(&b.options().group_dir, 4, &a.member_id(), 1);
+    assert_eq!(b.changes(), (give.clone(), vec![]));
+    assert_eq!(owned(&b), give);
+    let q = give[0];
+    let e = b.owned()[&q].0;
+    assert_eq!(e, 2, "a new owner, a new epoch");
+    admin::check_owner(&b.options().group_dir, q, &b.member_id(), e).unwrap();
+    let fenced = admin::check_owner(&b.options().group_dir, q, &a.member_id(), 1);
     let msg = fenced.unwrap_err().to_string();
-    assert!(
-        msg.contains(&b.member_id()) && msg.contains("queue 4"),
-        "{msg}"
-    );
+    let named = msg.contains(&b.member_id()) && msg.contains(&format!("queue {q} "));
+    assert!(named, "{msg}");
     // b leaves: a takes everything at its next heartbeat.
     b.leave();
-    wait_until("a owns all", 4 * BEAT, || owned(&a).len() == 8);
-    assert_eq!(a.changes(), (vec![4, 5, 6, 7], vec![]));
+    wait_until("a owns all", 4 * BEAT, || a.lease_left_ms(give[2]) > 0);
+    assert_eq!(a.changes(), (give, vec![]));
+    assert_eq!(owned(&a).len(), 8);
     a.leave();
     let left = std::fs::read_dir(dir.path().join("consumerGroups/t@g/members")).unwrap();
     assert_eq!(left.count(), 0, "member lock files are removed at leave");
@@ -88,7 +106,11 @@ fn two_members_split_the_queues_through_revoke_and_release() {
 
 /// Writes a member `x` into the state owning every queue with a lease of
 /// `lease`, its lock file held by `hold` or not at all.
-fn plant_member(m: &GroupMember, lease: Duration, hold: bool) -> Option<crate::lock::FileLock> {
+fn plant_member(
+    m: &GroupMember,
+    lease: Duration,
+    hold: bool,
+) -> (Option<crate::lock::FileLock>, u64) {
     let gd = GroupDir::new(&m.options().group_dir);
     let _l = gd.lock_state(Duration::from_secs(1)).unwrap();
     let Found::State(mut st) = gd.read_state(&boot_id(), "g", "t").unwrap() else {
@@ -116,7 +138,7 @@ fn plant_member(m: &GroupMember, lease: Duration, hold: bool) -> Option<crate::l
         };
     }
     gd.write_state(&st).unwrap();
-    hold.then(|| gd.lock_member("x-1-00", 100).unwrap())
+    (hold.then(|| gd.lock_member("x-1-00", 100).unwrap()), now)
 }
 
 #[test]
@@ -124,9 +146,9 @@ fn a_dead_members_queues_are_taken_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let a = join(dir.path(), 4);
     // x owns everything for 10 s, but no process holds its lock: dead.
-    plant_member(&a, Duration::from_secs(10), false);
+    let _ = plant_member(&a, Duration::from_secs(10), false);
     a.heartbeat_now().unwrap();
-    assert_eq!(owned(&a), vec![0, 1, 2, 3]);
+    assert_eq!(reads(&a), vec![0, 1, 2, 3]);
     let d = admin::describe(&a.options().group_dir).unwrap();
     assert_eq!(d.members.len(), 1);
     assert!(d.queues.values().all(|(o, _)| o.epoch == 3));
@@ -138,18 +160,19 @@ fn a_frozen_members_lease_is_waited_for() {
     let a = join(dir.path(), 4);
     // x (alive: its lock is held) froze now; its heartbeat ages past its
     // 100 ms timeout, but its leases run 600 ms.
-    let _held = plant_member(&a, Duration::from_millis(600), true);
-    let t0 = Instant::now();
+    let (_held, planted) = plant_member(&a, Duration::from_millis(600), true);
     a.heartbeat_now().unwrap();
-    assert!(owned(&a).is_empty());
-    let took = wait_until(
+    assert!(reads(&a).is_empty());
+    wait_until(
         "a takes the frozen member's queues",
         Duration::from_secs(3),
-        || owned(&a).len() == 4,
+        || reads(&a).len() == 4,
     );
+    let at = monotonic_ms();
     assert!(
-        t0.elapsed() >= Duration::from_millis(590),
-        "taken after {took:?}, before the lease ended"
+        at >= planted + 600,
+        "taken {} ms after the freeze, before the lease ended",
+        at - planted
     );
     let d = admin::describe(&a.options().group_dir).unwrap();
     assert!(d.members.iter().all(|i| i.member.id != "x-1-00"));
@@ -166,9 +189,9 @@ fn fixed_members_refuse_each_other_and_an_exclusive_holder_refuses_all() {
     let g = GroupMember::join(opts(dir.path(), Strategy::Fixed, &[3])).unwrap();
     f.set_queues(&[0, 1, 2, 3]);
     f.heartbeat_now().unwrap();
-    assert_eq!(owned(&f), vec![1, 2]);
+    assert_eq!(reads(&f), vec![1, 2]);
     g.heartbeat_now().unwrap();
-    assert_eq!(owned(&g), vec![3]);
+    assert_eq!(reads(&g), vec![3]);
     drop((f, g));
     let o = opts(dir.path(), Strategy::Average, &[]);
     let excl = crate::lock::FileLock::acquire(&o.lock_path, false)
@@ -200,13 +223,13 @@ fn a_garbage_state_stops_the_leases_and_expire_rebuilds_it() {
     assert!(a.error().is_some_and(|s| s.contains("state")));
     let e = GroupMember::join(opts(dir.path(), Strategy::Average, &[])).unwrap_err();
     assert!(matches!(e, StoreError::Corrupted { .. }), "{e}");
-    wait_until("the leases lapse", 3 * TIMEOUT, || owned(&a).is_empty());
+    wait_until("the leases lapse", 3 * TIMEOUT, || reads(&a).is_empty());
     admin::expire(&a.options().group_dir).unwrap();
     // Back under a new id; the rebuilt state hands nothing out for one
     // session timeout (a's old leases might still run elsewhere).
     let t0 = Instant::now();
     wait_until("a owns its queues again", 4 * TIMEOUT, || {
-        owned(&a).len() == 4
+        reads(&a).len() == 4
     });
     assert!(t0.elapsed() >= TIMEOUT - Duration::from_millis(60));
     assert_ne!(a.member_id(), old_id);
@@ -221,11 +244,11 @@ fn a_member_that_stops_polling_leaves_and_comes_back_at_its_next_poll() {
     let a = GroupMember::join(o).unwrap();
     a.set_queues(&[0, 1]);
     a.heartbeat_now().unwrap();
-    assert_eq!(owned(&a), vec![0, 1]);
-    wait_until("a leaves", Duration::from_secs(2), || owned(&a).is_empty());
+    assert_eq!(reads(&a), vec![0, 1]);
+    wait_until("a leaves", Duration::from_secs(2), || reads(&a).is_empty());
     assert!(a.error().is_some_and(|e| e.contains("max_poll_interval")));
     let d = admin::describe(&a.options().group_dir).unwrap();
     assert!(d.members.is_empty());
     a.polled();
-    wait_until("a is back", Duration::from_secs(2), || owned(&a).len() == 2);
+    wait_until("a is back", Duration::from_secs(2), || reads(&a).len() == 2);
 }

@@ -30,6 +30,8 @@
 //!   member lock files, the monotonic clock and boot id
 //! - `member.rs`: `GroupMember`: join, heartbeat thread, local view, leave;
 //!   `member_tests.rs` its tests against real files and clock
+//! - `view.rs`: a member's local view: its leases, what its consumer was
+//!   told (`owned`, `changes`, `release`)
 //! - `admin.rs`: the fence (`check_owner`), `describe`, `expire`
 
 pub mod admin;
@@ -38,6 +40,7 @@ pub mod files;
 pub mod handover;
 pub mod member;
 pub mod state;
+pub mod view;
 
 pub use member::{GroupMember, JoinOptions};
 pub use state::Strategy;
