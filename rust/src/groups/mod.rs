@@ -33,6 +33,8 @@
 //! - `view.rs`: a member's local view: its leases, what its consumer was
 //!   told (`owned`, `changes`, `release`)
 //! - `admin.rs`: the fence (`check_owner`), `describe`, `expire`
+//! - `model_tests.rs`: the protocol as a model: random joins, heartbeats,
+//!   polls, kills, freezes and failed writes; no queue read by two members
 
 pub mod admin;
 pub mod assign;
@@ -41,6 +43,9 @@ pub mod handover;
 pub mod member;
 pub mod state;
 pub mod view;
+
+#[cfg(test)]
+mod model_tests;
 
 pub use member::{GroupMember, JoinOptions};
 pub use state::Strategy;
