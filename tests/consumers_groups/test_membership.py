@@ -179,9 +179,9 @@ def test_the_fence_accepts_only_the_owner_at_its_epoch(tmp_path: Path) -> None:
         a.check_owners(epochs)
         for q in epochs:
             a.check_owner(q, 1)
-        with pytest.raises(FencedError, match="queue 2 .*since epoch 1"):
+        with pytest.raises(FencedError, match=r"queue 2 .*since epoch 1"):
             a.check_owners({0: 1, 2: 7})
-        with pytest.raises(FencedError, match="queue 9 of topic 't' .*has no owner"):
+        with pytest.raises(FencedError, match=r"queue 9 of topic 't' .*has no owner"):
             a.check_owner(9, 1)
         with pytest.raises(FencedError, match=f"member {a.member_id} \\(pid {os.getpid()}\\)"):
             GroupMember.check_owner(a.group_dir, 1, "someone-else", 1)
