@@ -27,7 +27,7 @@ from rocketstore.consumers.offset_table import OffsetKey
 from rocketstore.consumers.offsets import group_lock_path
 
 CHILD = REPO / "tests" / "helpers" / "group_member_child.py"
-BEAT, TIMEOUT = 0.1, 0.6
+BEAT, TIMEOUT = 0.1, 1.5
 ALL = set(range(8))
 
 
@@ -116,10 +116,11 @@ def test_a_killed_member_loses_its_queues_within_a_heartbeat(
     os.kill(a.proc.pid, signal.SIGKILL)
     t0 = time.monotonic()
     a.wait()
-    took = _wait("b owns all", 5, lambda: set(b.owned) == ALL)
+    _wait("b owns all", 5, lambda: set(b.owned) == ALL)
     took = time.monotonic() - t0
-    # Its lock died with it: no wait for the session timeout.
-    assert took < TIMEOUT, f"took {took:.2f} s, the session timeout is {TIMEOUT} s"
+    # Its lock died with it: no wait for its leases, which run at least
+    # TIMEOUT - BEAT after the kill.
+    assert took < TIMEOUT - BEAT - 0.3, f"took {took:.2f} s; the leases ran {TIMEOUT} s"
     # The dead member's lock file is gone from the group's folder.
     members_dir = Path(group_dir_path(tmp_path / "config", "g", "t")) / "members"
     _wait("its lock file is removed", 2, lambda: not (members_dir / f"{a.id}.lock").exists())
@@ -163,9 +164,8 @@ def test_a_clean_leave_hands_over_at_once(tmp_path: Path, members: list[Member])
     _wait("split", 5, lambda: len(a.owned) == 4 and len(b.owned) == 4)
     a.proc.send_signal(signal.SIGTERM)
     assert a.next_event(10) == "LEFT\n"
-    t0 = time.monotonic()
     took = _wait("b owns all", 5, lambda: set(b.owned) == ALL)
-    assert took < 2 * BEAT + 0.3, time.monotonic() - t0
+    assert took < 2 * BEAT + 0.3, took
 
 
 def test_the_fence_accepts_only_the_owner_at_its_epoch(tmp_path: Path) -> None:
@@ -237,8 +237,8 @@ def test_an_unreadable_state_names_the_file(tmp_path: Path) -> None:
 
 def test_a_fifo_in_place_of_the_state_is_an_error_not_a_hang(tmp_path: Path) -> None:
     config = tmp_path / "config"
-    m = Membership.join(config, "g", "t", heartbeat_interval=BEAT, session_timeout=TIMEOUT)
-    try:
+    with Membership.join(config, "g", "t", heartbeat_interval=BEAT,
+                         session_timeout=TIMEOUT) as m:
         state = Path(m.group_dir) / "state"
         state.unlink()
         os.mkfifo(state)
@@ -249,8 +249,8 @@ def test_a_fifo_in_place_of_the_state_is_an_error_not_a_hang(tmp_path: Path) -> 
         Membership.expire(config, "g", "t")
         assert state.is_file()
         m.heartbeat_now()
-    finally:
-        m.leave()
+    assert m.left
+    assert Membership.describe(config, "g", "t").members == ()
 
 
 def test_an_exclusive_consumer_and_members_refuse_each_other(tmp_path: Path) -> None:

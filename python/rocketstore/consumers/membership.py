@@ -256,6 +256,12 @@ class Membership:
         heartbeat thread stops, the locks are released (idempotent)."""
         self._member.leave()
 
+    def __enter__(self) -> Membership:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.leave()
+
     def __repr__(self) -> str:
         return f"Membership({self.group!r}, {self.topic!r}, {self._member!r})"
 
