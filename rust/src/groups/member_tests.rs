@@ -279,3 +279,25 @@ fn a_failed_state_write_changes_nothing_and_the_leases_lapse() {
         "a lapsed lease comes back under a new epoch: {epochs:?} -> {again:?}"
     );
 }
+
+#[test]
+fn a_removed_group_folder_hands_nothing_out_while_old_leases_may_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = join(dir.path(), 2);
+    let b = join(dir.path(), 2);
+    a.heartbeat_now().unwrap();
+    a.release(&a.changes().1);
+    b.heartbeat_now().unwrap();
+    assert_eq!(reads(&a).len() + reads(&b).len(), 2);
+    std::fs::remove_dir_all(&a.options().group_dir).unwrap();
+    let t0 = Instant::now();
+    a.heartbeat_now().unwrap();
+    b.heartbeat_now().unwrap();
+    // Both come back under new ids, owning nothing for a session timeout:
+    // the other's old lease may still run.
+    assert!(reads(&a).is_empty() && reads(&b).is_empty());
+    wait_until("the queues are handed out again", PATIENCE, || {
+        reads(&a).len() + reads(&b).len() == 2
+    });
+    assert!(t0.elapsed() >= TIMEOUT - Duration::from_millis(60));
+}
