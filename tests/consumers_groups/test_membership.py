@@ -178,6 +178,7 @@ def test_describe_shows_a_dead_member_and_expire_removes_it(
     assert Membership.expire(config, "g", "t") == [a.id]
     d = Membership.describe(config, "g", "t")
     assert d.members == () and all(q.owner is None for q in d.queues.values())
+    assert Membership.describe_all(config) == [d]
     assert os.listdir(Path(group_dir_path(config, "g", "t")) / "members") == []
 
 
