@@ -955,6 +955,9 @@ class NativeStore:
         begin_timestamp: int = 0,
         end_timestamp: int | None = None,
     ) -> list[MessageExt]: ...
+    def check_arrow(
+        self, stream: object, properties: list[tuple[str, str]] | None = None
+    ) -> tuple[int, tuple[int, int, str] | None]: ...
     def put_arrow(
         self, stream: object, properties: list[tuple[str, str]] | None = None
     ) -> tuple[int, tuple[int, int, str] | None]: ...
