@@ -238,23 +238,27 @@ fn open_regular(path: &Path, create: bool) -> Result<File> {
 }
 
 /// Records this process's pid in a lock file it just locked exclusively
-/// (`"<pid>\n"`): the kernel reports no pid for an open-file-description
-/// lock, so a waiter that gives up can name the holder. Best effort: a
-/// lock whose file cannot be written is still held.
+/// (`"pid=<pid>\n"`, the shape the group files use too): the kernel reports
+/// no pid for an open-file-description lock, so a waiter that gives up can
+/// name the holder. Best effort: a lock whose file cannot be written is
+/// still held.
 fn write_pid(file: &File) {
-    let text = format!("{}\n", std::process::id());
+    let text = format!("pid={}\n", std::process::id());
     if file.write_at(text.as_bytes(), 0).is_ok() {
         let _ = file.set_len(text.len() as u64);
     }
 }
 
-/// The pid a lock file names (written by its holder, see [`write_pid`]);
-/// None when the file is missing, not regular, or holds no pid.
+/// The pid a lock file names (its `pid=N`, written by its holder, see
+/// [`write_pid`]); None when the file is missing, not regular, or names none.
 pub fn holder_pid(path: &Path) -> Option<u32> {
     let file = open_regular(path, false).ok()?;
     let mut buf = Vec::with_capacity(24);
-    file.take(24).read_to_end(&mut buf).ok()?;
-    std::str::from_utf8(&buf).ok()?.trim().parse().ok()
+    file.take(256).read_to_end(&mut buf).ok()?;
+    let text = std::str::from_utf8(&buf).ok()?;
+    text.split_whitespace()
+        .find_map(|kv| kv.strip_prefix("pid="))
+        .and_then(|pid| pid.parse().ok())
 }
 
 /// `fcntl(fd, cmd, {l_type: kind, byte 0})`; `Ok(false)` when another open
@@ -282,9 +286,10 @@ fn ofd_lock(fd: RawFd, cmd: libc::c_int, kind: libc::c_int) -> std::io::Result<b
     }
 }
 
-/// An exclusive open-file-description lock on byte 0 of a file, held until
-/// dropped or until the process ends (`kill -9` included). It conflicts with
-/// every other open of the file, in this process too. Forked children close
+/// An exclusive (or shared) open-file-description lock on byte 0 of a file,
+/// held until dropped or until the process ends (`kill -9` included). It
+/// conflicts with every other open of the file, in this process too (a
+/// shared one only with exclusive ones). Forked children close
 /// their copy at fork, as for [`StoreLock`].
 #[derive(Debug)]
 pub struct FileLock {
@@ -296,6 +301,18 @@ impl FileLock {
     /// if missing. With `wait`, blocks until it is free; without, returns
     /// `Ok(None)` at once when another open file description holds it.
     pub fn acquire(path: &Path, wait: bool) -> Result<Option<Self>> {
+        Self::acquire_kind(path, wait, libc::F_WRLCK)
+    }
+
+    /// As [`FileLock::acquire`], but a shared (read) lock: any number of
+    /// shared holders coexist, and they and an exclusive holder refuse each
+    /// other (the consumer group members' hold on the group, §13.2 of
+    /// docs/format.md).
+    pub fn acquire_shared(path: &Path, wait: bool) -> Result<Option<Self>> {
+        Self::acquire_kind(path, wait, libc::F_RDLCK)
+    }
+
+    fn acquire_kind(path: &Path, wait: bool, kind: libc::c_int) -> Result<Option<Self>> {
         let held = LockFile::open(path)?;
         let fd = held.fd();
         // From here a failure drops `lock`, which deregisters the descriptor.
@@ -305,9 +322,11 @@ impl FileLock {
         } else {
             libc::F_OFD_SETLK
         };
-        match ofd_lock(fd, cmd, libc::F_WRLCK) {
+        match ofd_lock(fd, cmd, kind) {
             Ok(true) => {
-                lock.mark_holder();
+                if kind == libc::F_WRLCK {
+                    lock.mark_holder(); // an exclusive holder names itself
+                }
                 Ok(Some(lock))
             }
             Ok(false) => Ok(None),
@@ -471,6 +490,24 @@ mod tests {
             assert!(e.to_string().contains("not a regular file"), "{e}");
         }
         assert_eq!(holder_pid(&p), None);
+    }
+
+    #[test]
+    fn shared_locks_coexist_and_refuse_an_exclusive_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("g.lock");
+        let a = FileLock::acquire_shared(&p, false).unwrap().expect("free");
+        let b = FileLock::acquire_shared(&p, false)
+            .unwrap()
+            .expect("shared");
+        assert!(FileLock::is_held(&p).unwrap());
+        assert!(FileLock::acquire(&p, false).unwrap().is_none());
+        drop(a);
+        assert!(FileLock::acquire(&p, false).unwrap().is_none());
+        drop(b);
+        let x = FileLock::acquire(&p, false).unwrap().expect("free again");
+        assert!(FileLock::acquire_shared(&p, false).unwrap().is_none());
+        drop(x);
     }
 
     fn pipe() -> [libc::c_int; 2] {
