@@ -25,7 +25,7 @@ from rocketstore.config.files import TopicConfigs
 from rocketstore.config.store_config import BrokerRole
 from rocketstore.consumers.offset_table import OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
-from rocketstore.consumers.store_commits import OffsetCommits
+from rocketstore.consumers.store_commits import OffsetCommits, OffsetsFoldService
 from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryService
 from rocketstore.services.retention import RetentionService
@@ -145,11 +145,16 @@ def _make_services(store: MessageStore) -> list[ServiceThread]:
         if s is not None:
             s._service_failed(reason)
 
+    def offsets_now() -> ConsumerOffsets | None:
+        s = ref()
+        return None if s is None else s._offsets
+
     store._retention = RetentionService(native, store._config, offsets=offsets, on_failure=failed)
-    if store._config.broker_role is BrokerRole.SLAVE:
+    services: list[ServiceThread] = [store._retention, OffsetsFoldService(offsets_now)]
+    if store._config.broker_role is not BrokerRole.SLAVE:
         # Delayed delivery runs on a master only (a slave copies its deliveries).
-        return [store._retention]
-    return [store._retention, ScheduleService.for_store(store)]
+        services.insert(1, ScheduleService.for_store(store))
+    return services
 
 
 def disarm(store: MessageStore, why: str) -> None:
@@ -187,7 +192,7 @@ def close_store(store: MessageStore) -> None:
                 n.drain_dispatch()
             persist_config(store)
         elif not store._no_write:
-            store._offsets.persist()
+            store._offsets.persist(fold=True)
     except Exception:
         _close_native(store, n)
         raise
@@ -217,4 +222,4 @@ def persist_config(store: MessageStore) -> None:
         for qid in n.queue_ids(topic):
             store._topic_configs.ensure(topic, qid)
     store._topic_configs.persist()
-    store._commits.persist(n, read_only=False)
+    store._commits.persist(n, read_only=False, fold=True)

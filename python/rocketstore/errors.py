@@ -32,6 +32,7 @@ __all__ = [
     "ConfigMismatchError",
     "ConsumerGroupBusyError",
     "CorruptedError",
+    "FencedError",
     "InternalError",
     "InvalidMessageError",
     "MessageRefusedError",
@@ -67,6 +68,14 @@ class ConsumerGroupBusyError(StoreError):
     """Another open consumer (in this or another process) holds the consumer
     group on that topic: a second consumer, or a reset or delete of the
     group's offsets, is refused until it closes (``docs/format.md``, §13.1)."""
+
+
+class FencedError(ConsumerGroupBusyError):
+    """A consumer group member lost a queue: its lease lapsed (a freeze, a
+    full disk, no heartbeat within the session timeout) or another member
+    owns the queue now. A commit of that queue's position is refused, and
+    the message names the queue, its current owner (id and pid) and the
+    owner's epoch (``docs/format.md``, §13.2)."""
 
 
 class StoreClosedError(StoreError):

@@ -397,7 +397,7 @@ class MessageStore(MessageStoreBase):
         if not self._read_only:
             persist_config(self)
         elif not self._no_write:
-            self._commits.persist(n, read_only=True)
+            self._commits.persist(n, read_only=True, fold=True)
         return off
 
     # -- asyncio puts (aio.py) ---------------------------------------------
@@ -583,6 +583,7 @@ class MessageStore(MessageStoreBase):
         self.commit_offsets(group, topic, {queue_id: next_offset})
 
     commit_offsets = store_commits.commit_offsets
+    _commit_fenced = store_commits.commit_fenced
     query_offset = store_commits.query_offset
     persist_offsets = store_commits.persist_offsets
 

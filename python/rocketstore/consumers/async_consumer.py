@@ -358,6 +358,8 @@ class AsyncConsumer:
         try:
             if c._commits.auto_commit:
                 await self._threads.run(c._close_commit, dict(c._positions))
+            if c._commits.unsynced:  # pending commits, written before the group goes
+                await self._threads.run(c._settle)
         except StoreClosedError:
             log.info("consumer %s: store already shut down; positions not committed", c.group)
         except Exception:

@@ -621,9 +621,10 @@ class Consumer:
         to commit other values. Goes through ``store.commit_offset``.
 
         ``sync=True`` (default): durable when it returns — the CommitLog is
-        flushed up to the committed messages, then ``consumerOffset.json`` is
-        written atomically and synced (commits made concurrently share one
-        write), so a crash right after ``commit()`` redelivers nothing.
+        flushed up to the committed messages, then the offsets are appended
+        to ``consumerOffset.journal`` and synced (commits made concurrently
+        share one write; ``docs/format.md``, §13.3), so a crash right after
+        ``commit()`` redelivers nothing.
         ``sync=False``: kept in memory and written by the first commit or
         auto-commit made 5 seconds or more after the last write, and at
         flush, close and shutdown.
@@ -695,7 +696,8 @@ class Consumer:
         With ``auto_commit`` (the default) the positions are committed first,
         durably (``commit(sync=True)``), unless the store was shut down
         since (which released the group: another consumer may hold it by
-        now); otherwise uncommitted positions are dropped. A close
+        now); otherwise uncommitted positions are dropped. Commits made with
+        ``sync=False`` are written before the group is let go. A close
         interrupted by ``KeyboardInterrupt`` (Ctrl-C) leaves the consumer
         open: call it again to commit and close.
         """
@@ -703,6 +705,7 @@ class Consumer:
             return
         try:
             self._close_commit(None)
+            self._settle()
         except Exception:
             self._mark_closed()
             raise
@@ -718,6 +721,14 @@ class Consumer:
             except StoreClosedError:
                 log.info("consumer %s: store already shut down; positions not committed",
                          self._group)
+
+    def _settle(self) -> None:
+        """Write pending ``commit(sync=False)`` commits while the group is held."""
+        try:
+            self._check_store()
+        except StoreClosedError:
+            return
+        self._commits.settle()
 
     def _mark_closed(self) -> None:
         self._closed = True

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore._checks import I64_MAX, ms_arg
+from rocketstore.config.files import StrPath
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 from rocketstore.consumers.offsets import ConsumerGroupLock
 from rocketstore.errors import ReadOnlyStoreError
@@ -102,23 +104,44 @@ def _queue_lag(store: MessageStore, topic: str, qid: int, committed: int | None)
 
 
 def _describe(store: MessageStore, table: OffsetTable) -> list[GroupLag]:
-    """Every group of ``table`` with its lag, sorted by group name."""
+    """Every group of ``table`` with its lag, sorted by group name. An entry
+    that names no possible topic (written by another tool) is left out with
+    a warning naming it, as is a group lock file that cannot be asked."""
     by_group = table.by_group()
     config_dir = store.config.config_dir
     out = []
     for group in sorted(by_group):
         rows: list[QueueLag] = []
         active: list[str] = []
+        left_out = 0
         for topic in sorted(by_group[group]):
             committed = by_group[group][topic]
-            held = set(store.queue_ids(topic)) if topic in store.topics(include_system=True) \
-                else set()
-            for qid in sorted(held | set(committed)):
-                rows.append(_queue_lag(store, topic, qid, committed.get(qid)))
-            if ConsumerGroupLock.in_use(config_dir, group, topic):
+            try:
+                held = set(store.queue_ids(topic)) \
+                    if topic in store.topics(include_system=True) else set()
+                rows.extend(_queue_lag(store, topic, qid, committed.get(qid))
+                            for qid in sorted(held | set(committed)))
+            except ValueError as e:
+                warnings.warn(f"consumerOffset.json entry {OffsetKey(topic, group).text!r} is "
+                              f"left out: {e}", RuntimeWarning, stacklevel=3)
+                left_out += 1
+                continue
+            if _in_use(config_dir, group, topic):
                 active.append(topic)
-        out.append(GroupLag(group, tuple(rows), tuple(active)))
+        if left_out < len(by_group[group]):
+            out.append(GroupLag(group, tuple(rows), tuple(active)))
     return out
+
+
+def _in_use(config_dir: StrPath, group: str, topic: str) -> bool:
+    """:meth:`ConsumerGroupLock.in_use`; False with a warning when the lock
+    file cannot be asked (not a regular file, unreadable)."""
+    try:
+        return ConsumerGroupLock.in_use(config_dir, group, topic)
+    except OSError as e:
+        warnings.warn(f"cannot tell whether a consumer of group {group!r} on topic {topic!r} "
+                      f"is open: {e}", RuntimeWarning, stacklevel=4)
+        return False
 
 
 def _offset_at(store: MessageStore, topic: str, qid: int, ms: int, lo: int, hi: int) -> int:
