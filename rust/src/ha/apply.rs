@@ -94,7 +94,7 @@ impl Applier {
     /// True once the bytes this store held when the connection began were
     /// compared with the master's (or there were none to compare).
     pub fn verified(&self) -> bool {
-        self.cursor.is_none_or(|c| c >= self.own_end)
+        self.cursor.map_or(true, |c| c >= self.own_end)
     }
 
     /// Checks `f`, compares the part below this store's end with its own
@@ -135,7 +135,9 @@ impl Applier {
             )));
         }
         let walk_from = if empty { start } else { self.next_rec };
-        let next = self.walk(walk_from, start, body).map_err(ApplyError::Fatal)?;
+        let next = self
+            .walk(walk_from, start, body)
+            .map_err(ApplyError::Fatal)?;
         self.log
             .append_replica(start, body)
             .map_err(|e| ApplyError::Fatal(format!("cannot append replicated bytes: {e}")))?;
@@ -158,7 +160,9 @@ impl Applier {
         let mut off = f.start;
         while off < f.start + n as u64 {
             let file = self.log.file_for(off).ok_or_else(|| {
-                ApplyError::Fatal(format!("this store's CommitLog holds no file for offset {off}"))
+                ApplyError::Fatal(format!(
+                    "this store's CommitLog holds no file for offset {off}"
+                ))
             })?;
             let pos = (off - file.file_from_offset()) as usize;
             let take = (file.file_size() - pos).min((f.start + n as u64 - off) as usize);
