@@ -242,3 +242,15 @@ def test_every_put_form_waits_for_the_slave(tmp_path: Path) -> None:
             assert all(r.ok for r in results)
             r = asyncio.run(aput(m, "T", b"j", 3))
             assert r.ok and s.max_phy_offset >= r.wrote_offset + r.wrote_bytes
+
+
+def test_a_port_in_use_refuses_the_open_and_releases_the_store(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(OSError, match=str(port)):
+            MessageStore(master_config(tmp_path / "m", ha_listen_port=port)).start()
+    # Nothing held: the same store opens at once on a free port.
+    with MessageStore(master_config(tmp_path / "m")) as m:
+        assert m.ha_port and m.ha_port != port
