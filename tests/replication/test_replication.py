@@ -59,6 +59,9 @@ def test_a_slave_holds_the_masters_bytes_and_serves_them(tmp_path: Path) -> None
             assert st["connected"] and st["applied_offset"] == end and st["error"] is None
             slaves = m.ha_status()["slaves"]
             assert slaves[0]["acked_offset"] == end and slaves[0]["lag_bytes"] == 0
+            stats = m.stats().replication
+            assert stats is not None and stats["slaves"][0]["acked_offset"] == end
+            assert s.stats().replication["applied_offset"] == end  # type: ignore[index]
     assert commitlog_bytes(tmp_path / "m", 0, end) == commitlog_bytes(tmp_path / "s", 0, end)
     assert segment_starts(tmp_path / "m") == segment_starts(tmp_path / "s")
 
