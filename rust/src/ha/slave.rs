@@ -68,24 +68,29 @@ pub fn start(
     on_panic: impl Fn(String) + Send + 'static,
 ) -> std::io::Result<ServiceThread> {
     let pause = opts.heartbeat.min(Duration::from_secs(1));
+    let master = opts.master_address.clone().unwrap_or_default();
+    // The last reason logged: a master that stays away is logged once, not
+    // at every attempt; a connection made in between logs again.
+    let mut logged: Option<String> = None;
     ServiceThread::start("ha_client", on_panic, move |sig| {
+        let before = status.connects.load(Ordering::Acquire);
         let end = session(&opts, &log, &dispatcher, &status, sig);
         status.connected.store(false, Ordering::Release);
+        if status.connects.load(Ordering::Acquire) != before {
+            logged = None;
+        }
         match end {
             End::Stopped => {}
             End::Closed(why) => {
-                log::warn!(
-                    "HA: connection to master {:?} closed: {why}",
-                    opts.master_address
-                );
+                if logged.as_deref() != Some(why.as_str()) {
+                    log::warn!("HA: connection to master {master} closed: {why}");
+                    logged = Some(why.clone());
+                }
                 *status.error.lock() = Some(why);
                 sig.wait(pause);
             }
             End::Fatal(why) => {
-                log::error!(
-                    "HA: replication from {:?} stopped: {why}",
-                    opts.master_address
-                );
+                log::error!("HA: replication from {master} stopped: {why}");
                 *status.error.lock() = Some(why);
                 status.stopped.store(true, Ordering::Release);
                 sig.request_stop();
