@@ -257,3 +257,20 @@ def test_a_port_in_use_refuses_the_open_and_releases_the_store(tmp_path: Path) -
     # Nothing held: the same store opens at once on a free port.
     with MessageStore(master_config(tmp_path / "m")) as m:
         assert m.ha_port and m.ha_port != port
+
+
+def test_a_stopped_slave_opens_as_a_master_and_continues_the_queues(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m", sync=False,
+                                    ha_new_slave_from_first_file=True)) as m:
+        _put_many(m, 100)
+        with MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+            wait_until(lambda: s.max_phy_offset == m.max_phy_offset, what="caught up")
+        ends = {q: m.get_message("G", "T", q, 0, 1).max_offset for q in range(4)}
+    # Failover by hand: the stopped slave opened as a master.
+    cfg = master_config(tmp_path / "s", sync=False, ha_listen_port=None)
+    with MessageStore(cfg) as new_master:
+        for q in range(4):
+            r = new_master.put("T", b"after", q)
+            assert r.queue_offset == ends[q]
+        got = new_master.get_message("G", "T", 0, ends[0], 5)
+        assert [x.body for x in got.messages] == [b"after"]

@@ -232,5 +232,14 @@ def test_a_record_cut_by_the_slaves_end_is_pending_not_damage(tmp_path: Path) ->
                 wait_until(lambda: len(s.get_message("G", "T", 0, 0).messages) == 3,
                            what="the rest dispatched")
                 assert s.running_flags == []
+                # Half of one more record, then the slave stops.
+                conn.sendall(_header(len(data), 100) + data[:100])
+                wait_until(lambda: s.max_phy_offset == len(data) + 100, what="applied")
+        # It left its abort file: opened as a master, recovery cuts the half record.
+        assert (tmp_path / "s" / "abort").exists()
+        cfg = master_config(tmp_path / "s", sync=False, ha_listen_port=None)
+        with MessageStore(cfg) as promoted:
+            assert promoted.max_phy_offset == len(data)
+            assert promoted.put("T", b"next", 0).queue_offset == 3
     finally:
         fake.close()
