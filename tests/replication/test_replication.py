@@ -274,3 +274,17 @@ def test_a_stopped_slave_opens_as_a_master_and_continues_the_queues(tmp_path: Pa
             assert r.queue_offset == ends[q]
         got = new_master.get_message("G", "T", 0, ends[0], 5)
         assert [x.body for x in got.messages] == [b"after"]
+
+
+def test_a_slave_serves_records_written_without_the_property_crc(tmp_path: Path) -> None:
+    # A RocketMQ 4.9 master writes no __CRC32#: so does this master.
+    cfg = master_config(tmp_path / "m", sync=False, enabled_append_prop_crc=False)
+    with MessageStore(cfg) as m:
+        _put_many(m, 30)
+        end = m.max_phy_offset
+        for _ in range(2):  # a fresh slave, then the same one reopened
+            with MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+                wait_until(lambda: s.max_phy_offset == end, what="caught up")
+                wait_until(lambda: s.dispatch_behind_bytes() == 0, what="dispatched")
+                assert [x.body for x in s.query_message("T", "k29", 5)] == [bytes([29]) * 300]
+                assert len(s.get_message("G", "T", 1, 0, 32).messages) == 8
