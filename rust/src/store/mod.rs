@@ -52,7 +52,11 @@
 //!
 //! Leaves: `Dispatcher::seq_lock`, a [`ServiceThread`]'s signal and
 //! finished locks, `RunningFlags`' disk-full reason, `Store::damage_logged`,
-//! `CommitLog::damaged`, the checkpoint's mark.
+//! `CommitLog::damaged`, the checkpoint's mark, `Store::ha`, the
+//! replication [`Acks`](crate::ha::Acks)' locks (its slave list may be
+//! taken under the HA master's connection list, which may be taken under
+//! its thread list) and a slave's status. A slave's append of its
+//! master's bytes takes the put lock (3) as a put does.
 //!
 //! # Files
 //!
