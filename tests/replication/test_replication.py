@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -288,3 +289,25 @@ def test_a_slave_serves_records_written_without_the_property_crc(tmp_path: Path)
                 wait_until(lambda: s.dispatch_behind_bytes() == 0, what="dispatched")
                 assert [x.body for x in s.query_message("T", "k29", 5)] == [bytes([29]) * 300]
                 assert len(s.get_message("G", "T", 1, 0, 32).messages) == 8
+
+
+def test_concurrent_sync_master_puts_all_wait_for_the_slave(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m")) as m, \
+            MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+        wait_until(lambda: bool(m.ha_status()["slaves"]), what="slave")
+        ends: list[int] = []
+        lock = threading.Lock()
+
+        def worker(k: int) -> None:
+            for i in range(100):
+                r = m.put("T", f"{k}-{i}".encode(), k % 4)
+                with lock:
+                    ends.append(r.wrote_offset + r.wrote_bytes)
+                assert s.max_phy_offset >= r.wrote_offset + r.wrote_bytes
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(ends) == 800
