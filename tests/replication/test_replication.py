@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -311,3 +313,27 @@ def test_concurrent_sync_master_puts_all_wait_for_the_slave(tmp_path: Path) -> N
         for t in threads:
             t.join()
         assert len(ends) == 800
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_leaves_the_masters_connections_alone(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m")) as m, \
+            MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+        wait_until(lambda: bool(m.ha_status()["slaves"]), what="slave")
+        m.put("T", b"before", 0)
+        peer = m.ha_status()["slaves"][0]["address"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+            pid = os.fork()
+        if pid == 0:  # the child drops its copy of both stores
+            try:
+                m.close()
+                s.close()
+            finally:
+                os._exit(0)
+        assert os.waitpid(pid, 0)[1] == 0
+        time.sleep(0.3)
+        r = m.put("T", b"after", 0)  # PUT_OK: the slave still connected
+        assert s.max_phy_offset >= r.wrote_offset + r.wrote_bytes
+        # The same connection (a reconnect would come from another port).
+        assert [x["address"] for x in m.ha_status()["slaves"]] == [peer]

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::lock::fork_generation;
 use crate::log::commitlog::CommitLog;
 
 use super::acks::{Acks, SlaveConn};
@@ -68,6 +69,9 @@ pub struct Master {
     threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
     conns: Arc<Mutex<Vec<Arc<Conn>>>>,
     acks: Arc<Acks>,
+    /// The process's fork generation at start: a forked child's copy
+    /// touches neither the parent's threads nor its connections.
+    generation: u64,
 }
 
 impl Master {
@@ -84,6 +88,7 @@ impl Master {
             threads: Arc::new(Mutex::new(Vec::new())),
             conns: Arc::new(Mutex::new(Vec::new())),
             acks,
+            generation: fork_generation(),
         };
         let (stop, threads, conns, acks, opts) = (
             m.stop.clone(),
@@ -117,8 +122,15 @@ impl Master {
         self.port
     }
 
-    /// Closes every connection and the listener; joins the threads.
+    /// Closes every connection and the listener; joins the threads. In a
+    /// forked child nothing is closed or joined (the sockets are shared
+    /// with the parent, whose threads serve them).
     pub fn stop(&self) {
+        if fork_generation() != self.generation {
+            std::mem::forget(std::mem::take(&mut *self.threads.lock()));
+            std::mem::forget(std::mem::take(&mut *self.conns.lock()));
+            return;
+        }
         self.stop.store(true, Ordering::Release);
         for c in self.conns.lock().drain(..) {
             c.close(&self.acks, SHUTTING_DOWN);
