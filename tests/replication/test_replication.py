@@ -76,7 +76,7 @@ def test_sync_master_without_a_slave_is_slave_not_available(tmp_path: Path) -> N
         assert e.value.status == PutStatus.SLAVE_NOT_AVAILABLE
         assert "no slave is connected" in str(e.value)
         # Stored all the same.
-        wait_until(lambda: bool(m.get_message("G", "T", 0, 0).messages), what="dispatch")
+        wait_until(lambda: m.dispatch_behind_bytes() == 0, what="dispatch")
         assert m.get_message("G", "T", 0, 0).messages[0].body == b"x"
 
 
@@ -337,3 +337,31 @@ def test_a_forked_child_leaves_the_masters_connections_alone(tmp_path: Path) -> 
         assert s.max_phy_offset >= r.wrote_offset + r.wrote_bytes
         # The same connection (a reconnect would come from another port).
         assert [x["address"] for x in m.ha_status()["slaves"]] == [peer]
+
+
+def test_a_new_slave_acknowledges_nothing_below_where_its_copy_starts(tmp_path: Path) -> None:
+    cfg = master_config(tmp_path / "m", slave_timeout=1000, ha_housekeeping_interval=5000)
+    with MessageStore(cfg) as m, socket.create_connection(("127.0.0.1", m.ha_port)) as peer:
+        wait_until(lambda: bool(m.ha_status()["slaves"]), what="connected")
+        results: dict[str, PutStatus] = {}
+
+        def put(name: str, body: bytes) -> None:
+            try:
+                results[name] = m.put("T", body, 0).status
+            except StoredNotFlushedError as e:
+                results[name] = e.status
+
+        # "old" lands in the first file, "new" rolls to the second one.
+        old = threading.Thread(target=put, args=("old", b"o" * 100))
+        old.start()
+        wait_until(lambda: m.max_phy_offset > 0, what="old appended")
+        new = threading.Thread(target=put, args=("new", b"n" * (SEGMENT - 300)))
+        new.start()
+        wait_until(lambda: m.max_phy_offset > SEGMENT, what="new appended")
+        # A new slave: sent the last file only, then it reports the end.
+        peer.sendall((0).to_bytes(8, "big"))
+        wait_until(lambda: m.ha_status()["slaves"][0]["acked_offset"] == 0, what="report")
+        peer.sendall(m.max_phy_offset.to_bytes(8, "big"))
+        old.join()
+        new.join()
+        assert results == {"old": PutStatus.FLUSH_SLAVE_TIMEOUT, "new": PutStatus.PUT_OK}

@@ -19,6 +19,10 @@ pub struct SlaveConn {
     pub addr: SocketAddr,
     /// Its last report (-1: none yet).
     pub acked: AtomicI64,
+    /// Where its copy starts (-1: not known yet): a new slave is sent the
+    /// master's log from a file's start, and holds nothing below it; a
+    /// slave that reported an offset holds the log below it (0).
+    pub from: AtomicI64,
     /// When it reported last (ms since the epoch; 0: never).
     pub last_report_ms: AtomicI64,
     /// When it connected (ms since the epoch).
@@ -36,6 +40,8 @@ pub struct Acks {
     grew_lock: Mutex<()>,
     grew_cv: Condvar,
     slaves: Mutex<Vec<Arc<SlaveConn>>>,
+    /// Puts waiting in [`Acks::wait_for`].
+    waiters: AtomicUsize,
 }
 
 impl Acks {
@@ -64,6 +70,7 @@ impl Acks {
         let c = Arc::new(SlaveConn {
             addr,
             acked: AtomicI64::new(-1),
+            from: AtomicI64::new(-1),
             last_report_ms: AtomicI64::new(0),
             connected_ms: now_ms(),
         });
@@ -79,12 +86,24 @@ impl Acks {
     /// A slave on `c` reported `offset`: raises the best report and wakes
     /// the puts waiting for it.
     pub fn report(&self, c: &SlaveConn, offset: u64) {
-        c.acked.store(offset as i64, Ordering::Release);
+        // SeqCst with `waiters` and `holds`: either this report sees a
+        // waiter, or the waiter's check sees this report.
+        c.acked.store(offset as i64, Ordering::SeqCst);
         c.last_report_ms.store(now_ms(), Ordering::Release);
-        if self.best.fetch_max(offset, Ordering::AcqRel) < offset {
+        self.best.fetch_max(offset, Ordering::AcqRel);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
             let _g = self.lock.lock();
             self.cv.notify_all();
         }
+    }
+
+    /// True if a connected slave holds the bytes `[start, end)`: its copy
+    /// starts at or below `start` and it reported `end` or more.
+    pub fn holds(&self, start: u64, end: u64) -> bool {
+        self.slaves.lock().iter().any(|s| {
+            let from = s.from.load(Ordering::SeqCst);
+            from >= 0 && from as u64 <= start && s.acked.load(Ordering::SeqCst) >= end as i64
+        })
     }
 
     /// RocketMQ's `isSlaveOK`: a slave is connected and the best report is
@@ -93,22 +112,26 @@ impl Acks {
         self.connections() > 0 && end.saturating_sub(self.best()) < fallbehind_max
     }
 
-    /// Waits until a slave reported `end` or more; false after `timeout`.
-    /// Every put waiting shares one condition (one report wakes them all).
-    pub fn wait_for(&self, end: u64, timeout: Duration) -> bool {
-        if self.best() >= end {
+    /// Waits until a slave holds `[start, end)` ([`Acks::holds`]); false
+    /// after `timeout`. Every put waiting shares one condition (one report
+    /// wakes them all).
+    pub fn wait_for(&self, start: u64, end: u64, timeout: Duration) -> bool {
+        if self.holds(start, end) {
             return true;
         }
         let deadline = Instant::now() + timeout;
         let mut g = self.lock.lock();
-        loop {
-            if self.best() >= end {
-                return true;
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let held = loop {
+            if self.holds(start, end) {
+                break true;
             }
             if self.cv.wait_until(&mut g, deadline).timed_out() {
-                return self.best() >= end;
+                break self.holds(start, end);
             }
-        }
+        };
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        held
     }
 
     /// The log grew: wakes the writers waiting to send (one atomic load
@@ -146,12 +169,13 @@ mod tests {
     fn a_report_wakes_every_waiting_put() {
         let acks = Arc::new(Acks::new());
         let c = acks.add("127.0.0.1:1".parse().expect("addr"));
+        c.from.store(50, Ordering::Release);
         assert!(acks.slave_ok(100, 256));
         assert!(!acks.slave_ok(300, 256));
         let waiters: Vec<_> = (0..4)
             .map(|i| {
                 let a = acks.clone();
-                std::thread::spawn(move || a.wait_for(100 + i, Duration::from_secs(5)))
+                std::thread::spawn(move || a.wait_for(60, 100 + i, Duration::from_secs(5)))
             })
             .collect();
         std::thread::sleep(Duration::from_millis(20));
@@ -159,7 +183,9 @@ mod tests {
         for w in waiters {
             assert!(w.join().expect("joined"));
         }
-        assert!(!acks.wait_for(201, Duration::from_millis(10)));
+        assert!(!acks.wait_for(60, 201, Duration::from_millis(10)));
+        // A record below where the slave's copy starts is not held by it.
+        assert!(!acks.wait_for(40, 100, Duration::from_millis(10)));
         acks.remove(&c);
         assert!(!acks.slave_ok(200, 256));
     }

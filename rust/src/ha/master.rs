@@ -37,7 +37,7 @@ const SHUTTING_DOWN: &str = "the store is shutting down";
 struct Conn {
     stream: TcpStream,
     slave: Arc<SlaveConn>,
-    /// The slave's first report (-1 until it came).
+    /// Where sending starts, from the slave's first report (-1 until it came).
     request: AtomicI64,
     closed: AtomicBool,
 }
@@ -230,12 +230,17 @@ fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: 
                 last_read = Instant::now();
                 match reader.feed(&buf[..n], log.max_offset()) {
                     Ok(Some(off)) => {
-                        let _ = c.request.compare_exchange(
-                            -1,
-                            off as i64,
-                            Ordering::AcqRel,
-                            Ordering::Acquire,
-                        );
+                        if c.request.load(Ordering::Acquire) < 0 {
+                            // The first report: where sending starts, and
+                            // what the slave's copy holds.
+                            let start = match start_offset(off, log, opts) {
+                                Ok(s) => s,
+                                Err(why) => return c.close(acks, &why),
+                            };
+                            let from = if off == 0 { start } else { 0 };
+                            c.slave.from.store(from as i64, Ordering::SeqCst);
+                            c.request.store(start as i64, Ordering::Release);
+                        }
                         acks.report(&c.slave, off);
                     }
                     Ok(None) => {}
@@ -295,10 +300,7 @@ fn write_frames(
     if !live() {
         return;
     }
-    let mut next = match start_offset(c.request.load(Ordering::Acquire) as u64, log, opts) {
-        Ok(n) => n,
-        Err(why) => return c.close(acks, &why),
-    };
+    let mut next = c.request.load(Ordering::Acquire) as u64;
     log::info!("HA: sending to slave {} from offset {next}", c.slave.addr);
     let mut last_write = Instant::now();
     let mut frame = Vec::with_capacity(FRAME_HEADER + opts.batch_size);

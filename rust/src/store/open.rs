@@ -102,6 +102,10 @@ impl Store {
             checkpoint.clone(),
             flags.clone(),
         );
+        if opts.ha.role == crate::ha::HaRole::Slave {
+            // Frames do not follow records: a record cut by the end is pending.
+            dispatcher.set_partial_tail_pending(true);
+        }
         if writable && opts.flush.sync_flush() {
             // Readers see only what is on disk; a flush wakes dispatch.
             dispatcher.set_flushed_only(true);

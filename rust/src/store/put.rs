@@ -90,7 +90,9 @@ impl Store {
         self.wrote();
         let end = (out.wrote_offset + out.wrote_bytes as i64) as u64;
         let wait = out.status == PutStatus::PutOk && wants_wait(&p.spec);
-        let replica = wait.then(|| self.replica_check(end)).flatten();
+        let replica = wait
+            .then(|| self.replica_check(out.wrote_offset as u64, end))
+            .flatten();
         if self.opts.flush.sync_flush() && wait {
             out.status = self.flusher.wait_flushed(end);
             out.reason = self.flush_wait_reason(out.status);
@@ -126,7 +128,15 @@ impl Store {
             .filter(|o| o.status == PutStatus::PutOk)
             .map(|o| (o.wrote_offset + o.wrote_bytes as i64) as u64)
             .max();
-        let replica = end.filter(|_| any_wait).and_then(|e| self.replica_check(e));
+        let first = out
+            .iter()
+            .filter(|o| o.status == PutStatus::PutOk)
+            .map(|o| o.wrote_offset as u64)
+            .min();
+        let replica = first
+            .zip(end)
+            .filter(|_| any_wait)
+            .and_then(|(s, e)| self.replica_check(s, e));
         let flush_wait = self.opts.flush.sync_flush() && any_wait;
         if let (true, Some(end)) = (flush_wait || replica.is_some(), end) {
             let mut st = PutStatus::PutOk;
@@ -252,7 +262,9 @@ impl Store {
         let wait = out.status == PutStatus::PutOk
             && out.count > 0
             && (0..b.bodies.len()).any(|i| wants_wait_props(b.props_of(i)));
-        let replica = wait.then(|| self.replica_check(end)).flatten();
+        let replica = wait
+            .then(|| self.replica_check(out.first_offset as u64, end))
+            .flatten();
         if wait && self.opts.flush.sync_flush() {
             out.status = self.flusher.wait_flushed(end);
             out.reason = self.flush_wait_reason(out.status);
@@ -274,7 +286,7 @@ impl Store {
         status: &mut PutStatus,
         reason: &mut Option<String>,
         end: u64,
-        check: (bool, std::time::Instant),
+        check: super::replication::ReplicaCheck,
     ) {
         let (st, why) = self.replica_wait(end, check);
         if st != PutStatus::PutOk {

@@ -15,6 +15,17 @@ use crate::log::commitlog::{now_ms, PutStatus, Refused};
 use crate::running::Flag;
 use crate::services::service_thread::{ServiceThread, STOP_TIMEOUT};
 
+/// A SYNC_MASTER put's replication check, taken right after its append.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplicaCheck {
+    /// RocketMQ's `isSlaveOK`.
+    ok: bool,
+    /// When it was taken (`slave_timeout` counts from here).
+    since: Instant,
+    /// Where the put's first record starts: a slave must hold it from there.
+    start: u64,
+}
+
 /// The running side of replication.
 pub enum HaRunning {
     /// A master's listener and connections.
@@ -96,7 +107,6 @@ impl Store {
         let ha = &self.opts.ha;
         let running = match ha.role {
             HaRole::Slave => {
-                self.dispatcher.set_partial_tail_pending(true);
                 if ha.master_address.is_none() {
                     return Ok(None);
                 }
@@ -167,15 +177,14 @@ impl Store {
         self.acks.log_grew();
     }
 
-    /// SYNC_MASTER: whether the put ending at `end` may wait for a slave
+    /// SYNC_MASTER: whether the put of `[start, end)` may wait for a slave
     /// (RocketMQ's `isSlaveOK`, taken right after the append). None for
     /// other roles.
-    pub(super) fn replica_check(&self, end: u64) -> Option<(bool, Instant)> {
-        (self.opts.ha.role == HaRole::SyncMaster).then(|| {
-            (
-                self.acks.slave_ok(end, self.opts.ha.fallbehind_max),
-                Instant::now(),
-            )
+    pub(super) fn replica_check(&self, start: u64, end: u64) -> Option<ReplicaCheck> {
+        (self.opts.ha.role == HaRole::SyncMaster).then(|| ReplicaCheck {
+            ok: self.acks.slave_ok(end, self.opts.ha.fallbehind_max),
+            since: Instant::now(),
+            start,
         })
     }
 
@@ -184,9 +193,10 @@ impl Store {
     pub(super) fn replica_wait(
         &self,
         end: u64,
-        (ok, since): (bool, Instant),
+        check: ReplicaCheck,
     ) -> (PutStatus, Option<String>) {
         let ha = &self.opts.ha;
+        let ReplicaCheck { ok, since, start } = check;
         if !ok {
             let why = if self.acks.connections() == 0 {
                 "no slave is connected".to_owned()
@@ -206,7 +216,7 @@ impl Store {
             );
         }
         let left = ha.slave_timeout.saturating_sub(since.elapsed());
-        if self.acks.wait_for(end, left) {
+        if self.acks.wait_for(start, end, left) {
             (PutStatus::PutOk, None)
         } else {
             (
