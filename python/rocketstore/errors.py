@@ -32,6 +32,7 @@ __all__ = [
     "ConfigMismatchError",
     "ConsumerGroupBusyError",
     "CorruptedError",
+    "FencedError",
     "InternalError",
     "InvalidMessageError",
     "MessageRefusedError",
@@ -67,6 +68,13 @@ class ConsumerGroupBusyError(StoreError):
     """Another open consumer (in this or another process) holds the consumer
     group on that topic: a second consumer, or a reset or delete of the
     group's offsets, is refused until it closes (``docs/format.md``, §13.1)."""
+
+
+class FencedError(ConsumerGroupBusyError):
+    """A consumer group member's commit was refused: another member owns the
+    queue now (this member's lease lapsed: a frozen or stalled process).
+    The message names the queue, the new owner and its pid
+    (``docs/format.md``, §13.2). Nothing of the commit was written."""
 
 
 class StoreClosedError(StoreError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from rocketstore._checks import I32_MAX, I64_MAX
 from rocketstore.config.files import _check_int
@@ -43,12 +43,15 @@ class Committer:
     """The commits of one consumer of ``group`` on ``topic``."""
 
     def __init__(self, store: ConsumerStore, group: str, topic: str, *, auto_commit: bool,
-                 auto_commit_interval: float) -> None:
+                 auto_commit_interval: float, durable_auto_commit: bool = False) -> None:
         self._store = store
         self._group = group
         self._topic = topic
         self.auto_commit = auto_commit
         self.auto_commit_interval = float(auto_commit_interval)
+        # A group member's auto-commits are durable: its queues' next owner,
+        # after a crash, starts at the last one.
+        self.durable_auto_commit = durable_auto_commit
         self.last_auto_commit = time.monotonic()
         # Committed offsets known here (all that a read-only store has).
         self.committed: dict[int, int] = {}
@@ -68,19 +71,27 @@ class Committer:
             return True
         return False
 
-    def commit(self, todo: dict[int, int], *, sync: bool, explicit: bool) -> None:
+    def commit(self, todo: dict[int, int], *, sync: bool, explicit: bool,
+               fence: Callable[[list[int]], None] | None = None) -> None:
         """Commit ``todo`` (checked ``{queue_id: next offset}``); durable when ``sync``.
 
         ``explicit``: the user's ``commit()`` (warns once on a store that
         writes no offsets), not an auto-commit or the one of ``close()``.
+        ``fence``: a group member's check of the queues, run under the
+        offsets file's lock before they are written (raises ``FencedError``).
         """
         store, group, topic = self._store, self._group, self._topic
         writable = self.writable()
+        if not explicit and self.durable_auto_commit:
+            sync = True
         if writable and todo:
             # Every queue in one call: a write of the offsets file that this
             # commit triggers holds all the queues, not just the first.
             try:
-                store.commit_offsets(group, topic, todo)
+                if fence is None:
+                    store.commit_offsets(group, topic, todo)
+                else:
+                    store.commit_offsets(group, topic, todo, fence=fence)
             except ReadOnlyStoreError:
                 writable = False
         self.committed.update(todo)

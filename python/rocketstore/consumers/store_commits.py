@@ -12,7 +12,7 @@ loss could take back.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable
@@ -69,7 +69,8 @@ class OffsetCommits:
 
 
 def commit_offsets(store: MessageStore, group: str, topic: str,
-                   offsets: Mapping[int, int]) -> None:
+                   offsets: Mapping[int, int], *,
+                   fence: Callable[[list[int]], None] | None = None) -> None:
     """Record ``{queue_id: next_offset}`` of ``group`` for several queues at once.
 
     As :meth:`commit_offset`, for all the queues together: every entry is
@@ -85,6 +86,8 @@ def commit_offsets(store: MessageStore, group: str, topic: str,
             store does not hold, a queue id outside ``[0, 2**31 - 1]``
             or an offset outside ``[0, 2**63 - 1]`` or not an int.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
+        FencedError: ``fence`` refused the queues (a consumer group
+            member that does not own them now): nothing is recorded.
     """
     n = store._n
     if store.no_write:
@@ -93,6 +96,8 @@ def commit_offsets(store: MessageStore, group: str, topic: str,
     # rule is refused unless the store holds that topic (ValueError).
     n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
     commits = store._commits
+    if fence is not None:
+        fence(sorted(offsets))
     commits.offsets.commit_many(group, topic, offsets)
     commits.maybe_persist(n, store.read_only)
 
