@@ -419,7 +419,10 @@ class AsyncConsumer:
         for w in list(self._waiting):
             _set_result(w.fut, w.seq)
         try:
-            gone = await self._threads.run(c._close_commit, dict(c._positions))
+            if c._commits.auto_commit:
+                gone = await self._threads.run(c._close_commit, dict(c._positions))
+            else:
+                gone = c._close_commit(None)  # commits nothing: no thread needed
             if gone:
                 await _call(c._on_revoke, gone)
         except StoreClosedError:
