@@ -146,9 +146,6 @@ def take_ownership(store: Any, group: str, topic: str, *, exclusive: bool,
         ReadOnlyStoreError: a shared consumer of a ``no_write`` store.
     """
     join = getattr(store, "join_consumer_group", None)
-    from rocketstore import _native
-    if not hasattr(_native, "GroupMember"):
-        join = None  # TEMP
     if getattr(store, "no_write", False):
         if not exclusive:
             raise ReadOnlyStoreError(
