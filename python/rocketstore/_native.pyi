@@ -19,6 +19,7 @@ __all__ = [
     "CHECKPOINT_FILE",
     "COMMIT_LOG_DIR",
     "CONFIG_DIR",
+    "CONSUMER_GROUPS_DIR",
     "CONSUMER_LOCK_DIR",
     "CONSUMER_OFFSET_FILE",
     "CONSUMER_OFFSET_LOCK_FILE",
@@ -61,6 +62,7 @@ __all__ = [
     "FileSizeReport",
     "GetMessageResult",
     "GroupCommitStats",
+    "GroupMember",
     "IndexRebuildReport",
     "Message",
     "MessageExt",
@@ -141,6 +143,7 @@ TEMP_SUFFIX: str
 BACKUP_SUFFIX: str
 CONSUMER_OFFSET_LOCK_FILE: str
 CONSUMER_LOCK_DIR: str
+CONSUMER_GROUPS_DIR: str
 LOCK_SUFFIX: str
 STORE_ENTRIES: list[str]
 #: RocketMQ's separator of the consumer offsets' ``<topic>@<group>`` key.
@@ -464,6 +467,46 @@ class FileLock:
     def release(self) -> None: ...
     @property
     def held(self) -> bool: ...
+
+@final
+class GroupMember:
+    @staticmethod
+    def join(
+        group_dir: str | PathLike[str],
+        lock_path: str | PathLike[str],
+        group: str,
+        topic: str,
+        *,
+        strategy: Literal["average", "circle", "fixed"] = "average",
+        queues: Sequence[int] | None = None,
+        heartbeat_interval: float = 3.0,
+        session_timeout: float = 10.0,
+        max_poll_interval: float = 300.0,
+    ) -> GroupMember: ...
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def left(self) -> bool: ...
+    def set_queues(self, ids: Sequence[int]) -> None: ...
+    def polled(self) -> None: ...
+    def owned(self) -> dict[int, tuple[int, float]]: ...
+    def changes(self) -> tuple[list[int], list[int]]: ...
+    def release(self, queues: Sequence[int]) -> None: ...
+    def lease_left(self, queue: int) -> float: ...
+    def heartbeat_now(self) -> None: ...
+    def leave(self) -> None: ...
+    @staticmethod
+    def check_owner(group_dir: str | PathLike[str], queue: int, member_id: str,
+                    epoch: int) -> None: ...
+    @staticmethod
+    def check_owners(group_dir: str | PathLike[str], member_id: str,
+                     epochs: dict[int, int]) -> None: ...
+    @staticmethod
+    def describe(group_dir: str | PathLike[str]) -> dict[str, Any]: ...
+    @staticmethod
+    def expire(group_dir: str | PathLike[str]) -> list[str]: ...
 
 @final
 class CheckpointTimes:

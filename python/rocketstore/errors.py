@@ -71,10 +71,11 @@ class ConsumerGroupBusyError(StoreError):
 
 
 class FencedError(ConsumerGroupBusyError):
-    """A consumer group member's commit was refused: another member owns the
-    queue now (this member's lease lapsed: a frozen or stalled process).
-    The message names the queue, the new owner and its pid
-    (``docs/format.md``, §13.2). Nothing of the commit was written."""
+    """A consumer group member lost a queue: its lease lapsed (a freeze, a
+    full disk, no heartbeat within the session timeout) or another member
+    owns the queue now. A commit of that queue's position is refused, and
+    the message names the queue, its current owner (id and pid) and the
+    owner's epoch (``docs/format.md``, §13.2)."""
 
 
 class StoreClosedError(StoreError):

@@ -58,6 +58,16 @@ pub enum StoreError {
     /// queues, index, checkpoint or config): the message names the folder.
     #[error("{0}")]
     NotAStore(String),
+    /// A consumer group refuses this member: an exclusive consumer holds
+    /// it, another member names the same fixed queue, or its state lock
+    /// stayed held past its deadline (the message names the holder's pid).
+    #[error("{0}")]
+    GroupBusy(String),
+    /// A consumer group member's lease on a queue lapsed, or the queue
+    /// now belongs to another member: its commit is refused (the message
+    /// names the queue, the owner and its epoch).
+    #[error("{0}")]
+    Fenced(String),
 }
 
 /// Every kind of [`StoreError`], by name (see [`StoreError::kind`]).
@@ -73,6 +83,8 @@ pub const ERROR_KINDS: &[&str] = &[
     "Internal",
     "RecoveryOrder",
     "NotAStore",
+    "GroupBusy",
+    "Fenced",
 ];
 
 /// Engine result alias.
@@ -101,6 +113,8 @@ impl StoreError {
             StoreError::Internal(_) => "Internal",
             StoreError::RecoveryOrder(_) => "RecoveryOrder",
             StoreError::NotAStore(_) => "NotAStore",
+            StoreError::GroupBusy(_) => "GroupBusy",
+            StoreError::Fenced(_) => "Fenced",
         }
     }
 
@@ -127,6 +141,8 @@ impl StoreError {
             "Internal" => StoreError::internal("sample invariant"),
             "RecoveryOrder" => StoreError::RecoveryOrder("sample step".into()),
             "NotAStore" => StoreError::NotAStore("/sample is not a store".into()),
+            "GroupBusy" => StoreError::GroupBusy("sample group busy".into()),
+            "Fenced" => StoreError::Fenced("sample queue fenced".into()),
             _ => return None,
         })
     }

@@ -77,6 +77,7 @@ mod enums;
 mod error;
 #[cfg(feature = "failpoints")]
 mod failpoint;
+mod groups;
 mod index;
 mod lock;
 mod log;

@@ -238,9 +238,10 @@ fn ofd_lock(fd: RawFd, cmd: libc::c_int, kind: libc::c_int) -> std::io::Result<b
     }
 }
 
-/// An exclusive open-file-description lock on byte 0 of a file, held until
-/// dropped or until the process ends (`kill -9` included). It conflicts with
-/// every other open of the file, in this process too. Forked children close
+/// An exclusive (or shared) open-file-description lock on byte 0 of a file,
+/// held until dropped or until the process ends (`kill -9` included). It
+/// conflicts with every other open of the file, in this process too (a
+/// shared one only with exclusive ones). Forked children close
 /// their copy at fork, as for [`StoreLock`].
 #[derive(Debug)]
 pub struct FileLock {
@@ -252,6 +253,18 @@ impl FileLock {
     /// if missing. With `wait`, blocks until it is free; without, returns
     /// `Ok(None)` at once when another open file description holds it.
     pub fn acquire(path: &Path, wait: bool) -> Result<Option<Self>> {
+        Self::acquire_kind(path, wait, libc::F_WRLCK)
+    }
+
+    /// As [`FileLock::acquire`], but a shared (read) lock: any number of
+    /// shared holders coexist, and they and an exclusive holder refuse each
+    /// other (the consumer group members' hold on the group, §13.2 of
+    /// docs/format.md).
+    pub fn acquire_shared(path: &Path, wait: bool) -> Result<Option<Self>> {
+        Self::acquire_kind(path, wait, libc::F_RDLCK)
+    }
+
+    fn acquire_kind(path: &Path, wait: bool, kind: libc::c_int) -> Result<Option<Self>> {
         let held = LockFile::open(path)?;
         let fd = held.fd();
         // From here a failure drops `lock`, which deregisters the descriptor.
@@ -261,7 +274,7 @@ impl FileLock {
         } else {
             libc::F_OFD_SETLK
         };
-        match ofd_lock(fd, cmd, libc::F_WRLCK) {
+        match ofd_lock(fd, cmd, kind) {
             Ok(true) => Ok(Some(lock)),
             Ok(false) => Ok(None),
             Err(e) => Err(StoreError::io(format!("lock {}", path.display()), e)),
@@ -340,6 +353,24 @@ mod tests {
         );
         drop(held);
         assert!(waiter.join().unwrap());
+    }
+
+    #[test]
+    fn shared_locks_coexist_and_refuse_an_exclusive_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("g.lock");
+        let a = FileLock::acquire_shared(&p, false).unwrap().expect("free");
+        let b = FileLock::acquire_shared(&p, false)
+            .unwrap()
+            .expect("shared");
+        assert!(FileLock::is_held(&p).unwrap());
+        assert!(FileLock::acquire(&p, false).unwrap().is_none());
+        drop(a);
+        assert!(FileLock::acquire(&p, false).unwrap().is_none());
+        drop(b);
+        let x = FileLock::acquire(&p, false).unwrap().expect("free again");
+        assert!(FileLock::acquire_shared(&p, false).unwrap().is_none());
+        drop(x);
     }
 
     fn pipe() -> [libc::c_int; 2] {

@@ -17,6 +17,7 @@
 //!     <file>.tmp, <file>.bak           a config file's next and previous content
 //!     consumerOffset.lock              held while consumerOffset.json is rewritten
 //!     consumerLocks/<topic>@<group>.lock   held by an open consumer of the group
+//!     consumerGroups/<topic>@<group>/      a shared group's members and queue owners
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -60,6 +61,10 @@ pub const CONSUMER_OFFSET_LOCK_FILE: &str = "consumerOffset.lock";
 /// The folder, in [`CONFIG_DIR`], of the locks open consumers hold, one per
 /// group and topic (rocketstore's).
 pub const CONSUMER_LOCK_DIR: &str = "consumerLocks";
+/// The folder, in [`CONFIG_DIR`], of the consumer groups' membership, one
+/// folder per group and topic named as its lock in [`CONSUMER_LOCK_DIR`]
+/// (rocketstore's; docs/format.md §13.2).
+pub const CONSUMER_GROUPS_DIR: &str = "consumerGroups";
 /// Suffix of a consumer's lock file in [`CONSUMER_LOCK_DIR`].
 pub const LOCK_SUFFIX: &str = ".lock";
 

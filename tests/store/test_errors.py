@@ -43,6 +43,8 @@ EXPECTED = {
     "Internal": "InternalError",
     "RecoveryOrder": "RecoveryOrderError",
     "NotAStore": "NotAStoreError",
+    "GroupBusy": "ConsumerGroupBusyError",
+    "Fenced": "FencedError",
 }
 
 

@@ -14,6 +14,9 @@
   the ``topic@group`` key, its split and the names rule.
 * :mod:`~rocketstore.consumers.groups`: listing, resetting and deleting
   groups (``store.consumer_groups()``, ``rocketstore groups``).
+* :mod:`~rocketstore.consumers.membership`: a consumer's membership in a
+  group shared by several consumers: the queues it owns, the hand-over, the
+  fence on commits (``docs/format.md``, §13.2).
 """
 
 from __future__ import annotations

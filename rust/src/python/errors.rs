@@ -39,6 +39,8 @@ pub fn python_exception(e: &StoreError) -> &'static str {
         StoreError::Internal(_) => "InternalError",
         StoreError::RecoveryOrder(_) => "RecoveryOrderError",
         StoreError::NotAStore(_) => "NotAStoreError",
+        StoreError::GroupBusy(_) => "ConsumerGroupBusyError",
+        StoreError::Fenced(_) => "FencedError",
     }
 }
 

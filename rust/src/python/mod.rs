@@ -39,6 +39,8 @@
 //!   log records to Python `logging`.
 //! - `locks.rs`: `FileLock`, the engine's file lock for the consumer
 //!   offsets file and the consumer groups.
+//! - `groups.rs`: `GroupMember`, a consumer group member (docs/format.md
+//!   §13.2).
 
 pub mod args;
 pub mod arrow;
@@ -46,6 +48,7 @@ pub mod columns;
 pub mod config;
 pub mod errors;
 pub mod gil;
+pub mod groups;
 pub mod locks;
 pub mod logbridge;
 pub mod put_args;
@@ -220,6 +223,7 @@ fn add_path_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
         paths::CONSUMER_OFFSET_LOCK_FILE,
     )?;
     m.add("CONSUMER_LOCK_DIR", paths::CONSUMER_LOCK_DIR)?;
+    m.add("CONSUMER_GROUPS_DIR", paths::CONSUMER_GROUPS_DIR)?;
     m.add("LOCK_SUFFIX", paths::LOCK_SUFFIX)?;
     m.add(
         "TOPIC_GROUP_SEPARATOR",
@@ -286,6 +290,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store_arrow::PyArrowPull>()?;
     m.add_class::<arrow::PyArrowStream>()?;
     m.add_class::<locks::PyFileLock>()?;
+    m.add_class::<groups::PyGroupMember>()?;
     recovery::register(m)?;
     results::register(m)?;
     retention::register(m)?;
