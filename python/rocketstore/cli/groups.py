@@ -18,7 +18,6 @@ under its lock (``docs/format.md``, §13.1).
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 from typing import Any
 
@@ -85,11 +84,11 @@ def _expire(path: Path, as_json: bool) -> None:
     with _open_read_only(path, no_write=False) as store:
         removed = expire_members(store.config.config_dir)
     if as_json:
-        _print_json({os.path.basename(d): ids for d, ids in removed.items()})
+        _print_json(removed)
         return
     gone = [(d, m) for d, ids in removed.items() for m in ids]
     for d, m in gone:
-        click.echo(f"removed member {m} of {os.path.basename(d)}")
+        click.echo(f"removed member {m} of {d}")
     if not gone:
         click.echo("no dead member found")
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rocketstore._checks import I64_MAX, ms_arg
-from rocketstore.consumers.group_members import GroupMemberInfo, describe_members, group_dirs
+from rocketstore.consumers.group_members import GroupMemberInfo, GroupView, group_members
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 from rocketstore.consumers.offsets import ConsumerGroupLock
-from rocketstore.errors import CorruptedError, ReadOnlyStoreError
+from rocketstore.errors import ReadOnlyStoreError
 
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
@@ -120,30 +120,33 @@ def _describe(store: MessageStore, table: OffsetTable) -> list[GroupLag]:
     """Every group of ``table`` or with members, with its lag, sorted by group name."""
     by_group = table.by_group()
     config_dir = store.config.config_dir
-    for key, _path in group_dirs(config_dir):
-        if key is not None:
-            by_group.setdefault(key.group, {}).setdefault(key.topic, {})
+    views: dict[tuple[str, str], GroupView] = {}
+    problems: dict[str, list[str]] = {}
+    for found in group_members(config_dir):
+        by_group.setdefault(found.group, {})
+        if found.problem is not None:
+            problems.setdefault(found.group, []).append(found.problem)
+        elif found.topic:
+            by_group[found.group].setdefault(found.topic, {})
+            views[(found.group, found.topic)] = found
     known = set(store.topics(include_system=True))
     out = []
     for group in sorted(by_group):
         rows: list[QueueLag] = []
         active: list[str] = []
         members: list[GroupMemberInfo] = []
-        problems: list[str] = []
         for topic in sorted(by_group[group]):
             committed = by_group[group][topic]
-            try:
-                found, owners = describe_members(config_dir, group, topic)
-            except (CorruptedError, OSError) as e:
-                found, owners = [], {}
-                problems.append(str(e))
-            members.extend(found)
+            view = views.get((group, topic))
+            owners = {} if view is None else view.owners
+            members.extend(() if view is None else view.members)
             held = set(store.queue_ids(topic)) if topic in known else set()
             for qid in sorted(held | set(committed)):
                 rows.append(_queue_lag(store, topic, qid, committed.get(qid), owners.get(qid)))
             if ConsumerGroupLock.in_use(config_dir, group, topic):
                 active.append(topic)
-        out.append(GroupLag(group, tuple(rows), tuple(active), tuple(members), tuple(problems)))
+        out.append(GroupLag(group, tuple(rows), tuple(active), tuple(members),
+                            tuple(problems.get(group, ()))))
     return out
 
 

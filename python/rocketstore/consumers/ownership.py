@@ -24,20 +24,23 @@ under the offsets lock).
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rocketstore._checks import I32_MAX
-from rocketstore.errors import ReadOnlyStoreError
+from rocketstore.errors import ReadOnlyStoreError, StoreError
 
 if TYPE_CHECKING:
     from rocketstore.consumers.offsets import ConsumerGroupLock
 
-__all__ = ["Changes", "GroupShare", "Listener", "MemberHandle", "Membership", "Strategy",
-           "WholeTopic", "check_group_args", "take_ownership"]
+__all__ = ["Changes", "GroupShare", "Listener", "MemberHandle", "Strategy", "WholeTopic",
+           "check_group_args", "take_ownership"]
+
+log = logging.getLogger("rocketstore")
 
 #: A commit's check of the queues it writes (raises ``FencedError``).
 Fence = Callable[[list[int]], None]
@@ -65,35 +68,26 @@ class Changes:
 
 
 class MemberHandle(Protocol):
-    """The part of a group member (``consumers/membership.py``) a share uses."""
+    """A member as a share uses it
+    (:class:`~rocketstore.consumers.group_members.HeldMember`)."""
 
     @property
     def member_id(self) -> str: ...
     @property
     def error(self) -> str | None: ...
-    def set_queues(self, ids: list[int], /) -> None: ...
-    def polled(self) -> None: ...
-    def owned(self) -> dict[int, tuple[int, float]]: ...
-    def changes(self) -> tuple[list[int], list[int]]: ...
-    def release(self, queues: list[int], /) -> None: ...
-    def lease_left(self, queue: int, /) -> float: ...
-    def heartbeat_now(self) -> None: ...
-    def check_owner(self, queue: int, epoch: int, /) -> None: ...
-    def leave(self) -> None: ...
-
-
-class Membership(Protocol):
-    """A member as its store holds it: left at the store's shutdown."""
-
-    @property
-    def member(self) -> MemberHandle: ...
     @property
     def held(self) -> bool:
         """False once the member left (its consumer's close, the store's shutdown)."""
         ...
-    def release(self) -> None:
-        """Leave the group (idempotent)."""
-        ...
+    def set_queues(self, ids: list[int], /) -> None: ...
+    def polled(self) -> None: ...
+    def owned(self) -> Mapping[int, tuple[int, float]]: ...
+    def changes(self) -> tuple[list[int], list[int]]: ...
+    def give_up(self, queues: list[int], /) -> None: ...
+    def lease_left(self, queue: int, /) -> float: ...
+    def heartbeat_now(self) -> None: ...
+    def check_owners(self, epochs: dict[int, int], /) -> None: ...
+    def leave(self) -> None: ...
 
 
 def check_group_args(*, exclusive: object, queues: Iterable[int] | None, strategy: object,
@@ -157,9 +151,9 @@ def take_ownership(store: Any, group: str, topic: str, *, exclusive: bool,
     if exclusive or join is None:
         hold = getattr(store, "hold_consumer_group", None)
         return WholeTopic(None if hold is None else hold(group, topic))
-    membership: Membership = join(group, topic, strategy="fixed" if queues else strategy,
-                                  queues=queues, max_poll_interval=max_poll_interval)
-    return GroupShare(membership, store.config.consumer_heartbeat_interval)
+    member: MemberHandle = join(group, topic, strategy=strategy, queues=queues,
+                                max_poll_interval=max_poll_interval)
+    return GroupShare(member, store.config.consumer_heartbeat_interval)
 
 
 class WholeTopic:
@@ -225,71 +219,94 @@ class GroupShare:
 
     shared = True
 
-    def __init__(self, membership: Membership, margin: float) -> None:
-        self._membership = membership
-        self.member = membership.member
+    def __init__(self, member: MemberHandle, margin: float) -> None:
+        self.member = member
         self.margin = margin
-        # The member reported queues gained since the last update.
-        self._gained = False
-        # Queue -> epoch of the ownership this consumer applied.
+        # Queue -> the owner epoch this consumer read it under (its commits carry it).
         self._mine: dict[int, int] = {}
         # Queue -> monotonic time its lease is known to last until.
         self._until: dict[int, float] = {}
-        # Queues asked back and not released yet.
-        self._revoking: set[int] = set()
+        # What due() took from the member and update() has not applied yet.
+        self._gained: list[int] = []
+        self._to_revoke: list[int] = []
         self._ids: list[int] | None = None
         self._closed = False
 
     @property
     def held(self) -> bool:
         """False once the member left (the consumer closed, or the store shut down)."""
-        return not self._closed and self._membership.held
+        return not self._closed and self.member.held
 
-    @property
-    def member_id(self) -> str:
-        return self.member.member_id
+    def _take(self) -> tuple[list[int], list[int]]:
+        gained, to_revoke = self.member.changes()
+        if gained:
+            self._gained.extend(gained)
+        if to_revoke:
+            self._to_revoke.extend(to_revoke)
+        return self._gained, self._to_revoke
+
+    def _see(self, ids: list[int]) -> None:
+        """Tell the member the topic's queue ids; a new one gets an owner now."""
+        ids = sorted(ids)
+        if ids == self._ids:
+            return
+        grew = self._ids is None or not set(ids) <= set(self._ids)
+        self._ids = ids
+        self.member.set_queues(ids)
+        if grew:
+            try:
+                self.member.heartbeat_now()
+            except (StoreError, OSError) as e:  # its leases lapse; reading goes on
+                log.warning("consumer group member %s: heartbeat failed: %s",
+                            self.member.member_id, e)
 
     def update(self, ids: Iterable[int] | None) -> Changes:
-        """Apply what the member's heartbeats changed (and the topic's new queues)."""
-        member = self.member
+        """Apply what the member's heartbeats changed (and the topic's new queues).
+
+        The member reports queues gained and queues to give up (revoked:
+        the lease still runs, so they are committed, then released; lost:
+        the lease ended or another member took them). A queue reported in
+        both came back under a new epoch: lost, then assigned.
+        """
         if ids is not None:
-            ids = sorted(ids)
-            if ids != self._ids:
-                grew = self._ids is None or not set(ids) <= set(self._ids)
-                self._ids = ids
-                member.set_queues(ids)
-                if grew:  # new queues get an owner now, not at the next beat
-                    member.heartbeat_now()
-        gained_now, to_revoke = member.changes()
-        gained = bool(gained_now) or self._gained
-        self._gained = False
-        self._revoking.update(to_revoke)
+            self._see(list(ids))
+        gained, to_revoke = self._take()
         now = time.monotonic()
-        if not (gained or self._revoking or ids is not None
+        mine = self._mine
+        if not (gained or to_revoke
                 or any(now + self.margin >= t for t in self._until.values())):
             return Changes()
+        self._gained, self._to_revoke = [], []
+        member = self.member
         owned = member.owned()
-        mine = self._mine
-        lost = sorted(q for q, epoch in mine.items()
-                      if q not in owned or owned[q][0] != epoch)
-        for q in lost:
+        revoked, lost = [], []
+        back = []
+        for q in sorted(set(to_revoke)):
+            if q not in mine:
+                if q not in owned and member.lease_left(q) > 0:
+                    back.append(q)  # gained and asked back before it was read
+                continue
+            if q not in gained and member.lease_left(q) > 0:
+                revoked.append(q)  # given up at release, after its commit
+            else:
+                lost.append(q)
+                del mine[q]
+                self._until.pop(q, None)
+        # A queue the member stopped listing without saying so is lost too.
+        for q in sorted(set(mine) - set(owned) - set(revoked)):
+            lost.append(q)
             del mine[q]
             self._until.pop(q, None)
-            self._revoking.discard(q)
+        if back:
+            member.give_up(back)
+        assigned = []
+        for q in sorted(set(gained)):
+            if q in owned and q not in mine:
+                mine[q] = owned[q][0]
+                assigned.append(q)
         for q, (_epoch, left) in owned.items():
             self._until[q] = now + left
-        revoked = sorted(q for q in self._revoking if q in mine)
-        self._revoking.intersection_update(owned)
-        fresh = sorted(q for q in owned if q not in mine)
-        # A queue gained and asked back before this consumer read it goes back at once.
-        back = [q for q in fresh if q in self._revoking]
-        if back:
-            self._revoking.difference_update(back)
-            member.release(back)
-        assigned = [q for q in fresh if q not in back]
-        for q in assigned:
-            mine[q] = owned[q][0]
-        return Changes(assigned=assigned, revoked=revoked, lost=lost)
+        return Changes(assigned=assigned, revoked=revoked, lost=sorted(lost))
 
     def polled(self) -> None:
         self.member.polled()
@@ -297,11 +314,7 @@ class GroupShare:
     def due(self) -> bool:
         """True when the member gained or must give up queues since the last
         :meth:`update` (a fill ends early so the poll applies it)."""
-        gained, to_revoke = self.member.changes()
-        if gained:
-            self._gained = True
-        if to_revoke:
-            self._revoking.update(to_revoke)
+        gained, to_revoke = self._take()
         return bool(gained or to_revoke)
 
     def lapsed(self, queues: Iterable[int]) -> list[int]:
@@ -313,27 +326,24 @@ class GroupShare:
             if until is not None and now + self.margin < until:
                 continue
             left = self.member.lease_left(q) if q in self._mine else 0.0
-            if left > 0:
-                self._until[q] = now + left
+            self._until[q] = now + left
             if left < self.margin:
                 out.append(q)
         return out
 
     def release(self, queues: list[int]) -> None:
-        """Give ``queues`` up (after their positions were committed)."""
+        """Give revoked ``queues`` up (after their positions were committed)."""
         for q in queues:
             self._mine.pop(q, None)
             self._until.pop(q, None)
-            self._revoking.discard(q)
         if queues:
-            self.member.release(queues)
+            self.member.give_up(queues)
 
     def fence(self, queues: list[int]) -> None:
         """Raise ``FencedError`` unless this member owns every queue of
-        ``queues`` with the epoch it applied (called under the offsets lock)."""
-        check = self.member.check_owner
-        for q in queues:
-            check(q, self._mine.get(q, 0))
+        ``queues`` under the epoch it read it with, its lease running
+        (called under the offsets lock, before they are written)."""
+        self.member.check_owners({q: self._mine.get(q, 0) for q in queues})
 
     def close(self) -> None:
         """Leave the group (idempotent): every queue is released."""
@@ -341,7 +351,7 @@ class GroupShare:
             self._closed = True
             self._mine.clear()
             self._until.clear()
-            self._membership.release()
+            self.member.leave()
 
     @property
     def description(self) -> str:
