@@ -168,7 +168,7 @@ def test_second_consumer_of_a_group_is_refused_across_processes(store_path: str)
         with MessageStore(StoreConfig(store_path=store_path, **CFG), read_only=True) as ro:
             with pytest.raises(ConsumerGroupBusyError, match="'g' on topic 'T'"):
                 ro.consumer("g", TOPIC, exclusive=True)
-            with pytest.raises(ConsumerGroupBusyError, match="'g' on topic 'T'"):
+            with pytest.raises(ConsumerGroupBusyError, match='"g" on topic "T"'):
                 ro.consumer("g", TOPIC)  # a shared member neither
             (g,) = ro.consumer_groups()
             assert g.group == "g" and g.active_topics == (TOPIC,)

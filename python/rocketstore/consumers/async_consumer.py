@@ -108,9 +108,6 @@ class AsyncConsumer:
     def __init__(self, threads: StoreThreads, consumer: Consumer) -> None:
         self._threads = threads
         self._c = consumer
-        if any(inspect.iscoroutinefunction(fn)
-               for fn in (consumer._on_assign, consumer._on_revoke)):
-            consumer._auto_apply = False  # polls apply changes, awaiting the listeners
         self._waiting: set[_Waiter] = set()
         self._closing = False
         # The last fill step handed to a store thread (see _advance).

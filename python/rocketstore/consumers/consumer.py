@@ -32,6 +32,7 @@ A consumer is not thread-safe: use it from one thread at a time (as Kafka's).
 from __future__ import annotations
 
 import collections
+import inspect
 import logging
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
@@ -222,6 +223,9 @@ class Consumer:
         self._start = start
         self._tags: list[str] | None = None if tags is None else list(tags)
         self._on_assign, self._on_revoke = on_assign, on_revoke
+        # Coroutine listeners: the asyncio consumer's polls apply the changes.
+        self._auto_apply = not any(inspect.iscoroutinefunction(fn)
+                                   for fn in (on_assign, on_revoke))
         self._own = take_ownership(store, group, topic, exclusive=exclusive, queues=fixed,
                                    strategy=strategy, max_poll_interval=max_poll_interval)
         self._commits = Committer(store, group, topic, auto_commit=auto_commit,
@@ -257,7 +261,10 @@ class Consumer:
         ids = store.queue_ids(self._topic)
         # "latest" applies to the queues that exist now.
         self._initial_ids = frozenset(ids)
-        self._sync_membership(ids)
+        if self._auto_apply:
+            self._sync_membership(ids)
+        else:
+            self._new_ids = ids  # the first poll applies them
 
 
     # -- properties -----------------------------------------------------------
@@ -321,10 +328,6 @@ class Consumer:
         if self._auto_apply:
             self._sync_membership()
         return list(self._assignment)
-
-    #: Whether reads of the assignment apply membership changes (the asyncio
-    #: consumer applies them in its polls when a listener is a coroutine).
-    _auto_apply = True
 
     def _check_queue(self, queue_id: int) -> None:
         if queue_id not in self._positions:
@@ -738,8 +741,8 @@ class Consumer:
             return
         try:
             gone = self._close_commit(None)
-            if gone and self._on_revoke is not None:
-                self._on_revoke(gone)
+            if gone:
+                _rebalance.call_listener(self._on_revoke, "on_revoke", gone)
         except Exception:
             self._mark_closed()
             raise

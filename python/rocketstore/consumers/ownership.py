@@ -208,6 +208,9 @@ class WholeTopic:
     def description(self) -> str:
         return "every queue"
 
+    #: Why the ownership failed last (a member's heartbeat error).
+    error: str | None = None
+
 
 class GroupShare:
     """The queues a member of a shared group owns, and their leases.
@@ -356,3 +359,8 @@ class GroupShare:
     @property
     def description(self) -> str:
         return f"member {self.member.member_id}"
+
+    @property
+    def error(self) -> str | None:
+        """Why the member's last heartbeat failed (None: it did not)."""
+        return self.member.error

@@ -23,11 +23,12 @@ it still owns the queue.
 from __future__ import annotations
 
 import collections
+import inspect
 import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from rocketstore.consumers.ownership import Changes
+from rocketstore.consumers.ownership import Changes, Listener
 from rocketstore.errors import FencedError
 
 if TYPE_CHECKING:
@@ -37,6 +38,19 @@ __all__ = ["apply", "assign", "drop_lapsed", "drop_queues", "revoke_begin", "rev
            "sync_membership", "take_changes", "topic_ids"]
 
 log = logging.getLogger("rocketstore")
+
+
+def call_listener(listener: Listener | None, name: str, queues: list[int]) -> None:
+    """Call a blocking consumer's listener; a coroutine function belongs to
+    the asyncio consumer (its coroutine is closed, never left pending)."""
+    if listener is None:
+        return
+    result = listener(queues)
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()
+        raise TypeError(f"{name} returned an awaitable: a coroutine function listener "
+                        "needs store.async_consumer(...)")
 
 
 def topic_ids(self: Consumer) -> list[int] | None:
@@ -77,14 +91,12 @@ def apply(self: Consumer, changes: Changes) -> None:
     gone = self._revoke_begin(changes)
     if gone:
         try:
-            if self._on_revoke is not None:
-                self._on_revoke(gone)
+            call_listener(self._on_revoke, "on_revoke", gone)
         finally:
             self._revoke_end(changes)
     if changes.assigned:
         self._assign(changes.assigned)
-        if self._on_assign is not None:
-            self._on_assign(list(changes.assigned))
+        call_listener(self._on_assign, "on_assign", list(changes.assigned))
 
 
 def revoke_begin(self: Consumer, changes: Changes) -> list[int]:
@@ -93,9 +105,10 @@ def revoke_begin(self: Consumer, changes: Changes) -> list[int]:
     if changes.lost:
         self._drop_queues(changes.lost)
         log.warning("consumer group %s: %s lost queues %s of %s (its lease lapsed: "
-                    "a frozen or stalled process); their messages since the last "
-                    "commit go to the new owner", self._group, self._own.description,
-                    changes.lost, self._topic)
+                    "the process stalled or its heartbeats failed%s); their messages "
+                    "since the last commit go to the next owner", self._group,
+                    self._own.description, changes.lost, self._topic,
+                    f": {self._own.error}" if self._own.error else "")
     if changes.revoked and self._commits.auto_commit:
         todo = {q: self._positions[q] for q in changes.revoked if q in self._positions}
         try:
