@@ -214,6 +214,17 @@ def test_workers_share_queues_through_kills_joins_and_a_clean_leave(
         kill_t = killed[first_m]
         assert kill_t - slack <= first_t <= kill_t, (key, first_m, first_t, kill_t)
     assert len(dups) < len(sent) // 2
+    # The scenario happened: the killed workers owned queues when they died,
+    # which others took over; the newcomers got queues; the leaver closed.
+    for name, kill_t in killed.items():
+        held = [q for q, spans in owned.items() for m, a, b in spans
+                if m == name and a <= kill_t and b == kill_t]
+        assert held, f"{name} owned nothing when it was killed"
+        for q in held:
+            assert any(a >= kill_t for m, a, _b in owned[q] if m != name), (name, q)
+    assigned = {e["m"] for e in events if e["ev"] == "assign" and e["q"]}
+    assert {"n0", "n1"} <= assigned
+    assert [e["m"] for e in events if e["ev"] == "closed"].count(leaver.name) == 1
 
 
 def test_a_frozen_member_loses_its_queues_and_its_commit_is_fenced(
