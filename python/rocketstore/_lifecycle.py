@@ -24,7 +24,7 @@ from rocketstore._native import NativeStore
 from rocketstore.config.files import TopicConfigs
 from rocketstore.consumers.offset_table import OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
-from rocketstore.consumers.store_commits import OffsetCommits
+from rocketstore.consumers.store_commits import OffsetCommits, OffsetsFoldService
 from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.recovery import RecoveryService
 from rocketstore.services.retention import RetentionService
@@ -139,8 +139,12 @@ def _make_services(store: MessageStore) -> list[ServiceThread]:
         if s is not None:
             s._service_failed(reason)
 
+    def offsets_now() -> ConsumerOffsets | None:
+        s = ref()
+        return None if s is None else s._offsets
+
     store._retention = RetentionService(native, store._config, offsets=offsets, on_failure=failed)
-    return [store._retention, ScheduleService.for_store(store)]
+    return [store._retention, ScheduleService.for_store(store), OffsetsFoldService(offsets_now)]
 
 
 def disarm(store: MessageStore, why: str) -> None:
@@ -176,7 +180,7 @@ def close_store(store: MessageStore) -> None:
                 n.drain_dispatch()
             persist_config(store)
         elif not store._no_write:
-            store._offsets.persist()
+            store._offsets.persist(fold=True)
     except Exception:
         _close_native(store, n)
         raise
@@ -206,4 +210,4 @@ def persist_config(store: MessageStore) -> None:
         for qid in n.queue_ids(topic):
             store._topic_configs.ensure(topic, qid)
     store._topic_configs.persist()
-    store._commits.persist(n, read_only=False)
+    store._commits.persist(n, read_only=False, fold=True)

@@ -7,6 +7,7 @@ method, bound by name in its class body."""
 from __future__ import annotations
 
 import datetime
+import difflib
 import os
 import warnings
 from collections.abc import Sequence
@@ -39,22 +40,34 @@ class UnknownTopics:
         self._store_path = store_path
         self._warned: set[tuple[str, int | None]] = set()
 
-    def warn(self, n: NativeStore, topic: str, queue_id: int | None, stacklevel: int) -> bool:
+    def warn(self, n: NativeStore, topic: str, queue_id: int | None, stacklevel: int, *,
+             writer_subscription: bool = False) -> bool:
         """Warn (:class:`UnknownTopicWarning`) if ``topic``, or its
-        ``queue_id``, does not exist; True if it does not."""
+        ``queue_id``, does not exist; True if it does not.
+
+        ``writer_subscription``: the read is a consumer of a store opened for
+        writing, which makes the topic itself on its first put (a service
+        that starts its consumers before the first put is the usual shape):
+        it warns only when ``topic`` looks like a misspelling of a topic the
+        store holds (a close match, which the warning names)."""
         qids = n.queue_ids(topic)
         if qids and (queue_id is None or queue_id in qids):
             return False
+        known = [t for t in n.topics() if not _native.is_system_topic(t)] if not qids else []
+        close = difflib.get_close_matches(topic, known, n=1, cutoff=0.8)
+        if writer_subscription and not qids and not close:
+            return True
         if (topic, queue_id) in self._warned:
             return True
         self._warned.add((topic, queue_id))
         if not qids:
-            known = [t for t in n.topics() if not _native.is_system_topic(t)]
             shown = ", ".join(repr(t) for t in known[:_KNOWN_SHOWN])
             more = f" and {len(known) - _KNOWN_SHOWN} more" if len(known) > _KNOWN_SHOWN else ""
             what = (f"topic {topic!r} does not exist in the store at {self._store_path} "
                     f"(yet): the read returns nothing; known topics: "
                     f"{shown + more if known else 'none'}")
+            if close:
+                what += f" (did you mean {close[0]!r}?)"
         else:
             what = (f"queue {queue_id} of topic {topic!r} does not exist (yet): the read "
                     f"returns nothing; the topic's queues: {', '.join(map(str, qids))}")

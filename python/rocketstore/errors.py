@@ -121,6 +121,14 @@ class UnknownTopicWarning(UserWarning):
     Not an error: a topic appears with its first message, so a reader (a
     read-only follower above all) may ask before the writer wrote it. Turn it
     into one with ``warnings.simplefilter("error", UnknownTopicWarning)``.
+
+    When it fires: every one-shot read (``get_message``, ``get_arrow``,
+    ``read_arrow``, ``query_message``) of what the store does not hold, and
+    ``store.consumer(...)`` / ``async_consumer(...)`` of a read-only store.
+    A consumer of a store opened for writing (a service that starts its
+    consumers before its first put, which makes the topic) is not warned
+    of, unless its topic looks like a misspelling of a topic the store
+    holds: then the warning says which (``did you mean 'orders'?``).
     """
 
 

@@ -376,7 +376,7 @@ class MessageStore(MessageStoreBase):
         if not self._read_only:
             persist_config(self)
         elif not self._no_write:
-            self._commits.persist(n, read_only=True)
+            self._commits.persist(n, read_only=True, fold=True)
         return off
 
     # -- asyncio puts (aio.py) ---------------------------------------------
@@ -403,9 +403,12 @@ class MessageStore(MessageStoreBase):
     # -- consume queues ----------------------------------------------------
 
     def _warn_unknown(self, topic: str, queue_id: int | None = None, *,
-                      stacklevel: int = 3) -> bool:
-        """See :meth:`UnknownTopics.warn` (True if ``topic``/``queue_id`` is unknown)."""
-        return self._unknown.warn(self._n, topic, queue_id, stacklevel + 1)
+                      stacklevel: int = 3, subscription: bool = False) -> bool:
+        """See :meth:`UnknownTopics.warn` (True if ``topic``/``queue_id`` is
+        unknown); ``subscription``: a consumer's, which a writer's store does
+        not warn of unless the topic looks misspelt."""
+        return self._unknown.warn(self._n, topic, queue_id, stacklevel + 1,
+                                  writer_subscription=subscription and not self._read_only)
 
     def get_message(
         self,
@@ -559,6 +562,7 @@ class MessageStore(MessageStoreBase):
         self.commit_offsets(group, topic, {queue_id: next_offset})
 
     commit_offsets = store_commits.commit_offsets
+    _commit_fenced = store_commits.commit_fenced
     query_offset = store_commits.query_offset
     persist_offsets = store_commits.persist_offsets
 
@@ -608,8 +612,12 @@ class MessageStore(MessageStoreBase):
                 receive anything.
 
         A topic the store does not hold yet is accepted (the consumer picks
-        up its queues when they appear), with an
-        :class:`~rocketstore.UnknownTopicWarning` naming the known topics.
+        up its queues when they appear). A read-only store warns of it
+        (:class:`~rocketstore.UnknownTopicWarning`, naming the known
+        topics); a store opened for writing, which makes the topic on its
+        first put, warns only when the name looks like a misspelling of a
+        topic it holds ("did you mean 'orders'?"), so a service may start
+        its consumers before its first put.
         """
         return self._make_consumer(group, topic, start, tags, auto_commit=auto_commit,
                                    auto_commit_interval=auto_commit_interval,
@@ -651,7 +659,7 @@ class MessageStore(MessageStoreBase):
         # The names rule, then the read rule: a name that fails the put rule
         # is refused unless the store holds that topic (raises ValueError).
         self._n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
-        self._warn_unknown(topic, stacklevel=4)  # names the caller of consumer()
+        self._warn_unknown(topic, stacklevel=4, subscription=True)  # names consumer()'s caller
         return Consumer(self, group, topic, start=start, tags=tags, **kw)
 
     # -- consumer groups (consumers/groups.py) -----------------------------

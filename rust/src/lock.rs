@@ -19,11 +19,13 @@
 
 use std::cell::UnsafeCell;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, IntoRawFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Once;
+use std::time::{Duration, Instant};
 
 use crate::error::{Result, StoreError};
 
@@ -143,13 +145,7 @@ impl LockFile {
             std::fs::create_dir_all(dir)
                 .map_err(|e| StoreError::io(format!("create {}", dir.display()), e))?;
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+        let file = open_regular(path, true)?;
         // Registered before any lock is taken, so a child forked at any
         // moment from here on closes its copy; a later failure drops `Self`,
         // which deregisters it.
@@ -211,6 +207,54 @@ impl StoreLock {
         }
         Ok(lock)
     }
+}
+
+/// Opens `path` read-write (`create`: created if missing) as a lock file:
+/// `O_NONBLOCK`, so a FIFO or device in its place cannot block the open,
+/// then refused unless it is a regular file (nothing is read or locked
+/// before the check).
+fn open_regular(path: &Path, create: bool) -> Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(create)
+        .create(create)
+        .truncate(false)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| StoreError::io(format!("open {}", path.display()), e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| StoreError::io(format!("stat {}", path.display()), e))?;
+    if !meta.file_type().is_file() {
+        return Err(StoreError::io(
+            format!(
+                "open {}: not a regular file (a lock file must be one; remove it)",
+                path.display()
+            ),
+            std::io::Error::from_raw_os_error(libc::EINVAL),
+        ));
+    }
+    Ok(file)
+}
+
+/// Records this process's pid in a lock file it just locked exclusively
+/// (`"<pid>\n"`): the kernel reports no pid for an open-file-description
+/// lock, so a waiter that gives up can name the holder. Best effort: a
+/// lock whose file cannot be written is still held.
+fn write_pid(file: &File) {
+    let text = format!("{}\n", std::process::id());
+    if file.write_at(text.as_bytes(), 0).is_ok() {
+        let _ = file.set_len(text.len() as u64);
+    }
+}
+
+/// The pid a lock file names (written by its holder, see [`write_pid`]);
+/// None when the file is missing, not regular, or holds no pid.
+pub fn holder_pid(path: &Path) -> Option<u32> {
+    let file = open_regular(path, false).ok()?;
+    let mut buf = Vec::with_capacity(24);
+    file.take(24).read_to_end(&mut buf).ok()?;
+    std::str::from_utf8(&buf).ok()?.trim().parse().ok()
 }
 
 /// `fcntl(fd, cmd, {l_type: kind, byte 0})`; `Ok(false)` when another open
@@ -275,9 +319,59 @@ impl FileLock {
             libc::F_OFD_SETLK
         };
         match ofd_lock(fd, cmd, kind) {
-            Ok(true) => Ok(Some(lock)),
+            Ok(true) => {
+                if kind == libc::F_WRLCK {
+                    // Shared holders are many: only an exclusive one names itself.
+                    lock.mark_holder();
+                }
+                Ok(Some(lock))
+            }
             Ok(false) => Ok(None),
             Err(e) => Err(StoreError::io(format!("lock {}", path.display()), e)),
+        }
+    }
+
+    /// Takes the lock on `path` as [`acquire`](Self::acquire) with `wait`,
+    /// waiting at most `timeout`. Past it, an `ETIMEDOUT` I/O error (Python's
+    /// `TimeoutError`) names the file and the holder's pid.
+    pub fn acquire_within(path: &Path, timeout: Duration) -> Result<Self> {
+        let held = LockFile::open(path)?;
+        let fd = held.fd();
+        let lock = Self { _held: held };
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_micros(100);
+        loop {
+            match ofd_lock(fd, libc::F_OFD_SETLK, libc::F_WRLCK) {
+                Ok(true) => {
+                    lock.mark_holder();
+                    return Ok(lock);
+                }
+                Ok(false) => {}
+                Err(e) => return Err(StoreError::io(format!("lock {}", path.display()), e)),
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let holder = match holder_pid(path) {
+                    Some(pid) => format!("held by pid {pid}"),
+                    None => "held by another process (no pid in the file)".to_string(),
+                };
+                return Err(StoreError::io(
+                    format!(
+                        "lock {}: {holder} for more than {:.1} s (a stopped or hung process?)",
+                        path.display(),
+                        timeout.as_secs_f64()
+                    ),
+                    std::io::Error::from_raw_os_error(libc::ETIMEDOUT),
+                ));
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+
+    fn mark_holder(&self) {
+        if let Some(file) = self._held.file.as_ref() {
+            write_pid(file);
         }
     }
 
@@ -285,10 +379,12 @@ impl FileLock {
     /// (`F_OFD_GETLK`: takes nothing, so it never disturbs a holder or one
     /// about to take it). A missing file is not held; nothing is created.
     pub fn is_held(path: &Path) -> Result<bool> {
-        let file = match File::open(path) {
+        let file = match open_regular(path, false) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(StoreError::io(format!("open {}", path.display()), e)),
+            Err(StoreError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(false)
+            }
+            Err(e) => return Err(e),
         };
         // SAFETY: zero is a valid `flock` value; the fields are set below.
         let mut fl: libc::flock = unsafe { std::mem::zeroed() };
@@ -371,6 +467,44 @@ mod tests {
         let x = FileLock::acquire(&p, false).unwrap().expect("free again");
         assert!(FileLock::acquire_shared(&p, false).unwrap().is_none());
         drop(x);
+    }
+
+    #[test]
+    fn a_timed_wait_ends_naming_the_holder_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("o.lock");
+        let held = FileLock::acquire(&p, false).unwrap().unwrap();
+        assert_eq!(holder_pid(&p), Some(std::process::id()));
+        let t0 = Instant::now();
+        let e = FileLock::acquire_within(&p, Duration::from_millis(100)).unwrap_err();
+        assert!(t0.elapsed() >= Duration::from_millis(100));
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("held by pid {}", std::process::id())),
+            "{text}"
+        );
+        assert!(matches!(e, StoreError::Io { ref source, .. }
+            if source.raw_os_error() == Some(libc::ETIMEDOUT)));
+        drop(held);
+        FileLock::acquire_within(&p, Duration::from_millis(100)).unwrap();
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_a_lock_file_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.lock");
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        for e in [
+            FileLock::acquire(&p, true).unwrap_err(),
+            FileLock::is_held(&p).unwrap_err(),
+            FileLock::acquire_within(&p, Duration::from_millis(10)).unwrap_err(),
+        ] {
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
+        assert_eq!(holder_pid(&p), None);
     }
 
     fn pipe() -> [libc::c_int; 2] {

@@ -231,3 +231,34 @@ def test_ctrl_c_on_a_terminal_exits_0_and_restores_it(written: Path) -> None:
     tail = seen[seen.rindex(b"\x1b[?1049h"):]
     assert b"\x1b[?1049l" in tail and b"\x1b[?25h" in tail
     assert b"Traceback" not in seen
+
+
+def test_top_at_80_columns_keeps_every_group_header_whole(tmp_path: Path) -> None:
+    """In an 80-column terminal the lag table's headers are not cut (rich
+    cut "committed" and "committed/s" both to "committ…"): long group and
+    topic names fold instead, and every row is there."""
+    path = tmp_path / "s"
+    topic, group = "orders-eu-west-1-priority", "billing-service-reconciliation"
+    with MessageStore(StoreConfig(store_path=str(path), **SMALL)) as s:
+        for i in range(12):
+            s.put(topic, b"x", queue_id=i % 2)
+        s.commit_offsets(group, topic, {0: 2, 1: 6})
+    result = subprocess.run(_cli("top", str(path), "--once", "--interval", "0.05"),
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    lag = out[out.index("consumer groups (1)"):]
+    header = next(line for line in lag.splitlines() if "group" in line and "┃" in line)
+    cells = [c.strip() for c in header.strip("┃ ").split("┃")]
+    assert cells == ["group", "topic", "queue", "committed", "end", "lag", "consumed/s",
+                     "consumer"], header
+    assert "…" not in lag
+    # The names fold: both rows are there with their numbers.
+    rows = [line for line in lag.splitlines() if re.search(r"│\s+[01] │", line)]
+    assert [re.findall(r"│\s+([\d.,]+) ", r)[:4] for r in rows] == [
+        ["0", "2", "6", "4"], ["1", "6", "6", "0"]], lag
+    body = [line.split("│") for line in lag.splitlines() if line.startswith("│")]
+    assert "".join(c[1].strip() for c in body) == group * 2
+    assert "".join(c[2].strip() for c in body) == topic * 2

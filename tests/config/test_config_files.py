@@ -253,7 +253,7 @@ def test_consumer_offsets_commit_query_persist_exact(tmp_path: Path) -> None:
     assert offsets.query("groupA", "TopicTest", 7) == -1
     assert offsets.query("groupB", "TopicTest", 0) == -1
     assert offsets.offsets("groupA", "TopicTest") == {0: 12, 1: 5}
-    assert offsets.persist() is True
+    assert offsets.persist(fold=True) is True
     assert path.read_text() == CONSUMER_OFFSET_JSON
     assert offsets.to_json() == CONSUMER_OFFSET_JSON
     assert offsets.persist() is False  # unchanged
@@ -267,10 +267,10 @@ def test_consumer_offsets_bak_holds_previous_content(tmp_path: Path) -> None:
     path = tmp_path / "consumerOffset.json"
     offsets = ConsumerOffsets(path)
     offsets.commit("g", "T", 0, 1)
-    offsets.persist()
+    offsets.persist(fold=True)
     first = path.read_text()
     offsets.commit("g", "T", 0, 2)
-    offsets.persist()
+    offsets.persist(fold=True)
     assert Path(f"{path}.bak").read_text() == first
     assert path.read_text() == '{\n\t"offsetTable":{\n\t\t"T@g":{0:2\n\t\t}\n\t}\n}'
 
@@ -279,9 +279,9 @@ def test_consumer_offsets_corrupted_file_falls_back_to_bak(tmp_path: Path) -> No
     path = tmp_path / "consumerOffset.json"
     offsets = ConsumerOffsets(path)
     offsets.commit("g", "T", 0, 1)
-    offsets.persist()
+    offsets.persist(fold=True)
     offsets.commit("g", "T", 0, 2)
-    offsets.persist()
+    offsets.persist(fold=True)
     path.write_text('{\n\t"offsetTable":{\n\t\t"T@g":{0:')  # torn write
     assert ConsumerOffsets.load(path).query("g", "T", 0) == 1
     path.write_text('{"offsetTable":{"T@g":{"zero":1}}}')  # parses, wrong shape
@@ -296,9 +296,9 @@ def test_consumer_offsets_empty_file_is_read_as_missing_with_a_warning(
     path = tmp_path / "consumerOffset.json"
     offsets = ConsumerOffsets(path)
     offsets.commit("g", "T", 0, 1)
-    offsets.persist()
+    offsets.persist(fold=True)
     offsets.commit("h", "T", 0, 2)
-    offsets.persist()
+    offsets.persist(fold=True)
     path.write_bytes(b"")
     with caplog.at_level("WARNING", logger="rocketstore"):
         assert _on_disk(path) == {("T", "g"): {0: 1}}  # the backup
@@ -319,7 +319,7 @@ def test_consumer_offsets_reads_quoted_keys_and_ignores_unknown_keys(tmp_path: P
     offsets = ConsumerOffsets.load(path)
     assert offsets.table().as_dict() == {("TopicTest", "g"): {0: 250, 1: 251, 2: 252}}
     offsets.commit("g", "TopicTest", 0, 251)
-    offsets.persist()
+    offsets.persist(fold=True)
     assert loads_fastjson(path.read_text()) == {
         "offsetTable": {"TopicTest@g": {0: 251, 1: 251, 2: 252}}
     }

@@ -6,7 +6,9 @@ STORE (topic ``T``, 4 queues) as a reader (ROLE ``reader``) or as the writer
 ``i`` in ``1..COUNT`` commit ``{0: i, 1: i}`` for GROUP with
 ``persist_offsets()`` after each (the commit is on disk when it returns) and
 print ``c <i>``; print ``done`` and shut down once stdin closes. COUNT 0
-loops until killed.
+loops until killed. An optional fifth argument is the seconds between
+rewrites of ``consumerOffset.json`` from its journal (default 0: at every
+commit; ``docs/format.md``, §13.3).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rocketstore import MessageStore, StoreConfig
 
 def main() -> None:
     path, role, group, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    commits_module.OFFSETS_PERSIST_INTERVAL = 0.0
+    commits_module.OFFSETS_PERSIST_INTERVAL = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
     store = MessageStore(StoreConfig(store_path=path, **CFG),
                          read_only=role == "reader").start()
     print("ready", flush=True)

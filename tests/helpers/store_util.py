@@ -85,8 +85,21 @@ def flip_commitlog_bits(
 
 
 def offset_table(store_path: str | os.PathLike[str]) -> dict[str, dict[int, int]]:
-    """The ``offsetTable`` of the store's ``config/consumerOffset.json``
-    (docs/format.md §13.1): ``{"topic@group": {queue_id: offset}}``."""
+    """The committed offsets on disk: ``config/consumerOffset.json`` with its
+    journal replayed (docs/format.md §13.3), ``{"topic@group": {queue_id:
+    offset}}``. A store folds the journal into the json at close: then this
+    equals :func:`offset_json_table`."""
+    from rocketstore.consumers.offsets import ConsumerOffsets
+
+    path = Path(store_path) / "config" / "consumerOffset.json"
+    table = ConsumerOffsets.load(path).table()
+    return {key.text: queues for key, queues in table.as_dict().items()}
+
+
+def offset_json_table(store_path: str | os.PathLike[str]) -> dict[str, dict[int, int]]:
+    """The ``offsetTable`` of the store's ``config/consumerOffset.json`` alone
+    (docs/format.md §13), what a RocketMQ broker reads:
+    ``{"topic@group": {queue_id: offset}}``."""
     text = (Path(store_path) / "config" / "consumerOffset.json").read_text()
     table = loads_fastjson(text)["offsetTable"]
     assert isinstance(table, dict)

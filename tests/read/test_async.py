@@ -33,7 +33,8 @@ from rocketstore import (
 from rocketstore.aio import PUT_THREADS, DispatchWatcher
 from rocketstore.consumers import AsyncConsumer
 
-# Consumers made before their topic's first put warn of the unknown topic.
+# A read-only store's consumers made before their topic's first put warn of
+# the unknown topic.
 pytestmark = pytest.mark.filterwarnings("ignore::rocketstore.UnknownTopicWarning")
 
 T = TypeVar("T")

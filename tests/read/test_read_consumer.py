@@ -6,13 +6,12 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from helpers.read_util import SMALL, Iteration, hang_guard, record_waits, wait_dispatched
+from helpers.store_util import offset_table
 from rocketstore import MessageStore
-from rocketstore.config.files import loads_fastjson
 
 OpenStore = Callable[..., MessageStore]
 
@@ -94,10 +93,11 @@ def test_close_commits_durably_unless_auto_commit_is_off(
     with store.consumer("g2", "T") as c:  # auto-commit is on by default
         assert len(_drain(c, 12)) == 12
     assert [store.query_offset("g2", "T", q) for q in range(QUEUES)] == [3] * QUEUES
-    # Durable on close: the file holds the offsets before any flush or shutdown.
-    text = (Path(store_path) / "config" / "consumerOffset.json").read_text()
-    assert loads_fastjson(text)["offsetTable"]["T@g2"] == {q: 3 for q in range(QUEUES)}
-    assert "T@g1" not in text
+    # Durable on close: on disk (the journal, docs/format.md §13.3) before
+    # any flush or shutdown.
+    table = offset_table(store_path)
+    assert table["T@g2"] == {q: 3 for q in range(QUEUES)}
+    assert "T@g1" not in table
 
 
 def test_seek_and_position(open_store: OpenStore) -> None:

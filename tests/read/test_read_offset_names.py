@@ -53,11 +53,11 @@ def test_every_call_refuses_a_bad_name_alike(
     store = open_store(**SMALL)
     store.put("T", b"x")
     store.commit_offset("g", "T", 0, 1)
-    store.persist_offsets()
+    store.flush()  # writes consumerOffset.json (docs/format.md §13.3)
     before = _offsets_file(store_path).read_bytes()
     with pytest.raises(exc, match=f"^{re.escape(message)}$"):
         CALLS[call](store, group, topic)
-    store.persist_offsets()
+    store.flush()
     assert _offsets_file(store_path).read_bytes() == before  # no "T@" entry, nothing else
 
 
@@ -93,6 +93,7 @@ def test_a_group_may_hold_the_separator_everywhere(open_store: OpenStore, store_
     with store.consumer("a@b", "T") as consumer:
         assert len(consumer.poll(timeout=5.0)) == 3
     assert store.query_offset("a@b", "T", 0) == 3
+    store.flush()
     assert '"T@a@b":{0:3' in _offsets_file(store_path).read_text()
     [lag] = store.consumer_groups()
     assert (lag.group, lag.topics, lag.lag) == ("a@b", ("T",), 0)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.read_util import SMALL, listing, wait_dispatched
-from helpers.store_util import diff_snapshots, snapshot
+from helpers.store_util import diff_snapshots, offset_table, snapshot
 from rocketstore import MessageStore, ReadOnlyStoreError, StoreClosedError, StoreConfig
 from rocketstore.config.files import loads_fastjson
 
@@ -97,12 +97,15 @@ def test_consumer_offset_json_has_fastjson_shape(open_store: OpenStore, store_pa
     }
 
 
-def test_persist_offsets_and_flush_write_the_file_while_running(
+def test_persist_offsets_journals_and_flush_writes_the_file_while_running(
     open_store: OpenStore, store_path: str
 ) -> None:
     store = open_store(**SMALL)
     store.commit_offset("g", "T", 0, 4)
-    store.persist_offsets()
+    store.persist_offsets()  # durable in the journal (docs/format.md §13.3)
+    assert offset_table(store_path) == {"T@g": {0: 4}}
+    assert not _offsets_file(store_path).exists()
+    store.flush()  # folded into the json
     assert loads_fastjson(_offsets_file(store_path).read_text()) == {"offsetTable": {"T@g": {0: 4}}}
     store.commit_offset("g", "T", 0, 9)
     store.flush()
@@ -171,7 +174,7 @@ def test_no_write_store_cannot_commit_and_writes_nothing(
     ro.persist_offsets()  # a no-op on a no_write store
     ro.flush()
     # A member of a shared group writes its membership: refused, saying what works.
-    with pytest.raises(ReadOnlyStoreError, match="cannot join.*pass exclusive=True"):
+    with pytest.raises(ReadOnlyStoreError, match=r"cannot join.*pass exclusive=True"):
         ro.consumer("g", "T")
     with pytest.raises(ReadOnlyStoreError, match="cannot join"):
         ro.async_consumer("g", "T", queues=[0])

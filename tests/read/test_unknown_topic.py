@@ -90,3 +90,46 @@ def test_system_topics_are_not_listed_as_known(open_store: Callable[..., Message
     s.flush()
     with pytest.warns(UnknownTopicWarning, match=r"known topics: none"):
         s.get_message("g", "later", 0, 0)
+
+
+def test_a_writers_consumer_started_before_the_first_put_does_not_warn(
+        open_store: Callable[..., MessageStore]) -> None:
+    """The README's service pattern: a store opened for writing starts its
+    consumers, then puts (which makes the topic): no warning."""
+    import asyncio
+
+    s = open_store(**SMALL)
+
+    async def service() -> list[bytes]:
+        consumer = s.async_consumer("pipeline", "orders")
+        await s.aput("orders", b"first")
+        got = [m.body for m in await consumer.poll(timeout=5.0)]
+        await consumer.close()
+        return got
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        c = s.consumer("billing", "orders")
+        assert asyncio.run(service()) == [b"first"]
+        assert [m.body for m in c.poll(timeout=5.0)] == [b"first"]
+        c.close()
+        # Another topic is held now; a consumer of a new, unrelated one is
+        # still not warned of.
+        s.consumer("audit", "payments").close()
+
+
+def test_a_writers_consumer_of_a_misspelt_topic_warns_with_the_close_name(
+        store: MessageStore) -> None:
+    with pytest.warns(UnknownTopicWarning, match=r"'ordrs' does not exist.*did you mean "
+                                                 r"'orders'\?"):
+        store.consumer("g", "ordrs").close()
+
+
+def test_a_read_only_stores_consumer_of_an_unknown_topic_warns(
+        store: MessageStore, open_store: Callable[..., MessageStore]) -> None:
+    ro = open_store(read_only=True, **SMALL)
+    with pytest.warns(UnknownTopicWarning, match=r"topic 'payments' does not exist.*'orders'"):
+        ro.consumer("g", "payments").close()
+    # One-shot reads of a writer still warn of any unknown topic.
+    with pytest.warns(UnknownTopicWarning, match=r"topic 'payments' does not exist"):
+        store.get_message("g", "payments", 0, 0)

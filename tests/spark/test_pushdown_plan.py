@@ -30,6 +30,10 @@ from rocketstore.spark._options import ReadOptions
 from rocketstore.spark._pushdown import Pushed, translate
 from rocketstore.spark._source import _BatchReader, _PushdownReader
 
+#: They need PySpark (the spark extra), so they are in the spark set, which
+#: .ci/run runs: the default set is the same with or without it.
+pytestmark = pytest.mark.spark
+
 UTC = dt.UTC
 
 

@@ -24,6 +24,10 @@ from rocketstore.spark import _pushdown  # noqa: E402
 from rocketstore.spark._pushdown import Pushed, translate  # noqa: E402
 from rocketstore.spark._source import COLUMN_TYPES, SCHEMA_DDL  # noqa: E402
 
+#: They need PySpark (the spark extra), so they are in the spark set, which
+#: .ci/run runs: the default set is the same with or without it.
+pytestmark = pytest.mark.spark
+
 #: A value of each Arrow type a pushed column has.
 VALUES: dict[str, Any] = {"string": "x", "int32": 3, "int64": 7,
                           "timestamp[us, tz=UTC]": dt.datetime(2024, 1, 1, tzinfo=dt.UTC)}

@@ -1,7 +1,8 @@
 """One put rule, one refusal: the same bad message gets the same status and
 the same reason whether it is put alone (``put``, ``put_message``), in a
 batch (``put_batch``, whose reason names the message's index first) or
-appended as an Arrow row (the Spark writer's path). The engine keeps every
+appended as an Arrow row (the Spark writer's path), and the Arrow check
+that runs before a Spark write's first append. The engine keeps every
 put rule in one place; this pins that the puts use it.
 """
 
@@ -124,6 +125,9 @@ def test_a_bad_arrow_row_is_refused_as_a_put_alone_is(
     body = kw.pop("body", b"x")
     alone = store.put(topic, body, **kw, check=False)
     assert alone.status is status and alone.reason
+    # The check a Spark write runs before its first append finds the same.
+    checked = store._n.check_arrow(_arrow_reader(topic, body, kw))
+    assert checked == (0, (0, status.value, alone.reason))
     done, refused = store._n.put_arrow(_arrow_reader(topic, body, kw))
     assert (done, refused) == (0, (0, status.value, alone.reason))
     assert store.max_phy_offset == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import rocketstore.consumers.store_commits as commits_module
+from helpers.store_util import offset_table
 from rocketstore import MessageStore, StoreConfig, _native
 
 
@@ -42,7 +43,6 @@ def test_dropped_store_is_shut_down_cleanly(tmp_path: Path) -> None:
 def test_commit_is_durable_and_sync_false_persists_on_schedule(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "config" / "consumerOffset.json"
     with MessageStore(_cfg(tmp_path)) as store:
         for _ in range(3):
             store.put("T", b"x")
@@ -53,16 +53,17 @@ def test_commit_is_durable_and_sync_false_persists_on_schedule(
         # interval has passed.
         c.commit(sync=False)
         assert store.query_offset("g", "T", 0) == 1
-        assert not path.exists(), "persisted before the interval passed"
-        # commit(): on disk when it returns, before any flush or shutdown.
+        assert "T@g" not in offset_table(tmp_path), "persisted before the interval passed"
+        # commit(): on disk (the journal, docs/format.md §13.3) when it
+        # returns, before any flush or shutdown.
         c.commit()
-        assert "T@g" in path.read_text() and "0:1" in path.read_text()
+        assert offset_table(tmp_path)["T@g"] == {0: 1}
         assert len(c.poll(timeout=5.0, max_messages=1)) == 1
         c.commit(sync=False)
-        assert "0:1" in path.read_text()
+        assert offset_table(tmp_path)["T@g"] == {0: 1}
         monkeypatch.setattr(commits_module, "OFFSETS_PERSIST_INTERVAL", 0.0)
         store.commit_offset("g", "T", 0, 2)  # the interval passed: this commit writes
-        assert "0:2" in path.read_text()
+        assert offset_table(tmp_path)["T@g"] == {0: 2}
 
 
 # -- the class shape ---------------------------------------------------------------------

@@ -398,10 +398,11 @@ def test_offsets_above_unflushed_data_are_not_persisted(
 def test_concurrent_commits_share_writes(
     open_store: Callable[..., MessageStore], store_path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Eight consumers commit at once while a write is under way: the
-    commits made meanwhile share the next write (at most two, not eight)."""
-    import rocketstore.consumers.offsets as offsets_module
+    """Eight consumers commit at once while a write (an append to the
+    offsets journal, docs/format.md §13.3) is under way: the commits made
+    meanwhile share the next write (at most two, not eight)."""
     import rocketstore.consumers.store_commits as commits_module
+    from rocketstore.consumers.offset_journal import OffsetLog
 
     monkeypatch.setattr(commits_module, "OFFSETS_PERSIST_INTERVAL", 3600.0)
     store = open_store(**SMALL)
@@ -415,27 +416,29 @@ def test_concurrent_commits_share_writes(
     writes = 0
     lock = threading.Lock()
     real_commit = ConsumerOffsets.commit_many
-    real_write = offsets_module.atomic_write
+    real_write = OffsetLog.append
 
-    def counting_commit(self: ConsumerOffsets, *args: Any) -> None:
+    def counting_commit(self: ConsumerOffsets, *args: Any, **kw: Any) -> None:
         nonlocal commits
-        real_commit(self, *args)
+        real_commit(self, *args, **kw)
         with lock:
             commits += 1
             if commits == len(consumers):  # one call per consumer, both queues
                 all_in_memory.set()
 
-    def slow_first_write(path: Any, text: str) -> None:
+    def slow_first_write(self: OffsetLog, ops: Any) -> None:
         nonlocal writes
+        if not ops:
+            return
         with lock:
             writes += 1
             first = writes == 1
         if first:  # everyone else commits while this write is under way
             assert all_in_memory.wait(30)
-        real_write(path, text)
+        real_write(self, ops)
 
     monkeypatch.setattr(ConsumerOffsets, "commit_many", counting_commit)
-    monkeypatch.setattr(offsets_module, "atomic_write", slow_first_write)
+    monkeypatch.setattr(OffsetLog, "append", slow_first_write)
     threads = [threading.Thread(target=c.commit) for c in consumers]
     for t in threads:
         t.start()

@@ -215,10 +215,14 @@ def _lag_table(f: _Frame, with_rates: bool, limit: int) -> RenderableType:
     total = sum(g.lag for g in f.groups)
     t = Table(title=f"consumer groups ({len(f.groups):,}), lag {total:,} message(s)",
               title_justify="left")
-    for name, justify in (("group", "left"), ("topic", "left"), ("queue", "right"),
-                          ("committed", "right"), ("end offset", "right"), ("lag", "right"),
-                          ("committed/s", "right"), ("consumer", "left")):
-        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+    # At 80 columns the names give way (folded onto more lines), never the
+    # headers: each keeps its width, so no two are cut to the same text.
+    for name in ("group", "topic"):
+        t.add_column(name, overflow="fold", min_width=5)
+    for name, justify in (("queue", "right"), ("committed", "right"), ("end", "right"),
+                          ("lag", "right"), ("consumed/s", "right"), ("consumer", "left")):
+        t.add_column(name, justify=justify, no_wrap=True,  # type: ignore[arg-type]
+                     min_width=len(name))
     for g, q in rows[:limit]:
         rate = f.commit_rates.get((g.group, q.topic, q.queue_id)) if with_rates else None
         t.add_row(g.group, q.topic, str(q.queue_id),

@@ -20,9 +20,11 @@ The fastjson codec (:func:`dumps_fastjson`, :func:`loads_fastjson`) lives in
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -34,12 +36,15 @@ from rocketstore.errors import CorruptedError
 from rocketstore.formats.fastjson import _is_int, dumps_fastjson, loads_fastjson
 
 __all__ = [
+    "MAX_CONFIG_FILE",
     "DelayOffsets",
+    "NotRegularFileError",
     "TopicConfigs",
     "atomic_write",
     "dumps_fastjson",
     "load_with_backup",
     "loads_fastjson",
+    "read_regular",
 ]
 
 log = logging.getLogger("rocketstore")
@@ -54,8 +59,58 @@ StrPath = str | os.PathLike[str]
 # ---------------------------------------------------------------------------
 
 
+#: Largest config file read, in bytes: a longer one is not a file rocketstore
+#: or a broker writes (``/dev/zero`` behind a symlink, a runaway file).
+MAX_CONFIG_FILE = 1 << 30
+
+
+class NotRegularFileError(OSError):
+    """A config file's place holds something else than a regular file of a
+    sane size (a FIFO, a device, a symlink to one, a runaway file)."""
+
+
+def read_regular(path: StrPath, limit: int = MAX_CONFIG_FILE) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file of at most ``limit``
+    bytes; None when it is missing.
+
+    Opened ``O_NONBLOCK`` and checked with ``fstat`` before any read, so a
+    FIFO or a device in its place (or a symlink to one) cannot block or
+    read without end.
+
+    Raises:
+        OSError: not a regular file, larger than ``limit``, or unreadable.
+    """
+    target = os.fspath(path)
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegularFileError(f"{target} is not a regular file; remove or replace it")
+        if st.st_size > limit:
+            raise NotRegularFileError(f"{target} holds {st.st_size} bytes, more than the {limit} "
+                          "a config file may")
+        chunks = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise NotRegularFileError(f"{target} grows past the {limit} bytes a config file may")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _write_synced(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # whatever a crash or a stranger left (a FIFO would block)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -100,9 +155,9 @@ def atomic_write(path: StrPath, text: str) -> None:
     tmp, bak = target + _native.TEMP_SUFFIX, target + _native.BACKUP_SUFFIX
     _write_synced(tmp, text.encode("utf-8"))
     try:
-        with open(target, "rb") as f:
-            old = f.read()
-    except FileNotFoundError:
+        old = read_regular(target) or b""
+    except NotRegularFileError as e:  # nothing to back up
+        log.warning("%s is replaced without a backup: %s", target, e)
         old = b""
     if old:
         _write_synced(bak, old)
@@ -116,9 +171,12 @@ def _load_parsed(path: StrPath, parse: Callable[[str], _T]) -> tuple[str, _T] | 
     problems: list[str] = []
     for candidate in (target, target + _native.BACKUP_SUFFIX):
         try:
-            with open(candidate, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
+            data = read_regular(candidate)
+        except NotRegularFileError as e:
+            problems.append(f"{candidate}: {e}")
+            log.warning("cannot load %s: %s", candidate, e)
+            continue
+        if data is None:
             continue
         if not data.strip():
             # A write never leaves an empty file: damage, not "nothing yet".

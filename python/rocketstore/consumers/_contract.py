@@ -4,7 +4,7 @@ the results of its pulls."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from rocketstore.enums import GetStatus
@@ -98,12 +98,9 @@ class ConsumerStore(Protocol):
     ) -> ArrowResultLike: ...
     def get_min_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
     def get_max_offset_in_queue(self, topic: str, queue_id: int, /) -> int: ...
-    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int], /, *,
-                       fence: Callable[[list[int]], None] | None = None) -> None:
+    def commit_offsets(self, group: str, topic: str, offsets: Mapping[int, int], /) -> None:
         """Record ``{queue_id: next offset}`` together: a persist of the
-        offsets holds all of them or none. ``fence`` (a group member's
-        commits): called with the queue ids under the offsets file's lock,
-        before they are written; what it raises refuses them all."""
+        offsets holds all of them or none."""
         ...
     def persist_offsets(self) -> None:
         """Make committed offsets durable now (a no-op on a read-only store)."""

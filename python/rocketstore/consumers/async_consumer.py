@@ -420,6 +420,8 @@ class AsyncConsumer:
                 gone = await self._threads.run(c._close_commit, dict(c._positions))
             else:
                 gone = c._close_commit(None)  # commits nothing: no thread needed
+            if c._commits.unsynced:  # pending commits, written before the group goes
+                await self._threads.run(c._settle)
             if gone:
                 await _call(c._on_revoke, gone)
         except StoreClosedError:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from rocketstore._checks import I32_MAX, I64_MAX
 from rocketstore.config.files import _check_int
 from rocketstore.consumers._contract import ConsumerStore
+from rocketstore.consumers.offsets import Fence
 from rocketstore.errors import ReadOnlyStoreError
 
 __all__ = ["Committer", "check_offset", "offsets_arg"]
@@ -56,6 +57,8 @@ class Committer:
         # Committed offsets known here (all that a read-only store has).
         self.committed: dict[int, int] = {}
         self._warned_read_only = False
+        # A commit(sync=False) made since the last durable one.
+        self._unsynced = False
 
     def writable(self) -> bool:
         """True when commits reach the offsets file."""
@@ -72,31 +75,35 @@ class Committer:
         return False
 
     def commit(self, todo: dict[int, int], *, sync: bool, explicit: bool,
-               fence: Callable[[list[int]], None] | None = None) -> None:
+               fence: Fence | None = None) -> None:
         """Commit ``todo`` (checked ``{queue_id: next offset}``); durable when ``sync``.
 
         ``explicit``: the user's ``commit()`` (warns once on a store that
         writes no offsets), not an auto-commit or the one of ``close()``.
-        ``fence``: a group member's check of the queues, run under the
-        offsets file's lock before they are written (raises ``FencedError``).
+        ``fence`` (``ConsumerOffsets.commit_many``): checked under the
+        offsets lock before the entries are written; a sync commit raises
+        its refusal, a later write drops refused entries with a warning.
         """
         store, group, topic = self._store, self._group, self._topic
         writable = self.writable()
         if not explicit and self.durable_auto_commit:
             sync = True
+        fenced = getattr(store, "_commit_fenced", None) if fence is not None else None
         if writable and todo:
             # Every queue in one call: a write of the offsets file that this
             # commit triggers holds all the queues, not just the first.
             try:
-                if fence is None:
-                    store.commit_offsets(group, topic, todo)
+                if fenced is not None:
+                    fenced(group, topic, todo, fence, sync=sync)
                 else:
-                    store.commit_offsets(group, topic, todo, fence=fence)
+                    store.commit_offsets(group, topic, todo)
             except ReadOnlyStoreError:
                 writable = False
         self.committed.update(todo)
-        if writable and sync:
+        if writable and sync and fenced is None:
             store.persist_offsets()
+        if writable:
+            self._unsynced = not sync
         elif not writable and explicit and not self._warned_read_only:
             self._warned_read_only = True
             warnings.warn(
@@ -106,6 +113,20 @@ class Committer:
                 RuntimeWarning,
                 stacklevel=4,
             )
+
+    @property
+    def unsynced(self) -> bool:
+        """True when a ``commit(sync=False)`` was made since the last durable commit."""
+        return self._unsynced
+
+    def settle(self) -> None:
+        """Write the commits a ``commit(sync=False)`` left pending, before
+        the consumer lets go of its group (``docs/format.md``, §13.1): once
+        it has, a reset or delete of the group may come, and they must not
+        undo it."""
+        if self._unsynced and self.writable():
+            self._store.persist_offsets()
+            self._unsynced = False
 
     def committed_offset(self, queue_id: int) -> int:
         """The group's committed next offset for ``queue_id`` (-1 if none)."""

@@ -650,9 +650,10 @@ class Consumer:
         to commit other values. Goes through ``store.commit_offset``.
 
         ``sync=True`` (default): durable when it returns — the CommitLog is
-        flushed up to the committed messages, then ``consumerOffset.json`` is
-        written atomically and synced (commits made concurrently share one
-        write), so a crash right after ``commit()`` redelivers nothing.
+        flushed up to the committed messages, then the offsets are appended
+        to ``consumerOffset.journal`` and synced (commits made concurrently
+        share one write; ``docs/format.md``, §13.3), so a crash right after
+        ``commit()`` redelivers nothing.
         ``sync=False``: kept in memory and written by the first commit or
         auto-commit made 5 seconds or more after the last write, and at
         flush, close and shutdown.
@@ -731,7 +732,8 @@ class Consumer:
         With ``auto_commit`` (the default) the positions are committed first,
         durably (``commit(sync=True)``), unless the store was shut down
         since (which released the group: another consumer may hold it by
-        now); otherwise uncommitted positions are dropped. Then
+        now); otherwise uncommitted positions are dropped. Commits made with
+        ``sync=False`` are written before the group is let go. Then
         ``on_revoke`` gets the queues it owned, and a member leaves the
         group (its queues go to the others at once). A close
         interrupted by ``KeyboardInterrupt`` (Ctrl-C) leaves the consumer
@@ -741,6 +743,7 @@ class Consumer:
             return
         try:
             gone = self._close_commit(None)
+            self._settle()
             if gone:
                 _rebalance.call_listener(self._on_revoke, "on_revoke", gone)
         except Exception:
@@ -771,6 +774,14 @@ class Consumer:
                 log.warning("consumer group %s: positions not committed at close: %s",
                             self._group, e)
         return gone
+
+    def _settle(self) -> None:
+        """Write pending ``commit(sync=False)`` commits while the group is held."""
+        try:
+            self._check_store()
+        except StoreClosedError:
+            return
+        self._commits.settle()
 
     def _mark_closed(self) -> None:
         self._closed = True

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rocketstore._checks import I64_MAX, ms_arg
+from rocketstore.config.files import StrPath
 from rocketstore.consumers.group_members import GroupMemberInfo, GroupView, group_members
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 from rocketstore.consumers.offsets import ConsumerGroupLock
@@ -117,7 +119,10 @@ def _queue_lag(store: MessageStore, topic: str, qid: int, committed: int | None,
 
 
 def _describe(store: MessageStore, table: OffsetTable) -> list[GroupLag]:
-    """Every group of ``table`` or with members, with its lag, sorted by group name."""
+    """Every group of ``table`` or with members, with its lag, sorted by group
+    name. An entry that names no possible topic (written by another tool) is
+    left out with a warning naming it, as is a group lock file that cannot
+    be asked."""
     by_group = table.by_group()
     config_dir = store.config.config_dir
     views: dict[tuple[str, str], GroupView] = {}
@@ -135,19 +140,38 @@ def _describe(store: MessageStore, table: OffsetTable) -> list[GroupLag]:
         rows: list[QueueLag] = []
         active: list[str] = []
         members: list[GroupMemberInfo] = []
+        left_out = 0
         for topic in sorted(by_group[group]):
             committed = by_group[group][topic]
             view = views.get((group, topic))
             owners = {} if view is None else view.owners
+            try:
+                held = set(store.queue_ids(topic)) if topic in known else set()
+                rows.extend(_queue_lag(store, topic, qid, committed.get(qid), owners.get(qid))
+                            for qid in sorted(held | set(committed)))
+            except ValueError as e:
+                warnings.warn(f"consumerOffset.json entry {OffsetKey(topic, group).text!r} is "
+                              f"left out: {e}", RuntimeWarning, stacklevel=3)
+                left_out += 1
+                continue
             members.extend(() if view is None else view.members)
-            held = set(store.queue_ids(topic)) if topic in known else set()
-            for qid in sorted(held | set(committed)):
-                rows.append(_queue_lag(store, topic, qid, committed.get(qid), owners.get(qid)))
-            if ConsumerGroupLock.in_use(config_dir, group, topic):
+            if _in_use(config_dir, group, topic):
                 active.append(topic)
-        out.append(GroupLag(group, tuple(rows), tuple(active), tuple(members),
-                            tuple(problems.get(group, ()))))
+        if left_out < len(by_group[group]) or group in problems:
+            out.append(GroupLag(group, tuple(rows), tuple(active), tuple(members),
+                                tuple(problems.get(group, ()))))
     return out
+
+
+def _in_use(config_dir: StrPath, group: str, topic: str) -> bool:
+    """:meth:`ConsumerGroupLock.in_use`; False with a warning when the lock
+    file cannot be asked (not a regular file, unreadable)."""
+    try:
+        return ConsumerGroupLock.in_use(config_dir, group, topic)
+    except OSError as e:
+        warnings.warn(f"cannot tell whether a consumer of group {group!r} on topic {topic!r} "
+                      f"is open: {e}", RuntimeWarning, stacklevel=4)
+        return False
 
 
 def _offset_at(store: MessageStore, topic: str, qid: int, ms: int, lo: int, hi: int) -> int:

@@ -259,6 +259,18 @@ class OffsetTable:
             if not mine:
                 del self._entries[key]
 
+    def remove(self, entries: OffsetTable) -> None:
+        """Remove every entry of ``entries`` (whatever its offset here), and
+        keys left empty."""
+        for key, queues in entries._entries.items():
+            mine = self._entries.get(key)
+            if mine is None:
+                continue
+            for qid in queues:
+                mine.pop(qid, None)
+            if not mine:
+                del self._entries[key]
+
     def lower(self, end_of: Callable[[str, int], int]) -> list[tuple[OffsetKey, int, int, int]]:
         """Lower every offset above ``end_of(topic, queue_id)`` to it; returns
         ``(key, queue_id, old, new)`` for each offset lowered."""

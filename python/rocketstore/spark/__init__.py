@@ -1,4 +1,4 @@
-"""Apache Spark data source for rocketstore stores (PySpark >= 4.0 Python Data Source API).
+"""Apache Spark data source for rocketstore stores (PySpark >= 4.3 Python Data Source API).
 
 >>> from rocketstore.spark import RocketStoreDataSource      # doctest: +SKIP
 >>> spark.dataSource.register(RocketStoreDataSource)          # doctest: +SKIP

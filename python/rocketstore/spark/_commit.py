@@ -2,24 +2,41 @@
 
 The single-writer rule holds because only the driver's commit opens the store
 for writing. Executors write their rows to Arrow IPC files in a staging
-directory (see ``_staging`` for its layout and cleanup); the commit appends
-those files, in partition order, with batch puts, then deletes them. A job
-that fails before its commit deletes its staging directory (abort) and leaves
-the store untouched. A failure during the commit leaves a prefix of the rows
-in the store, and the error says how many.
+directory (see ``_staging`` for its layout and cleanup); the commit checks
+every row against the put rules (the engine's ``check_arrow``: the same
+rules, in the same code, as the append applies), then appends the files, in
+partition order, with batch puts, then deletes them. A job that fails before
+its commit deletes its staging directory (abort) and leaves the store
+untouched; so does a row that breaks a put rule (the error names it).
 
-The streaming sink tags every message it appends with the property
-:data:`SINK_BATCH_PROPERTY` = ``"<sink name>:<batch id>"``. Before appending a
-micro-batch it looks for messages carrying that batch's tag (from the position
-recorded after its last commit to the end of the CommitLog), so a replayed
-batch is not appended twice, even after a crash between the append and the
-record of progress; a batch whose append was cut short is completed from
-where it stopped (the replay must carry the same rows in the same order, as
-Spark's replays of a deterministic query do).
+Both kinds of write tag every message they append, and count the messages
+already carrying their tag before appending, so a write is appended once
+even when a commit is cut short (a kill, a full disk) and run again:
+
+- The streaming sink tags with :data:`SINK_BATCH_PROPERTY` =
+  ``"<sink name>:<batch id>"``. Before appending a micro-batch it counts the
+  messages carrying that batch's tag from the position recorded (in
+  :data:`SINK_STATE_FILE`) after its last commit to the end of the CommitLog:
+  a replayed batch is not appended twice, even after a crash between the
+  append and the record of progress.
+- A batch write tags with :data:`WRITE_JOB_PROPERTY` = its job tag: the
+  ``jobTag`` option, or by default a digest of the staged rows
+  (:func:`content_tag`). Before its first append it records, durably in
+  :data:`JOBS_STATE_FILE`, the CommitLog offset where it begins; when all
+  rows are in, it marks the job done. A write finding its tag recorded and
+  not done counts the tagged messages from the recorded offset and appends
+  the rest. A finished tag is not appended again when it was a ``jobTag``
+  (an idempotent write); a finished digest is appended again (the same rows
+  written twice on purpose).
+
+Either way a write cut short is completed from where it stopped: the rerun
+(or Spark's replay) must carry the same rows in the same order, as a
+deterministic query does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -37,8 +54,8 @@ from rocketstore.store import MessageStore
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SINK_BATCH_PROPERTY", "CommitError", "StagedFile", "append_staged",
-           "append_stream_batch", "stage_batches"]
+__all__ = ["SINK_BATCH_PROPERTY", "WRITE_JOB_PROPERTY", "CommitError", "StagedFile",
+           "append_staged", "append_stream_batch", "content_tag", "stage_batches"]
 
 log = logging.getLogger("rocketstore")
 
@@ -46,11 +63,21 @@ log = logging.getLogger("rocketstore")
 SINK_BATCH_PROPERTY = "SPARK_SINK_BATCH"
 #: Where the sink records its progress (a hint; the data is the truth).
 SINK_STATE_FILE = "sparkSink.json"
+#: Property a batch write puts on every message it appends: its job tag.
+WRITE_JOB_PROPERTY = "SPARK_WRITE_JOB"
+#: Where batch writes record their jobs: tag -> CommitLog offset where the
+#: job's first append began, its rows, and whether it finished.
+JOBS_STATE_FILE = "sparkJobs.json"
+#: Finished jobs remembered (the oldest are forgotten first).
+JOBS_KEPT = 1000
 WRITE_COLUMNS = ("topic", "body", "queue_id", "tags", "keys", "properties")
 
 
 class CommitError(RuntimeError):
-    """The driver's append stopped part-way; ``appended`` rows are in the store."""
+    """The driver's commit failed: a row broke a put rule (``appended`` is 0:
+    nothing was appended), or the append stopped part-way (``appended``
+    rows are in the store, -1 when unknown; a rerun of the same write
+    appends the rest)."""
 
     def __init__(self, message: str, appended: int, total: int) -> None:
         super().__init__(message)
@@ -144,44 +171,68 @@ def _normalize(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def _put_all(
-    store: MessageStore, batches: Iterable[pa.RecordBatch], total: int, skip: int,
-    extra: dict[str, str] | None,
-) -> int:
-    """Append every row after the first ``skip``, in order, through the
-    engine's Arrow append (no per-row Python); returns rows appended."""
+def _rows_after(batches: Iterable[pa.RecordBatch], skip: int) -> Iterator[pa.RecordBatch]:
+    """The rows after the first ``skip``, in order, cast for the engine."""
+    seen = 0
+    for b in batches:
+        if seen + b.num_rows <= skip:
+            seen += b.num_rows
+            continue
+        if seen < skip:
+            b = b.slice(skip - seen)
+            seen = skip
+        seen += b.num_rows
+        yield _normalize(b)
+
+
+def _reader(batches: Iterator[pa.RecordBatch]) -> pa.RecordBatchReader | None:
     import pyarrow as pa
 
-    def rest() -> Iterator[pa.RecordBatch]:
-        seen = 0
-        for b in batches:
-            if seen + b.num_rows <= skip:
-                seen += b.num_rows
-                continue
-            if seen < skip:
-                b = b.slice(skip - seen)
-                seen = skip
-            seen += b.num_rows
-            yield _normalize(b)
-
-    todo = total - skip
-    it = rest()
-    first = next(it, None)
+    first = next(batches, None)
     if first is None:
-        return 0
-    reader = pa.RecordBatchReader.from_batches(first.schema, _chain(first, it))
-    try:
-        done, refused = store._n.put_arrow(reader, list((extra or {}).items()) or None)
-    except Exception as exc:
-        raise CommitError(
-            f"rocketstore commit failed part-way ({exc}); see the store for the rows appended "
-            f"before the failure", -1, todo) from exc
+        return None
+    return pa.RecordBatchReader.from_batches(first.schema, _chain(first, batches))
+
+
+def _check_all(store: MessageStore, files: Sequence[StagedFile], total: int, skip: int,
+               extra: dict[str, str]) -> None:
+    """Check every row after the first ``skip`` against the put rules (the
+    engine's, as the append applies them with the same ``extra``
+    properties), writing nothing; a refused row raises :class:`CommitError`
+    before anything is appended."""
+    reader = _reader(_rows_after(_read_staged(files), skip))
+    if reader is None:
+        return
+    _, refused = store._n.check_arrow(reader, list(extra.items()))
     if refused is not None:
         row, status, why = refused
         raise CommitError(
-            f"rocketstore commit stopped: {done} of {todo} rows appended; row {row} was "
+            f"rocketstore write refused: row {skip + row} of {total} (in partition order) "
+            f"breaks a put rule ({PutStatus(status).name}: {why}); nothing was appended",
+            0, total - skip)
+
+
+def _put_all(store: MessageStore, files: Sequence[StagedFile], total: int, skip: int,
+             extra: dict[str, str], rerun: str) -> int:
+    """Append every row after the first ``skip``, in order, through the
+    engine's Arrow append (no per-row Python); returns rows appended.
+    ``rerun`` says how a rerun completes a write cut short."""
+    todo = total - skip
+    reader = _reader(_rows_after(_read_staged(files), skip))
+    if reader is None:
+        return 0
+    try:
+        done, refused = store._n.put_arrow(reader, list(extra.items()))
+    except Exception as exc:
+        raise CommitError(
+            f"rocketstore commit failed part-way ({exc}); the rows appended before the "
+            f"failure stay in the store, and {rerun}", -1, todo) from exc
+    if refused is not None:
+        row, status, why = refused
+        raise CommitError(
+            f"rocketstore commit stopped: {done} of {todo} rows appended; row {skip + row} was "
             f"refused ({PutStatus(status).name}: {why}); the rows before it are in the store, "
-            f"and rows after it in the same batch may be too", done, todo)
+            f"and rows after it in the same batch may be too; {rerun}", done, todo)
     return int(done)
 
 
@@ -190,31 +241,19 @@ def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa
     yield from rest
 
 
-def append_staged(opts: WriteOptions, job_dir: str, files: Sequence[StagedFile]) -> int:
-    """The driver's commit of a batch write: append staged rows, then delete
-    them. Returns the rows appended."""
-    total = sum(f.rows for f in files)
-    try:
-        with MessageStore(store_config(opts.path, opts.fields)) as store:
-            n = _put_all(store, _read_staged(files), total, 0, None)
-            store.flush()
-        return n
-    finally:
-        _staging.remove_dir(opts.staging_dir, job_dir)
-
-
-def _sink_state(store: MessageStore) -> dict[str, Any]:
-    p = store.config.config_dir / SINK_STATE_FILE
+def _read_state(store: MessageStore, name: str) -> dict[str, Any]:
+    p = store.config.config_dir / name
     try:
         with open(p, encoding="utf-8") as f:
-            data: dict[str, Any] = json.load(f)
-            return data
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
 
 
-def _save_sink_state(store: MessageStore, state: dict[str, Any]) -> None:
-    p = store.config.config_dir / SINK_STATE_FILE
+def _save_state(store: MessageStore, name: str, state: dict[str, Any]) -> None:
+    """Replace config file ``name`` by ``state``, durably (fsync, rename)."""
+    p = store.config.config_dir / name
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(_native.TEMP_SUFFIX)
     with open(tmp, "w", encoding="utf-8") as f:
@@ -224,15 +263,96 @@ def _save_sink_state(store: MessageStore, state: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
-def _already_appended(store: MessageStore, tag: str, since: int) -> int:
-    """How many messages tagged ``tag`` lie in the CommitLog from ``since``."""
+def _already_appended(store: MessageStore, prop: str, tag: str, since: int) -> int:
+    """How many messages whose property ``prop`` is ``tag`` lie in the
+    CommitLog from ``since`` on (a vectorised scan of the properties)."""
     import pyarrow.compute as pc
 
     count = 0
-    for b in store.read_arrow(start=since, include_system=True):
-        vals = pc.map_lookup(b.column("properties"), SINK_BATCH_PROPERTY, "last")
+    since = max(since, store.min_phy_offset, 0)
+    for b in store.read_arrow(start=since, include_system=True, columns=["properties"]):
+        vals = pc.map_lookup(b.column("properties"), prop, "last")
         count += pc.sum(pc.equal(vals, tag)).as_py() or 0
     return count
+
+
+def content_tag(files: Sequence[StagedFile]) -> str:
+    """A batch write's default job tag: a digest of its staged rows in
+    partition order (a rerun of a deterministic job stages the same bytes)."""
+    h = hashlib.sha256()
+    for sf in sorted(files, key=lambda s: s.partition):
+        if sf.rows == 0:
+            continue
+        h.update(b"%d\n" % sf.rows)
+        with open(sf.path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    return "rows-" + h.hexdigest()[:32]
+
+
+def _keep_jobs(jobs: dict[str, Any]) -> dict[str, Any]:
+    """The records worth keeping: every unfinished job, and the newest
+    :data:`JOBS_KEPT` finished ones."""
+    def offset(k: str) -> int:
+        v = jobs[k]
+        return int(v.get("offset", 0)) if isinstance(v, dict) else 0
+
+    done = sorted((k for k, v in jobs.items() if isinstance(v, dict) and v.get("done")),
+                  key=offset)
+    drop = set(done[:max(0, len(done) - JOBS_KEPT)])
+    return {k: v for k, v in jobs.items() if isinstance(v, dict) and k not in drop}
+
+
+def _append_job(store: MessageStore, opts: WriteOptions, files: Sequence[StagedFile],
+                total: int, tag: str) -> int:
+    """Append a batch write's rows once per job tag (see the module's text)."""
+    extra = {WRITE_JOB_PROPERTY: tag}
+    jobs = _read_state(store, JOBS_STATE_FILE)
+    rec = jobs.get(tag)
+    present = 0
+    if isinstance(rec, dict) and not rec.get("done"):
+        present = _already_appended(store, WRITE_JOB_PROPERTY, tag, int(rec.get("offset", 0)))
+    elif isinstance(rec, dict) and opts.job_tag is not None:
+        log.info("rocketstore: job %s was appended to %s already; nothing appended",
+                 tag, opts.path)
+        return 0
+    if present >= total:
+        log.info("rocketstore: job %s was appended to %s already (%d rows); nothing appended",
+                 tag, opts.path, present)
+        jobs[tag] = {**jobs[tag], "done": True}
+        _save_state(store, JOBS_STATE_FILE, _keep_jobs(jobs))
+        return 0
+    _check_all(store, files, total, present, extra)
+    if present == 0:
+        # Recorded (durably) before the first append: a rerun counts this
+        # job's messages from here on.
+        jobs[tag] = {"offset": store.max_phy_offset, "rows": total, "done": False}
+        _save_state(store, JOBS_STATE_FILE, _keep_jobs(jobs))
+    else:
+        log.warning("rocketstore: job %s was cut short at %d of %d rows; appending the rest",
+                    tag, present, total)
+    log.info("rocketstore: appending %d rows to %s as job %s", total - present, opts.path, tag)
+    how = (f"a rerun of the same write (the same rows in the same order, with jobTag={tag!r} "
+           f"if it was given) appends the rest without duplicates")
+    n = _put_all(store, files, total, present, extra, how)
+    store.flush()
+    jobs[tag] = {**jobs[tag], "done": True}
+    _save_state(store, JOBS_STATE_FILE, _keep_jobs(jobs))
+    return n
+
+
+def append_staged(opts: WriteOptions, job_dir: str, files: Sequence[StagedFile]) -> int:
+    """The driver's commit of a batch write: check every row, append them
+    once per job tag, then delete the staged files. Returns the rows
+    appended now."""
+    total = sum(f.rows for f in files)
+    try:
+        if total == 0:
+            return 0
+        with MessageStore(store_config(opts.path, opts.fields)) as store:
+            return _append_job(store, opts, files, total, opts.job_tag or content_tag(files))
+    finally:
+        _staging.remove_dir(opts.staging_dir, job_dir)
 
 
 def append_stream_batch(opts: WriteOptions, files: Sequence[StagedFile], batch_id: int) -> int:
@@ -240,27 +360,28 @@ def append_stream_batch(opts: WriteOptions, files: Sequence[StagedFile], batch_i
     per (sink name, batch id). Returns rows appended now."""
     total = sum(f.rows for f in files)
     tag = f"{opts.sink_name}:{batch_id}"
+    extra = {SINK_BATCH_PROPERTY: tag}
     try:
         with MessageStore(store_config(opts.path, opts.fields)) as store:
-            state = _sink_state(store)
+            state = _read_state(store, SINK_STATE_FILE)
             mine = state.get(opts.sink_name, {})
             since = int(mine.get("offset", store.min_phy_offset))
-            since = max(since, store.min_phy_offset, 0)
-            present = _already_appended(store, tag, since)
+            present = _already_appended(store, SINK_BATCH_PROPERTY, tag, since)
             if present >= total and total > 0:
                 log.info("rocketstore sink %s: batch %d already appended; skipped",
                          opts.sink_name, batch_id)
                 n = 0
             else:
+                _check_all(store, files, total, present, extra)
                 if present:
                     log.warning("rocketstore sink %s: batch %d was cut short at %d of %d rows; "
                                 "appending the rest", opts.sink_name, batch_id, present, total)
                 start = store.max_phy_offset
-                n = _put_all(store, _read_staged(files), total, present,
-                             {SINK_BATCH_PROPERTY: tag})
+                n = _put_all(store, files, total, present, extra,
+                             "Spark's replay of the micro-batch appends the rest")
                 store.flush()
                 state[opts.sink_name] = {"batch": batch_id, "offset": start}
-                _save_sink_state(store, state)
+                _save_state(store, SINK_STATE_FILE, state)
         return n
     finally:
         remove_stream_staging(opts, files, batch_id)

@@ -24,6 +24,8 @@ _STORE_FIELDS = frozenset(f.name for f in dataclasses.fields(StoreConfig)) - {"s
 #: Default rows of one queue partition, and bytes of one CommitLog partition.
 DEFAULT_MAX_RECORDS_PER_PARTITION = 2_000_000
 DEFAULT_BATCH_SIZE = 65_536
+#: Longest ``jobTag`` (characters): it is stored in every message the write appends.
+MAX_JOB_TAG = 200
 
 
 #: Options Spark itself hands to a data source (the ``load``/``save``/``start``
@@ -35,7 +37,7 @@ BATCH_READ_OPTIONS = ("topic", "queues", "startingOffsets", "endingOffsets", "st
                       "maxBytesPerPartition", "batchSize", "key", "metricsFile")
 STREAM_READ_OPTIONS = (*(o for o in BATCH_READ_OPTIONS if o not in ("endingOffsets", "key")),
                        "maxOffsetsPerTrigger", "failOnDataLoss")
-BATCH_WRITE_OPTIONS = ("stagingDir",)
+BATCH_WRITE_OPTIONS = ("stagingDir", "jobTag")
 STREAM_WRITE_OPTIONS = ("stagingDir", "sinkName")
 
 _KINDS: dict[str, tuple[str, ...]] = {
@@ -205,6 +207,9 @@ class ReadOptions:
     keys: tuple[str, ...] | None = None
     #: The ``metricsFile`` option: each partition read appends its counters.
     metrics_file: str | None = None
+    #: True when ``startingOffsets`` was given (False: ``starting`` is the
+    #: default, ``latest`` for a stream and ``earliest`` for a batch read).
+    starting_given: bool = False
 
     @property
     def several(self) -> bool:
@@ -255,6 +260,7 @@ class ReadOptions:
             fields=store_fields(options),
             keys=tuple(_list(_get(options, "key")) or ()) or None,
             metrics_file=_get(options, "metricsFile") or None,
+            starting_given=_get(options, "startingOffsets") is not None,
         )
         if _get(options, "key") is not None and opts.keys is None:
             raise ValueError("option key: expected a comma-separated list of keys")
@@ -317,6 +323,9 @@ class WriteOptions:
     staging_dir: str
     sink_name: str
     fields: dict[str, str]
+    #: The ``jobTag`` option of a batch write (None: the tag is derived from
+    #: the rows, see ``_commit``).
+    job_tag: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> WriteOptions:
@@ -329,6 +338,12 @@ class WriteOptions:
         staging = _get(options, "stagingDir") or (path.rstrip(os.sep) + ".spark-staging")
         fields = store_fields(options)
         store_config(path, fields)
+        tag = _get(options, "jobTag")
+        if tag is not None and not (0 < len(tag) <= MAX_JOB_TAG
+                                    and tag.isprintable() and tag.strip() == tag):
+            raise ValueError(f"option jobTag={tag!r}: expected 1 to {MAX_JOB_TAG} printable "
+                             "characters, without leading or trailing spaces")
         return cls(path=path, staging_dir=staging,
-                    sink_name=_get(options, "sinkName") or "default", fields=fields)
+                    sink_name=_get(options, "sinkName") or "default", fields=fields,
+                    job_tag=tag)
 

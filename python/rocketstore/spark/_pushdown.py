@@ -1,8 +1,8 @@
 """Filter pushdown of the ``rocketstore`` Spark format.
 
 Spark hands a batch reader the conjuncts of a query's ``WHERE``
-(``DataSourceReader.pushFilters``, PySpark >= 4.1 with
-``spark.sql.python.filterPushdown.enabled``). :func:`translate` turns them
+(``DataSourceReader.pushFilters``, when
+``spark.sql.python.filterPushdown.enabled`` is on). :func:`translate` turns them
 into a :class:`Pushed` (what the store's own indexes can answer) and the
 filters Spark must still evaluate; :func:`plan` turns a ``Pushed`` into the
 ranges of one store to read:

@@ -8,6 +8,7 @@ offsets), never an open store, so they pickle safely.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -109,9 +110,12 @@ class RocketStoreDataSource(DataSource):
     line of what it decoded), and any ``StoreConfig`` field under its
     snake_case name. Batch reads push filters down (see ``_pushdown``).
     Streaming adds ``maxOffsetsPerTrigger`` and ``failOnDataLoss`` (default
-    true). Write options: ``path``, ``stagingDir`` (default
+    true; a stream starts at ``latest`` unless told otherwise, and logs
+    where). Write options: ``path``, ``stagingDir`` (default
     ``<path>.spark-staging``, on a file system the driver can read),
-    ``sinkName`` (streaming: names the sink's batch tags).
+    ``jobTag`` (batch: the tag that makes a rerun complete a write cut
+    short, and a finished one not append again; default a digest of the
+    rows), ``sinkName`` (streaming: names the sink's batch tags).
     """
 
     @classmethod
@@ -208,11 +212,18 @@ def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: Input
                     ) -> Iterator[pa.RecordBatch]:
     """Open the store read-only here (on the executor) and yield its batches
     (only ``columns``, in that order, decoded by the engine, when a schema
-    was given; only the rows ``pushed`` keeps)."""
-    store = open_read_only(p.path, opts.fields)  # type: ignore[attr-defined]
-    name = p.store_name  # type: ignore[attr-defined]
+    was given; only the rows ``pushed`` keeps).
+
+    A partition of none of this format's kinds is PySpark's own
+    ``InputPartition(None)``, which it hands a reader that planned no
+    partition (an empty store, a topic or key nothing matches, a filter that
+    excludes everything): it reads no rows."""
+    if not isinstance(p, (QueuePartition, SegmentPartition, _pushdown.PlanPartition)):
+        return
+    store = open_read_only(p.path, opts.fields)
+    name = p.store_name
     if columns is not None and "store" in columns and name is None:
-        name = p.path  # type: ignore[attr-defined]
+        name = p.path
     # Columns the pushed-down filters read, decoded too (then dropped).
     read_cols = _pushdown.with_filter_columns(columns, pushed, p)
     try:
@@ -222,14 +233,12 @@ def _read_partition(opts: ReadOptions, columns: tuple[str, ...] | None, p: Input
         elif isinstance(p, QueuePartition):
             s = store._arrow_stream(p.topic, p.queue_id, p.start, p.end, opts.batch_size,
                                     store_name=name, columns=read_cols)
-        elif isinstance(p, SegmentPartition):
+        else:
             s = store._arrow_stream(None, None, p.start, p.end, opts.batch_size,
                                     include_system=opts.include_system,
                                     include_uncommitted=opts.include_uncommitted,
                                     min_store_timestamp=opts.starting_timestamp,
                                     store_name=name, columns=read_cols)
-        else:  # pragma: no cover
-            raise TypeError(f"unknown partition {p!r}")
         exact = pushed is not None and _pushdown.needs_exact_filter(pushed)
         within = p.within if isinstance(p, _pushdown.PlanPartition) else None
         # The engine decodes only ``read_cols``, in their order.
@@ -390,12 +399,27 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def initialOffset(self) -> dict[str, int]:
+        """Where a new query starts (a query resuming from its checkpoint
+        never asks): logged at INFO, with what chose it."""
         out: dict[str, int] = {}
         for path in self.opts.paths:
             store = _driver_store(path, self.opts.fields)
             for t, q in self.opts.queues_of(store):
                 out[self._key(path, t, q)] = self.opts.start_of(store, t, q)
-        return self._sort(out)
+        out = self._sort(out)
+        log.info("rocketstore streaming read of %s starts at %s (%s)",
+                 ", ".join(self.opts.paths), json.dumps(out), self._start_reason())
+        return out
+
+    def _start_reason(self) -> str:
+        o = self.opts
+        if o.starting_timestamp is not None:
+            return f"startingTimestamp={o.starting_timestamp}"
+        if o.starting_given:
+            spec = o.starting if isinstance(o.starting, str) else json.dumps(o.starting)
+            return f"startingOffsets={spec}"
+        return ("the latest offsets, the default: only messages put from now on are read; "
+                "set startingOffsets=earliest to read what the store holds")
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._ends()

@@ -269,6 +269,35 @@ pub struct BatchAppend {
 }
 
 impl Store {
+    /// Checks the rows of `batch`, whose first row is row `first_row` of the
+    /// stream, against every put rule without writing anything: each row
+    /// goes through [`AppendColumns::row`] and then the put's own validation
+    /// ([`crate::log::commitlog::CommitLog::prepare`]: queue id, sizes,
+    /// `DELAY`), exactly as [`Store::append_arrow_batch`] would put it with
+    /// the same `extra` properties. Returns the first row a put would
+    /// refuse, if any. What the put decides from the store's state (closed,
+    /// read-only: an error here too; poisoned, busy, a disk that fills) is
+    /// not a row's rule and is not predicted.
+    pub fn check_arrow_batch(
+        &self,
+        batch: &RecordBatch,
+        first_row: u64,
+        extra: &[(String, String)],
+    ) -> Result<Option<RefusedRow>, AppendError> {
+        self.check_open_writer()?;
+        let specs = specs_of_batch(batch, self.commitlog().clock_ms(), extra)?;
+        for (i, spec) in specs.into_iter().enumerate() {
+            if let Err(r) = spec.and_then(|s| self.commitlog().prepare(s).map(drop)) {
+                return Ok(Some(RefusedRow {
+                    row: first_row + i as u64,
+                    status: r.status,
+                    reason: r.reason,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
     /// Appends the rows of `batch`, whose first row is row `first_row` of
     /// the stream, born now, with the `extra` properties. A row refused
     /// before writing (see [`AppendColumns::row`]) ends the append: only
@@ -488,6 +517,81 @@ mod tests {
                 want: "binary"
             }
         );
+    }
+
+    #[test]
+    fn a_check_finds_what_the_append_refuses_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_running(StoreOptions {
+            commit_log_file_size: Some(64 << 10),
+            consume_queue_file_size: Some(20 * 100),
+            max_hash_slot_num: 10,
+            max_index_num: 40,
+            ..StoreOptions::at(dir.path())
+        })
+        .unwrap();
+        let big = vec![b'x'; 70 << 10];
+        // Row rules (a null body) and the put's own (queue id, record size,
+        // DELAY) alike; the extra properties are part of what is checked.
+        let cases: Vec<(RecordBatch, u64, &str)> = vec![
+            (
+                batch(&[
+                    (Some("T"), Some(b"a"), None, None, None, None),
+                    (Some("T"), None, None, None, None, None),
+                ]),
+                1,
+                "topic and body must not be null",
+            ),
+            (
+                batch(&[(Some("T"), Some(b"a"), Some(-1), None, None, None)]),
+                0,
+                "queue_id must be >= 0, got -1",
+            ),
+            (
+                batch(&[
+                    (Some("T"), Some(b"a"), None, None, None, None),
+                    (Some("T"), Some(b"b"), None, None, None, None),
+                    (Some("T"), Some(&big), None, None, None, None),
+                ]),
+                2,
+                "a CommitLog segment",
+            ),
+            (
+                batch(&[(
+                    Some("T"),
+                    Some(b"a"),
+                    None,
+                    None,
+                    None,
+                    Some(&[("DELAY", "x")]),
+                )]),
+                0,
+                "property DELAY must be a whole number",
+            ),
+        ];
+        for (b, row, why) in cases {
+            let before = store.commitlog().max_offset();
+            let r = store.check_arrow_batch(&b, 10, &[]).unwrap().unwrap();
+            assert_eq!(store.commitlog().max_offset(), before, "a check wrote");
+            assert_eq!(r.row, 10 + row);
+            assert!(r.reason.contains(why), "{} / {why}", r.reason);
+            let put = store.append_arrow_batch(&b, 10, &[]).unwrap();
+            let refused = put.refused.unwrap();
+            assert_eq!((refused.row, refused.reason), (r.row, r.reason));
+        }
+        let good = batch(&[(Some("T"), Some(b"a"), None, None, None, None)]);
+        assert_eq!(store.check_arrow_batch(&good, 0, &[]).unwrap(), None);
+        let bad_extra = [("E".to_owned(), String::new())];
+        let r = store
+            .check_arrow_batch(&good, 0, &bad_extra)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.reason, "property \"E\" has an empty value");
+        store.shutdown().unwrap();
+        assert!(matches!(
+            store.check_arrow_batch(&good, 0, &[]),
+            Err(AppendError::Store(StoreError::Closed))
+        ));
     }
 
     #[test]

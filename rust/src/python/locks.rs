@@ -4,10 +4,13 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use super::gil::nogil;
-use crate::lock::FileLock;
+use crate::lock::{holder_pid, FileLock};
 
 /// An exclusive lock on byte 0 of a file, held until `release()` (or the
 /// object is dropped, or the process ends).
@@ -19,12 +22,29 @@ pub struct PyFileLock {
 #[pymethods]
 impl PyFileLock {
     /// Takes the lock on `path` (the file and its folder are created if
-    /// missing). `wait=True` blocks, without the GIL, until it is free;
-    /// `wait=False` returns None at once when another holder has it.
+    /// missing; anything but a regular file in its place is refused) and
+    /// writes this process's pid into it. `wait=True` blocks, without the
+    /// GIL, until it is free, for at most `timeout` seconds when given
+    /// (then `TimeoutError` names the holder's pid); `wait=False` returns
+    /// None at once when another holder has it.
     #[staticmethod]
-    #[pyo3(signature = (path, wait))]
-    fn acquire(py: Python<'_>, path: PathBuf, wait: bool) -> PyResult<Option<Self>> {
-        let lock = nogil(py, move || FileLock::acquire(&path, wait))?;
+    #[pyo3(signature = (path, wait, timeout=None))]
+    fn acquire(
+        py: Python<'_>,
+        path: PathBuf,
+        wait: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Self>> {
+        let limit = match timeout {
+            Some(t) if wait => Some(Duration::try_from_secs_f64(t).map_err(|_| {
+                PyValueError::new_err(format!("timeout must be a number of seconds >= 0, got {t}"))
+            })?),
+            _ => None,
+        };
+        let lock = nogil(py, move || match limit {
+            Some(t) => FileLock::acquire_within(&path, t).map(Some),
+            None => FileLock::acquire(&path, wait),
+        })?;
         Ok(lock.map(|l| Self {
             inner: Mutex::new(Some(l)),
         }))
@@ -35,6 +55,13 @@ impl PyFileLock {
     #[staticmethod]
     fn is_held(py: Python<'_>, path: PathBuf) -> PyResult<bool> {
         nogil(py, move || FileLock::is_held(&path))
+    }
+
+    /// The pid the lock file names (its last exclusive holder wrote it);
+    /// None when the file is missing or names none.
+    #[staticmethod]
+    fn holder_pid(py: Python<'_>, path: PathBuf) -> PyResult<Option<u32>> {
+        nogil(py, move || Ok(holder_pid(&path)))
     }
 
     /// Releases the lock (idempotent).

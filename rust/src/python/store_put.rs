@@ -268,6 +268,38 @@ impl PyStore {
         })
     }
 
+    /// Checks every row of an Arrow stream (the columns of `put_arrow`)
+    /// against the put rules `put_arrow` applies with the same `properties`,
+    /// writing nothing. Returns `(rows, refused)`: the rows checked (all of
+    /// them when none is refused) and `None` or the first refused row as
+    /// `(row index, PutStatus value, reason)`.
+    #[pyo3(signature = (stream, properties=None))]
+    fn check_arrow(
+        &self,
+        py: Python<'_>,
+        stream: &Bound<'_, PyAny>,
+        properties: Option<Vec<(String, String)>>,
+    ) -> PyResult<(u64, Option<RefusedRow>)> {
+        guarded(|| {
+            self.store.check_open_writer()?;
+            let extra = properties.unwrap_or_default();
+            let reader = super::arrow::import_stream(stream)?;
+            let mut row = 0u64;
+            for batch in reader {
+                let batch = batch.map_err(|e| {
+                    pyo3::exceptions::PyValueError::new_err(format!("arrow stream: {e}"))
+                })?;
+                let store = &self.store;
+                let r = nogil(py, || Ok(store.check_arrow_batch(&batch, row, &extra)))??;
+                if let Some(r) = r {
+                    return Ok((r.row, Some((r.row, r.status as u8, r.reason))));
+                }
+                row += batch.num_rows() as u64;
+            }
+            Ok((row, None))
+        })
+    }
+
     /// Appends every row of an Arrow stream (columns `topic, body` and
     /// optional `queue_id, tags, keys, properties`) in order, batch by batch
     /// with batch puts; `properties` are added to every message. Stops after
