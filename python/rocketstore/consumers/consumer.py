@@ -51,7 +51,7 @@ from rocketstore.consumers.ownership import (
     take_ownership,
 )
 from rocketstore.enums import GetStatus
-from rocketstore.errors import FencedError, StoreClosedError, StoreError
+from rocketstore.errors import StoreClosedError, StoreError
 
 if TYPE_CHECKING:
     from rocketstore._native import MessageExt
@@ -753,27 +753,7 @@ class Consumer:
         # open, so a later close() commits; otherwise it is closed now.
         self._mark_closed()
 
-    def _close_commit(self, offsets: Mapping[int, int] | None) -> list[int]:
-        """What :meth:`close` commits (``offsets``, default the positions),
-        durably; returns the queues ``on_revoke`` gets."""
-        if self._own.shared and self._own.held:
-            lost = self._take_changes().lost  # not committed, never returned again
-            self._drop_queues(lost)
-            gone = sorted(set(self._assignment) | set(lost))
-            if offsets is not None:
-                offsets = {q: off for q, off in offsets.items() if q in self._positions}
-        else:
-            gone = list(self._assignment)
-        if self._commits.auto_commit:
-            try:
-                self._commit(offsets, sync=True, explicit=False)
-            except StoreClosedError:
-                log.info("consumer %s: store already shut down; positions not committed",
-                         self._group)
-            except FencedError as e:
-                log.warning("consumer group %s: positions not committed at close: %s",
-                            self._group, e)
-        return gone
+    _close_commit = _rebalance.close_commit
 
     def _settle(self) -> None:
         """Write pending ``commit(sync=False)`` commits while the group is held."""

@@ -25,17 +25,17 @@ from __future__ import annotations
 import collections
 import inspect
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from rocketstore.consumers.ownership import Changes, Listener
-from rocketstore.errors import FencedError
+from rocketstore.errors import FencedError, StoreClosedError
 
 if TYPE_CHECKING:
     from rocketstore.consumers.consumer import Consumer
 
-__all__ = ["apply", "assign", "drop_lapsed", "drop_queues", "revoke_begin", "revoke_end",
-           "sync_membership", "take_changes", "topic_ids"]
+__all__ = ["apply", "assign", "call_listener", "close_commit", "drop_lapsed", "drop_queues",
+           "revoke_begin", "revoke_end", "sync_membership", "take_changes", "topic_ids"]
 
 log = logging.getLogger("rocketstore")
 
@@ -170,3 +170,26 @@ def drop_lapsed(self: Consumer, batches: list[tuple[int, object]] | None = None)
         batches[:] = [b for b in batches if b[0] not in gone]
     log.info("consumer group %s: lease of queues %s of %s too short to return their "
              "messages", self._group, lapsed, self._topic)
+
+
+def close_commit(self: Consumer, offsets: Mapping[int, int] | None) -> list[int]:
+    """What :meth:`close` commits (``offsets``, default the positions),
+    durably; returns the queues ``on_revoke`` gets."""
+    if self._own.shared and self._own.held:
+        lost = self._take_changes().lost  # not committed, never returned again
+        self._drop_queues(lost)
+        gone = sorted(set(self._assignment) | set(lost))
+        if offsets is not None:
+            offsets = {q: off for q, off in offsets.items() if q in self._positions}
+    else:
+        gone = list(self._assignment)
+    if self._commits.auto_commit:
+        try:
+            self._commit(offsets, sync=True, explicit=False)
+        except StoreClosedError:
+            log.info("consumer %s: store already shut down; positions not committed",
+                     self._group)
+        except FencedError as e:
+            log.warning("consumer group %s: positions not committed at close: %s",
+                        self._group, e)
+    return gone
