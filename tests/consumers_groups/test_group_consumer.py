@@ -21,6 +21,7 @@ from rocketstore import (
     CorruptedError,
     FencedError,
     MessageStore,
+    StoreClosedError,
     StoreConfig,
 )
 from rocketstore.cli import main
@@ -268,3 +269,40 @@ def test_an_unreadable_state_is_a_clear_error_and_expire_repairs_it(
         c.seek_to_beginning()
         c.commit({q: 5 for q in range(QUEUES)})  # the same start for the next damage
     c.close()
+
+
+def test_a_member_that_stops_polling_leaves_and_comes_back(store: MessageStore) -> None:
+    """Past ``max_poll_interval`` without a poll a member leaves: the others
+    take its queues; its next poll joins again, without what it lost."""
+    idle = store.consumer("g", TOPIC, max_poll_interval=0.5)
+    busy = store.consumer("g", TOPIC)
+    settle(idle, busy)
+    gone = idle.assignment()
+    until(lambda: busy.poll(timeout=0.05) is not None and len(busy.assignment()) == QUEUES,
+          "the busy member took the idle one's queues")
+    revoked: list[list[int]] = []
+    idle._on_revoke = revoked.append  # listen from now on
+    until(lambda: idle.poll(timeout=0.05) is not None and bool(revoked),
+          "the idle member learns it lost its queues")
+    assert sorted(q for qs in revoked for q in qs) == gone
+    settle(idle, busy)  # back in the group: the queues split again
+    idle.close()
+    busy.close()
+
+
+def test_shutdown_makes_the_store_s_members_leave(store_path: str) -> None:
+    cfg = StoreConfig(store_path=store_path, **CFG)
+    first = MessageStore(cfg).start()
+    for q in range(QUEUES):
+        first.put(TOPIC, b"x", q)
+    old = first.consumer("g", TOPIC)
+    with MessageStore(cfg, read_only=True) as other:
+        c = other.consumer("g", TOPIC)
+        settle(old, c)
+        first.shutdown()  # the member leaves with its store: its queues move at once
+        until(lambda: c.poll(timeout=0.05) is not None and c.assignment() == list(range(QUEUES)),
+              "the other member took every queue", timeout=5 * BEAT + 2)
+        with pytest.raises(StoreClosedError):
+            old.poll(timeout=0)
+        old.close()  # writes nothing
+        c.close()
