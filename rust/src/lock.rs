@@ -238,23 +238,27 @@ fn open_regular(path: &Path, create: bool) -> Result<File> {
 }
 
 /// Records this process's pid in a lock file it just locked exclusively
-/// (`"<pid>\n"`): the kernel reports no pid for an open-file-description
-/// lock, so a waiter that gives up can name the holder. Best effort: a
-/// lock whose file cannot be written is still held.
+/// (`"pid=<pid>\n"`, the shape the group files use too): the kernel reports
+/// no pid for an open-file-description lock, so a waiter that gives up can
+/// name the holder. Best effort: a lock whose file cannot be written is
+/// still held.
 fn write_pid(file: &File) {
-    let text = format!("{}\n", std::process::id());
+    let text = format!("pid={}\n", std::process::id());
     if file.write_at(text.as_bytes(), 0).is_ok() {
         let _ = file.set_len(text.len() as u64);
     }
 }
 
-/// The pid a lock file names (written by its holder, see [`write_pid`]);
-/// None when the file is missing, not regular, or holds no pid.
+/// The pid a lock file names (its `pid=N`, written by its holder, see
+/// [`write_pid`]); None when the file is missing, not regular, or names none.
 pub fn holder_pid(path: &Path) -> Option<u32> {
     let file = open_regular(path, false).ok()?;
     let mut buf = Vec::with_capacity(24);
-    file.take(24).read_to_end(&mut buf).ok()?;
-    std::str::from_utf8(&buf).ok()?.trim().parse().ok()
+    file.take(256).read_to_end(&mut buf).ok()?;
+    let text = std::str::from_utf8(&buf).ok()?;
+    text.split_whitespace()
+        .find_map(|kv| kv.strip_prefix("pid="))
+        .and_then(|pid| pid.parse().ok())
 }
 
 /// `fcntl(fd, cmd, {l_type: kind, byte 0})`; `Ok(false)` when another open
@@ -321,8 +325,7 @@ impl FileLock {
         match ofd_lock(fd, cmd, kind) {
             Ok(true) => {
                 if kind == libc::F_WRLCK {
-                    // Shared holders are many: only an exclusive one names itself.
-                    lock.mark_holder();
+                    lock.mark_holder(); // an exclusive holder names itself
                 }
                 Ok(Some(lock))
             }
@@ -452,24 +455,6 @@ mod tests {
     }
 
     #[test]
-    fn shared_locks_coexist_and_refuse_an_exclusive_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("g.lock");
-        let a = FileLock::acquire_shared(&p, false).unwrap().expect("free");
-        let b = FileLock::acquire_shared(&p, false)
-            .unwrap()
-            .expect("shared");
-        assert!(FileLock::is_held(&p).unwrap());
-        assert!(FileLock::acquire(&p, false).unwrap().is_none());
-        drop(a);
-        assert!(FileLock::acquire(&p, false).unwrap().is_none());
-        drop(b);
-        let x = FileLock::acquire(&p, false).unwrap().expect("free again");
-        assert!(FileLock::acquire_shared(&p, false).unwrap().is_none());
-        drop(x);
-    }
-
-    #[test]
     fn a_timed_wait_ends_naming_the_holder_pid() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("o.lock");
@@ -505,6 +490,24 @@ mod tests {
             assert!(e.to_string().contains("not a regular file"), "{e}");
         }
         assert_eq!(holder_pid(&p), None);
+    }
+
+    #[test]
+    fn shared_locks_coexist_and_refuse_an_exclusive_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("g.lock");
+        let a = FileLock::acquire_shared(&p, false).unwrap().expect("free");
+        let b = FileLock::acquire_shared(&p, false)
+            .unwrap()
+            .expect("shared");
+        assert!(FileLock::is_held(&p).unwrap());
+        assert!(FileLock::acquire(&p, false).unwrap().is_none());
+        drop(a);
+        assert!(FileLock::acquire(&p, false).unwrap().is_none());
+        drop(b);
+        let x = FileLock::acquire(&p, false).unwrap().expect("free again");
+        assert!(FileLock::acquire_shared(&p, false).unwrap().is_none());
+        drop(x);
     }
 
     fn pipe() -> [libc::c_int; 2] {

@@ -158,6 +158,45 @@ def test_a_frozen_member_loses_its_queues_and_is_fenced(
     assert last_a_line[0] > taken_at
 
 
+def test_describe_shows_a_dead_member_and_expire_removes_it(
+    tmp_path: Path, members: list[Member]
+) -> None:
+    config = tmp_path / "config"
+    a = _start(tmp_path, members)
+    _wait("a owns all", 5, lambda: set(a.owned) == ALL)
+    d = Membership.describe(config, "g", "t")
+    assert (d.group, d.topic) == ("g", "t")
+    (info,) = d.members
+    assert (info.id, info.pid, info.alive, info.strategy) == (a.id, a.proc.pid, True, "average")
+    assert info.heartbeat_age_s < TIMEOUT and info.since_ms > 0
+    assert {q.owner_pid for q in d.queues.values()} == {a.proc.pid}
+    os.kill(a.proc.pid, signal.SIGKILL)
+    a.wait()
+    # No member is left to notice: the state still names it, not alive.
+    (info,) = Membership.describe(config, "g", "t").members
+    assert not info.alive
+    assert Membership.expire(config, "g", "t") == [a.id]
+    d = Membership.describe(config, "g", "t")
+    assert d.members == () and all(q.owner is None for q in d.queues.values())
+    assert Membership.describe_all(config) == [d]
+    assert os.listdir(Path(group_dir_path(config, "g", "t")) / "members") == []
+
+
+def test_a_member_that_stops_polling_leaves_until_it_polls(tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    with Membership.join(config, "g", "t", heartbeat_interval=BEAT, session_timeout=TIMEOUT,
+                         max_poll_interval=0.3) as m:
+        m.set_queues(list(range(8)))
+        m.heartbeat_now()
+        assert set(_reads(m)) == ALL
+        _wait("it leaves", 5, lambda: not _reads(m))
+        assert m.error is not None and "max_poll_interval" in m.error
+        assert Membership.describe(config, "g", "t").members == ()
+        m.polled()
+        _wait("back at its poll", 5, lambda: set(_reads(m)) == ALL)
+        assert m.error is None
+
+
 def test_a_clean_leave_hands_over_at_once(tmp_path: Path, members: list[Member]) -> None:
     a = _start(tmp_path, members)
     b = _start(tmp_path, members)

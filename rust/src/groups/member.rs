@@ -137,20 +137,23 @@ impl Shared {
     }
 
     /// The state as read, or an empty one. A missing state while other
-    /// members' lock files are held (someone removed it) starts with a
-    /// quiet period as long as their longest session timeout, so no queue
-    /// is handed out while their leases may run.
-    fn load(&self, now: u64, me: &str) -> Result<GroupState> {
+    /// members' lock files are held, or while this member was one (someone
+    /// removed the state, or the group's folder), starts with a quiet
+    /// period as long as their longest session timeout, so no queue is
+    /// handed out while a lease of before may run.
+    fn load(&self, now: u64, me: &str, was_member: bool) -> Result<GroupState> {
         let o = &self.opts;
         let mut st = match self.dir.read_state(&self.boot, &o.group, &o.topic)? {
             Found::State(st) => st,
             Found::Missing => {
                 let mut st = GroupState::empty(&self.boot, &o.group, &o.topic);
                 let held = self.dir.member_files();
+                let mine = was_member.then(|| ms(o.session_timeout));
                 let longest = held
                     .iter()
                     .filter(|(id, alive, _)| *alive && id != me)
                     .map(|(_, _, t)| t.unwrap_or(ms(o.session_timeout)))
+                    .chain(mine)
                     .max();
                 if let Some(t) = longest {
                     st.quiet_until = now.saturating_add(t);
@@ -218,7 +221,7 @@ impl Shared {
         }
         let _state_lock = self.dir.lock_state(self.patience())?;
         let now = monotonic_ms();
-        let mut st = self.load(now, &ident.id)?;
+        let mut st = self.load(now, &ident.id, mode != Mode::Join)?;
         let mut leaving = mode == Mode::Leave;
         let mut status_after = Status::Member;
         let fresh = mode == Mode::Join

@@ -279,3 +279,41 @@ fn a_failed_state_write_changes_nothing_and_the_leases_lapse() {
         "a lapsed lease comes back under a new epoch: {epochs:?} -> {again:?}"
     );
 }
+
+#[test]
+fn a_removed_group_folder_hands_nothing_out_while_old_leases_may_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // A session timeout long enough that a loaded machine runs the steps
+    // below within it.
+    let timeout = Duration::from_secs(3);
+    let join = |_: &Path, n: u32| {
+        let mut o = opts(dir.path(), Strategy::Average, &[]);
+        o.session_timeout = timeout;
+        let m = GroupMember::join(o).unwrap();
+        m.set_queues(&(0..n).collect::<Vec<_>>());
+        m.heartbeat_now().unwrap();
+        m
+    };
+    let a = join(dir.path(), 2);
+    let b = join(dir.path(), 2);
+    a.heartbeat_now().unwrap();
+    a.release(&a.changes().1);
+    b.heartbeat_now().unwrap();
+    assert_eq!(reads(&a).len() + reads(&b).len(), 2);
+    // (The heartbeat threads may write into it meanwhile: try again.)
+    for _ in 0..100 {
+        if std::fs::remove_dir_all(&a.options().group_dir).is_ok() {
+            break;
+        }
+    }
+    let t0 = Instant::now();
+    a.heartbeat_now().unwrap();
+    b.heartbeat_now().unwrap();
+    // Both come back under new ids, owning nothing for a session timeout:
+    // the other's old lease may still run.
+    assert!(reads(&a).is_empty() && reads(&b).is_empty());
+    wait_until("the queues are handed out again", PATIENCE, || {
+        reads(&a).len() + reads(&b).len() == 2
+    });
+    assert!(t0.elapsed() >= timeout - Duration::from_millis(60));
+}

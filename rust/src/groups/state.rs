@@ -544,6 +544,37 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any bytes decode without a panic; what decodes re-encodes to a
+        /// state that decodes to itself.
+        #[test]
+        fn any_bytes_decode_without_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400)) {
+            if let Ok(st) = GroupState::decode(&bytes, BOOT, "g", "t") {
+                let again = GroupState::decode(&st.encode(), BOOT, "g", "t");
+                proptest::prop_assert_eq!(again.ok(), Some(st));
+            }
+        }
+
+        /// A valid state with bytes changed, cut or spliced never panics,
+        /// and is refused unless it still reads as a state of some boot.
+        #[test]
+        fn a_damaged_state_is_refused_or_consistent(
+            edits in proptest::collection::vec((0usize..2000, proptest::prelude::any::<u8>()), 0..8),
+            cut in 0usize..2000,
+        ) {
+            let mut bytes = sample().encode();
+            for (at, b) in edits {
+                let n = bytes.len();
+                bytes[at % n] = b;
+            }
+            bytes.truncate(cut.max(1));
+            if let Ok(st) = GroupState::decode(&bytes, BOOT, "g", "t") {
+                let again = GroupState::decode(&st.encode(), BOOT, "g", "t");
+                proptest::prop_assert_eq!(again.ok(), Some(st));
+            }
+        }
+    }
+
     #[test]
     fn garbage_is_refused_with_a_reason() {
         let cases: [&[u8]; 6] = [
