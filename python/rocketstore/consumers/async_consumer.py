@@ -228,7 +228,11 @@ class AsyncConsumer:
         await self._settle()
         c._own.polled()
         if not c._applying:
-            changes = c._take_changes()
+            ids = c._topic_ids()
+            if ids is None:  # no file I/O: on the loop
+                changes = c._take_changes()
+            else:  # new queue ids: the member may heartbeat now (file I/O)
+                changes = await self._threads.run(c._take_changes, ids, _pool="pull")
             if changes:
                 c._applying = True
                 try:
