@@ -112,6 +112,8 @@ class AsyncConsumer:
         self._closing = False
         # The last fill step handed to a store thread (see _advance).
         self._step: asyncio.Future[tuple[bool, Any]] | None = None
+        # The membership changes a poll applies (see _poll_start).
+        self._changing: asyncio.Future[None] | None = None
 
     # -- what the blocking consumer has -----------------------------------------
 
@@ -223,23 +225,34 @@ class AsyncConsumer:
 
     async def _poll_start(self) -> None:
         """A poll's first steps, as the blocking consumer's: count it, apply
-        membership changes (listeners awaited), auto-commit."""
+        membership changes (listeners awaited), auto-commit. The changes are
+        applied by a task of their own that a cancelled poll leaves to
+        finish (the next poll waits for it, :meth:`_settle`): a hand-over is
+        never left half done."""
         c = self._c
         await self._settle()
         c._own.polled()
         if not c._applying:
+            task = asyncio.ensure_future(self._membership())
+            task.add_done_callback(_retrieve)
+            self._changing = task
+            await asyncio.shield(task)
+        await self._maybe_auto_commit()
+
+    async def _membership(self) -> None:
+        """Take the membership's changes and apply them."""
+        c = self._c
+        c._applying = True
+        try:
             ids = c._topic_ids()
             if ids is None:  # no file I/O: on the loop
                 changes = c._take_changes()
             else:  # new queue ids: the member may heartbeat now (file I/O)
                 changes = await self._threads.run(c._take_changes, ids, _pool="pull")
             if changes:
-                c._applying = True
-                try:
-                    await self._apply(changes)
-                finally:
-                    c._applying = False
-        await self._maybe_auto_commit()
+                await self._apply(changes)
+        finally:
+            c._applying = False
 
     async def _apply(self, changes: Changes) -> None:
         """:meth:`Consumer._apply` with its commits and releases in a store thread."""
@@ -352,10 +365,11 @@ class AsyncConsumer:
         return await asyncio.shield(task)
 
     async def _settle(self) -> None:
-        """Until the step a cancelled poll left running has finished."""
-        step = self._step
-        if step is not None and not step.done():
-            await asyncio.wait([step])
+        """Until the step (or the membership changes) a cancelled poll left
+        running has finished."""
+        for task in (self._changing, self._step):
+            if task is not None and not task.done():
+                await asyncio.wait([task])
 
     def _after_step(self, fn: Callable[[], None]) -> None:
         """``fn()`` now, or once the step a cancelled poll left running ends."""
