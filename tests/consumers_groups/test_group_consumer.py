@@ -306,3 +306,45 @@ def test_shutdown_makes_the_store_s_members_leave(store_path: str) -> None:
             old.poll(timeout=0)
         old.close()  # writes nothing
         c.close()
+
+
+def test_messages_read_while_the_lease_ran_out_are_not_returned(
+        store: MessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lease is checked after the read: a poll whose first pull outlasts
+    the leases (here the member's heartbeats are blocked meanwhile, as for a
+    frozen process) returns nothing, though every queue was read after the
+    check made before the pulls; the positions stay, and everything is read
+    once the member owns the queues again."""
+    from rocketstore._native import FileLock
+
+    c = store.consumer("g", TOPIC, auto_commit=False)
+    assert c.assignment() == list(range(QUEUES))
+    state_lock = Path(group_dir_path(store.config.config_dir, "g", TOPIC)) / "state.lock"
+    real = store.get_message
+    stalled: list[int] = []
+
+    def slow_pull(group: str, topic: str, queue_id: int, *args: Any) -> Any:
+        if queue_id == 0 and not stalled:
+            stalled.append(queue_id)
+            held = FileLock.acquire(str(state_lock), True)  # no heartbeat renews a lease
+            try:
+                time.sleep(TIMEOUT + BEAT)
+            finally:
+                assert held is not None
+                held.release()
+        return real(group, topic, queue_id, *args)
+
+    monkeypatch.setattr(store, "get_message", slow_pull)
+    got = c.poll(timeout=0, max_messages=1000)
+    assert stalled == [0]
+    assert got == []
+    assert all(c.position(q) == 0 for q in c.assignment())
+    monkeypatch.undo()
+    seen: set[tuple[int, int]] = set()
+
+    def again(seen: set[tuple[int, int]] = seen) -> bool:
+        seen.update((m.queue_id, m.queue_offset) for m in c.poll(timeout=0.05, max_messages=1000))
+        return len(seen) == 10 * QUEUES
+
+    until(again, "every message read once the member owns the queues again")
+    c.close()
