@@ -128,11 +128,11 @@ def _describe(store: MessageStore, table: OffsetTable) -> list[GroupLag]:
     views: dict[tuple[str, str], GroupView] = {}
     problems: dict[str, list[str]] = {}
     for found in group_members(config_dir):
-        by_group.setdefault(found.group, {})
         if found.problem is not None:
+            by_group.setdefault(found.group, {})
             problems.setdefault(found.group, []).append(found.problem)
-        elif found.topic:
-            by_group[found.group].setdefault(found.topic, {})
+        elif found.members:  # a folder whose members all left lists nothing
+            by_group.setdefault(found.group, {}).setdefault(found.topic, {})
             views[(found.group, found.topic)] = found
     known = set(store.topics(include_system=True))
     out = []
