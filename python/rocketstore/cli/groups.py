@@ -38,11 +38,17 @@ from rocketstore.consumers.group_members import expire_members
 from rocketstore.consumers.groups import GroupLag, ResetTarget
 
 
+def _short(member_id: str) -> str:
+    """A member id's random part (``<host>-<pid>-<random>``): what tells two
+    members of one process apart."""
+    return member_id.rsplit("-", 1)[-1]
+
+
 def _owner(g: GroupLag, member_id: str | None) -> str:
-    """A queue's owner as the table shows it: its member's pid and host."""
+    """A queue's owner as the table shows it: its member's pid and id."""
     for m in g.members:
         if m.member_id == member_id:
-            return f"pid {m.pid}@{m.host}" + ("" if m.alive else " (dead)")
+            return f"pid {m.pid} {_short(m.member_id)}" + ("" if m.alive else " (dead)")
     return member_id or ""
 
 
@@ -75,7 +81,7 @@ def _members_table(groups: list[GroupLag]) -> Table | None:
         table.add_row(group, m.topic, str(m.pid), m.host,
                       m.since.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
                       f"{m.heartbeat_age:.1f} s ago" if m.alive else "dead",
-                      ",".join(map(str, m.queues)) or "-", m.member_id)
+                      ",".join(map(str, m.queues)) or "-", _short(m.member_id))
     return table
 
 
