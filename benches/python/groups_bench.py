@@ -1,9 +1,10 @@
 """Consumer groups over processes: rebalance times, CPU per message, bookkeeping cost.
 
 Run: ``python benches/python/groups_bench.py [rebalance|join|cpu|ab|all] [options]``
-(``--help`` per command). Every store is made on tmpfs (``media.py``) and
-removed afterwards; members are read-only processes (``python -c``), as
-worker processes of a service are.
+(``--help`` per command). Every store is made on the real disk
+(``--medium disk``, the default: ``media.py``) or tmpfs, and removed
+afterwards; members are read-only processes (``python -c``), as worker
+processes of a service are.
 
 * ``rebalance`` (``--rounds 20``): two members share 8 queues; one is killed
   with SIGKILL; the time from the kill until the survivor's poll has taken
@@ -103,10 +104,14 @@ with MessageStore(cfg, read_only=True) as store:
 """
 
 
+#: Where the stores live (``--medium``).
+_MEDIUM = ["disk"]
+
+
 @contextmanager
 def _store(options: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """A fresh store's config (as keywords) with one message in every queue."""
-    with tempfile.TemporaryDirectory(dir=bench_base("tmpfs")) as d:
+    with tempfile.TemporaryDirectory(dir=bench_base(_MEDIUM[0])) as d:
         cfg = {"store_path": d, **GEOMETRY, **options}
         with MessageStore(StoreConfig(**cfg)) as store:
             for q in range(QUEUES):
@@ -268,7 +273,11 @@ def main() -> None:
     parser.add_argument("--puts", type=int, default=20_000)
     parser.add_argument("--heartbeat", type=float, default=3.0)
     parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--medium", choices=("disk", "tmpfs"), default="disk",
+                        help="where the stores live (default: the real disk)")
     args = parser.parse_args()
+    _MEDIUM[0] = args.medium
+    print(f"stores on {args.medium}: {bench_base(args.medium)}")
     options = {"consumer_heartbeat_interval": args.heartbeat,
                "consumer_session_timeout": args.timeout}
     if args.what in ("rebalance", "all"):
