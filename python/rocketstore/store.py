@@ -39,9 +39,9 @@ from rocketstore._store_reads import UnknownTopics
 from rocketstore.aio import StoreThreads
 from rocketstore.config.files import TopicConfigs
 from rocketstore.config.store_config import StoreConfig
-from rocketstore.consumers import groups, store_commits
+from rocketstore.consumers import group_members, groups, store_commits
 from rocketstore.consumers.async_consumer import AsyncConsumer
-from rocketstore.consumers.consumer import Consumer
+from rocketstore.consumers.consumer import Consumer, Listener, Strategy
 from rocketstore.consumers.groups import GroupLocks
 from rocketstore.consumers.offset_table import OffsetKey, check_group
 from rocketstore.consumers.offsets import ConsumerOffsets
@@ -598,16 +598,33 @@ class MessageStore(MessageStoreBase):
         tags: Sequence[str] | None = None,
         auto_commit: bool = True,
         auto_commit_interval: float = 5.0,
+        exclusive: bool = False,
+        queues: Sequence[int] | None = None,
+        strategy: Strategy = "average",
+        on_assign: Listener | None = None,
+        on_revoke: Listener | None = None,
+        max_poll_interval: float = 300.0,
     ) -> Consumer:
-        """A Kafka-style consumer of every queue of ``topic`` for ``group``.
+        """A Kafka-style consumer of ``topic`` for ``group``: a member of the
+        group, sharing the topic's queues with the group's other consumers
+        (threads or processes; ``exclusive=True``: every queue, alone).
 
         A new group starts at each queue's min offset (``start="latest"``: at
         the end); a group with committed offsets resumes there. With
         ``auto_commit`` (the default, as in the Kafka clients) ``poll()``
         commits what earlier polls returned every ``auto_commit_interval``
-        seconds, and ``close()`` commits durably; see :class:`Consumer`.
+        seconds, a queue's position before it goes to another member, and
+        ``close()`` commits durably. ``queues``, ``strategy``,
+        ``on_assign``, ``on_revoke`` and ``max_poll_interval`` shape the
+        membership; see :class:`Consumer` and docs/format.md §13.2.
 
         Raises:
+            ConsumerGroupBusyError: ``exclusive=True`` while another consumer
+                of the group holds the topic (exclusive or shared), a shared
+                one while an exclusive one does, or ``queues`` naming a
+                queue another member named.
+            ReadOnlyStoreError: a shared consumer of a ``no_write`` store
+                (which writes no membership; use ``exclusive=True``).
             TypeError / ValueError: a name :meth:`OffsetKey.of
                 <rocketstore.consumers.offset_table.OffsetKey.of>` refuses (empty, a
                 topic with ``@``), or ``topic`` breaks the topic rule
@@ -623,7 +640,11 @@ class MessageStore(MessageStoreBase):
         topic it holds ("did you mean 'orders'?"), so a service may start
         its consumers before its first put.
         """
-        return self._make_consumer(group, topic, start, tags, auto_commit, auto_commit_interval)
+        return self._make_consumer(group, topic, start, tags, auto_commit=auto_commit,
+                                   auto_commit_interval=auto_commit_interval,
+                                   exclusive=exclusive, queues=queues, strategy=strategy,
+                                   on_assign=on_assign, on_revoke=on_revoke,
+                                   max_poll_interval=max_poll_interval)
 
     def async_consumer(
         self,
@@ -634,25 +655,33 @@ class MessageStore(MessageStoreBase):
         tags: Sequence[str] | None = None,
         auto_commit: bool = True,
         auto_commit_interval: float = 5.0,
+        exclusive: bool = False,
+        queues: Sequence[int] | None = None,
+        strategy: Strategy = "average",
+        on_assign: Listener | None = None,
+        on_revoke: Listener | None = None,
+        max_poll_interval: float = 300.0,
     ) -> AsyncConsumer:
-        """An :class:`~rocketstore.consumers.AsyncConsumer` of every queue of
-        ``topic`` for ``group``: :meth:`consumer` whose waits never block
-        the event loop.
+        """An :class:`~rocketstore.consumers.AsyncConsumer` of ``topic`` for
+        ``group``: :meth:`consumer` whose waits never block the event loop
+        (``on_assign`` and ``on_revoke`` may be coroutine functions).
 
         The arguments, errors and warnings are those of :meth:`consumer`.
         """
-        c = self._make_consumer(group, topic, start, tags, auto_commit, auto_commit_interval)
+        c = self._make_consumer(group, topic, start, tags, auto_commit=auto_commit,
+                                auto_commit_interval=auto_commit_interval,
+                                exclusive=exclusive, queues=queues, strategy=strategy,
+                                on_assign=on_assign, on_revoke=on_revoke,
+                                max_poll_interval=max_poll_interval)
         return AsyncConsumer(self._threads, c)
 
     def _make_consumer(self, group: str, topic: str, start: Literal["earliest", "latest"],
-                       tags: Sequence[str] | None, auto_commit: bool,
-                       auto_commit_interval: float) -> Consumer:
+                       tags: Sequence[str] | None, **kw: Any) -> Consumer:
         # The names rule, then the read rule: a name that fails the put rule
         # is refused unless the store holds that topic (raises ValueError).
         self._n.get_max_offset_in_queue(OffsetKey.of(group, topic).topic, 0)
         self._warn_unknown(topic, stacklevel=4, subscription=True)  # names consumer()'s caller
-        return Consumer(self, group, topic, start=start, tags=tags, auto_commit=auto_commit,
-                        auto_commit_interval=auto_commit_interval)
+        return Consumer(self, group, topic, start=start, tags=tags, **kw)
 
     # -- consumer groups (consumers/groups.py) -----------------------------
 
@@ -660,3 +689,4 @@ class MessageStore(MessageStoreBase):
     reset_consumer_group = groups.reset_consumer_group
     delete_consumer_group = groups.delete_consumer_group
     hold_consumer_group = groups.hold_consumer_group
+    join_consumer_group = group_members.join_consumer_group

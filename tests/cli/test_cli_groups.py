@@ -65,16 +65,18 @@ def test_groups_prints_the_lag_table_and_json(store: tuple[Path, int]) -> None:
     before = snapshot(path)
     got = run_json(["groups", str(path)])
     assert got == [
-        {"group": "g", "lag": 8 + 3, "active": False, "active_topics": [], "queues": [
+        {"group": "g", "lag": 8 + 3, "active": False, "active_topics": [], "members": [],
+         "problems": [], "queues": [
             {"topic": "T", "queue_id": 0, "committed": 2, "min_offset": 0, "max_offset": 10,
-             "lag": 8},
+             "lag": 8, "owner": None},
             {"topic": "T", "queue_id": 1, "committed": 1, "min_offset": 0, "max_offset": 4,
-             "lag": 3}]},
-        {"group": "h", "lag": 4, "active": False, "active_topics": [], "queues": [
+             "lag": 3, "owner": None}]},
+        {"group": "h", "lag": 4, "active": False, "active_topics": [], "members": [],
+         "problems": [], "queues": [
             {"topic": "T", "queue_id": 0, "committed": 10, "min_offset": 0, "max_offset": 10,
-             "lag": 0},
+             "lag": 0, "owner": None},
             {"topic": "T", "queue_id": 1, "committed": None, "min_offset": 0, "max_offset": 4,
-             "lag": 4}]},
+             "lag": 4, "owner": None}]},
     ]
     assert [g["group"] for g in run_json(["groups", str(path), "--group", "h"])] == ["h"]
     text = run(["groups", str(path)])

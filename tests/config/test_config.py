@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +126,43 @@ def test_defaults_match_spec() -> None:
     assert mismatches == {}
     # every field of the dataclass is accounted for (store_path checked below)
     fields = {f.name for f in dataclasses.fields(StoreConfig)}
-    # our additions: store_path is checked below; the size cap is off by default
-    assert fields - set(SPEC_DEFAULTS) == {"store_path", "max_store_size_bytes"}
+    # our additions: store_path is checked below; the size cap is off by default;
+    # consumer group members heartbeat every 3 s and time out after 10 s
+    assert fields - set(SPEC_DEFAULTS) == {"store_path", "max_store_size_bytes",
+                                           "consumer_heartbeat_interval",
+                                           "consumer_session_timeout"}
     assert cfg.max_store_size_bytes is None
+    assert (cfg.consumer_heartbeat_interval, cfg.consumer_session_timeout) == (3.0, 10.0)
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "words"),
+    [
+        ({"consumer_heartbeat_interval": 10.0}, ValueError, "less than consumer_session_timeout"),
+        ({"consumer_heartbeat_interval": 2.0, "consumer_session_timeout": 2},
+         ValueError, "less than consumer_session_timeout"),
+        ({"consumer_session_timeout": 0}, ValueError, "must be in (0, 86400]"),
+        ({"consumer_heartbeat_interval": -1.0}, ValueError, "must be in (0, 86400]"),
+        ({"consumer_session_timeout": 1e9}, ValueError, "must be in (0, 86400]"),
+        ({"consumer_session_timeout": float("inf")}, ValueError, "must be finite"),
+        ({"consumer_heartbeat_interval": True}, TypeError, "expected a float"),
+        ({"consumer_heartbeat_interval": "3"}, TypeError, "expected a float"),
+    ],
+)
+def test_consumer_group_intervals_are_checked(changes: dict[str, object], error: type,
+                                              words: str) -> None:
+    with pytest.raises(error, match=re.escape(words)):
+        StoreConfig(store_path="/x", **changes)
+
+
+def test_consumer_group_intervals_take_fractions_and_properties() -> None:
+    cfg = StoreConfig(store_path="/x", consumer_heartbeat_interval=0.2,
+                      consumer_session_timeout=1)
+    assert (cfg.consumer_heartbeat_interval, cfg.consumer_session_timeout) == (0.2, 1.0)
+    props = cfg.to_properties()
+    assert props["consumerHeartbeatInterval"] == "0.2"
+    assert props["consumerSessionTimeout"] == "1.0"
+    assert StoreConfig.from_properties(props) == cfg
 
 
 def test_default_store_path_is_home_store() -> None:

@@ -167,7 +167,9 @@ def test_second_consumer_of_a_group_is_refused_across_processes(store_path: str)
         _lines_until(holder, "held")
         with MessageStore(StoreConfig(store_path=store_path, **CFG), read_only=True) as ro:
             with pytest.raises(ConsumerGroupBusyError, match="'g' on topic 'T'"):
-                ro.consumer("g", TOPIC)
+                ro.consumer("g", TOPIC, exclusive=True)
+            with pytest.raises(ConsumerGroupBusyError, match='"g" on topic "T"'):
+                ro.consumer("g", TOPIC)  # a shared member neither
             (g,) = ro.consumer_groups()
             assert g.group == "g" and g.active_topics == (TOPIC,)
             with pytest.raises(ConsumerGroupBusyError):
@@ -175,18 +177,18 @@ def test_second_consumer_of_a_group_is_refused_across_processes(store_path: str)
             with pytest.raises(ConsumerGroupBusyError):
                 ro.delete_consumer_group("g")
             assert offset_table(store_path) == {"T@g": {0: 0, 1: 0, 2: 0, 3: 0}}  # untouched
-            ro.consumer("other", TOPIC).close()  # another group is free
+            ro.consumer("other", TOPIC, exclusive=True).close()  # another group is free
         # The writer's process is refused as well.
         with MessageStore(StoreConfig(store_path=store_path, **CFG)) as w:
             with pytest.raises(ConsumerGroupBusyError):
-                w.consumer("g", TOPIC)
+                w.consumer("g", TOPIC, exclusive=True)
             _kill(holder)  # the kernel drops a dead process's lock
-            with w.consumer("g", TOPIC) as c:
+            with w.consumer("g", TOPIC, exclusive=True) as c:
                 assert c.positions() == {0: 0, 1: 0, 2: 0, 3: 0}
-                # In one process too: one consumer of the group and topic at a time.
+                # In one process too: one exclusive consumer of the group and topic.
                 with pytest.raises(ConsumerGroupBusyError):
-                    w.consumer("g", TOPIC)
-            w.consumer("g", TOPIC).close()  # closed: free again
+                    w.consumer("g", TOPIC, exclusive=True)
+            w.consumer("g", TOPIC, exclusive=True).close()  # closed: free again
     finally:
         _kill(holder)
 
@@ -200,7 +202,7 @@ def test_no_write_open_leaves_every_byte_identical(store_path: str) -> None:
     assert "config/consumerOffset.json" in before
     with MessageStore(StoreConfig(store_path=store_path, **CFG), read_only=True,
                       no_write=True) as ro:
-        c = ro.consumer("g", TOPIC)
+        c = ro.consumer("g", TOPIC, exclusive=True)
         assert sum(c.positions().values()) == 10
         assert len(c.poll(timeout=1, max_messages=100)) == 30
         with pytest.warns(RuntimeWarning, match="nothing is persisted"):
@@ -223,11 +225,11 @@ def test_consumer_groups_agree_in_the_writer_and_a_reader_process(store_path: st
         mine = [g.as_dict() for g in w.consumer_groups()]
         assert mine == [{
             "group": "g", "lag": 2 + 5, "active": False, "active_topics": [],
-            "queues": [
+            "members": [], "problems": [], "queues": [
                 {"topic": TOPIC, "queue_id": 0, "committed": 3, "min_offset": 0,
-                 "max_offset": 5, "lag": 2},
+                 "max_offset": 5, "lag": 2, "owner": None},
                 {"topic": TOPIC, "queue_id": 1, "committed": None, "min_offset": 0,
-                 "max_offset": 5, "lag": 5},
+                 "max_offset": 5, "lag": 5, "owner": None},
             ],
         }]
         p = subprocess.run([sys.executable, str(CHILD), "groups", store_path],

@@ -138,7 +138,7 @@ with MessageStore(cfg, read_only=True) as ro:
     except StoreClosedError:
         out["closed"] = True
 with MessageStore(cfg, read_only=True, no_write=True) as nw:
-    c = nw.consumer("a", "T")  # resumes at the committed offsets
+    c = nw.consumer("a", "T", exclusive=True)  # resumes at the committed offsets
     out["polled"] = len(c.poll(timeout=1, max_messages=100))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -187,13 +187,13 @@ def test_shutdown_releases_the_group_lock_of_a_consumer_left_open(store_path: st
     _put(store_path, 5)
     cfg = StoreConfig(store_path=store_path, **CFG)
     store = MessageStore(cfg).start()
-    old = store.consumer("g", "T")  # auto_commit: its close would commit
+    old = store.consumer("g", "T", exclusive=True)  # auto_commit: its close would commit
     assert len(old.poll(timeout=1, max_messages=3)) == 3
     store.shutdown()
     with MessageStore(cfg, read_only=True) as other:
         (g,) = [g for g in other.consumer_groups() if g.group == "g"] or [None]
         assert g is None or not g.active
-        with other.consumer("g", "T", auto_commit=False) as c:
+        with other.consumer("g", "T", auto_commit=False, exclusive=True) as c:
             c.seek(0, 4)
             c.commit()
     store.start()  # the same object again
@@ -205,7 +205,7 @@ def test_shutdown_releases_the_group_lock_of_a_consumer_left_open(store_path: st
         old.close()  # no error, and nothing committed
         assert old.closed
         assert offset_table(store_path)["T@g"] == {0: 4, 1: 0, 2: 0, 3: 0}  # the other's commit
-        with store.consumer("g", "T") as c:  # the group is free
+        with store.consumer("g", "T", exclusive=True) as c:  # the group is free
             assert c.position(0) == 4
     finally:
         store.shutdown()
@@ -217,7 +217,7 @@ warnings.simplefilter("ignore")
 from rocketstore import ConsumerGroupBusyError, MessageStore, StoreClosedError, StoreConfig
 cfg = StoreConfig(store_path=sys.argv[1], **json.loads(sys.argv[2]))
 store = MessageStore(cfg, read_only=True).start()
-c = store.consumer("g", "T", auto_commit=True)
+c = store.consumer("g", "T", auto_commit=True, exclusive=True)
 assert len(c.poll(timeout=1, max_messages=2)) == 2
 c.commit()
 r, w = os.pipe()
@@ -234,7 +234,7 @@ if pid == 0:
     c.close()  # writes nothing in the child
     other = MessageStore(cfg, read_only=True).start()
     try:
-        other.consumer("g", "T")
+        other.consumer("g", "T", exclusive=True)
         out.append("group taken")
     except ConsumerGroupBusyError:
         out.append("group busy")
@@ -273,7 +273,7 @@ def test_fork_after_opening_a_consumer_neither_steals_nor_keeps_the_group(
         child_pid = int(proc.stdout.readline())
         os.kill(child_pid, 0)  # the child is alive
         with MessageStore(StoreConfig(store_path=store_path, **CFG), read_only=True) as ro:
-            with ro.consumer("g", "T", auto_commit=False) as c:  # free again
+            with ro.consumer("g", "T", auto_commit=False, exclusive=True) as c:  # free again
                 assert sum(c.positions().values()) == 2  # the parent's, not the child's 9
     finally:
         _finish(proc, kill=False)

@@ -76,7 +76,7 @@ def main() -> None:
         store.shutdown()
     elif mode == "hold":
         store = MessageStore(cfg, read_only=True).start()
-        consumer = store.consumer(sys.argv[3], TOPIC, auto_commit=False)
+        consumer = store.consumer(sys.argv[3], TOPIC, auto_commit=False, exclusive=True)
         consumer.commit()
         _say("held")
         sys.stdin.read()

@@ -582,4 +582,4 @@ def test_closed_store(fake: FakeStore) -> None:
 
 def test_repr(fake: FakeStore) -> None:
     fill(fake, "T", {0: 1})
-    assert repr(Consumer(fake, "g", "T")) == "Consumer(group='g', topic='T', 1 queues)"
+    assert repr(Consumer(fake, "g", "T")) == "Consumer(group='g', topic='T', queues [0])"

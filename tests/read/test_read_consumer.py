@@ -207,7 +207,9 @@ def test_poll_wakes_on_put_from_another_thread(
     store = open_store(**SMALL)
     if topic_exists:
         _fill(store, 1)
-    c = store.consumer("g", "T", start="latest")
+    # exclusive: a shared member wakes every heartbeat interval to apply
+    # membership changes; this one waits for the put alone.
+    c = store.consumer("g", "T", start="latest", exclusive=True)
     assert c.poll(timeout=0) == []
     waits = record_waits(store, monkeypatch)
 

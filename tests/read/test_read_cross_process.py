@@ -101,7 +101,7 @@ def test_read_only_consumer_follows_a_writer_process(tmp_path: Path) -> None:
         ro.start()
         try:
             assert proc.poll() is None
-            consumer = ro.consumer("reader", TOPIC)
+            consumer = ro.consumer("reader", TOPIC, exclusive=True)
             assert proc.stdin is not None
             proc.stdin.write("go\n")
             proc.stdin.flush()

@@ -173,7 +173,12 @@ def test_no_write_store_cannot_commit_and_writes_nothing(
     assert ro.query_offset("g", "T", 0) == 1
     ro.persist_offsets()  # a no-op on a no_write store
     ro.flush()
-    c = ro.consumer("g", "T")
+    # A member of a shared group writes its membership: refused, saying what works.
+    with pytest.raises(ReadOnlyStoreError, match=r"cannot join.*pass exclusive=True"):
+        ro.consumer("g", "T")
+    with pytest.raises(ReadOnlyStoreError, match="cannot join"):
+        ro.async_consumer("g", "T", queues=[0])
+    c = ro.consumer("g", "T", exclusive=True)
     assert c.position(0) == 1
     c.seek(0, 0)
     with pytest.warns(RuntimeWarning, match="nothing is persisted"):

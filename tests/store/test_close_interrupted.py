@@ -38,7 +38,8 @@ CHILD = textwrap.dedent("""
     for i in range(12):
         store.put("T", b"m%d" % i, queue_id=i % 3)
     store.commit_offset("direct", "T", 1, 3)
-    consumer = store.consumer("c", "T")
+    # "consumer": the group's one exclusive consumer; "member": a shared member.
+    consumer = store.consumer("c", "T", exclusive=what == "consumer")
     got = consumer.poll(timeout=5, max_messages=6)
     assert len(got) == 6, got
     if what == "store":
@@ -50,6 +51,7 @@ CHILD = textwrap.dedent("""
         "offsets": (ConsumerOffsets, "persist"),
         "commit": (MessageStore, "commit_offsets"),
         "persist": (MessageStore, "persist_offsets"),
+        "fenced": (MessageStore, "_commit_fenced"),
     }
     cls, name = targets[where]
     original = getattr(cls, name)
@@ -65,7 +67,7 @@ CHILD = textwrap.dedent("""
         return original(*args, **kwargs)
 
     setattr(cls, name, interrupted)
-    closing = consumer if what == "consumer" else store
+    closing = store if what == "store" else consumer
     try:
         closing.close()
     except KeyboardInterrupt:
@@ -80,6 +82,7 @@ CHILD = textwrap.dedent("""
 @pytest.mark.parametrize(("what", "where"), [
     ("store", "service"), ("store", "topics"), ("store", "offsets"),
     ("consumer", "commit"), ("consumer", "persist"), ("consumer", "offsets"),
+    ("member", "fenced"), ("member", "offsets"),
 ])
 def test_close_interrupted_by_sigint_is_finished_by_a_later_close(
     tmp_path: Path, what: str, where: str

@@ -1,7 +1,11 @@
-"""The ``groups`` command: consumer groups, their lag, reset and delete.
+"""The ``groups`` command: consumer groups, their lag and members, reset and delete.
 
 ``rocketstore groups PATH`` prints every group's committed offset, end
-offset and lag per queue (``kafka-consumer-groups --describe``).
+offset, lag and owning member per queue (``kafka-consumer-groups
+--describe``), then the groups' shared members (pid, host, since, heartbeat
+age, queues). ``--expire`` removes the members whose process ended (the
+next member's heartbeat does too) and rebuilds a membership state that
+cannot be read.
 ``--group G --reset-offsets --to-earliest | --to-latest | --to-offset N |
 --to-datetime TIME [--topic T] [--dry-run]`` moves a group's offsets and
 ``--group G --delete [--topic T]`` removes them, as
@@ -30,22 +34,69 @@ from rocketstore.cli._common import (
     _store_path,
     main,
 )
+from rocketstore.consumers.group_members import expire_members
 from rocketstore.consumers.groups import GroupLag, ResetTarget
+
+
+def _short(member_id: str) -> str:
+    """A member id's random part (``<host>-<pid>-<random>``): what tells two
+    members of one process apart."""
+    return member_id.rsplit("-", 1)[-1]
+
+
+def _owner(g: GroupLag, member_id: str | None) -> str:
+    """A queue's owner as the table shows it: its member's pid and id."""
+    for m in g.members:
+        if m.member_id == member_id:
+            return f"pid {m.pid} {_short(m.member_id)}" + ("" if m.alive else " (dead)")
+    return member_id or ""
 
 
 def _lag_table(groups: list[GroupLag]) -> Table:
     table = Table(title="consumer groups", title_justify="left")
     for name, justify in (("group", "left"), ("topic", "left"), ("queue", "right"),
                           ("committed", "right"), ("end offset", "right"), ("lag", "right"),
-                          ("consumer", "left")):
+                          ("consumer", "left"), ("owner", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for g in groups:
         for q in g.queues:
             table.add_row(g.group, q.topic, str(q.queue_id),
                           "-" if q.committed is None else f"{q.committed:,}",
                           f"{q.max_offset:,}", f"{q.lag:,}",
-                          "open" if q.topic in g.active_topics else "")
+                          "open" if q.topic in g.active_topics else "", _owner(g, q.owner))
     return table
+
+
+def _members_table(groups: list[GroupLag]) -> Table | None:
+    """The shared members of ``groups`` (None when there are none)."""
+    rows = [(g.group, m) for g in groups for m in g.members]
+    if not rows:
+        return None
+    table = Table(title="members", title_justify="left")
+    for name, justify in (("group", "left"), ("topic", "left"), ("pid", "right"),
+                          ("host", "left"), ("since", "left"), ("heartbeat", "right"),
+                          ("queues", "left"), ("member", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for group, m in rows:
+        table.add_row(group, m.topic, str(m.pid), m.host,
+                      m.since.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+                      f"{m.heartbeat_age:.1f} s ago" if m.alive else "dead",
+                      ",".join(map(str, m.queues)) or "-", _short(m.member_id))
+    return table
+
+
+def _expire(path: Path, as_json: bool) -> None:
+    """``--expire``: remove dead members (and rebuild unreadable states)."""
+    with _open_read_only(path, no_write=False) as store:
+        removed = expire_members(store.config.config_dir)
+    if as_json:
+        _print_json(removed)
+        return
+    gone = [(d, m) for d, ids in removed.items() for m in ids]
+    for d, m in gone:
+        click.echo(f"removed member {m} of {d}")
+    if not gone:
+        click.echo("no dead member found")
 
 
 def _target(earliest: bool, latest: bool, offset: int | None,
@@ -82,13 +133,21 @@ def _target(earliest: bool, latest: bool, offset: int | None,
                    "(ms since the epoch, or ISO 8601; local unless zoned).")
 @click.option("--dry-run", is_flag=True, help="Show what a reset would do; write nothing.")
 @click.option("--delete", is_flag=True, help="Remove the group's committed offsets.")
+@click.option("--expire", is_flag=True,
+              help="Remove members whose process ended; rebuild an unreadable membership.")
 @_json_flag
 def groups(path: Path, group: str | None, topic: str | None, reset: bool, to_earliest: bool,
            to_latest: bool, to_offset: int | None, to_time: int | None, dry_run: bool,
-           delete: bool, as_json: bool) -> None:
-    """Consumer groups: committed offset, end offset and lag per queue; reset or delete."""
+           delete: bool, expire: bool, as_json: bool) -> None:
+    """Consumer groups: committed offset, end offset, lag and owner per queue,
+    and members; reset, delete or expire."""
     if reset and delete:
         raise CliError("give --reset-offsets or --delete, not both")
+    if expire:
+        if reset or delete or group is not None or topic is not None:
+            raise CliError("--expire goes alone (it looks at every group)")
+        _expire(path, as_json)
+        return
     if (reset or delete) and group is None:
         raise CliError(f"--{'delete' if delete else 'reset-offsets'} needs --group")
     if not reset and (to_earliest or to_latest or to_offset is not None
@@ -129,13 +188,20 @@ def groups(path: Path, group: str | None, topic: str | None, reset: bool, to_ear
         found = [g for g in store.consumer_groups() if group is None or g.group == group]
         if topic is not None:
             found = [GroupLag(g.group, tuple(q for q in g.queues if q.topic == topic),
-                              tuple(t for t in g.active_topics if t == topic))
+                              tuple(t for t in g.active_topics if t == topic),
+                              tuple(m for m in g.members if m.topic == topic), g.problems)
                      for g in found]
-            found = [g for g in found if g.queues]
+            found = [g for g in found if g.queues or g.members]
         if as_json:
             _print_json([g.as_dict() for g in found])
         elif not found:
-            click.echo("no consumer group has committed offsets" if group is None
-                       else f"group {group} has no committed offsets")
+            click.echo("no consumer group has committed offsets or members" if group is None
+                       else f"group {group} has no committed offsets or members")
         else:
             _stdout().print(_lag_table(found))
+            members = _members_table(found)
+            if members is not None:
+                _stdout().print(members)
+            for g in found:
+                for problem in g.problems:
+                    click.echo(f"group {g.group}: {problem}", err=True)

@@ -32,6 +32,8 @@ MIN_MAPPED_FILE_SIZE_COMMIT_LOG: Final[int] = (
 )
 
 _MAX_PORT: Final = 65535
+#: Longest consumer heartbeat interval or session timeout, seconds (one day).
+_MAX_CONSUMER_SECONDS: Final = 86_400.0
 _LAST_HOUR: Final = 23
 
 #: Fields that also accept an :class:`os.PathLike` (stored as ``str``).
@@ -381,6 +383,20 @@ def _check_periods_and_counts(cfg: StoreConfig) -> None:
         in_range(name, getattr(cfg, name), 1, I32_MAX)
     if cfg.max_store_size_bytes is not None:
         in_range("max_store_size_bytes", cfg.max_store_size_bytes, 1, I64_MAX)
+    _check_consumer_intervals(cfg)
+
+
+def _check_consumer_intervals(cfg: StoreConfig) -> None:
+    """A member heartbeats more often than its session times out (§13.2)."""
+    beat, timeout = cfg.consumer_heartbeat_interval, cfg.consumer_session_timeout
+    for name, value in (("consumer_heartbeat_interval", beat),
+                        ("consumer_session_timeout", timeout)):
+        if not 0.0 < value <= _MAX_CONSUMER_SECONDS:
+            bad(name, value, f"must be in (0, {_MAX_CONSUMER_SECONDS:g}] seconds")
+    if not beat < timeout:
+        bad("consumer_heartbeat_interval", beat,
+            f"must be less than consumer_session_timeout ({timeout:g}): a member "
+            "would lose its queues between two heartbeats")
 
 
 def _check_index_geometry(cfg: StoreConfig) -> None:

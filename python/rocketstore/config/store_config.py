@@ -361,6 +361,15 @@ class StoreConfig:
     #: Share of physical memory (percent) counted as "in memory" for the limits above.
     access_message_in_memory_max_ratio: int = 40
 
+    # --- consumer groups (our addition) --------------------------------------
+    #: Seconds between a consumer group member's heartbeats (its background
+    #: thread renews its queue leases; ``docs/format.md``, §13.2).
+    consumer_heartbeat_interval: float = 3.0
+    #: Seconds without a heartbeat after which a member loses its queues
+    #: (a frozen or stuck process; a dead one loses them at once). More
+    #: than ``consumer_heartbeat_interval``.
+    consumer_session_timeout: float = 10.0
+
     # --- delay and recovery -------------------------------------------------
     #: Delay levels: whitespace-separated ``<n><s|m|h|d>`` tokens; level 1 is the first.
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL

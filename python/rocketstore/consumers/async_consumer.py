@@ -11,6 +11,10 @@ Made by ``store.async_consumer(group, topic)``::
 Its pulls run in the store's pull threads and its commits in the put
 threads; its waits for new messages hold no thread of either pool (the
 store's wake-up watcher resolves them; see :mod:`rocketstore.aio`).
+Membership changes are applied at the start of each poll as the blocking
+consumer's are (:mod:`~rocketstore.consumers.rebalance`), with their
+commits in a store thread; ``on_assign`` and ``on_revoke`` may be
+coroutine functions, awaited there.
 
 An async consumer, like a :class:`~rocketstore.consumers.consumer.Consumer`, is used
 by one task at a time for reading; ``commit()`` may be awaited from another
@@ -20,7 +24,9 @@ task (it commits the positions as they are when it is called).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
@@ -35,6 +41,7 @@ if TYPE_CHECKING:
     from rocketstore._native import MessageExt
     from rocketstore.aio import StoreThreads
     from rocketstore.consumers.consumer import Consumer
+    from rocketstore.consumers.ownership import Changes, Listener
 
 __all__ = ["AsyncConsumer"]
 
@@ -58,6 +65,14 @@ def _advance(steps: _Steps, value: object) -> tuple[bool, Any]:
         return True, done.value
 
 
+async def _call(listener: Listener | None, queues: list[int]) -> None:
+    """Call a listener; await what a coroutine function returns."""
+    if listener is not None:
+        result = listener(list(queues))
+        if inspect.isawaitable(result):
+            await result
+
+
 def _retrieve(task: asyncio.Future[Any]) -> None:
     """The error of a step whose poll was cancelled is not reported (the
     next poll meets it again)."""
@@ -69,10 +84,12 @@ class AsyncConsumer:
     """The asyncio face of a :class:`~rocketstore.consumers.consumer.Consumer`.
 
     Made by ``store.async_consumer(group, topic, start="earliest",
-    tags=None, auto_commit=True, auto_commit_interval=5.0)``; it reads,
-    commits and resumes exactly as ``store.consumer(...)`` does (the same
+    tags=None, auto_commit=True, auto_commit_interval=5.0, exclusive=False,
+    queues=None, strategy="average", on_assign=None, on_revoke=None,
+    max_poll_interval=300.0)``; it reads, commits, shares the group's
+    queues and resumes exactly as ``store.consumer(...)`` does (the same
     arguments, positions and committed offsets), but its waits never block
-    the event loop.
+    the event loop, and its listeners may be coroutine functions.
 
     Example::
 
@@ -84,7 +101,8 @@ class AsyncConsumer:
 
     ``position``, ``positions``, ``seek``, ``seek_to_beginning``,
     ``seek_to_end``, ``assignment`` and ``committed`` wait for nothing and
-    are plain methods, as on the blocking consumer.
+    are plain methods, as on the blocking consumer (with a coroutine
+    listener they show the queues as the last poll left them).
     """
 
     def __init__(self, threads: StoreThreads, consumer: Consumer) -> None:
@@ -94,6 +112,8 @@ class AsyncConsumer:
         self._closing = False
         # The last fill step handed to a store thread (see _advance).
         self._step: asyncio.Future[tuple[bool, Any]] | None = None
+        # The membership changes a poll applies (see _poll_start).
+        self._changing: asyncio.Future[None] | None = None
 
     # -- what the blocking consumer has -----------------------------------------
 
@@ -193,10 +213,59 @@ class AsyncConsumer:
         c._check_open()
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            await self._poll_start()
+            if await self._fill(c._left(deadline), max_messages) and not self._closing:
+                c._drop_lapsed()
+                if c._buffer:
+                    return c._deliver(max_messages)
+            if self._closing or c._left(deadline) == 0.0:
+                return []
+
+    async def _poll_start(self) -> None:
+        """A poll's first steps, as the blocking consumer's: count it, apply
+        membership changes (listeners awaited), auto-commit. The changes are
+        applied by a task of their own that a cancelled poll leaves to
+        finish (the next poll waits for it, :meth:`_settle`): a hand-over is
+        never left half done."""
+        c = self._c
+        await self._settle()
+        c._own.polled()
+        if not c._applying:
+            task = asyncio.ensure_future(self._membership())
+            task.add_done_callback(_retrieve)
+            self._changing = task
+            await asyncio.shield(task)
         await self._maybe_auto_commit()
-        if await self._fill(timeout, max_messages) and not self._closing:
-            return c._deliver(max_messages)
-        return []
+
+    async def _membership(self) -> None:
+        """Take the membership's changes and apply them."""
+        c = self._c
+        c._applying = True
+        try:
+            ids = c._topic_ids()
+            if ids is None:  # no file I/O: on the loop
+                changes = c._take_changes()
+            else:  # new queue ids: the member may heartbeat now (file I/O)
+                changes = await self._threads.run(c._take_changes, ids, _pool="pull")
+            if changes:
+                await self._apply(changes)
+        finally:
+            c._applying = False
+
+    async def _apply(self, changes: Changes) -> None:
+        """:meth:`Consumer._apply` with its commits and releases in a store thread."""
+        c, run = self._c, self._threads.run
+        gone = await run(c._revoke_begin, changes)
+        if gone:
+            try:
+                await _call(c._on_revoke, gone)
+            finally:
+                await run(c._revoke_end, changes)
+        if changes.assigned:
+            await run(c._assign, changes.assigned, _pool="pull")
+            await _call(c._on_assign, changes.assigned)
 
     def __aiter__(self) -> AsyncConsumer:
         """``async for msg in consumer``: one message at a time, forever.
@@ -213,13 +282,17 @@ class AsyncConsumer:
             raise StopAsyncIteration
         # A pull a cancelled poll left running may still be filling the buffer.
         await self._settle()
-        if not c._buffer:
+        c._drop_lapsed()  # fetched a while ago: the lease is checked again
+        while not c._buffer:
             try:
-                await self._maybe_auto_commit()
-                if not await self._fill(None, _ITER_BATCH):
-                    raise StopAsyncIteration
+                await self._poll_start()
+                filled = await self._fill(None, _ITER_BATCH)
             except StoreClosedError:
                 raise StopAsyncIteration from None
+            if c.closed or self._closing:
+                raise StopAsyncIteration
+            if filled:
+                c._drop_lapsed()
         return c._deliver(1)[0]
 
     async def poll_arrow(
@@ -245,21 +318,25 @@ class AsyncConsumer:
         c._check_open()
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
-        await self._maybe_auto_commit()
-        # A step a cancelled poll left running fills the buffer this drops:
-        # it ends first, so nothing it fetched is counted as delivered here.
-        await self._settle()
-        pull, batches = c._arrow_pull(columns, zero_copy)
-        try:
-            filled = await self._fill(timeout, max_messages, pull, max_messages)
-        except BaseException:
-            # Nothing is returned: the positions stay before these rows.
-            self._after_step(c._unbuffer)
-            raise
-        if not filled or self._closing:
-            c._unbuffer()
-            batches = []
-        return c._arrow_result(batches, columns, zero_copy)
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            # A step a cancelled poll left running fills the buffer this drops:
+            # it ends first (_poll_start settles it), so nothing it fetched is
+            # counted as delivered here.
+            await self._poll_start()
+            pull, batches = c._arrow_pull(columns, zero_copy)
+            try:
+                filled = await self._fill(c._left(deadline), max_messages, pull, max_messages)
+                c._drop_lapsed(batches)
+            except BaseException:
+                # Nothing is returned: the positions stay before these rows.
+                self._after_step(c._unbuffer)
+                raise
+            if not filled or self._closing:
+                c._unbuffer()
+                batches = []
+            if batches or self._closing or c._left(deadline) == 0.0:
+                return c._arrow_result(batches, columns, zero_copy)
 
     async def _fill(self, timeout: float | None, budget: int, pull: _Pull | None = None,
                     share_cap: int = _PULL_BATCH) -> bool:
@@ -288,10 +365,11 @@ class AsyncConsumer:
         return await asyncio.shield(task)
 
     async def _settle(self) -> None:
-        """Until the step a cancelled poll left running has finished."""
-        step = self._step
-        if step is not None and not step.done():
-            await asyncio.wait([step])
+        """Until the step (or the membership changes) a cancelled poll left
+        running has finished."""
+        for task in (self._changing, self._step):
+            if task is not None and not task.done():
+                await asyncio.wait([task])
 
     def _after_step(self, fn: Callable[[], None]) -> None:
         """``fn()`` now, or once the step a cancelled poll left running ends."""
@@ -357,9 +435,13 @@ class AsyncConsumer:
             _set_result(w.fut, w.seq)
         try:
             if c._commits.auto_commit:
-                await self._threads.run(c._close_commit, dict(c._positions))
+                gone = await self._threads.run(c._close_commit, dict(c._positions))
+            else:
+                gone = c._close_commit(None)  # commits nothing: no thread needed
             if c._commits.unsynced:  # pending commits, written before the group goes
                 await self._threads.run(c._settle)
+            if gone:
+                await _call(c._on_revoke, gone)
         except StoreClosedError:
             log.info("consumer %s: store already shut down; positions not committed", c.group)
         except Exception:

@@ -44,12 +44,15 @@ class Committer:
     """The commits of one consumer of ``group`` on ``topic``."""
 
     def __init__(self, store: ConsumerStore, group: str, topic: str, *, auto_commit: bool,
-                 auto_commit_interval: float) -> None:
+                 auto_commit_interval: float, durable_auto_commit: bool = False) -> None:
         self._store = store
         self._group = group
         self._topic = topic
         self.auto_commit = auto_commit
         self.auto_commit_interval = float(auto_commit_interval)
+        # A group member's auto-commits are durable: its queues' next owner,
+        # after a crash, starts at the last one.
+        self.durable_auto_commit = durable_auto_commit
         self.last_auto_commit = time.monotonic()
         # Committed offsets known here (all that a read-only store has).
         self.committed: dict[int, int] = {}
@@ -83,6 +86,8 @@ class Committer:
         """
         store, group, topic = self._store, self._group, self._topic
         writable = self.writable()
+        if not explicit and self.durable_auto_commit:
+            sync = True
         fenced = getattr(store, "_commit_fenced", None) if fence is not None else None
         if writable and todo:
             # Every queue in one call: a write of the offsets file that this

@@ -1,9 +1,11 @@
 """A Kafka-style consumer over one topic of a :class:`~rocketstore.MessageStore`.
 
-``store.consumer(group, topic)`` makes one. It owns every queue of the topic
-(there is no group rebalancing: a group's consumer reads all queues), keeps a
-*position* per queue — the next offset to read, as in Kafka — and stores it in
-the group's committed offsets (``consumerOffset.json``) when you call
+``store.consumer(group, topic)`` makes one. Consumers of one group and topic
+(threads or processes) share the topic's queues, each queue read by one of
+them (:mod:`~rocketstore.consumers.ownership`; ``exclusive=True``: one
+consumer reads them all). It keeps a *position* per queue it owns — the
+next offset to read, as in Kafka — and stores it in the group's committed
+offsets (``consumerOffset.json``) when you call
 :meth:`Consumer.commit` (durable when it returns), and, as Kafka clients do
 by default, every ``auto_commit_interval`` seconds inside :meth:`Consumer.poll`
 and in :meth:`Consumer.close`.
@@ -30,26 +32,32 @@ A consumer is not thread-safe: use it from one thread at a time (as Kafka's).
 from __future__ import annotations
 
 import collections
+import inspect
 import logging
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from rocketstore._arrow_pull import concat_batches, empty_batch
+from rocketstore.consumers import arrow_poll as _arrow_poll
+from rocketstore.consumers import rebalance as _rebalance
 from rocketstore.consumers._contract import ArrowResultLike, ConsumerStore, GetResultLike
 from rocketstore.consumers.committer import Committer, check_offset, offsets_arg
 from rocketstore.consumers.offset_table import OffsetKey
+from rocketstore.consumers.ownership import (
+    Listener,
+    Strategy,
+    check_group_args,
+    take_ownership,
+)
 from rocketstore.enums import GetStatus
 from rocketstore.errors import StoreClosedError, StoreError
 
 if TYPE_CHECKING:
-    import pyarrow
-
     from rocketstore._native import MessageExt
-    from rocketstore.consumers.offsets import ConsumerGroupLock
 
-__all__ = ["ArrowResultLike", "Consumer", "ConsumerStore", "GetResultLike", "StartPosition"]
+__all__ = ["ArrowResultLike", "Consumer", "ConsumerStore", "GetResultLike", "Listener",
+           "StartPosition", "Strategy"]
 
 #: Where a queue without a committed offset starts (see :class:`Consumer`).
 StartPosition = Literal["earliest", "latest"]
@@ -80,11 +88,13 @@ _CORRECTIONS = {
 
 
 class Consumer:
-    """Reads every queue of ``topic`` for consumer group ``group``.
+    """Reads its share of the queues of ``topic`` for consumer group ``group``.
 
     Made by ``store.consumer(group, topic, start="earliest", tags=None,
-    auto_commit=True, auto_commit_interval=5.0)``; the arguments are the
-    same here after ``store``.
+    auto_commit=True, auto_commit_interval=5.0, exclusive=False,
+    queues=None, strategy="average", on_assign=None, on_revoke=None,
+    max_poll_interval=300.0)``; the arguments are the same here after
+    ``store``.
 
     Args:
         store: the store to read (anything implementing :class:`ConsumerStore`).
@@ -93,8 +103,8 @@ class Consumer:
         topic: the topic to read.
         start: where a queue starts when the group has no committed offset for
             it: ``"earliest"`` (the queue's min offset) or ``"latest"`` (its
-            max offset when the consumer is created, i.e. only messages
-            written from now on). Queues that appear *after* the consumer was
+            max offset when the queue is assigned, i.e. only messages
+            written from then on). Queues that appear *after* the consumer was
             created always start at their min offset: all their messages are
             newer than the consumer.
         tags: deliver only messages whose tag is one of these (exact match;
@@ -103,40 +113,74 @@ class Consumer:
             :meth:`poll` (and each fetch of the iterator) first commits, once
             ``auto_commit_interval`` seconds have passed since the last
             auto-commit, the positions that earlier polls returned — never
-            the messages it is about to return — with ``sync=False``; and
-            :meth:`close` (leaving a ``with`` block) commits durably. There is
-            no timer thread: a consumer that is not polled does not commit.
-            ``auto_commit=False``: only :meth:`commit` commits.
-            An auto-commit records every queue together, and the offsets
-            file holds them together: after a crash each queue redelivers
-            at most what was delivered in the last ``auto_commit_interval``
-            plus the store's 5 s between offset writes (and one poll).
+            the messages it is about to return; a queue's position before
+            the queue goes to another member; and :meth:`close` commits
+            durably. There is no timer thread: a consumer that is not
+            polled does not commit. ``auto_commit=False``: only
+            :meth:`commit` commits (``on_revoke`` is the place to commit a
+            queue that goes). A member of a shared group auto-commits
+            durably, so after a crash its queues' new owners redeliver at
+            most ``auto_commit_interval`` of messages (and one poll); an
+            exclusive consumer's auto-commits are written with the store's
+            offsets, at most 5 s later.
         auto_commit_interval: seconds between auto-commits in :meth:`poll`
             (Kafka's ``auto.commit.interval.ms``; default 5).
+        exclusive: ``True``: this consumer reads every queue and no other
+            consumer of the group and topic may open meanwhile (it holds
+            the group's lock, ``docs/format.md``, §13.1;
+            :class:`~rocketstore.ConsumerGroupBusyError` while shared
+            members or another exclusive consumer hold it). ``False`` (the
+            default): it joins the group's shared membership (§13.2).
+        queues: the queue ids this member takes, whatever the others do
+            (refused with :class:`~rocketstore.ConsumerGroupBusyError` if
+            another member named one of them); members without ``queues``
+            share the rest.
+        strategy: how members without ``queues`` share the queues:
+            ``"average"`` (RocketMQ's ``AllocateMessageQueueAveragely``:
+            consecutive ranges) or ``"circle"`` (``...AveragelyByCircle``:
+            every n-th queue).
+        on_assign: called with the sorted queue ids this consumer gained,
+            after their positions are set (a ``seek`` there works), before
+            the poll reads them.
+        on_revoke: called with the sorted queue ids this consumer gives up,
+            after their positions were auto-committed and before they are
+            released (a ``commit`` there still works); also with queues it
+            lost because its lease lapsed (a frozen process), whose
+            commits are refused.
+        max_poll_interval: seconds between polls after which the member
+            leaves the group (a stuck handler; Kafka's
+            ``max.poll.interval.ms``); its next poll joins again.
 
     Positions are Kafka's: ``position(q)`` is the offset of the next message
     :meth:`poll` will return from queue ``q``, and :meth:`commit` stores these
     next offsets (RocketMQ's consumerOffset semantics too). A group with a
     committed offset for a queue resumes there.
 
-    One consumer per group and topic at a time: while open, a consumer holds
-    the group's lock for the topic (``config/consumerLocks/``, across
-    processes; the kernel drops it if the process dies), and a second one
-    is refused with :class:`~rocketstore.ConsumerGroupBusyError`.
+    A shared member owns queues through leases its heartbeat thread renews
+    (``StoreConfig.consumer_heartbeat_interval``); a member whose process
+    dies loses them at once, one that stops heartbeating after
+    ``consumer_session_timeout``. Membership changes take effect at a poll
+    (:meth:`poll`, :meth:`poll_arrow`, iteration) and :meth:`assignment`:
+    revoked queues are committed and released first, then assigned ones
+    start at their committed offset. A poll returns a queue's messages
+    only while its lease has at least one heartbeat interval left, checked
+    after the read; a commit names each queue's ownership and is refused
+    with :class:`~rocketstore.FencedError` once another member owns it.
 
     A read-only store's consumers commit to ``consumerOffset.json`` as the
     writer's do (merged under the file's lock, ``docs/format.md``, §13.1).
     On a store opened ``read_only=True, no_write=True`` nothing is written:
-    :meth:`commit` keeps the positions in memory (see :meth:`committed`; it
-    warns once that nothing is persisted), and they are lost with the
-    consumer.
+    only ``exclusive=True`` consumers are allowed (a member must write its
+    membership), taking no lock; :meth:`commit` keeps the positions in
+    memory (see :meth:`committed`; it warns once that nothing is
+    persisted), and they are lost with the consumer.
 
     Example::
 
         consumer = store.consumer("group-a", "orders")
         batch = consumer.poll(timeout=1.0)          # [] after 1 s without data
-        consumer.position(0)                        # next offset of queue 0
-        consumer.seek(0, 10)                        # re-read queue 0 from 10
+        consumer.assignment()                       # the queues it owns now
+        consumer.seek(0, 10)                        # re-read queue 0 from 10 (if owned)
         consumer.commit()                           # on disk: group-a resumes here
         consumer.close()
     """
@@ -151,6 +195,12 @@ class Consumer:
         tags: Iterable[str] | None = None,
         auto_commit: bool = True,
         auto_commit_interval: float = 5.0,
+        exclusive: bool = False,
+        queues: Iterable[int] | None = None,
+        strategy: Strategy = "average",
+        on_assign: Listener | None = None,
+        on_revoke: Listener | None = None,
+        max_poll_interval: float = 300.0,
     ) -> None:
         OffsetKey.of(group, topic)  # the names rule of every call
         if start not in ("earliest", "latest"):
@@ -163,17 +213,24 @@ class Consumer:
                             f"not {type(auto_commit_interval).__name__}")
         if not auto_commit_interval >= 0:
             raise ValueError(f"auto_commit_interval must be >= 0, got {auto_commit_interval}")
+        fixed = check_group_args(exclusive=exclusive, queues=queues, strategy=strategy,
+                                 on_assign=on_assign, on_revoke=on_revoke,
+                                 max_poll_interval=max_poll_interval)
         self._store = store
         self._group = group
         self._topic = topic
         self._closed = True  # until the group is held
-        hold = getattr(store, "hold_consumer_group", None)
-        self._group_lock: ConsumerGroupLock | None = (
-            None if hold is None else hold(group, topic))
         self._start = start
         self._tags: list[str] | None = None if tags is None else list(tags)
+        self._on_assign, self._on_revoke = on_assign, on_revoke
+        # Coroutine listeners: the asyncio consumer's polls apply the changes.
+        self._auto_apply = not any(inspect.iscoroutinefunction(fn)
+                                   for fn in (on_assign, on_revoke))
+        self._own = take_ownership(store, group, topic, exclusive=exclusive, queues=fixed,
+                                   strategy=strategy, max_poll_interval=max_poll_interval)
         self._commits = Committer(store, group, topic, auto_commit=auto_commit,
-                                  auto_commit_interval=auto_commit_interval)
+                                  auto_commit_interval=auto_commit_interval,
+                                  durable_auto_commit=self._own.shared)
         self._closed = False
         try:
             self._init_positions()
@@ -183,7 +240,7 @@ class Consumer:
 
     def _init_positions(self) -> None:
         store = self._store
-        # Next offset to deliver, per queue; also the assignment's key set.
+        # Next offset to deliver, per owned queue; also the assignment's key set.
         self._positions: dict[int, int] = {}
         # Next offset to fetch; differs from _positions while messages of the
         # queue sit in _buffer (fetched, not yet handed out by iteration).
@@ -191,12 +248,24 @@ class Consumer:
         self._buffer: collections.deque[tuple[int, MessageExt]] = collections.deque()
         self._buffered: dict[int, int] = {}
         self._assignment: list[int] = []
-        self._assign_seq: int | None = None
         self._rr = 0
         self._skipped = 0
         # Damaged records the pulls passed over (see `damaged`).
         self._damaged = 0
-        self._refresh(store.dispatch_seq, initial=True)
+        # The topic's queue ids as the ownership last saw them, the dispatch
+        # seq they were read at, and ids a fill found changed (applied next).
+        self._known_ids: list[int] | None = None
+        self._new_ids: list[int] | None = None
+        self._assign_seq: int | None = store.dispatch_seq
+        self._applying = False
+        ids = store.queue_ids(self._topic)
+        # "latest" applies to the queues that exist now.
+        self._initial_ids = frozenset(ids)
+        if self._auto_apply:
+            self._sync_membership(ids)
+        else:
+            self._new_ids = ids  # the first poll applies them
+
 
     # -- properties -----------------------------------------------------------
 
@@ -240,51 +309,36 @@ class Consumer:
         """
         return self._damaged
 
-    # -- assignment -------------------------------------------------------------
+    # -- assignment (the membership's changes: rebalance.py) --------------------
 
-    def _refresh(self, seq: int, *, initial: bool = False) -> None:
-        """Pick up queues of the topic that appeared (new queues need a message)."""
-        store, group, topic = self._store, self._group, self._topic
-        ids = store.queue_ids(topic)
-        self._assign_seq = seq
-        added = False
-        for q in ids:
-            if q in self._positions:
-                continue
-            committed = store.query_offset(group, topic, q)
-            if committed >= 0:
-                pos = committed
-                self._commits.committed[q] = committed
-            elif initial and self._start == "latest":
-                pos = store.get_max_offset_in_queue(topic, q)
-            else:
-                pos = store.get_min_offset_in_queue(topic, q)
-            self._positions[q] = self._fetch_pos[q] = pos
-            added = True
-            if not initial:
-                log.debug("consumer %s: new queue %s/%d at offset %d", group, topic, q, pos)
-        if added:
-            self._assignment = sorted(self._positions)
-
-    def _maybe_refresh(self) -> None:
-        seq = self._store.dispatch_seq
-        if seq != self._assign_seq:
-            self._refresh(seq)
+    _topic_ids = _rebalance.topic_ids
+    _sync_membership = _rebalance.sync_membership
+    _take_changes = _rebalance.take_changes
+    _apply = _rebalance.apply
+    _revoke_begin = _rebalance.revoke_begin
+    _revoke_end = _rebalance.revoke_end
+    _assign = _rebalance.assign
+    _drop_queues = _rebalance.drop_queues
+    _drop_lapsed = _rebalance.drop_lapsed
 
     def assignment(self) -> list[int]:
-        """Queue ids this consumer reads (sorted); grows when queues appear."""
+        """Queue ids this consumer owns now (sorted), after applying what
+        changed in the group (as a poll does first: listeners run)."""
         self._check_open()
-        self._maybe_refresh()
+        if self._auto_apply:
+            self._sync_membership()
         return list(self._assignment)
 
     def _check_queue(self, queue_id: int) -> None:
         if queue_id not in self._positions:
-            self._maybe_refresh()
+            if self._auto_apply:
+                self._sync_membership()
             if queue_id not in self._positions:
-                raise ValueError(
-                    f"queue {queue_id} of topic {self._topic!r} does not exist "
-                    f"(assignment: {self._assignment})"
-                )
+                known = self._known_ids or ()
+                why = ("is owned by another member of the group" if queue_id in known
+                       else "does not exist")
+                raise ValueError(f"queue {queue_id} of topic {self._topic!r} {why} "
+                                 f"(assignment: {self._assignment})")
 
     # -- reading ----------------------------------------------------------------
 
@@ -311,6 +365,10 @@ class Consumer:
         when every queue is caught up.
         """
         queues = self._assignment
+        if self._own.shared and queues:
+            lapsed = self._own.lapsed(queues)
+            if lapsed:  # nothing of theirs could be returned: not read at all
+                queues = [q for q in queues if q not in lapsed]
         n = len(queues)
         if n == 0:
             return False
@@ -384,7 +442,9 @@ class Consumer:
         ``None``: forever), and expects the current seq back; yields ``None``
         before fetching again at once (entries were skipped), expecting
         ``None`` back (a chance to let other work run). Returns True when the
-        buffer holds messages, False when ``timeout`` passed.
+        buffer holds messages, False when ``timeout`` passed, or earlier when
+        the topic's queues or the group's membership changed (the poll
+        applies the change, then fills again).
         """
         if self._buffered:
             return True
@@ -394,9 +454,16 @@ class Consumer:
         # Read the seq *before* fetching: a message dispatched after the fetch
         # then changes it, and the wait returns at once (no lost wakeup).
         seq = store.dispatch_seq
+        own = self._own
+        # A member looks at its membership at least every margin seconds.
+        cap = own.margin if own.shared else None
         while True:
             if seq != self._assign_seq:
-                self._refresh(seq)
+                self._assign_seq = seq
+                ids = store.queue_ids(self._topic)
+                if ids != self._known_ids:
+                    self._new_ids = ids  # new queues: the poll applies them
+                    return False
             progressed = self._fetch(budget, pull, share_cap)
             if self._buffered:
                 return True
@@ -410,11 +477,15 @@ class Consumer:
                     yield None
                     seq = store.dispatch_seq
                     break
+                if cap is not None and (remaining is None or remaining > cap):
+                    remaining = cap
                 new_seq = yield (seq, remaining)
                 if new_seq is not None and new_seq != seq:  # something became visible
                     seq = new_seq
                     break
                 # unchanged: the wait timed out (or woke early); nothing to fetch
+                if cap is not None and own.due():
+                    return False  # queues come or go: the poll applies that first
 
     def _deliver(self, limit: int) -> list[MessageExt]:
         out: list[MessageExt] = []
@@ -458,79 +529,30 @@ class Consumer:
         self._check_open()
         if max_messages < 1:
             raise ValueError(f"max_messages must be >= 1, got {max_messages}")
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            self._poll_start()
+            if self._fill(self._left(deadline), max_messages):
+                self._drop_lapsed()
+                if self._buffer:
+                    return self._deliver(max_messages)
+            if self._left(deadline) == 0.0:
+                return []
+
+    def _poll_start(self) -> None:
+        """A poll's first steps: count it, apply membership changes, auto-commit."""
+        self._own.polled()
+        self._sync_membership()
         self._maybe_auto_commit()
-        if self._fill(timeout, max_messages):
-            return self._deliver(max_messages)
-        return []
 
-    def poll_arrow(
-        self,
-        timeout: float | None = 1.0,
-        max_messages: int = 1024,
-        columns: Sequence[str] | None = None,
-        zero_copy: bool = False,
-    ) -> pyarrow.RecordBatch:
-        """Up to ``max_messages`` messages as one Arrow record batch (needs ``pyarrow``).
+    @staticmethod
+    def _left(deadline: float | None) -> float | None:
+        """Seconds left until ``deadline`` (never below 0; None: no deadline)."""
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
 
-        :meth:`poll` without a Python object per message: the same waiting,
-        queue turns, positions, tag filter, auto-commit, and ``skipped`` /
-        ``damaged`` accounting (the same code), each queue read with the
-        store's :meth:`~rocketstore.MessageStore.get_arrow` (``columns`` and
-        ``zero_copy`` as there). In each turn every queue with data gets an
-        equal share of what is left of ``max_messages``; the batch holds the
-        queues' rows one queue after another, each queue's in offset order.
-        Returns a batch of 0 rows on timeout. Positions move past every row
-        returned: :meth:`commit` afterwards commits the whole batch.
-
-        Messages fetched for iteration (``for msg in consumer``) but not yet
-        yielded are dropped and read again by this poll.
-
-        Raises:
-            StoreClosedError: the store was shut down.
-            ValueError: the consumer is closed, ``max_messages < 1``, or an
-                unknown column.
-        """
-        self._check_open()
-        if max_messages < 1:
-            raise ValueError(f"max_messages must be >= 1, got {max_messages}")
-        self._maybe_auto_commit()
-        pull, batches = self._arrow_pull(columns, zero_copy)
-        try:
-            self._fill(timeout, max_messages, pull, max_messages)
-        except BaseException:
-            # Nothing is returned: the positions stay before these rows.
-            self._unbuffer()
-            raise
-        return self._arrow_result(batches, columns, zero_copy)
-
-    def _arrow_pull(self, columns: Sequence[str] | None,
-                    zero_copy: bool) -> tuple[_Pull, list[pyarrow.RecordBatch]]:
-        """For :meth:`poll_arrow`: a pull that gathers batches, and the list it fills."""
-        self._unbuffer()
-        store, topic, tags = self._store, self._topic, self._tags
-        batches: list[pyarrow.RecordBatch] = []
-
-        def pull(q: int, pos: int, n: int) -> tuple[ArrowResultLike, int]:
-            r = store.get_arrow(topic, q, pos, n, columns, zero_copy, tags=tags)
-            rows = r.batch.num_rows
-            if rows:
-                batches.append(r.batch)
-                self._buffered[q] = self._buffered.get(q, 0) + rows
-            return r, rows
-
-        return pull, batches
-
-    def _arrow_result(self, batches: list[pyarrow.RecordBatch], columns: Sequence[str] | None,
-                      zero_copy: bool) -> pyarrow.RecordBatch:
-        """For :meth:`poll_arrow`: the rows fetched as one batch; positions move past them."""
-        for q in self._buffered:
-            self._positions[q] = self._fetch_pos[q]
-        self._buffered.clear()
-        if len(batches) == 1:
-            return batches[0]
-        if not batches:
-            return empty_batch(columns, zero_copy)
-        return concat_batches(batches)
+    poll_arrow = _arrow_poll.poll_arrow
+    _arrow_pull = _arrow_poll.arrow_pull
+    _arrow_result = _arrow_poll.arrow_result
 
     def _unbuffer(self) -> None:
         """Drop messages fetched but not delivered; they are fetched again."""
@@ -549,12 +571,15 @@ class Consumer:
         return self
 
     def __next__(self) -> MessageExt:
-        if not self._buffer:
+        if self._own.shared:
+            self._drop_lapsed()  # fetched a while ago: the lease is checked again
+        while not self._buffer:
             if self._closed:
                 raise StopIteration
             try:
-                self._maybe_auto_commit()
-                self._fill(None, _ITER_BATCH)
+                self._poll_start()
+                if self._fill(None, _ITER_BATCH):
+                    self._drop_lapsed()
             except StoreClosedError:
                 raise StopIteration from None
         return self._deliver(1)[0]
@@ -565,16 +590,18 @@ class Consumer:
         """The offset of the next message :meth:`poll` returns from ``queue_id``.
 
         Raises:
-            ValueError: the queue does not exist (yet).
+            ValueError: the queue does not exist (yet), or another member
+                of the group owns it.
         """
         self._check_open()
         self._check_queue(queue_id)
         return self._positions[queue_id]
 
     def positions(self) -> dict[int, int]:
-        """``{queue_id: next offset}`` for every assigned queue."""
+        """``{queue_id: next offset}`` for every queue this consumer owns."""
         self._check_open()
-        self._maybe_refresh()
+        if self._auto_apply:
+            self._sync_membership()
         return dict(self._positions)
 
     def seek(self, queue_id: int, offset: int) -> None:
@@ -585,7 +612,8 @@ class Consumer:
         fetched but not yet returned are dropped.
 
         Raises:
-            ValueError: the queue does not exist, or ``offset < 0``.
+            ValueError: the queue does not exist, another member owns it,
+                or ``offset < 0``.
         """
         self._check_open()
         check_offset("offset", offset)
@@ -596,18 +624,19 @@ class Consumer:
 
     def _queues(self, queue_ids: Iterable[int] | None) -> list[int]:
         if queue_ids is None:
-            self._maybe_refresh()
+            if self._auto_apply:
+                self._sync_membership()
             return list(self._assignment)
         return list(queue_ids)
 
     def seek_to_beginning(self, queue_ids: Iterable[int] | None = None) -> None:
-        """Seek the queues (default: all) to their min offset."""
+        """Seek the queues (default: all it owns) to their min offset."""
         self._check_open()
         for q in self._queues(queue_ids):
             self.seek(q, self._store.get_min_offset_in_queue(self._topic, q))
 
     def seek_to_end(self, queue_ids: Iterable[int] | None = None) -> None:
-        """Seek the queues (default: all) to their max offset (only new messages)."""
+        """Seek the queues (default: all it owns) to their max offset (only new messages)."""
         self._check_open()
         for q in self._queues(queue_ids):
             self.seek(q, self._store.get_max_offset_in_queue(self._topic, q))
@@ -632,7 +661,14 @@ class Consumer:
         On a ``no_write`` store the offsets are kept in this consumer only;
         the first commit warns that nothing is persisted.
 
+        A member of a shared group commits a queue only while it owns it:
+        the check runs under the offsets file's lock, before anything is
+        written (``docs/format.md``, §13.2).
+
         Raises:
+            FencedError: another member owns one of the queues now (this
+                member's lease lapsed, or it never owned it); nothing of
+                this commit is written.
             StoreClosedError: the store was shut down.
             ValueError: the consumer is closed, or a negative offset/queue id.
             PoisonedError: the store is poisoned: the CommitLog cannot be
@@ -666,7 +702,7 @@ class Consumer:
     def _commit(self, offsets: Mapping[int, int] | None, *, sync: bool, explicit: bool) -> None:
         self._check_store()
         todo = dict(self._positions) if offsets is None else offsets_arg(offsets)
-        self._commits.commit(todo, sync=sync, explicit=explicit)
+        self._commits.commit(todo, sync=sync, explicit=explicit, fence=self._own.fence)
 
     def committed(self, queue_id: int) -> int:
         """The group's committed next offset for ``queue_id``; -1 if none.
@@ -686,7 +722,7 @@ class Consumer:
 
     def _check_store(self) -> None:
         """Raise when the store's shutdown released the group (held by another by now)."""
-        if self._group_lock is not None and not self._group_lock.held:
+        if not self._own.held:
             raise StoreClosedError(f"the store was shut down while consumer {self._group!r} "
                                    "was open, which released its group; open a new consumer")
 
@@ -697,15 +733,19 @@ class Consumer:
         durably (``commit(sync=True)``), unless the store was shut down
         since (which released the group: another consumer may hold it by
         now); otherwise uncommitted positions are dropped. Commits made with
-        ``sync=False`` are written before the group is let go. A close
+        ``sync=False`` are written before the group is let go. Then
+        ``on_revoke`` gets the queues it owned, and a member leaves the
+        group (its queues go to the others at once). A close
         interrupted by ``KeyboardInterrupt`` (Ctrl-C) leaves the consumer
         open: call it again to commit and close.
         """
         if self._closed:
             return
         try:
-            self._close_commit(None)
+            gone = self._close_commit(None)
             self._settle()
+            if gone:
+                _rebalance.call_listener(self._on_revoke, "on_revoke", gone)
         except Exception:
             self._mark_closed()
             raise
@@ -713,14 +753,7 @@ class Consumer:
         # open, so a later close() commits; otherwise it is closed now.
         self._mark_closed()
 
-    def _close_commit(self, offsets: Mapping[int, int] | None) -> None:
-        """What :meth:`close` commits (``offsets``, default the positions), durably."""
-        if self._commits.auto_commit:
-            try:
-                self._commit(offsets, sync=True, explicit=False)
-            except StoreClosedError:
-                log.info("consumer %s: store already shut down; positions not committed",
-                         self._group)
+    _close_commit = _rebalance.close_commit
 
     def _settle(self) -> None:
         """Write pending ``commit(sync=False)`` commits while the group is held."""
@@ -735,9 +768,8 @@ class Consumer:
         if hasattr(self, "_buffer"):
             self._buffer.clear()
             self._buffered.clear()
-        lock, self._group_lock = self._group_lock, None
-        if lock is not None:
-            lock.release()
+        if hasattr(self, "_own"):
+            self._own.close()
 
     def __enter__(self) -> Consumer:
         return self
@@ -751,5 +783,5 @@ class Consumer:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"{len(self._assignment)} queues"
+        state = "closed" if self._closed else f"queues {self._assignment}"
         return f"Consumer(group={self._group!r}, topic={self._topic!r}, {state})"

@@ -1,8 +1,11 @@
-"""Consumer groups of a store: committed offsets, lag, reset and delete.
+"""Consumer groups of a store: committed offsets, lag, members, reset and delete.
 
 :meth:`MessageStore.consumer_groups` (and ``rocketstore groups PATH``) list
-every group of ``config/consumerOffset.json`` with, per topic and queue, the
-committed offset, the queue's min and max (end) offsets and the lag.
+every group of ``config/consumerOffset.json`` (and every group with shared
+members, ``config/consumerGroups/``) with, per topic and queue, the
+committed offset, the queue's min and max (end) offsets, the lag and the
+member that owns the queue, and the group's members
+(:mod:`~rocketstore.consumers.group_members`).
 :meth:`MessageStore.reset_consumer_group` and
 :meth:`MessageStore.delete_consumer_group` change the file under its lock
 (``docs/format.md``, §13.1), refusing while an open consumer of the group
@@ -18,10 +21,11 @@ import weakref
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from rocketstore._checks import I64_MAX, ms_arg
 from rocketstore.config.files import StrPath
+from rocketstore.consumers.group_members import GroupMemberInfo, GroupView, group_members
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 from rocketstore.consumers.offsets import ConsumerGroupLock
 from rocketstore.errors import ReadOnlyStoreError
@@ -29,8 +33,9 @@ from rocketstore.errors import ReadOnlyStoreError
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
 
-__all__ = ["GroupLag", "GroupLocks", "QueueLag", "ResetTarget", "consumer_groups",
-           "delete_consumer_group", "hold_consumer_group", "reset_consumer_group"]
+__all__ = ["GroupLag", "GroupLocks", "GroupMemberInfo", "QueueLag", "ResetTarget",
+           "consumer_groups", "delete_consumer_group", "hold_consumer_group",
+           "reset_consumer_group"]
 
 #: Where :meth:`MessageStore.reset_consumer_group` moves a group's offsets:
 #: ``"earliest"`` (each queue's min offset), ``"latest"`` (its max offset),
@@ -51,7 +56,8 @@ class QueueLag:
     committed nothing for this queue; its consumer starts at the min offset).
     ``lag`` counts the messages still stored that the group has not consumed:
     ``max_offset - max(committed, min_offset)`` (``max_offset - min_offset``
-    without a commit), never below 0.
+    without a commit), never below 0. ``owner`` is the id of the shared
+    member that owns the queue now (None: no member owns it).
     """
 
     topic: str
@@ -60,21 +66,27 @@ class QueueLag:
     min_offset: int
     max_offset: int
     lag: int
+    owner: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "queue_id": self.queue_id, "committed": self.committed,
-                "min_offset": self.min_offset, "max_offset": self.max_offset, "lag": self.lag}
+                "min_offset": self.min_offset, "max_offset": self.max_offset, "lag": self.lag,
+                "owner": self.owner}
 
 
 @dataclass(frozen=True)
 class GroupLag:
     """A consumer group: its queues (every queue of each topic it committed
-    on, by topic and queue id), its total lag, and the topics an open consumer
-    of the group holds now (in any process)."""
+    on or has members on, by topic and queue id), its total lag, the topics
+    an open consumer of the group holds now (in any process), and its
+    shared members (by topic, then id). ``problems`` says what could not
+    be read (a damaged membership state, naming the file)."""
 
     group: str
     queues: tuple[QueueLag, ...]
     active_topics: tuple[str, ...]
+    members: tuple[GroupMemberInfo, ...] = ()
+    problems: tuple[str, ...] = ()
 
     @property
     def lag(self) -> int:
@@ -93,43 +105,61 @@ class GroupLag:
     def as_dict(self) -> dict[str, Any]:
         return {"group": self.group, "lag": self.lag, "active": self.active,
                 "active_topics": list(self.active_topics),
+                "members": [m.as_dict() for m in self.members],
+                "problems": list(self.problems),
                 "queues": [q.as_dict() for q in self.queues]}
 
 
-def _queue_lag(store: MessageStore, topic: str, qid: int, committed: int | None) -> QueueLag:
+def _queue_lag(store: MessageStore, topic: str, qid: int, committed: int | None,
+               owner: str | None = None) -> QueueLag:
     lo = store.get_min_offset_in_queue(topic, qid)
     hi = store.get_max_offset_in_queue(topic, qid)
     start = lo if committed is None else max(committed, lo)
-    return QueueLag(topic, qid, committed, lo, hi, max(0, hi - start))
+    return QueueLag(topic, qid, committed, lo, hi, max(0, hi - start), owner)
 
 
 def _describe(store: MessageStore, table: OffsetTable) -> list[GroupLag]:
-    """Every group of ``table`` with its lag, sorted by group name. An entry
-    that names no possible topic (written by another tool) is left out with
-    a warning naming it, as is a group lock file that cannot be asked."""
+    """Every group of ``table`` or with members, with its lag, sorted by group
+    name. An entry that names no possible topic (written by another tool) is
+    left out with a warning naming it, as is a group lock file that cannot
+    be asked."""
     by_group = table.by_group()
     config_dir = store.config.config_dir
+    views: dict[tuple[str, str], GroupView] = {}
+    problems: dict[str, list[str]] = {}
+    for found in group_members(config_dir):
+        if found.problem is not None:
+            by_group.setdefault(found.group, {})
+            problems.setdefault(found.group, []).append(found.problem)
+        elif found.members:  # a folder whose members all left lists nothing
+            by_group.setdefault(found.group, {}).setdefault(found.topic, {})
+            views[(found.group, found.topic)] = found
+    known = set(store.topics(include_system=True))
     out = []
     for group in sorted(by_group):
         rows: list[QueueLag] = []
         active: list[str] = []
+        members: list[GroupMemberInfo] = []
         left_out = 0
         for topic in sorted(by_group[group]):
             committed = by_group[group][topic]
+            view = views.get((group, topic))
+            owners = {} if view is None else view.owners
             try:
-                held = set(store.queue_ids(topic)) \
-                    if topic in store.topics(include_system=True) else set()
-                rows.extend(_queue_lag(store, topic, qid, committed.get(qid))
+                held = set(store.queue_ids(topic)) if topic in known else set()
+                rows.extend(_queue_lag(store, topic, qid, committed.get(qid), owners.get(qid))
                             for qid in sorted(held | set(committed)))
             except ValueError as e:
                 warnings.warn(f"consumerOffset.json entry {OffsetKey(topic, group).text!r} is "
                               f"left out: {e}", RuntimeWarning, stacklevel=3)
                 left_out += 1
                 continue
+            members.extend(() if view is None else view.members)
             if _in_use(config_dir, group, topic):
                 active.append(topic)
-        if left_out < len(by_group[group]):
-            out.append(GroupLag(group, tuple(rows), tuple(active)))
+        if left_out < len(by_group[group]) or group in problems:
+            out.append(GroupLag(group, tuple(rows), tuple(active), tuple(members),
+                                tuple(problems.get(group, ()))))
     return out
 
 
@@ -267,23 +297,29 @@ def _delete(store: MessageStore, group: str, topic: str | None) -> list[str]:
 _HELD_LOCK = threading.Lock()
 
 
+class _Held(Protocol):
+    """A group lock or a membership: released at the store's shutdown."""
+
+    def release(self) -> None: ...
+
+
 class GroupLocks:
-    """The group locks one :class:`~rocketstore.MessageStore`'s open
-    consumers hold (released at shutdown)."""
+    """The group locks and memberships one :class:`~rocketstore.MessageStore`'s
+    open consumers hold (released at shutdown: a member leaves)."""
 
     def __init__(self) -> None:
-        self._held: weakref.WeakSet[ConsumerGroupLock] | None = None
+        self._held: weakref.WeakSet[_Held] | None = None
 
-    def add(self, lock: ConsumerGroupLock) -> None:
+    def add(self, lock: _Held) -> None:
         with _HELD_LOCK:
             if self._held is None:
                 self._held = weakref.WeakSet()
             self._held.add(lock)
 
     def release(self) -> None:
-        """Release the group locks of this store's consumers still open (at
-        shutdown): they can commit nothing more, and another consumer may
-        take the groups."""
+        """Release the group locks of this store's consumers still open, and
+        leave their groups (at shutdown): they can commit nothing more, and
+        another consumer may take the groups or their queues."""
         with _HELD_LOCK:
             held, self._held = self._held, None
         for lock in list(held or ()):
@@ -297,12 +333,16 @@ def consumer_groups(store: MessageStore) -> list[GroupLag]:
     """Every consumer group with committed offsets, and its lag per queue.
 
     Per group (sorted by name): every queue of each topic it committed
-    on, with the committed offset, the queue's min and max (end) offsets
-    and the lag (see :class:`~rocketstore.QueueLag`), and the
-    topics an open consumer of the group holds now, in any process. Read
-    from ``config/consumerOffset.json`` with this process's own commits
-    not yet written on top; a read-only store first picks up the
-    writer's new messages.
+    on or has shared members on, with the committed offset, the queue's
+    min and max (end) offsets, the lag and the member owning it (see
+    :class:`~rocketstore.QueueLag`), the topics an open consumer of the
+    group holds now, in any process, and the members (pid, host, since,
+    heartbeat age, alive, queues; see
+    :class:`~rocketstore.consumers.groups.GroupMemberInfo`). Read from
+    ``config/consumerOffset.json`` with this process's own commits not yet
+    written on top, and from ``config/consumerGroups/`` (a state that
+    cannot be read is named in the group's ``problems``); a read-only
+    store first picks up the writer's new messages.
     """
     n = store._n
     if store.read_only:
@@ -327,7 +367,8 @@ def reset_consumer_group(
 
     Raises:
         ConsumerGroupBusyError: an open consumer of the group holds one of
-            the topics (in any process); nothing is written.
+            the topics (in any process; a live member of the shared group,
+            frozen ones included); nothing is written.
         ValueError / TypeError: a name :meth:`OffsetKey.of
             <rocketstore.consumers.offset_table.OffsetKey.of>` refuses (as every
             call naming a group or topic), a bad ``to``, or a group
@@ -355,12 +396,13 @@ def delete_consumer_group(store: MessageStore, group: str, *,
 
 
 def hold_consumer_group(store: MessageStore, group: str, topic: str) -> ConsumerGroupLock | None:
-    """Take the lock an open consumer of ``group`` on ``topic`` holds
-    (``Consumer`` calls this); None on a ``no_write`` store, which takes
-    no lock. The offsets are re-read once it is held.
+    """Take the lock an open ``exclusive=True`` consumer of ``group`` on
+    ``topic`` holds (``Consumer`` calls this); None on a ``no_write``
+    store, which takes no lock. The offsets are re-read once it is held.
 
     Raises:
-        ConsumerGroupBusyError: another open consumer holds it.
+        ConsumerGroupBusyError: another open consumer holds it (an
+            exclusive one, or members of the shared group).
         TypeError / ValueError: a name :meth:`OffsetKey.of
             <rocketstore.consumers.offset_table.OffsetKey.of>` refuses.
     """

@@ -13,8 +13,10 @@ read as not there yet).
 
 A record is one line: the payload's 16-hex-digit BLAKE2b digest, a space,
 the payload (compact JSON, no raw newline) and ``\n``. The first line's
-payload is the header (a JSON object: ``base`` — the digest and size of the
-json it continues — and ``gens``), every later one a list of ops::
+payload is the header (a JSON object: ``id`` — random, new for every
+journal, so its line's digest tells it from a later journal that took the
+same inode number — ``base`` — the digest and size of the json it continues
+— and ``gens``), every later one a list of ops::
 
     ["s", "<topic>@<group>", gen, {"<queue id>": offset, ...}]   set entries
     ["r", "<topic>@<group>", gen, {"<queue id>": offset, ...}]   replace the key (reset)
@@ -143,9 +145,13 @@ class _Header:
     hash: str
     size: int
     gens: dict[OffsetKey, int]
+    #: Random, new for every journal: two journals never share a header, so
+    #: the first line's digest tells a journal apart from a later one that
+    #: took the same inode number (file systems reuse freed inodes at once).
+    nonce: str = ""
 
     def encode(self) -> bytes:
-        doc = {"base": {"hash": self.hash, "size": self.size},
+        doc = {"id": self.nonce, "base": {"hash": self.hash, "size": self.size},
                "gens": {k.text: g for k, g in sorted(self.gens.items()) if g}}
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -154,7 +160,7 @@ class _Header:
         doc = json.loads(payload.decode())
         base = doc["base"]
         gens = {OffsetKey.parse(k): int(g) for k, g in doc.get("gens", {}).items()}
-        return cls(str(base["hash"]), int(base["size"]), gens)
+        return cls(str(base["hash"]), int(base["size"]), gens, str(doc.get("id", "")))
 
 
 def _open_regular(path: str, flags: int) -> int | None:
@@ -190,6 +196,7 @@ class OffsetLog:
         self._json_id: tuple[int, int, int] | None = None
         self._base = (digest(b""), 0)  # digest and size of the json bytes read
         self._journal_ino: int | None = None
+        self._head: bytes | None = None  # the journal's first bytes (its header's digest)
         self._pos = 0  # bytes of the journal applied
         self._valid = False  # the journal continues this json (its records apply)
         self.records = 0  # records applied since the journal's header
@@ -210,19 +217,29 @@ class OffsetLog:
             jst = _stat(self.journal_path)
             if (not force and json_id == self._json_id
                     and (None if jst is None else jst.st_ino) == self._journal_ino):
-                return jst is not None and self._read_tail(jst.st_size, locked)
-            if self._load(locked) or locked:
+                if jst is None:
+                    return False
+                tail = self._read_tail(locked)
+                if tail is not None:
+                    return tail
+            elif self._load(locked) or locked:
                 return True
             force = True  # a fold replaced the files meanwhile: read them again
         raise OSError(f"{self.json_path} keeps being replaced; cannot read a stable view")
 
-    def _read_tail(self, size: int, locked: bool) -> bool:
-        if size <= self._pos:
-            return False
+    def _read_tail(self, locked: bool) -> bool | None:
+        """Apply the records appended since the last read; None when the
+        journal is not the one read before (its first line differs: a new
+        journal that took the old one's inode number), so it must be read whole."""
         fd = _open_regular(self.journal_path, os.O_RDONLY)
         if fd is None:
-            return False
+            return None
         try:
+            if os.pread(fd, _DIGEST, 0) != self._head:
+                return None
+            size = os.fstat(fd).st_size
+            if size <= self._pos:
+                return False
             if size > MAX_CONFIG_FILE:
                 raise NotRegularFileError(f"{self.journal_path} holds {size} bytes, more than "
                                           f"{MAX_CONFIG_FILE}: not a journal rocketstore writes")
@@ -265,6 +282,7 @@ class OffsetLog:
         self.table, self._json_id = table, json_id
         self._base = (digest(raw), len(raw))
         self._journal_ino, self._pos, self.records = ino, end, 0
+        self._head = data[:_DIGEST] if journal is not None else None
         self.gens = {} if header is None else dict(header.gens)
         self._valid = header is not None and self._continues(header)
         self._apply(payloads[1:])
@@ -315,7 +333,7 @@ class OffsetLog:
 
     def _start_journal(self) -> None:
         """A new journal continuing the json as read (its header only)."""
-        header = _Header(self._base[0], self._base[1], dict(self.gens))
+        header = _Header(self._base[0], self._base[1], dict(self.gens), os.urandom(8).hex())
         data = frame(header.encode())
         tmp = self.journal_path + _native.TEMP_SUFFIX
         with contextlib.suppress(FileNotFoundError):
@@ -330,6 +348,7 @@ class OffsetLog:
         os.replace(tmp, self.journal_path)
         _fsync_dir(os.path.dirname(self.journal_path) or ".")
         self._journal_ino, self._pos, self._valid, self.records = ino, len(data), True, 0
+        self._head = data[:_DIGEST]
 
     def append(self, ops: list[Op]) -> None:
         """Append one record of ``ops`` and sync it (durable when it returns)."""
@@ -381,6 +400,7 @@ class OffsetLog:
             os.unlink(self.journal_path)
             _fsync_dir(os.path.dirname(self.journal_path) or ".")
         self._journal_ino, self._pos, self._valid, self.records = None, 0, False, 0
+        self._head = None
 
 
 def _stat(path: str) -> os.stat_result | None:

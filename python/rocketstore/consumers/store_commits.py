@@ -142,8 +142,8 @@ def commit_fenced(store: MessageStore, group: str, topic: str, offsets: Mapping[
     commits.offsets.commit_many(group, topic, offsets, fence=fence)
     if sync:
         commits.persist(n, store.read_only, strict=key)
-    else:
-        commits.maybe_persist(n, store.read_only)
+    # Also after a durable commit: the json is rewritten once it is due.
+    commits.maybe_persist(n, store.read_only)
 
 
 def query_offset(store: MessageStore, group: str, topic: str, queue_id: int) -> int:
