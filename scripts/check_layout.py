@@ -50,7 +50,7 @@ MAX_FN_LINES = 120
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("log", frozenset({"log"})),
     ("queue/index", frozenset({"queue", "index"})),
-    ("services", frozenset({"services"})),
+    ("services", frozenset({"services", "ha"})),
     ("recovery", frozenset({"recovery"})),
     ("verify", frozenset({"verify"})),
     ("store", frozenset({"store"})),

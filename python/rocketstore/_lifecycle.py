@@ -22,6 +22,7 @@ from rocketstore import _native
 from rocketstore._logging import ensure_log_pump, pump_now
 from rocketstore._native import NativeStore
 from rocketstore.config.files import TopicConfigs
+from rocketstore.config.store_config import BrokerRole
 from rocketstore.consumers.offset_table import OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits, OffsetsFoldService
@@ -115,6 +116,11 @@ def open_store(store: MessageStore) -> None:
         for service in services:
             service.start()
             store._services.append(service)
+        try:
+            native.start_ha()
+        except BaseException:
+            close_store(store)
+            raise
     store._attach(native)
     _LIVE.add(store)
     store._stats.reset(store)
@@ -144,7 +150,11 @@ def _make_services(store: MessageStore) -> list[ServiceThread]:
         return None if s is None else s._offsets
 
     store._retention = RetentionService(native, store._config, offsets=offsets, on_failure=failed)
-    return [store._retention, ScheduleService.for_store(store), OffsetsFoldService(offsets_now)]
+    services: list[ServiceThread] = [store._retention, OffsetsFoldService(offsets_now)]
+    if store._config.broker_role is not BrokerRole.SLAVE:
+        # Delayed delivery runs on a master only (a slave copies its deliveries).
+        services.insert(1, ScheduleService.for_store(store))
+    return services
 
 
 def disarm(store: MessageStore, why: str) -> None:
@@ -168,6 +178,8 @@ def close_store(store: MessageStore) -> None:
         disarm(store, FORKED_REASON)
         return
     try:
+        # Replication first: a slave appends nothing more while the store closes.
+        n.stop_ha()
         while store._services:
             # Removed once stopped: an interrupted close stops it again.
             store._services[-1].shutdown()

@@ -192,7 +192,10 @@ class InvalidMessageError(MessageRefusedError, ValueError):
 class StoredNotFlushedError(_PutError):
     """The message (or the whole batch) IS stored, but was not confirmed on
     disk within ``sync_flush_timeout`` (``SYNC_FLUSH``; status
-    ``FLUSH_DISK_TIMEOUT``). Do not put it again: that stores it twice.
+    ``FLUSH_DISK_TIMEOUT``), or on a ``SYNC_MASTER`` not confirmed by a slave
+    (``FLUSH_SLAVE_TIMEOUT`` after ``slave_timeout``; ``SLAVE_NOT_AVAILABLE``
+    when no slave is connected or the best one is ``ha_slave_fallbehind_max``
+    behind). Do not put it again: that stores it twice.
 
     ``result`` carries its offsets, as for a successful put. The flush goes on
     in the background; a power loss before it completes may lose the message.
@@ -210,6 +213,11 @@ def _refusal_class(status: PutStatus) -> type[MessageRefusedError]:
     return InvalidMessageError if status.name in _INVALID_STATUSES else MessageRefusedError
 
 
+def _confirmed_where(status: PutStatus) -> str:
+    """What a stored status did not confirm: the disk, or a slave."""
+    return "on disk" if status.name == "FLUSH_DISK_TIMEOUT" else "by a slave"
+
+
 def _put_error(result: PutResult | BatchPutResult) -> StoreError:
     """The exception for one put's or one batch's result that is not ``PUT_OK``
     (the engine calls this, only then)."""
@@ -223,8 +231,8 @@ def _put_error(result: PutResult | BatchPutResult) -> StoreError:
                 if batch else "message stored at CommitLog offset ")
         return StoredNotFlushedError(
             f"{what}{result.wrote_offset} (queue offset {result.queue_offset}) but not "
-            f"confirmed on disk in time: {status.name}{why}; it is stored, do not put it "
-            "again", status, reason, result)
+            f"confirmed {_confirmed_where(status)} in time: {status.name}{why}; it is "
+            "stored, do not put it again", status, reason, result)
     what = "batch refused, nothing stored" if batch else "message refused, nothing stored"
     return _refusal_class(status)(f"{what}: {status.name}{why}", status, reason, result)
 

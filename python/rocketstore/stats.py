@@ -34,7 +34,7 @@ import dataclasses
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rocketstore import _native
 from rocketstore._native import NativeStore, RuntimeSample
@@ -160,6 +160,11 @@ class StoreStats:
 
     #: Every consume queue's ends (system topics included), by topic and queue id.
     queues: tuple[QueueStats, ...]
+
+    #: Replication's state (``MessageStore.ha_status()``: the role, a master's
+    #: slaves and their lag, a slave's master, lag and errors; docs/format.md §21.6).
+    #: None in a reader, which cannot see the writer's connections.
+    replication: dict[str, Any] | None = None
 
     @property
     def queue_messages_total(self) -> int:
@@ -292,6 +297,7 @@ def sample(
         writeable=writeable,
         dispatch_running=raw.dispatch_running,
         queues=queues,
+        replication=None if read_only else native.ha_status(),
     )
 
 

@@ -329,6 +329,27 @@ class MessageStore(MessageStoreBase):
                 and n.poison_reason is None and n.disk_full_reason is None)
 
     @property
+    def ha_port(self) -> int | None:
+        """The port a master listens on for slaves (None: not listening).
+
+        Set ``ha_listen_port=0`` to have a free port picked; see docs/format.md §21.
+        """
+        return self._n.ha_port
+
+    def ha_status(self) -> dict[str, Any]:
+        """Replication's state now.
+
+        Always ``role``. A master: ``port`` and ``slaves``, one dict per connected
+        slave (``address``, ``acked_offset``, ``lag_bytes``, ``lag_seconds``). A
+        slave: ``master_address``, ``connected``, ``applied_offset`` (its CommitLog
+        end), ``lag_bytes`` and ``lag_seconds`` behind the master's last frame,
+        ``error`` (why replication stopped or the connection last closed),
+        ``stopped``, ``verified`` and ``diverged`` (its bytes were found equal to
+        the master's on connecting, or not: docs/format.md §21.4).
+        """
+        return self._n.ha_status()
+
+    @property
     def running_flags(self) -> list[str]:
         """Why puts are refused, if they are, and what waits for a resource.
 

@@ -78,6 +78,7 @@ mod error;
 #[cfg(feature = "failpoints")]
 mod failpoint;
 mod groups;
+mod ha;
 mod index;
 mod lock;
 mod log;

@@ -83,7 +83,17 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "duplication_enable": False,
     "disk_fall_recorded": True,
     "broker_role": BrokerRole.ASYNC_MASTER,
-    "ha_listen_port": 10912,
+    # ours: no listener unless a port is set (RocketMQ's broker listens on 10912);
+    # docs/format.md §21.1
+    "ha_listen_port": None,
+    "ha_listen_address": "127.0.0.1",
+    "ha_master_address": None,
+    "ha_allowed_slaves": "",
+    "ha_send_heartbeat_interval": 5000,
+    "ha_housekeeping_interval": 20000,
+    "ha_transfer_batch_size": 32768,
+    "ha_slave_fallbehind_max": 256 * 1024 * 1024,
+    "ha_new_slave_from_first_file": False,
     # 5.x only
     "max_recovery_commitlog_files": 30,
     "auto_message_version_on_topic_len": True,
@@ -583,6 +593,8 @@ def test_every_field_round_trips_through_its_rocketmq_name() -> None:
         "mapped_file_size_commit_log",
         "mapped_file_size_consume_queue",
         "max_store_size_bytes",
+        "ha_listen_port",
+        "ha_master_address",
     }
     assert len(props) == len(dataclasses.fields(StoreConfig)) - len(none_fields)
     for key, value in props.items():
@@ -607,14 +619,14 @@ def test_inert_fields_are_marked_and_warn_once(caplog: pytest.LogCaptureFixture)
     assert marked == set(config_mod._INERT), "docstring marks match the inert table"
     fields = {f.name: f for f in dataclasses.fields(StoreConfig)}
     assert set(config_mod._INERT) <= set(fields)
-    config_mod._WARNED_INERT.discard("ha_listen_port")
+    config_mod._WARNED_INERT.discard("duplication_enable")
     with caplog.at_level(logging.WARNING, logger="rocketstore"):
         StoreConfig(store_path="/x")
-        StoreConfig(store_path="/x", ha_listen_port=10912)  # the default: silent
-        assert not [r for r in caplog.records if "ha_listen_port" in r.getMessage()]
-        StoreConfig(store_path="/x", ha_listen_port=1)
-        StoreConfig(store_path="/x", ha_listen_port=2)
-    warned = [r for r in caplog.records if "ha_listen_port" in r.getMessage()]
+        StoreConfig(store_path="/x", duplication_enable=False)  # the default: silent
+        assert not [r for r in caplog.records if "duplication_enable" in r.getMessage()]
+        StoreConfig(store_path="/x", duplication_enable=True)
+        StoreConfig(store_path="/x", duplication_enable=True)
+    warned = [r for r in caplog.records if "duplication_enable" in r.getMessage()]
     assert len(warned) == 1
     assert "no effect" in warned[0].getMessage()
 

@@ -336,6 +336,8 @@ _PERIODS: Final = (
     "flush_delay_offset_interval",
     "sync_flush_timeout",
     "slave_timeout",
+    "ha_send_heartbeat_interval",
+    "ha_housekeeping_interval",
     "put_message_timeout",
     "os_page_cache_busy_time_out_mills",
 )
@@ -434,6 +436,32 @@ def _check_ratios_and_ports(cfg: StoreConfig) -> None:
         0,
         100,
     )
-    in_range("ha_listen_port", cfg.ha_listen_port, 0, _MAX_PORT)
+    _check_ha(cfg)
     if not cfg.store_type:
         bad("store_type", cfg.store_type, "must be non-empty")
+
+
+def _check_ha(cfg: StoreConfig) -> None:
+    if cfg.ha_listen_port is not None:
+        in_range("ha_listen_port", cfg.ha_listen_port, 0, _MAX_PORT)
+    if not is_ip_literal(cfg.ha_listen_address):
+        bad("ha_listen_address", cfg.ha_listen_address, "must be an IP address")
+    in_range("ha_transfer_batch_size", cfg.ha_transfer_batch_size, 1, 4 << 20)
+    in_range("ha_slave_fallbehind_max", cfg.ha_slave_fallbehind_max, 1, I64_MAX)
+    for item in (s.strip() for s in cfg.ha_allowed_slaves.split(",")):
+        if item and not _is_network(item):
+            bad("ha_allowed_slaves", cfg.ha_allowed_slaves,
+                f"{item!r} is not an address or network")
+    master = cfg.ha_master_address
+    if master is not None:
+        host, sep, port = master.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) <= _MAX_PORT:
+            bad("ha_master_address", master, 'must be "host:port"')
+
+
+def _is_network(item: str) -> bool:
+    try:
+        ipaddress.ip_network(item, strict=False)
+    except ValueError:
+        return False
+    return True

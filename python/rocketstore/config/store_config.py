@@ -83,6 +83,8 @@ DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG: Final[int] = _native.DEFAULT_MAPPED_FILE_SI
 DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE: Final[int] = _native.DEFAULT_MAPPED_FILE_SIZE_CONSUME_QUEUE
 #: Default STOREHOST of records written by this store (RocketMQ's default listen port).
 DEFAULT_STORE_HOST: Final[tuple[str, int]] = ("127.0.0.1", 10911)
+#: Where a master listens for slaves unless told otherwise (docs/format.md §21.1).
+_HA_LISTEN_ADDRESS: Final[str] = "127.0.0.1"
 #: RocketMQ's default ``messageDelayLevel`` (18 levels).
 DEFAULT_MESSAGE_DELAY_LEVEL: Final[str] = _native.DEFAULT_MESSAGE_DELAY_LEVEL
 
@@ -98,7 +100,6 @@ _INERT: Final[dict[str, str]] = {
         "the flush thread always waits on "
         "a timed condition that puts can wake"
     ),
-    "slave_timeout": "replication (HA) is not implemented",
     "put_message_timeout": "5.x setting; the put wait follows sync_flush_timeout",
     "destroy_mapped_file_interval_forcibly": (
         "a deleted file is unmapped when its "
@@ -124,9 +125,8 @@ _INERT: Final[dict[str, str]] = {
     "max_filter_message_size": "5.x setting; there is no server-side filter",
     "enable_running_flags_in_flush": "5.x setting",
     "max_recovery_commitlog_files": "5.x setting; recovery scans as 4.9.8 does",
-    "ha_listen_port": "replication (HA) is not implemented",
-    "offset_check_in_slave": "replication (HA) is not implemented",
-    "duplication_enable": "replication (HA) is not implemented",
+    "offset_check_in_slave": "pulls on a slave are not checked against a master's offsets",
+    "duplication_enable": "re-dispatch below a confirm offset is not implemented",
 }
 _WARNED_INERT: set[str] = set()
 
@@ -215,7 +215,6 @@ class StoreConfig:
     #: Deadline of a SYNC_FLUSH group commit, ms (then FLUSH_DISK_TIMEOUT).
     sync_flush_timeout: int = 5000
     #: Deadline of a SYNC_MASTER replica ack, ms (then FLUSH_SLAVE_TIMEOUT).
-    #: *Inert*: no effect in rocketstore (warns once when set).
     slave_timeout: int = 3000
     #: 5.x config for the put wait; unused by the put path (see ``put_result_wait_timeout``), ms.
     #: *Inert*: no effect in rocketstore (warns once when set).
@@ -380,13 +379,33 @@ class StoreConfig:
     #: *Inert*: no effect in rocketstore (warns once when set).
     max_recovery_commitlog_files: int = 30
 
-    # --- replication --------------------------------------------------------
-    #: Replication role. Replication is not implemented; the role's one effect here is
-    #: RocketMQ's: a SLAVE never uses the transient store pool.
+    # --- replication (docs/format.md §21) ---------------------
+    #: Replication role: a master serves its CommitLog to slaves (a SYNC_MASTER put
+    #: waits for one); a SLAVE copies its master's CommitLog and refuses puts.
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
-    #: HA listen port.
-    #: *Inert*: no effect in rocketstore (warns once when set).
-    ha_listen_port: int = 10912
+    #: Address a master listens on for slaves (loopback; RocketMQ binds every interface).
+    ha_listen_address: str = _HA_LISTEN_ADDRESS
+    #: Port a master listens on (RocketMQ's is 10912); None: no listener; 0 picks a free
+    #: one (read it back as ``store.ha_port``).
+    ha_listen_port: int | None = None
+    #: ``host:port`` of the master a SLAVE follows (None: it follows none yet).
+    ha_master_address: str | None = None
+    #: Comma-separated addresses or networks (``10.0.0.5,10.1.0.0/16``) a master serves;
+    #: empty: every address that reaches the listener.
+    ha_allowed_slaves: str = ""
+    #: A master sends an empty frame after this long without one; a slave reports at
+    #: least this often, ms.
+    ha_send_heartbeat_interval: int = 5000
+    #: A connection with nothing received for this long is closed, ms.
+    ha_housekeeping_interval: int = 20000
+    #: Largest frame a master sends, bytes.
+    ha_transfer_batch_size: int = 32768
+    #: A SYNC_MASTER put is SLAVE_NOT_AVAILABLE when the best slave is this many bytes
+    #: behind, bytes.
+    ha_slave_fallbehind_max: int = 268435456
+    #: A new slave (reporting offset 0) starts at the master's first CommitLog file
+    #: instead of its last one (RocketMQ's rule).
+    ha_new_slave_from_first_file: bool = False
     #: Slave checks pull offsets against its own store.
     #: *Inert*: no effect in rocketstore (warns once when set).
     offset_check_in_slave: bool = False
@@ -603,6 +622,15 @@ class StoreConfig:
             if read.listen_port is not None:
                 port = read.listen_port
             values["store_host"] = (host, port)
+        if "ha_listen_port" in values and "ha_listen_address" not in values:
+            _log.warning(
+                "%s: haListenPort=%s: a RocketMQ broker listens for slaves on every "
+                "interface; rocketstore listens on %s only (set ha_listen_address to "
+                "listen wider)",
+                origin,
+                values["ha_listen_port"],
+                _HA_LISTEN_ADDRESS,
+            )
 
         values.update(overrides)
         try:

@@ -12,6 +12,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyString};
 
+use std::net::IpAddr;
+
+use crate::ha::{AllowedNet, HaOptions, HaRole};
 use crate::log::allocate::WarmConfig;
 use crate::log::message::parse_delay_levels;
 use crate::queue::consume_queue::DEFAULT_CQ_FILE_SIZE;
@@ -171,6 +174,54 @@ pub fn options_from_config(cfg: &Bound<'_, PyAny>, read_only: bool) -> PyResult<
             ..Default::default()
         },
         enabled_append_prop_crc: f.bool("enabled_append_prop_crc")?,
+        ha: ha_options(&f)?,
+    })
+}
+
+/// The replication fields (`broker_role`, `ha_*`, `slave_timeout`).
+fn ha_options(f: &Fields<'_, '_>) -> PyResult<HaOptions> {
+    let role_name = f.enum_name("broker_role")?;
+    let role = HaRole::from_name(&role_name).ok_or_else(|| {
+        PyValueError::new_err(format!("StoreConfig.broker_role: unknown role {role_name}"))
+    })?;
+    let addr = f.str("ha_listen_address")?;
+    let listen_address: IpAddr = addr.parse().map_err(|_| {
+        PyValueError::new_err(format!(
+            "StoreConfig.ha_listen_address: {addr:?} is not an IP address"
+        ))
+    })?;
+    let listen_port =
+        match f.get("ha_listen_port")?.is_none() {
+            true => None,
+            false => Some(u16::try_from(f.u64("ha_listen_port")?).map_err(|_| {
+                PyValueError::new_err("StoreConfig.ha_listen_port must be 0 to 65535")
+            })?),
+        };
+    let master_address = match f.get("ha_master_address")?.is_none() {
+        true => None,
+        false => Some(f.str("ha_master_address")?),
+    };
+    let mut allowed_slaves = Vec::new();
+    let allowed = f.str("ha_allowed_slaves")?;
+    for s in allowed.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        allowed_slaves.push(AllowedNet::parse(s).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "StoreConfig.ha_allowed_slaves: {s:?} is not an address or network"
+            ))
+        })?);
+    }
+    Ok(HaOptions {
+        role,
+        listen_address,
+        listen_port,
+        master_address,
+        allowed_slaves,
+        heartbeat: f.ms("ha_send_heartbeat_interval")?,
+        housekeeping: f.ms("ha_housekeeping_interval")?,
+        batch_size: f.usize("ha_transfer_batch_size")?,
+        fallbehind_max: f.u64("ha_slave_fallbehind_max")?,
+        slave_timeout: f.ms("slave_timeout")?,
+        new_slave_from_first_file: f.bool("ha_new_slave_from_first_file")?,
     })
 }
 
@@ -271,6 +322,18 @@ pub fn default_options(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         "flush_least_pages_when_warm_mapped_file",
         o.warm.flush_every_pages,
     )?;
+    let ha = &o.ha;
+    d.set_item("broker_role", ha.role.name())?;
+    d.set_item("ha_master_address", ha.master_address.clone())?;
+    d.set_item("ha_allowed_slaves", "")?;
+    d.set_item("ha_listen_address", ha.listen_address.to_string())?;
+    d.set_item("ha_listen_port", ha.listen_port)?;
+    d.set_item("ha_send_heartbeat_interval", ms(ha.heartbeat))?;
+    d.set_item("ha_housekeeping_interval", ms(ha.housekeeping))?;
+    d.set_item("ha_transfer_batch_size", ha.batch_size)?;
+    d.set_item("ha_slave_fallbehind_max", ha.fallbehind_max)?;
+    d.set_item("slave_timeout", ms(ha.slave_timeout))?;
+    d.set_item("ha_new_slave_from_first_file", ha.new_slave_from_first_file)?;
     // The string `StoreOptions::default()` parses its levels from.
     d.set_item(
         "message_delay_level",

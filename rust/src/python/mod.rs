@@ -23,7 +23,8 @@
 //! - `store.rs`: `NativeStore`, its constructor, recovery steps and shared
 //!   helpers; `store_put.rs`, `store_read.rs`, `store_admin.rs`: its puts,
 //!   reads, and running state and services (a `#[pymethods]` block each);
-//!   `store_arrow.rs`: its pulls as Arrow batches (`get_arrow`).
+//!   `store_arrow.rs`: its pulls as Arrow batches (`get_arrow`);
+//!   `store_ha.rs`: its replication (start, stop, port, status).
 //! - `store_base.rs`: `MessageStoreBase`, the native base class of
 //!   `rocketstore.MessageStore` (its per-message methods).
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
@@ -59,6 +60,7 @@ pub mod store;
 pub mod store_admin;
 pub mod store_arrow;
 pub mod store_base;
+pub mod store_ha;
 pub mod store_put;
 pub mod store_read;
 pub mod types;

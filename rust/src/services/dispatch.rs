@@ -71,6 +71,9 @@ pub struct Dispatcher {
     /// reader (consumer, queue, index, lookup) sees a record before it is on
     /// disk.
     flushed_only: AtomicBool,
+    /// A slave: the log's end may fall inside a record (frames do not
+    /// follow records); such a partial record is pending, not damage.
+    partial_tail: AtomicBool,
 }
 
 /// A few keys without a heap allocation (most messages carry one or two).
@@ -165,6 +168,7 @@ impl Dispatcher {
             flags: Arc::new(RunningFlags::new()),
             step_error: AtomicU32::new(Flag::WriteLogicsQueueError as u32),
             flushed_only: AtomicBool::new(false),
+            partial_tail: AtomicBool::new(false),
         }
     }
 
@@ -189,6 +193,28 @@ impl Dispatcher {
         } else {
             max
         }
+    }
+
+    /// Treats a record cut by the log's end as pending (a slave's log).
+    pub fn set_partial_tail_pending(&self, on: bool) {
+        self.partial_tail.store(on, Ordering::Release);
+    }
+
+    /// A slave's log ends inside the record at `buf` (the rest of it has
+    /// not come yet): its first 8 bytes are not all there, or its header's
+    /// size reaches past the end.
+    fn is_partial_tail(&self, buf: &[u8], at_log_end: bool) -> bool {
+        if !at_log_end || !self.partial_tail.load(Ordering::Acquire) {
+            return false;
+        }
+        if buf.len() < 8 {
+            return true;
+        }
+        let size = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+        let magic = i32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
+        (magic == crate::log::message::MAGIC_V1 || magic == crate::log::message::MAGIC_V2)
+            && size > 0
+            && size as usize > buf.len()
     }
 
     /// The CommitLog offset dispatch has reached.
@@ -363,6 +389,12 @@ impl Dispatcher {
                     }
                     Parsed::Blank => {
                         roll = true;
+                        break;
+                    }
+                    Parsed::End { .. }
+                        if self.is_partial_tail(&data[p..], from + data.len() as u64 >= max) =>
+                    {
+                        // The rest of the record has not come yet.
                         break;
                     }
                     Parsed::End { reason } => {

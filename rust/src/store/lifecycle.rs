@@ -169,6 +169,7 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return Ok(());
         }
+        self.stop_ha();
         let prefaulter = self.prefaulter.lock().take();
         if let Some(mut p) = prefaulter {
             p.stop();
@@ -246,6 +247,7 @@ impl Store {
         if self.closed.swap(true, Ordering::AcqRel) || self.is_forked_copy() {
             return;
         }
+        self.stop_ha();
         let prefaulter = self.prefaulter.lock().take();
         if let Some(mut p) = prefaulter {
             p.stop();

@@ -52,7 +52,11 @@
 //!
 //! Leaves: `Dispatcher::seq_lock`, a [`ServiceThread`]'s signal and
 //! finished locks, `RunningFlags`' disk-full reason, `Store::damage_logged`,
-//! `CommitLog::damaged`, the checkpoint's mark.
+//! `CommitLog::damaged`, the checkpoint's mark, `Store::ha`, the
+//! replication [`Acks`](crate::ha::Acks)' locks (its slave list may be
+//! taken under the HA master's connection list, which may be taken under
+//! its thread list) and a slave's status. A slave's append of its
+//! master's bytes takes the put lock (3) as a put does.
 //!
 //! # Files
 //!
@@ -72,6 +76,8 @@
 //! - `repair.rs`: a repair's rebuild of damaged queue units and index files.
 //! - `lifecycle.rs`: threads, flushes, retention steps, shutdown and drop.
 //! - `stats.rs`: runtime statistics (counters, lags, queue ends).
+//! - `replication.rs`: replication's threads, a slave's refusal of puts,
+//!   the SYNC_MASTER wait and `ha_status` (see [`crate::ha`]).
 //! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
 //!   put into their real topic).
 
@@ -106,6 +112,8 @@ pub use read::KeyHits;
 mod recover_rebuild;
 mod recover_scan;
 mod repair;
+mod replication;
+pub use replication::HaRunning;
 pub mod schedule;
 mod stats;
 mod visibility;
@@ -159,6 +167,14 @@ pub struct Store {
     /// Read-only stores: when a pull last looked for new queues (µs since `opened`).
     last_follow_us: AtomicU64,
     opened: Instant,
+    /// Replication: the master's view of its slaves (the SYNC_MASTER wait).
+    acks: Arc<crate::ha::Acks>,
+    /// Replication: a slave's view of its master.
+    ha_client: Arc<crate::ha::slave::ClientStatus>,
+    /// Replication's threads while they run.
+    ha: Mutex<Option<HaRunning>>,
+    /// The port a master listens on (0: none).
+    ha_port: std::sync::atomic::AtomicU32,
     /// The process's fork generation at open: a different value means this
     /// is a copy inherited by a forked child, whose threads do not exist and
     /// whose files belong to the parent.

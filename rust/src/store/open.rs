@@ -102,6 +102,10 @@ impl Store {
             checkpoint.clone(),
             flags.clone(),
         );
+        if opts.ha.role == crate::ha::HaRole::Slave {
+            // Frames do not follow records: a record cut by the end is pending.
+            dispatcher.set_partial_tail_pending(true);
+        }
         if writable && opts.flush.sync_flush() {
             // Readers see only what is on disk; a flush wakes dispatch.
             dispatcher.set_flushed_only(true);
@@ -141,6 +145,10 @@ impl Store {
             damage_logged: Mutex::new(FxHashSet::default()),
             last_follow_us: AtomicU64::new(0),
             opened: Instant::now(),
+            acks: Arc::new(crate::ha::Acks::new()),
+            ha_client: Default::default(),
+            ha: Mutex::new(None),
+            ha_port: Default::default(),
             fork_generation: fork_generation(),
         })
     }

@@ -88,6 +88,8 @@ pub struct StoreOptions {
     /// `enabled_append_prop_crc`: every record written ends with the
     /// property CRC `__CRC32#` (docs/format.md §6.1).
     pub enabled_append_prop_crc: bool,
+    /// Replication (role, listener, master, timeouts; see [`crate::ha`]).
+    pub ha: crate::ha::HaOptions,
 }
 
 impl Default for StoreOptions {
@@ -125,6 +127,7 @@ impl Default for StoreOptions {
             preallocate: false,
             warm: WarmConfig::default(),
             enabled_append_prop_crc: true,
+            ha: crate::ha::HaOptions::default(),
         }
     }
 }

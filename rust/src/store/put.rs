@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::Store;
 use crate::error::{Result, StoreError};
+use crate::ha::HaRole;
 use crate::log::commitlog::{
     BatchInput, BatchOutcome, BatchRefusal, Prepared, PutOutcome, PutStatus, Refused,
 };
@@ -23,6 +24,9 @@ impl Store {
 
     fn check_writable(&self) -> Result<Option<Refused>> {
         self.check_open_writer()?;
+        if let Some(r) = self.slave_refusal() {
+            return Ok(Some(r));
+        }
         if !self.flags.is_writeable() {
             return Ok(self
                 .flags
@@ -68,11 +72,11 @@ impl Store {
     /// Appends without blocking, if possible (see [`CommitLog::try_put_prepared`]).
     /// Never used for SYNC_FLUSH, whose put must wait for the disk.
     pub fn try_put_fast(&self, p: &Prepared<'_>) -> Option<Result<PutOutcome>> {
-        if self.opts.flush.sync_flush() {
+        if self.opts.flush.sync_flush() || self.ha_role() == HaRole::SyncMaster {
             return None;
         }
         let r = self.commitlog.try_put_prepared(p)?;
-        self.dispatcher.wakeup();
+        self.wrote();
         if let Ok(o) = &r {
             self.note_acked(o);
         }
@@ -83,12 +87,18 @@ impl Store {
     /// is on disk.
     pub fn put_prepared(&self, p: &Prepared<'_>) -> Result<PutOutcome> {
         let mut out = self.commitlog.put_prepared(p)?;
-        self.dispatcher.wakeup();
-        if self.opts.flush.sync_flush() && out.status == PutStatus::PutOk && wants_wait(&p.spec) {
-            out.status = self
-                .flusher
-                .wait_flushed((out.wrote_offset + out.wrote_bytes as i64) as u64);
+        self.wrote();
+        let end = (out.wrote_offset + out.wrote_bytes as i64) as u64;
+        let wait = out.status == PutStatus::PutOk && wants_wait(&p.spec);
+        let replica = wait
+            .then(|| self.replica_check(out.wrote_offset as u64, end))
+            .flatten();
+        if self.opts.flush.sync_flush() && wait {
+            out.status = self.flusher.wait_flushed(end);
             out.reason = self.flush_wait_reason(out.status);
+        }
+        if let Some(r) = replica {
+            self.apply_replica_wait(&mut out.status, &mut out.reason, end, r);
         }
         self.note_acked(&out);
         Ok(out)
@@ -112,15 +122,32 @@ impl Store {
             }
         });
         let mut out = self.commitlog.put_batch(specs)?;
-        self.dispatcher.wakeup();
+        self.wrote();
         let end = out
             .iter()
             .filter(|o| o.status == PutStatus::PutOk)
             .map(|o| (o.wrote_offset + o.wrote_bytes as i64) as u64)
             .max();
-        if let (true, true, Some(end)) = (self.opts.flush.sync_flush(), any_wait, end) {
-            let st = self.flusher.wait_flushed(end);
-            let why = self.flush_wait_reason(st);
+        let first = out
+            .iter()
+            .filter(|o| o.status == PutStatus::PutOk)
+            .map(|o| o.wrote_offset as u64)
+            .min();
+        let replica = first
+            .zip(end)
+            .filter(|_| any_wait)
+            .and_then(|(s, e)| self.replica_check(s, e));
+        let flush_wait = self.opts.flush.sync_flush() && any_wait;
+        if let (true, Some(end)) = (flush_wait || replica.is_some(), end) {
+            let mut st = PutStatus::PutOk;
+            let mut why = None;
+            if flush_wait {
+                st = self.flusher.wait_flushed(end);
+                why = self.flush_wait_reason(st);
+            }
+            if let Some(r) = replica {
+                self.apply_replica_wait(&mut st, &mut why, end, r);
+            }
             for o in out.iter_mut().filter(|o| o.status == PutStatus::PutOk) {
                 o.status = st;
                 o.reason.clone_from(&why);
@@ -145,7 +172,7 @@ impl Store {
             return Ok(Err(r));
         }
         let out = self.commitlog.put_redeliveries(specs)?;
-        self.dispatcher.wakeup();
+        self.wrote();
         let end = out
             .iter()
             .filter(|o| o.status == PutStatus::PutOk)
@@ -226,16 +253,24 @@ impl Store {
             return Ok(Err(r));
         }
         let dispatcher = &self.dispatcher;
-        let mut out = self
-            .commitlog
-            .append_batch(b, want_offsets, || dispatcher.wakeup())?;
-        let wait = self.opts.flush.sync_flush()
-            && out.status == PutStatus::PutOk
+        let acks = &self.acks;
+        let mut out = self.commitlog.append_batch(b, want_offsets, || {
+            dispatcher.wakeup();
+            acks.log_grew();
+        })?;
+        let end = out.end_offset as u64;
+        let wait = out.status == PutStatus::PutOk
             && out.count > 0
             && (0..b.bodies.len()).any(|i| wants_wait_props(b.props_of(i)));
-        if wait {
-            out.status = self.flusher.wait_flushed(out.end_offset as u64);
+        let replica = wait
+            .then(|| self.replica_check(out.first_offset as u64, end))
+            .flatten();
+        if wait && self.opts.flush.sync_flush() {
+            out.status = self.flusher.wait_flushed(end);
             out.reason = self.flush_wait_reason(out.status);
+        }
+        if let Some(r) = replica {
+            self.apply_replica_wait(&mut out.status, &mut out.reason, end, r);
         }
         if out.status == PutStatus::PutOk && out.count > 0 {
             // Reads in this process wait until the whole batch is visible.
@@ -244,6 +279,22 @@ impl Store {
         }
         Ok(Ok(out))
     }
+    /// Waits for a slave (SYNC_MASTER) and lets its status override the
+    /// flush's when not PUT_OK, as RocketMQ combines the two.
+    fn apply_replica_wait(
+        &self,
+        status: &mut PutStatus,
+        reason: &mut Option<String>,
+        end: u64,
+        check: super::replication::ReplicaCheck,
+    ) {
+        let (st, why) = self.replica_wait(end, check);
+        if st != PutStatus::PutOk {
+            *status = st;
+            *reason = why;
+        }
+    }
+
     // -- visibility ----------------------------------------------------------
 
     /// Raises the visibility horizon to the end of an acknowledged put.

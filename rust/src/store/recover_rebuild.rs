@@ -253,9 +253,13 @@ impl Store {
             if !s.is_read_only() {
                 let end = st.report.end_offset;
                 // Ranges end where the log does now (others may write past
-                // it); this writer's own range starts there.
+                // it); this writer's own range starts there. A slave's
+                // bytes are its master's, written with or without the
+                // property CRC (a RocketMQ 4.9 master writes none): it
+                // claims no range (docs/format.md §21.4).
                 let min = s.commitlog().min_offset().max(0) as u64;
-                let prop_crc = s.commitlog().config().prop_crc;
+                let prop_crc =
+                    s.commitlog().config().prop_crc && s.ha_role() != crate::ha::HaRole::Slave;
                 s.checkpoint().update_prop_crc_ranges(|r| {
                     r.clip(min, end);
                     if prop_crc {

@@ -21,6 +21,7 @@
 //! - `older_log.rs`: whether the intact records after damage belong to an
 //!   older log a cut left behind (then the log ends at the damage).
 //! - `read.rs`: reads of one record ([`RecordRead`]) and following a writer.
+//! - `replica.rs`: a slave's append of bytes copied from its master.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +43,7 @@ mod batch;
 mod damage;
 mod older_log;
 mod read;
+mod replica;
 mod scan;
 
 pub use append::Prepared;
@@ -57,9 +59,9 @@ crate::rocketmq_enum! {
         PutOk = 0 => "PUT_OK",
         /// Written, but not confirmed on disk within `sync_flush_timeout`.
         FlushDiskTimeout = 1 => "FLUSH_DISK_TIMEOUT",
-        /// RocketMQ's replication timeout (never returned: no replication).
+        /// Written, but no slave reported it within `slave_timeout` (SYNC_MASTER).
         FlushSlaveTimeout = 2 => "FLUSH_SLAVE_TIMEOUT",
-        /// RocketMQ's missing replica (never returned: no replication).
+        /// Written, but no slave is connected or the best is too far behind (SYNC_MASTER).
         SlaveNotAvailable = 3 => "SLAVE_NOT_AVAILABLE",
         /// The store takes no puts now (read-only, poisoned, disk full).
         ServiceNotAvailable = 4 => "SERVICE_NOT_AVAILABLE",

@@ -1,0 +1,342 @@
+//! The master's side (RocketMQ's `AcceptSocketService` and `HAConnection`):
+//! a listener, and for each slave a reader of its reports and a writer of
+//! frames.
+//!
+//! The writer waits for the slave's first report, then sends from there (a
+//! report of 0: from the first byte of the last CommitLog file, or of the
+//! first file with `new_slave_from_first_file`): frames of at most
+//! `batch_size` bytes, never across a file's end, of every written byte
+//! (flushed or not), and an empty frame after `heartbeat` without one. The
+//! reader closes the connection after `housekeeping` without a byte, on a
+//! negative report or one past this store's end.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::lock::fork_generation;
+use crate::log::commitlog::CommitLog;
+
+use super::acks::{Acks, SlaveConn};
+use super::wire::{frame_header, ReportReader, FRAME_HEADER};
+use super::HaOptions;
+
+/// How often blocked loops look at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Why a connection closed normally (logged at info, not as a warning).
+const SLAVE_CLOSED: &str = "the slave closed it";
+const SHUTTING_DOWN: &str = "the store is shutting down";
+
+/// One connection's shared state.
+struct Conn {
+    stream: TcpStream,
+    slave: Arc<SlaveConn>,
+    /// Where sending starts, from the slave's first report (-1 until it came).
+    request: AtomicI64,
+    closed: AtomicBool,
+}
+
+impl Conn {
+    /// Closes the connection once, logging why.
+    fn close(&self, acks: &Acks, why: &str) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            let level = if why == SLAVE_CLOSED || why == SHUTTING_DOWN {
+                log::Level::Info
+            } else {
+                log::Level::Warn
+            };
+            log::log!(
+                level,
+                "HA: closing the connection of slave {}: {why}",
+                self.slave.addr
+            );
+            let _ = self.stream.shutdown(Shutdown::Both);
+            acks.remove(&self.slave);
+        }
+    }
+}
+
+/// A running master: the listener and its connections.
+pub struct Master {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    threads: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    conns: Arc<Mutex<Vec<Arc<Conn>>>>,
+    acks: Arc<Acks>,
+    /// The process's fork generation at start: a forked child's copy
+    /// touches neither the parent's threads nor its connections.
+    generation: u64,
+}
+
+impl Master {
+    /// Binds `listen_address:listen_port` and starts accepting slaves.
+    pub fn start(opts: &HaOptions, log: Arc<CommitLog>, acks: Arc<Acks>) -> std::io::Result<Self> {
+        let port = opts.listen_port.unwrap_or(0);
+        let listener = TcpListener::bind(SocketAddr::new(opts.listen_address, port))?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        log::info!("HA: listening for slaves on {}:{port}", opts.listen_address);
+        let m = Self {
+            port,
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Arc::new(Mutex::new(Vec::new())),
+            conns: Arc::new(Mutex::new(Vec::new())),
+            acks,
+            generation: fork_generation(),
+        };
+        let (stop, threads, conns, acks, opts) = (
+            m.stop.clone(),
+            m.threads.clone(),
+            m.conns.clone(),
+            m.acks.clone(),
+            opts.clone(),
+        );
+        let h = std::thread::Builder::new()
+            .name("rocketstore-ha-accept".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    match listener.accept() {
+                        Ok((s, peer)) => {
+                            accept(s, peer, &opts, &log, &acks, &stop, &threads, &conns)
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL),
+                        Err(e) => {
+                            log::warn!("HA: accept failed: {e}");
+                            std::thread::sleep(POLL);
+                        }
+                    }
+                }
+            })?;
+        m.threads.lock().push(h);
+        Ok(m)
+    }
+
+    /// The port listened on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Closes every connection and the listener; joins the threads. In a
+    /// forked child nothing is closed or joined (the sockets are shared
+    /// with the parent, whose threads serve them).
+    pub fn stop(&self) {
+        if fork_generation() != self.generation {
+            std::mem::forget(std::mem::take(&mut *self.threads.lock()));
+            std::mem::forget(std::mem::take(&mut *self.conns.lock()));
+            return;
+        }
+        self.stop.store(true, Ordering::Release);
+        for c in self.conns.lock().drain(..) {
+            c.close(&self.acks, SHUTTING_DOWN);
+        }
+        let threads: Vec<_> = self.threads.lock().drain(..).collect();
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Serves a new connection, unless its address is not allowed (then it is
+/// closed before a byte is sent).
+#[allow(clippy::too_many_arguments)]
+fn accept(
+    s: TcpStream,
+    peer: SocketAddr,
+    opts: &HaOptions,
+    log: &Arc<CommitLog>,
+    acks: &Arc<Acks>,
+    stop: &Arc<AtomicBool>,
+    threads: &Arc<Mutex<Vec<JoinHandle<()>>>>,
+    conns: &Arc<Mutex<Vec<Arc<Conn>>>>,
+) {
+    if !opts.allowed_slaves.is_empty() && !opts.allowed_slaves.iter().any(|n| n.contains(peer.ip()))
+    {
+        log::warn!("HA: refused a connection from {peer}: not in ha_allowed_slaves");
+        let _ = s.shutdown(Shutdown::Both);
+        return;
+    }
+    let setup = s
+        .set_nonblocking(false)
+        .and_then(|_| s.set_nodelay(true))
+        .and_then(|_| s.set_read_timeout(Some(POLL)))
+        .and_then(|_| s.set_write_timeout(Some(opts.housekeeping)))
+        .and_then(|_| s.try_clone());
+    let (r, w) = match setup {
+        Ok(w) => (s, w),
+        Err(e) => {
+            log::warn!("HA: cannot set up the connection from {peer}: {e}");
+            return;
+        }
+    };
+    log::info!("HA: slave {peer} connected");
+    let conn = Arc::new(Conn {
+        stream: r,
+        slave: acks.add(peer),
+        request: AtomicI64::new(-1),
+        closed: AtomicBool::new(false),
+    });
+    let mut ts = threads.lock();
+    ts.retain(|t| !t.is_finished());
+    conns.lock().retain(|c| !c.closed.load(Ordering::Acquire));
+    conns.lock().push(conn.clone());
+    let (c1, a1, l1, o1, s1) = (
+        conn.clone(),
+        acks.clone(),
+        log.clone(),
+        opts.clone(),
+        stop.clone(),
+    );
+    let (c2, a2, l2, o2, s2) = (conn, acks.clone(), log.clone(), opts.clone(), stop.clone());
+    let spawned = std::thread::Builder::new()
+        .name("rocketstore-ha-read".into())
+        .spawn(move || read_reports(&c1, &a1, &l1, &o1, &s1))
+        .and_then(|h1| {
+            ts.push(h1);
+            std::thread::Builder::new()
+                .name("rocketstore-ha-write".into())
+                .spawn(move || {
+                    let mut w = w;
+                    write_frames(&c2, &mut w, &a2, &l2, &o2, &s2)
+                })
+        });
+    match spawned {
+        Ok(h2) => ts.push(h2),
+        Err(e) => log::warn!("HA: cannot start the threads of slave {peer}: {e}"),
+    }
+}
+
+/// Reads the slave's reports until the connection closes.
+fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: &AtomicBool) {
+    let mut reader = ReportReader::new();
+    let mut buf = [0u8; 1024];
+    let mut last_read = Instant::now();
+    let mut stream = &c.stream;
+    while !stop.load(Ordering::Acquire) && !c.closed.load(Ordering::Acquire) {
+        match stream.read(&mut buf) {
+            Ok(0) => return c.close(acks, SLAVE_CLOSED),
+            Ok(n) => {
+                last_read = Instant::now();
+                match reader.feed(&buf[..n], log.max_offset()) {
+                    Ok(Some(off)) => {
+                        if c.request.load(Ordering::Acquire) < 0 {
+                            // The first report: where sending starts, and
+                            // what the slave's copy holds.
+                            let start = match start_offset(off, log, opts) {
+                                Ok(s) => s,
+                                Err(why) => return c.close(acks, &why),
+                            };
+                            let from = if off == 0 { start } else { 0 };
+                            c.slave.from.store(from as i64, Ordering::SeqCst);
+                            c.request.store(start as i64, Ordering::Release);
+                        }
+                        acks.report(&c.slave, off);
+                    }
+                    Ok(None) => {}
+                    Err(why) => return c.close(acks, &why),
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if last_read.elapsed() > opts.housekeeping {
+                    return c.close(
+                        acks,
+                        &format!(
+                            "no report for {} ms (ha_housekeeping_interval)",
+                            opts.housekeeping.as_millis()
+                        ),
+                    );
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return c.close(acks, &format!("read failed: {e}")),
+        }
+    }
+}
+
+/// Where a slave whose first report is `req` starts, or why it cannot.
+fn start_offset(req: u64, log: &CommitLog, opts: &HaOptions) -> Result<u64, String> {
+    let size = log.file_size() as u64;
+    let min = log.min_offset();
+    if req == 0 {
+        if opts.new_slave_from_first_file {
+            return Ok(min.max(0) as u64);
+        }
+        let max = log.max_offset();
+        return Ok(max - max % size);
+    }
+    if min >= 0 && req < min as u64 {
+        return Err(format!(
+            "it reported offset {req}, below this store's first CommitLog file at {min}: \
+             the bytes it needs are deleted (reseed it)"
+        ));
+    }
+    Ok(req)
+}
+
+/// Sends frames from the slave's first report on, until the connection closes.
+fn write_frames(
+    c: &Conn,
+    w: &mut TcpStream,
+    acks: &Acks,
+    log: &CommitLog,
+    opts: &HaOptions,
+    stop: &AtomicBool,
+) {
+    let live = || !stop.load(Ordering::Acquire) && !c.closed.load(Ordering::Acquire);
+    while live() && c.request.load(Ordering::Acquire) < 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !live() {
+        return;
+    }
+    let mut next = c.request.load(Ordering::Acquire) as u64;
+    log::info!("HA: sending to slave {} from offset {next}", c.slave.addr);
+    let mut last_write = Instant::now();
+    let mut frame = Vec::with_capacity(FRAME_HEADER + opts.batch_size);
+    while live() {
+        let seen = acks.grew_seq();
+        let min = log.min_offset();
+        if min >= 0 && next < min as u64 {
+            return c.close(
+                acks,
+                &format!(
+                    "offset {next} was deleted before it was sent (the slave is too far behind)"
+                ),
+            );
+        }
+        frame.clear();
+        if let Some(f) = log.file_for(next) {
+            let pos = (next - f.file_from_offset()) as usize;
+            if let Some(data) = f.readable_from(pos) {
+                let n = data.len().min(opts.batch_size);
+                if n > 0 {
+                    frame.extend_from_slice(&frame_header(next, n as u32));
+                    frame.extend_from_slice(&data[..n]);
+                    next += n as u64;
+                }
+            }
+        }
+        if frame.is_empty() && last_write.elapsed() >= opts.heartbeat {
+            frame.extend_from_slice(&frame_header(next, 0));
+        }
+        if frame.is_empty() {
+            acks.wait_grew(seen, opts.heartbeat.min(POLL));
+            continue;
+        }
+        if let Err(e) = w.write_all(&frame) {
+            return c.close(acks, &format!("write failed: {e}"));
+        }
+        last_write = Instant::now();
+    }
+}

@@ -1,0 +1,65 @@
+//! The replication methods of `NativeStore`: starting and stopping it, the
+//! master's port and `ha_status` (see docs/format.md §21).
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::gil::{guarded, nogil};
+use super::store::PyStore;
+
+#[pymethods]
+impl PyStore {
+    /// Starts replication (a master listens when ``ha_listen_port`` is
+    /// set, a slave follows ``ha_master_address``); the port listened on.
+    fn start_ha(&self) -> PyResult<Option<u16>> {
+        guarded(|| Ok(self.store.start_ha()?))
+    }
+
+    /// Stops replication's threads (closing every connection).
+    fn stop_ha(&self, py: Python<'_>) -> PyResult<()> {
+        let store = &self.store;
+        nogil(py, || {
+            store.stop_ha();
+            Ok(())
+        })
+    }
+
+    /// The port a master listens on (None: not listening).
+    #[getter]
+    fn ha_port(&self) -> Option<u16> {
+        self.store.ha_port()
+    }
+
+    /// Replication's state: the role; for a master its port and each
+    /// slave's address, acked offset and lag; for a slave its master,
+    /// whether connected, its applied offset, lag and last error.
+    fn ha_status<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.store.ha_status();
+        let d = PyDict::new(py);
+        d.set_item("role", s.role)?;
+        if s.role == "SLAVE" {
+            d.set_item("master_address", s.master_address)?;
+            d.set_item("connected", s.connected)?;
+            d.set_item("applied_offset", s.applied_offset)?;
+            d.set_item("lag_bytes", s.lag_bytes)?;
+            d.set_item("lag_seconds", s.lag_seconds)?;
+            d.set_item("error", s.error)?;
+            d.set_item("stopped", s.stopped)?;
+            d.set_item("verified", s.verified)?;
+            d.set_item("diverged", s.diverged)?;
+        } else {
+            d.set_item("port", s.port)?;
+            let slaves = PyList::empty(py);
+            for v in s.slaves {
+                let e = PyDict::new(py);
+                e.set_item("address", v.address)?;
+                e.set_item("acked_offset", v.acked_offset)?;
+                e.set_item("lag_bytes", v.lag_bytes)?;
+                e.set_item("lag_seconds", v.lag_seconds)?;
+                slaves.append(e)?;
+            }
+            d.set_item("slaves", slaves)?;
+        }
+        Ok(d)
+    }
+}

@@ -1,0 +1,68 @@
+"""A replication peer to be killed with SIGKILL: ``ha_child.py master|slave STORE PORT``.
+
+``master``: opens (and so recovers) a SYNC_MASTER store listening on
+``127.0.0.1:PORT``, prints ``READY <max_phy>``, then puts messages (topic
+``T``, 4 queues, puts and batches of 2..4) until killed. After each
+acknowledgement (PUT_OK) it prints ``ACK wrote_offset wrote_bytes`` per
+message and flushes stdout, so a printed line is a message a slave holds;
+other statuses print ``STORED <status>``.
+
+``slave``: opens (and so recovers) a SLAVE store following
+``127.0.0.1:PORT``, prints ``READY <max_phy>`` and then its CommitLog end
+every 50 ms until killed.
+
+Both use the short intervals and segment size of ``ha_util``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from helpers.ha_util import master_config, slave_config
+from rocketstore import Message, MessageStore, StoredNotFlushedError
+
+
+def run_master(path: str, port: int) -> None:
+    store = MessageStore(master_config(path, ha_listen_port=port)).start()
+    out = sys.stdout
+    out.write(f"READY {store.max_phy_offset}\n")
+    out.flush()
+    i = 0
+    while True:
+        n = 1 + i % 4
+        msgs = [Message("T", f"m{i + k}".encode() * 20, (i + k) % 4) for k in range(n)]
+        try:
+            results = store.put_messages(msgs) if n > 1 else [store.put_message(msgs[0])]
+            out.write("".join(f"ACK {r.wrote_offset} {r.wrote_bytes}\n" for r in results))
+        except StoredNotFlushedError as e:
+            out.write(f"STORED {e.status.name}\n")
+        out.flush()
+        i += n
+
+
+def run_slave(path: str, port: int) -> None:
+    store = MessageStore(slave_config(path, port)).start()
+    out = sys.stdout
+    out.write(f"READY {store.max_phy_offset}\n")
+    out.flush()
+    while True:
+        out.write(f"END {store.max_phy_offset}\n")
+        out.flush()
+        time.sleep(0.05)
+
+
+def main() -> int:
+    role, path, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if role == "master":
+        run_master(path, port)
+    else:
+        run_slave(path, port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
