@@ -254,8 +254,9 @@ def bench_ab(rounds: int, puts: int, options: dict[str, Any]) -> None:
     """Interleaved A (exclusive) / B (shared member) rounds of put and poll."""
     got: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     with _store(options) as cfg:
-        for _ in range(rounds):
-            for exclusive in (True, False):
+        for r in range(rounds):
+            # A B, then B A: neither side always runs first (or later in the log).
+            for exclusive in ((True, False) if r % 2 == 0 else (False, True)):
                 got[exclusive].append(_ab_round(cfg, exclusive, puts))
     for i, what in enumerate(("put", "poll")):
         a = statistics.median(r[i] for r in got[True]) * 1e9

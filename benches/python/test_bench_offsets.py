@@ -88,4 +88,7 @@ def test_commit_cost_is_flat() -> None:
 def test_groups_listing(benchmark: Any) -> None:
     with _store_with(SIZES[1]) as (store, _consumer):
         groups = benchmark.pedantic(store.consumer_groups, rounds=3)
-        assert [g.group for g in groups] == ["others"]
+        # "others" holds the 100,000 entries; "g" is the open consumer's
+        # group, listed for its member although it committed nothing.
+        assert [g.group for g in groups] == ["g", "others"]
+        assert len(groups[1].queues) == SIZES[1]
