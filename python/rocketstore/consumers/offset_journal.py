@@ -42,11 +42,10 @@ from rocketstore.config.files import (
     NotRegularFileError,
     _fsync_dir,
     _int_map,
+    _load_parsed,
     atomic_write,
-    read_regular,
 )
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable
-from rocketstore.errors import CorruptedError
 
 __all__ = ["JOURNAL_SUFFIX", "MAX_RECORD", "OffsetLog", "Op"]
 
@@ -417,29 +416,13 @@ def _file_id(path: str) -> tuple[int, int, int] | None:
 
 
 def _load_json(path: str) -> tuple[bytes, OffsetTable]:
-    """The bytes and table of ``path`` (or its ``.bak``, §13); empty if neither."""
-    problems: list[str] = []
-    for candidate in (path, path + _native.BACKUP_SUFFIX):
-        try:
-            data = read_regular(candidate)
-        except NotRegularFileError as e:
-            problems.append(f"{candidate}: {e}")
-            log.warning("cannot load %s: %s", candidate, e)
-            continue
-        if data is None:
-            continue
-        if not data.strip():
-            log.warning("%s is empty; reading it as missing", candidate)
-            continue
-        try:
-            table = OffsetTable.from_json(data.decode("utf-8"))
-        except ValueError as e:
-            problems.append(f"{candidate}: {e}")
-            log.warning("cannot load %s: %s", candidate, e)
-            continue
-        if problems:
-            log.warning("loaded the backup %s instead of %s", candidate, path)
-        return data, table
-    if problems:
-        raise CorruptedError("no usable config file: " + "; ".join(problems))
-    return b"", OffsetTable()
+    """The bytes and table of ``path`` (or its ``.bak``, §13); empty if neither.
+
+    Raises:
+        CorruptedError: both have content and neither parses.
+    """
+    found = _load_parsed(path, OffsetTable.from_json)
+    if found is None:
+        return b"", OffsetTable()
+    # Strict UTF-8 decoded it, so encoding gives back the very bytes read.
+    return found[0].encode("utf-8"), found[1]
