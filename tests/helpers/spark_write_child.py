@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 
 
@@ -23,8 +24,15 @@ def main() -> None:
 
     from rocketstore.spark import RocketStoreDataSource
 
+    # A killed driver never cleans up: its scratch files (the block manager's
+    # and the JVM's temporary folders) go where the test run's temporary
+    # files go (TMPDIR, inherited from the test), never to the system's.
+    scratch = tempfile.mkdtemp(prefix="spark-")
     spark = (SparkSession.builder.master("local[2]").appName("killed-writer")
-             .config("spark.ui.enabled", "false").getOrCreate())
+             .config("spark.ui.enabled", "false")
+             .config("spark.local.dir", scratch)
+             .config("spark.driver.extraJavaOptions", f'"-Djava.io.tmpdir={scratch}"')
+             .getOrCreate())
     spark.dataSource.register(RocketStoreDataSource)
 
     @F.udf("binary")
