@@ -150,7 +150,7 @@ def _make_services(store: MessageStore) -> list[ServiceThread]:
         return None if s is None else s._offsets
 
     store._retention = RetentionService(native, store._config, offsets=offsets, on_failure=failed)
-    services: list[ServiceThread] = [store._retention, OffsetsFoldService(offsets_now)]
+    services: list[ServiceThread] = [store._retention, OffsetsFoldService(offsets_now, native)]
     if store._config.broker_role is not BrokerRole.SLAVE:
         # Delayed delivery runs on a master only (a slave copies its deliveries).
         services.insert(1, ScheduleService.for_store(store))

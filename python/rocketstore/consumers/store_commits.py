@@ -88,13 +88,19 @@ class OffsetsFoldService(ServiceThread):
 
     name = "offsets"
 
-    def __init__(self, offsets: Callable[[], ConsumerOffsets | None]) -> None:
+    def __init__(self, offsets: Callable[[], ConsumerOffsets | None],
+                 native: Callable[[], NativeStore | None]) -> None:
         super().__init__(interval=1.0)
         self._offsets = offsets
+        self._native = native
 
     def run_once(self) -> None:
         offsets = self._offsets()
-        if offsets is None:
+        n = self._native()
+        if offsets is None or n is None or n.closed:
+            # The store was dropped, closed or crashed: its thread ends (a
+            # dropped store would otherwise leave one looping for ever).
+            self._stop.set()
             return
         try:
             offsets.fold_if_due(OFFSETS_PERSIST_INTERVAL)
