@@ -147,7 +147,9 @@ def test_retention_under_consumers_with_writer_kills(tmp_path: Path) -> None:
     writers = [Writer(path, stop_file, log, cfg, flush)]
     writers[-1].expect("READY")
     ro = MessageStore(StoreConfig(store_path=path, **CONFIG), read_only=True).start()
-    c = ro.consumer("follower", TOPIC, auto_commit=False)
+    # The group's one consumer (exclusive): it owns every queue from the start,
+    # so positions() lists each queue before the poll that first reads it.
+    c = ro.consumer("follower", TOPIC, auto_commit=False, exclusive=True)
     delivered: dict[int, list[int]] = {q: [] for q in range(QUEUES)}
     violations: list[str] = []
     start_pos: dict[int, int] = {}
