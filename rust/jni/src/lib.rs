@@ -23,6 +23,7 @@
 //! - `export.rs`: a record batch as field nodes and buffer addresses.
 //! - `store.rs`: opening a store read-only and the planning queries.
 //! - `read.rs`: columnar readers and their batches.
+//! - `keys.rs`: the `key` option's scan of what the index does not cover.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -30,6 +31,7 @@ use jni::JNIEnv;
 
 pub mod export;
 pub mod handles;
+pub mod keys;
 pub mod read;
 pub mod store;
 

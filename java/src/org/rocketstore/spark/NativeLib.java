@@ -107,6 +107,10 @@ public final class NativeLib {
 
   public static native String[] messageById(long store, String id);
 
+  /** [damaged, "queue_id\tqueue_offset\ttopic"...] of CommitLog [from, to) holding the keys. */
+  public static native String[] keyScan(long store, long from, long to, String[] topics,
+      String[] keys, int flags);
+
   public static native long openReader(long store, String[] qTopics, int[] qIds, long[] qBounds,
       long[] clBounds, String[] topics, int flags, long minTime, long maxTime, String[] tags,
       int batchRows, String storeName, String[] columns);

@@ -266,6 +266,59 @@ final class Planner implements AutoCloseable {
     return a;
   }
 
+  /**
+   * Adds (topic, queue id, offset) of the messages of {@code topics} whose keys hold one of
+   * {@code keys}: by the index, and by a scan of the CommitLog ranges it does not cover (no
+   * index, or records not indexed yet), as the Python source's planning does. Returns the
+   * damaged records met.
+   */
+  private long keyRows(TreeSet<String> topics, String[] keys, List<Object[]> rows) {
+    long lo = Math.max(cl[0], 0), hi = cl[1];
+    if (lo >= hi || topics.isEmpty()) {
+      return 0;
+    }
+    List<long[]> uncovered = new ArrayList<>();
+    long damaged = 0;
+    boolean usable = cl[3] >= 0;
+    for (String t : usable ? topics : new TreeSet<String>()) {
+      for (String k : keys) {
+        long[] h = NativeLib.keyHits(store, t, k);
+        if (h == null) {
+          usable = false;
+          break;
+        }
+        damaged += h[0];
+        for (int i = 1; i + 1 < h.length; i += 2) {
+          rows.add(new Object[] {t, (int) h[i], h[i + 1]});
+        }
+      }
+    }
+    if (!usable) {
+      rows.clear();
+      uncovered.add(new long[] {lo, hi});
+      LOG.warn("rocketstore {}: the store has no usable index: keys are found by a CommitLog "
+          + "scan", path);
+    } else {
+      if (cl[3] > lo) {
+        uncovered.add(new long[] {lo, Math.min(cl[3], hi)});
+      }
+      if (cl[4] < hi) {
+        uncovered.add(new long[] {Math.max(cl[4], lo), hi});
+      }
+    }
+    int flags = (o.includeSystem ? 1 : 0) | (o.includeUncommitted ? 2 : 0);
+    for (long[] r : uncovered) {
+      String[] found = NativeLib.keyScan(store, r[0], r[1], topics.toArray(new String[0]), keys,
+          flags);
+      damaged += Long.parseLong(found[0]);
+      for (int i = 1; i < found.length; i++) {
+        String[] f = found[i].split("\t", 3);
+        rows.add(new Object[] {f[2], Integer.parseInt(f[0]), Long.parseLong(f[1])});
+      }
+    }
+    return damaged;
+  }
+
   private List<Part> hits(Pushed pushed, Map<String, long[]> qs, Long[] time) {
     String name = o.storeName(path);
     TreeSet<String> found = new TreeSet<>();
@@ -284,30 +337,11 @@ final class Planner implements AutoCloseable {
         rows.add(new Object[] {m[0], Integer.parseInt(m[1]), Long.parseLong(m[2])});
       }
     } else {
-      long lo = Math.max(cl[0], 0), hi = cl[1];
-      if (lo < hi && (cl[3] < 0 || cl[3] > lo || cl[4] < hi)) {
-        throw new UnsupportedOperationException("rocketstore " + path + ": the index covers "
-            + "CommitLog offsets [" + cl[3] + ", " + cl[4] + ") of [" + lo + ", " + hi
-            + "): the JVM connector answers the key option only from an index that covers the "
-            + "store; read with format rocketstore_python, which scans the rest");
-      }
       TreeSet<String> topics = new TreeSet<>();
       for (String k : qs.keySet()) {
         topics.add(k.substring(0, k.indexOf('\u0000')));
       }
-      for (String t : topics) {
-        for (String k : pushed.keys) {
-          long[] h = NativeLib.keyHits(store, t, k);
-          if (h == null) {
-            throw new UnsupportedOperationException("rocketstore " + path
-                + ": the index became unusable; read with format rocketstore_python");
-          }
-          damaged += h[0];
-          for (int i = 1; i + 1 < h.length; i += 2) {
-            rows.add(new Object[] {t, (int) h[i], h[i + 1]});
-          }
-        }
-      }
+      damaged += keyRows(topics, pushed.keys, rows);
     }
     if (damaged > 0) {
       LOG.warn("rocketstore {}: {} damaged records skipped while planning", path, damaged);

@@ -87,10 +87,11 @@ final class ReadOpts implements Serializable {
     Long b = longOpt(o, "batchSize");
     Long per = longOpt(o, "maxRecordsPerPartition");
     maxBytesPerPartition = longOpt(o, "maxBytesPerPartition");
-    positive("batchSize", b);
+    positive("batchSize", b == null || b == 0 ? null : b);
     positive("maxRecordsPerPartition", per);
     positive("maxBytesPerPartition", maxBytesPerPartition);
-    batchSize = b == null ? DEFAULT_BATCH_SIZE : (int) Math.min(b, Integer.MAX_VALUE);
+    // 0 means the default, as for the Python source.
+    batchSize = b == null || b == 0 ? DEFAULT_BATCH_SIZE : (int) Math.min(b, Integer.MAX_VALUE);
     maxRecordsPerPartition = per == null ? DEFAULT_MAX_RECORDS_PER_PARTITION
         : (int) Math.min(per, Integer.MAX_VALUE);
     if (o.containsKey("key")) {
