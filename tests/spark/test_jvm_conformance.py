@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
-from helpers.arrow_util import (  # noqa: E402
+from helpers.arrow_util import (
     FIXTURE_GEOMETRY,
     GEOMETRY,
     copy_fixture,
@@ -29,10 +29,10 @@ from helpers.arrow_util import (  # noqa: E402
     key,
     normalize,
 )
-from helpers.pushdown_util import fill  # noqa: E402
-from helpers.records import encode_record  # noqa: E402
-from rocketstore import MessageStore, StoreConfig  # noqa: E402
-from rocketstore.spark import jar_path  # noqa: E402
+from helpers.pushdown_util import fill
+from helpers.records import encode_record
+from rocketstore import MessageStore, StoreConfig
+from rocketstore.spark import jar_path
 
 pytestmark = pytest.mark.spark
 
@@ -296,7 +296,7 @@ def test_unknown_options_and_bad_values_are_refused(jvm: Any, rich: str) -> None
                 load(jvm, fmt, rich, **opts).collect()
     with pytest.raises(Exception, match="needs option path"):
         jvm.read.format(JVM).load().collect()
-    with pytest.raises(Exception, match="not a store|does not exist"):
+    with pytest.raises(Exception, match=r"not a store|does not exist"):
         load(jvm, JVM, str(Path(rich).parent / "missing")).collect()
 
 

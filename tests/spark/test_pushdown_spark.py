@@ -39,7 +39,8 @@ def pushdown_conf(spark: Any) -> Iterator[None]:
 
 
 def _query(spark: Any, path: str, where: str, metrics: Path, **opts: str) -> list[tuple[Any, ...]]:
-    r = spark.read.format("rocketstore_python").option("path", path).option("metricsFile", str(metrics))
+    r = (spark.read.format("rocketstore_python").option("path", path)
+         .option("metricsFile", str(metrics)))
     for k, v in {**OPTIONS, **opts}.items():
         r = r.option(k, v)
     df = r.load()
@@ -122,7 +123,8 @@ def test_key_option_with_and_without_pushdown(
     assert rows and off == on  # the option is answered by the index either way
     assert on < 3 * len(rows)
     spark.conf.set(CONF, "true")
-    all_rows = spark.read.format("rocketstore_python").option("path", path).options(**OPTIONS).load()
+    all_rows = (spark.read.format("rocketstore_python").option("path", path).options(**OPTIONS)
+                .load())
     want = sorted(tuple(x) for x in all_rows.where(
         "array_contains(keys, 'k401') OR array_contains(keys, 'g3')").select(
         "topic", "queue_id", "queue_offset", "msg_id", "tags", "body").collect())
