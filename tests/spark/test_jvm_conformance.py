@@ -366,3 +366,18 @@ def test_jni_guards_turn_bad_input_into_java_exceptions(jvm: Any, rich: str) -> 
         n.close(s)
         n.close(s)                                 # twice: nothing happens
     assert jvm.range(3).count() == 3               # the JVM lives on
+
+
+def test_a_second_class_loader_does_not_load_the_library_again(jvm: Any) -> None:
+    gw = jvm.sparkContext._gateway
+    lib = native(jvm)
+    lib.ensureLoaded()
+    loaded = gw.jvm.java.lang.System.getProperty("rocketstore.native.loaded")
+    assert loaded and "librocketstore_jni-" in loaded
+    urls = gw.new_array(gw.jvm.java.net.URL, 1)
+    urls[0] = gw.jvm.java.io.File(str(jar_path())).toURI().toURL()
+    other = gw.jvm.java.net.URLClassLoader(urls, gw.jvm.java.lang.ClassLoader
+                                           .getPlatformClassLoader())
+    with pytest.raises(Exception, match="already loaded in this JVM by another class loader"):
+        gw.jvm.java.lang.Class.forName("org.rocketstore.spark.NativeLib", True, other)
+    assert lib.openHandles() >= 0  # the first loader's library still answers
