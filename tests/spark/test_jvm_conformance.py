@@ -381,3 +381,13 @@ def test_a_second_class_loader_does_not_load_the_library_again(jvm: Any) -> None
     with pytest.raises(Exception, match="already loaded in this JVM by another class loader"):
         gw.jvm.java.lang.Class.forName("org.rocketstore.spark.NativeLib", True, other)
     assert lib.openHandles() >= 0  # the first loader's library still answers
+
+
+def test_configure_warns_when_a_jvm_already_runs(jvm: Any) -> None:
+    from pyspark.sql import SparkSession
+
+    from rocketstore.spark import configure
+
+    with pytest.warns(RuntimeWarning, match="already running"):
+        b = configure(SparkSession.builder.config("spark.jars", "/x/other.jar"))
+    assert b._options["spark.jars"] == f"/x/other.jar,{jar_path()}"
