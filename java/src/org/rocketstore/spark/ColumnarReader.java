@@ -191,14 +191,17 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
         report(NativeLib.readStats(reader));
       }
     } finally {
-      release();
-      root.close();
-      alloc.close();
-      if (reader != 0) {
-        NativeLib.close(reader);
-      }
-      if (store != 0) {
-        NativeLib.close(store);
+      try {
+        release();
+        root.close();
+        alloc.close(); // throws if a buffer is still held: the native side is freed anyway
+      } finally {
+        if (reader != 0) {
+          NativeLib.close(reader);
+        }
+        if (store != 0) {
+          NativeLib.close(store);
+        }
       }
     }
   }
