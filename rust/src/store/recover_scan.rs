@@ -515,7 +515,7 @@ impl Store {
     /// which a writer's recovery writes back.
     fn vouch_prop_crc_ranges(&self, mark_valid: bool) {
         let read = self.checkpoint().prop_crc_ranges().ranges;
-        let v = self.commitlog().vouch_prop_crc_ranges(&read, mark_valid);
+        let v = crate::log::commitlog::vouch_prop_crc_ranges(self.commitlog(), &read, mark_valid);
         if let Some(p) = v.stale_from {
             log::warn!(
                 "the checkpoint's property-CRC ranges {read:?} no longer describe the CommitLog \

@@ -52,6 +52,7 @@ mod scan;
 pub use append::Prepared;
 pub use batch::{BatchInput, BatchOutcome, BatchRefusal};
 pub use damage::{Damage, DamagePolicy, DurableBound};
+pub use prop_ranges::{vouch_prop_crc_ranges, LogBytes};
 pub use read::{check_read_record, RecordAt, RecordRead, PROP_CRC_MISMATCH};
 pub use scan::{account_record, ScanReport};
 
