@@ -148,3 +148,89 @@ fn ends_with_prop_crc(b: &[u8], v: &RecordView) -> bool {
     b.get(..v.total_size)
         .is_some_and(|rec| has_prop_crc_trailer(rec, &v.properties))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::message::{
+        body_crc, encode_blank, encode_v1, record_len, MessageSpec, StoreStamp,
+    };
+    use std::net::SocketAddr;
+
+    const SEG: u64 = 4096;
+
+    /// A log of one or more segments in memory.
+    struct Mem(Vec<u8>);
+
+    impl LogBytes for Mem {
+        fn segment(&self) -> u64 {
+            SEG
+        }
+        fn first_offset(&self) -> Option<u64> {
+            Some(0)
+        }
+        fn peek<R>(&self, phy: u64, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+            let p = phy as usize;
+            let end = (p / SEG as usize + 1) * SEG as usize;
+            self.0.get(p..end.min(self.0.len())).map(f)
+        }
+    }
+
+    /// Appends a record (with the property when `prop`); its end.
+    fn put(log: &mut Vec<u8>, prop: bool) -> u64 {
+        let spec = MessageSpec::new("T", 0, &b"body"[..]).born_at(1);
+        let store: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let plen = if prop { PROP_CRC_LEN } else { 0 };
+        let len = record_len(4, 1, plen, &spec.born_host, &store);
+        let at = log.len();
+        if (at % SEG as usize) + len + 8 > SEG as usize {
+            let rest = SEG as usize - at % SEG as usize;
+            let mut b = vec![0u8; rest];
+            encode_blank(&mut b, rest);
+            log.extend_from_slice(&b);
+        }
+        let at = log.len();
+        let mut buf = vec![0u8; len];
+        let stamp = StoreStamp {
+            sys_flag: 0,
+            store_host: &store,
+            queue_offset: 0,
+            phy_offset: at as i64,
+            store_timestamp: 2,
+            prop_crc: prop,
+        };
+        encode_v1(&mut buf, &spec, body_crc(b"body"), &stamp);
+        log.extend_from_slice(&buf);
+        log.len() as u64
+    }
+
+    #[test]
+    fn ranges_end_where_the_bytes_stop_showing_the_property() {
+        let mut v = Vec::new();
+        let ends: Vec<u64> = (0..60).map(|i| put(&mut v, i < 40)).collect();
+        let (ours, theirs) = (ends[39], ends[50]);
+        v.resize(v.len() + 64, 0);
+        let log = Mem(v);
+        // The truth, with a valid mark: taken at its word (no walk).
+        let ok = vouch_prop_crc_ranges(&log, &[(0, ours)], true);
+        assert_eq!((ok.ranges, ok.stale_from), (vec![(0, ours)], None));
+        // The same with a stale mark: walked, nothing to cut.
+        let walked = vouch_prop_crc_ranges(&log, &[(0, ours)], false);
+        assert_eq!(walked.ranges, vec![(0, ours)]);
+        // The end no longer holds the property: cut at the first record
+        // written without it.
+        let cut = vouch_prop_crc_ranges(&log, &[(0, theirs)], true);
+        assert_eq!((cut.ranges, cut.stale_from), (vec![(0, ours)], Some(ours)));
+        // Its end still holds a record of ours, but the mark is stale.
+        let stale = vouch_prop_crc_ranges(&log, &[(0, ends[20]), (ends[30], ends[45])], false);
+        assert_eq!(stale.ranges, vec![(0, ends[20]), (ends[30], ours)]);
+        // A start that is not a record of ours.
+        let start = vouch_prop_crc_ranges(&log, &[(ends[45], ends[50])], true);
+        assert_eq!((start.ranges, start.stale_from), (vec![], Some(ends[45])));
+        // A range past the log's end stops at its end.
+        let past = vouch_prop_crc_ranges(&log, &[(0, ours), (ends[59], ends[59] + 40)], true);
+        assert_eq!(past.ranges, vec![(0, ours)]);
+        // Nothing listed, nothing to check.
+        assert_eq!(vouch_prop_crc_ranges(&log, &[], false).ranges, vec![]);
+    }
+}
