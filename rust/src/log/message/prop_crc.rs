@@ -94,8 +94,7 @@ pub fn is_prop_crc_trailer(t: &[u8]) -> bool {
         && t.starts_with(PROP_CRC_NAME)
         && t.get(PROP_CRC_NAME.len()) == Some(&NAME_VALUE_SEPARATOR)
         && t.last() == Some(&PROPERTY_SEPARATOR)
-        && t
-            .get(PROP_CRC_NAME.len() + 1..PROP_CRC_LEN - 1)
+        && t.get(PROP_CRC_NAME.len() + 1..PROP_CRC_LEN - 1)
             .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
 }
 
