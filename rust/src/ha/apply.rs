@@ -15,7 +15,7 @@ use crate::log::commitlog::CommitLog;
 use crate::log::message::{BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, MAGIC_V1, MAGIC_V2};
 use crate::services::dispatch::Dispatcher;
 
-use super::wire::Frame;
+use super::wire::FrameRef;
 
 /// Why a frame was not applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,7 +99,7 @@ impl Applier {
 
     /// Checks `f`, compares the part below this store's end with its own
     /// bytes, appends the rest; true if bytes were appended.
-    pub fn apply(&mut self, f: &Frame) -> Result<bool, ApplyError> {
+    pub fn apply(&mut self, f: &FrameRef<'_>) -> Result<bool, ApplyError> {
         let size = self.log.file_size() as u64;
         match self.cursor {
             None if f.start % size != 0 => {
@@ -152,7 +152,7 @@ impl Applier {
 
     /// Compares the part of `f` below this store's end at connect with the
     /// bytes there; returns how many bytes of `f` were compared.
-    fn compare(&self, f: &Frame) -> Result<usize, ApplyError> {
+    fn compare(&self, f: &FrameRef<'_>) -> Result<usize, ApplyError> {
         if f.start >= self.own_end || f.body.is_empty() {
             return Ok(0);
         }
@@ -207,8 +207,14 @@ impl Applier {
         let end = start + body.len() as u64;
         while r + 8 <= end {
             let mut h = [0u8; 8];
-            for (i, b) in h.iter_mut().enumerate() {
-                *b = self.byte_at(start, body, r + i as u64).unwrap_or(0);
+            if r >= start {
+                let at = (r - start) as usize;
+                h.copy_from_slice(&body[at..at + 8]);
+            } else {
+                // A header begun in an earlier frame.
+                for (i, b) in h.iter_mut().enumerate() {
+                    *b = self.byte_at(start, body, r + i as u64).unwrap_or(0);
+                }
             }
             let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
             let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);

@@ -37,11 +37,39 @@ pub struct Frame {
     pub body: Vec<u8>,
 }
 
-/// Splits a byte stream into frames. Bytes are kept until a frame is
-/// complete; a header that breaks the protocol is an error at once.
+impl Frame {
+    /// A view of this frame.
+    pub fn as_ref(&self) -> FrameRef<'_> {
+        FrameRef {
+            start: self.start,
+            body: &self.body,
+        }
+    }
+}
+
+/// A whole frame, viewed in the parser's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameRef<'a> {
+    /// CommitLog offset of the first byte (for a heartbeat: where the
+    /// master's next frame starts).
+    pub start: u64,
+    /// The CommitLog bytes (empty for a heartbeat).
+    pub body: &'a [u8],
+}
+
+/// Bytes a slave asks the socket for in one read (RocketMQ's slave reads
+/// into a 4 MiB buffer): large reads take many frames per system call.
+pub const READ_CHUNK: usize = 1 << 20;
+
+/// Splits a byte stream into frames, in place: bytes are kept until a
+/// frame is complete; a header that breaks the protocol is an error at once.
 #[derive(Debug, Default)]
 pub struct FrameParser {
     buf: Vec<u8>,
+    /// The first byte not yet taken as a frame.
+    start: usize,
+    /// The end of the received bytes.
+    end: usize,
 }
 
 impl FrameParser {
@@ -50,28 +78,53 @@ impl FrameParser {
         Self::default()
     }
 
+    /// Moves the bytes not yet taken to the buffer's start and makes room
+    /// for `more` bytes after them.
+    fn make_room(&mut self, more: usize) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() < self.end + more {
+            self.buf.resize(self.end + more, 0);
+        }
+    }
+
     /// Adds received bytes.
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.buf.extend_from_slice(bytes);
+        self.make_room(bytes.len());
+        self.buf[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+        self.end += bytes.len();
+    }
+
+    /// Reads once from `r` straight into the buffer (at most
+    /// [`READ_CHUNK`] bytes); returns what `read` returned.
+    pub fn read_from(&mut self, r: &mut impl std::io::Read) -> std::io::Result<usize> {
+        self.make_room(READ_CHUNK);
+        let n = r.read(&mut self.buf[self.end..self.end + READ_CHUNK])?;
+        self.end += n;
+        Ok(n)
     }
 
     /// Bytes received and not yet taken as a frame.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.end - self.start
     }
 
-    /// The next whole frame, `Ok(None)` when more bytes are needed, or why
-    /// the header breaks the protocol (a negative start, or a size over
-    /// [`MAX_FRAME_BODY`]).
-    pub fn next_frame(&mut self) -> Result<Option<Frame>, String> {
-        if self.buf.len() < FRAME_HEADER {
+    /// The next whole frame as its start offset and a view of its body,
+    /// `Ok(None)` when more bytes are needed, or why the header breaks the
+    /// protocol (a negative start, or a size over [`MAX_FRAME_BODY`]).
+    pub fn next_frame_ref(&mut self) -> Result<Option<FrameRef<'_>>, String> {
+        let b = &self.buf[self.start..self.end];
+        if b.len() < FRAME_HEADER {
             return Ok(None);
         }
         let mut s = [0u8; 8];
-        s.copy_from_slice(&self.buf[..8]);
+        s.copy_from_slice(&b[..8]);
         let start = i64::from_be_bytes(s);
         let mut z = [0u8; 4];
-        z.copy_from_slice(&self.buf[8..FRAME_HEADER]);
+        z.copy_from_slice(&b[8..FRAME_HEADER]);
         let size = i32::from_be_bytes(z);
         if start < 0 {
             return Err(format!("frame with a negative start offset {start}"));
@@ -82,14 +135,22 @@ impl FrameParser {
             ));
         }
         let end = FRAME_HEADER + size as usize;
-        if self.buf.len() < end {
+        if b.len() < end {
             return Ok(None);
         }
-        let body = self.buf[FRAME_HEADER..end].to_vec();
-        self.buf.drain(..end);
-        Ok(Some(Frame {
+        let at = self.start;
+        self.start += end;
+        Ok(Some(FrameRef {
             start: start as u64,
-            body,
+            body: &self.buf[at + FRAME_HEADER..at + end],
+        }))
+    }
+
+    /// The next whole frame, copied (see [`FrameParser::next_frame_ref`]).
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, String> {
+        Ok(self.next_frame_ref()?.map(|f| Frame {
+            start: f.start,
+            body: f.body.to_vec(),
         }))
     }
 }
