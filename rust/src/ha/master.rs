@@ -6,7 +6,8 @@
 //! report of 0: from the first byte of the last CommitLog file, or of the
 //! first file with `new_slave_from_first_file`): frames of at most
 //! `batch_size` bytes, never across a file's end, of every written byte
-//! (flushed or not), and an empty frame after `heartbeat` without one. The
+//! (flushed or not), many to a `writev` straight from the mapped files,
+//! and an empty frame after `heartbeat` without one. The
 //! reader closes the connection after `housekeeping` without a byte, on a
 //! negative report or one past this store's end.
 

@@ -1,10 +1,10 @@
 //! The slave's side (RocketMQ's `HAClient`): connect to the master, report
 //! at once (the start of its last complete record, so that the master sends
 //! that record again and the slave can compare it with its own), then at
-//! least every `heartbeat` and after every frame, apply whole frames, and
-//! close the connection
-//! (then connect again) when a frame breaks the protocol or nothing came
-//! for `housekeeping`. A fatal error (the segment sizes differ) stops
+//! least every `heartbeat` and after every read that moved its end, apply
+//! whole frames (many per read), and close the connection (then connect
+//! again) when a frame breaks the protocol or nothing came for
+//! `housekeeping`. A fatal error (the segment sizes differ) stops
 //! replication; [`ClientStatus::error`] says why.
 
 use std::io::{ErrorKind, Write};
