@@ -67,6 +67,10 @@ pub struct Applier {
     /// The log's end when the connection began: bytes below it that come
     /// again are compared with this store's, not written.
     own_end: u64,
+    /// Where the master's file holding `next_rec` starts, once known (the
+    /// first frame of an empty log starts one, a blank ends one): names
+    /// the master's segment size when it differs from this store's.
+    master_file: Option<u64>,
 }
 
 impl Applier {
@@ -82,6 +86,7 @@ impl Applier {
             next_rec: own_end,
             cursor,
             own_end,
+            master_file: None,
         }
     }
 
@@ -135,9 +140,11 @@ impl Applier {
             )));
         }
         let walk_from = if empty { start } else { self.next_rec };
-        let next = self
-            .walk(walk_from, start, body)
+        let file = if empty { Some(start) } else { self.master_file };
+        let (next, file) = self
+            .walk(walk_from, start, body, file)
             .map_err(ApplyError::Fatal)?;
+        self.master_file = file;
         self.log
             .append_replica(start, body)
             .map_err(|e| ApplyError::Fatal(format!("cannot append replicated bytes: {e}")))?;
@@ -201,8 +208,16 @@ impl Applier {
     }
 
     /// Walks the record headers the frame completes from `from`; returns
-    /// where the next header starts, or why the layout differs.
-    fn walk(&self, mut r: u64, start: u64, body: &[u8]) -> Result<u64, String> {
+    /// where the next header starts and where the master's file holding it
+    /// starts (`file`: where the one holding `from` does, if known), or why
+    /// the layout differs.
+    fn walk(
+        &self,
+        mut r: u64,
+        start: u64,
+        body: &[u8],
+        mut file: Option<u64>,
+    ) -> Result<(u64, Option<u64>), String> {
         let size = self.log.file_size() as u64;
         let end = start + body.len() as u64;
         while r + 8 <= end {
@@ -221,32 +236,39 @@ impl Applier {
             let seg_end = r - r % size + size;
             if magic == BLANK_MAGIC {
                 if total < END_FILE_MIN_BLANK_LENGTH as i32 || r + total as u64 != seg_end {
+                    let blank_end = r + total.max(0) as u64;
+                    let theirs = match file {
+                        Some(f) if blank_end > f => format!("is {}", blank_end - f),
+                        _ => "is another".to_owned(),
+                    };
                     return Err(format!(
-                        "the master's end-of-segment blank at {r} ({total} bytes) ends at {}, \
-                         but this store's segment ends at {seg_end} (this store's \
-                         mapped_file_size_commit_log is {size}; the master's is another): \
-                         master and slave must use the same mapped_file_size_commit_log",
-                        r + total.max(0) as u64
+                        "the master's end-of-segment blank at {r} ({total} bytes) ends at \
+                         {blank_end}, but this store's segment ends at {seg_end} (this store's \
+                         mapped_file_size_commit_log is {size}; the master's {theirs}): \
+                         master and slave must use the same mapped_file_size_commit_log"
                     ));
                 }
                 r = seg_end;
+                file = Some(seg_end);
             } else if (magic == MAGIC_V1 || magic == MAGIC_V2) && total > 0 {
                 let rec_end = r + total as u64;
                 if rec_end + END_FILE_MIN_BLANK_LENGTH as u64 > seg_end {
                     return Err(format!(
                         "the record at {r} ({total} bytes) crosses the end of this store's \
                          segment at {seg_end} (this store's mapped_file_size_commit_log is \
-                         {size}; the master's segments are larger): master and slave must \
+                         {size}; the master's is larger than {size}): master and slave must \
                          use the same mapped_file_size_commit_log"
                     ));
                 }
                 r = rec_end;
             } else {
                 // Not a record header (damage the master kept): the walk
-                // resumes at the next segment, where records start again.
+                // resumes at the next segment, where records start again
+                // (if the master's segments end there: unknown).
                 r = seg_end;
+                file = None;
             }
         }
-        Ok(r)
+        Ok((r, file))
     }
 }

@@ -27,26 +27,6 @@ pub fn report(offset: u64) -> [u8; REPORT_LEN] {
     offset.to_be_bytes()
 }
 
-/// A whole frame taken from the stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Frame {
-    /// CommitLog offset of the first byte (for a heartbeat: where the
-    /// master's next frame starts).
-    pub start: u64,
-    /// The CommitLog bytes (empty for a heartbeat).
-    pub body: Vec<u8>,
-}
-
-impl Frame {
-    /// A view of this frame.
-    pub fn as_ref(&self) -> FrameRef<'_> {
-        FrameRef {
-            start: self.start,
-            body: &self.body,
-        }
-    }
-}
-
 /// A whole frame, viewed in the parser's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameRef<'a> {
@@ -92,6 +72,7 @@ impl FrameParser {
     }
 
     /// Adds received bytes.
+    #[cfg(test)]
     pub fn feed(&mut self, bytes: &[u8]) {
         self.make_room(bytes.len());
         self.buf[self.end..self.end + bytes.len()].copy_from_slice(bytes);
@@ -146,13 +127,6 @@ impl FrameParser {
         }))
     }
 
-    /// The next whole frame, copied (see [`FrameParser::next_frame_ref`]).
-    pub fn next_frame(&mut self) -> Result<Option<Frame>, String> {
-        Ok(self.next_frame_ref()?.map(|f| Frame {
-            start: f.start,
-            body: f.body.to_vec(),
-        }))
-    }
 }
 
 /// Reads reports from a slave's byte stream as RocketMQ's master does: of
@@ -211,23 +185,77 @@ mod tests {
         bytes.extend_from_slice(b"abc");
         bytes.extend_from_slice(&frame_header(4099, 0));
         p.feed(&bytes[..7]);
-        assert_eq!(p.next_frame(), Ok(None));
+        assert_eq!(p.next_frame_ref(), Ok(None));
         p.feed(&bytes[7..]);
-        let f = p.next_frame().expect("valid").expect("whole");
-        assert_eq!((f.start, f.body.as_slice()), (4096, &b"abc"[..]));
-        let h = p.next_frame().expect("valid").expect("whole");
+        let f = p.next_frame_ref().expect("valid").expect("whole");
+        assert_eq!((f.start, f.body), (4096, &b"abc"[..]));
+        let h = p.next_frame_ref().expect("valid").expect("whole");
         assert_eq!((h.start, h.body.len()), (4099, 0));
         assert_eq!(p.pending(), 0);
+    }
+
+    /// Hands out its bytes `step` at a time.
+    struct Trickle {
+        bytes: Vec<u8>,
+        at: usize,
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(buf.len()).min(self.bytes.len() - self.at);
+            buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn frames_read_in_pieces_come_out_whole_up_to_the_largest() {
+        let sizes = [0usize, 5, MAX_FRAME_BODY, 1, READ_CHUNK + 3, 0, 32 << 10];
+        let mut bytes = Vec::new();
+        let mut start = 0u64;
+        for (i, n) in sizes.iter().enumerate() {
+            bytes.extend_from_slice(&frame_header(start, *n as u32));
+            bytes.extend((0..*n).map(|k| (k + i) as u8));
+            start += *n as u64;
+        }
+        for step in [7, 4096, 3 << 20] {
+            let mut r = Trickle {
+                bytes: bytes.clone(),
+                at: 0,
+                step,
+            };
+            let mut p = FrameParser::new();
+            let mut got = Vec::new();
+            while p.read_from(&mut r).expect("read") > 0 {
+                while let Some(f) = p.next_frame_ref().expect("valid") {
+                    let i = got.len();
+                    assert!(f.body.iter().enumerate().all(|(k, b)| *b == (k + i) as u8));
+                    got.push((f.start, f.body.len()));
+                }
+            }
+            let want: Vec<_> = sizes
+                .iter()
+                .scan(0u64, |s, n| {
+                    let at = *s;
+                    *s += *n as u64;
+                    Some((at, *n))
+                })
+                .collect();
+            assert_eq!(got, want, "read {step} bytes at a time");
+            assert_eq!(p.pending(), 0);
+        }
     }
 
     #[test]
     fn an_oversized_or_negative_header_is_an_error() {
         let mut p = FrameParser::new();
         p.feed(&frame_header(0, (MAX_FRAME_BODY + 1) as u32));
-        assert!(p.next_frame().is_err());
+        assert!(p.next_frame_ref().is_err());
         let mut p = FrameParser::new();
         p.feed(&frame_header(u64::MAX, 1));
-        assert!(p.next_frame().is_err());
+        assert!(p.next_frame_ref().is_err());
     }
 
     #[test]
