@@ -381,31 +381,43 @@ impl Frames {
     /// Writes every frame (one `writev` when the socket takes it whole),
     /// then forgets them.
     fn send(&mut self, w: &mut TcpStream) -> std::io::Result<()> {
-        let mut slices = Vec::with_capacity(2 * self.headers.len());
-        for (i, h) in self.headers.iter().enumerate() {
-            slices.push(IoSlice::new(h));
-            if let Some((f, pos, n)) = self.bodies.get(i) {
-                let body = f.read(*pos, *n);
-                slices.push(IoSlice::new(body.ok_or_else(|| {
-                    std::io::Error::other("a CommitLog file shrank under a frame")
-                })?));
-            }
-        }
-        let mut rest = &mut slices[..];
-        let r = loop {
-            if rest.is_empty() {
-                break Ok(());
-            }
-            match w.write_vectored(rest) {
-                Ok(0) => break Err(std::io::Error::from(ErrorKind::WriteZero)),
-                Ok(n) => IoSlice::advance_slices(&mut rest, n),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => break Err(e),
-            }
-        };
-        drop(slices);
+        let r = self.write_all(w);
         self.headers.clear();
         self.bodies.clear();
         r
+    }
+
+    fn write_all(&self, w: &mut TcpStream) -> std::io::Result<()> {
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * self.headers.len());
+        for (i, h) in self.headers.iter().enumerate() {
+            parts.push(h);
+            if let Some((f, pos, n)) = self.bodies.get(i) {
+                parts.push(f.read(*pos, *n).ok_or_else(|| {
+                    std::io::Error::other("a CommitLog file shrank under a frame")
+                })?);
+            }
+        }
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut done = 0;
+        while done < total {
+            // The parts from the first byte not yet written on.
+            let mut skip = done;
+            let mut slices = Vec::with_capacity(parts.len());
+            for p in &parts {
+                if skip >= p.len() {
+                    skip -= p.len();
+                } else {
+                    slices.push(IoSlice::new(&p[skip..]));
+                    skip = 0;
+                }
+            }
+            match w.write_vectored(&slices) {
+                Ok(0) => return Err(std::io::Error::from(ErrorKind::WriteZero)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }

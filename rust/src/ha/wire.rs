@@ -126,7 +126,6 @@ impl FrameParser {
             body: &self.buf[at + FRAME_HEADER..at + end],
         }))
     }
-
 }
 
 /// Reads reports from a slave's byte stream as RocketMQ's master does: of
