@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,9 +65,13 @@ def open_stores(medium: str) -> Iterator[dict[str, MessageStore]]:
                 assert m.ha_port
                 sd = stack.enter_context(tempfile.TemporaryDirectory(dir=bench_base(medium)))
                 stack.enter_context(MessageStore(slave_config(sd, geo, m.ha_port)))
-                wait_for(lambda m=m: bool(m.ha_status()["slaves"]), 30, f"{name}'s slave")
+                wait_for(_has_slave(m), 30, f"{name}'s slave")
             out[name] = m
         yield out
+
+
+def _has_slave(m: MessageStore) -> Callable[[], bool]:
+    return lambda: bool(m.ha_status()["slaves"])
 
 
 def one_round(store: MessageStore, threads: int, puts: int,
@@ -101,7 +105,7 @@ def one_round(store: MessageStore, threads: int, puts: int,
 
 def run(medium: str, puts: int, rounds: int) -> None:
     names = list(STORES)
-    rates = {(n, t): [] for n in names for t in THREADS}  # type: dict[tuple[str, int], list[float]]
+    rates: dict[tuple[str, int], list[float]] = {(n, t): [] for n in names for t in THREADS}
     lats = {(n, t): array("q") for n in names for t in THREADS}
     with open_stores(medium) as stores:
         for name in names:  # warm-up: files mapped, connections busy once
