@@ -25,8 +25,9 @@ The read operations read a store of ``N`` messages written (without
 callgrind) before the runs. Two counts are reported: the calling thread's
 (the one to decide by: callgrind serialises threads, so background threads
 that wake on a timer run a number of times that depends on how long the
-run took) and every thread's (for ``put``, the dispatcher's consume-queue
-and index work too). Run::
+run took) and every thread's (for the puts, the dispatcher's consume-queue
+and index work too; each run waits for the dispatcher to catch up before
+it closes the store, so the closing thread dispatches nothing). Run::
 
     python benches/python/instructions.py                    # every operation
     python benches/python/instructions.py put query -n 20000 # some, fewer messages
@@ -53,6 +54,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -201,6 +203,11 @@ def child(op: str, path: str, n: int, run_it: bool) -> None:
             # Through `operator.call`, so that an annotated run collects
             # inside it only (`--toggle-collect=_operator_call`).
             operator.call(run)
+        # The dispatcher catches up before the store closes (else the
+        # closing thread dispatches what is left, a share that depends on
+        # the threads' timing), in both runs alike.
+        while s.dispatch_behind_bytes() > 0:
+            time.sleep(0.01)
 
 
 def _total(files: list[str]) -> tuple[int, int]:

@@ -80,7 +80,7 @@ def test_tags_and_keys_by_keyword_and_check(open_store: OpenStore) -> None:
 
 
 def _error(call: Callable[[], object]) -> tuple[type, str]:
-    with pytest.raises(Exception) as e:  # noqa: PT011 (any error; compared below)
+    with pytest.raises(Exception) as e:  # any error: compared below
         call()
     return type(e.value), str(e.value)
 
@@ -125,5 +125,5 @@ def test_a_method_of_another_class_is_refused(open_store: OpenStore) -> None:
     """The type of ``self`` is checked before the method runs (it is not
     checked again inside)."""
     put = MessageStore.put
-    with pytest.raises(TypeError, match="doesn't apply to a 'object' object|requires"):
+    with pytest.raises(TypeError, match=r"doesn't apply to a 'object' object"):
         put(object(), "T", b"x")

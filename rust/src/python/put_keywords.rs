@@ -100,10 +100,7 @@ pub fn install(py: Python<'_>, cls: &Bound<'_, pyo3::types::PyType>) -> PyResult
     let descr = unsafe {
         Bound::from_owned_ptr_or_err(
             py,
-            ffi::PyDescr_NewMethod(
-                cls.as_ptr().cast(),
-                std::ptr::from_ref(&def.def).cast_mut(),
-            ),
+            ffi::PyDescr_NewMethod(cls.as_ptr().cast(), std::ptr::from_ref(&def.def).cast_mut()),
         )?
     };
     cls.setattr("put", descr)
@@ -247,5 +244,8 @@ fn fallback(
             kwargs.set_item(name?, obj(value))?;
         }
     }
-    Ok(generated.bind(py).call(positional, Some(&kwargs))?.into_ptr())
+    Ok(generated
+        .bind(py)
+        .call(positional, Some(&kwargs))?
+        .into_ptr())
 }
