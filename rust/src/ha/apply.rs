@@ -55,6 +55,40 @@ pub fn last_record_start(log: &CommitLog) -> u64 {
     last.map_or(end, |p| file.file_from_offset() + p as u64)
 }
 
+/// End of the last complete record of the log (of its last file, counting
+/// an end-of-file blank that reaches the file's end): where a promotion
+/// cuts a slave's log (docs/format.md §21.7). The log's end when nothing
+/// is cut.
+pub fn complete_end(log: &CommitLog) -> u64 {
+    let end = log.max_offset();
+    let Some(file) = log.queue().last_file() else {
+        return end;
+    };
+    let data = file.readable_from(0).unwrap_or(&[]);
+    let mut pos = 0usize;
+    while let Some(h) = data.get(pos..pos + 8) {
+        let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        if total <= 0 {
+            break;
+        }
+        let Some(next) = pos.checked_add(total as usize).filter(|n| *n <= data.len()) else {
+            break;
+        };
+        if magic == BLANK_MAGIC {
+            if next == file.file_size() {
+                pos = next;
+            }
+            break;
+        }
+        if !(magic == MAGIC_V1 || magic == MAGIC_V2) {
+            break;
+        }
+        pos = next;
+    }
+    file.file_from_offset() + pos as u64
+}
+
 /// Applies frames to a slave's CommitLog.
 pub struct Applier {
     log: Arc<CommitLog>,

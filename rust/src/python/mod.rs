@@ -217,6 +217,11 @@ fn add_path_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CONSUMER_OFFSET_FILE", paths::CONSUMER_OFFSET_FILE)?;
     m.add("DELAY_OFFSET_FILE", paths::DELAY_OFFSET_FILE)?;
     m.add("TOPICS_FILE", paths::TOPICS_FILE)?;
+    m.add("HA_DIR", paths::HA_DIR)?;
+    m.add("PROMOTED_FILE", paths::PROMOTED_FILE)?;
+    m.add("PROMOTE_REQUEST_FILE", paths::PROMOTE_REQUEST_FILE)?;
+    m.add("PROMOTE_RESULT_FILE", paths::PROMOTE_RESULT_FILE)?;
+    m.add("PROMOTE_TAIL_PREFIX", paths::PROMOTE_TAIL_PREFIX)?;
     m.add("SUBSCRIPTION_GROUP_FILE", paths::SUBSCRIPTION_GROUP_FILE)?;
     m.add("TEMP_SUFFIX", paths::TEMP_SUFFIX)?;
     m.add("BACKUP_SUFFIX", paths::BACKUP_SUFFIX)?;

@@ -24,6 +24,29 @@ impl PyStore {
         })
     }
 
+    /// The replication role now (``ASYNC_MASTER``, ``SYNC_MASTER``,
+    /// ``SLAVE``): a promoted store is an ``ASYNC_MASTER``.
+    #[getter]
+    fn ha_role(&self) -> &'static str {
+        self.store.ha_role().name()
+    }
+
+    /// Turns this running slave into an ``ASYNC_MASTER`` (docs/format.md
+    /// §21.7): ``{"offset", "tail_file", "tail_bytes", "port"}``.
+    fn promote<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let store = &self.store;
+        let p = guarded(|| nogil(py, || store.promote()))?;
+        let d = PyDict::new(py);
+        d.set_item("offset", p.offset)?;
+        d.set_item(
+            "tail_file",
+            p.tail_file.map(|f| f.to_string_lossy().into_owned()),
+        )?;
+        d.set_item("tail_bytes", p.tail_bytes)?;
+        d.set_item("port", p.port)?;
+        Ok(d)
+    }
+
     /// The port a master listens on (None: not listening).
     #[getter]
     fn ha_port(&self) -> Option<u16> {

@@ -78,6 +78,7 @@
 //! - `stats.rs`: runtime statistics (counters, lags, queue ends).
 //! - `replication.rs`: replication's threads, a slave's refusal of puts,
 //!   the SYNC_MASTER wait and `ha_status` (see [`crate::ha`]).
+//! - `promote.rs`: failover by hand: a running slave becomes a master.
 //! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
 //!   put into their real topic).
 
@@ -112,7 +113,9 @@ pub use read::KeyHits;
 mod recover_rebuild;
 mod recover_scan;
 mod repair;
+pub mod promote;
 mod replication;
+
 pub use replication::HaRunning;
 pub mod schedule;
 mod stats;
@@ -173,6 +176,11 @@ pub struct Store {
     ha_client: Arc<crate::ha::slave::ClientStatus>,
     /// Replication's threads while they run.
     ha: Mutex<Option<HaRunning>>,
+    /// The replication role now ([`crate::ha::HaRole::code`]): a promotion
+    /// turns a slave into a master while the store runs.
+    role: std::sync::atomic::AtomicU8,
+    /// Held while a promotion runs.
+    promoting: Mutex<()>,
     /// The port a master listens on (0: none).
     ha_port: std::sync::atomic::AtomicU32,
     /// The process's fork generation at open: a different value means this

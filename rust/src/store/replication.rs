@@ -79,12 +79,12 @@ pub struct HaStatus {
 impl Store {
     /// The replication role.
     pub fn ha_role(&self) -> HaRole {
-        self.opts.ha.role
+        HaRole::from_code(self.role.load(Ordering::Acquire))
     }
 
     /// Why a SLAVE refuses puts.
     pub(super) fn slave_refusal(&self) -> Option<Refused> {
-        (self.opts.ha.role == HaRole::Slave).then(|| {
+        (self.ha_role() == HaRole::Slave).then(|| {
             Refused::new(
                 PutStatus::ServiceNotAvailable,
                 format!(
@@ -105,7 +105,7 @@ impl Store {
             return Ok(self.ha_port());
         }
         let ha = &self.opts.ha;
-        let running = match ha.role {
+        let running = match self.ha_role() {
             HaRole::Slave => {
                 if ha.master_address.is_none() {
                     return Ok(None);
@@ -181,7 +181,7 @@ impl Store {
     /// (RocketMQ's `isSlaveOK`, taken right after the append). None for
     /// other roles.
     pub(super) fn replica_check(&self, start: u64, end: u64) -> Option<ReplicaCheck> {
-        (self.opts.ha.role == HaRole::SyncMaster).then(|| ReplicaCheck {
+        (self.ha_role() == HaRole::SyncMaster).then(|| ReplicaCheck {
             ok: self.acks.slave_ok(end, self.opts.ha.fallbehind_max),
             since: Instant::now(),
             start,
@@ -261,7 +261,7 @@ impl Store {
         let c: &ClientStatus = &self.ha_client;
         let last = c.last_frame_ms.load(Ordering::Acquire);
         HaStatus {
-            role: ha.role.name(),
+            role: self.ha_role().name(),
             port: self.ha_port(),
             slaves,
             master_address: ha.master_address.clone(),
