@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_MESSAGE_DELAY_LEVEL",
     "DELAY_OFFSET_FILE",
     "END_FILE_MIN_BLANK_LENGTH",
+    "HA_DIR",
     "INDEX_DIR",
     "INDEX_ENTRY_SIZE",
     "INDEX_HASH_SLOT_SIZE",
@@ -40,6 +41,10 @@ __all__ = [
     "LOCK_FILE",
     "LOCK_SUFFIX",
     "MIN_RECORD_SIZE",
+    "PROMOTED_FILE",
+    "PROMOTE_REQUEST_FILE",
+    "PROMOTE_RESULT_FILE",
+    "PROMOTE_TAIL_PREFIX",
     "READ_COLUMNS",
     "SCHEDULE_TOPIC",
     "SEGMENT_NAME_DIGITS",
@@ -139,6 +144,11 @@ CONSUMER_OFFSET_FILE: str
 DELAY_OFFSET_FILE: str
 TOPICS_FILE: str
 SUBSCRIPTION_GROUP_FILE: str
+HA_DIR: str
+PROMOTED_FILE: str
+PROMOTE_REQUEST_FILE: str
+PROMOTE_RESULT_FILE: str
+PROMOTE_TAIL_PREFIX: str
 TEMP_SUFFIX: str
 BACKUP_SUFFIX: str
 CONSUMER_OFFSET_LOCK_FILE: str
@@ -831,6 +841,7 @@ class NativeStore:
         repair: bool = False,
         wait_for_writer: bool = False,
         create: bool = False,
+        cut_at: int | None = None,
     ) -> NativeStore: ...
     def start_flush(self) -> None: ...
     def drain_dispatch(self) -> None: ...
@@ -913,6 +924,9 @@ class NativeStore:
     def stop_ha(self) -> None: ...
     @property
     def ha_port(self) -> int | None: ...
+    @property
+    def ha_role(self) -> str: ...
+    def promote(self) -> dict[str, Any]: ...
     def ha_status(self) -> dict[str, Any]: ...
     def wakeup_dispatch(self) -> None: ...
     @property

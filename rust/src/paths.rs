@@ -18,7 +18,7 @@
 //!     consumerOffset.lock              held while consumerOffset.json is rewritten
 //!     consumerLocks/<topic>@<group>.lock   held by an open consumer of the group
 //!     consumerGroups/<topic>@<group>/      a shared group's members and queue owners
-//!   ha/                                replication's side files (docs/format.md §21.7)
+//!   ha/                                replication's side files (docs/format.md §21.8)
 //!     promoted                         this store was promoted: it opens as a master
 //!     promote.request, promote.result  a running slave's promotion, asked and answered
 //!     tail-<20-digit offset>           the partial record a promotion cut
@@ -74,7 +74,7 @@ pub const CONSUMER_GROUPS_DIR: &str = "consumerGroups";
 /// Suffix of a consumer's lock file in [`CONSUMER_LOCK_DIR`].
 pub const LOCK_SUFFIX: &str = ".lock";
 
-/// The folder of replication's side files (rocketstore's; docs/format.md §21.7).
+/// The folder of replication's side files (rocketstore's; docs/format.md §21.8).
 pub const HA_DIR: &str = "ha";
 /// In [`HA_DIR`]: exists once a slave was promoted; a store opened as a
 /// `SLAVE` while it exists opens as an `ASYNC_MASTER`.

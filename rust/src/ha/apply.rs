@@ -57,7 +57,7 @@ pub fn last_record_start(log: &CommitLog) -> u64 {
 
 /// End of the last complete record of the log (of its last file, counting
 /// an end-of-file blank that reaches the file's end): where a promotion
-/// cuts a slave's log (docs/format.md §21.7). The log's end when nothing
+/// cuts a slave's log (docs/format.md §21.8). The log's end when nothing
 /// is cut.
 pub fn complete_end(log: &CommitLog) -> u64 {
     let end = log.max_offset();

@@ -32,7 +32,7 @@ impl PyStore {
     }
 
     /// Turns this running slave into an ``ASYNC_MASTER`` (docs/format.md
-    /// §21.7): ``{"offset", "tail_file", "tail_bytes", "port"}``.
+    /// §21.8): ``{"offset", "tail_file", "tail_bytes", "port"}``.
     fn promote<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let store = &self.store;
         let p = guarded(|| nogil(py, || store.promote()))?;

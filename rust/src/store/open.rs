@@ -170,7 +170,7 @@ impl Store {
 }
 
 /// A store promoted from slave (its promotion marker exists,
-/// docs/format.md §21.7) opens as an `ASYNC_MASTER` when asked to open as a
+/// docs/format.md §21.8) opens as an `ASYNC_MASTER` when asked to open as a
 /// `SLAVE`: the promotion outlives the configuration that made it a slave.
 fn adopt_promotion(opts: &mut StoreOptions) {
     if opts.ha.role == crate::ha::HaRole::Slave && paths::promoted_file(&opts.root).exists() {

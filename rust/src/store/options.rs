@@ -51,7 +51,7 @@ pub struct StoreOptions {
     /// size than the geometry, and every newer one, are removed by recovery
     /// and rebuilt from the CommitLog instead of refusing the store.
     pub repair: bool,
-    /// Opened by a rejoin (`rocketstore rejoin`, docs/format.md §21.7):
+    /// Opened by a rejoin (`rocketstore rejoin`, docs/format.md §21.8):
     /// recovery ends the CommitLog at this offset (a record's start) when
     /// its valid data reaches past it, and cuts the queues and the index
     /// there as at any recovered end.

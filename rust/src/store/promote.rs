@@ -1,4 +1,4 @@
-//! Failover by hand (docs/format.md §21.7): a running slave becomes an
+//! Failover by hand (docs/format.md §21.8): a running slave becomes an
 //! `ASYNC_MASTER`. Replication from its master stops, its log is cut at
 //! the end of its last complete record (the partial record after it is
 //! saved to a side file first), dispatch finishes, the queue-offset table

@@ -1,0 +1,120 @@
+"""Failover by hand in one process (docs/format.md §21.8): a running slave
+promoted to ASYNC_MASTER cuts its partial record into a side file, takes
+puts at the next queue offsets, starts delayed delivery, keeps its
+consumers, listens for slaves; the promotion outlives a SLAVE config."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from pathlib import Path
+
+import pytest
+
+from helpers.ha_util import commitlog_bytes, master_config, slave_config, wait_until
+from rocketstore import MessageStore, PutStatus
+from rocketstore._native import HA_DIR, PROMOTE_TAIL_PREFIX, PROMOTED_FILE
+
+
+def _put_many(store: MessageStore, n: int, size: int = 300) -> None:
+    for i in range(n):
+        store.put("T", bytes([i % 251]) * size, i % 4, keys=f"k{i}")
+
+
+def test_a_running_slave_is_promoted_and_keeps_its_consumers(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m", sync=False,
+                                    ha_new_slave_from_first_file=True)) as m:
+        _put_many(m, 100)
+        cfg = slave_config(tmp_path / "s", m.ha_port, ha_listen_port=0)
+        with MessageStore(cfg) as s:
+            wait_until(lambda: s.max_phy_offset == m.max_phy_offset, what="caught up")
+            wait_until(lambda: s.dispatch_behind_bytes() == 0, what="dispatched")
+            consumer = s.consumer("G", "T")
+            first = consumer.poll(timeout=2)
+            assert first
+            ends = {q: m.get_message("G", "T", q, 0, 1).max_offset for q in range(4)}
+            end = m.max_phy_offset
+            m.shutdown()  # the master goes away
+            r = s.promote()
+            assert r["offset"] == end and r["tail_file"] is None and r["tail_bytes"] == 0
+            assert r["port"] and s.ha_port == r["port"]
+            st = s.ha_status()
+            assert st["role"] == "ASYNC_MASTER" and st["slaves"] == []
+            assert s.config.broker_role.name == "ASYNC_MASTER"
+            for q in range(4):
+                assert s.put("T", b"after", q).queue_offset == ends[q]
+            # The consumer goes on past the promotion.
+            got = []
+            for _ in range(50):
+                got += [x.body for x in consumer.poll(timeout=0.2)]
+                if b"after" in got:
+                    break
+            assert b"after" in got
+            consumer.close()
+            with pytest.raises(ValueError, match="ASYNC_MASTER"):
+                s.promote()
+            # A new slave follows the promoted store.
+            with MessageStore(slave_config(tmp_path / "n", s.ha_port)) as n:
+                wait_until(lambda: n.max_phy_offset == s.max_phy_offset, what="new slave")
+    assert (tmp_path / "s" / HA_DIR / PROMOTED_FILE).exists()
+    # Opened again with its SLAVE config, it is a master.
+    with MessageStore(slave_config(tmp_path / "s", 1)) as s:
+        assert s.ha_status()["role"] == "ASYNC_MASTER"
+        assert s.put("T", b"again", 0).status == PutStatus.PUT_OK
+
+
+def _serve_once(listener: socket.socket, data: bytes, stop: threading.Event) -> None:
+    """A master that sends ``data`` from offset 0 in one frame, then heartbeats."""
+    conn, _ = listener.accept()
+    with conn:
+        conn.recv(8)  # the slave's first report
+        conn.sendall(struct.pack(">qi", 0, len(data)) + data)
+        while not stop.wait(0.1):
+            try:
+                conn.sendall(struct.pack(">qi", len(data), 0))
+            except OSError:
+                return
+
+
+def test_a_promotion_saves_the_partial_record_it_cuts(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m", sync=False)) as m:
+        starts = [m.put("T", bytes([65 + i]) * 700, 0).wrote_offset for i in range(6)]
+        end = m.max_phy_offset
+    full = commitlog_bytes(tmp_path / "m", 0, end)
+    held = starts[-1] + 300  # the last record, in part
+    stop = threading.Event()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        t = threading.Thread(target=_serve_once, args=(listener, full[:held], stop))
+        t.start()
+        try:
+            with MessageStore(slave_config(tmp_path / "s", listener.getsockname()[1])) as s:
+                wait_until(lambda: s.max_phy_offset == held, what="the partial copy")
+                wait_until(lambda: s.get_message("G", "T", 0, 0, 1).max_offset == 5,
+                           what="the whole records dispatched")
+                r = s.promote()
+                assert r["offset"] == starts[-1] and r["tail_bytes"] == 300
+                tail = Path(r["tail_file"])
+                assert tail.name == f"{PROMOTE_TAIL_PREFIX}{starts[-1]:020d}"
+                assert tail.parent == tmp_path / "s" / HA_DIR
+                assert tail.read_bytes() == full[starts[-1]:held]
+                assert s.max_phy_offset == starts[-1]
+                got = s.get_message("G", "T", 0, 0, 32)
+                assert [x.body[:1] for x in got.messages] == [bytes([65 + i]) for i in range(5)]
+                assert s.put("T", b"new", 0).queue_offset == 5
+        finally:
+            stop.set()
+            t.join()
+    # The cut bytes were zeroed: reopened, the log ends after the new record.
+    with MessageStore(slave_config(tmp_path / "s", None)) as s:
+        got = s.get_message("G", "T", 0, 5, 32)
+        assert [x.body for x in got.messages] == [b"new"]
+
+
+def test_a_master_is_not_promoted(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m", sync=False)) as m:
+        with pytest.raises(ValueError, match="only a SLAVE"):
+            m.promote()
+    assert not (tmp_path / "m" / HA_DIR).exists()
