@@ -347,7 +347,8 @@ class MessageStore(MessageStoreBase):
         end), ``lag_bytes`` and ``lag_seconds`` behind the master's last frame,
         ``error`` (why replication stopped or the connection last closed),
         ``stopped``, ``verified`` and ``diverged`` (its bytes were found equal to
-        the master's on connecting, or not: docs/format.md §21.4).
+        the master's on connecting, or not: docs/format.md §21.4), and
+        ``needs_reseed`` (its end is below the master's first file: §21.8).
         """
         return self._n.ha_status()
 

@@ -86,6 +86,12 @@ pub const PROMOTE_RESULT_FILE: &str = "promote.result";
 /// In [`HA_DIR`]: prefix of the file holding the partial record a promotion
 /// cut (followed by the 20-digit CommitLog offset of its first byte).
 pub const PROMOTE_TAIL_PREFIX: &str = "tail-";
+/// In [`HA_DIR`]: prefix of the file holding the divergent range a rejoin
+/// cut (followed by the 20-digit CommitLog offset of its first byte).
+pub const REJOIN_CUT_PREFIX: &str = "diverged-";
+/// In [`HA_DIR`]: prefix of the folder a reseed moved the data files into
+/// (followed by the time in ms since the epoch).
+pub const RESEED_PREFIX: &str = "reseed-";
 
 /// Every entry a store folder may hold at its top level: a folder holding
 /// none of them is not a store.

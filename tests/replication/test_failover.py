@@ -5,8 +5,12 @@ consumers, listens for slaves; the promotion outlives a SLAVE config."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -14,7 +18,13 @@ import pytest
 
 from helpers.ha_util import commitlog_bytes, master_config, slave_config, wait_until
 from rocketstore import MessageStore, PutStatus
-from rocketstore._native import HA_DIR, PROMOTE_TAIL_PREFIX, PROMOTED_FILE
+from rocketstore._native import (
+    HA_DIR,
+    PROMOTE_REQUEST_FILE,
+    PROMOTE_TAIL_PREFIX,
+    PROMOTED_FILE,
+    RESEED_PREFIX,
+)
 
 
 def _put_many(store: MessageStore, n: int, size: int = 300) -> None:
@@ -118,3 +128,100 @@ def test_a_master_is_not_promoted(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="only a SLAVE"):
             m.promote()
     assert not (tmp_path / "m" / HA_DIR).exists()
+
+
+def test_a_promoted_slave_delivers_delayed_messages(tmp_path: Path) -> None:
+    levels = {"message_delay_level": "1s 2s"}
+    with MessageStore(master_config(tmp_path / "m", sync=False, **levels)) as m:
+        with MessageStore(slave_config(tmp_path / "s", m.ha_port, **levels)) as s:
+            m.put("D", b"later", 0, delay_level=1)
+            end = m.max_phy_offset
+            m.shutdown()  # before the level is due: the master never delivers it
+            wait_until(lambda: s.max_phy_offset == end, what="the parked copy")
+            assert s.get_message("G", "D", 0, 0, 1).max_offset == 0
+            s.promote()
+            wait_until(lambda: s.get_message("G", "D", 0, 0, 1).max_offset == 1, 10,
+                       "delivered by the promoted slave")
+            assert [x.body for x in s.get_message("G", "D", 0, 0, 1).messages] == [b"later"]
+
+
+def test_promote_command_of_a_stopped_slave_saves_its_partial_record(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m", sync=False)) as m:
+        starts = [m.put("T", bytes([65 + i]) * 700, 0).wrote_offset for i in range(6)]
+        end = m.max_phy_offset
+    full = commitlog_bytes(tmp_path / "m", 0, end)
+    held = starts[-1] + 300
+    stop = threading.Event()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        t = threading.Thread(target=_serve_once, args=(listener, full[:held], stop))
+        t.start()
+        try:
+            with MessageStore(slave_config(tmp_path / "s", listener.getsockname()[1])) as s:
+                wait_until(lambda: s.max_phy_offset == held, what="the partial copy")
+        finally:
+            stop.set()
+            t.join()
+    r = _cli("promote", str(tmp_path / "s"), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["offset"] == starts[-1] and out["tail_bytes"] == 300
+    assert Path(out["tail_file"]).read_bytes() == full[starts[-1]:held]
+    assert (tmp_path / "s" / HA_DIR / PROMOTED_FILE).read_text() == f"ASYNC_MASTER {starts[-1]}\n"
+    with MessageStore(slave_config(tmp_path / "s", 1)) as s:
+        assert s.ha_status()["role"] == "ASYNC_MASTER"
+        assert s.max_phy_offset == starts[-1]
+        assert s.put("T", b"new", 0).queue_offset == 5
+
+
+def test_promote_command_asks_a_running_slave(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "m", sync=False)) as m:
+        _put_many(m, 20)
+        with MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+            wait_until(lambda: s.max_phy_offset == m.max_phy_offset, what="caught up")
+            r = _cli("promote", str(tmp_path / "s"), "--timeout", "20", "--json")
+            assert r.returncode == 0, r.stderr
+            out = json.loads(r.stdout)
+            assert out["ok"] and out["offset"] == m.max_phy_offset
+            assert s.ha_status()["role"] == "ASYNC_MASTER"
+            assert not (tmp_path / "s" / HA_DIR / PROMOTE_REQUEST_FILE).exists()
+            # Asked again, the store (now a master) does not answer: exit 2.
+            r = _cli("promote", str(tmp_path / "s"), "--timeout", "1")
+            assert r.returncode == 2 and "SLAVE" in r.stderr
+            assert not (tmp_path / "s" / HA_DIR / PROMOTE_REQUEST_FILE).exists()
+
+
+def test_reseed_lets_a_slave_below_the_masters_first_file_follow(tmp_path: Path) -> None:
+    cfg = master_config(tmp_path / "m", sync=False, ha_new_slave_from_first_file=True)
+    with MessageStore(cfg) as m:
+        _put_many(m, 100)
+        with MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+            wait_until(lambda: s.max_phy_offset == m.max_phy_offset, what="caught up")
+            old_end = s.max_phy_offset
+        _put_many(m, 800)
+        while m.min_phy_offset <= old_end:
+            assert m.delete_expired_files(force=True) > 0
+        with MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+            wait_until(lambda: s.ha_status()["stopped"], what="replication stopped")
+            st = s.ha_status()
+            assert st["needs_reseed"] and "reseed" in st["error"]
+            assert s.max_phy_offset == old_end
+        r = _cli("reseed", str(tmp_path / "s"), "--json")
+        assert r.returncode == 0, r.stderr
+        moved = Path(json.loads(r.stdout)["moved_to"])
+        assert moved.parent == tmp_path / "s" / HA_DIR
+        assert moved.name.startswith(RESEED_PREFIX)
+        assert (moved / "commitlog").is_dir() and not (tmp_path / "s" / "commitlog").exists()
+        with MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+            wait_until(lambda: s.max_phy_offset == m.max_phy_offset, what="copied again")
+            assert s.min_phy_offset == m.min_phy_offset
+            start, end = s.min_phy_offset, m.max_phy_offset
+            assert not s.ha_status()["needs_reseed"]
+    assert commitlog_bytes(tmp_path / "s", start, end) == commitlog_bytes(tmp_path / "m", start,
+                                                                          end)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rocketstore.cli", *args], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})

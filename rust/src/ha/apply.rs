@@ -28,6 +28,9 @@ pub enum ApplyError {
     /// The master's bytes differ from this store's below its end: the
     /// logs forked; replication stops.
     Diverged(String),
+    /// The master's log starts past this store's end (its first frame, an
+    /// empty one, starts at its first file): reseed this store.
+    Behind(String),
 }
 
 /// Start of the last complete record of the log's last file (the log's end
@@ -101,6 +104,8 @@ pub struct Applier {
     /// The log's end when the connection began: bytes below it that come
     /// again are compared with this store's, not written.
     own_end: u64,
+    /// A frame came on this connection.
+    got_frame: bool,
 }
 
 impl Applier {
@@ -116,6 +121,7 @@ impl Applier {
             next_rec: own_end,
             cursor,
             own_end,
+            got_frame: false,
         }
     }
 
@@ -135,7 +141,16 @@ impl Applier {
     /// bytes, appends the rest; true if bytes were appended.
     pub fn apply(&mut self, f: &Frame) -> Result<bool, ApplyError> {
         let size = self.log.file_size() as u64;
+        let first = !std::mem::replace(&mut self.got_frame, true);
         match self.cursor {
+            Some(c) if first && f.body.is_empty() && f.start > c && f.start % size == 0 => {
+                return Err(ApplyError::Behind(format!(
+                    "the master's CommitLog starts at {}, past this store's offset {c}: the \
+                     bytes between are deleted on the master; reseed this store \
+                     (`rocketstore reseed PATH`, docs/format.md §21.8)",
+                    f.start
+                )))
+            }
             None if f.start % size != 0 => {
                 return Err(ApplyError::Protocol(format!(
                     "the first frame starts at {}, not at a segment start of this store \

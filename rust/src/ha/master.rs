@@ -235,7 +235,16 @@ fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: 
                             // what the slave's copy holds.
                             let start = match start_offset(off, log, opts) {
                                 Ok(s) => s,
-                                Err(why) => return c.close(acks, &why),
+                                Err(why) => {
+                                    let min = log.min_offset();
+                                    if min > 0 && off < min as u64 {
+                                        // Tells a rocketstore slave where this log
+                                        // starts (docs/format.md §21.8): an empty
+                                        // frame there, then the close.
+                                        let _ = (&c.stream).write_all(&frame_header(min as u64, 0));
+                                    }
+                                    return c.close(acks, &why);
+                                }
                             };
                             let from = if off == 0 { start } else { 0 };
                             c.slave.from.store(from as i64, Ordering::SeqCst);

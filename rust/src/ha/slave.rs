@@ -47,6 +47,9 @@ pub struct ClientStatus {
     pub verified: AtomicBool,
     /// They were not: the logs forked (replication stopped).
     pub diverged: AtomicBool,
+    /// The master's log starts past this store's end: it needs a reseed
+    /// (replication stopped).
+    pub needs_reseed: AtomicBool,
 }
 
 /// Why one connection ended.
@@ -186,6 +189,10 @@ fn follow(
                         Err(ApplyError::Fatal(why)) => return End::Fatal(why),
                         Err(ApplyError::Diverged(why)) => {
                             status.diverged.store(true, Ordering::Release);
+                            return End::Fatal(why);
+                        }
+                        Err(ApplyError::Behind(why)) => {
+                            status.needs_reseed.store(true, Ordering::Release);
                             return End::Fatal(why);
                         }
                     }

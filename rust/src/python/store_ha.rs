@@ -1,5 +1,6 @@
 //! The replication methods of `NativeStore`: starting and stopping it, the
-//! master's port and `ha_status` (see docs/format.md §21).
+//! master's port, `ha_status` and a slave's promotion (see docs/format.md
+//! §21).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -70,6 +71,7 @@ impl PyStore {
             d.set_item("stopped", s.stopped)?;
             d.set_item("verified", s.verified)?;
             d.set_item("diverged", s.diverged)?;
+            d.set_item("needs_reseed", s.needs_reseed)?;
         } else {
             d.set_item("port", s.port)?;
             let slaves = PyList::empty(py);

@@ -56,7 +56,10 @@
 //! replication [`Acks`](crate::ha::Acks)' locks (its slave list may be
 //! taken under the HA master's connection list, which may be taken under
 //! its thread list) and a slave's status. A slave's append of its
-//! master's bytes takes the put lock (3) as a put does.
+//! master's bytes takes the put lock (3) as a put does. A promotion holds
+//! `Store::promoting` (taken with no other lock held) while it cuts the
+//! log (the put lock), dispatches and writes the checkpoint's ranges; it
+//! lets it go before it starts the listener (`Store::ha`).
 //!
 //! # Files
 //!

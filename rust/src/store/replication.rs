@@ -74,6 +74,8 @@ pub struct HaStatus {
     pub verified: bool,
     /// A slave: they were not (the logs forked).
     pub diverged: bool,
+    /// A slave: its end is below the master's first file (reseed it).
+    pub needs_reseed: bool,
 }
 
 impl Store {
@@ -273,6 +275,7 @@ impl Store {
             stopped: c.stopped.load(Ordering::Acquire),
             verified: c.verified.load(Ordering::Acquire),
             diverged: c.diverged.load(Ordering::Acquire),
+            needs_reseed: c.needs_reseed.load(Ordering::Acquire),
         }
     }
 }
