@@ -3,10 +3,10 @@
 ``reseed``.
 
 The record walk follows the record headers (TOTALSIZE, MAGICCODE) of one
-CommitLog file from its start, as the engine's replication does: a record
-or an end-of-file blank whose bytes are all in the file is complete; the
-walk stops at the first header that is not one (a record a frame or a
-crash cut, or the zeros after the end).
+CommitLog file from its start, as the engine's replication does: it finds
+record starts below the log's end, which the commands take from recovery
+(a read-only open), since a header alone cannot tell a record that a frame
+or a crash cut from a whole one when zeros follow it.
 """
 
 from __future__ import annotations
@@ -127,17 +127,6 @@ class LogFiles:
                     return
                 yield file_start + pos, total
                 pos += total
-
-    def complete_end(self) -> int:
-        """End of the last complete record of the last file (the engine's
-        ``complete_end``: where a promotion cuts)."""
-        if not self.files:
-            return 0
-        last = self.files[-1][0]
-        end = last
-        for off, length in self.walk(last):
-            end = off + length
-        return end
 
     def last_record_start(self) -> int:
         """Start of the last complete record of the last file (its start

@@ -108,7 +108,7 @@ def find_fork(master: str, files: LogFiles, end: int, timeout: float) -> tuple[i
     found it."""
     asked: list[int] = []
     for x in [files.last_record_start(), *(f for f, _ in reversed(files.files))]:
-        if x > end or x in asked:
+        if x >= end or x in asked:
             continue
         asked.append(x)
         p = probe(master, x, files, end, timeout)
@@ -119,6 +119,8 @@ def find_fork(master: str, files: LogFiles, end: int, timeout: float) -> tuple[i
         c = files.record_containing(p.offset)
         if c > p.start or p.start == files.min_offset:
             return c, p
+    if not asked:
+        return end, Probe("equal", end, end)  # nothing to compare
     raise ForkNotFound(
         f"the master {master} refused every offset asked ({', '.join(map(str, asked))}): this "
         "store's end is past the master's, or below its first file (then reseed it: "

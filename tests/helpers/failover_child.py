@@ -10,6 +10,9 @@ each, then ``DONE <max_phy>``, and idles until killed.
 ``failover_child.py slave STORE MASTER_PORT``: a SLAVE printing ``READY``
 and then ``STATUS <ha_status as JSON>`` every 50 ms until killed.
 
+``failover_child.py master STORE PORT``: ``ha_child.py master`` whose new
+slaves start at its first file (``ha_new_slave_from_first_file``).
+
 Both use the short intervals and segment size of ``ha_util``.
 """
 
@@ -22,8 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from helpers.ha_util import slave_config
-from rocketstore import MessageStore
+from helpers.ha_util import master_config, slave_config
+from rocketstore import Message, MessageStore, StoredNotFlushedError
 
 
 def _say(line: str) -> None:
@@ -54,10 +57,28 @@ def run_slave(path: str, master_port: int) -> None:
         time.sleep(0.05)
 
 
+def run_master(path: str, port: int) -> None:
+    cfg = master_config(path, ha_listen_port=port, ha_new_slave_from_first_file=True)
+    store = MessageStore(cfg).start()
+    _say("READY")
+    i = 0
+    while True:
+        n = 1 + i % 4
+        msgs = [Message("T", f"m{i + k}".encode() * 20, (i + k) % 4) for k in range(n)]
+        try:
+            results = store.put_messages(msgs) if n > 1 else [store.put_message(msgs[0])]
+            _say("".join(f"ACK {r.wrote_offset} {r.wrote_bytes}\n" for r in results).rstrip())
+        except StoredNotFlushedError as e:
+            _say(f"STORED {e.status.name}")
+        i += n
+
+
 def main() -> int:
     role, path, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if role == "follower":
         run_follower(path, port, int(sys.argv[4]), int(sys.argv[5]))
+    elif role == "master":
+        run_master(path, port)
     else:
         run_slave(path, port)
     return 0

@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from helpers.ha_util import commitlog_bytes, slave_config, wait_until
@@ -21,7 +20,6 @@ from helpers.paths import HELPERS
 from rocketstore import MessageStore
 from rocketstore._native import HA_DIR, REJOIN_CUT_PREFIX
 
-HA_CHILD = HELPERS / "ha_child.py"
 FAILOVER_CHILD = HELPERS / "failover_child.py"
 
 
@@ -75,7 +73,7 @@ def test_a_former_master_with_a_divergent_tail_rejoins(tmp_path: Path) -> None:
     a_dir, b_dir = tmp_path / "a", tmp_path / "b"
     a_port, b_port = _free_port(), _free_port()
     a_out = tmp_path / "a.out"
-    a = Child(HA_CHILD, ["master", a_dir, a_port], a_out)
+    a = Child(FAILOVER_CHILD, ["master", a_dir, a_port], a_out)
     b = Child(FAILOVER_CHILD, ["follower", b_dir, a_port, b_port, 400], tmp_path / "b.out")
     try:
         a.wait_for("READY")

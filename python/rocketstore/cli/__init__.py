@@ -53,7 +53,9 @@ Subcommands:
 
 Every command that inspects a store opens it read-only with ``no_write``, so
 it never writes a byte and may run while a writer has the store open
-(``repair`` writes the store: it takes the writer lock; ``groups``
+(``repair`` writes the store: it takes the writer lock; so do ``promote``
+of a stopped store, ``rejoin`` and ``reseed``, which refuse a store a
+writer holds; ``groups``
 ``--reset-offsets``/``--delete`` write ``config/consumerOffset.json`` only,
 under its lock). ``--json`` prints
 machine-readable output on stdout (``tail`` prints one JSON object per line);
@@ -61,8 +63,8 @@ progress bars go to stderr and only appear on a terminal.
 
 One module per group of commands: ``demo``, ``info``, ``verify``
 (``verify`` and ``repair``), ``read`` (``get``, ``tail``, ``query``),
-``groups``, ``top``, ``failover`` (``promote``, ``rejoin``, ``reseed``) and ``bench``; ``_common`` holds what they share (the ``main`` group,
-errors,
+``groups``, ``top``, ``failover`` (``promote``, ``rejoin``, ``reseed``) and
+``bench``; ``_common`` holds what they share (the ``main`` group, errors,
 output, opening a store).
 
 Exit codes: 0 success; 1 the command ran but found a problem (a damaged

@@ -30,6 +30,7 @@ from rocketstore.cli._common import (
     _index_geometry,
     _json_flag,
     _make_config,
+    _open_read_only,
     _print_json,
     _start,
     _store_path,
@@ -50,6 +51,13 @@ class _CutStore(MessageStore):
     def __init__(self, path: Path, cut: int) -> None:
         super().__init__(_make_config(path, **_index_geometry(path, None, None)))
         self._cut_at = cut
+
+
+def _recovered_end(path: Path) -> int:
+    """The CommitLog end recovery finds (read-only: nothing written): the
+    end of the last valid record."""
+    with _open_read_only(path) as store:
+        return store.max_phy_offset
 
 
 def _open_cut(path: Path, cut: int) -> int:
@@ -124,7 +132,7 @@ def _promote_running(path: Path, timeout: float) -> dict[str, Any]:
 
 def _promote_stopped(path: Path) -> dict[str, Any]:
     files = LogFiles(path)
-    cut = files.complete_end()
+    cut = _recovered_end(path)
     written = files.written_end(cut)
     tail = None
     if written > cut:
@@ -154,7 +162,7 @@ def rejoin(path: Path, master: str, timeout: float, as_json: bool) -> None:
     """
     _stopped(path)
     files = LogFiles(path)
-    end = files.complete_end()
+    end = _recovered_end(path)
     written = files.written_end(end)
     try:
         cut, _ = find_fork(master, files, end, timeout)

@@ -33,29 +33,32 @@ pub enum ApplyError {
     Behind(String),
 }
 
-/// Start of the last complete record of the log's last file (the log's end
-/// when that file holds none).
+/// Start of the last complete record of the log: of its last file, or of
+/// the newest file before it holding one when the last file holds none (a
+/// file just rolled to); the log's end when no file holds a record.
 pub fn last_record_start(log: &CommitLog) -> u64 {
     let end = log.max_offset();
-    let Some(file) = log.queue().last_file() else {
-        return end;
-    };
-    let data = file.readable_from(0).unwrap_or(&[]);
-    let mut pos = 0usize;
-    let mut last = None;
-    while let Some(h) = data.get(pos..pos + 8) {
-        let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-        let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
-        if !(magic == MAGIC_V1 || magic == MAGIC_V2) || total <= 0 {
-            break;
+    for file in log.queue().files().iter().rev() {
+        let data = file.readable_from(0).unwrap_or(&[]);
+        let mut pos = 0usize;
+        let mut last = None;
+        while let Some(h) = data.get(pos..pos + 8) {
+            let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+            let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+            if !(magic == MAGIC_V1 || magic == MAGIC_V2) || total <= 0 {
+                break;
+            }
+            let Some(next) = pos.checked_add(total as usize).filter(|n| *n <= data.len()) else {
+                break;
+            };
+            last = Some(pos);
+            pos = next;
         }
-        let Some(next) = pos.checked_add(total as usize).filter(|n| *n <= data.len()) else {
-            break;
-        };
-        last = Some(pos);
-        pos = next;
+        if let Some(p) = last {
+            return file.file_from_offset() + p as u64;
+        }
     }
-    last.map_or(end, |p| file.file_from_offset() + p as u64)
+    end
 }
 
 /// End of the last complete record of the log (of its last file, counting
