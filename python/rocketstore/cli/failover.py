@@ -23,6 +23,7 @@ import click
 from rocketstore import _native
 from rocketstore._ha_files import LogFiles, move_aside_for_reseed, side_file, write_side_file
 from rocketstore._ha_probe import ForkNotFound, find_fork
+from rocketstore.config.store_config import BrokerRole
 from rocketstore.cli._common import (
     CliError,
     _check_store_dir,
@@ -46,10 +47,13 @@ _TIMEOUT = click.option("--timeout", type=click.FloatRange(min=0.1), default=30.
 
 
 class _CutStore(MessageStore):
-    """A writer whose recovery ends the CommitLog at a given offset."""
+    """A writer whose recovery ends the CommitLog at a given offset. It opens
+    as a SLAVE with no master: nothing is put while it is open (no delayed
+    delivery), nothing is copied."""
 
     def __init__(self, path: Path, cut: int) -> None:
-        super().__init__(_make_config(path, **_index_geometry(path, None, None)))
+        super().__init__(_make_config(path, broker_role=BrokerRole.SLAVE,
+                                      **_index_geometry(path, None, None)))
         self._cut_at = cut
 
 
@@ -131,6 +135,8 @@ def _promote_running(path: Path, timeout: float) -> dict[str, Any]:
 
 
 def _promote_stopped(path: Path) -> dict[str, Any]:
+    if _marker(path).exists():
+        raise CliError(f"{path} was promoted already ({_marker(path)} exists)")
     files = LogFiles(path)
     cut = _recovered_end(path)
     written = files.written_end(cut)
@@ -138,8 +144,8 @@ def _promote_stopped(path: Path) -> dict[str, Any]:
     if written > cut:
         tail = side_file(path, _native.PROMOTE_TAIL_PREFIX, cut)
         write_side_file(tail, files.read(cut, written))
-    write_side_file(_marker(path), f"ASYNC_MASTER {cut}\n".encode())
     end = _open_cut(path, cut)
+    write_side_file(_marker(path), f"ASYNC_MASTER {end}\n".encode())
     return {"ok": True, "offset": end, "tail_file": None if tail is None else str(tail),
             "tail_bytes": written - cut, "port": None}
 
