@@ -23,7 +23,6 @@ import click
 from rocketstore import _native
 from rocketstore._ha_files import LogFiles, move_aside_for_reseed, side_file, write_side_file
 from rocketstore._ha_probe import ForkNotFound, find_fork
-from rocketstore.config.store_config import BrokerRole
 from rocketstore.cli._common import (
     CliError,
     _check_store_dir,
@@ -37,6 +36,7 @@ from rocketstore.cli._common import (
     _store_path,
     main,
 )
+from rocketstore.config.store_config import BrokerRole
 from rocketstore.services.failover import request_paths
 from rocketstore.store import MessageStore
 
