@@ -7,7 +7,8 @@ the master sends from there with this store's bytes, writing nothing and
 reporting nothing more. It ends at the first byte that differs, at this
 store's end (every byte equal), at the master's end (an empty frame: the
 master has nothing more), or when the master closes the connection (it
-refuses an offset past its end or below its first file).
+refuses an offset past its end or below its first file, sending first an
+empty frame at its end or its first file).
 
 Records are the same record when their bytes at the same offset are equal
 (a record holds its own offset and store time). So when a probe from ``x``
@@ -86,6 +87,10 @@ def probe(master: str, x: int, files: LogFiles, end: int, timeout: float) -> Pro
                 del buf[:_FRAME.size + size]
                 if start < 0 and x == 0:
                     expected = at  # a report of 0: the master chose where to start
+                if start < 0 and size == 0 and at != expected:
+                    # Its end (x past it) or its first file (x below it),
+                    # sent before it closes the connection (§21.3).
+                    return Probe("closed", at, x)
                 if at != expected:
                     raise ForkNotFound(f"the master {master} sent offset {at}, not {expected}")
                 start = expected if start < 0 else start

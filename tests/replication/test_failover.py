@@ -252,3 +252,21 @@ def test_a_fork_is_found_when_the_last_file_holds_no_record(tmp_path: Path) -> N
             assert st["diverged"] and not st["verified"]
             assert s.max_phy_offset == SEGMENT
     assert commitlog_bytes(tmp_path / "s", SEGMENT, 2 * SEGMENT) == bytes(SEGMENT)
+
+
+def test_a_slave_ahead_of_its_new_master_stops_as_diverged(tmp_path: Path) -> None:
+    with MessageStore(master_config(tmp_path / "a", sync=False)) as a:
+        _put_many(a, 100)
+        with MessageStore(slave_config(tmp_path / "s", a.ha_port)) as s:
+            wait_until(lambda: s.max_phy_offset == a.max_phy_offset, what="copy of a")
+        end = a.max_phy_offset
+    with MessageStore(master_config(tmp_path / "b", sync=False)) as b:
+        for _ in range(10):
+            b.put("OTHER", b"b" * 100, 0)
+        b_end = b.max_phy_offset
+        with MessageStore(slave_config(tmp_path / "s", b.ha_port)) as s:
+            wait_until(lambda: s.ha_status()["stopped"], what="stopped")
+            st = s.ha_status()
+            assert st["diverged"] and f"[{b_end}, {end})" in st["error"]
+            assert s.max_phy_offset == end
+            assert b.ha_status()["slaves"] == []

@@ -154,6 +154,14 @@ impl Applier {
                     f.start
                 )))
             }
+            Some(c) if first && f.body.is_empty() && f.start < c => {
+                return Err(ApplyError::Diverged(format!(
+                    "the master's CommitLog ends at {}, before this store's offset {c}: the \
+                     range [{}, {}) of this store is not the master's (the logs diverged; this \
+                     store takes nothing more from this master)",
+                    f.start, f.start, self.own_end
+                )))
+            }
             None if f.start % size != 0 => {
                 return Err(ApplyError::Protocol(format!(
                     "the first frame starts at {}, not at a segment start of this store \

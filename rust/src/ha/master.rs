@@ -253,7 +253,15 @@ fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: 
                         acks.report(&c.slave, off);
                     }
                     Ok(None) => {}
-                    Err(why) => return c.close(acks, &why),
+                    Err(why) => {
+                        if c.request.load(Ordering::Acquire) < 0 {
+                            // A first report past this log's end: an empty
+                            // frame at the end tells a rocketstore slave where
+                            // this log ends (docs/format.md §21.4).
+                            let _ = stream.write_all(&frame_header(log.max_offset(), 0));
+                        }
+                        return c.close(acks, &why);
+                    }
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
