@@ -1,21 +1,13 @@
 """A stopped store's CommitLog read as files, and replication's side files
 (docs/format.md §21.8), for ``rocketstore promote``, ``rejoin`` and
-``reseed``.
-
-The record walk follows the record headers (TOTALSIZE, MAGICCODE) of one
-CommitLog file from its start, as the engine's replication does: it finds
-record starts below the log's end, which the commands take from recovery
-(a read-only open), since a header alone cannot tell a record that a frame
-or a crash cut from a whole one when zeros follow it.
+``reseed``. Bytes are copied, never decoded: where records start is the
+engine's (``NativeStore.ha_last_record_start``, ``ha_record_start``).
 """
 
 from __future__ import annotations
 
-import mmap
 import os
-import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -23,8 +15,6 @@ from rocketstore import _native
 
 __all__ = ["LogFiles", "move_aside_for_reseed", "side_file", "write_side_file"]
 
-_HEADER: Final = struct.Struct(">ii")
-_RECORDS: Final = frozenset({_native.MAGIC_V1, _native.MAGIC_V2})
 #: What a reseed moves aside: the data files (the config files stay).
 _DATA_ENTRIES: Final = (_native.COMMIT_LOG_DIR, _native.CONSUME_QUEUE_DIR, _native.INDEX_DIR,
                         _native.CHECKPOINT_FILE, _native.ABORT_FILE)
@@ -106,50 +96,6 @@ class LogFiles:
             out += chunk
             off += len(chunk)
         return bytes(out)
-
-    def walk(self, file_start: int) -> Iterator[tuple[int, int]]:
-        """``(offset, length)`` of each complete record (or end-of-file
-        blank) of the file starting at ``file_start``, in order."""
-        f = self._file_of(file_start)
-        if f is None or self.size == 0:
-            return
-        with open(f[1], "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            pos, size = 0, len(m)
-            while pos + 8 <= size:
-                total, magic = _HEADER.unpack_from(m, pos)
-                if total <= 0 or pos + total > size:
-                    return
-                if magic == _native.BLANK_MAGIC:
-                    if pos + total == size:
-                        yield file_start + pos, total
-                    return
-                if magic not in _RECORDS:
-                    return
-                yield file_start + pos, total
-                pos += total
-
-    def last_record_start(self) -> int:
-        """Start of the last complete record of the last file (its start
-        when it holds none): where a slave's first report asks from."""
-        if not self.files:
-            return 0
-        start = self.files[-1][0]
-        for off, _ in self.walk(start):
-            start = off
-        return start
-
-    def record_containing(self, offset: int) -> int:
-        """Start of the record holding ``offset`` (the walk's end when
-        ``offset`` lies past the file's complete records)."""
-        f = self._file_of(offset)
-        if f is None:
-            return offset
-        at = f[0]
-        for off, length in self.walk(f[0]):
-            if off + length > offset:
-                return off
-            at = off + length
-        return at
 
     def written_end(self, cut: int) -> int:
         """End of the non-zero bytes after ``cut`` in its file (the partial

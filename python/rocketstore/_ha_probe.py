@@ -21,18 +21,25 @@ then the start of each file, newest first.
 from __future__ import annotations
 
 import socket
-import struct
 import time
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 from rocketstore._ha_files import LogFiles
 
 __all__ = ["ForkNotFound", "Probe", "find_fork", "probe"]
 
-_FRAME: Final = struct.Struct(">qi")
+#: Bytes of a frame header: the start offset (8) and the size (4), big-endian.
+_FRAME_HEADER: Final = 12
 #: Largest frame body a slave takes (the engine's rule, docs/format.md §21.3).
 _MAX_BODY: Final = 4 << 20
+
+
+class Records(Protocol):
+    """Where records start (a read-only ``NativeStore`` of the store)."""
+
+    def ha_last_record_start(self) -> int: ...
+    def ha_record_start(self, offset: int) -> int: ...
 
 
 class ForkNotFound(Exception):
@@ -76,15 +83,16 @@ def probe(master: str, x: int, files: LogFiles, end: int, timeout: float) -> Pro
             if not chunk:
                 return Probe("closed", expected, start)
             buf += chunk
-            while len(buf) >= _FRAME.size:
-                at, size = _FRAME.unpack_from(buf)
+            while len(buf) >= _FRAME_HEADER:
+                at = int.from_bytes(buf[:8], "big", signed=True)
+                size = int.from_bytes(buf[8:_FRAME_HEADER], "big", signed=True)
                 if size < 0 or size > _MAX_BODY or at < 0:
                     raise ForkNotFound(f"the master {master} broke the protocol (a frame of "
                                        f"{size} bytes at {at})")
-                if len(buf) < _FRAME.size + size:
+                if len(buf) < _FRAME_HEADER + size:
                     break
-                body = bytes(buf[_FRAME.size:_FRAME.size + size])
-                del buf[:_FRAME.size + size]
+                body = bytes(buf[_FRAME_HEADER:_FRAME_HEADER + size])
+                del buf[:_FRAME_HEADER + size]
                 if start < 0 and x == 0:
                     expected = at  # a report of 0: the master chose where to start
                 if start < 0 and size == 0 and at != expected:
@@ -107,12 +115,13 @@ def probe(master: str, x: int, files: LogFiles, end: int, timeout: float) -> Pro
                     return Probe("equal", end, start)
 
 
-def find_fork(master: str, files: LogFiles, end: int, timeout: float) -> tuple[int, Probe]:
+def find_fork(master: str, files: LogFiles, records: Records, end: int,
+              timeout: float) -> tuple[int, Probe]:
     """The offset where this store's log ``[.., end)`` stops being the
     master's (``end`` when nothing past it differs), and the probe that
     found it."""
     asked: list[int] = []
-    for x in [files.last_record_start(), *(f for f, _ in reversed(files.files))]:
+    for x in [records.ha_last_record_start(), *(f for f, _ in reversed(files.files))]:
         if x >= end or x in asked:
             continue
         asked.append(x)
@@ -121,7 +130,7 @@ def find_fork(master: str, files: LogFiles, end: int, timeout: float) -> tuple[i
             return end, p
         if p.kind == "closed":
             continue
-        c = files.record_containing(p.offset)
+        c = records.ha_record_start(p.offset)
         if c > p.start or p.start == files.min_offset:
             return c, p
     if not asked:

@@ -168,12 +168,14 @@ def rejoin(path: Path, master: str, timeout: float, as_json: bool) -> None:
     """
     _stopped(path)
     files = LogFiles(path)
-    end = _recovered_end(path)
+    with _open_read_only(path) as store:
+        # Recovery's end (nothing written); the engine walks the records.
+        end = store.max_phy_offset
+        try:
+            cut, _ = find_fork(master, files, store._n, end, timeout)
+        except (ForkNotFound, OSError, ValueError) as exc:
+            raise CliError(f"cannot find where the logs fork: {_describe(exc)}") from None
     written = files.written_end(end)
-    try:
-        cut, _ = find_fork(master, files, end, timeout)
-    except (ForkNotFound, OSError, ValueError) as exc:
-        raise CliError(f"cannot find where the logs fork: {_describe(exc)}") from None
     saved = None
     if written > cut:
         saved = side_file(path, _native.REJOIN_CUT_PREFIX, cut)

@@ -29,8 +29,13 @@ pub enum ApplyError {
     /// logs forked; replication stops.
     Diverged(String),
     /// The master's log starts past this store's end (its first frame, an
-    /// empty one, starts at its first file): reseed this store.
+    /// empty one, starts at its first file): reseed this store. The
+    /// connection is closed.
     Behind(String),
+    /// The master's log ends before this store's report (its first frame,
+    /// an empty one, starts at its end): this store holds bytes the master
+    /// does not. The connection is closed.
+    Ahead(String),
 }
 
 /// Start of the last complete record of the log: of its last file, or of
@@ -88,6 +93,34 @@ pub fn complete_end(log: &CommitLog) -> u64 {
             break;
         }
         if !(magic == MAGIC_V1 || magic == MAGIC_V2) {
+            break;
+        }
+        pos = next;
+    }
+    file.file_from_offset() + pos as u64
+}
+
+/// Start of the record (or end-of-file blank) of the log holding
+/// `offset`, walking its file's headers from the file's start; where the
+/// walk stops when `offset` lies past the file's whole records.
+pub fn record_start_at(log: &CommitLog, offset: u64) -> u64 {
+    let Some(file) = log.file_for(offset) else {
+        return offset;
+    };
+    let data = file.raw();
+    let target = (offset - file.file_from_offset()) as usize;
+    let mut pos = 0usize;
+    while let Some(h) = data.get(pos..pos + 8) {
+        let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        let known = magic == MAGIC_V1 || magic == MAGIC_V2 || magic == BLANK_MAGIC;
+        let Some(next) = pos
+            .checked_add(total.max(0) as usize)
+            .filter(|n| known && total > 0 && *n <= data.len())
+        else {
+            break;
+        };
+        if next > target {
             break;
         }
         pos = next;
@@ -155,10 +188,10 @@ impl Applier {
                 )))
             }
             Some(c) if first && f.body.is_empty() && f.start < c => {
-                return Err(ApplyError::Diverged(format!(
+                return Err(ApplyError::Ahead(format!(
                     "the master's CommitLog ends at {}, before this store's offset {c}: the \
                      range [{}, {}) of this store is not the master's (the logs diverged; this \
-                     store takes nothing more from this master)",
+                     store takes nothing from this master)",
                     f.start, f.start, self.own_end
                 )))
             }

@@ -193,8 +193,17 @@ fn follow(
                         }
                         Err(ApplyError::Behind(why)) => {
                             status.needs_reseed.store(true, Ordering::Release);
-                            return End::Fatal(why);
+                            return End::Closed(why);
                         }
+                        Err(ApplyError::Ahead(why)) => {
+                            status.diverged.store(true, Ordering::Release);
+                            return End::Closed(why);
+                        }
+                    }
+                    if applier.verified() {
+                        // What a refusal's frame said no longer holds.
+                        status.needs_reseed.store(false, Ordering::Release);
+                        status.diverged.store(false, Ordering::Release);
                     }
                     status.verified.store(applier.verified(), Ordering::Release);
                 }

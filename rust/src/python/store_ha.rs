@@ -48,6 +48,18 @@ impl PyStore {
         Ok(d)
     }
 
+    /// Start of the last complete record of the CommitLog (of the newest
+    /// file holding one): where a slave's first report asks from.
+    fn ha_last_record_start(&self) -> u64 {
+        crate::ha::apply::last_record_start(self.store.commitlog())
+    }
+
+    /// Start of the record holding CommitLog offset ``offset`` (the walk of
+    /// its file's headers; where it stops past the file's whole records).
+    fn ha_record_start(&self, offset: u64) -> u64 {
+        crate::ha::apply::record_start_at(self.store.commitlog(), offset)
+    }
+
     /// The port a master listens on (None: not listening).
     #[getter]
     fn ha_port(&self) -> Option<u16> {
