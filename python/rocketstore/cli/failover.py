@@ -108,7 +108,7 @@ def promote(path: Path, timeout: float, as_json: bool) -> None:
         how = "the running store was promoted"
     else:
         r = _promote_stopped(path)
-        how = "promoted"
+        how = "the stopped store was promoted"
     tail = (f"; the partial record after it ({r['tail_bytes']} bytes) is in {r['tail_file']}"
             if r["tail_file"] else "")
     port = f"; it listens for slaves on port {r['port']}" if r.get("port") else ""

@@ -113,10 +113,10 @@ mod put;
 mod queue_reads;
 mod read;
 pub use read::KeyHits;
+pub mod promote;
 mod recover_rebuild;
 mod recover_scan;
 mod repair;
-pub mod promote;
 mod replication;
 
 pub use replication::HaRunning;
