@@ -27,6 +27,7 @@ from rocketstore.consumers.offset_table import OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits, OffsetsFoldService
 from rocketstore.services.dispatch import DispatchService
+from rocketstore.services.ha_offsets import start_offsets_sync
 from rocketstore.services.recovery import RecoveryService
 from rocketstore.services.retention import RetentionService
 from rocketstore.services.schedule import ScheduleService
@@ -118,6 +119,7 @@ def open_store(store: MessageStore) -> None:
             store._services.append(service)
         try:
             native.start_ha()
+            start_offsets_sync(store)
         except BaseException:
             close_store(store)
             raise

@@ -28,7 +28,7 @@ from rocketstore.config.files import StrPath
 from rocketstore.consumers.group_members import GroupMemberInfo, GroupView, group_members
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 from rocketstore.consumers.offsets import ConsumerGroupLock
-from rocketstore.errors import ReadOnlyStoreError
+from rocketstore.errors import ReadOnlyStoreError, SlaveOffsetsError
 
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
@@ -420,3 +420,6 @@ def _check_offsets_writable(store: MessageStore, dry_run: bool) -> None:
     store._n  # noqa: B018 - raises StoreClosedError when closed
     if store.no_write and not dry_run:
         raise ReadOnlyStoreError("cannot change offsets in a store opened no_write=True")
+    refusal = store._offsets_refusal()
+    if refusal is not None and not dry_run:
+        raise SlaveOffsetsError(f"cannot change offsets: {refusal}")

@@ -24,7 +24,8 @@
 //!   helpers; `store_put.rs`, `store_read.rs`, `store_admin.rs`: its puts,
 //!   reads, and running state and services (a `#[pymethods]` block each);
 //!   `store_arrow.rs`: its pulls as Arrow batches (`get_arrow`);
-//!   `store_ha.rs`: its replication (start, stop, port, status).
+//!   `store_ha.rs`: its replication (start, stop, port, status);
+//!   `store_ha_offsets.rs`: its offsets sync (listener, publish, fetch).
 //! - `store_base.rs`: `MessageStoreBase`, the native base class of
 //!   `rocketstore.MessageStore` (its per-message methods).
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
@@ -61,6 +62,7 @@ pub mod store_admin;
 pub mod store_arrow;
 pub mod store_base;
 pub mod store_ha;
+pub mod store_ha_offsets;
 pub mod store_put;
 pub mod store_read;
 pub mod types;

@@ -78,6 +78,8 @@
 //! - `stats.rs`: runtime statistics (counters, lags, queue ends).
 //! - `replication.rs`: replication's threads, a slave's refusal of puts,
 //!   the SYNC_MASTER wait and `ha_status` (see [`crate::ha`]).
+//! - `ha_offsets.rs`: the offsets sync's listener, publish and fetch
+//!   (see [`crate::ha::offsets`]).
 //! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
 //!   put into their real topic).
 
@@ -112,6 +114,7 @@ pub use read::KeyHits;
 mod recover_rebuild;
 mod recover_scan;
 mod repair;
+pub mod ha_offsets;
 mod replication;
 pub use replication::HaRunning;
 pub mod schedule;
@@ -175,6 +178,9 @@ pub struct Store {
     ha: Mutex<Option<HaRunning>>,
     /// The port a master listens on (0: none).
     ha_port: std::sync::atomic::AtomicU32,
+    /// The offsets sync: its state, and a master's listener while it runs.
+    ha_offsets: Arc<crate::ha::offsets::OffsetsState>,
+    ha_offsets_server: Mutex<Option<crate::ha::offsets::OffsetsServer>>,
     /// The process's fork generation at open: a different value means this
     /// is a copy inherited by a forked child, whose threads do not exist and
     /// whose files belong to the parent.

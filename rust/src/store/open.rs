@@ -149,6 +149,8 @@ impl Store {
             ha_client: Default::default(),
             ha: Mutex::new(None),
             ha_port: Default::default(),
+            ha_offsets: Default::default(),
+            ha_offsets_server: Mutex::new(None),
             fork_generation: fork_generation(),
         })
     }
