@@ -374,6 +374,8 @@ def reset_consumer_group(
             call naming a group or topic), a bad ``to``, or a group
             without committed offsets and no ``topic``.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
+        SlaveOffsetsError: the store is a ``SLAVE`` (its offsets are its
+            master's, docs/format.md §21.7).
     """
     _check_offsets_writable(store, dry_run)
     return _reset(store, group, to, topic, dry_run)
@@ -390,6 +392,7 @@ def delete_consumer_group(store: MessageStore, group: str, *,
         ValueError / TypeError: a name :meth:`OffsetKey.of
             <rocketstore.consumers.offset_table.OffsetKey.of>` refuses.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
+        SlaveOffsetsError: the store is a ``SLAVE``.
     """
     _check_offsets_writable(store, False)
     return _delete(store, group, topic)
