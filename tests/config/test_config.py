@@ -599,6 +599,8 @@ def test_every_field_round_trips_through_its_rocketmq_name() -> None:
         "max_store_size_bytes",
         "ha_listen_port",
         "ha_master_address",
+        "ha_offsets_port",
+        "ha_offsets_master_address",
     }
     assert len(props) == len(dataclasses.fields(StoreConfig)) - len(none_fields)
     for key, value in props.items():

@@ -21,6 +21,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rocketstore import _native
 from rocketstore.config.files import read_regular
 from rocketstore.config.store_config import BrokerRole
 from rocketstore.services.base import ServiceThread
@@ -34,7 +35,7 @@ __all__ = ["STATUS_FILE", "HaStatusService", "read_status", "replicating"]
 log = logging.getLogger("rocketstore")
 
 #: The file's name in ``config/``.
-STATUS_FILE = "haStatus.json"
+STATUS_FILE = _native.HA_STATUS_FILE
 
 
 def replicating(cfg: StoreConfig) -> bool:
@@ -45,7 +46,7 @@ def replicating(cfg: StoreConfig) -> bool:
 def _write(path: Path, status: dict[str, Any]) -> None:
     doc = {"pid": os.getpid(), "written": time.time_ns() // 1_000_000, "status": status}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + _native.TEMP_SUFFIX)
     tmp.write_text(json.dumps(doc, sort_keys=True))
     os.replace(tmp, path)
 

@@ -129,15 +129,19 @@ impl OffsetsServer {
         let h = std::thread::Builder::new()
             .name("rocketstore-ha-offsets".into())
             .spawn(move || {
+                // The last address refused: a slave asking again and again is logged once.
+                let mut refused = None;
                 while !stop.load(Ordering::Acquire) {
                     match listener.accept() {
                         Ok((c, peer)) => {
                             if !allowed.is_empty() && !allowed.iter().any(|n| n.contains(peer.ip()))
                             {
-                                log::warn!(
-                                    "HA: refused an offsets connection from {peer}: \
-                                     not in ha_allowed_slaves"
-                                );
+                                if refused.replace(peer.ip()) != Some(peer.ip()) {
+                                    log::warn!(
+                                        "HA: refused an offsets connection from {peer}: \
+                                         not in ha_allowed_slaves"
+                                    );
+                                }
                                 let _ = c.shutdown(Shutdown::Both);
                                 continue;
                             }
@@ -295,7 +299,11 @@ mod tests {
             state,
         )
         .expect("listen");
-        assert!(fetch(&format!("127.0.0.1:{}", none.port()), Duration::from_secs(2)).is_err());
+        assert!(fetch(
+            &format!("127.0.0.1:{}", none.port()),
+            Duration::from_secs(2)
+        )
+        .is_err());
     }
 
     #[test]

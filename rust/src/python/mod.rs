@@ -219,6 +219,7 @@ fn add_path_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CONSUMER_OFFSET_FILE", paths::CONSUMER_OFFSET_FILE)?;
     m.add("DELAY_OFFSET_FILE", paths::DELAY_OFFSET_FILE)?;
     m.add("TOPICS_FILE", paths::TOPICS_FILE)?;
+    m.add("HA_STATUS_FILE", paths::HA_STATUS_FILE)?;
     m.add("SUBSCRIPTION_GROUP_FILE", paths::SUBSCRIPTION_GROUP_FILE)?;
     m.add("TEMP_SUFFIX", paths::TEMP_SUFFIX)?;
     m.add("BACKUP_SUFFIX", paths::BACKUP_SUFFIX)?;

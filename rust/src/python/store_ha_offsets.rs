@@ -25,7 +25,12 @@ impl PyStore {
 
     /// Master: serves these two json documents from now on; False when no
     /// offsets listener runs.
-    fn ha_offsets_publish(&self, py: Python<'_>, consumer: Vec<u8>, delay: Vec<u8>) -> PyResult<bool> {
+    fn ha_offsets_publish(
+        &self,
+        py: Python<'_>,
+        consumer: Vec<u8>,
+        delay: Vec<u8>,
+    ) -> PyResult<bool> {
         let store = &self.store;
         nogil(py, || store.ha_offsets_publish(consumer, delay))
     }

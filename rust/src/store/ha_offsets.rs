@@ -59,10 +59,7 @@ impl Store {
                     self.ha_offsets.clone(),
                 )
                 .map_err(|e| {
-                    StoreError::io(
-                        format!("serve offsets on {}:{port}", ha.listen_address),
-                        e,
-                    )
+                    StoreError::io(format!("serve offsets on {}:{port}", ha.listen_address), e)
                 })?;
                 *running = Some(srv);
             }
@@ -79,7 +76,10 @@ impl Store {
 
     /// The port a master serves offsets on (None: not serving).
     pub fn ha_offsets_port(&self) -> Option<u16> {
-        self.ha_offsets_server.lock().as_ref().map(OffsetsServer::port)
+        self.ha_offsets_server
+            .lock()
+            .as_ref()
+            .map(OffsetsServer::port)
     }
 
     /// Master: serves `consumer` and `delay` (the two json documents) from
