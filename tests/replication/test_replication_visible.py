@@ -54,6 +54,12 @@ def test_info_top_and_stats_show_replication(tmp_path: Path) -> None:
             assert slave["applied_offset"] == end and slave["as_of"] > 0
             assert slave["master_address"] == f"127.0.0.1:{m.ha_port}"
             assert slave["offsets"]["address"] == f"127.0.0.1:{m.ha_offsets_port}"
+            # The groups command does not change a running slave's offsets.
+            r = subprocess.run([sys.executable, "-m", "rocketstore.cli", "groups",
+                                str(tmp_path / "s"), "--group", "G", "--delete"],
+                               capture_output=True, text=True, timeout=120)
+            assert r.returncode != 0 and "running SLAVE" in r.stderr
+            assert s.query_offset("G", "T", 0) == 3
             text = _cli("info", str(tmp_path / "s")).stdout
             assert "replication: SLAVE" in text and "connected, verified" in text
             assert "offsets sync" in text and "last applied" in text

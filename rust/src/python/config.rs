@@ -358,6 +358,10 @@ pub fn default_options(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("ha_slave_fallbehind_max", ha.fallbehind_max)?;
     d.set_item("slave_timeout", ms(ha.slave_timeout))?;
     d.set_item("ha_new_slave_from_first_file", ha.new_slave_from_first_file)?;
+    // None: derived from the HA port and the master's address.
+    d.set_item("ha_offsets_port", ha.offsets_port)?;
+    d.set_item("ha_offsets_master_address", ha.offsets_address.clone())?;
+    d.set_item("ha_offsets_interval", ms(ha.offsets_interval))?;
     // The string `StoreOptions::default()` parses its levels from.
     d.set_item(
         "message_delay_level",
