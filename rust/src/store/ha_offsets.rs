@@ -98,7 +98,7 @@ impl Store {
         };
         self.ha_offsets
             .publish(&snap)
-            .map_err(|why| StoreError::InvalidArgument(why))?;
+            .map_err(StoreError::InvalidArgument)?;
         Ok(true)
     }
 
