@@ -73,6 +73,20 @@ def test_offsets_reach_the_slave_and_commits_there_are_refused(tmp_path: Path) -
                 with pytest.raises(SlaveOffsetsError):
                     c.commit()
             assert s.query_offset("G", "T", 0) == 7
+            # A shared group's member reads there too (membership is the slave's own).
+            with s.consumer("G", "T", auto_commit_interval=0) as member:
+                for _ in range(50):
+                    if member.poll(timeout=0.05):
+                        break
+                else:
+                    raise AssertionError("the member read nothing")
+                pos = member.positions()  # started at the synced offsets, only move on
+                assert pos[0] >= 7 and pos[1] >= 3
+            # A reader opened as a SLAVE refuses commits too.
+            with MessageStore(slave_config(tmp_path / "s", None), read_only=True) as r:
+                assert r.query_offset("G", "T", 0) == 7
+                with pytest.raises(SlaveOffsetsError):
+                    r.commit_offset("G", "T", 0, 1)
             m.commit_offset("G", "T", 0, 9)
             wait_until(lambda: s.query_offset("G", "T", 0) == 9, what="a later commit synced")
     # Written the crash-safe way: the slave's files hold the master's table.
