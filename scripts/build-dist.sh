@@ -163,10 +163,11 @@ step "sdist built in a fresh venv (with Rust)"
 V=$WORK/venv-sdist
 rm -rf "$V"
 "$PY" -m venv "$V"
-# Its own cargo target dir: the build starts from the unpacked sdist alone
-# (kept between runs only to save time; a stale cache cannot hide a missing
-# file, which cargo would not find in the unpacked tree).
-env PATH="$ORIG_PATH" CARGO_TARGET_DIR="$WORK/sdist-target" \
+# The project's target dir: the release dependencies built by the editable
+# install are reused, while the crate itself is compiled from the unpacked
+# sdist's own sources (a different path for cargo), so a file missing from
+# the sdist still fails the build.
+env PATH="$ORIG_PATH" CARGO_TARGET_DIR="$ROOT/target" \
     "$V/bin/pip" install -q --no-binary=rocketstore "$SDIST" || die "building the sdist"
 smoke "$V" "the wheel built from the sdist"
 
