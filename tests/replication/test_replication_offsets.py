@@ -246,3 +246,46 @@ def test_the_offsets_port_defaults_to_the_ha_port_plus_one(tmp_path: Path) -> No
         with MessageStore(slave_config(tmp_path / "s", port, **FAST)) as s:
             assert s.ha_status()["offsets"]["address"] == f"127.0.0.1:{port + 1}"
             wait_until(lambda: s.query_offset("G", "T", 0) == 0, what="synced")
+
+
+def test_an_offsets_port_in_use_refuses_the_open_and_releases_the_store(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(OSError, match=str(port)):
+            MessageStore(master_config(tmp_path / "m", ha_offsets_port=port)).start()
+    with MessageStore(master_config(tmp_path / "m", ha_offsets_port=port)) as m:
+        assert m.ha_offsets_port == port
+
+
+@pytest.mark.parametrize("request_bytes", [b"", b"RSOQ", b"GET / HTTP/1.0\r\n\r\n",
+                                           b"RSOQ\x00\x00\x00\x02"])
+def test_a_bad_request_is_closed_unanswered(tmp_path: Path, request_bytes: bytes) -> None:
+    with MessageStore(master_config(tmp_path / "m", sync=False, **FAST)) as m:
+        m.commit_offset("G", "T", 0, 1)
+        with socket.create_connection(("127.0.0.1", m.ha_offsets_port), timeout=5) as c:
+            c.sendall(request_bytes)
+            c.shutdown(socket.SHUT_WR)
+            try:
+                got = c.recv(64)
+            except ConnectionResetError:  # closed with bytes left unread
+                got = b""
+            assert got == b""  # closed, nothing sent
+        # A well-formed request is still answered (the commit is served
+        # from the next renewal on, ha_offsets_interval 100 ms).
+        wait_until(lambda: b"T@G" in _request(m.ha_offsets_port), what="served")
+        reply = _request(m.ha_offsets_port)
+        assert reply[:8] == b"RSOF" + struct.pack(">I", 1)
+        assert struct.unpack(">I", reply[-4:])[0] == zlib.crc32(reply[:-4])
+
+
+def _request(port: int | None) -> bytes:
+    """One offsets request's whole reply."""
+    assert port is not None
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+        c.sendall(b"RSOQ" + struct.pack(">I", 1))
+        reply = b""
+        while chunk := c.recv(65536):
+            reply += chunk
+    return reply
