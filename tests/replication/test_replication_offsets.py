@@ -18,6 +18,7 @@ import pytest
 
 from helpers.ha_util import master_config, slave_config, wait_until
 from rocketstore import MessageStore, SlaveOffsetsError
+from rocketstore._logging import pump_now
 from rocketstore.config.files import DelayOffsets
 from rocketstore.consumers.offsets import ConsumerOffsets
 
@@ -95,7 +96,8 @@ def test_offsets_reach_the_slave_and_commits_there_are_refused(tmp_path: Path) -
     assert on_disk.offsets("H", "T") == {}
 
 
-def test_offsets_wait_until_the_slave_holds_the_log_they_count(tmp_path: Path) -> None:
+def test_offsets_wait_until_the_slave_holds_the_log_they_count(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         nowhere = sock.getsockname()[1]
@@ -103,7 +105,7 @@ def test_offsets_wait_until_the_slave_holds_the_log_they_count(tmp_path: Path) -
         m.put("T", b"x", 0)
         m.commit_offset("G", "T", 0, 1)
         # Offsets from the master, but no CommitLog: never applied.
-        with MessageStore(slave_config(
+        with caplog.at_level(logging.INFO, logger="rocketstore"), MessageStore(slave_config(
                 tmp_path / "s", nowhere, **FAST,
                 ha_offsets_master_address=f"127.0.0.1:{m.ha_offsets_port}")) as s:
             wait_until(lambda: s.ha_status()["offsets"]["last_fetch"] is not None,
@@ -111,6 +113,9 @@ def test_offsets_wait_until_the_slave_holds_the_log_they_count(tmp_path: Path) -
             wait_until(lambda: m.ha_status()["offsets"]["served"] >= 3, what="three fetches")
             assert s.ha_status()["offsets"]["last_sync"] is None
             assert s.query_offset("G", "T", 0) == -1
+            pump_now()
+            works = [r for r in caplog.records if "offsets sync from" in r.getMessage()]
+            assert len(works) == 1  # logged once, not at every fetch
         # The same slave following the master: applied once it holds the log.
         with _synced_slave(tmp_path, m) as s:
             wait_until(lambda: s.query_offset("G", "T", 0) == 1, what="offsets synced")

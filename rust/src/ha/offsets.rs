@@ -56,6 +56,8 @@ pub struct OffsetsState {
     pub error: Mutex<Option<String>>,
     /// Slave: the last error logged (each is logged once until it changes).
     logged: Mutex<Option<String>>,
+    /// Slave: a fetch worked since the store opened (logged once).
+    worked: AtomicBool,
 }
 
 impl OffsetsState {
@@ -79,7 +81,7 @@ impl OffsetsState {
             Ok(_) => {
                 self.last_fetch_ms.store(now_ms(), Ordering::Release);
                 *self.error.lock() = None;
-                if logged.take().is_some() || self.last_applied_ms.load(Ordering::Acquire) == 0 {
+                if logged.take().is_some() | !self.worked.swap(true, Ordering::AcqRel) {
                     log::info!("HA: offsets sync from {from} works");
                 }
             }
