@@ -107,7 +107,9 @@ class HaStatusService(ServiceThread):
 def start_status(store: MessageStore) -> HaStatusService | None:
     """Start the status file of a started writer (or remove a stale one)."""
     if not replicating(store.config):
-        with contextlib.suppress(FileNotFoundError):
+        # A stale view is harmless (readers show it only while a writer
+        # runs): a failure to remove it does not stop the open.
+        with contextlib.suppress(OSError):
             (store.config.config_dir / STATUS_FILE).unlink()
         return None
     service = HaStatusService(store)
