@@ -43,9 +43,13 @@
 //!       +12 u32 crc32 of [+0,+12) and the ranges
 //!       +16 n × (u64 start, u64 end)   ascending, not overlapping
 //! ```
-//! They count when magic and CRC match, whatever byte 0 holds: a broker
-//! that ran since wrote after them (it appends at the end of the log), so
-//! they still describe what rocketstore wrote.
+//! They are read when magic and CRC match, whatever byte 0 holds: a broker
+//! that ran since usually wrote after them (it appends at the end of the
+//! log). One that cut the log inside a range wrote over it, so an open
+//! takes them at their word only while the durable mark is valid and the
+//! bytes at each range's boundaries still show the property; otherwise they
+//! end at the first record without it (`log/commitlog/prop_ranges.rs`,
+//! docs/format.md §11).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;

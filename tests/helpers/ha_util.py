@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rocketstore import BrokerRole, StoreConfig
+from rocketstore import BrokerRole, MessageStore, StoreConfig
 
 #: CommitLog segment size of the replication tests (several files quickly).
 SEGMENT = 64 * 1024
@@ -76,3 +76,22 @@ def commitlog_bytes(store_path: Path, start: int, end: int) -> bytes:
 def segment_starts(store_path: Path) -> list[int]:
     """Start offsets of the CommitLog files, oldest first."""
     return sorted(int(p.name) for p in (store_path / "commitlog").iterdir() if p.name.isdigit())
+
+
+def assert_served_whole(m: MessageStore, s: MessageStore, topic: str, queues: int) -> int:
+    """Every message the slave ``s`` serves from ``topic`` is the master
+    ``m``'s at the same queue offset, whole (body, keys, offset); returns
+    how many were compared."""
+    n = 0
+    for q in range(queues):
+        off = s.get_message("G", topic, q, 0, 1).min_offset
+        while True:
+            got = s.get_message("G", topic, q, off, 32)
+            if not got.messages:
+                break
+            mine = m.get_message("G", topic, q, off, len(got.messages)).messages
+            assert [(x.body, x.keys, x.commit_log_offset) for x in got.messages] == \
+                [(x.body, x.keys, x.commit_log_offset) for x in mine]
+            n += len(got.messages)
+            off = got.next_begin_offset
+    return n

@@ -154,6 +154,11 @@ def test_different_segment_sizes_stop_replication(tmp_path: Path, slave_segment:
             wait_until(lambda: s.ha_status()["stopped"], what="replication stopped")
             err = s.ha_status()["error"]
             assert str(slave_segment) in err and "mapped_file_size_commit_log" in err
+            # The master's size too: its blank ends its file; a record of
+            # its larger file crosses the slave's end.
+            theirs = (f"is {SEGMENT})" if slave_segment > SEGMENT
+                      else f"is larger than {slave_segment}")
+            assert f"the master's {theirs}" in err, err
             # Nothing beyond this store's own segment geometry was written.
             assert s.max_phy_offset <= slave_segment
 

@@ -5,15 +5,18 @@ bytes, and every message the slave serves is whole."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
-from helpers.ha_util import commitlog_bytes, slave_config, wait_until
+from helpers.ha_util import assert_served_whole, commitlog_bytes, slave_config, wait_until
 from helpers.paths import HELPERS
 from rocketstore import MessageStore, StoreConfig
 
@@ -74,15 +77,7 @@ def _check(tmp: Path, master_out: Path) -> None:
         m_bytes = commitlog_bytes(tmp / "m", s_min, shared)
         assert commitlog_bytes(tmp / "s", s_min, shared) == m_bytes
         # Every message the slave serves is the master's, whole.
-        for q in range(4):
-            off = s.get_message("G", "T", q, 0, 1).min_offset
-            while True:
-                got = s.get_message("G", "T", q, off, 32)
-                if not got.messages:
-                    break
-                mine = m.get_message("G", "T", q, off, len(got.messages))
-                assert [x.body for x in got.messages] == [x.body for x in mine.messages]
-                off = got.next_begin_offset
+        assert_served_whole(m, s, "T", 4)
 
 
 def test_kill_9_of_the_slave_and_of_the_master(tmp_path: Path) -> None:
@@ -110,4 +105,147 @@ def test_kill_9_of_the_slave_and_of_the_master(tmp_path: Path) -> None:
     finally:
         master.kill()
         slave.kill()
+    _check(tmp_path, mout)
+
+
+class HoldingProxy:
+    """Forwards a slave's connections to the master on ``target``, whole
+    frames at a time; once ``cut`` is set it forwards the header and half
+    the body of the next non-empty frame, then nothing more (``held`` is
+    then that frame's start)."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.cut = threading.Event()
+        self.held: int | None = None
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopped:
+            try:
+                a, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # closed
+            try:
+                b = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                a.close()
+                continue
+            threading.Thread(target=self._copy, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._frames, args=(b, a), daemon=True).start()
+
+    @staticmethod
+    def _close(*socks: socket.socket) -> None:
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def _copy(self, src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(1 << 16):
+                dst.sendall(data)
+        self._close(src, dst)
+
+    def _frames(self, src: socket.socket, dst: socket.socket) -> None:
+        buf = b""
+        with contextlib.suppress(OSError):
+            while data := src.recv(1 << 16):
+                if self.held is not None:
+                    continue  # holding: the rest is never sent
+                buf += data
+                while len(buf) >= 12:
+                    start, size = struct.unpack(">qi", buf[:12])
+                    if self.cut.is_set() and size > 0:
+                        if len(buf) < 12 + size // 2:
+                            break
+                        dst.sendall(buf[:12 + size // 2])
+                        self.held = start
+                        break
+                    if len(buf) < 12 + size:
+                        break
+                    dst.sendall(buf[:12 + size])
+                    buf = buf[12 + size:]
+        self._close(src, dst)
+
+    def close(self) -> None:
+        self.stopped = True
+        self.server.close()
+
+
+def _slave_end(out: Path) -> int:
+    ends = [int(x.split()[1]) for x in out.read_text().splitlines()[:-1] if x.startswith("END ")]
+    return ends[-1] if ends else -1
+
+
+def test_kill_9_of_the_master_mid_frame(tmp_path: Path) -> None:
+    port = _free_port()
+    mout, sout = tmp_path / "master.out", tmp_path / "slave.out"
+    proxy = HoldingProxy(port)
+    master = Child("master", tmp_path / "m", port, mout)
+    master.wait_ready()
+    slave = Child("slave", tmp_path / "s", proxy.port, sout)
+    try:
+        slave.wait_ready()
+        wait_until(lambda: len(_acks(mout)) > 100, 20, "acks")
+        proxy.cut.set()
+        wait_until(lambda: proxy.held is not None, 20, "half a frame sent")
+        held = proxy.held
+        assert held is not None
+        # The slave took every frame before the half one, and none of it.
+        wait_until(lambda: _slave_end(sout) == held, 10, "the frames before it applied")
+        master.kill()  # the slave's connection ends inside the frame
+        time.sleep(0.5)
+        assert _slave_end(sout) == held
+        proxy.held = None
+        proxy.cut.clear()
+        master = Child("master", tmp_path / "m", port, mout)
+        master.wait_ready()
+        n = len(_acks(mout))
+        wait_until(lambda: len(_acks(mout)) > n + 100, 20, "acks after the master restarted")
+        wait_until(lambda: _slave_end(sout) > held, 10, "the slave past the cut frame")
+    finally:
+        master.kill()
+        slave.kill()
+        proxy.close()
+    _check(tmp_path, mout)
+
+
+def test_kill_9_of_the_slave_holding_a_cut_record(tmp_path: Path) -> None:
+    port = _free_port()
+    mout, sout = tmp_path / "master.out", tmp_path / "slave.out"
+    proxy = HoldingProxy(port)
+    master = Child("master", tmp_path / "m", port, mout)
+    master.wait_ready()
+    slave = Child("slave", tmp_path / "s", proxy.port, sout)
+    try:
+        slave.wait_ready()
+        wait_until(lambda: len(_acks(mout)) > 100, 20, "acks")
+        proxy.cut.set()
+        wait_until(lambda: proxy.held is not None, 20, "half a frame sent")
+        held = proxy.held
+        assert held is not None
+        # Frames do not follow records: the slave's end is inside one.
+        wait_until(lambda: _slave_end(sout) == held, 10, "the frames before it applied")
+        slave.kill()
+        proxy.held = None
+        proxy.cut.clear()
+        slave = Child("slave", tmp_path / "s", proxy.port, sout)
+        slave.wait_ready()
+        ready = [int(x.split()[1]) for x in sout.read_text().splitlines()
+                 if x.startswith("READY ")]
+        assert ready[-1] <= held  # recovered to its last complete record
+        n = len(_acks(mout))
+        wait_until(lambda: len(_acks(mout)) > n + 100, 20, "acks after the slave restarted")
+        wait_until(lambda: _slave_end(sout) > held, 10, "the slave past the cut frame")
+    finally:
+        master.kill()
+        slave.kill()
+        proxy.close()
     _check(tmp_path, mout)

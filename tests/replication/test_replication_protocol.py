@@ -107,7 +107,10 @@ def seeded_slave(tmp_path: Path) -> Iterator[Seeded]:
 
 def _bad_header(end: int, first: int) -> st.SearchStrategy[bytes]:
     wrong_start = st.integers(-(1 << 63), I64).filter(lambda v: v not in (first, end))
+    garbage = st.binary(min_size=12, max_size=64).filter(
+        lambda b: struct.unpack(">q", b[:8])[0] not in (first, end))
     return st.one_of(
+        garbage,
         st.builds(_header, wrong_start, st.integers(0, 64)),
         st.builds(_header, st.just(end), st.integers(MAX_FRAME + 1, (1 << 31) - 1)),
         st.builds(_header, st.just(end), st.integers(-(1 << 31), -1)),

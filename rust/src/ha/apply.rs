@@ -15,7 +15,7 @@ use crate::log::commitlog::CommitLog;
 use crate::log::message::{BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, MAGIC_V1, MAGIC_V2};
 use crate::services::dispatch::Dispatcher;
 
-use super::wire::Frame;
+use super::wire::FrameRef;
 
 /// Why a frame was not applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +67,10 @@ pub struct Applier {
     /// The log's end when the connection began: bytes below it that come
     /// again are compared with this store's, not written.
     own_end: u64,
+    /// Where the master's file holding `next_rec` starts, once known (the
+    /// first frame of an empty log starts one, a blank ends one): names
+    /// the master's segment size when it differs from this store's.
+    master_file: Option<u64>,
 }
 
 impl Applier {
@@ -82,6 +86,7 @@ impl Applier {
             next_rec: own_end,
             cursor,
             own_end,
+            master_file: None,
         }
     }
 
@@ -99,7 +104,7 @@ impl Applier {
 
     /// Checks `f`, compares the part below this store's end with its own
     /// bytes, appends the rest; true if bytes were appended.
-    pub fn apply(&mut self, f: &Frame) -> Result<bool, ApplyError> {
+    pub fn apply(&mut self, f: &FrameRef<'_>) -> Result<bool, ApplyError> {
         let size = self.log.file_size() as u64;
         match self.cursor {
             None if f.start % size != 0 => {
@@ -135,9 +140,11 @@ impl Applier {
             )));
         }
         let walk_from = if empty { start } else { self.next_rec };
-        let next = self
-            .walk(walk_from, start, body)
+        let file = if empty { Some(start) } else { self.master_file };
+        let (next, file) = self
+            .walk(walk_from, start, body, file)
             .map_err(ApplyError::Fatal)?;
+        self.master_file = file;
         self.log
             .append_replica(start, body)
             .map_err(|e| ApplyError::Fatal(format!("cannot append replicated bytes: {e}")))?;
@@ -152,7 +159,7 @@ impl Applier {
 
     /// Compares the part of `f` below this store's end at connect with the
     /// bytes there; returns how many bytes of `f` were compared.
-    fn compare(&self, f: &Frame) -> Result<usize, ApplyError> {
+    fn compare(&self, f: &FrameRef<'_>) -> Result<usize, ApplyError> {
         if f.start >= self.own_end || f.body.is_empty() {
             return Ok(0);
         }
@@ -201,46 +208,67 @@ impl Applier {
     }
 
     /// Walks the record headers the frame completes from `from`; returns
-    /// where the next header starts, or why the layout differs.
-    fn walk(&self, mut r: u64, start: u64, body: &[u8]) -> Result<u64, String> {
+    /// where the next header starts and where the master's file holding it
+    /// starts (`file`: where the one holding `from` does, if known), or why
+    /// the layout differs.
+    fn walk(
+        &self,
+        mut r: u64,
+        start: u64,
+        body: &[u8],
+        mut file: Option<u64>,
+    ) -> Result<(u64, Option<u64>), String> {
         let size = self.log.file_size() as u64;
         let end = start + body.len() as u64;
         while r + 8 <= end {
             let mut h = [0u8; 8];
-            for (i, b) in h.iter_mut().enumerate() {
-                *b = self.byte_at(start, body, r + i as u64).unwrap_or(0);
+            if r >= start {
+                let at = (r - start) as usize;
+                h.copy_from_slice(&body[at..at + 8]);
+            } else {
+                // A header begun in an earlier frame.
+                for (i, b) in h.iter_mut().enumerate() {
+                    *b = self.byte_at(start, body, r + i as u64).unwrap_or(0);
+                }
             }
             let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
             let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
             let seg_end = r - r % size + size;
             if magic == BLANK_MAGIC {
                 if total < END_FILE_MIN_BLANK_LENGTH as i32 || r + total as u64 != seg_end {
+                    let blank_end = r + total.max(0) as u64;
+                    let theirs = match file {
+                        Some(f) if blank_end > f => format!("is {}", blank_end - f),
+                        _ => "is another".to_owned(),
+                    };
                     return Err(format!(
-                        "the master's end-of-segment blank at {r} ({total} bytes) ends at {}, \
-                         but this store's segment ends at {seg_end} (this store's \
-                         mapped_file_size_commit_log is {size}; the master's is another): \
-                         master and slave must use the same mapped_file_size_commit_log",
-                        r + total.max(0) as u64
+                        "the master's end-of-segment blank at {r} ({total} bytes) ends at \
+                         {blank_end}, but this store's segment ends at {seg_end} (this store's \
+                         mapped_file_size_commit_log is {size}; the master's {theirs}): \
+                         master and slave must use the same mapped_file_size_commit_log"
                     ));
                 }
                 r = seg_end;
+                file = Some(seg_end);
             } else if (magic == MAGIC_V1 || magic == MAGIC_V2) && total > 0 {
                 let rec_end = r + total as u64;
                 if rec_end + END_FILE_MIN_BLANK_LENGTH as u64 > seg_end {
                     return Err(format!(
                         "the record at {r} ({total} bytes) crosses the end of this store's \
                          segment at {seg_end} (this store's mapped_file_size_commit_log is \
-                         {size}; the master's segments are larger): master and slave must \
+                         {size}; the master's is larger than {size}): master and slave must \
                          use the same mapped_file_size_commit_log"
                     ));
                 }
                 r = rec_end;
             } else {
                 // Not a record header (damage the master kept): the walk
-                // resumes at the next segment, where records start again.
+                // resumes at the next segment, where records start again
+                // (if the master's segments end there: unknown).
                 r = seg_end;
+                file = None;
             }
         }
-        Ok(r)
+        Ok((r, file))
     }
 }

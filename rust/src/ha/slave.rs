@@ -1,13 +1,13 @@
 //! The slave's side (RocketMQ's `HAClient`): connect to the master, report
 //! at once (the start of its last complete record, so that the master sends
 //! that record again and the slave can compare it with its own), then at
-//! least every `heartbeat` and after every frame, apply whole frames, and
-//! close the connection
-//! (then connect again) when a frame breaks the protocol or nothing came
-//! for `housekeeping`. A fatal error (the segment sizes differ) stops
+//! least every `heartbeat` and after every read that moved its end, apply
+//! whole frames (many per read), and close the connection (then connect
+//! again) when a frame breaks the protocol or nothing came for
+//! `housekeeping`. A fatal error (the segment sizes differ) stops
 //! replication; [`ClientStatus::error`] says why.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -160,20 +160,19 @@ fn follow(
     }
     let mut last_report = Instant::now();
     let mut last_frame = Instant::now();
-    let mut buf = vec![0u8; 64 << 10];
     loop {
         if sig.is_stopped() {
             return End::Stopped;
         }
-        match s.read(&mut buf) {
+        match parser.read_from(s) {
             Ok(0) => return End::Closed("the master closed the connection".into()),
-            Ok(n) => parser.feed(&buf[..n]),
+            Ok(_) => {}
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return End::Closed(format!("read failed: {e}")),
         }
         loop {
-            match parser.next_frame() {
+            match parser.next_frame_ref() {
                 Ok(Some(f)) => {
                     last_frame = Instant::now();
                     status.last_frame_ms.store(now_ms(), Ordering::Release);

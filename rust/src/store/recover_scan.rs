@@ -203,9 +203,9 @@ impl Store {
             st.report.known_damaged.clone_from(&policy.known);
             st.policy = Some(policy);
             // Records in ranges written with the property CRC are checked
-            // for it by the scan and every read from here on.
-            s.commitlog()
-                .set_prop_crc_ranges(s.checkpoint().prop_crc_ranges().for_reads());
+            // for it by the scan and every read from here on, as far as
+            // the bytes still show them (docs/format.md §11).
+            s.vouch_prop_crc_ranges(rule.durable_mark.is_some());
             Ok(rule)
         })
     }
@@ -505,6 +505,29 @@ impl Store {
             rebuilt,
             missing: missing.max(0) as u64,
         })
+    }
+}
+
+impl Store {
+    /// Sets the property-CRC ranges the scan and reads check: the
+    /// checkpoint's, cut where the bytes stop showing them (another writer
+    /// wrote there, docs/format.md §11). The checkpoint keeps the cut list,
+    /// which a writer's recovery writes back.
+    fn vouch_prop_crc_ranges(&self, mark_valid: bool) {
+        let read = self.checkpoint().prop_crc_ranges().ranges;
+        let v = crate::log::commitlog::vouch_prop_crc_ranges(self.commitlog(), &read, mark_valid);
+        if let Some(p) = v.stale_from {
+            log::warn!(
+                "the checkpoint's property-CRC ranges {read:?} no longer describe the CommitLog \
+                 from offset {p} (another writer wrote there without the property): it is \
+                 checked below {p} only, in {:?}",
+                v.ranges
+            );
+        }
+        self.checkpoint()
+            .update_prop_crc_ranges(|r| r.ranges.clone_from(&v.ranges));
+        self.commitlog()
+            .set_prop_crc_ranges(self.checkpoint().prop_crc_ranges().for_reads());
     }
 }
 

@@ -9,6 +9,7 @@ use std::path::Path;
 use memmap2::Mmap;
 
 use crate::error::{Result, StoreError};
+use crate::log::commitlog::{vouch_prop_crc_ranges, LogBytes};
 use crate::log::message::{parse_record, parse_valid_record, Parsed, RecordView};
 use crate::paths;
 
@@ -90,23 +91,25 @@ impl CommitLog {
         }
         let checkpoint =
             crate::checkpoint::Checkpoint::load_read_only(&paths::checkpoint_file(root)).ok();
-        let prop_crc = checkpoint
+        let mark = checkpoint.as_ref().and_then(|c| c.durable_mark());
+        let read = checkpoint
             .as_ref()
             .map(|c| c.prop_crc_ranges().ranges)
             .unwrap_or_default();
-        let known_damaged = checkpoint
-            .and_then(|c| c.durable_mark())
-            .map(|m| m.damaged)
-            .unwrap_or_default();
-        Ok(Self {
+        let known_damaged = mark.as_ref().map(|m| m.damaged.clone()).unwrap_or_default();
+        let mut log = Self {
             segment,
             files,
             start,
             end,
-            prop_crc,
+            prop_crc: Vec::new(),
             complete,
             known_damaged,
-        })
+        };
+        // As far as the bytes still show them, as a store's recovery does
+        // (docs/format.md §11).
+        log.prop_crc = vouch_prop_crc_ranges(&log, &read, mark.is_some()).ranges;
+        Ok(log)
     }
 
     /// True when `off` lies in a damaged range a recovery skipped.
@@ -184,4 +187,20 @@ pub(super) fn be_i32(b: &[u8], at: usize) -> Option<i32> {
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 pub(super) fn be_i64(b: &[u8], at: usize) -> Option<i64> {
     Some(i64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+impl LogBytes for CommitLog {
+    fn segment(&self) -> u64 {
+        self.segment
+    }
+
+    fn first_offset(&self) -> Option<u64> {
+        self.files.keys().next().copied()
+    }
+
+    fn peek<R>(&self, phy: u64, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let (&base, map) = self.files.range(..=phy).next_back()?;
+        let pos = usize::try_from(phy - base).ok()?;
+        map.get(pos..).map(f)
+    }
 }

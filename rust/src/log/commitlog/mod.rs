@@ -22,6 +22,8 @@
 //!   older log a cut left behind (then the log ends at the damage).
 //! - `read.rs`: reads of one record ([`RecordRead`]) and following a writer.
 //! - `replica.rs`: a slave's append of bytes copied from its master.
+//! - `prop_ranges.rs`: whether the checkpoint's property-CRC ranges still
+//!   describe the bytes.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -42,6 +44,7 @@ mod append;
 mod batch;
 mod damage;
 mod older_log;
+mod prop_ranges;
 mod read;
 mod replica;
 mod scan;
@@ -49,6 +52,7 @@ mod scan;
 pub use append::Prepared;
 pub use batch::{BatchInput, BatchOutcome, BatchRefusal};
 pub use damage::{Damage, DamagePolicy, DurableBound};
+pub use prop_ranges::{vouch_prop_crc_ranges, LogBytes};
 pub use read::{check_read_record, RecordAt, RecordRead, PROP_CRC_MISMATCH};
 pub use scan::{account_record, ScanReport};
 

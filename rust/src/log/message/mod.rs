@@ -54,8 +54,8 @@ pub use encode::{
 pub use fields::{BatchProperties, MessageFields};
 pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};
 pub use prop_crc::{
-    has_prop_crc, prop_crc_digits, prop_crc_extra, prop_crc_ok, strip_prop_crc, PROP_CRC_LEN,
-    PROP_CRC_MISMATCH, PROP_CRC_NAME,
+    has_prop_crc, has_prop_crc_trailer, is_prop_crc_trailer, prop_crc_digits, prop_crc_extra,
+    prop_crc_ok, strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
 };
 pub use properties::{find_property, iter_properties, PropertiesBuilder, PropertyError};
 pub use rules::{
@@ -419,6 +419,30 @@ mod tests {
         );
         assert_eq!(n, len);
         buf
+    }
+
+    /// The shape a writer with the property leaves, whatever its value;
+    /// a record without it (a RocketMQ 4.9 writer's) has none.
+    #[test]
+    fn prop_crc_trailer_shape() {
+        let rec = record_with_crc(b"A\x011");
+        let v = match parse_record(&rec, false) {
+            Parsed::Record(v) => v,
+            other => panic!("{other:?}"),
+        };
+        assert!(has_prop_crc_trailer(&rec, &v.properties));
+        assert!(is_prop_crc_trailer(&rec[rec.len() - PROP_CRC_LEN..]));
+        let mut wrong_value = rec.clone();
+        let n = wrong_value.len();
+        wrong_value[n - 2] = b'9' - (wrong_value[n - 2] - b'0');
+        assert!(has_prop_crc_trailer(&wrong_value, &v.properties));
+        for at in [n - 20, n - 12, n - 11, n - 1] {
+            let mut m = rec.clone();
+            m[at] ^= 0x40;
+            assert!(!has_prop_crc_trailer(&m, &v.properties), "byte {at}");
+        }
+        assert!(!is_prop_crc_trailer(&rec[rec.len() - PROP_CRC_LEN - 1..]));
+        assert!(!has_prop_crc_trailer(&rec, &(v.properties.start..n - 1)));
     }
 
     #[test]

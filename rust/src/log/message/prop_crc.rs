@@ -86,6 +86,30 @@ pub fn prop_crc_ok(rec: &[u8], props: &std::ops::Range<usize>) -> bool {
     (crc32fast::hash(head) & 0x7FFF_FFFF) == value
 }
 
+/// True when `t` (20 bytes) has the shape of a property CRC: the name,
+/// `0x01`, ten ASCII digits and `0x02` (whatever value the digits hold).
+#[inline]
+pub fn is_prop_crc_trailer(t: &[u8]) -> bool {
+    t.len() == PROP_CRC_LEN
+        && t.starts_with(PROP_CRC_NAME)
+        && t.get(PROP_CRC_NAME.len()) == Some(&NAME_VALUE_SEPARATOR)
+        && t.last() == Some(&PROPERTY_SEPARATOR)
+        && t.get(PROP_CRC_NAME.len() + 1..PROP_CRC_LEN - 1)
+            .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+}
+
+/// True when the record `rec` (its properties at `props`) ends with
+/// something shaped like a property CRC, matching or not: it was written
+/// by a writer that appends the property.
+#[inline]
+pub fn has_prop_crc_trailer(rec: &[u8], props: &std::ops::Range<usize>) -> bool {
+    props.end == rec.len()
+        && props.len() >= PROP_CRC_LEN
+        && rec
+            .get(rec.len() - PROP_CRC_LEN..)
+            .is_some_and(is_prop_crc_trailer)
+}
+
 /// `props` without any `__CRC32#` property; every other byte as it was.
 pub fn strip_prop_crc(props: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(props.len());
