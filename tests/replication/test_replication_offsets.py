@@ -264,6 +264,25 @@ def test_an_offsets_port_in_use_refuses_the_open_and_releases_the_store(tmp_path
         assert m.ha_offsets_port == port
 
 
+
+def test_a_default_offsets_port_in_use_is_logged_and_the_store_runs(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1] - 1  # the HA port whose + 1 is taken
+        with caplog.at_level(logging.WARNING, logger="rocketstore"):
+            try:
+                m = MessageStore(master_config(tmp_path / "m", sync=False,
+                                               ha_listen_port=port)).start()
+            except OSError:
+                pytest.skip(f"port {port} itself is in use")
+            with m:
+                assert m.ha_port == port and m.ha_offsets_port is None
+                m.put("T", b"x", 0)
+        assert any("cannot serve offsets" in r.getMessage() for r in caplog.records)
+
+
 @pytest.mark.parametrize("request_bytes", [b"", b"RSOQ", b"GET / HTTP/1.0\r\n\r\n",
                                            b"RSOQ\x00\x00\x00\x02"])
 def test_a_bad_request_is_closed_unanswered(tmp_path: Path, request_bytes: bytes) -> None:

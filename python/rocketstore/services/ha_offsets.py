@@ -146,7 +146,17 @@ def start_offsets_sync(store: MessageStore) -> OffsetsSyncService | None:
             return None
         service = OffsetsSyncService(store)
     else:
-        if n.start_ha_offsets() is None:
+        try:
+            port = n.start_ha_offsets()
+        except OSError as e:
+            if cfg.ha_offsets_port is not None:
+                raise  # a port set on purpose must be had
+            # The default port (the HA port + 1) is taken: the store runs,
+            # its slaves get no offsets.
+            log.warning("HA: cannot serve offsets on the HA port + 1: %s; slaves get no "
+                        "offsets (set ha_offsets_port to a free port)", e)
+            return None
+        if port is None:
             return None
         service = OffsetsSyncService(store)
         service.publish(store)
