@@ -28,6 +28,8 @@ from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits, OffsetsFoldService
 from rocketstore.services.dispatch import DispatchService
 from rocketstore.services.failover import PromoteWatchService
+from rocketstore.services.ha_offsets import start_offsets_sync
+from rocketstore.services.ha_status import start_status
 from rocketstore.services.recovery import RecoveryService
 from rocketstore.services.retention import RetentionService
 from rocketstore.services.schedule import ScheduleService
@@ -122,6 +124,8 @@ def open_store(store: MessageStore) -> None:
             store._services.append(service)
         try:
             native.start_ha()
+            start_offsets_sync(store)
+            start_status(store)
         except BaseException:
             close_store(store)
             raise

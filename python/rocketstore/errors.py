@@ -40,6 +40,7 @@ __all__ = [
     "PoisonedError",
     "ReadOnlyStoreError",
     "RecoveryOrderError",
+    "SlaveOffsetsError",
     "StoreClosedError",
     "StoreError",
     "StoreLockedError",
@@ -95,6 +96,16 @@ class NotAStoreError(StoreError, FileNotFoundError):
 
 class ReadOnlyStoreError(StoreError):
     """A write was attempted on a store opened with ``read_only=True``."""
+
+
+class SlaveOffsetsError(ReadOnlyStoreError):
+    """A commit (or reset, or delete) of consumer offsets on a ``SLAVE`` store.
+
+    A slave's consumer offsets are its master's, replaced by each sync
+    (``docs/format.md`` §21.7): commit on the master. Consumers on a slave
+    read as anywhere, starting from the synced offsets; their auto-commits
+    keep the positions in the consumer only.
+    """
 
 
 class RecoveryOrderError(StoreError):

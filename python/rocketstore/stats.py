@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from rocketstore import _native
 from rocketstore._native import NativeStore, RuntimeSample
+from rocketstore.services.ha_status import read_status
 from rocketstore.services.retention import disk_usage_ratio
 
 if TYPE_CHECKING:
@@ -162,8 +163,10 @@ class StoreStats:
     queues: tuple[QueueStats, ...]
 
     #: Replication's state (``MessageStore.ha_status()``: the role, a master's
-    #: slaves and their lag, a slave's master, lag and errors; docs/format.md §21.6).
-    #: None in a reader, which cannot see the writer's connections.
+    #: slaves and their lag, a slave's master, lag and errors, the offsets sync;
+    #: docs/format.md §21.6). In a reader, which cannot see the writer's
+    #: connections, what the running writer last wrote to ``config/haStatus.json``
+    #: (with ``as_of``, seconds since the epoch); None without one.
     replication: dict[str, Any] | None = None
 
     @property
@@ -297,7 +300,8 @@ def sample(
         writeable=writeable,
         dispatch_running=raw.dispatch_running,
         queues=queues,
-        replication=None if read_only else native.ha_status(),
+        replication=(native.ha_status() if not read_only
+                     else read_status(store_path / "config") if writer else None),
     )
 
 

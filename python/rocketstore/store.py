@@ -38,7 +38,7 @@ from rocketstore._native import (
 from rocketstore._store_reads import UnknownTopics
 from rocketstore.aio import StoreThreads
 from rocketstore.config.files import TopicConfigs
-from rocketstore.config.store_config import StoreConfig
+from rocketstore.config.store_config import BrokerRole, StoreConfig
 from rocketstore.consumers import group_members, groups, store_commits
 from rocketstore.consumers.async_consumer import AsyncConsumer
 from rocketstore.consumers.consumer import Consumer, Listener, Strategy
@@ -303,6 +303,13 @@ class MessageStore(MessageStoreBase):
         """True when commits reach ``config/consumerOffset.json`` (not ``no_write``)."""
         return not self._no_write
 
+    def _offsets_refusal(self) -> str | None:
+        """Why consumer offsets may not be committed here: a SLAVE's are its master's."""
+        if self._config.broker_role is BrokerRole.SLAVE:
+            return ("this store is a SLAVE: its consumer offsets are its master's, replaced "
+                    "by each offsets sync (docs/format.md §21.7); commit on the master")
+        return None
+
     @property
     def recovery_report(self) -> RecoveryReport | None:
         """What :meth:`start` found and repaired."""
@@ -337,6 +344,15 @@ class MessageStore(MessageStoreBase):
         Set ``ha_listen_port=0`` to have a free port picked; see docs/format.md §21.
         """
         return self._n.ha_port
+
+    @property
+    def ha_offsets_port(self) -> int | None:
+        """The port a master serves its consumer and delay offsets on (None: not serving).
+
+        ``ha_offsets_port`` (default: the HA port + 1; 0 picks a free port); see
+        docs/format.md §21.7.
+        """
+        return self._n.ha_offsets_port
 
     def ha_status(self) -> dict[str, Any]:
         """Replication's state now.

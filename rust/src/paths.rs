@@ -51,6 +51,9 @@ pub const CONFIG_DIR: &str = "config";
 pub const CONSUMER_OFFSET_FILE: &str = "consumerOffset.json";
 /// Delayed-delivery progress, in [`CONFIG_DIR`].
 pub const DELAY_OFFSET_FILE: &str = "delayOffset.json";
+/// A replicating writer's `ha_status` for other processes, in
+/// [`CONFIG_DIR`] (rocketstore's; docs/format.md §21.6).
+pub const HA_STATUS_FILE: &str = "haStatus.json";
 /// Topic configurations, in [`CONFIG_DIR`].
 pub const TOPICS_FILE: &str = "topics.json";
 /// Subscription groups, in [`CONFIG_DIR`] (a broker's; never written here).

@@ -94,6 +94,10 @@ SPEC_DEFAULTS: dict[str, Any] = {
     "ha_transfer_batch_size": 32768,
     "ha_slave_fallbehind_max": 256 * 1024 * 1024,
     "ha_new_slave_from_first_file": False,
+    # ours: the offsets sync (docs/format.md §21.7)
+    "ha_offsets_port": None,
+    "ha_offsets_master_address": None,
+    "ha_offsets_interval": 3000,
     # 5.x only
     "max_recovery_commitlog_files": 30,
     "auto_message_version_on_topic_len": True,
@@ -595,6 +599,8 @@ def test_every_field_round_trips_through_its_rocketmq_name() -> None:
         "max_store_size_bytes",
         "ha_listen_port",
         "ha_master_address",
+        "ha_offsets_port",
+        "ha_offsets_master_address",
     }
     assert len(props) == len(dataclasses.fields(StoreConfig)) - len(none_fields)
     for key, value in props.items():

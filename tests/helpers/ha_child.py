@@ -11,7 +11,16 @@ other statuses print ``STORED <status>``.
 ``127.0.0.1:PORT``, prints ``READY <max_phy>`` and then its CommitLog end
 every 50 ms until killed.
 
-Both use the short intervals and segment size of ``ha_util``.
+``omaster``: opens an ASYNC_MASTER listening on ``127.0.0.1:PORT`` (its
+offsets on ``PORT + 1``), prints ``READY <max_phy>``, puts one message
+delayed by level 1, then puts messages (topic ``T``, 4 queues) until
+killed; after every 5 it commits group ``G``'s next offsets durably and
+prints ``COMMIT <queue id> <next offset>`` per queue.
+
+``oslave``: a SLAVE of ``127.0.0.1:PORT`` fetching offsets every 100 ms;
+prints ``READY <max_phy>`` and then sleeps until killed.
+
+All use the short intervals and segment size of ``ha_util``.
 """
 
 from __future__ import annotations
@@ -55,12 +64,44 @@ def run_slave(path: str, port: int) -> None:
         time.sleep(0.05)
 
 
+#: The offsets sync's interval and delay levels of ``omaster``/``oslave``.
+OFFSETS = {"ha_offsets_interval": 100, "message_delay_level": "1s 2s"}
+
+
+def run_offsets_master(path: str, port: int) -> None:
+    store = MessageStore(master_config(path, sync=False, ha_listen_port=port,
+                                       **OFFSETS)).start()
+    out = sys.stdout
+    out.write(f"READY {store.max_phy_offset}\n")
+    out.flush()
+    store.put("T", b"delayed", 0, delay_level=1)
+    ends = {q: store.get_max_offset_in_queue("T", q) for q in range(4)}
+    i = 0
+    while True:
+        store.put("T", f"m{i}".encode() * 20, i % 4)
+        i += 1
+        if i % 5 == 0:
+            ends = {q: store.get_max_offset_in_queue("T", q) for q in range(4)}
+            store.commit_offsets("G", "T", ends)
+            store.persist_offsets()
+            out.write("".join(f"COMMIT {q} {o}\n" for q, o in ends.items()))
+            out.flush()
+            time.sleep(0.01)
+
+
+def run_offsets_slave(path: str, port: int) -> None:
+    store = MessageStore(slave_config(path, port, **OFFSETS)).start()
+    sys.stdout.write(f"READY {store.max_phy_offset}\n")
+    sys.stdout.flush()
+    while True:
+        time.sleep(1)
+
+
 def main() -> int:
     role, path, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    if role == "master":
-        run_master(path, port)
-    else:
-        run_slave(path, port)
+    run = {"master": run_master, "slave": run_slave, "omaster": run_offsets_master,
+           "oslave": run_offsets_slave}[role]
+    run(path, port)
     return 0
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from rocketstore import _native
 from rocketstore.cli._common import (
     CliError,
     _json_flag,
@@ -36,6 +37,7 @@ from rocketstore.cli._common import (
 )
 from rocketstore.consumers.group_members import expire_members
 from rocketstore.consumers.groups import GroupLag, ResetTarget
+from rocketstore.services.ha_status import read_status
 
 
 def _short(member_id: str) -> str:
@@ -154,6 +156,11 @@ def groups(path: Path, group: str | None, topic: str | None, reset: bool, to_ear
                       or to_time is not None or dry_run):
         raise CliError("--to-... and --dry-run go with --reset-offsets")
     changing = (reset and not dry_run) or delete
+    if changing and _native.writer_running(str(path)):
+        status = read_status(path / _native.CONFIG_DIR)
+        if status is not None and status.get("role") == "SLAVE":
+            raise CliError("the store is a running SLAVE: its consumer offsets are its "
+                           "master's, replaced by each offsets sync; change them on the master")
     with _open_read_only(path, no_write=not changing) as store:
         if delete:
             assert group is not None

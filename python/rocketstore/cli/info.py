@@ -30,6 +30,8 @@ from rocketstore.cli._common import (
     _store_path,
     main,
 )
+from rocketstore.cli._replication import replication_view
+from rocketstore.services.ha_status import read_status
 from rocketstore.store import MessageStore, RecoveryReport
 
 # -- info ---------------------------------------------------------------------------
@@ -115,8 +117,10 @@ def info(path: Path, as_json: bool) -> None:
     Files and offsets, how the last writer stopped (the abort file), the
     checkpoint times (how far the CommitLog, the consume queues and the index
     are known to be on disk), the recovery report, every topic and queue
-    with its min/max offsets, and the consumer groups with their lag
-    ('rocketstore groups' shows them per queue). Exits 2 if PATH is not a store.
+    with its min/max offsets, the consumer groups with their lag
+    ('rocketstore groups' shows them per queue), and replication as the
+    running writer last wrote it (config/haStatus.json: role, slaves or
+    master, lag, the offsets sync). Exits 2 if PATH is not a store.
     """
     running = _writer_running(path)
     geometry: dict[str, Any] = dict(_index_geometry(path, None, None))
@@ -149,6 +153,7 @@ def info(path: Path, as_json: bool) -> None:
             "topics": _topic_rows(queues),
             "queues": queues,
             "consumer_groups": [g.as_dict() for g in store.consumer_groups()],
+            "replication": read_status(path / "config") if running else None,
         }
     if as_json:
         _print_json(data)
@@ -189,6 +194,7 @@ def _print_info(path: Path, data: dict[str, Any], report: RecoveryReport | None)
     ) if groups else "none")
     out.print(table)
     out.print(Text(_CHECKPOINT_NOTE, style="dim"), soft_wrap=True)
+    out.print(replication_view(data["replication"]))
     queues = data["queues"]
     if not queues:
         out.print("no queues")

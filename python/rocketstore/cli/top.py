@@ -2,8 +2,9 @@
 
 Every ``--interval`` seconds the view takes one :meth:`MessageStore.stats`
 sample of the store (opened read-only, so a writer may run) and shows the
-put rates of the last interval, the dispatch and flush lag, the disk, the
-busiest queues with their ends, and the consumer groups' lag
+put rates of the last interval, the dispatch and flush lag, the disk,
+replication (the writer's ``config/haStatus.json``: role, slaves or master,
+lag, the offsets sync), the busiest queues with their ends, and the consumer groups' lag
 (:meth:`MessageStore.consumer_groups`: committed offset, end, lag, and how
 fast each group's commits move). On a terminal
 the view redraws in place until Ctrl-C (exit 0; the terminal is restored);
@@ -35,6 +36,7 @@ from rocketstore.cli._common import (
     _store_path,
     main,
 )
+from rocketstore.cli._replication import replication_view
 from rocketstore.consumers.groups import GroupLag
 from rocketstore.stats import QueueStats, StoreStats
 from rocketstore.store import MessageStore
@@ -240,8 +242,8 @@ def _view(f: _Frame, interval: float, with_rates: bool, limit: int, live: bool) 
     title = Text(f"rocketstore top  {f.path}  ", style="bold")
     title.append(f"{stamp}, every {interval:g} s" + (" (Ctrl-C quits)" if live else ""),
                  style="dim")
-    return Group(title, _summary(f, with_rates), _queue_table(f, with_rates, limit),
-                 _lag_table(f, with_rates, limit))
+    return Group(title, _summary(f, with_rates), replication_view(s.replication),
+                 _queue_table(f, with_rates, limit), _lag_table(f, with_rates, limit))
 
 
 def _frame_json(f: _Frame) -> dict[str, Any]:

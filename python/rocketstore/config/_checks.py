@@ -338,6 +338,7 @@ _PERIODS: Final = (
     "slave_timeout",
     "ha_send_heartbeat_interval",
     "ha_housekeeping_interval",
+    "ha_offsets_interval",
     "put_message_timeout",
     "os_page_cache_busy_time_out_mills",
 )
@@ -444,6 +445,11 @@ def _check_ratios_and_ports(cfg: StoreConfig) -> None:
 def _check_ha(cfg: StoreConfig) -> None:
     if cfg.ha_listen_port is not None:
         in_range("ha_listen_port", cfg.ha_listen_port, 0, _MAX_PORT)
+    if cfg.ha_offsets_port is not None:
+        in_range("ha_offsets_port", cfg.ha_offsets_port, 0, _MAX_PORT)
+    elif cfg.ha_listen_port == _MAX_PORT:
+        bad("ha_offsets_port", None, f"must be set when ha_listen_port is {_MAX_PORT} "
+            "(the default is the HA port + 1)")
     if not is_ip_literal(cfg.ha_listen_address):
         bad("ha_listen_address", cfg.ha_listen_address, "must be an IP address")
     in_range("ha_transfer_batch_size", cfg.ha_transfer_batch_size, 1, 4 << 20)
@@ -452,11 +458,12 @@ def _check_ha(cfg: StoreConfig) -> None:
         if item and not _is_network(item):
             bad("ha_allowed_slaves", cfg.ha_allowed_slaves,
                 f"{item!r} is not an address or network")
-    master = cfg.ha_master_address
-    if master is not None:
-        host, sep, port = master.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) <= _MAX_PORT:
-            bad("ha_master_address", master, 'must be "host:port"')
+    for name in ("ha_master_address", "ha_offsets_master_address"):
+        master = getattr(cfg, name)
+        if master is not None:
+            host, sep, port = master.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) <= _MAX_PORT:
+                bad(name, master, 'must be "host:port"')
 
 
 def _is_network(item: str) -> bool:

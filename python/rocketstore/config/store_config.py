@@ -406,6 +406,16 @@ class StoreConfig:
     #: A new slave (reporting offset 0) starts at the master's first CommitLog file
     #: instead of its last one (RocketMQ's rule).
     ha_new_slave_from_first_file: bool = False
+    #: Port a master serves its consumer and delay offsets on for rocketstore slaves
+    #: (docs/format.md §21.7); None: the HA port + 1 (a free one beside a free HA
+    #: port); 0 picks a free one (read it back as ``store.ha_offsets_port``).
+    ha_offsets_port: int | None = None
+    #: ``host:port`` a SLAVE fetches its master's offsets from; None: the host of
+    #: ``ha_master_address``, its port + 1.
+    ha_offsets_master_address: str | None = None
+    #: How often a SLAVE fetches its master's offsets (and a master renews what it
+    #: serves), ms.
+    ha_offsets_interval: int = 3000
     #: Slave checks pull offsets against its own store.
     #: *Inert*: no effect in rocketstore (warns once when set).
     offset_check_in_slave: bool = False

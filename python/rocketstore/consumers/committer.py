@@ -6,7 +6,10 @@ store's ``commit_offsets`` — every queue in one call, so a write of
 ``consumerOffset.json`` holds them together — and, when ``sync``, makes
 them durable with ``persist_offsets``. A store that writes no offsets
 (``read_only`` with ``no_write=True``) keeps them in this consumer only, and
-the first explicit commit warns so. Auto-commits are due every
+the first explicit commit warns so. On a ``SLAVE`` store, whose offsets are
+its master's (``docs/format.md`` §21.7), an explicit commit raises
+:class:`~rocketstore.SlaveOffsetsError` and auto-commits keep the
+positions in this consumer only. Auto-commits are due every
 ``auto_commit_interval`` seconds, checked by the consumer's polls (there is
 no timer thread).
 """
@@ -21,7 +24,7 @@ from rocketstore._checks import I32_MAX, I64_MAX
 from rocketstore.config.files import _check_int
 from rocketstore.consumers._contract import ConsumerStore
 from rocketstore.consumers.offsets import Fence
-from rocketstore.errors import ReadOnlyStoreError
+from rocketstore.errors import ReadOnlyStoreError, SlaveOffsetsError
 
 __all__ = ["Committer", "check_offset", "offsets_arg"]
 
@@ -85,6 +88,12 @@ class Committer:
         its refusal, a later write drops refused entries with a warning.
         """
         store, group, topic = self._store, self._group, self._topic
+        refusal = getattr(store, "_offsets_refusal", lambda: None)()
+        if refusal is not None:
+            if explicit:
+                raise SlaveOffsetsError(f"cannot commit offsets: {refusal}")
+            self.committed.update(todo)
+            return
         writable = self.writable()
         if not explicit and self.durable_auto_commit:
             sync = True

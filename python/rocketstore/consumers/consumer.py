@@ -665,7 +665,12 @@ class Consumer:
         the check runs under the offsets file's lock, before anything is
         written (``docs/format.md``, §13.2).
 
+        On a ``SLAVE`` store the offsets are its master's (``docs/format.md``
+        §21.7): ``commit()`` raises; auto-commits keep the positions in
+        this consumer only.
+
         Raises:
+            SlaveOffsetsError: the store is a ``SLAVE``; nothing is recorded.
             FencedError: another member owns one of the queues now (this
                 member's lease lapsed, or it never owned it); nothing of
                 this commit is written.

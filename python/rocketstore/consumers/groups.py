@@ -28,7 +28,7 @@ from rocketstore.config.files import StrPath
 from rocketstore.consumers.group_members import GroupMemberInfo, GroupView, group_members
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable, check_group, check_topic
 from rocketstore.consumers.offsets import ConsumerGroupLock
-from rocketstore.errors import ReadOnlyStoreError
+from rocketstore.errors import ReadOnlyStoreError, SlaveOffsetsError
 
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
@@ -374,6 +374,8 @@ def reset_consumer_group(
             call naming a group or topic), a bad ``to``, or a group
             without committed offsets and no ``topic``.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
+        SlaveOffsetsError: the store is a ``SLAVE`` (its offsets are its
+            master's, docs/format.md §21.7).
     """
     _check_offsets_writable(store, dry_run)
     return _reset(store, group, to, topic, dry_run)
@@ -390,6 +392,7 @@ def delete_consumer_group(store: MessageStore, group: str, *,
         ValueError / TypeError: a name :meth:`OffsetKey.of
             <rocketstore.consumers.offset_table.OffsetKey.of>` refuses.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
+        SlaveOffsetsError: the store is a ``SLAVE``.
     """
     _check_offsets_writable(store, False)
     return _delete(store, group, topic)
@@ -420,3 +423,6 @@ def _check_offsets_writable(store: MessageStore, dry_run: bool) -> None:
     store._n  # noqa: B018 - raises StoreClosedError when closed
     if store.no_write and not dry_run:
         raise ReadOnlyStoreError("cannot change offsets in a store opened no_write=True")
+    refusal = store._offsets_refusal()
+    if refusal is not None and not dry_run:
+        raise SlaveOffsetsError(f"cannot change offsets: {refusal}")

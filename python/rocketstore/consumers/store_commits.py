@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from rocketstore.consumers.offset_table import OffsetKey, OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets, Fence
-from rocketstore.errors import ReadOnlyStoreError, StoreError
+from rocketstore.errors import ReadOnlyStoreError, SlaveOffsetsError, StoreError
 from rocketstore.services.base import ServiceThread
 
 if TYPE_CHECKING:
@@ -128,6 +128,8 @@ def commit_offsets(store: MessageStore, group: str, topic: str,
             store does not hold, a queue id outside ``[0, 2**31 - 1]``
             or an offset outside ``[0, 2**63 - 1]`` or not an int.
         ReadOnlyStoreError: the store was opened ``no_write=True``.
+        SlaveOffsetsError: the store is a ``SLAVE`` (its offsets are its
+            master's, docs/format.md §21.7).
     """
     commit_fenced(store, group, topic, offsets, None, sync=False)
 
@@ -140,6 +142,9 @@ def commit_fenced(store: MessageStore, group: str, topic: str, offsets: Mapping[
     n = store._n
     if store.no_write:
         raise ReadOnlyStoreError("cannot commit offsets in a store opened no_write=True")
+    refusal = store._offsets_refusal()
+    if refusal is not None:
+        raise SlaveOffsetsError(f"cannot commit offsets: {refusal}")
     # The names rule, then the read rule: a name that breaks the topic
     # rule is refused unless the store holds that topic (ValueError).
     key = OffsetKey.of(group, topic)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from rocketstore import _native
 from rocketstore.config.store_config import BrokerRole
 from rocketstore.services.base import ServiceThread
+from rocketstore.services.ha_offsets import OffsetsSyncService, start_offsets_sync
 from rocketstore.services.schedule import ScheduleService
 
 if TYPE_CHECKING:
@@ -52,13 +53,23 @@ def request_paths(store_path: str | os.PathLike[str]) -> tuple[Path, Path]:
 def promote_store(store: MessageStore) -> dict[str, Any]:
     """Promote the running slave ``store`` (see ``MessageStore.promote``)."""
     with _PROMOTING:
+        # The old master's offsets stop here: nothing synced may overwrite
+        # this store's own commits once it is a master.
+        syncs = [s for s in store._services if isinstance(s, OffsetsSyncService)]
+        for sync in syncs:
+            sync.stop_applying()
         result: dict[str, Any] = store._n.promote()
         store._config = store._config.replace(broker_role=BrokerRole.ASYNC_MASTER)
+        for sync in syncs:
+            sync.shutdown()
+            store._services.remove(sync)
         if not any(isinstance(s, ScheduleService) for s in store._services):
             # Delayed delivery runs on a master, from the delay offsets on disk.
             schedule = ScheduleService.for_store(store)
             schedule.start()
             store._services.append(schedule)
+        # A master serves its offsets to its own slaves (when it listens).
+        start_offsets_sync(store)
     return result
 
 

@@ -42,6 +42,9 @@ struct Conn {
     /// Where sending starts, from the slave's first report (-1 until it came).
     request: AtomicI64,
     closed: AtomicBool,
+    /// Its last report was `fallbehind_max` or more behind (logged once
+    /// per change of this state).
+    behind: AtomicBool,
 }
 
 impl Conn {
@@ -188,6 +191,7 @@ fn accept(
         slave: acks.add(peer),
         request: AtomicI64::new(-1),
         closed: AtomicBool::new(false),
+        behind: AtomicBool::new(false),
     });
     let mut ts = threads.lock();
     ts.retain(|t| !t.is_finished());
@@ -253,6 +257,7 @@ fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: 
                             c.request.store(start as i64, Ordering::Release);
                         }
                         acks.report(&c.slave, off);
+                        log_behind(c, log.max_offset().saturating_sub(off), opts);
                     }
                     Ok(None) => {}
                     Err(why) => {
@@ -280,6 +285,25 @@ fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: 
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return c.close(acks, &format!("read failed: {e}")),
         }
+    }
+}
+
+/// Logs a slave falling `ha_slave_fallbehind_max` behind, and catching up
+/// again, once per change.
+fn log_behind(c: &Conn, lag: u64, opts: &HaOptions) {
+    let behind = lag >= opts.fallbehind_max;
+    if c.behind.swap(behind, Ordering::AcqRel) == behind {
+        return;
+    }
+    if behind {
+        log::warn!(
+            "HA: slave {} fell behind: {lag} bytes (ha_slave_fallbehind_max {}); \
+             SYNC_MASTER puts are SLAVE_NOT_AVAILABLE while no slave is closer",
+            c.slave.addr,
+            opts.fallbehind_max
+        );
+    } else {
+        log::info!("HA: slave {} caught up ({lag} bytes behind)", c.slave.addr);
     }
 }
 

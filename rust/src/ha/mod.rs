@@ -20,6 +20,8 @@
 //! - `apply.rs`: a slave's checks and append of one frame.
 //! - `master.rs`: the listener and one thread pair per connected slave.
 //! - `slave.rs`: the slave's client loop (connect, report, apply, reconnect).
+//! - `offsets_wire.rs`: the offsets sync's bytes (request, snapshot).
+//! - `offsets.rs`: the offsets sync's listener (master) and fetch (slave).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
@@ -27,6 +29,8 @@ use std::time::Duration;
 pub mod acks;
 pub mod apply;
 pub mod master;
+pub mod offsets;
+pub mod offsets_wire;
 pub mod slave;
 pub mod wire;
 
@@ -156,6 +160,13 @@ pub struct HaOptions {
     /// A new slave (reporting 0) starts at the master's first file instead
     /// of its last one.
     pub new_slave_from_first_file: bool,
+    /// Port a master serves its offsets on (docs/format.md §21.7); `None`:
+    /// no offsets listener; 0 picks a free one.
+    pub offsets_port: Option<u16>,
+    /// `host:port` a slave fetches its master's offsets from (None: none).
+    pub offsets_address: Option<String>,
+    /// How often a slave fetches the offsets.
+    pub offsets_interval: Duration,
 }
 
 impl Default for HaOptions {
@@ -172,6 +183,9 @@ impl Default for HaOptions {
             fallbehind_max: 256 << 20,
             slave_timeout: Duration::from_millis(3000),
             new_slave_from_first_file: false,
+            offsets_port: None,
+            offsets_address: None,
+            offsets_interval: Duration::from_millis(3000),
         }
     }
 }

@@ -211,10 +211,34 @@ fn ha_options(f: &Fields<'_, '_>) -> PyResult<HaOptions> {
             ))
         })?);
     }
+    let offsets_port = match f.get("ha_offsets_port")?.is_none() {
+        false => Some(u16::try_from(f.u64("ha_offsets_port")?).map_err(|_| {
+            PyValueError::new_err("StoreConfig.ha_offsets_port must be 0 to 65535")
+        })?),
+        // The HA port + 1 (a free one beside a free HA port).
+        true => match listen_port {
+            None => None,
+            Some(0) => Some(0),
+            Some(p) => Some(p.checked_add(1).ok_or_else(|| {
+                PyValueError::new_err(
+                    "StoreConfig.ha_offsets_port: the HA port + 1 is past 65535; set it",
+                )
+            })?),
+        },
+    };
+    let offsets_address = match f.get("ha_offsets_master_address")?.is_none() {
+        false => Some(f.str("ha_offsets_master_address")?),
+        true => master_address
+            .as_deref()
+            .and_then(crate::ha::offsets::derived_address),
+    };
     Ok(HaOptions {
         role,
         listen_address,
         listen_port,
+        offsets_port,
+        offsets_address,
+        offsets_interval: f.ms("ha_offsets_interval")?,
         master_address,
         allowed_slaves,
         heartbeat: f.ms("ha_send_heartbeat_interval")?,
@@ -335,6 +359,10 @@ pub fn default_options(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     d.set_item("ha_slave_fallbehind_max", ha.fallbehind_max)?;
     d.set_item("slave_timeout", ms(ha.slave_timeout))?;
     d.set_item("ha_new_slave_from_first_file", ha.new_slave_from_first_file)?;
+    // None: derived from the HA port and the master's address.
+    d.set_item("ha_offsets_port", ha.offsets_port)?;
+    d.set_item("ha_offsets_master_address", ha.offsets_address.clone())?;
+    d.set_item("ha_offsets_interval", ms(ha.offsets_interval))?;
     // The string `StoreOptions::default()` parses its levels from.
     d.set_item(
         "message_delay_level",

@@ -24,7 +24,8 @@
 //!   helpers; `store_put.rs`, `store_read.rs`, `store_admin.rs`: its puts,
 //!   reads, and running state and services (a `#[pymethods]` block each);
 //!   `store_arrow.rs`: its pulls as Arrow batches (`get_arrow`);
-//!   `store_ha.rs`: its replication (start, stop, port, status).
+//!   `store_ha.rs`: its replication (start, stop, port, status);
+//!   `store_ha_offsets.rs`: its offsets sync (listener, publish, fetch).
 //! - `store_base.rs`: `MessageStoreBase`, the native base class of
 //!   `rocketstore.MessageStore` (its per-message methods);
 //!   `put_keywords.rs`: its `put`, keyword arguments matched by identity
@@ -64,6 +65,7 @@ pub mod store_admin;
 pub mod store_arrow;
 pub mod store_base;
 pub mod store_ha;
+pub mod store_ha_offsets;
 pub mod store_put;
 pub mod store_read;
 pub mod types;
@@ -227,6 +229,7 @@ fn add_path_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PROMOTE_TAIL_PREFIX", paths::PROMOTE_TAIL_PREFIX)?;
     m.add("REJOIN_CUT_PREFIX", paths::REJOIN_CUT_PREFIX)?;
     m.add("RESEED_PREFIX", paths::RESEED_PREFIX)?;
+    m.add("HA_STATUS_FILE", paths::HA_STATUS_FILE)?;
     m.add("SUBSCRIPTION_GROUP_FILE", paths::SUBSCRIPTION_GROUP_FILE)?;
     m.add("TEMP_SUFFIX", paths::TEMP_SUFFIX)?;
     m.add("BACKUP_SUFFIX", paths::BACKUP_SUFFIX)?;

@@ -73,6 +73,8 @@ impl PyStore {
         let s = self.store.ha_status();
         let d = PyDict::new(py);
         d.set_item("role", s.role)?;
+        let offsets = super::store_ha_offsets::offsets_dict(py, self.store.ha_offsets_view())?;
+        d.set_item("offsets", offsets)?;
         if s.role == "SLAVE" {
             d.set_item("master_address", s.master_address)?;
             d.set_item("connected", s.connected)?;

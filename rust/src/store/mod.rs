@@ -82,6 +82,8 @@
 //! - `replication.rs`: replication's threads, a slave's refusal of puts,
 //!   the SYNC_MASTER wait and `ha_status` (see [`crate::ha`]).
 //! - `promote.rs`: failover by hand: a running slave becomes a master.
+//! - `ha_offsets.rs`: the offsets sync's listener, publish and fetch
+//!   (see [`crate::ha::offsets`]).
 //! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
 //!   put into their real topic).
 
@@ -114,6 +116,7 @@ mod queue_reads;
 mod read;
 pub use read::KeyHits;
 pub mod promote;
+pub mod ha_offsets;
 mod recover_rebuild;
 mod recover_scan;
 mod repair;
@@ -186,6 +189,9 @@ pub struct Store {
     promoting: Mutex<()>,
     /// The port a master listens on (0: none).
     ha_port: std::sync::atomic::AtomicU32,
+    /// The offsets sync: its state, and a master's listener while it runs.
+    ha_offsets: Arc<crate::ha::offsets::OffsetsState>,
+    ha_offsets_server: Mutex<Option<crate::ha::offsets::OffsetsServer>>,
     /// The process's fork generation at open: a different value means this
     /// is a copy inherited by a forked child, whose threads do not exist and
     /// whose files belong to the parent.

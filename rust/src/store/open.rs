@@ -153,6 +153,8 @@ impl Store {
             role: std::sync::atomic::AtomicU8::new(role),
             promoting: Mutex::new(()),
             ha_port: Default::default(),
+            ha_offsets: Default::default(),
+            ha_offsets_server: Mutex::new(None),
             fork_generation: fork_generation(),
         })
     }

@@ -154,6 +154,7 @@ impl Store {
         if self.is_forked_copy() {
             return;
         }
+        self.stop_ha_offsets();
         let running = self.ha.lock().take();
         match running {
             Some(HaRunning::Master(m)) => m.stop(),
