@@ -38,8 +38,10 @@ def _free_port() -> int:
 
 
 def _master_fields(port: int, slave_timeout: int = 1000) -> dict[str, str]:
-    """The write options of a SYNC_MASTER listening on ``port``."""
+    """The write options of a SYNC_MASTER listening on ``port`` (a new
+    slave is sent every file: it holds rows of the first one too)."""
     return {"broker_role": "SYNC_MASTER", "ha_listen_port": str(port),
+            "ha_new_slave_from_first_file": "true",
             "mapped_file_size_commit_log": str(SEGMENT),
             **{k: str(v) for k, v in SHORT.items()}, "slave_timeout": str(slave_timeout)}
 

@@ -56,7 +56,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rocketstore import _native
-from rocketstore.enums import BrokerRole, PutStatus
+from rocketstore.config.store_config import BrokerRole
+from rocketstore.enums import PutStatus
 from rocketstore.errors import StoredNotFlushedError
 from rocketstore.spark import _staging
 from rocketstore.spark._options import WriteOptions, store_config
