@@ -5,7 +5,9 @@ bodies, 4 queues of one topic, 128 MiB segments), in a warm SparkSession
 (``local[2]``), every Spark read into a ``noop`` sink:
 
 - ``read_arrow`` without Spark (all columns, and 4 columns);
-- Spark reads: the ``rocketstore`` format with 4 columns given by
+- Spark reads: the JVM connector (when its jar is built:
+  ``scripts/build-jar.sh``; by its class name) with 4 columns and all
+  columns; the Python source (``rocketstore_python``) with 4 columns given by
   ``.schema(...)`` (``topic, queue_id, queue_offset, body``), a trivial
   Python data source yielding prebuilt Arrow batches of the same 4 columns
   (the same partitions, with the same rows each, and the same rows per Arrow
@@ -60,6 +62,10 @@ FOUR = ["topic", "queue_id", "queue_offset", "body"]
 FOUR_DDL = "topic string, queue_id int, queue_offset long, body binary"
 #: Rows per Arrow batch on both sides (the rocketstore format's default).
 BATCH = 65_536
+#: The Python source's name (``rocketstore`` is the JVM connector when its jar is built).
+PY_FMT = "rocketstore_python"
+#: The JVM connector, by its class (measured when its jar is built: scripts/build-jar.sh).
+JVM_FMT = "org.rocketstore.spark.RocketStoreProvider"
 
 
 @dataclass
@@ -94,6 +100,10 @@ RATIOS = [
     Ratio("write: rocketstore / trivial Arrow writer", "w_rs", "w_py", 0.8),
     Ratio("read_arrow, 1 thread: 4 columns / all columns (the engine's pruning)",
           "ra41", "ra_all1", None),
+    Ratio("4 columns: JVM connector / Parquet", "jvm4", "pq4", 1.0),
+    Ratio("all columns: JVM connector / Parquet", "jvm_all", "pq_all", 1.5),
+    Ratio("4 columns: JVM connector / rocketstore (Python source)", "jvm4", "rs4", None),
+    Ratio("all columns: JVM connector / rocketstore (Python source)", "jvm_all", "rs_all", None),
 ]
 
 
@@ -282,11 +292,22 @@ def partition_rows(store_path: str) -> list[int]:
     return out
 
 
+def jvm_built() -> bool:
+    """True when the JVM connector's jar is built (then the session has it)."""
+    from rocketstore.spark import jar_path
+
+    try:
+        jar_path()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def spark_cases(spark: Any, root: str, store_path: str, rows: int) -> list[Case]:
     parquet = os.path.join(root, "parquet")
 
     def rs(ddl: str | None = None, **opts: str) -> Any:
-        r = spark.read.format("rocketstore").option("path", store_path)
+        r = spark.read.format(PY_FMT).option("path", store_path)
         if ddl is not None:
             r = r.schema(ddl)
         for k, v in opts.items():
@@ -315,7 +336,7 @@ def spark_cases(spark: Any, root: str, store_path: str, rows: int) -> list[Case]
 
     def write_rs() -> int:
         shutil.rmtree(out, ignore_errors=True)
-        (src.write.format("rocketstore").option("path", out)
+        (src.write.format(PY_FMT).option("path", out)
          .option("mapped_file_size_commit_log", str(SEGMENT)).mode("append").save())
         return rows
 
@@ -323,7 +344,17 @@ def spark_cases(spark: Any, root: str, store_path: str, rows: int) -> list[Case]
         src.write.format("trivial_arrow_sink").mode("append").save()
         return rows
 
+    jvm: list[Case] = []
+    if jvm_built():
+        def jv(ddl: str | None = None) -> Any:
+            r = spark.read.format(JVM_FMT).option("path", store_path)
+            if ddl is not None:
+                r = r.schema(ddl)
+            return r.option("batchSize", str(BATCH)).load()
+        jvm = [Case("jvm4", "JVM connector, 4 columns via .schema", noop(jv(FOUR_DDL))),
+               Case("jvm_all", "JVM connector, all columns", noop(jv()))]
     return [
+        *jvm,
         Case("rs4", "rocketstore, 4 columns via .schema", noop(rs(FOUR_DDL, batchSize=str(BATCH)))),
         Case("py4", "trivial Python source, prebuilt Arrow, 4 columns", noop(trivial)),
         Case("pq4", "Parquet, 4 columns", noop(spark.read.parquet(parquet).select(*FOUR))),
@@ -388,14 +419,16 @@ def main() -> None:
 
         from pyspark.sql import SparkSession
 
-        from rocketstore.spark import RocketStoreDataSource
+        from rocketstore.spark import configure, register
 
-        spark = (SparkSession.builder.master("local[2]").appName("rocketstore-bench")
+        builder = configure(SparkSession.builder) if jvm_built() else SparkSession.builder
+        spark = (builder.master("local[2]").appName("rocketstore-bench")
                  .config("spark.ui.enabled", "false")
                  .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.session.timeZone", "UTC").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
-        for ds in (RocketStoreDataSource, _trivial_source(), _trivial_writer()):
+        register(spark)
+        for ds in (_trivial_source(), _trivial_writer()):
             spark.dataSource.register(ds)
         if not args.only_pushdown:
             with MessageStore(StoreConfig(store_path=store_path), read_only=True) as s:
@@ -497,7 +530,7 @@ def pushdown_rows(spark: Any, store_path: str, root: str, key_rows: int, repeat:
     def time_range(on: bool) -> Callable[[str], int]:
         def run(m: str) -> int:
             spark.conf.set(conf, "true" if on else "false")
-            df = (spark.read.format("rocketstore").option("path", store_path)
+            df = (spark.read.format(PY_FMT).option("path", store_path)
                   .option("metricsFile", m).load().where(where))
             return int(df.count())
         return run
@@ -521,7 +554,7 @@ def pushdown_rows(spark: Any, store_path: str, root: str, key_rows: int, repeat:
               file=sys.stderr)
 
         def key(m: str) -> int:
-            df = (spark.read.format("rocketstore").option("path", kpath)
+            df = (spark.read.format(PY_FMT).option("path", kpath)
                   .option("key", "k-123456").option("metricsFile", m).load())
             got = df.collect()
             assert [r["keys"] for r in got] == [["k-123456"]], got

@@ -84,7 +84,9 @@ def open_store(store_path: str) -> Iterator[Callable[..., MessageStore]]:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One local SparkSession (``local[2]``) for the Spark tests, with the
-    ``rocketstore`` format registered. Workers run this interpreter; Spark's
+    Python source registered as ``rocketstore`` and ``rocketstore_python``
+    and, when its jar is built, the JVM connector on the class path (which
+    then answers to ``rocketstore``). Workers run this interpreter; Spark's
     scratch files (``spark.local.dir``, the JVM's ``java.io.tmpdir``) go to
     the run's base temporary folder, like every other temporary file."""
     pytest.importorskip("pyspark")
@@ -95,11 +97,19 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from rocketstore.spark import RocketStoreDataSource
+    from rocketstore.spark import configure, register
 
     scratch = tmp_path_factory.mktemp("spark")
+    builder = SparkSession.builder
+    try:
+        # The JVM connector when built (scripts/build-jar.sh): then the format
+        # ``rocketstore`` is the JVM connector and ``rocketstore_python`` the
+        # Python source, which the tests of the Python source name.
+        builder = configure(builder)
+    except FileNotFoundError:
+        pass
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("rocketstore-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -108,6 +118,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         .config("spark.driver.extraJavaOptions", f'"-Djava.io.tmpdir={scratch}"')
         .getOrCreate()
     )
-    session.dataSource.register(RocketStoreDataSource)
+    register(session)
     yield session
     session.stop()

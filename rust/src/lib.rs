@@ -98,18 +98,21 @@ mod python;
 // The supported surface: what an embedder of the engine opens, puts, reads
 // and configures with. Everything else is private to the crate.
 #[cfg(feature = "arrow")]
-pub use columnar::{Projection, ProjectionError};
+pub use columnar::{
+    ArrowReadRequest, ColumnSpec, Nulls, Projection, ProjectionError, ReadStats, RowFilter, COLUMNS,
+};
 pub use consumer_offsets::{ConsumerOffsetTable, OffsetKey, OffsetRow};
 pub use error::{Result, StoreError, ERROR_KINDS};
 pub use log::allocate::WarmConfig;
 pub use log::commitlog::{
     BatchInput, BatchOutcome, BatchRefusal, Prepared, PutOutcome, PutStatus, Refused,
 };
+pub use log::message::is_system_topic;
 pub use log::message::{
     decode_msg_id, offset_msg_id, props, sysflag, BatchProperties, MessageFields, MessageSpec,
     RecordView,
 };
-pub use queue::reader::{GetResult, GetStatus, PullRequest};
+pub use queue::reader::{GetResult, GetStatus, PullRequest, TagFilter};
 pub use recovery::{
     CommitLogScan, ConsumeQueueRecovery, ConsumerOffsetClamp, DamageRule, FileSizeReport,
     IndexRebuild, QueueHoleRebuild, QueueOffsetTable, RecoveryMode, RecoveryStep, Redispatch,

@@ -240,7 +240,7 @@ def _copy(tmp: Path) -> Path:
     """The parts of the repository the file-list checks read, in ``tmp``."""
     root = tmp / "repo"
     ignore = shutil.ignore_patterns("*.so", "__pycache__", "*.pyc")
-    for part in ("rust/src", "python/rocketstore", "docs", "scripts"):
+    for part in ("rust/src", "rust/jni", "java", "python/rocketstore", "docs", "scripts"):
         shutil.copytree(REPO / part, root / part, ignore=ignore)
     shutil.copy(REPO / "Cargo.toml", root / "Cargo.toml")
     shutil.copytree(REPO / "tests" / "project", root / "tests" / "project", ignore=ignore)

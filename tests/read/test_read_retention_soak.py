@@ -72,7 +72,7 @@ for q in range(queues):  # every queue exists before the follower starts
 done = threading.Event()
 
 def consume():
-    c = store.consumer("writer-side", topic, auto_commit=False)
+    c = store.consumer("writer-side", topic, auto_commit=False, exclusive=True)
     rng = random.Random(len(table))
     while not done.is_set():
         if rng.random() < 0.02:

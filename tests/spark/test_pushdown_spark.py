@@ -39,7 +39,8 @@ def pushdown_conf(spark: Any) -> Iterator[None]:
 
 
 def _query(spark: Any, path: str, where: str, metrics: Path, **opts: str) -> list[tuple[Any, ...]]:
-    r = spark.read.format("rocketstore").option("path", path).option("metricsFile", str(metrics))
+    r = (spark.read.format("rocketstore_python").option("path", path)
+         .option("metricsFile", str(metrics)))
     for k, v in {**OPTIONS, **opts}.items():
         r = r.option(k, v)
     df = r.load()
@@ -74,14 +75,14 @@ def test_each_pushdown_gives_the_rows_of_the_plain_read(
         spark: Any, store: tuple[str, dict[str, Any]], tmp_path: Path) -> None:
     path, info = store
     spark.conf.set(CONF, "false")
-    times = sorted(spark.read.format("rocketstore").option("path", path).options(**OPTIONS)
+    times = sorted(spark.read.format("rocketstore_python").option("path", path).options(**OPTIONS)
                    .load().select("store_timestamp").toArrow().column(0).to_pylist())
     total = len(times)
     t0, t1 = times[total // 3], times[total // 3 + 30]
     def lit(t: dt.datetime) -> str:  # the session's time zone is UTC
         return f"timestamp'{t.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S.%f}'"
 
-    some_ids = [r[0] for r in spark.read.format("rocketstore").option("path", path)
+    some_ids = [r[0] for r in spark.read.format("rocketstore_python").option("path", path)
                 .options(**OPTIONS).option("topic", "events").load().select("msg_id")
                 .limit(3).collect()]
     selective = {
@@ -122,7 +123,8 @@ def test_key_option_with_and_without_pushdown(
     assert rows and off == on  # the option is answered by the index either way
     assert on < 3 * len(rows)
     spark.conf.set(CONF, "true")
-    all_rows = spark.read.format("rocketstore").option("path", path).options(**OPTIONS).load()
+    all_rows = (spark.read.format("rocketstore_python").option("path", path).options(**OPTIONS)
+                .load())
     want = sorted(tuple(x) for x in all_rows.where(
         "array_contains(keys, 'k401') OR array_contains(keys, 'g3')").select(
         "topic", "queue_id", "queue_offset", "msg_id", "tags", "body").collect())

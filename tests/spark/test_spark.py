@@ -33,7 +33,7 @@ from rocketstore import MessageStore, StoreConfig  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
-FMT = "rocketstore"
+FMT = "rocketstore_python"
 
 
 def rows_of(df: Any) -> list[dict[str, Any]]:

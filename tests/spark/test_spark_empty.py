@@ -23,7 +23,7 @@ from rocketstore import MessageStore, StoreConfig
 
 pytestmark = pytest.mark.spark
 
-FMT = "rocketstore"
+FMT = "rocketstore_python"
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 
 

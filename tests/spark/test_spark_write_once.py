@@ -32,7 +32,7 @@ from rocketstore.spark._options import WriteOptions  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
-FMT = "rocketstore"
+FMT = "rocketstore_python"
 SEGMENT = 256 * 1024
 #: The columns a write takes, typed as Spark hands them to the tasks.
 SCHEMA = pa.schema([("topic", pa.string()), ("body", pa.binary()), ("queue_id", pa.int32()),

@@ -47,7 +47,7 @@ from rocketstore.spark._options import (
 )
 from rocketstore.store import MessageStore
 
-__all__ = ["RocketStoreDataSource"]
+__all__ = ["RocketStoreDataSource", "RocketStorePythonDataSource"]
 
 log = logging.getLogger("rocketstore")
 
@@ -150,6 +150,16 @@ class RocketStoreDataSource(DataSource):
     ) -> DataSourceStreamWriter:
         _check_write(schema, overwrite)
         return _StreamWriter(WriteOptions.parse(self.options, streaming=True))
+
+
+class RocketStorePythonDataSource(RocketStoreDataSource):
+    """The Python source under the name ``rocketstore_python``: the name that
+    picks it when the JVM connector's jar is on Spark's class path (then
+    ``rocketstore`` is the JVM connector)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketstore_python"
 
 
 def _check_write(schema: StructType, overwrite: bool) -> None:
@@ -288,6 +298,7 @@ class _BatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         out: list[InputPartition] = []
         o = self.opts
+        log.info("rocketstore: the Python source reads %s", ", ".join(o.paths))
         for path in o.paths:
             store = open_read_only(path, o.fields)
             try:

@@ -26,7 +26,9 @@
 //!   `store_arrow.rs`: its pulls as Arrow batches (`get_arrow`);
 //!   `store_ha.rs`: its replication (start, stop, port, status).
 //! - `store_base.rs`: `MessageStoreBase`, the native base class of
-//!   `rocketstore.MessageStore` (its per-message methods).
+//!   `rocketstore.MessageStore` (its per-message methods);
+//!   `put_keywords.rs`: its `put`, keyword arguments matched by identity
+//!   (the generated parser for every other call).
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
 //! - `results.rs`, `recovery.rs`: typed results of service calls and of the
 //!   recovery steps; `verify.rs`: the whole-store checks.
@@ -53,6 +55,7 @@ pub mod groups;
 pub mod locks;
 pub mod logbridge;
 pub mod put_args;
+pub mod put_keywords;
 pub mod recovery;
 pub mod results;
 pub mod retention;
@@ -284,6 +287,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     add_format_constants(m)?;
     m.add_class::<store::PyStore>()?;
     m.add_class::<store_base::PyStoreBase>()?;
+    put_keywords::install(m.py(), &m.py().get_type::<store_base::PyStoreBase>())?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
     m.add_class::<types::PyBatchPutResult>()?;

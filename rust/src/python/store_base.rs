@@ -80,7 +80,7 @@ put_fields_method!(
 
 impl PyStoreBase {
     /// Puts one message given as the put fields: the engine store's put.
-    fn put_args(
+    pub(super) fn put_args(
         &self,
         py: Python<'_>,
         args: PutArgs<'_, '_>,

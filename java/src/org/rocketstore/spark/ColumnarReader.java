@@ -1,0 +1,235 @@
+package org.rocketstore.spark;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.arrow.memory.ArrowBuf;
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.memory.ForeignAllocation;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VectorLoader;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
+import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils;
+import org.apache.spark.sql.vectorized.ArrowColumnVector;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/**
+ * Reads one partition: the engine decodes into Arrow arrays, and each batch's buffers are
+ * wrapped where they lie ({@code BufferAllocator.wrapForeignAllocation}), loaded into Arrow
+ * vectors and read by Spark through {@link ArrowColumnVector}: no row is copied. A batch's
+ * native memory is released when the last Arrow buffer over it is (the next batch, or
+ * {@link #close()}, which a task completion listener also calls: a killed task frees it too).
+ */
+final class ColumnarReader implements PartitionReader<ColumnarBatch> {
+  /** Builds the readers in the tasks (serialized to executors: plain values). */
+  static final class Factory implements PartitionReaderFactory {
+    private final ReadOpts opts;
+    private final StructType schema;
+    private final String[] columns;
+
+    Factory(ReadOpts opts, StructType schema, String[] columns) {
+      this.opts = opts;
+      this.schema = schema;
+      this.columns = columns;
+    }
+
+    @Override
+    public boolean supportColumnarReads(InputPartition p) {
+      return true;
+    }
+
+    @Override
+    public PartitionReader<InternalRow> createReader(InputPartition p) {
+      throw new UnsupportedOperationException("the rocketstore JVM connector reads columnar");
+    }
+
+    @Override
+    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition p) {
+      return new ColumnarReader(opts, schema, columns, (Part) p);
+    }
+  }
+
+  private final ReadOpts opts;
+  private final Part part;
+  private final BufferAllocator alloc;
+  private final VectorSchemaRoot root;
+  private long store;
+  private long reader;
+  private ColumnarBatch current;
+  private boolean closed;
+
+  ColumnarReader(ReadOpts opts, StructType schema, String[] columns, Part part) {
+    this.opts = opts;
+    this.part = part;
+    String[] cols = columns;
+    String name = part.storeName;
+    if (cols != null && java.util.Arrays.asList(cols).contains("store") && name == null) {
+      name = part.path;
+    }
+    this.alloc = ArrowUtils.rootAllocator().newChildAllocator("rocketstore " + part, 0,
+        Long.MAX_VALUE);
+    this.root = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(schema, "UTC", false), alloc);
+    TaskContext ctx = TaskContext.get();
+    if (ctx != null) {
+      ctx.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) c -> close());
+    }
+    try {
+      store = NativeLib.open(part.path, opts.fieldKeys, opts.fieldValues);
+      int n = part.qTopics.size();
+      int[] ids = new int[n];
+      long[] qb = new long[2 * n];
+      for (int i = 0; i < n; i++) {
+        ids[i] = part.qIds.get(i);
+        qb[2 * i] = part.qBounds.get(2 * i);
+        qb[2 * i + 1] = part.qBounds.get(2 * i + 1);
+      }
+      long[] cb = part.clBounds.stream().mapToLong(Long::longValue).toArray();
+      int flags = (opts.includeSystem ? 1 : 0) | (opts.includeUncommitted ? 2 : 0);
+      reader = NativeLib.openReader(store, part.qTopics.toArray(new String[0]), ids, qb, cb, null,
+          flags, part.minTime, part.maxTime, part.tags, opts.batchSize, name, cols);
+    } catch (RuntimeException e) {
+      close();
+      throw e;
+    }
+  }
+
+  @Override
+  public boolean next() {
+    release();
+    long[] d = NativeLib.nextBatch(reader);
+    if (d == null) {
+      return false;
+    }
+    current = wrap(d);
+    return true;
+  }
+
+  private ColumnarBatch wrap(long[] d) {
+    long handle = d[0];
+    int rows = (int) d[1];
+    int nodes = (int) d[2];
+    List<ArrowFieldNode> fieldNodes = new ArrayList<>(nodes);
+    int i = 3;
+    for (int k = 0; k < nodes; k++, i += 2) {
+      fieldNodes.add(new ArrowFieldNode(d[i], d[i + 1]));
+    }
+    int nbufs = (int) d[i++];
+    List<ArrowBuf> bufs = new ArrayList<>(nbufs);
+    int foreign = 0;
+    for (int k = 0; k < nbufs; k++) {
+      foreign += d[i + 2 * k + 1] > 0 ? 1 : 0;
+    }
+    // The batch's native memory goes when its last wrapped buffer is released.
+    AtomicInteger live = new AtomicInteger(foreign);
+    if (foreign == 0) {
+      NativeLib.close(handle);
+    }
+    try {
+      for (int k = 0; k < nbufs; k++, i += 2) {
+        long addr = d[i], len = d[i + 1];
+        if (len == 0) {
+          bufs.add(alloc.getEmpty());
+          continue;
+        }
+        bufs.add(alloc.wrapForeignAllocation(new ForeignAllocation(len, addr) {
+          @Override
+          protected void release0() {
+            if (live.decrementAndGet() == 0) {
+              NativeLib.close(handle);
+            }
+          }
+        }));
+      }
+      try (ArrowRecordBatch rb = new ArrowRecordBatch(rows, fieldNodes, bufs)) {
+        new VectorLoader(root).load(rb);
+      }
+    } finally {
+      for (ArrowBuf b : bufs) {
+        b.close(); // the loaded vectors hold their own references
+      }
+    }
+    List<FieldVector> vs = root.getFieldVectors();
+    ColumnVector[] cols = new ColumnVector[vs.size()];
+    for (int k = 0; k < cols.length; k++) {
+      cols[k] = new ArrowColumnVector(vs.get(k));
+    }
+    return new ColumnarBatch(cols, rows);
+  }
+
+  @Override
+  public ColumnarBatch get() {
+    return current;
+  }
+
+  private void release() {
+    current = null;
+    root.clear();
+  }
+
+  @Override
+  public synchronized void close() {
+    if (closed) {
+      return;
+    }
+    closed = true;
+    try {
+      if (reader != 0) {
+        report(NativeLib.readStats(reader));
+      }
+    } finally {
+      try {
+        release();
+        root.close();
+        alloc.close(); // throws if a buffer is still held: the native side is freed anyway
+      } finally {
+        if (reader != 0) {
+          NativeLib.close(reader);
+        }
+        if (store != 0) {
+          NativeLib.close(store);
+        }
+      }
+    }
+  }
+
+  private void report(long[] s) {
+    RocketStoreProvider.LOG.info("rocketstore read {}: decoded {}, rows {}, filtered {}, "
+        + "damaged {}, lost {}", part, s[0], s[1], s[2], s[3], s[4]);
+    if (s[3] > 0) {
+      RocketStoreProvider.LOG.warn("rocketstore {}: {} damaged records skipped in {}", part.path,
+          s[3], part);
+    }
+    if (s[4] > 0 && part.clBounds.isEmpty() && part.qTopics.size() == 1) {
+      RocketStoreProvider.LOG.warn("rocketstore {}: {}/{}: {} messages in offsets [{}, {}) were "
+          + "deleted by retention before they were read", part.path, part.qTopics.get(0),
+          part.qIds.get(0), s[4], part.qBounds.get(0), part.qBounds.get(1));
+    }
+    if (opts.metricsFile != null) {
+      String line = String.format("{\"partition\": \"%s\", \"decoded\": %d, \"rows\": %d, "
+          + "\"filtered\": %d, \"damaged\": %d, \"lost\": %d, \"connector\": \"jvm\"}%n",
+          part.toString().replace("\\", "\\\\").replace("\"", "\\\""), s[0], s[1], s[2], s[3],
+          s[4]);
+      try {
+        Files.write(Paths.get(opts.metricsFile), line.getBytes(StandardCharsets.UTF_8),
+            StandardOpenOption.CREATE, StandardOpenOption.APPEND, StandardOpenOption.WRITE);
+      } catch (IOException e) {
+        RocketStoreProvider.LOG.warn("rocketstore: cannot append to metricsFile {}: {}",
+            opts.metricsFile, e.toString());
+      }
+    }
+  }
+}

@@ -1,0 +1,8 @@
+package org.rocketstore.spark;
+
+/** An error of the rocketstore engine (a damaged store, an I/O error, a closed store). */
+public class StoreException extends RuntimeException {
+  public StoreException(String message) {
+    super(message);
+  }
+}
