@@ -27,6 +27,7 @@ from rocketstore.consumers.offset_table import OffsetTable
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits, OffsetsFoldService
 from rocketstore.services.dispatch import DispatchService
+from rocketstore.services.failover import PromoteWatchService
 from rocketstore.services.recovery import RecoveryService
 from rocketstore.services.retention import RetentionService
 from rocketstore.services.schedule import ScheduleService
@@ -76,7 +77,8 @@ def open_store(store: MessageStore) -> None:
     ensure_log_pump()
     # The engine reads the config field by field, checks the path, creates it.
     native = NativeStore(cfg, store._read_only, repair=store._repair,
-                         wait_for_writer=store._wait_for_writer, create=store._create)
+                         wait_for_writer=store._wait_for_writer, create=store._create,
+                         cut_at=store._cut_at)
     try:
         offsets = ConsumerOffsets.load(cfg.config_dir / ConsumerOffsets.FILE_NAME)
         report = RecoveryService(native).recover(
@@ -98,6 +100,8 @@ def open_store(store: MessageStore) -> None:
     store._config = cfg.replace(
         mapped_file_size_commit_log=native.commit_log_file_size,
         mapped_file_size_consume_queue=native.consume_queue_file_size,
+        # A promoted store opens as a master whatever its config says (§21.8).
+        broker_role=BrokerRole(native.ha_role),
     )
     store._recovery = report
     store._native = native
@@ -154,6 +158,9 @@ def _make_services(store: MessageStore) -> list[ServiceThread]:
     if store._config.broker_role is not BrokerRole.SLAVE:
         # Delayed delivery runs on a master only (a slave copies its deliveries).
         services.insert(1, ScheduleService.for_store(store))
+    else:
+        # `rocketstore promote PATH` asks a running slave through a file.
+        services.append(PromoteWatchService(store))
     return services
 
 

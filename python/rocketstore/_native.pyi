@@ -16,6 +16,7 @@ _BytesLike = bytes | bytearray | memoryview
 __all__ = [
     "ABORT_FILE",
     "BACKUP_SUFFIX",
+    "BLANK_MAGIC",
     "CHECKPOINT_FILE",
     "COMMIT_LOG_DIR",
     "CONFIG_DIR",
@@ -33,14 +34,23 @@ __all__ = [
     "DEFAULT_MESSAGE_DELAY_LEVEL",
     "DELAY_OFFSET_FILE",
     "END_FILE_MIN_BLANK_LENGTH",
+    "HA_DIR",
     "INDEX_DIR",
     "INDEX_ENTRY_SIZE",
     "INDEX_HASH_SLOT_SIZE",
     "INDEX_HEADER_SIZE",
     "LOCK_FILE",
     "LOCK_SUFFIX",
+    "MAGIC_V1",
+    "MAGIC_V2",
     "MIN_RECORD_SIZE",
+    "PROMOTED_FILE",
+    "PROMOTE_REQUEST_FILE",
+    "PROMOTE_RESULT_FILE",
+    "PROMOTE_TAIL_PREFIX",
     "READ_COLUMNS",
+    "REJOIN_CUT_PREFIX",
+    "RESEED_PREFIX",
     "SCHEDULE_TOPIC",
     "SEGMENT_NAME_DIGITS",
     "STORE_ENTRIES",
@@ -116,6 +126,9 @@ INDEX_HEADER_SIZE: int
 INDEX_HASH_SLOT_SIZE: int
 INDEX_ENTRY_SIZE: int
 MIN_RECORD_SIZE: int
+MAGIC_V1: int
+MAGIC_V2: int
+BLANK_MAGIC: int
 END_FILE_MIN_BLANK_LENGTH: int
 SEGMENT_NAME_DIGITS: int
 DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG: int
@@ -139,6 +152,13 @@ CONSUMER_OFFSET_FILE: str
 DELAY_OFFSET_FILE: str
 TOPICS_FILE: str
 SUBSCRIPTION_GROUP_FILE: str
+HA_DIR: str
+PROMOTED_FILE: str
+PROMOTE_REQUEST_FILE: str
+PROMOTE_RESULT_FILE: str
+PROMOTE_TAIL_PREFIX: str
+REJOIN_CUT_PREFIX: str
+RESEED_PREFIX: str
 TEMP_SUFFIX: str
 BACKUP_SUFFIX: str
 CONSUMER_OFFSET_LOCK_FILE: str
@@ -831,6 +851,7 @@ class NativeStore:
         repair: bool = False,
         wait_for_writer: bool = False,
         create: bool = False,
+        cut_at: int | None = None,
     ) -> NativeStore: ...
     def start_flush(self) -> None: ...
     def drain_dispatch(self) -> None: ...
@@ -913,6 +934,11 @@ class NativeStore:
     def stop_ha(self) -> None: ...
     @property
     def ha_port(self) -> int | None: ...
+    @property
+    def ha_role(self) -> str: ...
+    def promote(self) -> dict[str, Any]: ...
+    def ha_last_record_start(self) -> int: ...
+    def ha_record_start(self, offset: int) -> int: ...
     def ha_status(self) -> dict[str, Any]: ...
     def wait_stored(self, start: int, end: int) -> tuple[int, str] | None: ...
     def wakeup_dispatch(self) -> None: ...

@@ -133,6 +133,8 @@ class MessageStore(MessageStoreBase):
     # Opened by ``rocketstore repair``: recovery scans the CommitLog from its
     # first file, and index files of the wrong size are rebuilt, not refused.
     _repair = False
+    # Opened by ``rocketstore rejoin``: recovery ends the CommitLog here.
+    _cut_at: int | None = None
 
     def __init__(
         self,
@@ -345,9 +347,34 @@ class MessageStore(MessageStoreBase):
         end), ``lag_bytes`` and ``lag_seconds`` behind the master's last frame,
         ``error`` (why replication stopped or the connection last closed),
         ``stopped``, ``verified`` and ``diverged`` (its bytes were found equal to
-        the master's on connecting, or not: docs/format.md §21.4).
+        the master's on connecting, or not: docs/format.md §21.4), and
+        ``needs_reseed`` (its end is below the master's first file: §21.8).
         """
         return self._n.ha_status()
+
+    def promote(self) -> dict[str, Any]:
+        """Turn this running ``SLAVE`` into an ``ASYNC_MASTER`` (failover by hand).
+
+        Replication from the master stops; the CommitLog is cut at the end of
+        its last complete record, the partial record after it (a frame's end
+        inside a record) saved to ``ha/tail-<offset>``; puts are taken from
+        there, delayed delivery starts from ``config/delayOffset.json``, and
+        the store listens for slaves when ``ha_listen_port`` is set. Consumers
+        keep reading. The promotion outlives the store's configuration: a
+        later open as a ``SLAVE`` opens as an ``ASYNC_MASTER`` (the marker
+        ``ha/promoted``) until ``rocketstore rejoin`` or ``rocketstore
+        reseed`` makes it a slave again (docs/format.md §21.8).
+
+        Returns ``{"offset", "tail_file", "tail_bytes", "port"}``: where the
+        CommitLog continues, the side file (None when nothing was cut), its
+        size, the port listened on.
+
+        Raises:
+            ValueError: the store is not a ``SLAVE`` (or was opened read-only).
+        """
+        from rocketstore.services.failover import promote_store
+
+        return promote_store(self)
 
     @property
     def running_flags(self) -> list[str]:

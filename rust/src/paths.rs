@@ -18,6 +18,12 @@
 //!     consumerOffset.lock              held while consumerOffset.json is rewritten
 //!     consumerLocks/<topic>@<group>.lock   held by an open consumer of the group
 //!     consumerGroups/<topic>@<group>/      a shared group's members and queue owners
+//!   ha/                                replication's side files (docs/format.md §21.8)
+//!     promoted                         this store was promoted: it opens as a master
+//!     promote.request, promote.result  a running slave's promotion, asked and answered
+//!     tail-<20-digit offset>           the partial record a promotion cut
+//!     diverged-<20-digit offset>       the divergent range a rejoin cut
+//!     reseed-<ms>/                     the files a reseed moved aside
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -68,6 +74,25 @@ pub const CONSUMER_GROUPS_DIR: &str = "consumerGroups";
 /// Suffix of a consumer's lock file in [`CONSUMER_LOCK_DIR`].
 pub const LOCK_SUFFIX: &str = ".lock";
 
+/// The folder of replication's side files (rocketstore's; docs/format.md §21.8).
+pub const HA_DIR: &str = "ha";
+/// In [`HA_DIR`]: exists once a slave was promoted; a store opened as a
+/// `SLAVE` while it exists opens as an `ASYNC_MASTER`.
+pub const PROMOTED_FILE: &str = "promoted";
+/// In [`HA_DIR`]: a running slave's promotion, asked for by a command.
+pub const PROMOTE_REQUEST_FILE: &str = "promote.request";
+/// In [`HA_DIR`]: the running slave's answer to [`PROMOTE_REQUEST_FILE`].
+pub const PROMOTE_RESULT_FILE: &str = "promote.result";
+/// In [`HA_DIR`]: prefix of the file holding the partial record a promotion
+/// cut (followed by the 20-digit CommitLog offset of its first byte).
+pub const PROMOTE_TAIL_PREFIX: &str = "tail-";
+/// In [`HA_DIR`]: prefix of the file holding the divergent range a rejoin
+/// cut (followed by the 20-digit CommitLog offset of its first byte).
+pub const REJOIN_CUT_PREFIX: &str = "diverged-";
+/// In [`HA_DIR`]: prefix of the folder a reseed moved the data files into
+/// (followed by the time in ms since the epoch).
+pub const RESEED_PREFIX: &str = "reseed-";
+
 /// Every entry a store folder may hold at its top level: a folder holding
 /// none of them is not a store.
 pub const STORE_ENTRIES: [&str; 7] = [
@@ -107,6 +132,21 @@ pub fn checkpoint_file(root: &Path) -> PathBuf {
 /// `<root>/abort`.
 pub fn abort_file(root: &Path) -> PathBuf {
     root.join(ABORT_FILE)
+}
+
+/// The folder of replication's side files.
+pub fn ha_dir(root: &Path) -> PathBuf {
+    root.join(HA_DIR)
+}
+
+/// The promotion marker ([`PROMOTED_FILE`]).
+pub fn promoted_file(root: &Path) -> PathBuf {
+    ha_dir(root).join(PROMOTED_FILE)
+}
+
+/// The side file of the partial record a promotion cut at `offset`.
+pub fn promote_tail_file(root: &Path, offset: u64) -> PathBuf {
+    ha_dir(root).join(format!("{PROMOTE_TAIL_PREFIX}{offset:020}"))
 }
 
 /// `<root>/lock`.

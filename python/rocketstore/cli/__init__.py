@@ -37,13 +37,25 @@ Subcommands:
     the busiest queues), refreshed every ``--interval`` seconds until Ctrl-C;
     ``--once`` or ``--iterations N`` for scripts, ``--json`` one object per
     refresh.
+``promote PATH``
+    Turn a slave into an ``ASYNC_MASTER`` (failover by hand): a stopped one
+    directly, a running one through the request file it watches.
+``rejoin PATH --master HOST:PORT``
+    Find where a stopped store's log forks from the master's, save the
+    divergent range to ``ha/diverged-<offset>`` and cut it, so the store
+    follows that master as a slave.
+``reseed PATH``
+    Move a stopped slave's data files aside (``ha/reseed-<ms>/``) so it
+    copies its master again from the start.
 ``bench [PATH]``
     A quick self-benchmark (put, batched put, get, key queries) in a
     temporary store.
 
 Every command that inspects a store opens it read-only with ``no_write``, so
 it never writes a byte and may run while a writer has the store open
-(``repair`` writes the store: it takes the writer lock; ``groups``
+(``repair`` writes the store: it takes the writer lock; so do ``promote``
+of a stopped store, ``rejoin`` and ``reseed``, which refuse a store a
+writer holds; ``groups``
 ``--reset-offsets``/``--delete`` write ``config/consumerOffset.json`` only,
 under its lock). ``--json`` prints
 machine-readable output on stdout (``tail`` prints one JSON object per line);
@@ -51,8 +63,8 @@ progress bars go to stderr and only appear on a terminal.
 
 One module per group of commands: ``demo``, ``info``, ``verify``
 (``verify`` and ``repair``), ``read`` (``get``, ``tail``, ``query``),
-``groups``, ``top`` and ``bench``; ``_common`` holds what they share (the ``main`` group,
-errors,
+``groups``, ``top``, ``failover`` (``promote``, ``rejoin``, ``reseed``) and
+``bench``; ``_common`` holds what they share (the ``main`` group, errors,
 output, opening a store).
 
 Exit codes: 0 success; 1 the command ran but found a problem (a damaged
@@ -64,7 +76,7 @@ or the operating system). Errors are one line on stderr, never a traceback.
 from __future__ import annotations
 
 # Importing the command modules registers their commands on ``main``.
-from rocketstore.cli import bench, demo, groups, info, read, top, verify  # noqa: F401
+from rocketstore.cli import bench, demo, failover, groups, info, read, top, verify  # noqa: F401
 from rocketstore.cli._common import EXIT_ERROR, EXIT_PROBLEM, CliError, main, version_text
 from rocketstore.cli.demo import _demo_min_segment_size as _demo_min_segment_size
 from rocketstore.cli.demo import _run_demo as _run_demo

@@ -28,31 +28,104 @@ pub enum ApplyError {
     /// The master's bytes differ from this store's below its end: the
     /// logs forked; replication stops.
     Diverged(String),
+    /// The master's log starts past this store's end (its first frame, an
+    /// empty one, starts at its first file): reseed this store. The
+    /// connection is closed.
+    Behind(String),
+    /// The master's log ends before this store's report (its first frame,
+    /// an empty one, starts at its end): this store holds bytes the master
+    /// does not. The connection is closed.
+    Ahead(String),
 }
 
-/// Start of the last complete record of the log's last file (the log's end
-/// when that file holds none).
+/// Start of the last complete record of the log: of its last file, or of
+/// the newest file before it holding one when the last file holds none (a
+/// file just rolled to); the log's end when no file holds a record.
 pub fn last_record_start(log: &CommitLog) -> u64 {
+    let end = log.max_offset();
+    for file in log.queue().files().iter().rev() {
+        let data = file.readable_from(0).unwrap_or(&[]);
+        let mut pos = 0usize;
+        let mut last = None;
+        while let Some(h) = data.get(pos..pos + 8) {
+            let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+            let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+            if !(magic == MAGIC_V1 || magic == MAGIC_V2) || total <= 0 {
+                break;
+            }
+            let Some(next) = pos.checked_add(total as usize).filter(|n| *n <= data.len()) else {
+                break;
+            };
+            last = Some(pos);
+            pos = next;
+        }
+        if let Some(p) = last {
+            return file.file_from_offset() + p as u64;
+        }
+    }
+    end
+}
+
+/// End of the last complete record of the log (of its last file, counting
+/// an end-of-file blank that reaches the file's end): where a promotion
+/// cuts a slave's log (docs/format.md §21.8). The log's end when nothing
+/// is cut.
+pub fn complete_end(log: &CommitLog) -> u64 {
     let end = log.max_offset();
     let Some(file) = log.queue().last_file() else {
         return end;
     };
     let data = file.readable_from(0).unwrap_or(&[]);
     let mut pos = 0usize;
-    let mut last = None;
     while let Some(h) = data.get(pos..pos + 8) {
         let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
         let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
-        if !(magic == MAGIC_V1 || magic == MAGIC_V2) || total <= 0 {
+        if total <= 0 {
             break;
         }
         let Some(next) = pos.checked_add(total as usize).filter(|n| *n <= data.len()) else {
             break;
         };
-        last = Some(pos);
+        if magic == BLANK_MAGIC {
+            if next == file.file_size() {
+                pos = next;
+            }
+            break;
+        }
+        if !(magic == MAGIC_V1 || magic == MAGIC_V2) {
+            break;
+        }
         pos = next;
     }
-    last.map_or(end, |p| file.file_from_offset() + p as u64)
+    file.file_from_offset() + pos as u64
+}
+
+/// Start of the record (or end-of-file blank) of the log holding
+/// `offset`, walking its file's headers from the file's start; where the
+/// walk stops when `offset` lies past the file's whole records.
+pub fn record_start_at(log: &CommitLog, offset: u64) -> u64 {
+    let Some(file) = log.file_for(offset) else {
+        return offset;
+    };
+    let data = file.raw();
+    let target = (offset - file.file_from_offset()) as usize;
+    let mut pos = 0usize;
+    while let Some(h) = data.get(pos..pos + 8) {
+        let total = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        let magic = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+        let known = magic == MAGIC_V1 || magic == MAGIC_V2 || magic == BLANK_MAGIC;
+        let Some(next) = pos
+            .checked_add(total.max(0) as usize)
+            .filter(|n| known && total > 0 && *n <= data.len())
+        else {
+            break;
+        };
+        if next > target {
+            break;
+        }
+        pos = next;
+    }
+    file.file_from_offset() + pos as u64
 }
 
 /// Applies frames to a slave's CommitLog.
@@ -67,6 +140,8 @@ pub struct Applier {
     /// The log's end when the connection began: bytes below it that come
     /// again are compared with this store's, not written.
     own_end: u64,
+    /// A frame came on this connection.
+    got_frame: bool,
     /// Where the master's file holding `next_rec` starts, once known (the
     /// first frame of an empty log starts one, a blank ends one): names
     /// the master's segment size when it differs from this store's.
@@ -86,6 +161,7 @@ impl Applier {
             next_rec: own_end,
             cursor,
             own_end,
+            got_frame: false,
             master_file: None,
         }
     }
@@ -106,7 +182,24 @@ impl Applier {
     /// bytes, appends the rest; true if bytes were appended.
     pub fn apply(&mut self, f: &FrameRef<'_>) -> Result<bool, ApplyError> {
         let size = self.log.file_size() as u64;
+        let first = !std::mem::replace(&mut self.got_frame, true);
         match self.cursor {
+            Some(c) if first && f.body.is_empty() && f.start > c && f.start % size == 0 => {
+                return Err(ApplyError::Behind(format!(
+                    "the master's CommitLog starts at {}, past this store's offset {c}: the \
+                     bytes between are deleted on the master; reseed this store \
+                     (`rocketstore reseed PATH`, docs/format.md §21.8)",
+                    f.start
+                )))
+            }
+            Some(c) if first && f.body.is_empty() && f.start < c => {
+                return Err(ApplyError::Ahead(format!(
+                    "the master's CommitLog ends at {}, before this store's offset {c}: the \
+                     range [{}, {}) of this store is not the master's (the logs diverged; this \
+                     store takes nothing from this master)",
+                    f.start, f.start, self.own_end
+                )))
+            }
             None if f.start % size != 0 => {
                 return Err(ApplyError::Protocol(format!(
                     "the first frame starts at {}, not at a segment start of this store \

@@ -237,7 +237,16 @@ fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: 
                             // what the slave's copy holds.
                             let start = match start_offset(off, log, opts) {
                                 Ok(s) => s,
-                                Err(why) => return c.close(acks, &why),
+                                Err(why) => {
+                                    let min = log.min_offset();
+                                    if min > 0 && off < min as u64 {
+                                        // Tells a rocketstore slave where this log
+                                        // starts (docs/format.md §21.8): an empty
+                                        // frame there, then the close.
+                                        let _ = (&c.stream).write_all(&frame_header(min as u64, 0));
+                                    }
+                                    return c.close(acks, &why);
+                                }
                             };
                             let from = if off == 0 { start } else { 0 };
                             c.slave.from.store(from as i64, Ordering::SeqCst);
@@ -246,7 +255,15 @@ fn read_reports(c: &Conn, acks: &Acks, log: &CommitLog, opts: &HaOptions, stop: 
                         acks.report(&c.slave, off);
                     }
                     Ok(None) => {}
-                    Err(why) => return c.close(acks, &why),
+                    Err(why) => {
+                        if c.request.load(Ordering::Acquire) < 0 {
+                            // A first report past this log's end: an empty
+                            // frame at the end tells a rocketstore slave where
+                            // this log ends (docs/format.md §21.4).
+                            let _ = stream.write_all(&frame_header(log.max_offset(), 0));
+                        }
+                        return c.close(acks, &why);
+                    }
                 }
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {

@@ -54,6 +54,24 @@ impl HaRole {
         }
     }
 
+    /// The role's code in an atomic (see [`HaRole::from_code`]).
+    pub fn code(self) -> u8 {
+        match self {
+            Self::AsyncMaster => 0,
+            Self::SyncMaster => 1,
+            Self::Slave => 2,
+        }
+    }
+
+    /// The role of [`HaRole::code`] `c`.
+    pub fn from_code(c: u8) -> Self {
+        match c {
+            1 => Self::SyncMaster,
+            2 => Self::Slave,
+            _ => Self::AsyncMaster,
+        }
+    }
+
     /// RocketMQ's name of the role.
     pub fn name(self) -> &'static str {
         match self {

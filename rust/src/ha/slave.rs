@@ -47,6 +47,9 @@ pub struct ClientStatus {
     pub verified: AtomicBool,
     /// They were not: the logs forked (replication stopped).
     pub diverged: AtomicBool,
+    /// The master's log starts past this store's end: it needs a reseed
+    /// (replication stopped).
+    pub needs_reseed: AtomicBool,
 }
 
 /// Why one connection ended.
@@ -187,6 +190,19 @@ fn follow(
                             status.diverged.store(true, Ordering::Release);
                             return End::Fatal(why);
                         }
+                        Err(ApplyError::Behind(why)) => {
+                            status.needs_reseed.store(true, Ordering::Release);
+                            return End::Closed(why);
+                        }
+                        Err(ApplyError::Ahead(why)) => {
+                            status.diverged.store(true, Ordering::Release);
+                            return End::Closed(why);
+                        }
+                    }
+                    if applier.verified() {
+                        // What a refusal's frame said no longer holds.
+                        status.needs_reseed.store(false, Ordering::Release);
+                        status.diverged.store(false, Ordering::Release);
                     }
                     status.verified.store(applier.verified(), Ordering::Release);
                 }

@@ -150,6 +150,7 @@ pub fn options_from_config(cfg: &Bound<'_, PyAny>, read_only: bool) -> PyResult<
         wait_for_writer: false,
         create: false,
         repair: false,
+        cut_at: None,
         message_index_enable: f.bool("message_index_enable")?,
         max_hash_slot_num: f.usize("max_hash_slot_num")?,
         max_index_num: f.usize("max_index_num")?,

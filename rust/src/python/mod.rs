@@ -220,6 +220,13 @@ fn add_path_names(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CONSUMER_OFFSET_FILE", paths::CONSUMER_OFFSET_FILE)?;
     m.add("DELAY_OFFSET_FILE", paths::DELAY_OFFSET_FILE)?;
     m.add("TOPICS_FILE", paths::TOPICS_FILE)?;
+    m.add("HA_DIR", paths::HA_DIR)?;
+    m.add("PROMOTED_FILE", paths::PROMOTED_FILE)?;
+    m.add("PROMOTE_REQUEST_FILE", paths::PROMOTE_REQUEST_FILE)?;
+    m.add("PROMOTE_RESULT_FILE", paths::PROMOTE_RESULT_FILE)?;
+    m.add("PROMOTE_TAIL_PREFIX", paths::PROMOTE_TAIL_PREFIX)?;
+    m.add("REJOIN_CUT_PREFIX", paths::REJOIN_CUT_PREFIX)?;
+    m.add("RESEED_PREFIX", paths::RESEED_PREFIX)?;
     m.add("SUBSCRIPTION_GROUP_FILE", paths::SUBSCRIPTION_GROUP_FILE)?;
     m.add("TEMP_SUFFIX", paths::TEMP_SUFFIX)?;
     m.add("BACKUP_SUFFIX", paths::BACKUP_SUFFIX)?;
@@ -249,6 +256,9 @@ fn add_format_constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("INDEX_HASH_SLOT_SIZE", index_file::HASH_SLOT_SIZE)?;
     m.add("INDEX_ENTRY_SIZE", index_file::INDEX_ENTRY_SIZE)?;
     m.add("MIN_RECORD_SIZE", message::FIXED_OVERHEAD_V4)?;
+    m.add("MAGIC_V1", message::MAGIC_V1)?;
+    m.add("MAGIC_V2", message::MAGIC_V2)?;
+    m.add("BLANK_MAGIC", message::BLANK_MAGIC)?;
     m.add(
         "END_FILE_MIN_BLANK_LENGTH",
         message::END_FILE_MIN_BLANK_LENGTH,

@@ -129,10 +129,10 @@ unsafe fn put_parse(
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<*mut ffi::PyObject> {
     let npos = nargs.max(0) as usize;
-    // SAFETY: kwnames is null or the tuple of keyword names (vectorcall).
     let nkw = if kwnames.is_null() {
         0
     } else {
+        // SAFETY: a non-null kwnames is the tuple of keyword names (vectorcall).
         unsafe { ffi::PyTuple_Size(kwnames) }.max(0) as usize
     };
     let mut slots: [*mut ffi::PyObject; NAMES.len()] = [std::ptr::null_mut(); NAMES.len()];
@@ -167,8 +167,9 @@ unsafe fn put_parse(
         });
     let check = match slots[CHECK] {
         p if p.is_null() => Some(true),
-        // SAFETY: reading the addresses of the two bool singletons.
+        // SAFETY: reading the address of the `True` singleton.
         p if p == unsafe { ffi::Py_True() } => Some(true),
+        // SAFETY: reading the address of the `False` singleton.
         p if p == unsafe { ffi::Py_False() } => Some(false),
         _ => None,
     };
@@ -199,6 +200,7 @@ unsafe fn put_parse(
             // `self` before it calls the method, so it is not checked again
             // (a subclass's check walks its MRO on every put).
             let this = unsafe { Borrowed::from_ptr(py, slf) };
+            // SAFETY: as above, `slf` is a `PyStoreBase` (or a subclass).
             let this = unsafe { this.downcast_unchecked::<PyStoreBase>() };
             let r = this.get().put_args(py, put, check)?;
             Ok(Bound::new(py, r)?.into_ptr())

@@ -124,7 +124,7 @@ impl PyStore {
     /// writer makes a store in a folder that is not empty and holds none
     /// (refused with `NotAStoreError` otherwise).
     #[new]
-    #[pyo3(signature = (config, read_only=false, repair=false, wait_for_writer=false, create=false))]
+    #[pyo3(signature = (config, read_only=false, repair=false, wait_for_writer=false, create=false, cut_at=None))]
     fn new(
         py: Python<'_>,
         config: &Bound<'_, PyAny>,
@@ -132,10 +132,12 @@ impl PyStore {
         repair: bool,
         wait_for_writer: bool,
         create: bool,
+        cut_at: Option<u64>,
     ) -> PyResult<Self> {
         guarded(|| {
             let opts = StoreOptions {
                 repair,
+                cut_at,
                 wait_for_writer,
                 create,
                 ..options_from_config(config, read_only)?

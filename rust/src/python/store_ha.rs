@@ -1,6 +1,6 @@
 //! The replication methods of `NativeStore`: starting and stopping it, the
-//! master's port, `ha_status` and the wait for what a put wrote (see
-//! docs/format.md §21).
+//! master's port, `ha_status`, a slave's promotion and the wait for what
+//! a put wrote (see docs/format.md §21).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -23,6 +23,41 @@ impl PyStore {
             store.stop_ha();
             Ok(())
         })
+    }
+
+    /// The replication role now (``ASYNC_MASTER``, ``SYNC_MASTER``,
+    /// ``SLAVE``): a promoted store is an ``ASYNC_MASTER``.
+    #[getter]
+    fn ha_role(&self) -> &'static str {
+        self.store.ha_role().name()
+    }
+
+    /// Turns this running slave into an ``ASYNC_MASTER`` (docs/format.md
+    /// §21.8): ``{"offset", "tail_file", "tail_bytes", "port"}``.
+    fn promote<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let store = &self.store;
+        let p = guarded(|| nogil(py, || store.promote()))?;
+        let d = PyDict::new(py);
+        d.set_item("offset", p.offset)?;
+        d.set_item(
+            "tail_file",
+            p.tail_file.map(|f| f.to_string_lossy().into_owned()),
+        )?;
+        d.set_item("tail_bytes", p.tail_bytes)?;
+        d.set_item("port", p.port)?;
+        Ok(d)
+    }
+
+    /// Start of the last complete record of the CommitLog (of the newest
+    /// file holding one): where a slave's first report asks from.
+    fn ha_last_record_start(&self) -> u64 {
+        crate::ha::apply::last_record_start(self.store.commitlog())
+    }
+
+    /// Start of the record holding CommitLog offset ``offset`` (the walk of
+    /// its file's headers; where it stops past the file's whole records).
+    fn ha_record_start(&self, offset: u64) -> u64 {
+        crate::ha::apply::record_start_at(self.store.commitlog(), offset)
     }
 
     /// The port a master listens on (None: not listening).
@@ -48,6 +83,7 @@ impl PyStore {
             d.set_item("stopped", s.stopped)?;
             d.set_item("verified", s.verified)?;
             d.set_item("diverged", s.diverged)?;
+            d.set_item("needs_reseed", s.needs_reseed)?;
         } else {
             d.set_item("port", s.port)?;
             let slaves = PyList::empty(py);

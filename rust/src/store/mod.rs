@@ -56,7 +56,10 @@
 //! replication [`Acks`](crate::ha::Acks)' locks (its slave list may be
 //! taken under the HA master's connection list, which may be taken under
 //! its thread list) and a slave's status. A slave's append of its
-//! master's bytes takes the put lock (3) as a put does.
+//! master's bytes takes the put lock (3) as a put does. A promotion holds
+//! `Store::promoting` (taken with no other lock held) while it cuts the
+//! log (the put lock), dispatches and writes the checkpoint's ranges; it
+//! lets it go before it starts the listener (`Store::ha`).
 //!
 //! # Files
 //!
@@ -78,6 +81,7 @@
 //! - `stats.rs`: runtime statistics (counters, lags, queue ends).
 //! - `replication.rs`: replication's threads, a slave's refusal of puts,
 //!   the SYNC_MASTER wait and `ha_status` (see [`crate::ha`]).
+//! - `promote.rs`: failover by hand: a running slave becomes a master.
 //! - `schedule.rs`: delayed delivery, one step (due copies of a delay level
 //!   put into their real topic).
 
@@ -109,10 +113,12 @@ mod put;
 mod queue_reads;
 mod read;
 pub use read::KeyHits;
+pub mod promote;
 mod recover_rebuild;
 mod recover_scan;
 mod repair;
 mod replication;
+
 pub use replication::HaRunning;
 pub mod schedule;
 mod stats;
@@ -173,6 +179,11 @@ pub struct Store {
     ha_client: Arc<crate::ha::slave::ClientStatus>,
     /// Replication's threads while they run.
     ha: Mutex<Option<HaRunning>>,
+    /// The replication role now ([`crate::ha::HaRole::code`]): a promotion
+    /// turns a slave into a master while the store runs.
+    role: std::sync::atomic::AtomicU8,
+    /// Held while a promotion runs.
+    promoting: Mutex<()>,
     /// The port a master listens on (0: none).
     ha_port: std::sync::atomic::AtomicU32,
     /// The process's fork generation at open: a different value means this

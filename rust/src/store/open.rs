@@ -61,8 +61,9 @@ impl Store {
     /// (short files, a missing checkpoint, stale index files) is found here
     /// and repaired by the recovery steps ([`crate::recovery`]), which run
     /// next; puts and reads are refused until they have.
-    pub fn open(opts: StoreOptions) -> Result<Self> {
+    pub fn open(mut opts: StoreOptions) -> Result<Self> {
         let lock = take_lock(&opts)?;
+        adopt_promotion(&mut opts);
         let writable = !opts.read_only;
         // An abort file left behind means the last writer did not stop cleanly.
         let last_exit_ok = !paths::abort_file(&opts.root).exists();
@@ -119,6 +120,7 @@ impl Store {
             max_count_in_disk: opts.max_transfer_count_in_disk,
             memory_window: total_physical_memory() / 100 * opts.access_message_in_memory_max_ratio,
         };
+        let role = opts.ha.role.code();
         Ok(Self {
             opts,
             lock: Mutex::new(lock),
@@ -148,6 +150,8 @@ impl Store {
             acks: Arc::new(crate::ha::Acks::new()),
             ha_client: Default::default(),
             ha: Mutex::new(None),
+            role: std::sync::atomic::AtomicU8::new(role),
+            promoting: Mutex::new(()),
             ha_port: Default::default(),
             fork_generation: fork_generation(),
         })
@@ -162,6 +166,21 @@ impl Store {
         s.start_flush()?;
         s.start_dispatch()?;
         Ok(s)
+    }
+}
+
+/// A store promoted from slave (its promotion marker exists,
+/// docs/format.md §21.8) opens as an `ASYNC_MASTER` when asked to open as a
+/// `SLAVE`: the promotion outlives the configuration that made it a slave.
+fn adopt_promotion(opts: &mut StoreOptions) {
+    if opts.ha.role == crate::ha::HaRole::Slave && paths::promoted_file(&opts.root).exists() {
+        log::warn!(
+            "{} was promoted ({} exists): it opens as an ASYNC_MASTER, not as the SLAVE its \
+             configuration names (`rocketstore rejoin` or `rocketstore reseed` make it a slave again)",
+            opts.root.display(),
+            paths::promoted_file(&opts.root).display()
+        );
+        opts.ha.role = crate::ha::HaRole::AsyncMaster;
     }
 }
 

@@ -51,6 +51,11 @@ pub struct StoreOptions {
     /// size than the geometry, and every newer one, are removed by recovery
     /// and rebuilt from the CommitLog instead of refusing the store.
     pub repair: bool,
+    /// Opened by a rejoin (`rocketstore rejoin`, docs/format.md §21.8):
+    /// recovery ends the CommitLog at this offset (a record's start) when
+    /// its valid data reaches past it, and cuts the queues and the index
+    /// there as at any recovered end.
+    pub cut_at: Option<u64>,
     /// Index the keys of every message (`message_index_enable`).
     pub message_index_enable: bool,
     /// Hash slots per index file (`max_hash_slot_num`).
@@ -107,6 +112,7 @@ impl Default for StoreOptions {
             wait_for_writer: false,
             create: false,
             repair: false,
+            cut_at: None,
             message_index_enable: true,
             max_hash_slot_num: 5_000_000,
             max_index_num: 20_000_000,

@@ -268,7 +268,12 @@ impl Store {
                 .policy
                 .as_ref()
                 .ok_or_else(|| StoreError::internal("recovery scan without a damage rule"))?;
-            let scan = s.commitlog().scan_for_recovery(start, check_crc, policy)?;
+            let mut scan = s.commitlog().scan_for_recovery(start, check_crc, policy)?;
+            if let Some(cut) = s.options().cut_at.filter(|c| *c < scan.end_offset) {
+                // A rejoin: the log ends where it forked from its new master.
+                scan.end_offset = cut;
+                scan.stop_reason = Some(format!("cut at {cut} (a rejoin)"));
+            }
             let damaged = damaged_ranges(&policy.known, &scan.damaged, scan.end_offset);
             s.commitlog().set_damaged(damaged.clone());
             st.start_file = start;

@@ -74,17 +74,19 @@ pub struct HaStatus {
     pub verified: bool,
     /// A slave: they were not (the logs forked).
     pub diverged: bool,
+    /// A slave: its end is below the master's first file (reseed it).
+    pub needs_reseed: bool,
 }
 
 impl Store {
     /// The replication role.
     pub fn ha_role(&self) -> HaRole {
-        self.opts.ha.role
+        HaRole::from_code(self.role.load(Ordering::Acquire))
     }
 
     /// Why a SLAVE refuses puts.
     pub(super) fn slave_refusal(&self) -> Option<Refused> {
-        (self.opts.ha.role == HaRole::Slave).then(|| {
+        (self.ha_role() == HaRole::Slave).then(|| {
             Refused::new(
                 PutStatus::ServiceNotAvailable,
                 format!(
@@ -105,7 +107,7 @@ impl Store {
             return Ok(self.ha_port());
         }
         let ha = &self.opts.ha;
-        let running = match ha.role {
+        let running = match self.ha_role() {
             HaRole::Slave => {
                 if ha.master_address.is_none() {
                     return Ok(None);
@@ -181,7 +183,7 @@ impl Store {
     /// (RocketMQ's `isSlaveOK`, taken right after the append). None for
     /// other roles.
     pub(super) fn replica_check(&self, start: u64, end: u64) -> Option<ReplicaCheck> {
-        (self.opts.ha.role == HaRole::SyncMaster).then(|| ReplicaCheck {
+        (self.ha_role() == HaRole::SyncMaster).then(|| ReplicaCheck {
             ok: self.acks.slave_ok(end, self.opts.ha.fallbehind_max),
             since: Instant::now(),
             start,
@@ -261,7 +263,7 @@ impl Store {
         let c: &ClientStatus = &self.ha_client;
         let last = c.last_frame_ms.load(Ordering::Acquire);
         HaStatus {
-            role: ha.role.name(),
+            role: self.ha_role().name(),
             port: self.ha_port(),
             slaves,
             master_address: ha.master_address.clone(),
@@ -273,6 +275,7 @@ impl Store {
             stopped: c.stopped.load(Ordering::Acquire),
             verified: c.verified.load(Ordering::Acquire),
             diverged: c.diverged.load(Ordering::Acquire),
+            needs_reseed: c.needs_reseed.load(Ordering::Acquire),
         }
     }
 }
