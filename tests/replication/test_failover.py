@@ -315,3 +315,33 @@ def test_an_end_of_file_blank_both_logs_hold_is_not_a_fork(tmp_path: Path) -> No
             wait_until(lambda: a.max_phy_offset == b.max_phy_offset, what="a follows b")
             assert a.ha_status()["verified"] and not a.ha_status()["diverged"]
     assert commitlog_bytes(a_dir, 0, a_end) == commitlog_bytes(b_dir, 0, a_end)
+
+
+def test_a_fork_in_the_first_file_is_found(tmp_path: Path) -> None:
+    # The promoted slave held part of the first file only; its own records
+    # fill files past the former master's. A report of 0 would ask for no
+    # offset (its master answers from its last file), so the first file is
+    # probed from its second record.
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    with MessageStore(master_config(a_dir, sync=False, ha_new_slave_from_first_file=True)) as a:
+        _put_many(a, 20)
+        with MessageStore(slave_config(b_dir, a.ha_port)) as b:
+            wait_until(lambda: b.max_phy_offset == a.max_phy_offset, what="copy of a")
+        while a.max_phy_offset < 2 * SEGMENT:
+            a.put("T", b"a" * 300, 0)
+        a_end = a.max_phy_offset
+    r = _cli("promote", str(b_dir), "--json")
+    assert r.returncode == 0, r.stderr
+    cut = json.loads(r.stdout)["offset"]
+    assert 0 < cut < SEGMENT
+    with MessageStore(slave_config(b_dir, None, ha_listen_port=0)) as b:
+        while b.max_phy_offset < 3 * SEGMENT:
+            b.put("T", b"b" * 333, 0)
+        r = _cli("rejoin", str(a_dir), "--master", f"127.0.0.1:{b.ha_port}", "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        rejoined = json.loads(r.stdout)
+        assert (rejoined["offset"], rejoined["end"]) == (cut, a_end), r.stdout
+        with MessageStore(slave_config(a_dir, b.ha_port)) as a:
+            wait_until(lambda: a.max_phy_offset == b.max_phy_offset, what="a follows b")
+            assert a.ha_status()["verified"] and not a.ha_status()["diverged"]
+    assert commitlog_bytes(a_dir, 0, 3 * SEGMENT) == commitlog_bytes(b_dir, 0, 3 * SEGMENT)
