@@ -15,7 +15,8 @@ Records are the same record when their bytes at the same offset are equal
 finds equal bytes up to the record at ``c > x``, the logs fork at ``c``;
 when the record at ``x`` itself differs, the fork lies below ``x`` and the
 next probe asks from further back: the start of the last record first,
-then the start of each file, newest first.
+then the start of each file, newest first (the first file at offset 0 also
+from its second record: a report of 0 asks for no offset).
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ def probe(master: str, x: int, files: LogFiles, end: int, timeout: float) -> Pro
                 del buf[:_FRAME_HEADER + size]
                 if start < 0 and x == 0:
                     expected = at  # a report of 0: the master chose where to start
+                    if at >= end:
+                        return Probe("closed", at, x)  # past this store's end: nothing compared
                 if start < 0 and size == 0 and at != expected:
                     # Its end (x past it) or its first file (x below it),
                     # sent before it closes the connection (§21.3).
@@ -115,13 +118,26 @@ def probe(master: str, x: int, files: LogFiles, end: int, timeout: float) -> Pro
                     return Probe("equal", end, start)
 
 
+def _second_record(files: LogFiles) -> int:
+    """Where the record after the one at offset 0 starts (0 when the first
+    record's size is not that of a record in the first file)."""
+    size = int.from_bytes(files.read(0, 4), "big", signed=True) if files.size >= 4 else 0
+    return size if 0 < size < files.size else 0
+
+
 def find_fork(master: str, files: LogFiles, records: Records, end: int,
               timeout: float) -> tuple[int, Probe]:
     """The offset where this store's log ``[.., end)`` stops being the
     master's (``end`` when nothing past it differs), and the probe that
     found it."""
     asked: list[int] = []
-    for x in [records.ha_last_record_start(), *(f for f, _ in reversed(files.files))]:
+    starts = [f for f, _ in reversed(files.files)]
+    if starts and starts[-1] == 0:
+        # A report of 0 asks for no offset (a new slave: the master chooses
+        # where it starts, §21.2), so the first file is probed from its
+        # second record.
+        starts.insert(-1, _second_record(files))
+    for x in [records.ha_last_record_start(), *starts]:
         if x >= end or x in asked:
             continue
         asked.append(x)

@@ -270,3 +270,78 @@ def test_a_slave_ahead_of_its_new_master_is_diverged(tmp_path: Path) -> None:
             time.sleep(0.5)  # it tries again: refused again, nothing written
             assert s.max_phy_offset == end and s.ha_status()["diverged"]
             assert all(x["acked_offset"] < 0 for x in b.ha_status()["slaves"])
+
+
+def _fill_to(store: MessageStore, left: int) -> None:
+    """Puts records until exactly ``left`` bytes of the CommitLog's file remain."""
+    before = store.max_phy_offset
+    store.put("T", b"x" * 100, 0)
+    per = store.max_phy_offset - before  # one record's bytes besides its body, plus 100
+    while SEGMENT - store.max_phy_offset % SEGMENT - left > 2 * per:
+        store.put("T", b"x" * 100, 0)
+    rest = SEGMENT - store.max_phy_offset % SEGMENT - left
+    store.put("T", b"x" * (rest - per + 100), 0)
+    assert SEGMENT - store.max_phy_offset % SEGMENT == left
+
+
+def test_an_end_of_file_blank_both_logs_hold_is_not_a_fork(tmp_path: Path) -> None:
+    # The slave held every record of the master's first file, not its
+    # end-of-file blank: it is promoted at the blank's offset, and its own
+    # first record does not fit there either, so it writes the same blank.
+    # The logs then fork at the next file's start, not at the promotion's.
+    # (In the second file: a probe from the first reports 0, which a master
+    # answers from its last file.)
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    with MessageStore(master_config(a_dir, sync=False, ha_new_slave_from_first_file=True)) as a:
+        while a.max_phy_offset < SEGMENT:
+            a.put("T", b"x" * 300, 0)
+        _fill_to(a, 40)
+        with MessageStore(slave_config(b_dir, a.ha_port)) as b:
+            wait_until(lambda: b.max_phy_offset == a.max_phy_offset, what="copy of a")
+        a.put("T", b"a" * 300, 0)  # the blank, and the record in the next file
+        a_end = a.max_phy_offset
+    r = _cli("promote", str(b_dir), "--json")
+    assert r.returncode == 0, r.stderr
+    cut = json.loads(r.stdout)["offset"]
+    assert cut == 2 * SEGMENT - 40
+    with MessageStore(slave_config(b_dir, None, ha_listen_port=0)) as b:
+        b.put("T", b"b" * 300, 0)
+        assert commitlog_bytes(b_dir, 0, 2 * SEGMENT) == commitlog_bytes(a_dir, 0, 2 * SEGMENT)
+        r = _cli("rejoin", str(a_dir), "--master", f"127.0.0.1:{b.ha_port}", "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        rejoined = json.loads(r.stdout)
+        assert (rejoined["offset"], rejoined["end"]) == (2 * SEGMENT, a_end), r.stdout
+        with MessageStore(slave_config(a_dir, b.ha_port)) as a:
+            wait_until(lambda: a.max_phy_offset == b.max_phy_offset, what="a follows b")
+            assert a.ha_status()["verified"] and not a.ha_status()["diverged"]
+    assert commitlog_bytes(a_dir, 0, a_end) == commitlog_bytes(b_dir, 0, a_end)
+
+
+def test_a_fork_in_the_first_file_is_found(tmp_path: Path) -> None:
+    # The promoted slave held part of the first file only; its own records
+    # fill files past the former master's. A report of 0 would ask for no
+    # offset (its master answers from its last file), so the first file is
+    # probed from its second record.
+    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    with MessageStore(master_config(a_dir, sync=False, ha_new_slave_from_first_file=True)) as a:
+        _put_many(a, 20)
+        with MessageStore(slave_config(b_dir, a.ha_port)) as b:
+            wait_until(lambda: b.max_phy_offset == a.max_phy_offset, what="copy of a")
+        while a.max_phy_offset < 2 * SEGMENT:
+            a.put("T", b"a" * 300, 0)
+        a_end = a.max_phy_offset
+    r = _cli("promote", str(b_dir), "--json")
+    assert r.returncode == 0, r.stderr
+    cut = json.loads(r.stdout)["offset"]
+    assert 0 < cut < SEGMENT
+    with MessageStore(slave_config(b_dir, None, ha_listen_port=0)) as b:
+        while b.max_phy_offset < 3 * SEGMENT:
+            b.put("T", b"b" * 333, 0)
+        r = _cli("rejoin", str(a_dir), "--master", f"127.0.0.1:{b.ha_port}", "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        rejoined = json.loads(r.stdout)
+        assert (rejoined["offset"], rejoined["end"]) == (cut, a_end), r.stdout
+        with MessageStore(slave_config(a_dir, b.ha_port)) as a:
+            wait_until(lambda: a.max_phy_offset == b.max_phy_offset, what="a follows b")
+            assert a.ha_status()["verified"] and not a.ha_status()["diverged"]
+    assert commitlog_bytes(a_dir, 0, 3 * SEGMENT) == commitlog_bytes(b_dir, 0, 3 * SEGMENT)

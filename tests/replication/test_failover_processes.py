@@ -93,13 +93,22 @@ def test_a_former_master_with_a_divergent_tail_rejoins(tmp_path: Path) -> None:
         promoted = json.loads(r.stdout)
         assert promoted["ok"] and promoted["port"] == b_port
         cut = promoted["offset"]
-        b.wait_for("DONE")
+        b_end = int(b.wait_for("DONE").split()[1])
         # Every SYNC_MASTER-acknowledged message is on the survivor, B.
         for off, size in acked:
             assert off + size <= cut, f"acknowledged message at {off} is not on B"
         a_end_before = _a_end(a_dir)
         a_bytes = commitlog_bytes(a_dir, 0, a_end_before)
         assert a_end_before > cut
+        # B's copy is A's log up to the promotion.
+        assert commitlog_bytes(b_dir, 0, cut) == a_bytes[:cut], _fork_report(a_bytes, b_dir, cut,
+                                                                               b_end, "")
+        # The logs fork where B's first own record is: at the promotion's
+        # offset, unless B held every record of a file but not its end-of-file
+        # blank and B's first record did not fit there either: B wrote the
+        # same blank (docs/format.md §4), and the fork is the next file's start.
+        seg_end = cut - cut % SEGMENT + SEGMENT
+        fork = seg_end if commitlog_bytes(b_dir, cut, seg_end) == a_bytes[cut:seg_end] else cut
         # A restarted as B's slave: refused as diverged, nothing written.
         a2 = Child(FAILOVER_CHILD, ["slave", a_dir, b_port], tmp_path / "a2.out")
         a2.wait_for("READY")
@@ -110,18 +119,18 @@ def test_a_former_master_with_a_divergent_tail_rejoins(tmp_path: Path) -> None:
                  "--json")
         assert r.returncode == 0, r.stdout + r.stderr
         rejoined = json.loads(r.stdout)
-        assert rejoined["offset"] == cut
-        side = a_dir / HA_DIR / f"{REJOIN_CUT_PREFIX}{cut:020d}"
-        assert rejoined["saved_file"] == str(side)
+        why = _fork_report(a_bytes, b_dir, cut, b_end, r.stdout)
+        assert rejoined["offset"] == fork, why
+        side = a_dir / HA_DIR / f"{REJOIN_CUT_PREFIX}{fork:020d}"
+        assert rejoined["saved_file"] == str(side), why
         # The side file holds exactly the cut bytes.
-        assert side.read_bytes() == a_bytes[cut:rejoined["end"]]
-        assert rejoined["end"] >= a_end_before
+        assert side.read_bytes() == a_bytes[fork:rejoined["end"]], why
+        assert rejoined["end"] >= a_end_before, why
         # Cut: zeros to the end of the cut's file, no file after it.
-        seg_end = cut - cut % SEGMENT + SEGMENT
-        assert commitlog_bytes(a_dir, cut, seg_end) == bytes(seg_end - cut)
-        assert segment_starts(a_dir)[-1] < seg_end
+        fork_seg_end = fork - fork % SEGMENT + SEGMENT
+        assert commitlog_bytes(a_dir, fork, fork_seg_end) == bytes(fork_seg_end - fork), why
+        assert segment_starts(a_dir)[-1] < fork_seg_end, why
         # A follows B and ends byte-identical over the shared offsets.
-        b_end = int(b.wait_for("DONE").split()[1])
         a3 = Child(FAILOVER_CHILD, ["slave", a_dir, b_port], tmp_path / "a3.out")
         a3.wait_for("READY")
         wait_until(lambda: _status(a3)["applied_offset"] == b_end, 30, "A caught up with B")
@@ -132,7 +141,19 @@ def test_a_former_master_with_a_divergent_tail_rejoins(tmp_path: Path) -> None:
         a.kill()
         b.kill()
     assert commitlog_bytes(a_dir, 0, b_end) == commitlog_bytes(b_dir, 0, b_end)
-    assert commitlog_bytes(a_dir, 0, cut) == a_bytes[:cut]
+    assert commitlog_bytes(a_dir, 0, fork) == a_bytes[:fork]
+
+
+def _fork_report(a_bytes: bytes, b_dir: Path, cut: int, b_end: int, out: str) -> str:
+    """What a wrong fork is diagnosed from: the offsets, rejoin's output, and
+    where A's old bytes and B's first differ."""
+    b_bytes = commitlog_bytes(b_dir, 0, min(len(a_bytes), b_end))
+    first = next((i for i, (x, y) in enumerate(zip(a_bytes, b_bytes, strict=False)) if x != y),
+                 min(len(a_bytes), len(b_bytes)))
+    return (f"promoted at {cut} ({cut % SEGMENT} into its {SEGMENT}-byte file), A's old end "
+            f"{len(a_bytes)}, B's end {b_end}; A's and B's bytes first differ at {first}; at the "
+            f"cut A holds {a_bytes[cut:cut + 16].hex()}, B {b_bytes[cut:cut + 16].hex()}; "
+            f"rejoin: {out}")
 
 
 def _a_end(path: Path) -> int:

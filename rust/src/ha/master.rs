@@ -11,8 +11,9 @@
 //! reader closes the connection after `housekeeping` without a byte, on a
 //! negative report or one past this store's end.
 
+use std::collections::HashMap;
 use std::io::{ErrorKind, IoSlice, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -35,6 +36,45 @@ const POLL: Duration = Duration::from_millis(50);
 const SLAVE_CLOSED: &str = "the slave closed it";
 const SHUTTING_DOWN: &str = "the store is shutting down";
 
+/// The last warning a master (by its port) gave a slave host (by its
+/// address) when it closed or refused its connection. A slave that keeps
+/// reconnecting and is closed for the same reason each time (a port per
+/// attempt) is warned about once; the repeats go to the debug level until
+/// a connection from that host gets as far as being sent frames.
+static WARNED: Mutex<Option<HashMap<(u16, IpAddr), String>>> = Mutex::new(None);
+
+/// True when `why` is what the master on `port` last warned `host` about;
+/// remembers it otherwise.
+fn warned_before(port: u16, host: IpAddr, why: &str) -> bool {
+    let mut warned = WARNED.lock();
+    let map = warned.get_or_insert_with(HashMap::new);
+    if map.get(&(port, host)).is_some_and(|w| w == why) {
+        return true;
+    }
+    map.insert((port, host), why.to_string());
+    false
+}
+
+/// True when the master on `port` has a warning on record for `host`.
+fn has_warned(port: u16, host: IpAddr) -> bool {
+    WARNED
+        .lock()
+        .as_ref()
+        .is_some_and(|m| m.contains_key(&(port, host)))
+}
+
+/// A connection from `host` works again: its next failure is warned about.
+fn forget_warning(port: u16, host: IpAddr) {
+    if let Some(m) = WARNED.lock().as_mut() {
+        m.remove(&(port, host));
+    }
+}
+
+/// The local port of a connection (0 if the socket cannot tell).
+fn local_port(s: &TcpStream) -> u16 {
+    s.local_addr().map(|a| a.port()).unwrap_or(0)
+}
+
 /// One connection's shared state.
 struct Conn {
     stream: TcpStream,
@@ -51,8 +91,11 @@ impl Conn {
     /// Closes the connection once, logging why.
     fn close(&self, acks: &Acks, why: &str) {
         if !self.closed.swap(true, Ordering::AcqRel) {
+            let host = self.slave.addr.ip();
             let level = if why == SLAVE_CLOSED || why == SHUTTING_DOWN {
                 log::Level::Info
+            } else if warned_before(local_port(&self.stream), host, why) {
+                log::Level::Debug
             } else {
                 log::Level::Warn
             };
@@ -168,7 +211,13 @@ fn accept(
 ) {
     if !opts.allowed_slaves.is_empty() && !opts.allowed_slaves.iter().any(|n| n.contains(peer.ip()))
     {
-        log::warn!("HA: refused a connection from {peer}: not in ha_allowed_slaves");
+        let why = "not in ha_allowed_slaves";
+        let level = if warned_before(local_port(&s), peer.ip(), why) {
+            log::Level::Debug
+        } else {
+            log::Level::Warn
+        };
+        log::log!(level, "HA: refused a connection from {peer}: {why}");
         let _ = s.shutdown(Shutdown::Both);
         return;
     }
@@ -185,7 +234,12 @@ fn accept(
             return;
         }
     };
-    log::info!("HA: slave {peer} connected");
+    let level = if has_warned(local_port(&r), peer.ip()) {
+        log::Level::Debug // a host that keeps coming back after a warning
+    } else {
+        log::Level::Info
+    };
+    log::log!(level, "HA: slave {peer} connected");
     let conn = Arc::new(Conn {
         stream: r,
         slave: acks.add(peer),
@@ -345,6 +399,7 @@ fn write_frames(
     }
     let mut next = c.request.load(Ordering::Acquire) as u64;
     log::info!("HA: sending to slave {} from offset {next}", c.slave.addr);
+    forget_warning(local_port(&c.stream), c.slave.addr.ip());
     let mut last_write = Instant::now();
     let mut out = Frames::default();
     while live() {
