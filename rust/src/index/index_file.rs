@@ -158,7 +158,22 @@ pub fn index_file_size(hash_slot_num: usize, index_num: usize) -> Option<usize> 
 /// RocketMQ's `indexKeyHashMethod`: `abs(key.hashCode())`, and 0 for
 /// `Integer.MIN_VALUE` (whose abs is still negative).
 pub fn index_key_hash(key: &str) -> i32 {
-    let h = java_string_hash(key).wrapping_abs();
+    abs_key_hash(java_string_hash(key))
+}
+
+/// [`index_key_hash`] of the stored key `topic#key` ([`build_key`]),
+/// computed over the parts without building the string.
+pub fn index_key_hash_of(topic: &str, key: &str) -> i32 {
+    let h = topic
+        .encode_utf16()
+        .chain(std::iter::once(u16::from(b'#')))
+        .chain(key.encode_utf16())
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+    abs_key_hash(h)
+}
+
+fn abs_key_hash(hash: i32) -> i32 {
+    let h = hash.wrapping_abs();
     if h < 0 {
         0
     } else {
@@ -454,7 +469,6 @@ impl IndexFile {
     /// `[begin, end]`, newest first, until `out` holds `max` (docs/format.md §19.3).
     /// Entries of other keys with the same hash are included (the caller
     /// compares the message's keys).
-    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
     pub fn select_phy_offsets(
         &self,
         out: &mut Vec<i64>,
@@ -463,8 +477,21 @@ impl IndexFile {
         begin: i64,
         end: i64,
     ) {
+        self.select_hashed(out, index_key_hash(key), max, begin, end);
+    }
+
+    /// [`IndexFile::select_phy_offsets`] by the key's hash
+    /// ([`index_key_hash`]), which is all the walk compares.
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+    pub fn select_hashed(
+        &self,
+        out: &mut Vec<i64>,
+        key_hash: i32,
+        max: usize,
+        begin: i64,
+        end: i64,
+    ) {
         let raw = self.mf.raw();
-        let key_hash = index_key_hash(key);
         let Some(slot_value) = be_i32(raw, self.slot_pos(key_hash)) else {
             return;
         };
@@ -595,6 +622,20 @@ pub(crate) fn is_index_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_hash_of_parts_is_the_hash_of_the_stored_key() {
+        // ASCII, non-ASCII (two UTF-16 units for the emoji), empty parts.
+        for (t, k) in [
+            ("BenchTopic", "key-0001"),
+            ("T", ""),
+            ("", "k"),
+            ("Thema", "Schlüssel-\u{1F600}"),
+            ("Aa", "BB"),
+        ] {
+            assert_eq!(index_key_hash_of(t, k), index_key_hash(&build_key(t, k)));
+        }
+    }
 
     #[test]
     fn header_codec() {

@@ -14,8 +14,8 @@ use parking_lot::{Mutex, RwLock};
 use crate::checkpoint::Checkpoint;
 use crate::error::{Result, StoreError};
 use crate::index::index_file::{
-    build_key, check_geometry, human_time_name, index_file_size, is_index_name, IndexFile,
-    DEFAULT_MAX_MSGS_NUM_BATCH,
+    build_key, check_geometry, human_time_name, index_file_size, index_key_hash_of, is_index_name,
+    IndexFile, DEFAULT_MAX_MSGS_NUM_BATCH,
 };
 use crate::log::message::sysflag;
 use crate::running::{Flag, RunningFlags};
@@ -473,8 +473,10 @@ impl IndexStore {
         end: i64,
     ) -> QueryOffsetResult {
         let max = max_num.min(self.max_msgs_num_batch.load(Ordering::Acquire));
-        let key = build_key(topic, key);
-        let files = self.files();
+        // The hash is all the walk compares: no `topic#key` string, and no
+        // snapshot of the list (the read lock is held for the walk only).
+        let key_hash = index_key_hash_of(topic, key);
+        let files = self.files.read();
         let mut r = QueryOffsetResult::default();
         if let Some(newest) = files.last() {
             r.index_last_update_timestamp = newest.end_timestamp();
@@ -482,7 +484,7 @@ impl IndexStore {
         }
         for f in files.iter().rev() {
             if f.is_time_matched(begin, end) {
-                f.select_phy_offsets(&mut r.phy_offsets, &key, max, begin, end);
+                f.select_hashed(&mut r.phy_offsets, key_hash, max, begin, end);
             }
             if f.begin_timestamp() < begin || r.phy_offsets.len() >= max {
                 break;

@@ -63,7 +63,7 @@ impl PullBuf {
             } else {
                 RecordBytes::Own(buf[start..start + len].to_vec())
             };
-            Bound::new(py, PyMessageExt { raw, view })
+            PyMessageExt::new_bound(py, raw, view)
         });
         let objs = items.collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, objs)
@@ -377,13 +377,7 @@ impl PyStore {
             })?;
             let list = PyList::empty(py);
             for (view, raw) in found {
-                list.append(Bound::new(
-                    py,
-                    PyMessageExt {
-                        raw: raw.into(),
-                        view,
-                    },
-                )?)?;
+                list.append(PyMessageExt::new_bound(py, raw.into(), view)?)?;
             }
             Ok(list)
         })

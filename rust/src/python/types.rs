@@ -461,6 +461,30 @@ impl std::ops::Deref for RecordBytes {
 }
 
 impl PyMessageExt {
+    /// A new `MessageExt` object. PyO3's `Bound::new` looks the class's
+    /// type object up on every call, and for a class whose methods sit in
+    /// several modules that lookup boxes an iterator over them (an
+    /// allocation and a free per message); the reads build one object per
+    /// message, so the type object is looked up once and kept.
+    pub fn new_bound(
+        py: Python<'_>,
+        raw: RecordBytes,
+        view: RecordView,
+    ) -> PyResult<Bound<'_, Self>> {
+        use pyo3::impl_::pyclass_init::PyObjectInit;
+        use pyo3::types::PyType;
+        static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+        let tp = TYPE.get_or_init(py, || py.get_type::<Self>().unbind());
+        let init = PyClassInitializer::from(Self { raw, view });
+        // SAFETY: `tp` is this class's own type object (kept alive by the
+        // cell), the subtype `into_new_object` requires; the pointer it
+        // returns is a new, owned reference to an object of this class.
+        unsafe {
+            let obj = init.into_new_object(py, tp.as_ptr().cast())?;
+            Ok(Bound::from_owned_ptr(py, obj).downcast_into_unchecked())
+        }
+    }
+
     fn props_raw(&self) -> &[u8] {
         &self.raw[self.view.properties.clone()]
     }

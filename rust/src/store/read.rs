@@ -249,11 +249,12 @@ impl Store {
         };
         let mut index_end = end;
         for _round in 0..3 {
-            let r = index.query(topic, key, max_num, index_begin, index_end);
-            let mut offsets = r.phy_offsets.clone();
-            offsets.sort_unstable();
-            offsets.dedup();
-            for off in offsets {
+            let mut r = index.query(topic, key, max_num, index_begin, index_end);
+            // Sorted in place (the collision round below only takes their
+            // minimum timestamp, and emptiness survives the dedup).
+            r.phy_offsets.sort_unstable();
+            r.phy_offsets.dedup();
+            for &off in &r.phy_offsets {
                 let Ok(off) = u64::try_from(off) else {
                     continue;
                 };
