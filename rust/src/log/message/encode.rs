@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
 use super::{
-    body_crc, prop_crc_digits, prop_crc_extra, sysflag, BLANK_MAGIC, FIXED_OVERHEAD_V4, MAGIC_V1,
-    NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_CRC_LEN, PROP_CRC_NAME,
+    body_crc, crc_hasher, prop_crc_digits, prop_crc_extra, sysflag, BLANK_MAGIC, FIXED_OVERHEAD_V4,
+    MAGIC_V1, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, PROP_CRC_LEN, PROP_CRC_NAME,
 };
 
 /// Born host of a message that gives none (127.0.0.1, port 0).
@@ -264,7 +264,7 @@ fn encode_v1_with(
             d[p] = PROPERTY_SEPARATOR;
             p += 1;
         }
-        let mut h = crc32fast::Hasher::new();
+        let mut h = crc_hasher();
         h.update(&(total as i32).to_be_bytes());
         h.update(&d[4..p]);
         let crc = h.finalize() & 0x7FFF_FFFF;

@@ -176,7 +176,24 @@ pub fn tags_code(tags: Option<&str>) -> i64 {
 /// `crc32(body) & 0x7FFFFFFF`, as RocketMQ's `UtilAll.crc32`.
 #[inline]
 pub fn body_crc(body: &[u8]) -> i32 {
-    (crc32fast::hash(body) & 0x7FFF_FFFF) as i32
+    (crc32(body) & 0x7FFF_FFFF) as i32
+}
+
+/// A fresh CRC-32 hasher: a clone of one made once, so the CPU feature
+/// check that `crc32fast::Hasher::new` (and `crc32fast::hash`) runs on
+/// every call runs once per process.
+#[inline]
+pub fn crc_hasher() -> crc32fast::Hasher {
+    static FIRST: std::sync::OnceLock<crc32fast::Hasher> = std::sync::OnceLock::new();
+    FIRST.get_or_init(crc32fast::Hasher::new).clone()
+}
+
+/// `crc32fast::hash(bytes)` through [`crc_hasher`].
+#[inline]
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut h = crc_hasher();
+    h.update(bytes);
+    h.finalize()
 }
 
 #[cfg(test)]
@@ -186,6 +203,15 @@ mod tests {
     use super::decode::{properties_well_formed, valid_record_size, NotARecord};
     use super::prop_crc::parse_prop_crc_digits;
     use super::*;
+
+    #[test]
+    fn cloned_hasher_matches_crc32fast() {
+        for data in [&b""[..], b"body", &[0xA5; 4099][..]] {
+            assert_eq!(crc32(data), crc32fast::hash(data));
+            assert_eq!(crc32(data), crc32(data), "the clone starts fresh");
+        }
+        assert_eq!(body_crc(b"123456789"), 0xCBF4_3926_u32 as i32 & 0x7FFF_FFFF);
+    }
 
     #[test]
     fn java_hash_matches_known_values() {

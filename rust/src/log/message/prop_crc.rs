@@ -83,7 +83,7 @@ pub fn prop_crc_ok(rec: &[u8], props: &std::ops::Range<usize>) -> bool {
     let Some(value) = rest.get(1..11).and_then(parse_prop_crc_digits) else {
         return false;
     };
-    (crc32fast::hash(head) & 0x7FFF_FFFF) == value
+    (super::crc32(head) & 0x7FFF_FFFF) == value
 }
 
 /// True when `t` (20 bytes) has the shape of a property CRC: the name,
