@@ -9,7 +9,8 @@ other statuses print ``STORED <status>``.
 
 ``slave``: opens (and so recovers) a SLAVE store following
 ``127.0.0.1:PORT``, prints ``READY <max_phy>`` and then its CommitLog end
-every 50 ms until killed.
+every 50 ms until killed. ``slave STORE PORT CQ_FILE_SIZE`` uses consume
+queue files of ``CQ_FILE_SIZE`` bytes.
 
 ``omaster``: opens an ASYNC_MASTER listening on ``127.0.0.1:PORT`` (its
 offsets on ``PORT + 1``), prints ``READY <max_phy>``, puts one message
@@ -53,8 +54,9 @@ def run_master(path: str, port: int) -> None:
         i += n
 
 
-def run_slave(path: str, port: int) -> None:
-    store = MessageStore(slave_config(path, port)).start()
+def run_slave(path: str, port: int, cq_file_size: int | None = None) -> None:
+    kw = {} if cq_file_size is None else {"mapped_file_size_consume_queue": cq_file_size}
+    store = MessageStore(slave_config(path, port, **kw)).start()
     out = sys.stdout
     out.write(f"READY {store.max_phy_offset}\n")
     out.flush()
@@ -99,6 +101,9 @@ def run_offsets_slave(path: str, port: int) -> None:
 
 def main() -> int:
     role, path, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if role == "slave" and len(sys.argv) > 4:
+        run_slave(path, port, int(sys.argv[4]))
+        return 0
     run = {"master": run_master, "slave": run_slave, "omaster": run_offsets_master,
            "oslave": run_offsets_slave}[role]
     run(path, port)

@@ -535,6 +535,49 @@ mod tests {
         assert_eq!(cq.max_offset_in_queue(), 16);
     }
 
+    /// A queue reloaded with no message — its first file all zeros (a kill
+    /// after the file was made, before its first write) or holding part of
+    /// the pre-blank filler (a kill mid-fill) — puts the first message at
+    /// the queue offset its record carries, not at the files' end.
+    #[test]
+    fn reloaded_queue_without_a_message_starts_at_the_first_offset() {
+        for filler in [0usize, 2] {
+            let dir = tempfile::tempdir().unwrap();
+            let cq = open(dir.path(), true);
+            assert!(cq.put(5000, 100, 7, 13).unwrap());
+            drop(cq);
+            let path = dir.path().join("T/0").join(file_name(200));
+            let mut data = vec![0u8; FS];
+            for c in data.chunks_exact_mut(CQ_UNIT_SIZE).take(filler) {
+                c.copy_from_slice(&CqUnit::PRE_BLANK.encode());
+            }
+            std::fs::write(&path, &data).unwrap();
+            let cq = open(dir.path(), true);
+            assert_eq!(cq.max_offset_in_queue(), 10 + filler as i64);
+            // A message far past the file (offset 27, file 20..30) and one
+            // after it.
+            assert!(cq.put(5000, 100, 7, 27).unwrap());
+            assert!(cq.put(5100, 100, 7, 28).unwrap());
+            assert_eq!(cq.min_offset_in_queue(), 27);
+            assert_eq!(cq.max_offset_in_queue(), 29);
+            assert_eq!(cq.unit_at(27).unwrap().phy_offset, 5000);
+            assert_eq!(cq.unit_at(28).unwrap().phy_offset, 5100);
+            assert!(!path.exists(), "the file that held no message is gone");
+            drop(cq);
+            let cq = open(dir.path(), true);
+            assert_eq!(cq.min_offset_in_queue(), 27);
+            assert_eq!(cq.unit_at(28).unwrap().phy_offset, 5100);
+        }
+        // A queue holding a message keeps appending at its end on a gap.
+        let dir = tempfile::tempdir().unwrap();
+        let cq = open(dir.path(), true);
+        assert!(cq.put(5000, 100, 7, 13).unwrap());
+        drop(cq);
+        let cq = open(dir.path(), true);
+        assert!(cq.put(6000, 100, 7, 17).unwrap());
+        assert_eq!(cq.unit_at(14).unwrap().phy_offset, 6000);
+    }
+
     #[test]
     fn recover_truncates_torn_unit() {
         let dir = tempfile::tempdir().unwrap();

@@ -141,6 +141,9 @@ impl ConsumeQueue {
         let expect = (cq_offset as u64)
             .checked_mul(CQ_UNIT_SIZE as u64)
             .ok_or_else(|| StoreError::internal(format!("queue offset {cq_offset} too large")))?;
+        if cq_offset != 0 && st.first_created_from.is_none() {
+            self.restart_if_no_message(expect)?;
+        }
         let was_empty = self.mfq.is_empty();
         let file = self.mfq.last_file_or_create(expect)?;
         if was_empty {
@@ -193,6 +196,48 @@ impl ConsumeQueue {
                 .store(unit.end_phy_offset(), Ordering::Release);
         }
         Ok(ok)
+    }
+
+    /// A queue whose files hold no message — only zeros, or part of the
+    /// pre-blank filler: a kill between the creation of its first file and
+    /// its first unit — ending before `expect` starts afresh, as a new queue
+    /// would (docs/format.md §15.3): its files are deleted, so the put
+    /// creates the file holding `expect` and fills the units before it with
+    /// pre-blanks. Appending at the files' end would serve the message at a
+    /// lower queue offset than its record carries. Called with the write
+    /// lock held, only when no file was created in this process.
+    fn restart_if_no_message(&self, expect: u64) -> Result<()> {
+        let files = self.mfq.files();
+        let Some(last) = files.last() else {
+            return Ok(());
+        };
+        let end = last.file_from_offset() + last.wrote_position() as u64;
+        if expect <= end {
+            return Ok(());
+        }
+        let only_filler = files.iter().all(|f| {
+            f.raw()
+                .get(..f.wrote_position())
+                .unwrap_or_default()
+                .chunks_exact(CQ_UNIT_SIZE)
+                .all(|c| CqUnit::decode(c).is_some_and(|u| u.is_pre_blank()))
+        });
+        if !only_filler {
+            return Ok(());
+        }
+        log::warn!(
+            "{}-{}: the consume queue holds no message (its files end at logical offset {end}); \
+             it starts again at {expect}, the first message's",
+            self.topic,
+            self.queue_id
+        );
+        for f in self.mfq.remove_head(usize::MAX) {
+            f.destroy()?;
+        }
+        self.max_physic_offset.store(-1, Ordering::Release);
+        self.min_logic_offset.store(0, Ordering::Release);
+        self.mfq.set_flushed_where(0);
+        Ok(())
     }
 
     /// Deletes every file and the queue directory (if empty afterwards).
