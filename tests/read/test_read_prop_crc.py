@@ -147,9 +147,9 @@ def test_every_writer_appends_a_correct_property(store_path: str) -> None:
         before = s.max_phy_offset
         table = pa.table({"topic": [TOPIC, TOPIC], "body": [b"a1", b"a2"],
                           "tags": ["ta", None]})
-        done, refused = s._n.put_arrow(pa.RecordBatchReader.from_batches(
+        appended = s._n.put_arrow(pa.RecordBatchReader.from_batches(
             table.schema, table.to_batches()), [("z", "3")])
-        assert (done, refused) == (2, None)
+        assert appended == (2, None, None)
         assert one.ok and bare.ok and batch.ok and delayed.ok and many == []
         assert batch.offsets is not None
         offsets = [one.wrote_offset, bare.wrote_offset, *batch.offsets, delayed.wrote_offset]

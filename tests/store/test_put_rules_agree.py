@@ -128,6 +128,6 @@ def test_a_bad_arrow_row_is_refused_as_a_put_alone_is(
     # The check a Spark write runs before its first append finds the same.
     checked = store._n.check_arrow(_arrow_reader(topic, body, kw))
     assert checked == (0, (0, status.value, alone.reason))
-    done, refused = store._n.put_arrow(_arrow_reader(topic, body, kw))
-    assert (done, refused) == (0, (0, status.value, alone.reason))
+    appended = store._n.put_arrow(_arrow_reader(topic, body, kw))
+    assert appended == (0, (0, status.value, alone.reason), None)
     assert store.max_phy_offset == 0

@@ -32,6 +32,15 @@ even when a commit is cut short (a kill, a full disk) and run again:
 Either way a write cut short is completed from where it stopped: the rerun
 (or Spark's replay) must carry the same rows in the same order, as a
 deterministic query does.
+
+A commit follows the put rule of its store (``docs/format.md`` §21.5): on a
+``SYNC_MASTER`` it returns once a slave holds every row it appended (under
+``SYNC_FLUSH``, once they are on disk too). Its store was opened just now, so
+a ``SYNC_MASTER`` that listens first waits, at most ``slave_timeout``, for a
+slave to connect. Rows stored but not confirmed in time fail the commit with
+:class:`CommitNotConfirmedError` ("stored, not yet replicated"); the write
+is not recorded as finished, so a rerun (or Spark's replay) finds every row
+already there, appends nothing and waits for them again.
 """
 
 from __future__ import annotations
@@ -40,13 +49,16 @@ import hashlib
 import json
 import logging
 import os
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rocketstore import _native
+from rocketstore.config.store_config import BrokerRole
 from rocketstore.enums import PutStatus
+from rocketstore.errors import StoredNotFlushedError
 from rocketstore.spark import _staging
 from rocketstore.spark._options import WriteOptions, store_config
 from rocketstore.store import MessageStore
@@ -54,7 +66,8 @@ from rocketstore.store import MessageStore
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["SINK_BATCH_PROPERTY", "WRITE_JOB_PROPERTY", "CommitError", "StagedFile",
+__all__ = ["SINK_BATCH_PROPERTY", "WRITE_JOB_PROPERTY", "CommitError",
+           "CommitNotConfirmedError", "StagedFile",
            "append_staged", "append_stream_batch", "content_tag", "stage_batches"]
 
 log = logging.getLogger("rocketstore")
@@ -83,6 +96,70 @@ class CommitError(RuntimeError):
         super().__init__(message)
         self.appended = appended
         self.total = total
+
+
+class CommitNotConfirmedError(CommitError, StoredNotFlushedError):
+    """The commit appended its rows, but they are not confirmed: on a
+    ``SYNC_MASTER`` no slave reported them in time (``status``
+    ``FLUSH_SLAVE_TIMEOUT`` or ``SLAVE_NOT_AVAILABLE``: stored, not yet
+    replicated), under ``SYNC_FLUSH`` they were not on disk in time
+    (``FLUSH_DISK_TIMEOUT``). A :class:`~rocketstore.StoredNotFlushedError`,
+    never a refusal: the rows are in the store, and a rerun of the same
+    write (Spark's replay of the micro-batch) appends none of them again and
+    waits for them once more."""
+
+    def __init__(self, message: str, appended: int, total: int, status: PutStatus,
+                 reason: str | None) -> None:
+        CommitError.__init__(self, message, appended, total)
+        self.status = status
+        self.reason = reason
+        self.result = []
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.appended, self.total, self.status, self.reason))
+
+
+def _not_confirmed(what: str, status: int, why: str, rerun: str, appended: int,
+                   total: int) -> CommitNotConfirmedError:
+    st = PutStatus(status)
+    where = "on disk" if st == PutStatus.FLUSH_DISK_TIMEOUT else "by a slave"
+    kind = "not yet on disk" if st == PutStatus.FLUSH_DISK_TIMEOUT else "not yet replicated"
+    return CommitNotConfirmedError(
+        f"rocketstore commit: {what} stored, {kind}: not confirmed {where} in time "
+        f"({st.name}: {why}); do not write them again by other means, {rerun}",
+        appended, total, st, why)
+
+
+def await_slave(store: MessageStore) -> None:
+    """On a ``SYNC_MASTER`` that listens, wait (at most ``slave_timeout``)
+    until a slave connected and reported: the commit opened the store just
+    now, its slaves connect again within a second (``docs/format.md``
+    §21.1), and a put finding none is ``SLAVE_NOT_AVAILABLE`` at once."""
+    cfg = store.config
+    if cfg.broker_role != BrokerRole.SYNC_MASTER or store.ha_port is None:
+        return
+    deadline = time.monotonic() + cfg.slave_timeout / 1000
+    while not any(s["acked_offset"] >= 0 for s in store.ha_status()["slaves"]):
+        if time.monotonic() >= deadline:
+            log.warning("rocketstore: no slave of %s connected within slave_timeout (%d ms); "
+                        "the rows are appended, not replicated", cfg.store_path,
+                        cfg.slave_timeout)
+            return
+        time.sleep(0.01)
+
+
+def _confirm(store: MessageStore, start: int, total: int, rerun: str) -> None:
+    """Wait for the CommitLog from ``start`` (where the write's rows begin)
+    to its end as a put waits (a slave on a ``SYNC_MASTER``, the disk under
+    ``SYNC_FLUSH``); raise :class:`CommitNotConfirmedError` when that is not
+    confirmed in time. At once when the rows were confirmed already."""
+    start = max(start, 0)
+    if start >= store.max_phy_offset:
+        return  # nothing written: nothing to wait for
+    left = store._n.wait_stored(start, store.max_phy_offset)
+    if left is not None:
+        status, why = left
+        raise _not_confirmed(f"all {total} rows are", status, why, rerun, total, total)
 
 
 @dataclass(frozen=True)
@@ -222,17 +299,25 @@ def _put_all(store: MessageStore, files: Sequence[StagedFile], total: int, skip:
     if reader is None:
         return 0
     try:
-        done, refused = store._n.put_arrow(reader, list(extra.items()))
+        done, refused, unconfirmed = store._n.put_arrow(reader, list(extra.items()))
     except Exception as exc:
         raise CommitError(
             f"rocketstore commit failed part-way ({exc}); the rows appended before the "
             f"failure stay in the store, and {rerun}", -1, todo) from exc
+    late = ""
+    if unconfirmed is not None:
+        row, status, why = unconfirmed
+        if refused is None:
+            raise _not_confirmed(f"all {todo} rows appended; rows {skip + row} on are",
+                                 status, why, rerun, done, todo)
+        late = (f" (rows {skip + row} on are stored, not confirmed: "
+                f"{PutStatus(status).name})")
     if refused is not None:
         row, status, why = refused
         raise CommitError(
-            f"rocketstore commit stopped: {done} of {todo} rows appended; row {skip + row} was "
-            f"refused ({PutStatus(status).name}: {why}); the rows before it are in the store, "
-            f"and rows after it in the same batch may be too; {rerun}", done, todo)
+            f"rocketstore commit stopped: {done} of {todo} rows appended{late}; row {skip + row} "
+            f"was refused ({PutStatus(status).name}: {why}); the rows before it are in the "
+            f"store, and rows after it in the same batch may be too; {rerun}", done, todo)
     return int(done)
 
 
@@ -263,17 +348,24 @@ def _save_state(store: MessageStore, name: str, state: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
-def _already_appended(store: MessageStore, prop: str, tag: str, since: int) -> int:
+def _already_appended(store: MessageStore, prop: str, tag: str, since: int) -> tuple[int, int]:
     """How many messages whose property ``prop`` is ``tag`` lie in the
-    CommitLog from ``since`` on (a vectorised scan of the properties)."""
+    CommitLog from ``since`` on (a vectorised scan of the properties), and
+    the CommitLog offset of the first (the CommitLog's end when none)."""
     import pyarrow.compute as pc
 
     count = 0
+    first = -1
     since = max(since, store.min_phy_offset, 0)
-    for b in store.read_arrow(start=since, include_system=True, columns=["properties"]):
-        vals = pc.map_lookup(b.column("properties"), prop, "last")
-        count += pc.sum(pc.equal(vals, tag)).as_py() or 0
-    return count
+    for b in store.read_arrow(start=since, include_system=True,
+                              columns=["properties", "commit_log_offset"]):
+        hit = pc.fill_null(pc.equal(pc.map_lookup(b.column("properties"), prop, "last"), tag),
+                           False)
+        n = pc.sum(hit).as_py() or 0
+        if n and first < 0:
+            first = int(pc.min(pc.filter(b.column("commit_log_offset"), hit)).as_py())
+        count += n
+    return count, (first if first >= 0 else store.max_phy_offset)
 
 
 def content_tag(files: Sequence[StagedFile]) -> str:
@@ -310,8 +402,11 @@ def _append_job(store: MessageStore, opts: WriteOptions, files: Sequence[StagedF
     jobs = _read_state(store, JOBS_STATE_FILE)
     rec = jobs.get(tag)
     present = 0
+    how = (f"a rerun of the same write (the same rows in the same order, with jobTag={tag!r} "
+           f"if it was given) appends the rest without duplicates")
     if isinstance(rec, dict) and not rec.get("done"):
-        present = _already_appended(store, WRITE_JOB_PROPERTY, tag, int(rec.get("offset", 0)))
+        present, _ = _already_appended(store, WRITE_JOB_PROPERTY, tag,
+                                       int(rec.get("offset", 0)))
     elif isinstance(rec, dict) and opts.job_tag is not None:
         log.info("rocketstore: job %s was appended to %s already; nothing appended",
                  tag, opts.path)
@@ -319,6 +414,8 @@ def _append_job(store: MessageStore, opts: WriteOptions, files: Sequence[StagedF
     if present >= total:
         log.info("rocketstore: job %s was appended to %s already (%d rows); nothing appended",
                  tag, opts.path, present)
+        # Finished only once confirmed (a slave holds the rows, §21.5).
+        _confirm(store, int(jobs[tag].get("offset", 0)), total, how)
         jobs[tag] = {**jobs[tag], "done": True}
         _save_state(store, JOBS_STATE_FILE, _keep_jobs(jobs))
         return 0
@@ -332,9 +429,9 @@ def _append_job(store: MessageStore, opts: WriteOptions, files: Sequence[StagedF
         log.warning("rocketstore: job %s was cut short at %d of %d rows; appending the rest",
                     tag, present, total)
     log.info("rocketstore: appending %d rows to %s as job %s", total - present, opts.path, tag)
-    how = (f"a rerun of the same write (the same rows in the same order, with jobTag={tag!r} "
-           f"if it was given) appends the rest without duplicates")
     n = _put_all(store, files, total, present, extra, how)
+    # The rows a run cut short appended too (at once when confirmed already).
+    _confirm(store, int(jobs[tag].get("offset", 0)), total, how)
     store.flush()
     jobs[tag] = {**jobs[tag], "done": True}
     _save_state(store, JOBS_STATE_FILE, _keep_jobs(jobs))
@@ -350,6 +447,7 @@ def append_staged(opts: WriteOptions, job_dir: str, files: Sequence[StagedFile])
         if total == 0:
             return 0
         with MessageStore(store_config(opts.path, opts.fields)) as store:
+            await_slave(store)
             return _append_job(store, opts, files, total, opts.job_tag or content_tag(files))
     finally:
         _staging.remove_dir(opts.staging_dir, job_dir)
@@ -363,13 +461,18 @@ def append_stream_batch(opts: WriteOptions, files: Sequence[StagedFile], batch_i
     extra = {SINK_BATCH_PROPERTY: tag}
     try:
         with MessageStore(store_config(opts.path, opts.fields)) as store:
+            if total:
+                await_slave(store)
             state = _read_state(store, SINK_STATE_FILE)
             mine = state.get(opts.sink_name, {})
             since = int(mine.get("offset", store.min_phy_offset))
-            present = _already_appended(store, SINK_BATCH_PROPERTY, tag, since)
+            present, first = _already_appended(store, SINK_BATCH_PROPERTY, tag, since)
+            replay = "Spark's replay of the micro-batch appends the rest"
             if present >= total and total > 0:
                 log.info("rocketstore sink %s: batch %d already appended; skipped",
                          opts.sink_name, batch_id)
+                # A replay after a commit that was not confirmed waits again.
+                _confirm(store, first, total, replay)
                 n = 0
             else:
                 _check_all(store, files, total, present, extra)
@@ -377,8 +480,8 @@ def append_stream_batch(opts: WriteOptions, files: Sequence[StagedFile], batch_i
                     log.warning("rocketstore sink %s: batch %d was cut short at %d of %d rows; "
                                 "appending the rest", opts.sink_name, batch_id, present, total)
                 start = store.max_phy_offset
-                n = _put_all(store, files, total, present, extra,
-                             "Spark's replay of the micro-batch appends the rest")
+                n = _put_all(store, files, total, present, extra, replay)
+                _confirm(store, first if present else start, total, replay)
                 store.flush()
                 state[opts.sink_name] = {"batch": batch_id, "offset": start}
                 _save_state(store, SINK_STATE_FILE, state)

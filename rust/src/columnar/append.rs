@@ -257,15 +257,101 @@ pub struct RefusedRow {
     pub reason: String,
 }
 
+/// Rows an append wrote that are not confirmed: stored here, but not yet
+/// on disk (`FLUSH_DISK_TIMEOUT`, SYNC_FLUSH) or on a slave
+/// (`FLUSH_SLAVE_TIMEOUT`, `SLAVE_NOT_AVAILABLE`, SYNC_MASTER, §21.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unconfirmed {
+    /// The first such row, its status and why.
+    pub first: RefusedRow,
+    /// Its CommitLog offset.
+    pub offset: u64,
+}
+
 /// What appending one batch of a stream did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchAppend {
-    /// Rows written.
+    /// Rows written (confirmed or not).
     pub appended: u64,
     /// Rows put (written or refused by the put itself).
     pub rows: u64,
     /// The first refused row, if any: the append stops after this batch.
     pub refused: Option<RefusedRow>,
+    /// The first row written but not confirmed, if any.
+    pub unconfirmed: Option<Unconfirmed>,
+    /// Appended without waiting: the end of the rows written that ask to
+    /// wait (their `WAIT` property), for [`Store::wait_stored`].
+    pub wait_end: Option<u64>,
+}
+
+/// True for a put status that means "stored here, not confirmed".
+pub fn stored_unconfirmed(status: PutStatus) -> bool {
+    matches!(
+        status,
+        PutStatus::FlushDiskTimeout | PutStatus::FlushSlaveTimeout | PutStatus::SlaveNotAvailable
+    )
+}
+
+/// Appending a whole stream, batch by batch: while every row is
+/// confirmed, each batch waits as a batch put does (for the disk under
+/// SYNC_FLUSH, for a slave on a SYNC_MASTER), so the append keeps pace
+/// with them; after the first row stored but not confirmed, the rest is
+/// appended without waiting and [`ArrowAppend::finish`] waits once for all
+/// of it (a stream never waits a timeout per batch).
+#[derive(Debug, Default)]
+pub struct ArrowAppend {
+    /// Rows written (confirmed or not).
+    pub appended: u64,
+    /// Rows put so far: the index of the next row of the stream.
+    pub rows: u64,
+    /// The first refused row: the append stopped after its batch.
+    pub refused: Option<RefusedRow>,
+    /// The first row written but not confirmed, after [`ArrowAppend::finish`]
+    /// with the status of the last wait.
+    pub unconfirmed: Option<Unconfirmed>,
+    wait_end: Option<u64>,
+}
+
+impl ArrowAppend {
+    /// Appends the rows of `batch` (numbered on from the rows before) with
+    /// the `extra` properties; false once a row was refused: the append
+    /// stops there.
+    pub fn batch(
+        &mut self,
+        store: &Store,
+        batch: &RecordBatch,
+        extra: &[(String, String)],
+    ) -> Result<bool, AppendError> {
+        let wait = self.unconfirmed.is_none();
+        let done = store.append_arrow_batch(batch, self.rows, extra, wait)?;
+        self.appended += done.appended;
+        self.rows += done.rows;
+        if self.unconfirmed.is_none() {
+            self.unconfirmed = done.unconfirmed;
+        }
+        self.wait_end = self.wait_end.max(done.wait_end);
+        if done.refused.is_some() {
+            self.refused = done.refused;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Waits once for the rows appended without waiting, from the first
+    /// unconfirmed row to the end ([`Store::wait_stored`]): `PUT_OK`
+    /// confirms every row; otherwise [`ArrowAppend::unconfirmed`] takes the
+    /// wait's status and reason.
+    pub fn finish(&mut self, store: &Store) {
+        if let (Some(u), Some(end)) = (self.unconfirmed.as_mut(), self.wait_end.take()) {
+            match store.wait_stored(u.offset, end) {
+                (PutStatus::PutOk, _) => self.unconfirmed = None,
+                (status, why) => {
+                    u.first.status = status;
+                    u.first.reason = why.unwrap_or_default();
+                }
+            }
+        }
+    }
 }
 
 impl Store {
@@ -303,12 +389,16 @@ impl Store {
     /// before writing (see [`AppendColumns::row`]) ends the append: only
     /// the rows before it are put. Rows the put refuses are reported too
     /// (the first refused row wins); rows after a refused one in the same
-    /// batch may be written (they are counted).
+    /// batch may be written (they are counted). A row stored but not
+    /// confirmed ([`stored_unconfirmed`]) is written and counted, and
+    /// reported apart. `wait`: the batch waits as a batch put does;
+    /// otherwise it waits for nothing and says where its rows end.
     pub fn append_arrow_batch(
         &self,
         batch: &RecordBatch,
         first_row: u64,
         extra: &[(String, String)],
+        wait: bool,
     ) -> Result<BatchAppend, AppendError> {
         let mut specs = specs_of_batch(batch, self.commitlog().clock_ms(), extra)?;
         let mut refused = specs.iter().position(|s| s.is_err()).map(|i| {
@@ -325,13 +415,29 @@ impl Store {
         if let Some(r) = &refused {
             specs.truncate((r.row - first_row) as usize);
         }
-        let outs = self.put_batch(specs)?;
-        let mut appended = 0;
+        let (outs, asks_wait) = if wait {
+            (self.put_batch(specs)?, false)
+        } else {
+            self.put_batch_unwaited(specs)?
+        };
+        let (mut appended, mut unconfirmed, mut end) = (0, None, None);
         for (i, o) in outs.iter().enumerate() {
             let row = first_row + i as u64;
-            if o.status == PutStatus::PutOk {
+            let written = o.status == PutStatus::PutOk || stored_unconfirmed(o.status);
+            if written {
                 appended += 1;
-            } else if refused.as_ref().map_or(true, |r| row < r.row) {
+                end = Some((o.wrote_offset + i64::from(o.wrote_bytes)) as u64);
+            }
+            if written && o.status != PutStatus::PutOk && unconfirmed.is_none() {
+                unconfirmed = Some(Unconfirmed {
+                    first: RefusedRow {
+                        row,
+                        status: o.status,
+                        reason: o.reason.clone().unwrap_or_default(),
+                    },
+                    offset: o.wrote_offset as u64,
+                });
+            } else if !written && refused.as_ref().map_or(true, |r| row < r.row) {
                 let reason = o.reason.clone().unwrap_or_default();
                 refused = Some(RefusedRow {
                     row,
@@ -344,6 +450,8 @@ impl Store {
             appended,
             rows: outs.len() as u64,
             refused,
+            unconfirmed,
+            wait_end: end.filter(|_| asks_wait),
         })
     }
 }
@@ -575,7 +683,7 @@ mod tests {
             assert_eq!(store.commitlog().max_offset(), before, "a check wrote");
             assert_eq!(r.row, 10 + row);
             assert!(r.reason.contains(why), "{} / {why}", r.reason);
-            let put = store.append_arrow_batch(&b, 10, &[]).unwrap();
+            let put = store.append_arrow_batch(&b, 10, &[], true).unwrap();
             let refused = put.refused.unwrap();
             assert_eq!((refused.row, refused.reason), (r.row, r.reason));
         }
@@ -609,14 +717,14 @@ mod tests {
             (Some("T"), Some(b"a"), None, None, None, None),
             (Some("T"), Some(b"b"), None, None, None, None),
         ]);
-        let done = store.append_arrow_batch(&good, 0, &[]).unwrap();
+        let done = store.append_arrow_batch(&good, 0, &[], true).unwrap();
         assert_eq!((done.appended, done.rows, done.refused), (2, 2, None));
         let bad = batch(&[
             (Some("T"), Some(b"c"), None, None, None, None),
             (None, Some(b"d"), None, None, None, None),
             (Some("T"), Some(b"e"), None, None, None, None),
         ]);
-        let done = store.append_arrow_batch(&bad, 2, &[]).unwrap();
+        let done = store.append_arrow_batch(&bad, 2, &[], true).unwrap();
         assert_eq!((done.appended, done.rows), (1, 1));
         let refused = done.refused.unwrap();
         assert_eq!(
@@ -628,7 +736,7 @@ mod tests {
         // A closed store refuses the append.
         store.shutdown().unwrap();
         assert!(matches!(
-            store.append_arrow_batch(&good, 0, &[]),
+            store.append_arrow_batch(&good, 0, &[], true),
             Err(AppendError::Store(StoreError::Closed))
         ));
     }

@@ -65,7 +65,7 @@ mod pull;
 mod range;
 mod stream;
 
-pub use append::AppendError;
+pub use append::{AppendError, ArrowAppend, RefusedRow};
 pub use batch::BatchBuilder;
 pub use columns::{Column, ColumnSpec, Nulls, Projection, ProjectionError, COLUMNS};
 pub use parallel::{split_at_segments, ParallelReader};

@@ -1,6 +1,6 @@
 //! The replication methods of `NativeStore`: starting and stopping it, the
-//! master's port, `ha_status` and a slave's promotion (see docs/format.md
-//! §21).
+//! master's port, `ha_status`, a slave's promotion and the wait for what
+//! a put wrote (see docs/format.md §21).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -100,5 +100,23 @@ impl PyStore {
             d.set_item("slaves", slaves)?;
         }
         Ok(d)
+    }
+
+    /// Waits for the CommitLog bytes `[start, end)` (`end` at most the
+    /// log's end) as a put of them waits: on disk under SYNC_FLUSH, on a
+    /// slave on a SYNC_MASTER (docs/format.md §21.5). `None` when they are
+    /// confirmed, else `(PutStatus value, reason)`: stored, not confirmed.
+    fn wait_stored(&self, py: Python<'_>, start: u64, end: u64) -> PyResult<Option<(u8, String)>> {
+        guarded(|| {
+            self.store.check_open_writer()?;
+            let store = &self.store;
+            let end = end.min(store.commitlog().max_offset());
+            if start >= end {
+                return Ok(None); // nothing written: nothing to wait for
+            }
+            let (status, why) = nogil(py, || Ok(store.wait_stored(start, end)))?;
+            Ok((status != crate::log::commitlog::PutStatus::PutOk)
+                .then(|| (status as u8, why.unwrap_or_default())))
+        })
     }
 }

@@ -6,6 +6,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
+use crate::columnar::ArrowAppend;
 use crate::log::commitlog::{BatchOutcome, BatchRefusal, PutOutcome, PutStatus, Refused};
 use crate::log::message::MessageSpec;
 
@@ -303,34 +304,44 @@ impl PyStore {
     /// Appends every row of an Arrow stream (columns `topic, body` and
     /// optional `queue_id, tags, keys, properties`) in order, batch by batch
     /// with batch puts; `properties` are added to every message. Stops after
-    /// the first batch with a refused row. Returns `(appended, refused)`
-    /// where `refused` is `None` or `(row index, PutStatus value, reason)`; rows after a
-    /// refused one in the same batch may be appended too (they are counted).
+    /// the first batch with a refused row. Returns `(appended, refused,
+    /// unconfirmed)`: the rows written, `None` or the first refused row as
+    /// `(row index, PutStatus value, reason)` (rows after a refused one in
+    /// the same batch may be appended too: they are counted), and `None` or
+    /// the first row written but not confirmed on disk or by a slave, the
+    /// same way: it and the rows after it are stored, not confirmed (see
+    /// `ArrowAppend`).
     #[pyo3(signature = (stream, properties=None))]
     fn put_arrow(
         &self,
         py: Python<'_>,
         stream: &Bound<'_, PyAny>,
         properties: Option<Vec<(String, String)>>,
-    ) -> PyResult<(u64, Option<RefusedRow>)> {
+    ) -> PyResult<(u64, Option<RefusedRow>, Option<RefusedRow>)> {
         guarded(|| {
             self.store.check_open_writer()?;
             let extra = properties.unwrap_or_default();
             let reader = super::arrow::import_stream(stream)?;
-            let (mut appended, mut row) = (0u64, 0u64);
+            let store = &self.store;
+            let mut append = ArrowAppend::default();
             for batch in reader {
                 let batch = batch.map_err(|e| {
                     pyo3::exceptions::PyValueError::new_err(format!("arrow stream: {e}"))
                 })?;
-                let store = &self.store;
-                let done = nogil(py, || Ok(store.append_arrow_batch(&batch, row, &extra)))??;
-                appended += done.appended;
-                if let Some(r) = done.refused {
-                    return Ok((appended, Some((r.row, r.status as u8, r.reason))));
+                if !nogil(py, || Ok(append.batch(store, &batch, &extra)))?? {
+                    break;
                 }
-                row += done.rows;
             }
-            Ok((appended, None))
+            nogil(py, || {
+                append.finish(store);
+                Ok(())
+            })?;
+            let row = |r: crate::columnar::RefusedRow| (r.row, r.status as u8, r.reason);
+            Ok((
+                append.appended,
+                append.refused.map(row),
+                append.unconfirmed.map(|u| row(u.first)),
+            ))
         })
     }
 }

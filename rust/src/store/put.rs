@@ -159,6 +159,53 @@ impl Store {
         Ok(out)
     }
 
+    /// Appends a batch as [`Store::put_batch`] does, waiting for nothing:
+    /// written messages are `PUT_OK`, and the flag says whether one of
+    /// them asks to wait (its `WAIT` property, §15). [`Store::wait_stored`]
+    /// then waits for them as a put would.
+    pub fn put_batch_unwaited<'a>(
+        &self,
+        specs: impl IntoIterator<Item = std::result::Result<MessageSpec<'a>, Refused>>,
+    ) -> Result<(Vec<PutOutcome>, bool)> {
+        if let Some(r) = self.check_writable()? {
+            let out = specs
+                .into_iter()
+                .map(|_| PutOutcome::rejected(r.clone()))
+                .collect();
+            return Ok((out, false));
+        }
+        let mut any_wait = false;
+        let specs = specs.into_iter().inspect(|s| {
+            if let Ok(s) = s {
+                any_wait = any_wait || wants_wait(s);
+            }
+        });
+        let out = self.commitlog.put_batch(specs)?;
+        self.wrote();
+        Ok((out, any_wait))
+    }
+
+    /// Waits for the CommitLog bytes `[start, end)`, already written, as a
+    /// put of them waits: under SYNC_FLUSH until they are on disk, on a
+    /// SYNC_MASTER until a slave holds them (§21.5), counted from now. The
+    /// status and reason a put would get; `PUT_OK` makes them visible to
+    /// reads in this process as an acknowledged put.
+    pub fn wait_stored(&self, start: u64, end: u64) -> (PutStatus, Option<String>) {
+        let replica = self.replica_check(start, end);
+        let (mut status, mut why) = (PutStatus::PutOk, None);
+        if self.opts.flush.sync_flush() {
+            status = self.flusher.wait_flushed(end);
+            why = self.flush_wait_reason(status);
+        }
+        if let Some(r) = replica {
+            self.apply_replica_wait(&mut status, &mut why, end, r);
+        }
+        if status == PutStatus::PutOk {
+            self.acked_end.fetch_max(end, Ordering::AcqRel);
+        }
+        (status, why)
+    }
+
     /// Appends the delivered copies of delayed messages (see
     /// [`CommitLog::put_redeliveries`]); under SYNC_FLUSH waits once for the
     /// batch to be on disk (a FLUSH_DISK_TIMEOUT copy is written all the
