@@ -157,8 +157,16 @@ pub fn append_rows(
         });
     }
     let done = store
-        .append_arrow_batch(batch, first_row, extra)
+        .append_arrow_batch(batch, first_row, extra, true)
         .map_err(err)?;
+    if let Some(u) = done.unconfirmed {
+        // Only a store with a replication or flush rule confirms; the
+        // connector's writer opens none, so this is reported, not handled.
+        return Err(Error::Arg(format!(
+            "rows stored, not confirmed: {u:?} ({} appended)",
+            done.appended
+        )));
+    }
     Ok(Outcome {
         appended: done.appended,
         refused: done.refused.map(|r| (r.row, r.status as u8, r.reason)),
