@@ -99,7 +99,8 @@ mod python;
 // and configures with. Everything else is private to the crate.
 #[cfg(feature = "arrow")]
 pub use columnar::{
-    ArrowReadRequest, ColumnSpec, Nulls, Projection, ProjectionError, ReadStats, RowFilter, COLUMNS,
+    AppendError, ArrowReadRequest, ColumnSpec, Nulls, Projection, ProjectionError, ReadStats,
+    RowFilter, COLUMNS,
 };
 pub use consumer_offsets::{ConsumerOffsetTable, OffsetKey, OffsetRow};
 pub use error::{Result, StoreError, ERROR_KINDS};

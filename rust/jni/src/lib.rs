@@ -24,6 +24,7 @@
 //! - `store.rs`: opening a store read-only and the planning queries.
 //! - `read.rs`: columnar readers and their batches.
 //! - `keys.rs`: the `key` option's scan of what the index does not cover.
+//! - `write.rs`: a writable open, and the rows a write's commit checks and appends.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -34,6 +35,7 @@ pub mod handles;
 pub mod keys;
 pub mod read;
 pub mod store;
+pub mod write;
 
 /// Why an entry point failed (each kind is one Java exception class).
 #[derive(Debug)]

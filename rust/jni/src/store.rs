@@ -124,9 +124,11 @@ pub const STORE_FIELDS: &[&str] = &[
     "max_index_num",
 ];
 
-fn open(path: String, fields: Vec<(String, String)>) -> Result<Store> {
+/// Opens (and recovers) the store at `path` with StoreConfig `fields`:
+/// read-only, or as its single writer.
+pub fn open_store(path: String, fields: Vec<(String, String)>, read_only: bool) -> Result<Store> {
     let mut o = StoreOptions {
-        read_only: true,
+        read_only,
         ..StoreOptions::at(&path)
     };
     let (mut check_crc, mut skip) = (true, false);
@@ -186,7 +188,7 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_open<'l>(
                 "option names and values differ in number".into(),
             ));
         }
-        let s = open(path, k.into_iter().zip(v).collect())?;
+        let s = open_store(path, k.into_iter().zip(v).collect(), true)?;
         Ok(handles::insert(Entry::Store(Arc::new(s))))
     })
 }

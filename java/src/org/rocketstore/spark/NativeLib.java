@@ -119,6 +119,23 @@ public final class NativeLib {
 
   public static native long[] readStats(long reader);
 
+  /** Opens the store at path as its single writer (made if missing, recovered). */
+  public static native long openWriter(String path, String[] keys, String[] values);
+
+  /**
+   * Checks (checkOnly) or appends rows (rust/jni/src/write.rs's row encoding), the first being
+   * row firstRow of the job, each with the extra properties (name, value, ...). Returns
+   * {appended, refused row or -1, put status, reason}.
+   */
+  public static native String[] appendRows(long store, byte[] rows, long firstRow, String[] extra,
+      boolean checkOnly);
+
+  /** Flushes a writer's store; returns the flushed CommitLog offset. */
+  public static native long flush(long store);
+
+  /** How many messages from CommitLog offset since on carry property prop = tag. */
+  public static native long countTagged(long store, String prop, String tag, long since);
+
   /** Exercises the guard: 1 panics in the engine (the panic becomes an exception). */
   public static native void selfTest(int what);
 }

@@ -5,11 +5,14 @@ import java.util.EnumSet;
 import java.util.Map;
 import java.util.Set;
 import org.apache.spark.sql.connector.catalog.SupportsRead;
+import org.apache.spark.sql.connector.catalog.SupportsWrite;
 import org.apache.spark.sql.connector.catalog.Table;
 import org.apache.spark.sql.connector.catalog.TableCapability;
 import org.apache.spark.sql.connector.catalog.TableProvider;
 import org.apache.spark.sql.connector.expressions.Transform;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.sources.DataSourceRegister;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
@@ -42,25 +45,44 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
 
   @Override
   public Table getTable(StructType schema, Transform[] partitioning, Map<String, String> props) {
-    ReadOpts opts = new ReadOpts(props);
-    return new RocketStoreTable(opts, schema, Columns.projection(schema, opts.several()));
+    // A read's options and schema are checked here, when it is loaded; a write's (whose
+    // options and columns are not a read's) when it is planned.
+    ReadOpts opts = null;
+    String[] columns = null;
+    RuntimeException notARead = null;
+    try {
+      opts = new ReadOpts(props);
+      columns = Columns.projection(schema, opts.several());
+    } catch (IllegalArgumentException e) {
+      notARead = e;
+    }
+    return new RocketStoreTable(props, schema, opts, columns, notARead);
   }
 
-  /** A store (or several) as a table that reads in batches. */
-  static final class RocketStoreTable implements SupportsRead {
-    private final ReadOpts opts;
+  /**
+   * A store (or several) as a table that reads in batches and takes batch writes. Its read
+   * options are parsed when it is read (a write has options of its own).
+   */
+  static final class RocketStoreTable implements SupportsRead, SupportsWrite {
+    private final Map<String, String> props;
     private final StructType schema;
+    private final ReadOpts opts;
     private final String[] columns;
+    private final RuntimeException notARead;
 
-    RocketStoreTable(ReadOpts opts, StructType schema, String[] columns) {
-      this.opts = opts;
+    RocketStoreTable(Map<String, String> props, StructType schema, ReadOpts opts,
+        String[] columns, RuntimeException notARead) {
+      this.props = props;
       this.schema = schema;
+      this.opts = opts;
       this.columns = columns;
+      this.notARead = notARead;
     }
 
     @Override
     public String name() {
-      return "rocketstore " + String.join(",", opts.paths);
+      String p = props.get("paths") != null ? props.get("paths") : props.get("path");
+      return "rocketstore " + p;
     }
 
     @Override
@@ -70,12 +92,21 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
 
     @Override
     public Set<TableCapability> capabilities() {
-      return Collections.unmodifiableSet(EnumSet.of(TableCapability.BATCH_READ));
+      return Collections.unmodifiableSet(
+          EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE));
     }
 
     @Override
     public ScanBuilder newScanBuilder(CaseInsensitiveStringMap options) {
+      if (notARead != null) {
+        throw notARead;
+      }
       return new RocketStoreScan(opts, schema, columns);
+    }
+
+    @Override
+    public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
+      return new RocketStoreWrite(info);
     }
   }
 }
