@@ -42,6 +42,9 @@ def test_info_top_and_stats_show_replication(tmp_path: Path) -> None:
             end = m.max_phy_offset
             wait_until(lambda: s.query_offset("G", "T", 0) == 3, what="offsets synced")
             wait_until(lambda: m.ha_status()["slaves"][0]["acked_offset"] == end, what="acked")
+            # The sync records its time just after it applied the tables.
+            wait_until(lambda: s.ha_status()["offsets"]["last_sync"] is not None,
+                       what="sync recorded")
             st = s.stats().replication
             assert st is not None and st["role"] == "SLAVE" and st["offsets"]["last_sync"]
             # Other processes see what the writers last wrote (every second).
