@@ -27,7 +27,10 @@ from rocketstore.spark._options import WriteOptions  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
-FMT = "rocketstore"
+# The Python source and sink by name: with the JVM connector's jar on the
+# class path, "rocketstore" is the JVM connector, whose writer takes no
+# replication settings.
+FMT = "rocketstore_python"
 
 
 def _free_port() -> int:
