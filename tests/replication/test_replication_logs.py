@@ -42,6 +42,19 @@ def _refused(caplog: pytest.LogCaptureFixture, text: str) -> list[logging.LogRec
     return [r for r in caplog.records if text in r.getMessage() and r.levelno >= logging.WARNING]
 
 
+def _report_past_the_end(port: int) -> None:
+    """One connection whose first report lies past the master's end, read
+    until the master closes it."""
+    with socket.create_connection(("127.0.0.1", port)) as peer:
+        peer.settimeout(3)
+        peer.sendall((10**9).to_bytes(8, "big"))
+        try:
+            while peer.recv(100):
+                pass
+        except ConnectionError:
+            pass
+
+
 def test_a_slave_refused_again_and_again_is_warned_about_once(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Each attempt comes from a new port; the master warns once per host
@@ -58,28 +71,14 @@ def test_a_slave_refused_again_and_again_is_warned_about_once(
         with MessageStore(master_config(tmp_path / "m2", sync=False)) as m2:
             m2.put("T", b"x", 0)
             for _ in range(4):  # a first report past the master's end, four times
-                with socket.create_connection(("127.0.0.1", m2.ha_port)) as peer:
-                    peer.settimeout(3)
-                    peer.sendall((10**9).to_bytes(8, "big"))
-                    try:
-                        while peer.recv(100):
-                            pass
-                    except ConnectionError:
-                        pass
+                _report_past_the_end(m2.ha_port)
             pump_now()
             assert len(_refused(caplog, "closing the connection of slave")) == 1
             # A connection that works clears the record: the next failure warns.
             with MessageStore(slave_config(tmp_path / "s2", m2.ha_port)) as s2:
                 wait_until(lambda: s2.ha_status()["connected"], what="connected")
                 wait_until(lambda: s2.max_phy_offset == m2.max_phy_offset, what="caught up")
-            with socket.create_connection(("127.0.0.1", m2.ha_port)) as peer:
-                peer.settimeout(3)
-                peer.sendall((10**9).to_bytes(8, "big"))
-                try:
-                    while peer.recv(100):
-                        pass
-                except ConnectionError:
-                    pass
+            _report_past_the_end(m2.ha_port)
             time.sleep(0.3)
             pump_now()
             assert len(_refused(caplog, f"{10**9}")) == 2

@@ -180,17 +180,30 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_open<'l>(
     values: JObjectArray<'l>,
 ) -> jlong {
     guard(&mut env, 0, |env| {
-        let path = string(env, &path, "path")?;
-        let k = strings(env, &keys, "an option name")?.unwrap_or_default();
-        let v = strings(env, &values, "an option value")?.unwrap_or_default();
-        if k.len() != v.len() {
-            return Err(Error::Arg(
-                "option names and values differ in number".into(),
-            ));
-        }
-        let s = open_store(path, k.into_iter().zip(v).collect(), true)?;
-        Ok(handles::insert(Entry::Store(Arc::new(s))))
+        open_handle(env, &path, &keys, &values, true)
     })
+}
+
+/// Opens the store at `path` with the StoreConfig fields `keys`/`values`
+/// (read-only or as its writer) and returns its handle: the body of the
+/// `open` and `openWriter` entries.
+pub fn open_handle(
+    env: &mut JNIEnv<'_>,
+    path: &JString<'_>,
+    keys: &JObjectArray<'_>,
+    values: &JObjectArray<'_>,
+    read_only: bool,
+) -> Result<jlong> {
+    let path = string(env, path, "path")?;
+    let k = strings(env, keys, "an option name")?.unwrap_or_default();
+    let v = strings(env, values, "an option value")?.unwrap_or_default();
+    if k.len() != v.len() {
+        return Err(Error::Arg(
+            "option names and values differ in number".into(),
+        ));
+    }
+    let s = open_store(path, k.into_iter().zip(v).collect(), read_only)?;
+    Ok(handles::insert(Entry::Store(Arc::new(s))))
 }
 
 /// Closes a handle of any kind (a store is shut down once no reader uses

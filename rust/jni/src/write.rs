@@ -27,8 +27,8 @@ use jni::objects::{JByteArray, JClass, JObjectArray, JString};
 use jni::sys::{jboolean, jlong, jobjectArray};
 use jni::JNIEnv;
 
-use crate::handles::{self, Entry};
-use crate::store::{open_store, string, string_array, strings};
+use crate::handles;
+use crate::store::{open_handle, string, string_array, strings};
 use crate::{guard, Error, Result};
 
 struct Cursor<'a> {
@@ -237,16 +237,7 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_openWriter<'l>(
     values: JObjectArray<'l>,
 ) -> jlong {
     guard(&mut env, 0, |env| {
-        let path = string(env, &path, "path")?;
-        let k = strings(env, &keys, "an option name")?.unwrap_or_default();
-        let v = strings(env, &values, "an option value")?.unwrap_or_default();
-        if k.len() != v.len() {
-            return Err(Error::Arg(
-                "option names and values differ in number".into(),
-            ));
-        }
-        let s = open_store(path, k.into_iter().zip(v).collect(), false)?;
-        Ok(handles::insert(Entry::Store(Arc::new(s))))
+        open_handle(env, &path, &keys, &values, false)
     })
 }
 
@@ -346,7 +337,7 @@ mod tests {
 
     fn writer(dir: &std::path::Path) -> Arc<Store> {
         let p = dir.join("store").to_string_lossy().into_owned();
-        Arc::new(open_store(p, Vec::new(), false).expect("open a writer"))
+        Arc::new(crate::store::open_store(p, Vec::new(), false).expect("open a writer"))
     }
 
     #[test]
