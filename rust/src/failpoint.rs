@@ -34,7 +34,8 @@ static WAITING: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
 /// `pause_cq_flush`, `pause_commitlog_flush` and `pause_index_flush` hold
 /// a flush between picking a file and syncing it, while armed (the errno is
 /// not used), so a test can delete the file in that window
-/// ([`waiting`] says when a flush is held).
+/// ([`waiting`] says when a flush is held). `pause_dispatch_step` holds a
+/// dispatch step after it read the bytes it will parse, while armed.
 /// `panic_<service>` makes the next round of that background service panic
 /// (the errno is not used): the service must poison the store, not die
 /// silently (see [`crate::services::service_thread`]).
@@ -52,6 +53,7 @@ pub const POINTS: &[&str] = &[
     "allocate_file",
     "pause_commitlog_flush",
     "pause_index_flush",
+    "pause_dispatch_step",
     "index_msync",
     "panic_flush",
     "panic_group_commit",

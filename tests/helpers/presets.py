@@ -23,7 +23,8 @@ FAST_FLUSH: dict[str, Any] = {
 }
 #: The engine's fault-injection points (cargo feature ``failpoints``).
 POINTS = ("msync", "create_file", "map_new_file", "cq_put", "flush_hold", "reserve", "mlock",
-          "pause_cq_flush", "pause_commitlog_flush", "pause_index_flush", "index_msync",
+          "pause_cq_flush", "pause_commitlog_flush", "pause_index_flush", "pause_dispatch_step",
+          "index_msync",
           "create_cq_file", "create_index_file", "allocate_file")
 #: Fail points that make the next round of a background service panic.
 PANIC_POINTS = tuple(

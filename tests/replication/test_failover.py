@@ -13,12 +13,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from helpers.fault_fixtures import fail_points
 from helpers.ha_util import SEGMENT, commitlog_bytes, master_config, slave_config, wait_until
-from rocketstore import MessageStore, PutStatus
+from rocketstore import MessageStore, PutStatus, _native
 from rocketstore._native import (
     HA_DIR,
     PROMOTE_REQUEST_FILE,
@@ -26,6 +30,8 @@ from rocketstore._native import (
     PROMOTED_FILE,
     RESEED_PREFIX,
 )
+
+__all__ = ["fail_points"]  # the fixture, imported for pytest
 
 
 def _put_many(store: MessageStore, n: int, size: int = 300) -> None:
@@ -88,40 +94,72 @@ def _serve_once(listener: socket.socket, data: bytes, stop: threading.Event) -> 
                 return
 
 
-def test_a_promotion_saves_the_partial_record_it_cuts(tmp_path: Path) -> None:
+@contextmanager
+def _slave_holding_a_partial_record(
+        tmp_path: Path) -> Iterator[tuple[MessageStore, list[int], bytes]]:
+    """A slave whose master sent six records and 300 bytes of a seventh, the
+    six dispatched: ``(slave, record starts, the bytes sent)``."""
     with MessageStore(master_config(tmp_path / "m", sync=False)) as m:
         starts = [m.put("T", bytes([65 + i]) * 700, 0).wrote_offset for i in range(6)]
         end = m.max_phy_offset
-    full = commitlog_bytes(tmp_path / "m", 0, end)
     held = starts[-1] + 300  # the last record, in part
+    sent = commitlog_bytes(tmp_path / "m", 0, end)[:held]
     stop = threading.Event()
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        t = threading.Thread(target=_serve_once, args=(listener, full[:held], stop))
+        t = threading.Thread(target=_serve_once, args=(listener, sent, stop))
         t.start()
         try:
             with MessageStore(slave_config(tmp_path / "s", listener.getsockname()[1])) as s:
                 wait_until(lambda: s.max_phy_offset == held, what="the partial copy")
                 wait_until(lambda: s.get_message("G", "T", 0, 0, 1).max_offset == 5,
                            what="the whole records dispatched")
-                r = s.promote()
-                assert r["offset"] == starts[-1] and r["tail_bytes"] == 300
-                tail = Path(r["tail_file"])
-                assert tail.name == f"{PROMOTE_TAIL_PREFIX}{starts[-1]:020d}"
-                assert tail.parent == tmp_path / "s" / HA_DIR
-                assert tail.read_bytes() == full[starts[-1]:held]
-                assert s.max_phy_offset == starts[-1]
-                got = s.get_message("G", "T", 0, 0, 32)
-                assert [x.body[:1] for x in got.messages] == [bytes([65 + i]) for i in range(5)]
-                assert s.put("T", b"new", 0).queue_offset == 5
+                yield s, starts, sent
         finally:
             stop.set()
             t.join()
+
+
+def _check_promoted_at_the_cut(tmp_path: Path, s: MessageStore, r: dict[str, Any],
+                               starts: list[int], sent: bytes) -> None:
+    assert r["offset"] == starts[-1] and r["tail_bytes"] == 300
+    tail = Path(r["tail_file"])
+    assert tail.name == f"{PROMOTE_TAIL_PREFIX}{starts[-1]:020d}"
+    assert tail.parent == tmp_path / "s" / HA_DIR
+    assert tail.read_bytes() == sent[starts[-1]:]
+    assert s.max_phy_offset == starts[-1]
+    got = s.get_message("G", "T", 0, 0, 32)
+    assert [x.body[:1] for x in got.messages] == [bytes([65 + i]) for i in range(5)]
+    assert s.put("T", b"new", 0).queue_offset == 5
+
+
+def test_a_promotion_saves_the_partial_record_it_cuts(tmp_path: Path) -> None:
+    with _slave_holding_a_partial_record(tmp_path) as (s, starts, sent):
+        _check_promoted_at_the_cut(tmp_path, s, s.promote(), starts, sent)
     # The cut bytes were zeroed: reopened, the log ends after the new record.
     with MessageStore(slave_config(tmp_path / "s", None)) as s:
         got = s.get_message("G", "T", 0, 5, 32)
         assert [x.body for x in got.messages] == [b"new"]
+
+
+def test_a_promotion_waits_for_a_dispatch_step_reading_the_partial_record(
+        tmp_path: Path, fail_points: Callable[[str, int], None]) -> None:
+    # A dispatch step that read the partial record before the cut must not
+    # judge it after the promotion: the record would look torn, and the
+    # store would stop taking puts.
+    with _slave_holding_a_partial_record(tmp_path) as (s, starts, sent):
+        fail_points("pause_dispatch_step", 1)
+        wait_until(lambda: _native._fail_point_waiting("pause_dispatch_step") > 0,
+                   what="a dispatch step held on the partial record")
+        done: list[dict[str, Any]] = []
+        promoting = threading.Thread(target=lambda: done.append(s.promote()))
+        promoting.start()
+        time.sleep(0.3)  # a promotion that does not wait for the step ends here
+        fail_points("pause_dispatch_step", 0)
+        promoting.join(timeout=30)
+        assert done, "the promotion did not end"
+        _check_promoted_at_the_cut(tmp_path, s, done[0], starts, sent)
 
 
 def test_a_master_is_not_promoted(tmp_path: Path) -> None:

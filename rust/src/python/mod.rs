@@ -125,7 +125,9 @@ fn record_size(
 /// "create_index_file", "allocate_file" (making a new file of that kind
 /// fails), or a pause point
 /// ("pause_cq_flush", "pause_commitlog_flush", "pause_index_flush": a flush
-/// is held between picking a file and syncing it while armed). For tests. Returns
+/// is held between picking a file and syncing it while armed;
+/// "pause_dispatch_step": a dispatch step is held after reading the bytes
+/// it parses). For tests. Returns
 /// False for an unknown name. Only in builds with the `failpoints` feature.
 #[cfg(feature = "failpoints")]
 #[pyfunction]

@@ -200,6 +200,18 @@ impl Dispatcher {
         self.partial_tail.store(on, Ordering::Release);
     }
 
+    /// Runs `cut` (the log's end moves back over a partial record) with no
+    /// dispatch step in flight, then stops treating a record cut by the
+    /// log's end as pending. A step that had read the partial record before
+    /// the cut would otherwise judge it after the flag went off, and fail
+    /// the store on bytes that are no longer in the log.
+    pub fn end_partial_tail<T>(&self, cut: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _g = self.step.lock();
+        let r = cut()?;
+        self.partial_tail.store(false, Ordering::Release);
+        Ok(r)
+    }
+
     /// A slave's log ends inside the record at `buf` (the rest of it has
     /// not come yet): its first 8 bytes are not all there, or its header's
     /// size reaches past the end.
@@ -365,6 +377,8 @@ impl Dispatcher {
             };
             // Never past the dispatch end (the flushed offset under SYNC_FLUSH).
             let data = &data[..data.len().min((max - from) as usize)];
+            #[cfg(feature = "failpoints")]
+            crate::failpoint::pause("pause_dispatch_step");
             let mut p = 0usize;
             let mut roll = false;
             while p < data.len() && (stats.bytes as usize) < max_bytes {

@@ -70,10 +70,12 @@ impl Store {
         let end = self.commitlog.max_offset();
         let cut = complete_end(&self.commitlog);
         let (tail_file, tail_bytes) = self.save_tail(cut, end)?;
-        if cut < end {
-            self.commitlog.truncate_to(cut)?;
-        }
-        self.dispatcher.set_partial_tail_pending(false);
+        self.dispatcher.end_partial_tail(|| {
+            if cut < end {
+                self.commitlog.truncate_to(cut)?;
+            }
+            Ok(())
+        })?;
         self.drain_dispatch()?;
         let table = self.cqs.queue_offset_table(self.commitlog.min_offset());
         self.commitlog.set_queue_offsets(table);
