@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use rustc_hash::FxHashSet;
 
 use super::{Store, StoreOptions, VisibilityStats, DEFAULT_COMMIT_LOG_FILE_SIZE};

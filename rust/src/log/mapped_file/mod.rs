@@ -47,8 +47,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::sync::Mutex;
 use memmap2::{MmapOptions, MmapRaw};
-use parking_lot::Mutex;
 
 use crate::error::{Result, StoreError};
 #[cfg(feature = "arrow")]
