@@ -19,7 +19,9 @@
 //! checked. No descriptor stays open once a file is mapped (10,000 queues
 //! must fit under a 1,024 open-files limit): the rare operations that need
 //! one (reserving, zeroing a cut tail with `pwrite`, fsync) open the file
-//! by path. One writer appends (serialised by an internal mutex); readers
+//! by path. The one exception is a file written with `pwrite`
+//! ([`MappedFile::append_copy`], a slave's CommitLog): it keeps one
+//! descriptor until it is full. One writer appends (serialised by an internal mutex); readers
 //! see only bytes below the write position, published with release/acquire
 //! ordering. Every writable mapping of the crate, and the `unsafe` code that
 //! makes, writes through and advises it, lives in this folder; the
@@ -113,6 +115,9 @@ pub struct MappedFile {
     /// copies them into the mapping; readers see only committed bytes.
     transient: bool,
     write_buffer: Mutex<Option<Arc<WriteBuffer>>>,
+    /// The descriptor [`MappedFile::append_copy`] writes through, open
+    /// while the file is written that way and not yet full.
+    write_fd: Mutex<Option<File>>,
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -301,6 +306,7 @@ impl MappedFile {
             write_lock: Mutex::new(()),
             transient: false,
             write_buffer: Mutex::new(None),
+            write_fd: Mutex::new(None),
         })
     }
 
@@ -510,6 +516,7 @@ impl MappedFile {
     /// still hold the file keep valid memory.
     pub fn destroy(&self) -> Result<()> {
         self.available.store(false, Ordering::Release);
+        drop(self.write_fd.lock().take());
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
