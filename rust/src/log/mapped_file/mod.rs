@@ -629,6 +629,39 @@ mod tests {
     }
 
     #[test]
+    fn append_copy_reserves_first_and_is_read_through_the_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(file_name(0));
+        let policy = Reserve {
+            initial: 64 << 10,
+            min_step: 64 << 10,
+            max_step: 64 << 10,
+            sync_on_create: true,
+        };
+        let size = 1 << 20;
+        let mf = MappedFile::create_with(&p, 0, size, policy).unwrap();
+        let chunk: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8 + 1).collect();
+        let mut at = 0;
+        while at + chunk.len() <= size {
+            mf.append_copy(&chunk).unwrap();
+            at += chunk.len();
+            assert_eq!(mf.wrote_position(), at);
+            assert!(mf.reserved() >= at, "blocks reserved before the write");
+            assert_eq!(mf.read(at - chunk.len(), chunk.len()), Some(&chunk[..]));
+            assert!(mf.write_fd.lock().is_some(), "one descriptor while written");
+        }
+        assert!(mf.append_copy(&chunk).is_err(), "past the end: refused");
+        assert_eq!(mf.wrote_position(), at, "a refused write moves nothing");
+        mf.append_copy(&chunk[..size - at]).unwrap();
+        assert!(mf.is_full());
+        assert!(mf.write_fd.lock().is_none(), "closed once full");
+        assert_eq!(mf.flush(0).unwrap(), size);
+        let on_disk = std::fs::read(&p).unwrap();
+        assert_eq!(&on_disk[..chunk.len()], &chunk[..]);
+        assert_eq!(&on_disk[..], mf.read(0, size).unwrap());
+    }
+
+    #[test]
     fn zero_range_clears_written_bytes_past_the_position() {
         let dir = tempfile::tempdir().unwrap();
         let mf = MappedFile::create(&dir.path().join("f"), 0, 64 << 10).unwrap();
