@@ -115,7 +115,8 @@ def test_a_slave_writes_without_prefaulting_until_promoted(tmp_path: Path) -> No
             _caught_up(m, s)
             assert _prefault_threads() == base
             end = m.max_phy_offset
-            assert commitlog_bytes(tmp_path / "s", 0, end) == commitlog_bytes(tmp_path / "m", 0, end)
+            theirs = commitlog_bytes(tmp_path / "m", 0, end)
+            assert commitlog_bytes(tmp_path / "s", 0, end) == theirs
             m.shutdown()
             alone = _prefault_threads()
             assert alone == base - 1, "the master's stopped"
