@@ -120,6 +120,52 @@ def test_a_stream_gives_the_python_sources_offsets_and_rows(jvm: Any, tmp_path: 
     assert n.openHandles() == handles
 
 
+def test_a_running_stream_follows_the_writer(jvm: Any, tmp_path: Path) -> None:
+    """A query with a processing-time trigger: the driver's stores, kept
+    open between triggers, pick up what the writer puts (new records, a new
+    queue, a new topic)."""
+    import time
+
+    src = str(tmp_path / "src")
+    n = jvm._jvm.org.rocketstore.spark.NativeLib
+    handles = n.openHandles()
+    store = MessageStore(StoreConfig(store_path=src, **GEOMETRY)).start()
+    q = None
+    try:
+        store.put("orders", b"first")
+        wait_dispatched(store)
+        r = jvm.readStream.format(JVM).option("path", src).option("startingOffsets", "earliest")
+        for k, v in OPTS.items():
+            r = r.option(k, v)
+        q = (r.load().selectExpr("topic", "queue_id", "queue_offset", "body")
+             .writeStream.format("memory").queryName("jvm_follow")
+             .trigger(processingTime="200 milliseconds").start())
+
+        def seen(want: int) -> list[Any]:
+            deadline = time.monotonic() + 60
+            while True:
+                got = jvm.sql("SELECT * FROM jvm_follow").collect()
+                if len(got) >= want or time.monotonic() > deadline:
+                    return got
+                time.sleep(0.2)
+
+        assert len(seen(1)) == 1
+        for i in range(30):
+            store.put("orders", f"m{i}".encode(), queue_id=i % 3)  # queues 1, 2 are new
+        store.put("events", b"new topic")
+        wait_dispatched(store)
+        got = seen(32)
+        assert q.exception() is None
+        assert sorted((r.topic, r.queue_id, r.queue_offset) for r in got) == sorted(
+            [("orders", 0, 0), ("events", 0, 0)]
+            + [("orders", i % 3, (i // 3) + (1 if i % 3 == 0 else 0)) for i in range(30)])
+    finally:
+        if q is not None:
+            q.stop()
+        store.shutdown()
+    assert n.openHandles() == handles
+
+
 def test_where_a_stream_starts(jvm: Any, tmp_path: Path) -> None:
     src, other = str(tmp_path / "a"), str(tmp_path / "b")
     with MessageStore(StoreConfig(store_path=src, **GEOMETRY)) as s:
