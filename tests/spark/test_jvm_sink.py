@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +27,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from helpers.arrow_util import GEOMETRY
+from helpers.paths import HELPERS, REPO
 from rocketstore import MessageStore, StoreConfig
 from rocketstore.spark import _staging, jar_path
 
@@ -139,6 +144,49 @@ def test_a_batch_cut_short_is_completed(jvm: Any, src: str, tmp_path: Path) -> N
     want = [f"m{i}".encode() for i in [*range(0, 30, 2), *range(1, 30, 2)]]
     assert sorted(r["body"] for r in mine) == sorted(want)
     assert [r["body"] for r in mine][:12] == want[:12]
+
+
+def test_a_commit_killed_mid_append_is_completed_by_the_replay(
+        jvm: Any, tmp_path: Path) -> None:
+    src, dst, ckpt = str(tmp_path / "src"), str(tmp_path / "dst"), tmp_path / "ckpt"
+    want = [(b"r%06d-" % i).ljust(200, b"x") for i in range(60_000)]
+    with MessageStore(StoreConfig(store_path=src, mapped_file_size_commit_log=1 << 24)) as s:
+        for a in range(0, len(want), 5_000):
+            s.put_batch("orders", want[a:a + 5_000])
+    segment = 256 * 1024
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "python"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, str(HELPERS / "spark_sink_child.py"), src, dst, str(ckpt),
+            str(segment)]
+    commitlog = Path(dst) / "commitlog"
+    with subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          start_new_session=True) as proc:
+        try:
+            deadline = time.monotonic() + 120
+            # 12 MB of rows over 256 KiB segments: kill once a few have been rolled.
+            while not commitlog.is_dir() or len(os.listdir(commitlog)) < 6:
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    stored = [r["body"] for r in records(dst)]
+    assert 1 < len(stored) < len(want), "the kill did not land mid-append"
+    assert stored == want[:len(stored)]  # a prefix, in order
+    assert not (ckpt / "commits" / "0").exists()
+    # Spark replays the micro-batch; the sink appends the rest, each row once.
+    q = (jvm.readStream.format(JVM).option("path", src).option("startingOffsets", "earliest")
+         .load().select("topic", "body").writeStream.format(JVM).option("path", dst)
+         .option("mapped_file_size_commit_log", str(segment))
+         .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    got = records(dst)
+    assert [r["body"] for r in got] == want
+    assert {r["properties"][SINK] for r in got} == {"default:0"}
+    # The killed driver's staging was reclaimed, the replay's removed.
+    assert not os.path.exists(dst + ".spark-staging")
 
 
 def test_a_bad_row_refuses_the_micro_batch(jvm: Any, src: str, tmp_path: Path) -> None:
