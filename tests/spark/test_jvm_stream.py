@@ -42,10 +42,14 @@ def jvm(spark: Any) -> Any:
     return spark
 
 
-def stream(spark: Any, fmt: str, src: str, out: Path, ckpt: Path, **opts: Any) -> Any:
-    """One Trigger.AvailableNow run of a streaming read of ``src`` into
-    Parquet at ``out``; returns the finished query."""
+def stream(spark: Any, fmt: str, src: str, out: Path, ckpt: Path, schema: str | None = None,
+           **opts: Any) -> Any:
+    """One Trigger.AvailableNow run of a streaming read of ``src`` (of the
+    columns of ``schema``, a DDL string) into Parquet at ``out``; returns
+    the finished query."""
     r = spark.readStream.format(fmt).option("path", src)
+    if schema is not None:
+        r = r.schema(schema)
     for k, v in {**OPTS, **opts}.items():
         r = r.option(k, str(v))
     q = (r.load().writeStream.format("parquet").option("path", str(out))
@@ -63,8 +67,10 @@ def offsets_log(ckpt: Path) -> list[str]:
 def parquet_rows(spark: Any, out: Path) -> list[dict[str, Any]]:
     if not out.exists():
         return []
-    rows = [normalize(r) for r in spark.read.parquet(str(out)).toArrow().to_pylist()]
-    return sorted(rows, key=lambda r: (r.get("store") or "", *key(r)))
+    rows = [r if "properties" not in r else normalize(r)
+            for r in spark.read.parquet(str(out)).toArrow().to_pylist()]
+    return sorted(rows, key=lambda r: (r.get("store") or "", *key(r)) if "queue_offset" in r
+                  else ("", "", 0, 0, repr(r)))
 
 
 def both(spark: Any, src: str, tmp: Path, name: str, **opts: Any) -> tuple[list[str], list[Any]]:
@@ -194,6 +200,32 @@ def test_where_a_stream_starts(jvm: Any, tmp_path: Path) -> None:
     assert json.loads(log[-1]) == {f"{src}|orders/0": 10, f"{src}|orders/1": 10,
                                    f"{src}|orders/2": 10, f"{other}|orders/0": 10}
     assert {r["store"] for r in rows} == {src, other} and len(rows) == 40
+    # A schema's columns, in its order (the engine decodes only those).
+    ddl = "body binary, queue_id int, store string"
+    _, rows = both(jvm, src, tmp_path, "schema", schema=ddl, startingOffsets="earliest",
+                   topic="orders")
+    assert len(rows) == 30 and list(rows[0]) == ["body", "queue_id", "store"]
+    assert {r["store"] for r in rows} == {src}
+
+
+def test_the_refresh_entry_is_guarded(jvm: Any, tmp_path: Path) -> None:
+    n = jvm._jvm.org.rocketstore.spark.NativeLib
+    with pytest.raises(Exception, match="no store with handle"):
+        n.refresh(12345)
+    src = str(tmp_path / "s")
+    with MessageStore(StoreConfig(store_path=src, **GEOMETRY)) as s:
+        s.put("orders", b"x")
+        h = n.open(src, None, None)
+        try:
+            n.refresh(h)
+            assert n.refresh(h) is False  # nothing new since the last refresh
+            s.put("orders", b"y")
+            wait_dispatched(s)
+            assert n.refresh(h) is True
+        finally:
+            n.close(h)
+    with pytest.raises(Exception, match="no store with handle"):
+        n.refresh(h)  # closed
 
 
 def test_a_checkpoint_resumes_with_the_other_connector(jvm: Any, tmp_path: Path) -> None:
