@@ -291,3 +291,8 @@ def test_streaming_read_options_are_checked(jvm: Any, tmp_path: Path) -> None:
         for fmt in (JVM, PY):
             with pytest.raises(Exception, match=match):
                 stream(jvm, fmt, src, tmp_path / "o", tmp_path / f"c-{fmt}-{i}", **opts)
+    # An option no read takes fails at load(), as the Python source's does.
+    for fmt in (JVM, PY):
+        for r in (jvm.read, jvm.readStream):
+            with pytest.raises(Exception, match=r"unknown option .*read: topc"):
+                r.format(fmt).option("path", src).option("topc", "orders").load()

@@ -36,15 +36,18 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
-    boolean several;
     try {
-      several = new ReadOpts(options, null).several();
+      return Columns.schema(new ReadOpts(options, null).several());
     } catch (IllegalArgumentException e) {
-      // A write's options (Spark asks a streaming sink's table for a schema too): a read
-      // with them fails when it is planned, with this error.
-      several = false;
+      // Spark asks a streaming sink's table for a schema too: a sink's options are not a
+      // read's, and its table's schema is not used.
+      try {
+        new WriteOpts(options.asCaseSensitiveMap(), true);
+      } catch (IllegalArgumentException notASink) {
+        throw e;
+      }
+      return Columns.schema(false);
     }
-    return Columns.schema(several);
   }
 
   @Override
