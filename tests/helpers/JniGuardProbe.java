@@ -246,6 +246,7 @@ public final class JniGuardProbe {
     check("appendRows " + n, ISE, () -> NativeLib.appendRows(h, new byte[0], 0, null, true));
     check("flush " + n, ISE, () -> NativeLib.flush(h));
     check("countTagged " + n, ISE, () -> NativeLib.countTagged(h, "p", "t", 0));
+    check("refresh " + n, ISE, () -> NativeLib.refresh(h));
   }
 
   private static void nulls(long s) {
@@ -476,6 +477,8 @@ public final class JniGuardProbe {
           arr("JOB", "j"), false));
       check("flush", "ok", () -> NativeLib.flush(w));
       check("flush a read-only store", ANY, () -> NativeLib.flush(readOnly));
+      check("refresh a read-only store", "ok", () -> NativeLib.refresh(readOnly));
+      check("refresh a writer", ANY, () -> NativeLib.refresh(w));
       check("countTagged null prop", IAE, () -> NativeLib.countTagged(w, null, "j", 0));
       check("countTagged null tag", IAE, () -> NativeLib.countTagged(w, "JOB", null, 0));
       for (long a : EXTREMES) {
