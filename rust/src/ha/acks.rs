@@ -98,10 +98,17 @@ impl Acks {
         c.last_report_ms.store(now_ms(), Ordering::Release);
         self.best.fetch_max(offset, Ordering::AcqRel);
         if self.waiters.load(Ordering::SeqCst) > 0 {
-            for (end, t) in self.parked.lock().iter() {
-                if *end <= offset {
-                    t.unpark();
-                }
+            // Unparked after the lock is released: a woken put that takes
+            // itself off the list does not wait for this thread.
+            let wake: Vec<Thread> = self
+                .parked
+                .lock()
+                .iter()
+                .filter(|(end, _)| *end <= offset)
+                .map(|(_, t)| t.clone())
+                .collect();
+            for t in wake {
+                t.unpark();
             }
         }
     }
@@ -161,11 +168,16 @@ impl Acks {
     pub fn log_grew(&self) {
         self.grew_seq.fetch_add(1, Ordering::SeqCst);
         if self.grew_waiters.load(Ordering::SeqCst) > 0 {
-            let mut p = self.grew_parked.lock();
-            for t in p.drain(..) {
+            // Taken off the list before they wake (a woken writer finds
+            // nothing to do there) and unparked after the lock is released.
+            let wake = {
+                let mut p = self.grew_parked.lock();
+                self.grew_waiters.store(0, Ordering::SeqCst);
+                std::mem::take(&mut *p)
+            };
+            for t in wake {
                 t.unpark();
             }
-            self.grew_waiters.store(0, Ordering::SeqCst);
         }
     }
 
@@ -176,6 +188,9 @@ impl Acks {
 
     /// Waits until the log grew after `seen` was read, at most `max`.
     pub fn wait_grew(&self, seen: u64, max: Duration) {
+        if self.grew_seq.load(Ordering::SeqCst) != seen {
+            return;
+        }
         let me = std::thread::current();
         {
             let mut p = self.grew_parked.lock();
