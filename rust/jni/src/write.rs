@@ -28,7 +28,8 @@ use jni::sys::{jboolean, jlong, jobjectArray};
 use jni::JNIEnv;
 
 use crate::handles;
-use crate::store::{open_handle, string, string_array, strings};
+use crate::store::{string, string_array};
+use crate::writer::pairs;
 use crate::{guard, Error, Result};
 
 struct Cursor<'a> {
@@ -133,43 +134,30 @@ pub struct Outcome {
     pub refused: Option<(u64, u8, String)>,
 }
 
-/// Checks (`check_only`) or appends the rows of `batch`, whose first row is
-/// row `first_row` of the job, with the `extra` properties.
-pub fn append_rows(
+/// An append's error as an entry point's.
+pub fn append_error(e: engine::AppendError) -> Error {
+    match e {
+        engine::AppendError::Store(e) => Error::from(e),
+        engine::AppendError::Column(c) => Error::Arg(c.to_string()),
+    }
+}
+
+/// Checks the rows of `batch`, whose first row is row `first_row` of the
+/// job, against every put rule with the `extra` properties, writing
+/// nothing: the first row a put would refuse, if any.
+pub fn check_rows(
     store: &Store,
     batch: &RecordBatch,
     first_row: u64,
     extra: &[(String, String)],
-    check_only: bool,
 ) -> Result<Outcome> {
     store.check_open_writer()?;
-    let err = |e: engine::AppendError| match e {
-        engine::AppendError::Store(e) => Error::from(e),
-        engine::AppendError::Column(c) => Error::Arg(c.to_string()),
-    };
-    if check_only {
-        let r = store
-            .check_arrow_batch(batch, first_row, extra)
-            .map_err(err)?;
-        return Ok(Outcome {
-            appended: 0,
-            refused: r.map(|r| (r.row, r.status as u8, r.reason)),
-        });
-    }
-    let done = store
-        .append_arrow_batch(batch, first_row, extra, true)
-        .map_err(err)?;
-    if let Some(u) = done.unconfirmed {
-        // Only a store with a replication or flush rule confirms; the
-        // connector's writer opens none, so this is reported, not handled.
-        return Err(Error::Arg(format!(
-            "rows stored, not confirmed: {u:?} ({} appended)",
-            done.appended
-        )));
-    }
+    let r = store
+        .check_arrow_batch(batch, first_row, extra)
+        .map_err(append_error)?;
     Ok(Outcome {
-        appended: done.appended,
-        refused: done.refused.map(|r| (r.row, r.status as u8, r.reason)),
+        appended: 0,
+        refused: r.map(|r| (r.row, r.status as u8, r.reason)),
     })
 }
 
@@ -216,31 +204,6 @@ pub fn count_tagged(store: &Arc<Store>, prop: &str, tag: &str, since: i64) -> Re
     Ok(n)
 }
 
-fn pairs(env: &mut JNIEnv<'_>, a: &JObjectArray<'_>) -> Result<Vec<(String, String)>> {
-    let v = strings(env, a, "an extra property")?.unwrap_or_default();
-    if v.len() % 2 != 0 {
-        return Err(Error::Arg(
-            "extra properties come as name, value pairs".into(),
-        ));
-    }
-    Ok(v.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect())
-}
-
-/// Opens the store at `path` as its single writer (made if missing, and
-/// recovered); `keys`/`values`: StoreConfig fields. Returns its handle.
-#[no_mangle]
-pub extern "system" fn Java_org_rocketstore_spark_NativeLib_openWriter<'l>(
-    mut env: JNIEnv<'l>,
-    _c: JClass<'l>,
-    path: JString<'l>,
-    keys: JObjectArray<'l>,
-    values: JObjectArray<'l>,
-) -> jlong {
-    guard(&mut env, 0, |env| {
-        open_handle(env, &path, &keys, &values, false)
-    })
-}
-
 /// Checks (`checkOnly`) or appends rows (the row encoding) to a writer's
 /// store, the first being row `firstRow` of the job, each with the
 /// `extra` properties (name, value, ...). Returns {appended, refused row
@@ -265,7 +228,11 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_appendRows<'l>(
         let first = u64::try_from(first_row)
             .map_err(|_| Error::Arg(format!("firstRow {first_row} < 0")))?;
         let batch = decode_rows(&buf)?;
-        let o = append_rows(&s, &batch, first, &extra, check_only != 0)?;
+        let o = if check_only != 0 {
+            check_rows(&s, &batch, first, &extra)?
+        } else {
+            handles::writer(store)?.append(&batch, first, &extra)?
+        };
         let (row, status, why) = match o.refused {
             Some((r, st, why)) => (r.to_string(), st.to_string(), why),
             None => ("-1".into(), "0".into(), String::new()),
@@ -305,7 +272,7 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_countTagged<'l>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn s(out: &mut Vec<u8>, v: Option<&str>) {
@@ -335,9 +302,18 @@ mod tests {
         s(out, Some("red"));
     }
 
-    fn writer(dir: &std::path::Path) -> Arc<Store> {
+    /// `n` rows of topic `T` in the row encoding, decoded.
+    pub(crate) fn rows(n: i32) -> RecordBatch {
+        let mut buf = Vec::new();
+        for i in 0..n {
+            row(&mut buf, Some("T"), b"body", Some(i % 2), "k");
+        }
+        decode_rows(&buf).expect("decode")
+    }
+
+    fn writer(dir: &std::path::Path) -> crate::writer::Writer {
         let p = dir.join("store").to_string_lossy().into_owned();
-        Arc::new(crate::store::open_store(p, Vec::new(), false).expect("open a writer"))
+        crate::writer::Writer::open(p, Vec::new()).expect("open a writer")
     }
 
     #[test]
@@ -355,35 +331,32 @@ mod tests {
     #[test]
     fn a_bad_row_is_found_before_anything_is_appended() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = writer(dir.path());
+        let w = writer(dir.path());
+        let store = &w.store;
         let mut buf = Vec::new();
         row(&mut buf, Some("T"), b"a", Some(0), "k1");
         row(&mut buf, None, b"b", Some(0), "k2");
         let batch = decode_rows(&buf).expect("decode");
         let extra = vec![("JOB".to_string(), "j1".to_string())];
-        let o = append_rows(&store, &batch, 10, &extra, true).expect("check");
+        let o = check_rows(store, &batch, 10, &extra).expect("check");
         assert_eq!(o.appended, 0);
         assert_eq!(o.refused.as_ref().map(|r| r.0), Some(11));
         assert_eq!(store.commitlog().max_offset(), 0);
+        w.close().expect("close");
     }
 
     #[test]
     fn appended_rows_are_counted_by_their_tag() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = writer(dir.path());
-        let mut buf = Vec::new();
-        for i in 0..3 {
-            row(&mut buf, Some("T"), b"body", Some(i % 2), "k");
-        }
-        let batch = decode_rows(&buf).expect("decode");
+        let w = writer(dir.path());
+        let store = &w.store;
+        let batch = rows(3);
         let extra = vec![("JOB".to_string(), "j1".to_string())];
         assert_eq!(
-            append_rows(&store, &batch, 0, &extra, true)
-                .expect("check")
-                .refused,
+            check_rows(store, &batch, 0, &extra).expect("check").refused,
             None
         );
-        let o = append_rows(&store, &batch, 0, &extra, false).expect("append");
+        let o = w.append(&batch, 0, &extra).expect("append");
         assert_eq!(
             o,
             Outcome {
@@ -392,9 +365,9 @@ mod tests {
             }
         );
         store.flush().expect("flush");
-        assert_eq!(count_tagged(&store, "JOB", "j1", 0).expect("count"), 3);
-        assert_eq!(count_tagged(&store, "JOB", "j2", 0).expect("count"), 0);
-        assert_eq!(count_tagged(&store, "color", "red", 0).expect("count"), 3);
-        store.shutdown().expect("shutdown");
+        assert_eq!(count_tagged(store, "JOB", "j1", 0).expect("count"), 3);
+        assert_eq!(count_tagged(store, "JOB", "j2", 0).expect("count"), 0);
+        assert_eq!(count_tagged(store, "color", "red", 0).expect("count"), 3);
+        w.close().expect("close");
     }
 }

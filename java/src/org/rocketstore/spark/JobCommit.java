@@ -18,7 +18,6 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
@@ -67,6 +66,10 @@ final class JobCommit {
       sorted.sort(Comparator.comparingInt(f -> f.partition));
       long store = NativeLib.openWriter(o.path, o.fieldKeys, o.fieldValues);
       try {
+        if (!NativeLib.awaitSlave(store)) {
+          RocketStoreProvider.LOG.warn("rocketstore: no slave of {} connected within "
+              + "slave_timeout; the rows are appended, not replicated", o.path);
+        }
         String tag = o.jobTag != null ? o.jobTag : contentTag(sorted);
         return appendJob(store, o, sorted, total, tag);
       } finally {
@@ -83,6 +86,8 @@ final class JobCommit {
     ObjectNode jobs = readState(o.path);
     JsonNode rec = jobs.get(tag);
     long present = 0;
+    String how = "a rerun of the same write (the same rows in the same order, with jobTag='"
+        + tag + "' if it was given) appends the rest without duplicates";
     if (rec != null && rec.isObject() && !rec.path("done").asBoolean(false)) {
       present = NativeLib.countTagged(store, WRITE_JOB_PROPERTY, tag, rec.path("offset").asLong(0));
     } else if (rec != null && rec.isObject() && o.jobTag != null) {
@@ -93,6 +98,8 @@ final class JobCommit {
     if (present >= total) {
       RocketStoreProvider.LOG.info("rocketstore: job {} was appended to {} already ({} rows); "
           + "nothing appended", tag, o.path, present);
+      // Finished only once confirmed (on disk under SYNC_FLUSH, by a slave on a SYNC_MASTER).
+      confirm(store, jobs.get(tag).path("offset").asLong(0), total, how);
       ((ObjectNode) jobs.get(tag)).put("done", true);
       saveState(o.path, keep(jobs));
       return 0;
@@ -116,8 +123,6 @@ final class JobCommit {
     }
     RocketStoreProvider.LOG.info("rocketstore: appending {} rows to {} as job {}",
         total - present, o.path, tag);
-    String how = "a rerun of the same write (the same rows in the same order, with jobTag='"
-        + tag + "' if it was given) appends the rest without duplicates";
     long todo = total - present;
     long[] done = {0};
     try {
@@ -133,10 +138,44 @@ final class JobCommit {
       throw new CommitException("rocketstore commit failed part-way (" + e.getMessage()
           + "); the rows appended before the failure stay in the store, and " + how, -1, todo, e);
     }
+    String[] u = NativeLib.finishAppend(store);
+    if (Long.parseLong(u[0]) >= 0) {
+      throw notConfirmed("all " + todo + " rows appended; rows " + u[0] + " on are",
+          Integer.parseInt(u[1]), u[2], how, done[0], todo);
+    }
+    // The rows a run cut short appended too (at once when confirmed already).
+    confirm(store, jobs.get(tag).path("offset").asLong(0), total, how);
     NativeLib.flush(store);
     ((ObjectNode) jobs.get(tag)).put("done", true);
     saveState(o.path, keep(jobs));
     return done[0];
+  }
+
+  /**
+   * Waits for the CommitLog from start (where the job's rows begin) to its end as a put waits;
+   * throws when that is not confirmed in time.
+   */
+  private static void confirm(long store, long start, long total, String rerun) {
+    long end = NativeLib.commitLog(store)[1];
+    if (Math.max(start, 0) >= end) {
+      return; // nothing written: nothing to wait for
+    }
+    String[] r = NativeLib.waitStored(store, Math.max(start, 0), end);
+    if (Integer.parseInt(r[0]) != 0) {
+      throw notConfirmed("all " + total + " rows are", Integer.parseInt(r[0]), r[1], rerun, total,
+          total);
+    }
+  }
+
+  /** Rows stored but not confirmed: never a refusal (the Python sink's message). */
+  private static CommitException notConfirmed(String what, int status, String why, String rerun,
+      long appended, long total) {
+    String st = status >= 0 && status < PUT_STATUS.length ? PUT_STATUS[status] : "" + status;
+    boolean disk = "FLUSH_DISK_TIMEOUT".equals(st);
+    return new CommitException("rocketstore commit: " + what + " stored, "
+        + (disk ? "not yet on disk" : "not yet replicated") + ": not confirmed "
+        + (disk ? "on disk" : "by a slave") + " in time (" + st + ": " + why
+        + "); do not write them again by other means, " + rerun, appended, total, null);
   }
 
   interface Refusal {
@@ -260,8 +299,7 @@ final class JobCommit {
   /** Every unfinished job, and the newest JOBS_KEPT finished ones. */
   private static ObjectNode keep(ObjectNode jobs) {
     List<Map.Entry<String, JsonNode>> done = new ArrayList<>();
-    for (Iterator<Map.Entry<String, JsonNode>> it = jobs.fields(); it.hasNext(); ) {
-      Map.Entry<String, JsonNode> e = it.next();
+    for (Map.Entry<String, JsonNode> e : jobs.properties()) {
       if (e.getValue().isObject() && e.getValue().path("done").asBoolean(false)) {
         done.add(e);
       }
@@ -272,8 +310,7 @@ final class JobCommit {
     for (int i = 0; i < Math.max(0, done.size() - JOBS_KEPT); i++) {
       drop.add(done.get(i).getKey());
     }
-    for (Iterator<Map.Entry<String, JsonNode>> it = jobs.fields(); it.hasNext(); ) {
-      Map.Entry<String, JsonNode> e = it.next();
+    for (Map.Entry<String, JsonNode> e : jobs.properties()) {
       if (e.getValue().isObject() && !drop.contains(e.getKey())) {
         out.set(e.getKey(), e.getValue());
       }

@@ -85,7 +85,10 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
       return "rocketstore " + p;
     }
 
+    // Deprecated in Table for columns(), whose default asks schema(); Spark 4.x still calls
+    // schema() itself in places, so this is the one to give.
     @Override
+    @SuppressWarnings("deprecation")
     public StructType schema() {
       return schema;
     }
