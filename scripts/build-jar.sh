@@ -58,16 +58,20 @@ case "$mode" in
         triple=x86_64-unknown-linux-gnu
         command -v maturin >/dev/null || { echo "build-jar: --manylinux needs maturin on PATH" >&2; exit 2; }
         python3 -m ziglang version >/dev/null || { echo "build-jar: --manylinux needs zig (python3 -m ziglang)" >&2; exit 2; }
-        # The linker: zig for glibc 2.17, through maturin's wrapper of it
-        # (the one maturin links the wheel's extension with).
-        cat >"$work/zigcc" <<ZIG
+        # The linker: zig for glibc 2.17, through maturin's wrapper of it,
+        # with the arguments maturin links the wheel's extension with. Its
+        # path is part of cargo's fingerprint: a stable one keeps a repeated
+        # build incremental.
+        mkdir -p "$target/jni-zig"
+        zigcc="$(cd "$target/jni-zig" && pwd)/zigcc-x86_64-linux-gnu.2.17.sh"
+        cat >"$zigcc" <<ZIG
 #!/bin/sh
-exec maturin zig cc -- -target x86_64-linux-gnu.2.17 "\$@"
+exec "$(command -v maturin)" zig cc -- -g -fno-sanitize=all -target x86_64-linux-gnu.2.17 "\$@"
 ZIG
-        chmod +x "$work/zigcc"
+        chmod +x "$zigcc"
         # Stripping is asked of the last link only: the dependencies are the
         # same builds as without it.
-        CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER="$work/zigcc" \
+        CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER="$zigcc" \
             cargo rustc -p rocketstore-jni --lib --release --target "$triple" -- -C strip=symbols
         lib="$target/$triple/release/librocketstore_jni.so"
         ;;

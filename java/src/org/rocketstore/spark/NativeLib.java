@@ -32,7 +32,7 @@ public final class NativeLib {
     load();
     Long idle = Long.getLong(CACHE_IDLE_MS);
     if (idle != null) {
-      cacheConfigure(idle);
+      cacheConfigure(Math.max(idle, 0)); // below 0: no cache, as 0
     }
   }
 
