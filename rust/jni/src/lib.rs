@@ -23,7 +23,8 @@
 //! - `export.rs`: a record batch as field nodes and buffer addresses.
 //! - `fields.rs`: the StoreConfig fields an open takes, read into the engine's options.
 //! - `cache.rs`: the process's read-only stores, shared by its reads.
-//! - `store.rs`: opening a store read-only and the planning queries.
+//! - `store.rs`: opening a store read-only, following its writer, and the
+//!   planning queries.
 //! - `read.rs`: columnar readers and their batches.
 //! - `keys.rs`: the `key` option's scan of what the index does not cover.
 //! - `write.rs`: the rows a write's commit checks and appends.

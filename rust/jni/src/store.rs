@@ -200,6 +200,20 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_close<'l>(
     })
 }
 
+/// Read-only stores: follows the writer (new files, records and queue
+/// units, as `Store::refresh`); true when new messages became visible. A
+/// streaming read's driver keeps its stores open between triggers.
+#[no_mangle]
+pub extern "system" fn Java_org_rocketstore_spark_NativeLib_refresh<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    store: jlong,
+) -> jboolean {
+    guard(&mut env, 0, |_| {
+        Ok(handles::store(store)?.refresh()? as jboolean)
+    })
+}
+
 /// How many native objects are open (stores, readers, batches).
 #[no_mangle]
 pub extern "system" fn Java_org_rocketstore_spark_NativeLib_openHandles<'l>(

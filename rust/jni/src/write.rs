@@ -21,14 +21,14 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{BinaryBuilder, Int32Builder, ListBuilder, MapBuilder, StringBuilder};
-use arrow_array::{Array, ArrayRef, MapArray, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, Int64Array, MapArray, RecordBatch, StringArray};
 use engine::{ArrowReadRequest, Projection, RowFilter, Store};
 use jni::objects::{JByteArray, JClass, JObjectArray, JString};
-use jni::sys::{jboolean, jlong, jobjectArray};
+use jni::sys::{jboolean, jlong, jlongArray, jobjectArray};
 use jni::JNIEnv;
 
 use crate::handles;
-use crate::store::{string, string_array};
+use crate::store::{long_array, string, string_array};
 use crate::writer::pairs;
 use crate::{guard, Error, Result};
 
@@ -162,10 +162,16 @@ pub fn check_rows(
 }
 
 /// How many messages from CommitLog offset `since` on carry property
-/// `prop` = `tag` (system topics included).
-pub fn count_tagged(store: &Arc<Store>, prop: &str, tag: &str, since: i64) -> Result<u64> {
-    let projection =
-        Projection::of(&["properties".to_string()]).map_err(|e| Error::Arg(e.to_string()))?;
+/// `prop` = `tag` (system topics included), and the CommitLog offset of
+/// the first of them (`None`: none).
+pub fn count_tagged(
+    store: &Arc<Store>,
+    prop: &str,
+    tag: &str,
+    since: i64,
+) -> Result<(u64, Option<i64>)> {
+    let cols = ["properties".to_string(), "commit_log_offset".to_string()];
+    let projection = Projection::of(&cols).map_err(|e| Error::Arg(e.to_string()))?;
     let (reader, _stats) = store.arrow_reader(ArrowReadRequest {
         filter: RowFilter {
             include_system: true,
@@ -174,34 +180,41 @@ pub fn count_tagged(store: &Arc<Store>, prop: &str, tag: &str, since: i64) -> Re
         projection: Some(projection),
         ..ArrowReadRequest::of(Vec::new(), vec![(since.max(0), i64::MAX)])
     })?;
-    let mut n = 0u64;
+    let (mut n, mut first) = (0u64, None);
     for b in reader {
         let b = b.map_err(|e| Error::Arg(format!("reading properties: {e}")))?;
-        let Some(m) = b.column(0).as_any().downcast_ref::<MapArray>() else {
-            return Err(Error::Arg("properties is not a map".into()));
+        let (Some(m), Some(offsets)) = (
+            b.column_by_name("properties")
+                .and_then(|c| c.as_any().downcast_ref::<MapArray>()),
+            b.column_by_name("commit_log_offset")
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>()),
+        ) else {
+            return Err(Error::Arg(
+                "properties is not a map, or commit_log_offset not int64".into(),
+            ));
         };
         for i in 0..m.len() {
-            if m.is_null(i) {
-                continue;
-            }
-            let entry = m.value(i);
-            let keys = entry.column(0).as_any().downcast_ref::<StringArray>();
-            let vals = entry.column(1).as_any().downcast_ref::<StringArray>();
-            let (Some(keys), Some(vals)) = (keys, vals) else {
-                return Err(Error::Arg("properties is not a map of strings".into()));
-            };
-            // The last entry of the name wins (as a map lookup's "last").
-            let hit = (0..keys.len())
-                .rev()
-                .find(|&j| keys.is_valid(j) && keys.value(j) == prop);
-            if let Some(j) = hit {
-                if vals.is_valid(j) && vals.value(j) == tag {
-                    n += 1;
-                }
+            if !m.is_null(i) && carries(&m.value(i), prop, tag)? {
+                n += 1;
+                first = first.or(Some(offsets.value(i)));
             }
         }
     }
-    Ok(n)
+    Ok((n, first))
+}
+
+/// True when the last entry named `prop` of a properties map is `tag` (a
+/// map lookup's "last", as the Python sink's count).
+fn carries(entry: &arrow_array::StructArray, prop: &str, tag: &str) -> Result<bool> {
+    let keys = entry.column(0).as_any().downcast_ref::<StringArray>();
+    let vals = entry.column(1).as_any().downcast_ref::<StringArray>();
+    let (Some(keys), Some(vals)) = (keys, vals) else {
+        return Err(Error::Arg("properties is not a map of strings".into()));
+    };
+    let hit = (0..keys.len())
+        .rev()
+        .find(|&j| keys.is_valid(j) && keys.value(j) == prop);
+    Ok(hit.is_some_and(|j| vals.is_valid(j) && vals.value(j) == tag))
 }
 
 /// Checks (`checkOnly`) or appends rows (the row encoding) to a writer's
@@ -252,8 +265,9 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_flush<'l>(
     guard(&mut env, 0, |_| Ok(handles::store(store)?.flush()? as i64))
 }
 
-/// How many messages from CommitLog offset `since` on carry property
-/// `prop` = `tag`.
+/// `{count, first}`: how many messages from CommitLog offset `since` on
+/// carry property `prop` = `tag`, and the CommitLog offset of the first
+/// (-1: none).
 #[no_mangle]
 pub extern "system" fn Java_org_rocketstore_spark_NativeLib_countTagged<'l>(
     mut env: JNIEnv<'l>,
@@ -262,12 +276,13 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_countTagged<'l>(
     prop: JString<'l>,
     tag: JString<'l>,
     since: jlong,
-) -> jlong {
-    guard(&mut env, 0, |env| {
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
         let s = handles::store(store)?;
         let prop = string(env, &prop, "prop")?;
         let tag = string(env, &tag, "tag")?;
-        Ok(count_tagged(&s, &prop, &tag, since)? as i64)
+        let (n, first) = count_tagged(&s, &prop, &tag, since)?;
+        long_array(env, &[n as i64, first.unwrap_or(-1)])
     })
 }
 
@@ -365,9 +380,13 @@ pub(crate) mod tests {
             }
         );
         store.flush().expect("flush");
-        assert_eq!(count_tagged(store, "JOB", "j1", 0).expect("count"), 3);
-        assert_eq!(count_tagged(store, "JOB", "j2", 0).expect("count"), 0);
-        assert_eq!(count_tagged(store, "color", "red", 0).expect("count"), 3);
+        assert_eq!(count_tagged(store, "JOB", "j1", 0).expect("count"), (3, Some(0)));
+        assert_eq!(count_tagged(store, "JOB", "j2", 0).expect("count"), (0, None));
+        let second = store.commitlog().max_offset() as i64 / 3;
+        assert_eq!(
+            count_tagged(store, "color", "red", second).expect("count"),
+            (2, Some(second))
+        );
         w.close().expect("close");
     }
 }

@@ -42,6 +42,7 @@ final class JobCommit {
 
   /** A write refused (appended 0: nothing appended) or stopped part-way. */
   static final class CommitException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
     final long appended;
     final long total;
 
@@ -83,13 +84,14 @@ final class JobCommit {
   private static long appendJob(long store, WriteOpts o, List<RocketStoreWrite.Staged> files,
       long total, String tag) {
     String[] extra = {WRITE_JOB_PROPERTY, tag};
-    ObjectNode jobs = readState(o.path);
+    ObjectNode jobs = readState(o.path, JOBS_STATE_FILE);
     JsonNode rec = jobs.get(tag);
     long present = 0;
     String how = "a rerun of the same write (the same rows in the same order, with jobTag='"
         + tag + "' if it was given) appends the rest without duplicates";
     if (rec != null && rec.isObject() && !rec.path("done").asBoolean(false)) {
-      present = NativeLib.countTagged(store, WRITE_JOB_PROPERTY, tag, rec.path("offset").asLong(0));
+      present = NativeLib.countTagged(store, WRITE_JOB_PROPERTY, tag,
+          rec.path("offset").asLong(0))[0];
     } else if (rec != null && rec.isObject() && o.jobTag != null) {
       RocketStoreProvider.LOG.info("rocketstore: job {} was appended to {} already; nothing "
           + "appended", tag, o.path);
@@ -101,7 +103,7 @@ final class JobCommit {
       // Finished only once confirmed (on disk under SYNC_FLUSH, by a slave on a SYNC_MASTER).
       confirm(store, jobs.get(tag).path("offset").asLong(0), total, how);
       ((ObjectNode) jobs.get(tag)).put("done", true);
-      saveState(o.path, keep(jobs));
+      saveState(o.path, JOBS_STATE_FILE, keep(jobs));
       return 0;
     }
     long skip = present;
@@ -116,7 +118,7 @@ final class JobCommit {
       r.put("rows", total);
       r.put("done", false);
       jobs.set(tag, r);
-      saveState(o.path, keep(jobs));
+      saveState(o.path, JOBS_STATE_FILE, keep(jobs));
     } else {
       RocketStoreProvider.LOG.warn("rocketstore: job {} was cut short at {} of {} rows; "
           + "appending the rest", tag, present, total);
@@ -138,24 +140,32 @@ final class JobCommit {
       throw new CommitException("rocketstore commit failed part-way (" + e.getMessage()
           + "); the rows appended before the failure stay in the store, and " + how, -1, todo, e);
     }
-    String[] u = NativeLib.finishAppend(store);
-    if (Long.parseLong(u[0]) >= 0) {
-      throw notConfirmed("all " + todo + " rows appended; rows " + u[0] + " on are",
-          Integer.parseInt(u[1]), u[2], how, done[0], todo);
-    }
+    finish(store, todo, done[0], how);
     // The rows a run cut short appended too (at once when confirmed already).
     confirm(store, jobs.get(tag).path("offset").asLong(0), total, how);
     NativeLib.flush(store);
     ((ObjectNode) jobs.get(tag)).put("done", true);
-    saveState(o.path, keep(jobs));
+    saveState(o.path, JOBS_STATE_FILE, keep(jobs));
     return done[0];
+  }
+
+  /**
+   * Waits once for the rows appended without waiting (the writer's appends after the first row
+   * not confirmed); throws when a row is stored but not confirmed.
+   */
+  static void finish(long store, long todo, long appended, String rerun) {
+    String[] u = NativeLib.finishAppend(store);
+    if (Long.parseLong(u[0]) >= 0) {
+      throw notConfirmed("all " + todo + " rows appended; rows " + u[0] + " on are",
+          Integer.parseInt(u[1]), u[2], rerun, appended, todo);
+    }
   }
 
   /**
    * Waits for the CommitLog from start (where the job's rows begin) to its end as a put waits;
    * throws when that is not confirmed in time.
    */
-  private static void confirm(long store, long start, long total, String rerun) {
+  static void confirm(long store, long start, long total, String rerun) {
     long end = NativeLib.commitLog(store)[1];
     if (Math.max(start, 0) >= end) {
       return; // nothing written: nothing to wait for
@@ -168,7 +178,7 @@ final class JobCommit {
   }
 
   /** Rows stored but not confirmed: never a refusal (the Python sink's message). */
-  private static CommitException notConfirmed(String what, int status, String why, String rerun,
+  static CommitException notConfirmed(String what, int status, String why, String rerun,
       long appended, long total) {
     String st = status >= 0 && status < PUT_STATUS.length ? PUT_STATUS[status] : "" + status;
     boolean disk = "FLUSH_DISK_TIMEOUT".equals(st);
@@ -182,13 +192,14 @@ final class JobCommit {
     void refused(long row, String status, String why);
   }
 
-  private static long run(long store, List<RocketStoreWrite.Staged> files, long skip,
+  /** Checks (check) or appends the rows after the first skip; returns rows appended. */
+  static long run(long store, List<RocketStoreWrite.Staged> files, long skip,
       String[] extra, boolean check, Refusal onRefused) {
     return run(store, files, skip, extra, check, onRefused, new long[1]);
   }
 
   /** Hands the rows after the first skip to the engine in chunks; returns rows appended. */
-  private static long run(long store, List<RocketStoreWrite.Staged> files, long skip,
+  static long run(long store, List<RocketStoreWrite.Staged> files, long skip,
       String[] extra, boolean check, Refusal onRefused, long[] appended) {
     long row = 0;
     long first = skip;
@@ -270,22 +281,24 @@ final class JobCommit {
     }
   }
 
-  private static Path stateFile(String path) {
-    return Paths.get(path, "config", JOBS_STATE_FILE);
+  private static Path stateFile(String path, String name) {
+    return Paths.get(path, "config", name);
   }
 
-  private static ObjectNode readState(String path) {
+  /** The store's config file {@code name} (an empty object when missing or unreadable). */
+  static ObjectNode readState(String path, String name) {
     try {
-      JsonNode n = JSON.readTree(stateFile(path).toFile());
+      JsonNode n = JSON.readTree(stateFile(path, name).toFile());
       return n != null && n.isObject() ? (ObjectNode) n : JSON.createObjectNode();
     } catch (IOException e) {
       return JSON.createObjectNode();
     }
   }
 
-  private static void saveState(String path, ObjectNode state) {
-    Path p = stateFile(path);
-    Path tmp = p.resolveSibling(JOBS_STATE_FILE.replace(".json", ".tmp"));
+  /** Replaces the store's config file {@code name} by {@code state}, durably. */
+  static void saveState(String path, String name, ObjectNode state) {
+    Path p = stateFile(path, name);
+    Path tmp = p.resolveSibling(name.replace(".json", ".tmp"));
     try {
       Files.createDirectories(p.getParent());
       Files.deleteIfExists(tmp);

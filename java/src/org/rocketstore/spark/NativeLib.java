@@ -107,6 +107,9 @@ public final class NativeLib {
 
   public static native void close(long handle);
 
+  /** Read-only stores: follows the writer; true when new messages became visible. */
+  public static native boolean refresh(long store);
+
   public static native long openHandles();
 
   public static native String[] topics(long store);
@@ -168,8 +171,11 @@ public final class NativeLib {
   /** Flushes a writer's store; returns the flushed CommitLog offset. */
   public static native long flush(long store);
 
-  /** How many messages from CommitLog offset since on carry property prop = tag. */
-  public static native long countTagged(long store, String prop, String tag, long since);
+  /**
+   * {count, first}: how many messages from CommitLog offset since on carry property prop = tag,
+   * and the CommitLog offset of the first (-1: none).
+   */
+  public static native long[] countTagged(long store, String prop, String tag, long since);
 
   /** Exercises the guard: 1 panics in the engine (the panic becomes an exception). */
   public static native void selfTest(int what);
