@@ -169,3 +169,36 @@ def test_a_write_to_a_sync_master_returns_once_the_slave_holds_it(
             end = ro.max_phy_offset
         assert s.max_phy_offset == end
     assert len(_bodies(m)) == 400
+
+
+def _stream(spark: Any, src: Path, dst: Path, ckpt: Path, **opts: str) -> None:
+    """A Trigger.AvailableNow run of a stream of ``src`` into the JVM sink
+    at ``dst`` with the write options ``opts``."""
+    df = (spark.readStream.format(JVM).option("path", str(src)).option("topic", "orders")
+          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "40").load()
+          .select("topic", "body"))
+    w = df.writeStream.format(JVM).option("path", str(dst)) \
+        .option("checkpointLocation", str(ckpt))
+    for k, v in opts.items():
+        w = w.option(k, v)
+    w.trigger(availableNow=True).start().awaitTermination(120)
+
+
+def test_the_streaming_sink_confirms_its_rows_as_the_batch_write_does(
+        jvm: Any, tmp_path: Path) -> None:
+    src, m, ckpt = tmp_path / "src", tmp_path / "m", tmp_path / "ckpt"
+    with MessageStore(StoreConfig(store_path=str(src))) as s:
+        for i in range(100):
+            s.put("orders", b"e%d" % i)
+    port = _free_port()
+    with pytest.raises(Exception, match=r"rows 0 on are stored, not yet replicated.*"
+                                        r"SLAVE_NOT_AVAILABLE"):
+        _stream(jvm, src, m, ckpt, **_master(port))
+    assert len(_bodies(m)) == 40  # the first micro-batch, stored
+    # The replay with a slave: nothing appended twice, then the rest.
+    with MessageStore(slave_config(tmp_path / "s", port)) as s:
+        _stream(jvm, src, m, ckpt, **_master(port))
+        with MessageStore(StoreConfig(store_path=str(m)), read_only=True) as ro:
+            end = ro.max_phy_offset
+        assert s.max_phy_offset == end
+    assert _bodies(m) == sorted(b"e%d" % i for i in range(100))
