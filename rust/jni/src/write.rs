@@ -380,8 +380,14 @@ pub(crate) mod tests {
             }
         );
         store.flush().expect("flush");
-        assert_eq!(count_tagged(store, "JOB", "j1", 0).expect("count"), (3, Some(0)));
-        assert_eq!(count_tagged(store, "JOB", "j2", 0).expect("count"), (0, None));
+        assert_eq!(
+            count_tagged(store, "JOB", "j1", 0).expect("count"),
+            (3, Some(0))
+        );
+        assert_eq!(
+            count_tagged(store, "JOB", "j2", 0).expect("count"),
+            (0, None)
+        );
         let second = store.commitlog().max_offset() as i64 / 3;
         assert_eq!(
             count_tagged(store, "color", "red", second).expect("count"),
