@@ -1,7 +1,9 @@
 //! The StoreConfig fields the JVM connector's opens take, by their
 //! snake_case names and as strings (Spark options), read into the engine's
 //! [`StoreOptions`] the way the Python `StoreConfig` is: booleans `true` /
-//! `false` (any case), integers, enums by member name, durations in ms.
+//! `false` (any case), integers, enums by member name, durations in ms;
+//! the segment and index sizes checked against the ranges StoreConfig
+//! checks (the Python source refuses the same ones).
 //!
 //! A read-only open uses [`READ_FIELDS`]; a writer also [`WRITE_FIELDS`]
 //! (its flush and replication settings, as the Python sink's writer takes
@@ -76,6 +78,76 @@ fn parse<T: std::str::FromStr>(k: &str, v: &str) -> Result<T> {
         .map_err(|_| Error::Arg(format!("option {k}={v:?}: not a valid value")))
 }
 
+/// `k`=`v`, an integer in `[low, high]`: StoreConfig's range for the field,
+/// refused in StoreConfig's words (`note` says why the range is what it is).
+fn int_in(k: &str, v: &str, low: usize, high: usize, note: &str) -> Result<usize> {
+    let n: i64 = parse(k, v)?;
+    match usize::try_from(n) {
+        Ok(u) if (low..=high).contains(&u) => Ok(u),
+        _ => Err(Error::Arg(
+            format!("{k}={n}: must be in [{low}, {high}] {note}")
+                .trim_end()
+                .to_owned(),
+        )),
+    }
+}
+
+/// The largest segment or file size a store takes (a Java int).
+const I32_MAX: usize = i32::MAX as usize;
+
+/// A CommitLog segment size StoreConfig accepts.
+fn commit_log_size(k: &str, v: &str) -> Result<usize> {
+    use engine::internals::message::{END_FILE_MIN_BLANK_LENGTH, FIXED_OVERHEAD_V4};
+    let note = format!(
+        "(a minimal {FIXED_OVERHEAD_V4}-byte record plus the \
+         {END_FILE_MIN_BLANK_LENGTH}-byte blank must fit)"
+    );
+    int_in(
+        k,
+        v,
+        FIXED_OVERHEAD_V4 + END_FILE_MIN_BLANK_LENGTH,
+        I32_MAX,
+        &note,
+    )
+}
+
+/// A ConsumeQueue file size StoreConfig accepts, rounded up to whole units
+/// as it rounds it.
+fn consume_queue_size(k: &str, v: &str) -> Result<usize> {
+    use engine::internals::queue::CQ_UNIT_SIZE;
+    let n = int_in(k, v, 1, I32_MAX, "")?;
+    let rounded = n.div_ceil(CQ_UNIT_SIZE) * CQ_UNIT_SIZE;
+    if rounded > I32_MAX {
+        return Err(Error::Arg(format!(
+            "{k}={n}: rounds up to {rounded}, above {I32_MAX}"
+        )));
+    }
+    Ok(rounded)
+}
+
+/// The index geometry StoreConfig accepts: an IndexFile's size is a Java int.
+fn check_index_geometry(o: &StoreOptions) -> Result<()> {
+    use engine::internals::index::{
+        index_file_size, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
+    };
+    let (slots, num) = (o.max_hash_slot_num, o.max_index_num);
+    if index_file_size(slots, num).is_some_and(|n| n <= I32_MAX) {
+        return Ok(());
+    }
+    let size = [
+        (1, INDEX_HEADER_SIZE),
+        (slots, HASH_SLOT_SIZE),
+        (num, INDEX_ENTRY_SIZE),
+    ]
+    .iter()
+    .map(|&(n, unit)| n as u128 * unit as u128)
+    .sum::<u128>();
+    Err(Error::Arg(format!(
+        "max_hash_slot_num={slots}, max_index_num={num}: IndexFile size {size} exceeds \
+         {I32_MAX} bytes"
+    )))
+}
+
 fn boolean(k: &str, v: &str) -> Result<bool> {
     parse(k, &v.trim().to_lowercase())
 }
@@ -138,17 +210,16 @@ pub fn open_options(path: &str, fields: &[(String, String)], read_only: bool) ->
     );
     o.opts.transient_store_pool_enable = t;
     o.opts.flush.transient = t;
+    check_index_geometry(&o.opts)?;
     Ok(o)
 }
 
 fn read_field(o: &mut Open, k: &str, v: &str) -> Result<()> {
     let s = &mut o.opts;
     match k {
-        "mapped_file_size_commit_log" => s.commit_log_file_size = Some(parse(k, v)?),
+        "mapped_file_size_commit_log" => s.commit_log_file_size = Some(commit_log_size(k, v)?),
         "mapped_file_size_consume_queue" => {
-            // Whole 20-byte units, as StoreConfig rounds it.
-            let n: usize = parse(k, v)?;
-            s.consume_queue_file_size = Some(n.div_ceil(20) * 20);
+            s.consume_queue_file_size = Some(consume_queue_size(k, v)?)
         }
         "commit_log_dir" => s.commit_log_dir = v.into(),
         "check_crc_on_recover" => o.check_crc = boolean(k, v)?,
@@ -164,8 +235,8 @@ fn read_field(o: &mut Open, k: &str, v: &str) -> Result<()> {
             }
         }
         "message_index_enable" => s.message_index_enable = boolean(k, v)?,
-        "max_hash_slot_num" => s.max_hash_slot_num = parse(k, v)?,
-        "max_index_num" => s.max_index_num = parse(k, v)?,
+        "max_hash_slot_num" => s.max_hash_slot_num = int_in(k, v, 1, I32_MAX, "")?,
+        "max_index_num" => s.max_index_num = int_in(k, v, 1, I32_MAX, "")?,
         _ => return Err(Error::Arg(format!("option {k}: not a read field"))),
     }
     Ok(())
