@@ -5,16 +5,25 @@
 #
 #   1. build tools (scripts/dist-requirements.txt: maturin, the zig of the
 #      `ziglang` package, auditwheel, twine) in their own venv under target/
-#   2. maturin build --release --zig --compatibility manylinux2014 --strip
-#      -> one abi3 wheel tagged manylinux2014_x86_64 (glibc >= 2.17)
-#   3. maturin sdist
-#   4. scripts/check_dist.py: tags, `auditwheel show`, ELF (glibc versions,
-#      libraries, stripped), no fail points compiled in, contents, metadata;
-#      `twine check --strict` renders the readme of both
-#   5. the wheel in a fresh venv per CPython >= 3.11 found here, with PATH
+#   2. the JVM Spark connector's jar: scripts/build-jar.sh --manylinux (its
+#      native library linked by the same zig, for glibc 2.17); maturin has
+#      no pre-build hook, so this script is what builds it first. It needs a
+#      JDK 17 and pyspark (the spark extra); without them the release build
+#      FAILS (a wheel built from source without them, `pip install .`, works
+#      and has no connector)
+#   3. maturin build --release --zig --compatibility manylinux2014 --strip
+#      -> one abi3 wheel tagged manylinux2014_x86_64 (glibc >= 2.17),
+#      holding the jar (pyproject.toml's `include`)
+#   4. maturin sdist
+#   5. scripts/check_dist.py: tags, `auditwheel show`, ELF (glibc versions,
+#      libraries, stripped), no fail points compiled in, contents, the jar
+#      and its native library (the same ELF rules, every JNI entry point),
+#      metadata; `twine check --strict` renders the readme of both
+#   6. the wheel in a fresh venv per CPython >= 3.11 found here, with PATH
 #      stripped of cargo/rustc: `rocketstore demo`, `rocketstore --version`
-#      and scripts/smoke_test.py; CPython 3.10 must refuse it
-#   6. the sdist built from scratch in a fresh venv (with Rust), then the
+#      and scripts/smoke_test.py (which also loads the jar's native library
+#      in a JVM); CPython 3.10 must refuse it
+#   7. the sdist built from scratch in a fresh venv (with Rust), then the
 #      same smoke test
 #
 # Environment: PYTHON (default python3.11) runs the tools; DIST_OUT (default
@@ -57,7 +66,20 @@ export PATH=$TOOLS/bin:$ORIG_PATH
 echo "maturin $(maturin --version | cut -d' ' -f2), zig $(python3 -m ziglang version)," \
     "auditwheel $(auditwheel --version | cut -d' ' -f2), twine $(twine --version | head -1 | cut -d' ' -f2)"
 
-# -- 2, 3. build -------------------------------------------------------------------
+# -- 2. the JVM connector's jar -----------------------------------------------------
+step "JVM connector jar (zig, manylinux2014)"
+JAR=python/rocketstore/spark/jars/rocketstore-spark.jar
+rm -f "$JAR"
+# Spark's jars, of the pyspark the project's Python has (the tools venv has none).
+SPARK_JARS=$(env PATH="$ORIG_PATH" python3 -c \
+    'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))') ||
+    die "the release wheel carries the JVM connector, whose build needs pyspark (the spark extra)"
+SPARK_JARS=$SPARK_JARS bash scripts/build-jar.sh --manylinux ||
+    die "the JVM connector's jar (scripts/build-jar.sh --manylinux, above; it needs a JDK 17): \
+a release wheel is not built without it"
+[ -f "$JAR" ] || die "$JAR was not built"
+
+# -- 3, 4. build -------------------------------------------------------------------
 step "release wheel (zig, manylinux2014)"
 rm -rf "$OUT"
 mkdir -p "$OUT"
@@ -74,13 +96,13 @@ shopt -u nullglob
 WHEEL=${wheels[0]}
 SDIST=${sdists[0]}
 
-# -- 4. static checks ---------------------------------------------------------------
+# -- 5. static checks ---------------------------------------------------------------
 step "check wheel and sdist"
 python3 scripts/check_dist.py wheel "$WHEEL" || die "wheel checks (above)"
 python3 scripts/check_dist.py sdist "$SDIST" || die "sdist checks (above)"
 twine check --strict "$WHEEL" "$SDIST" || die "twine check"
 
-# -- 5. the wheel without Rust ------------------------------------------------------
+# -- 6. the wheel without Rust ------------------------------------------------------
 # PATH without any directory holding cargo or rustc (rustup's ~/.cargo/bin).
 NORUST_PATH=
 IFS=: read -r -a dirs <<<"$ORIG_PATH"
@@ -100,14 +122,14 @@ norust bash -c '! command -v cargo && ! command -v rustc' >/dev/null ||
 SCRATCH=$WORK/scratch
 rm -rf "$SCRATCH"
 mkdir -p "$SCRATCH"
-smoke() { # venv-dir label
+smoke() { # venv-dir label [1: the JVM connector must be there]
     local v=$1
     (
         cd "$SCRATCH"
         norust "$v/bin/pip" check
         norust "$v/bin/rocketstore" --version
         norust "$v/bin/rocketstore" demo
-        norust "$v/bin/python" "$ROOT/scripts/smoke_test.py"
+        norust env ROCKETSTORE_SMOKE_JVM="${3:-0}" "$v/bin/python" "$ROOT/scripts/smoke_test.py"
     ) || die "smoke test of $2"
 }
 
@@ -143,7 +165,7 @@ for name in python3.11 python3.12 python3.13; do
     norust "$py" -m venv "$V"
     norust "$V/bin/pip" install -q --only-binary=:all: "$WHEEL" ||
         die "pip install of the wheel on $name"
-    smoke "$V" "the wheel on $name"
+    smoke "$V" "the wheel on $name" 1
     tested+=("$("$V/bin/python" -c 'import platform; print(platform.python_version())')")
 done
 py=$(find_python python3.10)
@@ -158,7 +180,7 @@ if [ -n "$py" ]; then
     echo "refused as expected: $(tail -1 "$WORK/py310.err")"
 fi
 
-# -- 6. the sdist, built from scratch -----------------------------------------------
+# -- 7. the sdist, built from scratch -----------------------------------------------
 step "sdist built in a fresh venv (with Rust)"
 V=$WORK/venv-sdist
 rm -rf "$V"

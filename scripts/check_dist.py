@@ -12,8 +12,11 @@ Wheel: file name tags (abi3, manylinux2014 / manylinux_2_17 x86_64),
 shared library), the ELF file itself (its NEEDED libraries, glibc symbol
 versions, no debug sections, no libpython), no fail points compiled in, what
 the archive holds (the package, its stub and ``py.typed``; nothing test- or
-bench-only), and the metadata. Sdist: what it holds (sources, ``Cargo.lock``,
-the stub, ``py.typed``) and the same metadata.
+bench-only), the JVM connector's jar (:func:`check_jar`: its classes, its
+service registration, and its native library held to the extension's ELF
+rules and exporting every native method ``NativeLib.java`` declares), and
+the metadata. Sdist: what it holds (sources, ``Cargo.lock``, the stub,
+``py.typed``) and the same metadata.
 """
 
 from __future__ import annotations
@@ -61,6 +64,17 @@ MANYLINUX2014_LIBS = {
 }
 MAX_GLIBC = (2, 17)
 PLATFORM_TAGS = {"manylinux2014_x86_64", "manylinux_2_17_x86_64"}
+
+#: The JVM connector's jar in the wheel, and its native library in the jar
+#: (python/rocketstore/spark/_jvm.py, NativeLib.RESOURCE).
+JAR = "rocketstore/spark/jars/rocketstore-spark.jar"
+JNI_LIB = "native/linux-x86_64/librocketstore_jni.so"
+NATIVE_LIB_SOURCE = "java/src/org/rocketstore/spark/NativeLib.java"
+JNI_PREFIX = "Java_org_rocketstore_spark_NativeLib_"
+SPARK_SERVICE = "META-INF/services/org.apache.spark.sql.sources.DataSourceRegister"
+PROVIDER = "org.rocketstore.spark.RocketStoreProvider"
+#: Class file major version of Java 17 (the connector's javac -target).
+JAVA_17 = 61
 
 RUNTIME_DEPS = {"click", "rich"}
 EXTRAS = {"test", "bench", "spark", "lint"}
@@ -142,6 +156,88 @@ def _elf_facts(data: bytes) -> tuple[list[str], list[str], list[str], int]:
     return needed, versions, debug, symtab
 
 
+def _elf_checks(c: Checks, data: bytes, what: str) -> None:
+    """A shared library of the wheel: manylinux2014's libraries and glibc, no
+    libpython, stripped, no fail points."""
+    needed, versions, debug, symtab = _elf_facts(data)
+    c.check(set(needed) <= MANYLINUX2014_LIBS,
+            f"{what}: NEEDED only manylinux2014 system libraries", sorted(needed))
+    c.check(not any("python" in n for n in needed), f"{what}: not linked to libpython")
+    g = glibc_versions(versions)
+    c.check(bool(g) and g[-1] <= MAX_GLIBC, f"{what}: highest GLIBC symbol version <= 2.17",
+            ".".join(map(str, g[-1])) if g else "none")
+    c.check(not debug and symtab == 0, f"{what}: stripped (no debug sections, no .symtab)",
+            debug or symtab or "")
+    found = fail_point_markers(data)
+    c.check(not found, f"{what}: no fail points compiled in", found or "")
+
+
+def native_methods(java: str) -> set[str]:
+    """The names of the ``native`` methods a Java source declares."""
+    mods = r"(?:(?:public|private|protected|static|final|synchronized)\s+)*"
+    return set(re.findall(r"^\s*" + mods + r"native\s+[\w.<>\[\]]+\s+(\w+)\s*\(", java,
+                          re.MULTILINE))
+
+
+def jni_exports(data: bytes) -> set[str]:
+    """The ``NativeLib`` JNI entry points an ELF library exports (dynamic
+    symbols, defined), by method name."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    elf = ELFFile(io.BytesIO(data))
+    out = set()
+    sec = elf.get_section_by_name(".dynsym")
+    if isinstance(sec, SymbolTableSection):
+        for sym in sec.iter_symbols():
+            if sym.name.startswith(JNI_PREFIX) and sym["st_shndx"] != "SHN_UNDEF":
+                out.add(sym.name.removeprefix(JNI_PREFIX))
+    return out
+
+
+def check_jar(c: Checks, jar: bytes, java_source: str) -> None:
+    """The JVM connector's jar: :func:`check_jar_contents`, then its native
+    library held to the wheel's ELF rules, exporting every native method of
+    ``java_source`` (NativeLib.java) and none it does not declare."""
+    lib = check_jar_contents(c, jar)
+    if not lib:
+        return
+    print(f"  size: jar {len(jar) / 1e6:.2f} MB, native library {len(lib) / 1e6:.2f} MB "
+          "uncompressed")
+    _elf_checks(c, lib, "jar's native library")
+    want, have = native_methods(java_source), jni_exports(lib)
+    c.check(bool(want) and want == have,
+            "jar's native library: exports every native method of NativeLib.java",
+            f"missing {sorted(want - have)}, extra {sorted(have - want)}"
+            if want != have else len(want))
+
+
+def check_jar_contents(c: Checks, jar: bytes) -> bytes:
+    """What the jar holds: the connector's classes (Java 17), the provider
+    registered as a Spark data source, one native library (linux-x86_64).
+    Returns that library's bytes (empty: none)."""
+    try:
+        z = zipfile.ZipFile(io.BytesIO(jar))
+    except zipfile.BadZipFile as e:
+        c.check(False, "jar: a zip archive", e)
+        return b""
+    with z:
+        names = set(z.namelist())
+        classes = sorted(n for n in names if n.endswith(".class"))
+        majors = {int.from_bytes(z.read(n)[6:8], "big") for n in classes}
+        service = z.read(SPARK_SERVICE).decode() if SPARK_SERVICE in names else ""
+        lib = z.read(JNI_LIB) if JNI_LIB in names else b""
+    c.check("org/rocketstore/spark/NativeLib.class" in names
+            and PROVIDER.replace(".", "/") + ".class" in names,
+            "jar: has the connector's classes", len(classes))
+    c.check(majors == {JAVA_17}, "jar: Java 17 class files", sorted(majors))
+    c.check(PROVIDER in service.split(), f"jar: {SPARK_SERVICE} names {PROVIDER}",
+            service.strip())
+    natives = sorted(n for n in names if n.startswith("native/") and not n.endswith("/"))
+    c.check(natives == [JNI_LIB], f"jar: the native library {JNI_LIB} (only)", natives)
+    return lib
+
+
 def _metadata(c: Checks, raw: str, where: str) -> None:
     md: email.message.Message = email.parser.Parser().parsestr(raw)
     c.check(md.get("Name") == "rocketstore", f"{where}: Name", md.get("Name"))
@@ -210,6 +306,7 @@ def check_wheel(c: Checks, path: Path) -> None:
         sos = [n for n in names if n.endswith(".so")]
         c.check(sos == ["rocketstore/_native.abi3.so"], "wheel: one abi3 extension module", sos)
         data = z.read(sos[0]) if sos else b""
+        jar = z.read(JAR) if JAR in names else b""
         metadata = next((z.read(n).decode() for n in names if n.endswith(".dist-info/METADATA")),
                         "")
         wheel_info = next((z.read(n).decode() for n in names if n.endswith(".dist-info/WHEEL")),
@@ -217,17 +314,11 @@ def check_wheel(c: Checks, path: Path) -> None:
     print(f"  size: wheel {path.stat().st_size / 1e6:.2f} MB, "
           f"extension {len(data) / 1e6:.2f} MB uncompressed")
 
-    needed, versions, debug, symtab = _elf_facts(data)
-    c.check(set(needed) <= MANYLINUX2014_LIBS, "ELF: NEEDED only manylinux2014 system libraries",
-            sorted(needed))
-    c.check(not any("python" in n for n in needed), "ELF: not linked to libpython (abi3)")
-    g = glibc_versions(versions)
-    c.check(bool(g) and g[-1] <= MAX_GLIBC, "ELF: highest GLIBC symbol version <= 2.17",
-            ".".join(map(str, g[-1])) if g else "none")
-    c.check(not debug and symtab == 0, "ELF: stripped (no debug sections, no .symtab)",
-            debug or symtab or "")
-    found = fail_point_markers(data)
-    c.check(not found, "no fail points compiled in", found or "")
+    _elf_checks(c, data, "extension (abi3)")
+    # A release wheel carries the JVM connector (scripts/build-dist.sh).
+    if c.check(bool(jar), f"wheel: has the JVM connector's jar {JAR}"):
+        source = (Path(__file__).resolve().parent.parent / NATIVE_LIB_SOURCE).read_text()
+        check_jar(c, jar, source)
 
     c.check(all(WHEEL_PACKAGE.match(n) for n in names), "wheel: only the package and its metadata",
             [n for n in names if not WHEEL_PACKAGE.match(n)] or "")

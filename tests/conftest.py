@@ -98,16 +98,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     from rocketstore.spark import configure, register
+    from rocketstore.spark._jvm import missing
 
     scratch = tmp_path_factory.mktemp("spark")
     builder = SparkSession.builder
-    try:
+    if missing() is None:
         # The JVM connector when built (scripts/build-jar.sh): then the format
         # ``rocketstore`` is the JVM connector and ``rocketstore_python`` the
         # Python source, which the tests of the Python source name.
         builder = configure(builder)
-    except FileNotFoundError:
-        pass
     session = (
         builder.master("local[2]")
         .appName("rocketstore-tests")

@@ -100,11 +100,12 @@ mod python;
 // and configures with. Everything else is private to the crate.
 #[cfg(feature = "arrow")]
 pub use columnar::{
-    AppendError, ArrowReadRequest, ColumnSpec, Nulls, Projection, ProjectionError, ReadStats,
-    RowFilter, COLUMNS,
+    AppendError, ArrowAppend, ArrowReadRequest, ColumnSpec, Nulls, Projection, ProjectionError,
+    ReadStats, RowFilter, COLUMNS,
 };
 pub use consumer_offsets::{ConsumerOffsetTable, OffsetKey, OffsetRow};
 pub use error::{Result, StoreError, ERROR_KINDS};
+pub use ha::{AllowedNet, HaOptions, HaRole};
 pub use log::allocate::WarmConfig;
 pub use log::commitlog::{
     BatchInput, BatchOutcome, BatchRefusal, Prepared, PutOutcome, PutStatus, Refused,
@@ -120,7 +121,7 @@ pub use recovery::{
     IndexRebuild, QueueHoleRebuild, QueueOffsetTable, RecoveryMode, RecoveryStep, Redispatch,
     Truncation,
 };
-pub use services::flush::{FlushConfig, FlushDiskType};
+pub use services::flush::{transient_pool_in_use, FlushConfig, FlushDiskType};
 pub use services::retention::{CommitLogRetention, QueueRetention, RetentionPolicy};
 pub use store::{
     KeyHits, PointerRebuild, QueueEnds, RecoveryReport, RuntimeStats, Store, StoreOptions,

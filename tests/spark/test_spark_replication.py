@@ -28,8 +28,8 @@ from rocketstore.spark._options import WriteOptions  # noqa: E402
 pytestmark = pytest.mark.spark
 
 # The Python source and sink by name: with the JVM connector's jar on the
-# class path, "rocketstore" is the JVM connector, whose writer takes no
-# replication settings.
+# class path, "rocketstore" is the JVM connector (whose writer's replication
+# tests are tests/spark/test_jvm_write_settings.py).
 FMT = "rocketstore_python"
 
 

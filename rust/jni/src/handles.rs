@@ -10,6 +10,7 @@ use arrow_array::RecordBatch;
 use engine::Store;
 
 use crate::read::Reader;
+use crate::writer::Writer;
 use crate::{Error, Result};
 
 /// One registered object.
@@ -17,6 +18,8 @@ use crate::{Error, Result};
 pub enum Entry {
     /// An open (read-only) store.
     Store(Arc<Store>),
+    /// A store opened as a write's writer.
+    Writer(Arc<Writer>),
     /// A columnar reader of a store.
     Reader(Arc<Mutex<Reader>>),
     /// A batch whose buffers Java wraps.
@@ -27,6 +30,7 @@ impl Entry {
     fn kind(&self) -> &'static str {
         match self {
             Entry::Store(_) => "store",
+            Entry::Writer(_) => "writer",
             Entry::Reader(_) => "reader",
             Entry::Batch(_) => "batch",
         }
@@ -76,11 +80,26 @@ fn get(h: i64, kind: &str) -> Result<Entry> {
     }
 }
 
-/// The store of `h`.
+/// The store of `h`: a read-only store, or a writer's.
 pub fn store(h: i64) -> Result<Arc<Store>> {
+    let writer = match registry().map.get(&h) {
+        Some(Entry::Writer(w)) => Some(w.store.clone()),
+        _ => None,
+    };
+    if let Some(s) = writer {
+        return Ok(s);
+    }
     match get(h, "store")? {
         Entry::Store(s) => Ok(s),
         _ => Err(Error::State("not a store".into())),
+    }
+}
+
+/// The writer of `h`.
+pub fn writer(h: i64) -> Result<Arc<Writer>> {
+    match get(h, "writer")? {
+        Entry::Writer(w) => Ok(w),
+        _ => Err(Error::State("not a writer".into())),
     }
 }
 
@@ -100,4 +119,30 @@ pub fn remove(h: i64) -> Option<Entry> {
 /// How many objects are registered (for the tests of freeing).
 pub fn count() -> usize {
     registry().map.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_handle_and_a_writer_handle_both_give_their_store() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("s").to_string_lossy().into_owned();
+        let w = Arc::new(Writer::open(p.clone(), Vec::new()).expect("writer"));
+        let hw = insert(Entry::Writer(w.clone()));
+        assert!(Arc::ptr_eq(
+            &store(hw).expect("the writer's store"),
+            &w.store
+        ));
+        assert!(writer(hw).is_ok());
+        let hs = insert(Entry::Store(w.store.clone()));
+        assert!(Arc::ptr_eq(&store(hs).expect("a store"), &w.store));
+        assert!(matches!(writer(hs), Err(Error::State(m)) if m.contains("is a store")));
+        assert!(matches!(reader(hw), Err(Error::State(m)) if m.contains("is a writer")));
+        remove(hs);
+        remove(hw);
+        assert!(matches!(store(hw), Err(Error::State(m)) if m.contains("closed")));
+        w.close().expect("close");
+    }
 }

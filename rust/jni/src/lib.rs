@@ -19,24 +19,30 @@
 //! # Files
 //!
 //! - `lib.rs`: the guard and the error kinds.
-//! - `handles.rs`: the handle registry (stores, readers, batches).
+//! - `handles.rs`: the handle registry (stores, writers, readers, batches).
 //! - `export.rs`: a record batch as field nodes and buffer addresses.
+//! - `fields.rs`: the StoreConfig fields an open takes, read into the engine's options.
+//! - `cache.rs`: the process's read-only stores, shared by its reads.
 //! - `store.rs`: opening a store read-only, following its writer, and the
 //!   planning queries.
 //! - `read.rs`: columnar readers and their batches.
 //! - `keys.rs`: the `key` option's scan of what the index does not cover.
-//! - `write.rs`: a writable open, and the rows a write's commit checks and appends.
+//! - `write.rs`: the rows a write's commit checks and appends.
+//! - `writer.rs`: a write's store, run as the Python sink's writer runs it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use jni::JNIEnv;
 
+pub mod cache;
 pub mod export;
+pub mod fields;
 pub mod handles;
 pub mod keys;
 pub mod read;
 pub mod store;
 pub mod write;
+pub mod writer;
 
 /// Why an entry point failed (each kind is one Java exception class).
 #[derive(Debug)]

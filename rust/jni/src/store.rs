@@ -1,15 +1,15 @@
-//! Opening a store read-only, and what the connector's planning asks of
-//! it (the same engine calls the Python source's planning makes).
+//! Opening a store read-only (through the process's cache), and what the
+//! connector's planning asks of it (the same engine calls the Python source's planning makes).
 
 use std::sync::Arc;
 
-use engine::{Nulls, Store, StoreError, StoreOptions, COLUMNS};
+use engine::{Nulls, Store, StoreError, COLUMNS};
 use jni::objects::{JClass, JIntArray, JLongArray, JObject, JObjectArray, JString};
 use jni::sys::{jboolean, jint, jlong, jlongArray, jobjectArray, jstring};
 use jni::JNIEnv;
 
 use crate::handles::{self, Entry};
-use crate::{guard, Error, Result};
+use crate::{cache, guard, Error, Result};
 
 /// A Java string argument (null refused).
 pub fn string(env: &mut JNIEnv<'_>, s: &JString<'_>, what: &str) -> Result<String> {
@@ -106,141 +106,34 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_columns<'l>(
     })
 }
 
-fn parse<T: std::str::FromStr>(k: &str, v: &str) -> Result<T> {
-    v.trim()
-        .parse()
-        .map_err(|_| Error::Arg(format!("option {k}={v:?}: not a valid value")))
-}
-
-/// The store fields a read-only open uses (StoreConfig names).
-pub const STORE_FIELDS: &[&str] = &[
-    "mapped_file_size_commit_log",
-    "mapped_file_size_consume_queue",
-    "commit_log_dir",
-    "check_crc_on_recover",
-    "on_corruption",
-    "message_index_enable",
-    "max_hash_slot_num",
-    "max_index_num",
-];
-
-/// `k`=`v`, an integer in `[low, high]`: StoreConfig's range for the field,
-/// refused in StoreConfig's words (`note` says why the range is what it is).
-fn int_in(k: &str, v: &str, low: usize, high: usize, note: &str) -> Result<usize> {
-    let n: i64 = parse(k, v)?;
-    match usize::try_from(n) {
-        Ok(u) if (low..=high).contains(&u) => Ok(u),
-        _ => Err(Error::Arg(
-            format!("{k}={n}: must be in [{low}, {high}] {note}")
-                .trim_end()
-                .to_owned(),
-        )),
-    }
-}
-
-/// The largest segment or file size a store takes (a Java int).
-const I32_MAX: usize = i32::MAX as usize;
-
-/// A CommitLog segment size StoreConfig accepts.
-fn commit_log_size(k: &str, v: &str) -> Result<usize> {
-    use engine::internals::message::{END_FILE_MIN_BLANK_LENGTH, FIXED_OVERHEAD_V4};
-    let note = format!(
-        "(a minimal {FIXED_OVERHEAD_V4}-byte record plus the \
-         {END_FILE_MIN_BLANK_LENGTH}-byte blank must fit)"
-    );
-    int_in(
-        k,
-        v,
-        FIXED_OVERHEAD_V4 + END_FILE_MIN_BLANK_LENGTH,
-        I32_MAX,
-        &note,
-    )
-}
-
-/// A ConsumeQueue file size StoreConfig accepts, rounded up to whole units
-/// as it rounds it.
-fn consume_queue_size(k: &str, v: &str) -> Result<usize> {
-    use engine::internals::queue::CQ_UNIT_SIZE;
-    let n = int_in(k, v, 1, I32_MAX, "")?;
-    let rounded = n.div_ceil(CQ_UNIT_SIZE) * CQ_UNIT_SIZE;
-    if rounded > I32_MAX {
-        return Err(Error::Arg(format!(
-            "{k}={n}: rounds up to {rounded}, above {I32_MAX}"
-        )));
-    }
-    Ok(rounded)
-}
-
-/// The index geometry StoreConfig accepts: an IndexFile's size is a Java int.
-fn check_index_geometry(o: &StoreOptions) -> Result<()> {
-    use engine::internals::index::{
-        index_file_size, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
-    };
-    let (slots, num) = (o.max_hash_slot_num, o.max_index_num);
-    if index_file_size(slots, num).is_some_and(|n| n <= I32_MAX) {
-        return Ok(());
-    }
-    let size = [
-        (1, INDEX_HEADER_SIZE),
-        (slots, HASH_SLOT_SIZE),
-        (num, INDEX_ENTRY_SIZE),
-    ]
-    .iter()
-    .map(|&(n, unit)| n as u128 * unit as u128)
-    .sum::<u128>();
-    Err(Error::Arg(format!(
-        "max_hash_slot_num={slots}, max_index_num={num}: IndexFile size {size} exceeds \
-         {I32_MAX} bytes"
-    )))
-}
-
-/// Opens (and recovers) the store at `path` with StoreConfig `fields`:
-/// read-only, or as its single writer. Values are checked against the
-/// ranges StoreConfig checks (the Python source refuses the same ones).
+/// Opens (and recovers) the store at `path` with StoreConfig `fields`
+/// ([`crate::fields`]): read-only, or as its single writer.
 pub fn open_store(path: String, fields: Vec<(String, String)>, read_only: bool) -> Result<Store> {
-    let mut o = StoreOptions {
-        read_only,
-        ..StoreOptions::at(&path)
-    };
-    let (mut check_crc, mut skip) = (true, false);
-    for (k, v) in &fields {
-        match k.as_str() {
-            "mapped_file_size_commit_log" => o.commit_log_file_size = Some(commit_log_size(k, v)?),
-            "mapped_file_size_consume_queue" => {
-                o.consume_queue_file_size = Some(consume_queue_size(k, v)?)
-            }
-            "commit_log_dir" => o.commit_log_dir = v.into(),
-            "check_crc_on_recover" => check_crc = parse(k, &v.to_lowercase())?,
-            "on_corruption" => {
-                skip = match v.as_str() {
-                    "skip" => true,
-                    "refuse" => false,
-                    _ => {
-                        return Err(Error::Arg(format!(
-                            "option on_corruption={v:?}: must be \"refuse\" or \"skip\""
-                        )))
-                    }
-                }
-            }
-            "message_index_enable" => o.message_index_enable = parse(k, &v.to_lowercase())?,
-            "max_hash_slot_num" => o.max_hash_slot_num = int_in(k, v, 1, I32_MAX, "")?,
-            "max_index_num" => o.max_index_num = int_in(k, v, 1, I32_MAX, "")?,
-            _ => {
-                return Err(Error::Arg(format!(
-                    "option {k}: not a store field the JVM connector reads (it reads {})",
-                    STORE_FIELDS.join(", ")
-                )))
-            }
-        }
-    }
-    check_index_geometry(&o)?;
-    let s = Store::open(o)?;
-    s.recover(check_crc, skip)?;
+    let o = crate::fields::open_options(&path, &fields, read_only)?;
+    let s = Store::open(o.opts)?;
+    s.recover(o.check_crc, o.skip)?;
     Ok(s)
 }
 
+/// The StoreConfig fields of an open: `keys`/`values` paired.
+pub fn fields(
+    env: &mut JNIEnv<'_>,
+    keys: &JObjectArray<'_>,
+    values: &JObjectArray<'_>,
+) -> Result<Vec<(String, String)>> {
+    let k = strings(env, keys, "an option name")?.unwrap_or_default();
+    let v = strings(env, values, "an option value")?.unwrap_or_default();
+    if k.len() != v.len() {
+        return Err(Error::Arg(
+            "option names and values differ in number".into(),
+        ));
+    }
+    Ok(k.into_iter().zip(v).collect())
+}
+
 /// Opens the store at `path` read-only (and recovers it as a read-only
-/// open does); `keys`/`values`: StoreConfig fields by name. Returns its handle.
+/// open does), or takes the process's open of it ([`crate::cache`]);
+/// `keys`/`values`: StoreConfig fields by name. Returns its handle.
 #[no_mangle]
 pub extern "system" fn Java_org_rocketstore_spark_NativeLib_open<'l>(
     mut env: JNIEnv<'l>,
@@ -250,34 +143,45 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_open<'l>(
     values: JObjectArray<'l>,
 ) -> jlong {
     guard(&mut env, 0, |env| {
-        open_handle(env, &path, &keys, &values, true)
+        let path = string(env, &path, "path")?;
+        let f = fields(env, &keys, &values)?;
+        // Bad options fail here, before the cache is asked.
+        crate::fields::open_options(&path, &f, true)?;
+        let s = cache::acquire(&path, &f, || open_store(path.clone(), f.clone(), true))?;
+        Ok(handles::insert(Entry::Store(s)))
     })
 }
 
-/// Opens the store at `path` with the StoreConfig fields `keys`/`values`
-/// (read-only or as its writer) and returns its handle: the body of the
-/// `open` and `openWriter` entries.
-pub fn open_handle(
-    env: &mut JNIEnv<'_>,
-    path: &JString<'_>,
-    keys: &JObjectArray<'_>,
-    values: &JObjectArray<'_>,
-    read_only: bool,
-) -> Result<jlong> {
-    let path = string(env, path, "path")?;
-    let k = strings(env, keys, "an option name")?.unwrap_or_default();
-    let v = strings(env, values, "an option value")?.unwrap_or_default();
-    if k.len() != v.len() {
-        return Err(Error::Arg(
-            "option names and values differ in number".into(),
-        ));
-    }
-    let s = open_store(path, k.into_iter().zip(v).collect(), read_only)?;
-    Ok(handles::insert(Entry::Store(Arc::new(s))))
+/// Sets how long an unused read-only store stays open for the next read
+/// (ms; 0: every open is a new store): [`cache::configure`].
+#[no_mangle]
+pub extern "system" fn Java_org_rocketstore_spark_NativeLib_cacheConfigure<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    idle_ms: jlong,
+) {
+    guard(&mut env, (), |_| {
+        let ms = u64::try_from(idle_ms)
+            .map_err(|_| Error::Arg(format!("idle time {idle_ms} ms < 0")))?;
+        cache::configure(ms);
+        Ok(())
+    })
 }
 
-/// Closes a handle of any kind (a store is shut down once no reader uses
-/// it). Closing an unknown handle does nothing (a close may come twice:
+/// `[opens, reuses, reopened, closed idle, cached]` of read-only opens
+/// ([`cache::stats`]).
+#[no_mangle]
+pub extern "system" fn Java_org_rocketstore_spark_NativeLib_cacheStats<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        long_array(env, &cache::stats())
+    })
+}
+
+/// Closes a handle of any kind (a store is shut down once neither a
+/// reader nor the cache holds it; a writer at once). Closing an unknown handle does nothing (a close may come twice:
 /// from a task's end and its listener).
 #[no_mangle]
 pub extern "system" fn Java_org_rocketstore_spark_NativeLib_close<'l>(
@@ -286,10 +190,11 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_close<'l>(
     handle: jlong,
 ) {
     guard(&mut env, (), |_| {
-        if let Some(Entry::Store(s)) = handles::remove(handle) {
-            if Arc::strong_count(&s) == 1 {
-                s.shutdown()?;
-            }
+        match handles::remove(handle) {
+            // The last user of a store no longer cached shuts it down.
+            Some(Entry::Store(s)) if Arc::strong_count(&s) == 1 => s.shutdown()?,
+            Some(Entry::Writer(w)) => w.close()?,
+            _ => {}
         }
         Ok(())
     })
@@ -418,7 +323,8 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_timesMonotone<'l>(
 }
 
 /// `[min, max, segment size]` of the CommitLog, then the index's coverage
-/// `[begin, end)` (`-1, -1`: no usable index).
+/// `[begin, end)` (`-1, -1`: no usable index), then the flushed offset
+/// (what is on disk of a writer's CommitLog).
 #[no_mangle]
 pub extern "system" fn Java_org_rocketstore_spark_NativeLib_commitLog<'l>(
     mut env: JNIEnv<'l>,
@@ -431,7 +337,11 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_commitLog<'l>(
         let cl = s.commitlog();
         let max = i64::try_from(cl.max_offset()).unwrap_or(i64::MAX);
         let (a, b) = s.index_coverage().unwrap_or((-1, -1));
-        long_array(env, &[cl.min_offset(), max, cl.file_size() as i64, a, b])
+        let flushed = i64::try_from(cl.flushed_offset()).unwrap_or(i64::MAX);
+        long_array(
+            env,
+            &[cl.min_offset(), max, cl.file_size() as i64, a, b, flushed],
+        )
     })
 }
 

@@ -21,14 +21,15 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{BinaryBuilder, Int32Builder, ListBuilder, MapBuilder, StringBuilder};
-use arrow_array::{Array, ArrayRef, MapArray, RecordBatch, StringArray};
+use arrow_array::{Array, ArrayRef, Int64Array, MapArray, RecordBatch, StringArray};
 use engine::{ArrowReadRequest, Projection, RowFilter, Store};
 use jni::objects::{JByteArray, JClass, JObjectArray, JString};
-use jni::sys::{jboolean, jlong, jobjectArray};
+use jni::sys::{jboolean, jlong, jlongArray, jobjectArray};
 use jni::JNIEnv;
 
 use crate::handles;
-use crate::store::{open_handle, string, string_array, strings};
+use crate::store::{long_array, string, string_array};
+use crate::writer::pairs;
 use crate::{guard, Error, Result};
 
 struct Cursor<'a> {
@@ -133,51 +134,44 @@ pub struct Outcome {
     pub refused: Option<(u64, u8, String)>,
 }
 
-/// Checks (`check_only`) or appends the rows of `batch`, whose first row is
-/// row `first_row` of the job, with the `extra` properties.
-pub fn append_rows(
+/// An append's error as an entry point's.
+pub fn append_error(e: engine::AppendError) -> Error {
+    match e {
+        engine::AppendError::Store(e) => Error::from(e),
+        engine::AppendError::Column(c) => Error::Arg(c.to_string()),
+    }
+}
+
+/// Checks the rows of `batch`, whose first row is row `first_row` of the
+/// job, against every put rule with the `extra` properties, writing
+/// nothing: the first row a put would refuse, if any.
+pub fn check_rows(
     store: &Store,
     batch: &RecordBatch,
     first_row: u64,
     extra: &[(String, String)],
-    check_only: bool,
 ) -> Result<Outcome> {
     store.check_open_writer()?;
-    let err = |e: engine::AppendError| match e {
-        engine::AppendError::Store(e) => Error::from(e),
-        engine::AppendError::Column(c) => Error::Arg(c.to_string()),
-    };
-    if check_only {
-        let r = store
-            .check_arrow_batch(batch, first_row, extra)
-            .map_err(err)?;
-        return Ok(Outcome {
-            appended: 0,
-            refused: r.map(|r| (r.row, r.status as u8, r.reason)),
-        });
-    }
-    let done = store
-        .append_arrow_batch(batch, first_row, extra, true)
-        .map_err(err)?;
-    if let Some(u) = done.unconfirmed {
-        // Only a store with a replication or flush rule confirms; the
-        // connector's writer opens none, so this is reported, not handled.
-        return Err(Error::Arg(format!(
-            "rows stored, not confirmed: {u:?} ({} appended)",
-            done.appended
-        )));
-    }
+    let r = store
+        .check_arrow_batch(batch, first_row, extra)
+        .map_err(append_error)?;
     Ok(Outcome {
-        appended: done.appended,
-        refused: done.refused.map(|r| (r.row, r.status as u8, r.reason)),
+        appended: 0,
+        refused: r.map(|r| (r.row, r.status as u8, r.reason)),
     })
 }
 
 /// How many messages from CommitLog offset `since` on carry property
-/// `prop` = `tag` (system topics included).
-pub fn count_tagged(store: &Arc<Store>, prop: &str, tag: &str, since: i64) -> Result<u64> {
-    let projection =
-        Projection::of(&["properties".to_string()]).map_err(|e| Error::Arg(e.to_string()))?;
+/// `prop` = `tag` (system topics included), and the CommitLog offset of
+/// the first of them (`None`: none).
+pub fn count_tagged(
+    store: &Arc<Store>,
+    prop: &str,
+    tag: &str,
+    since: i64,
+) -> Result<(u64, Option<i64>)> {
+    let cols = ["properties".to_string(), "commit_log_offset".to_string()];
+    let projection = Projection::of(&cols).map_err(|e| Error::Arg(e.to_string()))?;
     let (reader, _stats) = store.arrow_reader(ArrowReadRequest {
         filter: RowFilter {
             include_system: true,
@@ -186,59 +180,41 @@ pub fn count_tagged(store: &Arc<Store>, prop: &str, tag: &str, since: i64) -> Re
         projection: Some(projection),
         ..ArrowReadRequest::of(Vec::new(), vec![(since.max(0), i64::MAX)])
     })?;
-    let mut n = 0u64;
+    let (mut n, mut first) = (0u64, None);
     for b in reader {
         let b = b.map_err(|e| Error::Arg(format!("reading properties: {e}")))?;
-        let Some(m) = b.column(0).as_any().downcast_ref::<MapArray>() else {
-            return Err(Error::Arg("properties is not a map".into()));
+        let (Some(m), Some(offsets)) = (
+            b.column_by_name("properties")
+                .and_then(|c| c.as_any().downcast_ref::<MapArray>()),
+            b.column_by_name("commit_log_offset")
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>()),
+        ) else {
+            return Err(Error::Arg(
+                "properties is not a map, or commit_log_offset not int64".into(),
+            ));
         };
         for i in 0..m.len() {
-            if m.is_null(i) {
-                continue;
-            }
-            let entry = m.value(i);
-            let keys = entry.column(0).as_any().downcast_ref::<StringArray>();
-            let vals = entry.column(1).as_any().downcast_ref::<StringArray>();
-            let (Some(keys), Some(vals)) = (keys, vals) else {
-                return Err(Error::Arg("properties is not a map of strings".into()));
-            };
-            // The last entry of the name wins (as a map lookup's "last").
-            let hit = (0..keys.len())
-                .rev()
-                .find(|&j| keys.is_valid(j) && keys.value(j) == prop);
-            if let Some(j) = hit {
-                if vals.is_valid(j) && vals.value(j) == tag {
-                    n += 1;
-                }
+            if !m.is_null(i) && carries(&m.value(i), prop, tag)? {
+                n += 1;
+                first = first.or(Some(offsets.value(i)));
             }
         }
     }
-    Ok(n)
+    Ok((n, first))
 }
 
-fn pairs(env: &mut JNIEnv<'_>, a: &JObjectArray<'_>) -> Result<Vec<(String, String)>> {
-    let v = strings(env, a, "an extra property")?.unwrap_or_default();
-    if v.len() % 2 != 0 {
-        return Err(Error::Arg(
-            "extra properties come as name, value pairs".into(),
-        ));
-    }
-    Ok(v.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect())
-}
-
-/// Opens the store at `path` as its single writer (made if missing, and
-/// recovered); `keys`/`values`: StoreConfig fields. Returns its handle.
-#[no_mangle]
-pub extern "system" fn Java_org_rocketstore_spark_NativeLib_openWriter<'l>(
-    mut env: JNIEnv<'l>,
-    _c: JClass<'l>,
-    path: JString<'l>,
-    keys: JObjectArray<'l>,
-    values: JObjectArray<'l>,
-) -> jlong {
-    guard(&mut env, 0, |env| {
-        open_handle(env, &path, &keys, &values, false)
-    })
+/// True when the last entry named `prop` of a properties map is `tag` (a
+/// map lookup's "last", as the Python sink's count).
+fn carries(entry: &arrow_array::StructArray, prop: &str, tag: &str) -> Result<bool> {
+    let keys = entry.column(0).as_any().downcast_ref::<StringArray>();
+    let vals = entry.column(1).as_any().downcast_ref::<StringArray>();
+    let (Some(keys), Some(vals)) = (keys, vals) else {
+        return Err(Error::Arg("properties is not a map of strings".into()));
+    };
+    let hit = (0..keys.len())
+        .rev()
+        .find(|&j| keys.is_valid(j) && keys.value(j) == prop);
+    Ok(hit.is_some_and(|j| vals.is_valid(j) && vals.value(j) == tag))
 }
 
 /// Checks (`checkOnly`) or appends rows (the row encoding) to a writer's
@@ -265,7 +241,11 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_appendRows<'l>(
         let first = u64::try_from(first_row)
             .map_err(|_| Error::Arg(format!("firstRow {first_row} < 0")))?;
         let batch = decode_rows(&buf)?;
-        let o = append_rows(&s, &batch, first, &extra, check_only != 0)?;
+        let o = if check_only != 0 {
+            check_rows(&s, &batch, first, &extra)?
+        } else {
+            handles::writer(store)?.append(&batch, first, &extra)?
+        };
         let (row, status, why) = match o.refused {
             Some((r, st, why)) => (r.to_string(), st.to_string(), why),
             None => ("-1".into(), "0".into(), String::new()),
@@ -285,8 +265,9 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_flush<'l>(
     guard(&mut env, 0, |_| Ok(handles::store(store)?.flush()? as i64))
 }
 
-/// How many messages from CommitLog offset `since` on carry property
-/// `prop` = `tag`.
+/// `{count, first}`: how many messages from CommitLog offset `since` on
+/// carry property `prop` = `tag`, and the CommitLog offset of the first
+/// (-1: none).
 #[no_mangle]
 pub extern "system" fn Java_org_rocketstore_spark_NativeLib_countTagged<'l>(
     mut env: JNIEnv<'l>,
@@ -295,17 +276,18 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_countTagged<'l>(
     prop: JString<'l>,
     tag: JString<'l>,
     since: jlong,
-) -> jlong {
-    guard(&mut env, 0, |env| {
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
         let s = handles::store(store)?;
         let prop = string(env, &prop, "prop")?;
         let tag = string(env, &tag, "tag")?;
-        Ok(count_tagged(&s, &prop, &tag, since)? as i64)
+        let (n, first) = count_tagged(&s, &prop, &tag, since)?;
+        long_array(env, &[n as i64, first.unwrap_or(-1)])
     })
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn s(out: &mut Vec<u8>, v: Option<&str>) {
@@ -335,9 +317,18 @@ mod tests {
         s(out, Some("red"));
     }
 
-    fn writer(dir: &std::path::Path) -> Arc<Store> {
+    /// `n` rows of topic `T` in the row encoding, decoded.
+    pub(crate) fn rows(n: i32) -> RecordBatch {
+        let mut buf = Vec::new();
+        for i in 0..n {
+            row(&mut buf, Some("T"), b"body", Some(i % 2), "k");
+        }
+        decode_rows(&buf).expect("decode")
+    }
+
+    fn writer(dir: &std::path::Path) -> crate::writer::Writer {
         let p = dir.join("store").to_string_lossy().into_owned();
-        Arc::new(crate::store::open_store(p, Vec::new(), false).expect("open a writer"))
+        crate::writer::Writer::open(p, Vec::new()).expect("open a writer")
     }
 
     #[test]
@@ -355,35 +346,32 @@ mod tests {
     #[test]
     fn a_bad_row_is_found_before_anything_is_appended() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = writer(dir.path());
+        let w = writer(dir.path());
+        let store = &w.store;
         let mut buf = Vec::new();
         row(&mut buf, Some("T"), b"a", Some(0), "k1");
         row(&mut buf, None, b"b", Some(0), "k2");
         let batch = decode_rows(&buf).expect("decode");
         let extra = vec![("JOB".to_string(), "j1".to_string())];
-        let o = append_rows(&store, &batch, 10, &extra, true).expect("check");
+        let o = check_rows(store, &batch, 10, &extra).expect("check");
         assert_eq!(o.appended, 0);
         assert_eq!(o.refused.as_ref().map(|r| r.0), Some(11));
         assert_eq!(store.commitlog().max_offset(), 0);
+        w.close().expect("close");
     }
 
     #[test]
     fn appended_rows_are_counted_by_their_tag() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = writer(dir.path());
-        let mut buf = Vec::new();
-        for i in 0..3 {
-            row(&mut buf, Some("T"), b"body", Some(i % 2), "k");
-        }
-        let batch = decode_rows(&buf).expect("decode");
+        let w = writer(dir.path());
+        let store = &w.store;
+        let batch = rows(3);
         let extra = vec![("JOB".to_string(), "j1".to_string())];
         assert_eq!(
-            append_rows(&store, &batch, 0, &extra, true)
-                .expect("check")
-                .refused,
+            check_rows(store, &batch, 0, &extra).expect("check").refused,
             None
         );
-        let o = append_rows(&store, &batch, 0, &extra, false).expect("append");
+        let o = w.append(&batch, 0, &extra).expect("append");
         assert_eq!(
             o,
             Outcome {
@@ -392,9 +380,19 @@ mod tests {
             }
         );
         store.flush().expect("flush");
-        assert_eq!(count_tagged(&store, "JOB", "j1", 0).expect("count"), 3);
-        assert_eq!(count_tagged(&store, "JOB", "j2", 0).expect("count"), 0);
-        assert_eq!(count_tagged(&store, "color", "red", 0).expect("count"), 3);
-        store.shutdown().expect("shutdown");
+        assert_eq!(
+            count_tagged(store, "JOB", "j1", 0).expect("count"),
+            (3, Some(0))
+        );
+        assert_eq!(
+            count_tagged(store, "JOB", "j2", 0).expect("count"),
+            (0, None)
+        );
+        let second = store.commitlog().max_offset() as i64 / 3;
+        assert_eq!(
+            count_tagged(store, "color", "red", second).expect("count"),
+            (2, Some(second))
+        );
+        w.close().expect("close");
     }
 }

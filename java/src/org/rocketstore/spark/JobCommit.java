@@ -67,6 +67,10 @@ final class JobCommit {
       sorted.sort(Comparator.comparingInt(f -> f.partition));
       long store = NativeLib.openWriter(o.path, o.fieldKeys, o.fieldValues);
       try {
+        if (!NativeLib.awaitSlave(store)) {
+          RocketStoreProvider.LOG.warn("rocketstore: no slave of {} connected within "
+              + "slave_timeout; the rows are appended, not replicated", o.path);
+        }
         String tag = o.jobTag != null ? o.jobTag : contentTag(sorted);
         return appendJob(store, o, sorted, total, tag);
       } finally {
@@ -83,8 +87,11 @@ final class JobCommit {
     ObjectNode jobs = readState(o.path, JOBS_STATE_FILE);
     JsonNode rec = jobs.get(tag);
     long present = 0;
+    String how = "a rerun of the same write (the same rows in the same order, with jobTag='"
+        + tag + "' if it was given) appends the rest without duplicates";
     if (rec != null && rec.isObject() && !rec.path("done").asBoolean(false)) {
-      present = NativeLib.countTagged(store, WRITE_JOB_PROPERTY, tag, rec.path("offset").asLong(0));
+      present = NativeLib.countTagged(store, WRITE_JOB_PROPERTY, tag,
+          rec.path("offset").asLong(0))[0];
     } else if (rec != null && rec.isObject() && o.jobTag != null) {
       RocketStoreProvider.LOG.info("rocketstore: job {} was appended to {} already; nothing "
           + "appended", tag, o.path);
@@ -93,6 +100,8 @@ final class JobCommit {
     if (present >= total) {
       RocketStoreProvider.LOG.info("rocketstore: job {} was appended to {} already ({} rows); "
           + "nothing appended", tag, o.path, present);
+      // Finished only once confirmed (on disk under SYNC_FLUSH, by a slave on a SYNC_MASTER).
+      confirm(store, jobs.get(tag).path("offset").asLong(0), total, how);
       ((ObjectNode) jobs.get(tag)).put("done", true);
       saveState(o.path, JOBS_STATE_FILE, keep(jobs));
       return 0;
@@ -116,8 +125,6 @@ final class JobCommit {
     }
     RocketStoreProvider.LOG.info("rocketstore: appending {} rows to {} as job {}",
         total - present, o.path, tag);
-    String how = "a rerun of the same write (the same rows in the same order, with jobTag='"
-        + tag + "' if it was given) appends the rest without duplicates";
     long todo = total - present;
     long[] done = {0};
     try {
@@ -133,10 +140,52 @@ final class JobCommit {
       throw new CommitException("rocketstore commit failed part-way (" + e.getMessage()
           + "); the rows appended before the failure stay in the store, and " + how, -1, todo, e);
     }
+    finish(store, todo, done[0], how);
+    // The rows a run cut short appended too (at once when confirmed already).
+    confirm(store, jobs.get(tag).path("offset").asLong(0), total, how);
     NativeLib.flush(store);
     ((ObjectNode) jobs.get(tag)).put("done", true);
     saveState(o.path, JOBS_STATE_FILE, keep(jobs));
     return done[0];
+  }
+
+  /**
+   * Waits once for the rows appended without waiting (the writer's appends after the first row
+   * not confirmed); throws when a row is stored but not confirmed.
+   */
+  static void finish(long store, long todo, long appended, String rerun) {
+    String[] u = NativeLib.finishAppend(store);
+    if (Long.parseLong(u[0]) >= 0) {
+      throw notConfirmed("all " + todo + " rows appended; rows " + u[0] + " on are",
+          Integer.parseInt(u[1]), u[2], rerun, appended, todo);
+    }
+  }
+
+  /**
+   * Waits for the CommitLog from start (where the job's rows begin) to its end as a put waits;
+   * throws when that is not confirmed in time.
+   */
+  static void confirm(long store, long start, long total, String rerun) {
+    long end = NativeLib.commitLog(store)[1];
+    if (Math.max(start, 0) >= end) {
+      return; // nothing written: nothing to wait for
+    }
+    String[] r = NativeLib.waitStored(store, Math.max(start, 0), end);
+    if (Integer.parseInt(r[0]) != 0) {
+      throw notConfirmed("all " + total + " rows are", Integer.parseInt(r[0]), r[1], rerun, total,
+          total);
+    }
+  }
+
+  /** Rows stored but not confirmed: never a refusal (the Python sink's message). */
+  static CommitException notConfirmed(String what, int status, String why, String rerun,
+      long appended, long total) {
+    String st = status >= 0 && status < PUT_STATUS.length ? PUT_STATUS[status] : "" + status;
+    boolean disk = "FLUSH_DISK_TIMEOUT".equals(st);
+    return new CommitException("rocketstore commit: " + what + " stored, "
+        + (disk ? "not yet on disk" : "not yet replicated") + ": not confirmed "
+        + (disk ? "on disk" : "by a slave") + " in time (" + st + ": " + why
+        + "); do not write them again by other means, " + rerun, appended, total, null);
   }
 
   interface Refusal {

@@ -22,8 +22,18 @@ public final class NativeLib {
   /** Resource path of the library inside the jar. */
   public static final String RESOURCE = "/native/linux-x86_64/librocketstore_jni.so";
 
+  /**
+   * System property: how long (ms) an unused read-only store stays open for the next read of the
+   * same store in this JVM (rust/jni/src/cache.rs; default 60000, 0: every read opens its own).
+   */
+  public static final String CACHE_IDLE_MS = "rocketstore.storeCache.idleMs";
+
   static {
     load();
+    Long idle = Long.getLong(CACHE_IDLE_MS);
+    if (idle != null) {
+      cacheConfigure(Math.max(idle, 0)); // below 0: no cache, as 0
+    }
   }
 
   private NativeLib() {}
@@ -83,7 +93,17 @@ public final class NativeLib {
 
   public static native String columns();
 
+  /** A read-only open: the store this JVM has open for (path, read fields), or a new one. */
   public static native long open(String path, String[] keys, String[] values);
+
+  /** The idle time (ms) of the read-only stores this JVM keeps open; 0: none kept. */
+  public static native void cacheConfigure(long idleMs);
+
+  /** [opens, reuses, reopened (the store at the path changed), closed idle, cached]. */
+  public static native long[] cacheStats();
+
+  /** The StoreConfig fields a read-only open takes, or (writer) those only a writer uses. */
+  public static native String[] storeFields(boolean writer);
 
   public static native void close(long handle);
 
@@ -103,7 +123,7 @@ public final class NativeLib {
 
   public static native long[] timesMonotone(long store, String topic, int queueId, long from, long prev);
 
-  /** [min, max, segment size, index begin, index end] (index -1, -1: none). */
+  /** [min, max, segment size, index begin, index end (-1, -1: no index), flushed offset]. */
   public static native long[] commitLog(long store);
 
   public static native long[] keyHits(long store, String topic, String key);
@@ -122,8 +142,23 @@ public final class NativeLib {
 
   public static native long[] readStats(long reader);
 
-  /** Opens the store at path as its single writer (made if missing, recovered). */
+  /**
+   * Opens the store at path as its single writer (made if missing, recovered) and starts it as
+   * the Python sink's writer runs: flush threads, dispatch, a master's replication listener.
+   */
   public static native long openWriter(String path, String[] keys, String[] values);
+
+  /** On a listening SYNC_MASTER: waits up to slave_timeout for a slave; false if none came. */
+  public static native boolean awaitSlave(long writer);
+
+  /**
+   * Waits once for the rows appended without waiting (after the first one not confirmed):
+   * {row, put status, reason} of the first row stored but not confirmed, or {-1, 0, ""}.
+   */
+  public static native String[] finishAppend(long writer);
+
+  /** Waits for CommitLog bytes [start, end) as a put of them waits: {put status, reason}. */
+  public static native String[] waitStored(long writer, long start, long end);
 
   /**
    * Checks (checkOnly) or appends rows (rust/jni/src/write.rs's row encoding), the first being
@@ -136,8 +171,11 @@ public final class NativeLib {
   /** Flushes a writer's store; returns the flushed CommitLog offset. */
   public static native long flush(long store);
 
-  /** How many messages from CommitLog offset since on carry property prop = tag. */
-  public static native long countTagged(long store, String prop, String tag, long since);
+  /**
+   * {count, first}: how many messages from CommitLog offset since on carry property prop = tag,
+   * and the CommitLog offset of the first (-1: none).
+   */
+  public static native long[] countTagged(long store, String prop, String tag, long since);
 
   /** Exercises the guard: 1 panics in the engine (the panic becomes an exception). */
   public static native void selfTest(int what);

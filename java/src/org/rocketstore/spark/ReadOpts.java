@@ -31,10 +31,10 @@ final class ReadOpts implements Serializable {
       "maxOffsetsPerTrigger", "failOnDataLoss");
   static final String BATCH = "batch read";
   static final String STREAM = "streaming read";
-  /** StoreConfig fields the engine's read-only open takes (rust/jni/src/store.rs). */
-  static final List<String> STORE_FIELDS = Arrays.asList("mapped_file_size_commit_log",
-      "mapped_file_size_consume_queue", "commit_log_dir", "check_crc_on_recover", "on_corruption",
-      "message_index_enable", "max_hash_slot_num", "max_index_num");
+  /** StoreConfig fields the engine's read-only open takes (rust/jni/src/fields.rs). */
+  static final List<String> STORE_FIELDS = Arrays.asList(NativeLib.storeFields(false));
+  /** The fields only a writer uses: a read takes and ignores them, as the Python source does. */
+  static final List<String> WRITE_FIELDS = Arrays.asList(NativeLib.storeFields(true));
 
   final String[] paths;
   final String[] topics;
@@ -189,7 +189,7 @@ final class ReadOpts implements Serializable {
     List<String> own = own(kind);
     List<String> unknown = new ArrayList<>();
     for (String k : o.keySet()) {
-      boolean ok = STORE_FIELDS.contains(k.toLowerCase());
+      boolean ok = storeField(k);
       for (String v : SPARK_OPTIONS) {
         ok |= v.equalsIgnoreCase(k);
       }
@@ -206,8 +206,15 @@ final class ReadOpts implements Serializable {
       throw new IllegalArgumentException("unknown option" + (unknown.size() > 1 ? "s" : "")
           + " for a rocketstore " + (kind == null ? BATCH + " or " + STREAM : kind) + ": "
           + String.join(", ", unknown) + ". Valid options (case-insensitive): "
-          + String.join(", ", valid) + ", and the store fields " + String.join(", ", STORE_FIELDS));
+          + String.join(", ", valid) + ", and the store fields " + String.join(", ", STORE_FIELDS)
+          + " (a writer's " + String.join(", ", WRITE_FIELDS) + " are taken and ignored)");
     }
+  }
+
+  /** A StoreConfig field an open of the JVM connector takes (a read's or a writer's). */
+  static boolean storeField(String k) {
+    String n = k.toLowerCase();
+    return STORE_FIELDS.contains(n) || WRITE_FIELDS.contains(n);
   }
 
   private static String repr(String v) {

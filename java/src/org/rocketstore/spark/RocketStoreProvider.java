@@ -98,8 +98,10 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
       return "rocketstore " + p;
     }
 
+    // Deprecated in Table for columns(), whose default asks schema(); Spark 4.x still calls
+    // schema() itself in places, so this is the one to give.
     @Override
-    @SuppressWarnings("deprecation") // Spark 4 still asks a table for schema() first
+    @SuppressWarnings("deprecation")
     public StructType schema() {
       return schema;
     }

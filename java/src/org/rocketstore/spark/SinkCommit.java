@@ -17,7 +17,9 @@ import java.util.TreeSet;
  * counts the messages tagged N from the CommitLog offset where the sink's last batch began
  * ({@code config/sparkSink.json}, a hint: the data is the proof): all there, it appends
  * nothing; a prefix there (a commit cut short), it appends the rest. Every row to append is
- * checked against the put rules before the first is appended.
+ * checked against the put rules before the first is appended. The rows are confirmed as the
+ * Python sink's are (on disk under SYNC_FLUSH, by a slave on a SYNC_MASTER; a replay of a batch
+ * stored but not confirmed waits for it again).
  */
 final class SinkCommit {
   static final String SINK_BATCH_PROPERTY = "SPARK_SINK_BATCH";
@@ -36,6 +38,10 @@ final class SinkCommit {
     try {
       long store = NativeLib.openWriter(o.path, o.fieldKeys, o.fieldValues);
       try {
+        if (total > 0 && !NativeLib.awaitSlave(store)) {
+          RocketStoreProvider.LOG.warn("rocketstore: no slave of {} connected within "
+              + "slave_timeout; the rows are appended, not replicated", o.path);
+        }
         return append(store, o, sorted, total, batchId);
       } finally {
         NativeLib.close(store);
@@ -53,10 +59,15 @@ final class SinkCommit {
     long[] cl = NativeLib.commitLog(store);
     JsonNode mine = state.path(o.sinkName);
     long since = Math.max(Math.max(mine.path("offset").asLong(cl[0]), cl[0]), 0);
-    long present = NativeLib.countTagged(store, SINK_BATCH_PROPERTY, tag, since);
+    long[] found = NativeLib.countTagged(store, SINK_BATCH_PROPERTY, tag, since);
+    long present = found[0];
+    long first = found[1] >= 0 ? found[1] : cl[1];
+    String replay = "Spark's replay of the micro-batch appends the rest";
     if (present >= total && total > 0) {
       RocketStoreProvider.LOG.info("rocketstore sink {}: batch {} already appended; skipped",
           o.sinkName, batchId);
+      // A replay after a commit that was not confirmed waits again.
+      JobCommit.confirm(store, first, total, replay);
       return 0;
     }
     long skip = present;
@@ -70,7 +81,6 @@ final class SinkCommit {
           + "rows; appending the rest", o.sinkName, batchId, present, total);
     }
     long start = cl[1];
-    String replay = "Spark's replay of the micro-batch appends the rest";
     long todo = total - present;
     long[] done = {0};
     try {
@@ -87,6 +97,8 @@ final class SinkCommit {
           + "); the rows appended before the failure stay in the store, and " + replay, -1,
           todo, e);
     }
+    JobCommit.finish(store, todo, done[0], replay);
+    JobCommit.confirm(store, present > 0 ? first : start, total, replay);
     NativeLib.flush(store);
     ObjectNode rec = new ObjectMapper().createObjectNode();
     rec.put("batch", batchId);

@@ -51,7 +51,7 @@ final class WriteOpts implements Serializable {
     List<String> fk = new ArrayList<>();
     List<String> fv = new ArrayList<>();
     for (Map.Entry<String, String> en : o.entrySet()) {
-      if (ReadOpts.STORE_FIELDS.contains(en.getKey().toLowerCase())) {
+      if (ReadOpts.storeField(en.getKey())) {
         fk.add(en.getKey().toLowerCase());
         fv.add(en.getValue());
       }
@@ -81,7 +81,7 @@ final class WriteOpts implements Serializable {
   private static void check(Map<String, String> o, List<String> own, String what) {
     List<String> unknown = new ArrayList<>();
     for (String k : o.keySet()) {
-      boolean ok = ReadOpts.STORE_FIELDS.contains(k.toLowerCase());
+      boolean ok = ReadOpts.storeField(k);
       for (String v : SPARK_OPTIONS) {
         ok |= v.equalsIgnoreCase(k);
       }
@@ -98,7 +98,8 @@ final class WriteOpts implements Serializable {
       throw new IllegalArgumentException("unknown option" + (unknown.size() > 1 ? "s" : "")
           + " for a rocketstore " + what + ": " + String.join(", ", unknown)
           + ". Valid options (case-insensitive): " + String.join(", ", valid)
-          + ", and the store fields " + String.join(", ", ReadOpts.STORE_FIELDS));
+          + ", and the store fields " + String.join(", ", ReadOpts.STORE_FIELDS) + ", "
+          + String.join(", ", ReadOpts.WRITE_FIELDS));
     }
   }
 }
