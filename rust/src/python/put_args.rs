@@ -12,10 +12,12 @@ use std::net::SocketAddr;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::log::commitlog::Refused;
-use crate::log::message::{BatchProperties, MessageFields, MessageSpec, DEFAULT_BORN_HOST};
+use crate::log::message::{
+    BatchProperties, InlineProps, MessageFields, MessageSpec, PropsBuf, DEFAULT_BORN_HOST,
+};
 
 use super::args::{
     body_arg, defaulted, i32_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, type_error,
@@ -114,8 +116,9 @@ pub struct PutFields<'py> {
     pub delay_level: i32,
     pub born_timestamp: Option<i64>,
     pub born_host: Option<SocketAddr>,
-    /// Serialized properties, or why the message is illegal.
-    pub props: std::result::Result<Vec<u8>, String>,
+    /// Serialized properties (in place: no allocation per put), or why the
+    /// message is illegal.
+    pub props: std::result::Result<InlineProps, String>,
 }
 
 impl<'py> PutArgs<'_, 'py> {
@@ -146,7 +149,7 @@ impl<'py> PutArgs<'_, 'py> {
             .transpose()?;
         let props = if tags.is_none() && keys.is_none() && properties.is_none() && delay_level == 0
         {
-            Ok(Vec::new())
+            Ok(InlineProps::new())
         } else {
             MessageFields::build(tags, keys.is_some(), delay_level, |m| {
                 fill_fields(m, keys, properties)
@@ -203,8 +206,8 @@ pub fn topic_str<'a>(topic: &'a Bound<'_, PyString>) -> std::result::Result<&'a 
 /// Feeds a message's `properties` (a dict of str to str) and `keys` (a str
 /// or an iterable of str) arguments to the engine's rules, converting each
 /// item (a wrong type is a `TypeError` naming it).
-pub fn fill_fields(
-    m: &mut MessageFields<'_, '_>,
+pub fn fill_fields<B: PropsBuf>(
+    m: &mut MessageFields<'_, '_, B>,
     keys: Option<&Bound<'_, PyAny>>,
     properties: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<()> {
@@ -221,22 +224,35 @@ pub fn fill_fields(
     }
     if let Some(k) = keys {
         // Keys go straight into the buffer (no joined string per message).
+        // A list or tuple (not a subclass, which may iterate its own way)
+        // is read by index: no iterator object per put.
         if let Ok(s) = k.downcast::<PyString>() {
             m.key(&s.to_cow()?);
+        } else if let Ok(l) = k.downcast_exact::<PyList>() {
+            for item in l.iter() {
+                m.key(&key_item(&item)?.to_cow()?);
+            }
+        } else if let Ok(t) = k.downcast_exact::<PyTuple>() {
+            for item in t.iter() {
+                m.key(&key_item(&item)?.to_cow()?);
+            }
         } else {
             for item in k
                 .try_iter()
                 .map_err(|_| type_error("keys", "a str or an iterable of str", k))?
             {
-                let item = item?;
-                let s: Bound<'_, PyString> = item
-                    .downcast_into()
-                    .map_err(|e| type_error("each key", "str", &e.into_inner()))?;
-                m.key(&s.to_cow()?);
+                m.key(&key_item(&item?)?.to_cow()?);
             }
         }
     }
     Ok(())
+}
+
+/// One item of a `keys` argument, which must be a str.
+#[inline]
+fn key_item<'a, 'py>(item: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyString>> {
+    item.downcast::<PyString>()
+        .map_err(|_| type_error("each key", "str", item))
 }
 
 /// The bodies of a `put_batch`, read in place: `bytes` directly, other

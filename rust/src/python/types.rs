@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::log::commitlog::{PutOutcome, PutStatus, Refused};
 use crate::log::message::{
-    iter_properties, offset_msg_id, props, sysflag, tags_code, MessageSpec, RecordView,
+    iter_properties, offset_msg_id, props, sysflag, tags_code, InlineProps, MessageSpec, RecordView,
 };
 use crate::queue::reader::GetStatus;
 
@@ -187,7 +187,7 @@ impl PyMessage {
                 born_host: f.born_host,
                 sys_flag: f.sys_flag,
                 delay_level: f.delay_level,
-                props: f.props,
+                props: f.props.map(InlineProps::into_vec),
             })
         })
     }
