@@ -273,10 +273,9 @@ impl<'py> BatchBodies<'py> {
                 "put_batch takes a sequence of bodies, not one body",
             ));
         }
-        let items: Vec<Bound<'py, PyAny>> = bodies
-            .try_iter()
-            .map_err(|_| PyTypeError::new_err("bodies must be a sequence of bytes-like objects"))?
-            .collect::<PyResult<_>>()?;
+        let items = seq_items(bodies).ok_or_else(|| {
+            PyTypeError::new_err("bodies must be a sequence of bytes-like objects")
+        })??;
         let mut buffers: Vec<PyBuffer<u8>> = Vec::new();
         let mut buffer_at: Vec<Option<usize>> = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -343,12 +342,9 @@ fn per_message<'py>(
     n: usize,
 ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
     let Some(seq) = seq else { return Ok(None) };
-    let v: Vec<Bound<'py, PyAny>> = seq
-        .try_iter()
-        .map_err(|_| {
-            PyTypeError::new_err(format!("{what} must be a sequence with one item per body"))
-        })?
-        .collect::<PyResult<_>>()?;
+    let v = seq_items(seq).ok_or_else(|| {
+        PyTypeError::new_err(format!("{what} must be a sequence with one item per body"))
+    })??;
     if v.len() != n {
         return Err(PyValueError::new_err(format!(
             "{what} has {} items for {n} bodies",
@@ -358,9 +354,23 @@ fn per_message<'py>(
     Ok(Some(v))
 }
 
+/// The items of `seq`, in order: an exact list or tuple read by index
+/// (no iterator object, one allocation), anything else iterated. `None`:
+/// `seq` is not iterable.
+fn seq_items<'py>(seq: &Bound<'py, PyAny>) -> Option<PyResult<Vec<Bound<'py, PyAny>>>> {
+    if let Ok(l) = seq.downcast_exact::<PyList>() {
+        return Some(Ok(l.iter().collect()));
+    }
+    if let Ok(t) = seq.downcast_exact::<PyTuple>() {
+        return Some(Ok(t.iter().collect()));
+    }
+    let it = seq.try_iter().ok()?;
+    Some(it.collect())
+}
+
 /// Item `i` of a per-message argument, unless it (or the item) is None.
-fn item<'py>(v: &Option<Vec<Bound<'py, PyAny>>>, i: usize) -> Option<Bound<'py, PyAny>> {
-    v.as_ref().map(|v| v[i].clone()).filter(|o| !o.is_none())
+fn item<'a, 'py>(v: &'a Option<Vec<Bound<'py, PyAny>>>, i: usize) -> Option<&'a Bound<'py, PyAny>> {
+    v.as_ref().and_then(|v| v.get(i)).filter(|o| !o.is_none())
 }
 
 /// The properties of `n` batch messages from the per-message `keys`,
@@ -374,29 +384,28 @@ pub fn batch_properties(
     let keys = per_message("keys", keys, n)?;
     let tags = per_message("tags", tags, n)?;
     let properties = per_message("properties", properties, n)?;
-    let mut batch = BatchProperties::new();
     if keys.is_none() && tags.is_none() && properties.is_none() {
-        return Ok(batch);
+        return Ok(BatchProperties::new());
     }
+    // Tags and a key or two: room for the usual message, grown if needed.
+    let mut batch = BatchProperties::with_capacity(n, 32);
     for i in 0..n {
         let k = item(&keys, i);
         let t =
             match item(&tags, i) {
-                Some(t) => Some(t.downcast_into::<PyString>().map_err(|_| {
+                Some(t) => Some(t.downcast::<PyString>().map_err(|_| {
                     PyTypeError::new_err(format!("tags[{i}] must be a str or None"))
                 })?),
                 None => None,
             };
-        let t = t.as_ref().map(|t| t.to_cow()).transpose()?;
+        let t = t.map(|t| t.to_cow()).transpose()?;
         let p = match item(&properties, i) {
-            Some(p) => Some(p.downcast_into::<PyDict>().map_err(|_| {
+            Some(p) => Some(p.downcast::<PyDict>().map_err(|_| {
                 PyTypeError::new_err(format!("properties[{i}] must be a dict or None"))
             })?),
             None => None,
         };
-        batch.message(t.as_deref(), k.is_some(), |m| {
-            fill_fields(m, k.as_ref(), p.as_ref())
-        })?;
+        batch.message(t.as_deref(), k.is_some(), |m| fill_fields(m, k, p))?;
     }
     Ok(batch)
 }

@@ -306,8 +306,11 @@ impl Store {
             acks.log_grew();
         })?;
         let end = out.end_offset as u64;
+        // Only SYNC_FLUSH and a SYNC_MASTER wait: only they read the
+        // messages' WAIT properties (a scan of every message's).
         let wait = out.status == PutStatus::PutOk
             && out.count > 0
+            && (self.opts.flush.sync_flush() || self.ha_role() == HaRole::SyncMaster)
             && (0..b.bodies.len()).any(|i| wants_wait_props(b.props_of(i)));
         let replica = wait
             .then(|| self.replica_check(out.first_offset as u64, end))

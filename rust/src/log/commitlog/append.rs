@@ -49,8 +49,9 @@ impl CommitLog {
     }
 
     /// Drops a `__CRC32#` property the caller's properties carry
-    /// (`has_prop_crc`: a stored record's, or a stale copy's: the store
-    /// writes its own, as RocketMQ 5.x deletes it before encoding) and
+    /// (`has_prop_crc`, from the put's scan: a stored record's, or a stale
+    /// copy's: the store writes its own, as RocketMQ 5.x deletes it before
+    /// encoding) and
     /// returns the length the properties take in the record, the property
     /// CRC included when it is written.
     fn stored_properties_len(&self, spec: &mut MessageSpec<'_>, has_prop_crc: bool) -> usize {

@@ -15,10 +15,9 @@ use parking_lot::{Condvar, MutexGuard};
 use crate::error::Result;
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
-    batch_delay_problem, body_size_problem, encode_blank, encode_v1_crc_of_copy, find_property,
-    has_prop_crc, prop_crc_given, properties_size_problem, props, queue_id_problem, record_len,
-    record_size_problem, sysflag, topic_problem, MessageSpec, StoreStamp,
-    END_FILE_MIN_BLANK_LENGTH,
+    batch_delay_problem, body_size_problem, encode_blank, encode_v1_crc_of_copy, prop_crc_given,
+    properties_size_problem, queue_id_problem, record_len, record_size_problem, scan_for_put,
+    sysflag, topic_problem, MessageSpec, StoreStamp, END_FILE_MIN_BLANK_LENGTH,
 };
 
 use super::{CommitLog, PutState, PutStatus, Refused, RESERVE_FAILURES};
@@ -195,10 +194,13 @@ impl CommitLog {
                 return Err(at(Refused::illegal(why)));
             }
             let p = b.props_of(i);
-            if let Some(why) = find_property(p, props::DELAY).and_then(batch_delay_problem) {
+            // One pass finds the DELAY value and a `__CRC32#` pair, as for
+            // a single put.
+            let scan = scan_for_put(p);
+            if let Some(why) = scan.delay.and_then(batch_delay_problem) {
                 return Err(at(Refused::illegal(why)));
             }
-            if has_prop_crc(p) {
+            if scan.prop_crc {
                 return Err(at(Refused::illegal(prop_crc_given())));
             }
             if let Some(broken) = properties_size_problem(p, b.props_len(i, self.cfg.prop_crc)) {
@@ -248,12 +250,14 @@ impl CommitLog {
                 return Ok(out);
             }
         };
+        // Every record's length, computed once for the plan and the writes.
+        let lens: Vec<usize> = (0..n)
+            .map(|i| b.record_len(i, &self.cfg.store_host, self.cfg.prop_crc))
+            .collect();
         let needs = plan_files(
-            b,
+            &lens,
             first.file_size() - first.wrote_position(),
             first.file_size(),
-            &self.cfg.store_host,
-            self.cfg.prop_crc,
         );
         let files = match self.make_room(&first, &needs) {
             Ok(files) => files,
@@ -286,7 +290,8 @@ impl CommitLog {
             }
             let start = i;
             let offsets = want_offsets.then_some(&mut out.offsets);
-            let worth = self.write_file_worth(file, *need, b, ts, (&mut i, &mut qo), offsets);
+            let worth =
+                self.write_file_worth(file, *need, (b, &lens), ts, (&mut i, &mut qo), offsets);
             let worth = match worth {
                 Ok(w) => w,
                 Err(e) => {
@@ -319,11 +324,12 @@ impl CommitLog {
     /// Writes messages from `*i` on into `file` (its reserved `need`
     /// bytes), queue offsets from `*qo`, until the batch ends or the next
     /// record does not fit (then a blank ends the file); advances both.
+    /// `lens` holds every record's length.
     fn write_file_worth(
         &self,
         file: &MappedFile,
         need: usize,
-        b: &BatchInput<'_>,
+        (b, lens): (&BatchInput<'_>, &[usize]),
         ts: i64,
         (i, qo): (&mut usize, &mut i64),
         mut offsets: Option<&mut Vec<i64>>,
@@ -341,7 +347,7 @@ impl CommitLog {
         file.append_reserved(need, |tail, at| {
             let mut pos = 0usize;
             while *i < n {
-                let len = b.record_len(*i, &store_host, prop_crc);
+                let len = lens.get(*i).copied().unwrap_or_default();
                 if pos + len + END_FILE_MIN_BLANK_LENGTH > tail.len() {
                     // END_OF_FILE: the blank fills the file; go on in the next.
                     let rest = tail.len() - pos;
@@ -473,23 +479,17 @@ impl CommitLog {
     }
 }
 
-/// Where a batch goes, starting in a file with `room` bytes left: the bytes
+/// Where a batch of records of `lens` bytes goes, starting in a file with
+/// `room` bytes left: the bytes
 /// it takes in that file and then in each new file (of `file_size` bytes)
 /// it needs, laid out as [`CommitLog::append_batch`] writes it. A file the
 /// batch goes on from ends with a blank (it takes the whole rest); the
 /// last file takes the records and a blank's 8 bytes (at most its rest).
-fn plan_files(
-    b: &BatchInput<'_>,
-    room: usize,
-    file_size: usize,
-    store_host: &SocketAddr,
-    prop_crc: bool,
-) -> Vec<usize> {
+fn plan_files(lens: &[usize], room: usize, file_size: usize) -> Vec<usize> {
     let mut needs = Vec::with_capacity(1);
     let mut tail = room;
     let mut pos = 0usize;
-    for i in 0..b.bodies.len() {
-        let len = b.record_len(i, store_host, prop_crc);
+    for &len in lens {
         if pos + len + END_FILE_MIN_BLANK_LENGTH > tail {
             needs.push(tail);
             tail = file_size;

@@ -163,6 +163,16 @@ impl BatchProperties {
         Self::default()
     }
 
+    /// No message yet, with room for `n` messages of about `bytes_each`
+    /// bytes of properties (no reallocation while a batch is built).
+    pub fn with_capacity(n: usize, bytes_each: usize) -> Self {
+        Self {
+            b: PropertiesBuilder::with_capacity(n.saturating_mul(bytes_each)),
+            ends: Vec::with_capacity(n),
+            illegal: None,
+        }
+    }
+
     /// Adds the next message's properties: `fill` feeds its `properties`
     /// pairs and keys (see [`MessageFields::build`]). A batch puts no delayed
     /// message, so there is no delay level.

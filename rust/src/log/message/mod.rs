@@ -57,8 +57,8 @@ pub use encode::{
 pub use fields::{BatchProperties, MessageFields};
 pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};
 pub use prop_crc::{
-    has_prop_crc, has_prop_crc_trailer, is_prop_crc_trailer, prop_crc_digits, prop_crc_extra,
-    prop_crc_ok, strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
+    has_prop_crc_trailer, is_prop_crc_trailer, prop_crc_digits, prop_crc_extra, prop_crc_ok,
+    strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
 };
 pub use properties::{
     find_property, iter_properties, scan_for_put, PropertiesBuilder, PropertyError,
