@@ -94,8 +94,9 @@ pub struct PyMessage {
     pub born_host: Option<SocketAddr>,
     pub sys_flag: i32,
     pub delay_level: i32,
-    /// Serialized properties, or why the message is illegal.
-    pub props: std::result::Result<Vec<u8>, String>,
+    /// Serialized properties (in the object: no allocation of their own),
+    /// or why the message is illegal.
+    pub props: std::result::Result<InlineProps, String>,
 }
 
 impl PyMessage {
@@ -187,7 +188,7 @@ impl PyMessage {
                 born_host: f.born_host,
                 sys_flag: f.sys_flag,
                 delay_level: f.delay_level,
-                props: f.props.map(InlineProps::into_vec),
+                props: f.props,
             })
         })
     }
