@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::lock::fork_generation;
 use crate::log::commitlog::now_ms;
@@ -291,6 +291,12 @@ mod tests {
             .expect("listen");
         let got = fetch(&format!("127.0.0.1:{}", srv.port()), Duration::from_secs(2));
         assert_eq!(got, Ok(snap));
+        // Counted after the reply is written: the fetch may return first.
+        let since = Instant::now();
+        while state.served.load(Ordering::Acquire) == 0 && since.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(state.served.load(Ordering::Acquire), 1);
         srv.stop();
         let none = OffsetsServer::start(
