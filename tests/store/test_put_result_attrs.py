@@ -87,7 +87,8 @@ def test_batch_reads_its_values(open_store: OpenStore) -> None:
     got = _attrs(b, BATCH_ATTRS)
     assert got["status"] is PutStatus.PUT_OK and got["ok"] is True
     assert got["reason"] is None and got["count"] == 3 == len(b)
-    assert list(got["offsets"])[0] == got["wrote_offset"] == 0
+    offsets = list(got["offsets"])
+    assert len(offsets) == 3 and offsets[0] == got["wrote_offset"] == 0
     assert got["queue_offset"] == 0 and got["wrote_bytes"] > 3
     assert got["store_timestamp"] > 0
     refused = store.put_batch("T", [b"a"], 2, tags=[""], check=False)
