@@ -296,12 +296,13 @@ impl Store {
         if let Some(r) = self.check_writable()? {
             return Ok(Err(r));
         }
-        if let Err(r) = self.commitlog.validate_batch(b) {
-            return Ok(Err(r));
-        }
+        let lens = match self.commitlog.measure_batch(b) {
+            Ok(lens) => lens,
+            Err(r) => return Ok(Err(r)),
+        };
         let dispatcher = &self.dispatcher;
         let acks = &self.acks;
-        let mut out = self.commitlog.append_batch(b, want_offsets, || {
+        let mut out = self.commitlog.append_measured(b, &lens, want_offsets, || {
             dispatcher.wakeup();
             acks.log_grew();
         })?;

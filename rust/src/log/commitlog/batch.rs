@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::sync::{Condvar, MutexGuard};
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
     batch_delay_problem, body_size_problem, encode_blank, encode_v1_crc_of_copy, prop_crc_given,
@@ -167,6 +167,15 @@ impl CommitLog {
     /// refused message (its index, then the single put's sentence) and the
     /// status it gets.
     pub fn validate_batch(&self, b: &BatchInput<'_>) -> std::result::Result<(), BatchRefusal> {
+        self.measure_batch(b).map(drop)
+    }
+
+    /// [`CommitLog::validate_batch`], returning every record's length (for
+    /// [`CommitLog::append_measured`], which then computes none again).
+    pub fn measure_batch(
+        &self,
+        b: &BatchInput<'_>,
+    ) -> std::result::Result<Vec<usize>, BatchRefusal> {
         let refuse = |index: Option<usize>, status, why: String| BatchRefusal {
             status,
             reason: match index {
@@ -188,6 +197,7 @@ impl CommitLog {
                 format!("{} property sets for {n} bodies", b.props_ends.len()),
             ));
         }
+        let mut lens = Vec::with_capacity(n);
         for i in 0..n {
             let at = |r: Refused| refuse(Some(i), r.status, r.reason);
             if let Some(why) = body_size_problem(b.bodies[i].len(), self.cfg.max_message_size) {
@@ -203,16 +213,24 @@ impl CommitLog {
             if scan.prop_crc {
                 return Err(at(Refused::illegal(prop_crc_given())));
             }
-            if let Some(broken) = properties_size_problem(p, b.props_len(i, self.cfg.prop_crc)) {
+            let stored = b.props_len(i, self.cfg.prop_crc);
+            if let Some(broken) = properties_size_problem(p, stored) {
                 return Err(at(broken.into()));
             }
-            let len = b.record_len(i, &self.cfg.store_host, self.cfg.prop_crc);
+            let len = record_len(
+                b.bodies[i].len(),
+                b.topic.len(),
+                stored,
+                &b.born_host,
+                &self.cfg.store_host,
+            );
             let (max, file_size) = (self.cfg.max_message_size, self.cfg.file_size);
             if let Some(why) = record_size_problem(len, max, file_size) {
                 return Err(at(Refused::illegal(why)));
             }
+            lens.push(len);
         }
-        Ok(())
+        Ok(lens)
     }
 
     /// Appends a validated batch (see [`CommitLog::validate_batch`]) to one
@@ -229,9 +247,29 @@ impl CommitLog {
         &self,
         b: &BatchInput<'_>,
         want_offsets: bool,
+        on_file: impl FnMut(),
+    ) -> Result<BatchOutcome> {
+        let lens: Vec<usize> = (0..b.bodies.len())
+            .map(|i| b.record_len(i, &self.cfg.store_host, self.cfg.prop_crc))
+            .collect();
+        self.append_measured(b, &lens, want_offsets, on_file)
+    }
+
+    /// [`CommitLog::append_batch`] of a batch whose records' lengths
+    /// [`CommitLog::measure_batch`] returned (`lens`, one per message).
+    pub fn append_measured(
+        &self,
+        b: &BatchInput<'_>,
+        lens: &[usize],
+        want_offsets: bool,
         mut on_file: impl FnMut(),
     ) -> Result<BatchOutcome> {
         let n = b.bodies.len();
+        if lens.len() != n {
+            return Err(StoreError::internal(
+                "a batch's record lengths do not match it",
+            ));
+        }
         let mut out = BatchOutcome::nothing_yet(n, want_offsets);
         if n == 0 {
             return Ok(out);
@@ -250,12 +288,8 @@ impl CommitLog {
                 return Ok(out);
             }
         };
-        // Every record's length, computed once for the plan and the writes.
-        let lens: Vec<usize> = (0..n)
-            .map(|i| b.record_len(i, &self.cfg.store_host, self.cfg.prop_crc))
-            .collect();
         let needs = plan_files(
-            &lens,
+            lens,
             first.file_size() - first.wrote_position(),
             first.file_size(),
         );
@@ -291,7 +325,7 @@ impl CommitLog {
             let start = i;
             let offsets = want_offsets.then_some(&mut out.offsets);
             let worth =
-                self.write_file_worth(file, *need, (b, &lens), ts, (&mut i, &mut qo), offsets);
+                self.write_file_worth(file, *need, (b, lens), ts, (&mut i, &mut qo), offsets);
             let worth = match worth {
                 Ok(w) => w,
                 Err(e) => {
@@ -620,5 +654,34 @@ mod tests {
             props_ends: &[props.len()],
         };
         assert!(cl.validate_batch(&b).is_ok());
+    }
+
+    #[test]
+    fn measured_lengths_are_the_records_and_must_match_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = commitlog(dir.path(), true);
+        let bodies: [&[u8]; 2] = [b"x", b"yy"];
+        let props = b"TAGS\x01t";
+        let b = BatchInput {
+            topic: "T",
+            queue_id: 0,
+            flag: 0,
+            born_timestamp: 1,
+            born_host: DEFAULT_BORN_HOST,
+            bodies: &bodies,
+            props,
+            props_ends: &[props.len(), props.len()],
+        };
+        let lens = cl.measure_batch(&b).unwrap();
+        let want: Vec<usize> = (0..2)
+            .map(|i| b.record_len(i, &cl.cfg.store_host, true))
+            .collect();
+        assert_eq!(lens, want);
+        // Lengths of another batch are refused before anything is written.
+        assert!(cl.append_measured(&b, &lens[..1], false, || {}).is_err());
+        assert_eq!(cl.max_offset(), 0);
+        let out = cl.append_measured(&b, &lens, false, || {}).unwrap();
+        assert_eq!(out.bytes as usize, lens.iter().sum::<usize>());
+        assert_eq!(cl.max_offset() as usize, lens.iter().sum::<usize>());
     }
 }
