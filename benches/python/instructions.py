@@ -13,6 +13,8 @@ not counted by callgrind anyway). The operations:
 
 * ``put``: ``put(topic, body, queue, tags=tag, keys=[key])``, its status
   checked, queues rotating as the table's producers do;
+* ``put_messages``: ``put_messages`` of 1,000 ``Message`` objects with a
+  key and a tag each, built per call (their construction is counted);
 * ``put_batch``: ``put_batch`` of 1,000 bodies with a key and a tag each;
 * ``get``: ``get_message`` in pulls of 32 over every queue, one byte of
   each body read (a ``MessageExt`` per message);
@@ -60,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-OPS = ("put", "put_batch", "get", "get_arrow", "query")
+OPS = ("put", "put_messages", "put_batch", "get", "get_arrow", "query")
 TOPIC = "BenchTopic"
 QUEUES = 4
 TAGS = ["TagA", "TagB", "TagC", "TagD"]
@@ -106,6 +108,21 @@ def _op_put(s: Any, n: int) -> Callable[[], None]:
             r = put(TOPIC, BODIES[i & 1023], i & 3, tags=TAGS[i & 3], keys=[keys[i]])
             if r.status is not ok:
                 raise SystemExit(f"put refused: {r.status}")
+
+    return run
+
+
+def _op_put_messages(s: Any, n: int) -> Callable[[], None]:
+    from rocketstore import Message
+
+    keys = [f"K{i}" for i in range(n)]
+
+    def run() -> None:
+        for b in range(0, n, BATCH):
+            q = (b // BATCH) & 3
+            msgs = [Message(TOPIC, BODIES[i & 1023], q, tags=TAGS[i & 3], keys=[keys[i]])
+                    for i in range(b, b + BATCH)]
+            s.put_messages(msgs)
 
     return run
 
@@ -184,6 +201,7 @@ def _op_query(s: Any, n: int) -> Callable[[], None]:
 
 SETUPS: dict[str, Callable[[Any, int], Callable[[], None]]] = {
     "put": _op_put,
+    "put_messages": _op_put_messages,
     "put_batch": _op_put_batch,
     "get": _op_get,
     "get_arrow": _op_get_arrow,
@@ -279,8 +297,8 @@ def main() -> None:
     ops = a.ops or list(OPS)
     if set(ops) - set(OPS):
         raise SystemExit(f"unknown operations {sorted(set(ops) - set(OPS))}; known: {OPS}")
-    if a.n % (BATCH * QUEUES) and "put_batch" in ops:
-        raise SystemExit(f"-n must be a multiple of {BATCH * QUEUES} for put_batch")
+    if a.n % (BATCH * QUEUES) and {"put_batch", "put_messages"} & set(ops):
+        raise SystemExit(f"-n must be a multiple of {BATCH * QUEUES} for the batches")
     base = os.environ.get("ROCKETSTORE_BENCH_DIR") or (
         "/dev/shm" if Path("/dev/shm").is_dir() else None)
     print(f"{'operation':<10} {'Ir/msg (calling thread)':>24} {'Ir/msg (all threads)':>21}")

@@ -167,6 +167,19 @@ def test_wait_false_batch_is_acknowledged_without_waiting(
     assert [r.status for r in rs] == [PutStatus.PUT_OK] * 5
 
 
+def test_wait_false_put_batch_is_acknowledged_without_waiting(
+    fail_points: Callable[[str, int], None], opened: Callable[..., MessageStore]
+) -> None:
+    """A batch waits for the disk unless every message says WAIT=false."""
+    store = opened(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    fail_points("msync", errno.EIO)
+    b = store.put_batch("t", [b"a", b"b"], properties=[{"WAIT": "false"}] * 2)
+    assert b.status is PutStatus.PUT_OK, b.reason
+    mixed = store.put_batch("t", [b"a", b"b"], properties=[{"WAIT": "false"}, None],
+                            check=False)
+    assert mixed.status in (PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.SERVICE_NOT_AVAILABLE)
+
+
 def test_wait_false_does_not_join_the_group_commit(opened: Callable[..., MessageStore]) -> None:
     """WAIT=false puts never ask the group commit for a flush; waiting puts do."""
     store = opened(flush_disk_type=FlushDiskType.SYNC_FLUSH)

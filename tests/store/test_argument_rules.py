@@ -202,3 +202,20 @@ def test_a_bool_is_no_number_of_seconds(open_store: OpenStore) -> None:
     assert str(info.value) == "timeout must be a number of seconds or None, not bool"
     assert store.wait_for_dispatch(store.dispatch_seq, 0) == store.dispatch_seq
     assert store.wait_for_dispatch(store.dispatch_seq, 0.0) == store.dispatch_seq
+
+
+def test_an_int_subclass_counts_as_its_value(open_store: OpenStore) -> None:
+    """Exact ints take a shorter path than other ints: an int subclass (an
+    ``IntEnum`` member) is still its value, on puts and reads alike."""
+    import enum
+
+    class Q(enum.IntEnum):
+        THREE = 3
+
+    store = _store(open_store)
+    r = store.put("T", b"x", Q.THREE, born_timestamp=Q.THREE)
+    b = store.put_batch("T", [b"y"], Q.THREE)
+    assert (r.queue_offset, b.queue_offset) == (0, 1)
+    got = store.get_message("g", "T", Q.THREE, 0, 2)
+    assert [(m.queue_id, m.body) for m in got.messages] == [(3, b"x"), (3, b"y")]
+    assert got.messages[0].born_timestamp == 3

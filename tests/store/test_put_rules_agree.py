@@ -131,3 +131,26 @@ def test_a_bad_arrow_row_is_refused_as_a_put_alone_is(
     appended = store._n.put_arrow(_arrow_reader(topic, body, kw))
     assert appended == (0, (0, status.value, alone.reason), None)
     assert store.max_phy_offset == 0
+
+
+# Values that only look like the store's own names: a key, tags or a
+# property value holding `__CRC32#` or `DELAY` is a plain value.
+LOOK_ALIKE: list[dict[str, Any]] = [
+    {"keys": ["a__CRC32#b"]},
+    {"tags": "__CRC32#"},
+    {"properties": {"p": "__CRC32#1"}},
+    {"properties": {"p": "DELAY"}, "keys": ["DELAY"]},
+]
+
+
+@pytest.mark.parametrize("case", LOOK_ALIKE, ids=_ids)
+def test_a_look_alike_value_is_stored_alike_alone_and_in_a_batch(
+    open_store: OpenStore, case: dict[str, Any],
+) -> None:
+    store = open_store()
+    alone = store.put("T", b"x", **case)
+    batch = store.put_batch("T", [b"x"], **{k: [v] for k, v in case.items()})
+    assert alone.ok and batch.ok
+    a, b = store.get_message("g", "T", 0, 0, 2).messages
+    assert (a.tags, a.keys, a.properties) == (b.tags, b.keys, b.properties)
+    assert a.topic == b.topic == "T" and "DELAY" not in a.properties

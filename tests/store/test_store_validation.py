@@ -224,3 +224,38 @@ def test_put_messages_rejects_non_messages(open_store: OpenStore, store_path: st
         store.put_message(("T", b"x"))  # type: ignore[arg-type]
     assert_nothing_written(store, store_path)
     assert store.put_messages([]) == []
+
+
+class _Reversed(list[str]):
+    """A list that iterates its own way (backwards)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return reversed(list(self.copy()))
+
+
+@pytest.mark.parametrize(("keys", "stored"), [
+    (["a", "", "b"], ["a", "b"]),
+    (("a", "b"), ["a", "b"]),
+    ("a", ["a"]),
+    (iter(["a", "b"]), ["a", "b"]),
+    ((k for k in ("a", "b")), ["a", "b"]),
+    (_Reversed(["a", "b"]), ["b", "a"]),
+    ([], []),
+])
+def test_keys_of_every_kind_store_the_same(open_store: Any, keys: Any,
+                                           stored: list[str]) -> None:
+    """A list or tuple of keys (read by index), a str, any other iterable,
+    and a list subclass iterating its own way, all store their keys in the
+    order they give them."""
+    store = open_store()
+    r = store.put("T", b"x", keys=keys)
+    (m,) = store.get_message("g", "T", 0, r.queue_offset, 1).messages
+    assert m.keys == stored
+
+
+@pytest.mark.parametrize("keys", [["a", 1], ("a", None), [b"a"]])
+def test_a_key_that_is_not_a_str_is_a_type_error(open_store: Any, keys: Any) -> None:
+    store = open_store()
+    with pytest.raises(TypeError, match="each key must be str, not"):
+        store.put("T", b"x", keys=keys)
+    assert store.put("T", b"y").wrote_offset == 0, "nothing was written"

@@ -61,6 +61,32 @@ pub fn opt_str_arg<'a, 'py>(
 /// is no queue id, offset or count).
 #[inline]
 pub fn i64_arg(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
+    match exact_i64(obj) {
+        Some(v) => Ok(v),
+        None => i64_arg_slow(obj, name),
+    }
+}
+
+/// The value of an exact `int` (never a `bool`) that fits in an i64: one
+/// pointer comparison and one call, no conversion machinery (the usual
+/// queue id or offset). `None`: anything else, converted (or refused) by
+/// the rule's general path.
+#[inline]
+fn exact_i64(obj: &Bound<'_, PyAny>) -> Option<i64> {
+    // SAFETY: `obj` is a live object; the check reads its type pointer.
+    if unsafe { pyo3::ffi::PyLong_CheckExact(obj.as_ptr()) } == 0 {
+        return None;
+    }
+    let mut overflow = 0;
+    // SAFETY: `obj` is an int; `overflow` is a valid out pointer. For an
+    // int the call fails only by overflow, which it reports there.
+    let v = unsafe { pyo3::ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
+    (overflow == 0 && v != -1).then_some(v)
+}
+
+#[cold]
+#[inline(never)]
+fn i64_arg_slow(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<i64> {
     let i = obj
         .downcast::<PyInt>()
         .ok()
@@ -174,7 +200,17 @@ pub fn parse_host(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<SocketAddr> {
 }
 
 /// Converts and validates a queue id argument (an int in 0..=2**31-1).
+#[inline]
 pub fn queue_id_arg(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
+    match exact_i64(obj).and_then(|q| i32::try_from(q).ok()) {
+        Some(q) if q >= 0 => Ok(q),
+        _ => queue_id_arg_slow(obj),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn queue_id_arg_slow(obj: &Bound<'_, PyAny>) -> PyResult<i32> {
     let q = i64_arg(obj, "queue_id").map_err(|e| {
         if e.is_instance_of::<PyValueError>(obj.py()) {
             PyValueError::new_err("queue_id is out of range: it must be in 0..2147483647")

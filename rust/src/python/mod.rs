@@ -30,7 +30,9 @@
 //!   `rocketstore.MessageStore` (its per-message methods);
 //!   `put_keywords.rs`: its `put`, keyword arguments matched by identity
 //!   (the generated parser for every other call).
-//! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
+//! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`;
+//!   `fast_getters.rs`: the put results' attributes read without PyO3's
+//!   second type check.
 //! - `results.rs`, `recovery.rs`: typed results of service calls and of the
 //!   recovery steps; `verify.rs`: the whole-store checks.
 //! - `retention.rs`: `RetentionPolicy`, the retention steps of
@@ -51,6 +53,7 @@ pub mod arrow;
 pub mod columns;
 pub mod config;
 pub mod errors;
+pub mod fast_getters;
 pub mod gil;
 pub mod groups;
 pub mod locks;
@@ -306,6 +309,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
     m.add_class::<types::PyBatchPutResult>()?;
+    fast_getters::install(m.py())?;
     m.add_class::<types::PyMessageExt>()?;
     m.add_class::<store_read::PyGetResult>()?;
     m.add_class::<store_arrow::PyArrowPull>()?;

@@ -12,10 +12,12 @@ use std::net::SocketAddr;
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::log::commitlog::Refused;
-use crate::log::message::{BatchProperties, MessageFields, MessageSpec, DEFAULT_BORN_HOST};
+use crate::log::message::{
+    BatchProperties, InlineProps, MessageFields, MessageSpec, PropsBuf, DEFAULT_BORN_HOST,
+};
 
 use super::args::{
     body_arg, defaulted, i32_arg, opt_dict_arg, opt_i64_arg, opt_str_arg, type_error,
@@ -114,8 +116,9 @@ pub struct PutFields<'py> {
     pub delay_level: i32,
     pub born_timestamp: Option<i64>,
     pub born_host: Option<SocketAddr>,
-    /// Serialized properties, or why the message is illegal.
-    pub props: std::result::Result<Vec<u8>, String>,
+    /// Serialized properties (in place: no allocation per put), or why the
+    /// message is illegal.
+    pub props: std::result::Result<InlineProps, String>,
 }
 
 impl<'py> PutArgs<'_, 'py> {
@@ -146,7 +149,7 @@ impl<'py> PutArgs<'_, 'py> {
             .transpose()?;
         let props = if tags.is_none() && keys.is_none() && properties.is_none() && delay_level == 0
         {
-            Ok(Vec::new())
+            Ok(InlineProps::new())
         } else {
             MessageFields::build(tags, keys.is_some(), delay_level, |m| {
                 fill_fields(m, keys, properties)
@@ -203,8 +206,8 @@ pub fn topic_str<'a>(topic: &'a Bound<'_, PyString>) -> std::result::Result<&'a 
 /// Feeds a message's `properties` (a dict of str to str) and `keys` (a str
 /// or an iterable of str) arguments to the engine's rules, converting each
 /// item (a wrong type is a `TypeError` naming it).
-pub fn fill_fields(
-    m: &mut MessageFields<'_, '_>,
+pub fn fill_fields<B: PropsBuf>(
+    m: &mut MessageFields<'_, '_, B>,
     keys: Option<&Bound<'_, PyAny>>,
     properties: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<()> {
@@ -221,22 +224,35 @@ pub fn fill_fields(
     }
     if let Some(k) = keys {
         // Keys go straight into the buffer (no joined string per message).
+        // A list or tuple (not a subclass, which may iterate its own way)
+        // is read by index: no iterator object per put.
         if let Ok(s) = k.downcast::<PyString>() {
             m.key(&s.to_cow()?);
+        } else if let Ok(l) = k.downcast_exact::<PyList>() {
+            for item in l.iter() {
+                m.key(&key_item(&item)?.to_cow()?);
+            }
+        } else if let Ok(t) = k.downcast_exact::<PyTuple>() {
+            for item in t.iter() {
+                m.key(&key_item(&item)?.to_cow()?);
+            }
         } else {
             for item in k
                 .try_iter()
                 .map_err(|_| type_error("keys", "a str or an iterable of str", k))?
             {
-                let item = item?;
-                let s: Bound<'_, PyString> = item
-                    .downcast_into()
-                    .map_err(|e| type_error("each key", "str", &e.into_inner()))?;
-                m.key(&s.to_cow()?);
+                m.key(&key_item(&item?)?.to_cow()?);
             }
         }
     }
     Ok(())
+}
+
+/// One item of a `keys` argument, which must be a str.
+#[inline]
+fn key_item<'a, 'py>(item: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyString>> {
+    item.downcast::<PyString>()
+        .map_err(|_| type_error("each key", "str", item))
 }
 
 /// The bodies of a `put_batch`, read in place: `bytes` directly, other
@@ -257,10 +273,9 @@ impl<'py> BatchBodies<'py> {
                 "put_batch takes a sequence of bodies, not one body",
             ));
         }
-        let items: Vec<Bound<'py, PyAny>> = bodies
-            .try_iter()
-            .map_err(|_| PyTypeError::new_err("bodies must be a sequence of bytes-like objects"))?
-            .collect::<PyResult<_>>()?;
+        let items = seq_items(bodies).ok_or_else(|| {
+            PyTypeError::new_err("bodies must be a sequence of bytes-like objects")
+        })??;
         let mut buffers: Vec<PyBuffer<u8>> = Vec::new();
         let mut buffer_at: Vec<Option<usize>> = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -327,12 +342,9 @@ fn per_message<'py>(
     n: usize,
 ) -> PyResult<Option<Vec<Bound<'py, PyAny>>>> {
     let Some(seq) = seq else { return Ok(None) };
-    let v: Vec<Bound<'py, PyAny>> = seq
-        .try_iter()
-        .map_err(|_| {
-            PyTypeError::new_err(format!("{what} must be a sequence with one item per body"))
-        })?
-        .collect::<PyResult<_>>()?;
+    let v = seq_items(seq).ok_or_else(|| {
+        PyTypeError::new_err(format!("{what} must be a sequence with one item per body"))
+    })??;
     if v.len() != n {
         return Err(PyValueError::new_err(format!(
             "{what} has {} items for {n} bodies",
@@ -342,9 +354,23 @@ fn per_message<'py>(
     Ok(Some(v))
 }
 
+/// The items of `seq`, in order: an exact list or tuple read by index
+/// (no iterator object, one allocation), anything else iterated. `None`:
+/// `seq` is not iterable.
+fn seq_items<'py>(seq: &Bound<'py, PyAny>) -> Option<PyResult<Vec<Bound<'py, PyAny>>>> {
+    if let Ok(l) = seq.downcast_exact::<PyList>() {
+        return Some(Ok(l.iter().collect()));
+    }
+    if let Ok(t) = seq.downcast_exact::<PyTuple>() {
+        return Some(Ok(t.iter().collect()));
+    }
+    let it = seq.try_iter().ok()?;
+    Some(it.collect())
+}
+
 /// Item `i` of a per-message argument, unless it (or the item) is None.
-fn item<'py>(v: &Option<Vec<Bound<'py, PyAny>>>, i: usize) -> Option<Bound<'py, PyAny>> {
-    v.as_ref().map(|v| v[i].clone()).filter(|o| !o.is_none())
+fn item<'a, 'py>(v: &'a Option<Vec<Bound<'py, PyAny>>>, i: usize) -> Option<&'a Bound<'py, PyAny>> {
+    v.as_ref().and_then(|v| v.get(i)).filter(|o| !o.is_none())
 }
 
 /// The properties of `n` batch messages from the per-message `keys`,
@@ -358,29 +384,28 @@ pub fn batch_properties(
     let keys = per_message("keys", keys, n)?;
     let tags = per_message("tags", tags, n)?;
     let properties = per_message("properties", properties, n)?;
-    let mut batch = BatchProperties::new();
     if keys.is_none() && tags.is_none() && properties.is_none() {
-        return Ok(batch);
+        return Ok(BatchProperties::new());
     }
+    // Tags and a key or two: room for the usual message, grown if needed.
+    let mut batch = BatchProperties::with_capacity(n, 32);
     for i in 0..n {
         let k = item(&keys, i);
         let t =
             match item(&tags, i) {
-                Some(t) => Some(t.downcast_into::<PyString>().map_err(|_| {
+                Some(t) => Some(t.downcast::<PyString>().map_err(|_| {
                     PyTypeError::new_err(format!("tags[{i}] must be a str or None"))
                 })?),
                 None => None,
             };
-        let t = t.as_ref().map(|t| t.to_cow()).transpose()?;
+        let t = t.map(|t| t.to_cow()).transpose()?;
         let p = match item(&properties, i) {
-            Some(p) => Some(p.downcast_into::<PyDict>().map_err(|_| {
+            Some(p) => Some(p.downcast::<PyDict>().map_err(|_| {
                 PyTypeError::new_err(format!("properties[{i}] must be a dict or None"))
             })?),
             None => None,
         };
-        batch.message(t.as_deref(), k.is_some(), |m| {
-            fill_fields(m, k.as_ref(), p.as_ref())
-        })?;
+        batch.message(t.as_deref(), k.is_some(), |m| fill_fields(m, k, p))?;
     }
     Ok(batch)
 }

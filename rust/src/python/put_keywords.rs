@@ -202,8 +202,7 @@ unsafe fn put_parse(
             let this = unsafe { Borrowed::from_ptr(py, slf) };
             // SAFETY: as above, `slf` is a `PyStoreBase` (or a subclass).
             let this = unsafe { this.downcast_unchecked::<PyStoreBase>() };
-            let r = this.get().put_args(py, put, check)?;
-            Ok(Bound::new(py, r)?.into_ptr())
+            Ok(this.get().put_args(py, put, check)?.into_ptr())
         }
         _ => fallback(py, slf, args, npos, kwnames, nkw),
     }

@@ -45,11 +45,14 @@ impl PyStore {
         self.store.commitlog().clock_ms()
     }
 
-    pub(super) fn result(&self, outcome: PutOutcome) -> PyPutResult {
-        PyPutResult {
-            outcome,
-            store_host: self.store.options().store_host,
-        }
+    /// The `PutResult` object of a put.
+    #[inline]
+    pub(super) fn result<'py>(
+        &self,
+        py: Python<'py>,
+        outcome: PutOutcome,
+    ) -> PyResult<Bound<'py, PyPutResult>> {
+        PyPutResult::new_bound(py, outcome, self.store.options().store_host)
     }
 }
 

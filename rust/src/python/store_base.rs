@@ -75,7 +75,7 @@ put_fields_method!(
     ///
     /// With `check=False` none of these is raised: the result carries the
     /// status (`result.ok` is False) and `reason`.
-    fn put in PyStoreBase -> PyPutResult => PyStoreBase::put_args
+    fn put in PyStoreBase -> Py<PyPutResult> => PyStoreBase::put_args
 );
 
 impl PyStoreBase {
@@ -85,7 +85,7 @@ impl PyStoreBase {
         py: Python<'_>,
         args: PutArgs<'_, '_>,
         check: bool,
-    ) -> PyResult<PyPutResult> {
+    ) -> PyResult<Py<PyPutResult>> {
         self.engine(py)?.get().put_args(py, args, check)
     }
 }
@@ -125,7 +125,7 @@ impl PyStoreBase {
         py: Python<'_>,
         msg: &Bound<'_, PyAny>,
         check: bool,
-    ) -> PyResult<PyPutResult> {
+    ) -> PyResult<Py<PyPutResult>> {
         self.engine(py)?.get().put_message(py, msg, check)
     }
 

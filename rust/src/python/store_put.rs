@@ -26,14 +26,14 @@ type RefusedRow = (u64, u8, String);
 
 put_fields_method!(
     /// Puts one message given as arguments (no `Message` object needed).
-    fn put in PyStore -> PyPutResult => PyStore::put_args
+    fn put in PyStore -> Py<PyPutResult> => PyStore::put_args
 );
 
 /// The exception for a put that was not `PUT_OK`: off the hot path.
 #[cold]
 #[inline(never)]
-fn refusal(py: Python<'_>, r: PyPutResult) -> PyErr {
-    match Bound::new(py, r) {
+fn refusal(py: Python<'_>, r: PyResult<Bound<'_, PyPutResult>>) -> PyErr {
+    match r {
         Ok(obj) => put_error(py, "_put_error", obj.into_any()),
         Err(e) => e,
     }
@@ -46,7 +46,7 @@ impl PyStore {
         py: Python<'_>,
         args: PutArgs<'_, '_>,
         check: bool,
-    ) -> PyResult<PyPutResult> {
+    ) -> PyResult<Py<PyPutResult>> {
         guarded(|| {
             let fields = args.parse()?;
             match fields.spec(self.now_ms()) {
@@ -61,11 +61,11 @@ impl PyStore {
     /// (a put that succeeds pays one comparison; the result is built in
     /// place, as without the check).
     #[inline]
-    fn finish(&self, py: Python<'_>, out: PutOutcome, check: bool) -> PyResult<PyPutResult> {
+    fn finish(&self, py: Python<'_>, out: PutOutcome, check: bool) -> PyResult<Py<PyPutResult>> {
         if check && out.status != PutStatus::PutOk {
-            return Err(refusal(py, self.result(out)));
+            return Err(refusal(py, self.result(py, out)));
         }
-        Ok(self.result(out))
+        Ok(self.result(py, out)?.unbind())
     }
 
     fn put_spec(
@@ -73,7 +73,7 @@ impl PyStore {
         py: Python<'_>,
         spec: MessageSpec<'_>,
         check: bool,
-    ) -> PyResult<PyPutResult> {
+    ) -> PyResult<Py<PyPutResult>> {
         // A compressed body is inflated to check it: that may take a while,
         // so it is validated with the GIL released.
         let prepared = if spec.sys_flag & crate::log::message::sysflag::COMPRESSED != 0 {
@@ -178,7 +178,7 @@ impl PyStore {
         py: Python<'_>,
         msg: &Bound<'_, PyAny>,
         check: bool,
-    ) -> PyResult<PyPutResult> {
+    ) -> PyResult<Py<PyPutResult>> {
         guarded(|| {
             let m = msg
                 .downcast::<PyMessage>()
@@ -232,7 +232,7 @@ impl PyStore {
             let mut all_ok = true;
             for o in outs {
                 all_ok &= o.status == PutStatus::PutOk;
-                list.append(Bound::new(py, self.result(o))?)?;
+                list.append(self.result(py, o)?)?;
             }
             if check && !all_ok {
                 return Err(put_error(py, "_put_messages_error", list.into_any()));

@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::log::commitlog::{PutOutcome, PutStatus, Refused};
 use crate::log::message::{
-    iter_properties, offset_msg_id, props, sysflag, tags_code, MessageSpec, RecordView,
+    iter_properties, offset_msg_id, props, sysflag, tags_code, InlineProps, MessageSpec, RecordView,
 };
 use crate::queue::reader::GetStatus;
 
@@ -94,8 +94,9 @@ pub struct PyMessage {
     pub born_host: Option<SocketAddr>,
     pub sys_flag: i32,
     pub delay_level: i32,
-    /// Serialized properties, or why the message is illegal.
-    pub props: std::result::Result<Vec<u8>, String>,
+    /// Serialized properties (in the object: no allocation of their own),
+    /// or why the message is illegal.
+    pub props: std::result::Result<InlineProps, String>,
 }
 
 impl PyMessage {
@@ -266,38 +267,68 @@ pub struct PyPutResult {
     pub store_host: SocketAddr,
 }
 
+impl PyPutResult {
+    /// A new `PutResult` object, made with the class's type object kept
+    /// from the first use (PyO3's `Bound::new` looks it up on every call,
+    /// boxing an iterator over the class's method blocks: an allocation
+    /// and a free per put).
+    pub fn new_bound(
+        py: Python<'_>,
+        outcome: PutOutcome,
+        store_host: SocketAddr,
+    ) -> PyResult<Bound<'_, Self>> {
+        use pyo3::impl_::pyclass_init::PyObjectInit;
+        use pyo3::types::PyType;
+        static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+        let tp = TYPE.get_or_init(py, || py.get_type::<Self>().unbind());
+        let init = PyClassInitializer::from(Self {
+            outcome,
+            store_host,
+        });
+        // SAFETY: `tp` is this class's own type object (kept alive by the
+        // cell), the subtype `into_new_object` requires; the pointer it
+        // returns is a new, owned reference to an object of this class.
+        unsafe {
+            let obj = init.into_new_object(py, tp.as_ptr().cast())?;
+            Ok(Bound::from_owned_ptr(py, obj).downcast_into_unchecked())
+        }
+    }
+}
+
+// The getters are also read through `fast_getters.rs` (without the second
+// type check): each is the one definition of its attribute.
 #[pymethods]
 impl PyPutResult {
     /// `PutStatus` of the put.
     #[getter]
-    fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
+    pub(super) fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
         put_status_obj(py, self.outcome.status)
     }
     /// True when the message was stored (and, under SYNC_FLUSH, flushed).
     #[getter]
-    fn ok(&self) -> bool {
+    pub(super) fn ok(&self) -> bool {
         self.outcome.status == PutStatus::PutOk
     }
     #[getter]
-    fn wrote_offset(&self) -> i64 {
+    pub(super) fn wrote_offset(&self) -> i64 {
         self.outcome.wrote_offset
     }
     #[getter]
-    fn wrote_bytes(&self) -> i32 {
+    pub(super) fn wrote_bytes(&self) -> i32 {
         self.outcome.wrote_bytes
     }
     #[getter]
-    fn queue_offset(&self) -> i64 {
+    pub(super) fn queue_offset(&self) -> i64 {
         self.outcome.queue_offset
     }
     #[getter]
-    fn store_timestamp(&self) -> i64 {
+    pub(super) fn store_timestamp(&self) -> i64 {
         self.outcome.store_timestamp
     }
     /// Offset message id (store host + port + physical offset, upper-case
     /// hex); the empty string when nothing was written.
     #[getter]
-    fn msg_id(&self) -> String {
+    pub(super) fn msg_id(&self) -> String {
         if self.outcome.wrote_offset >= 0 && self.outcome.wrote_bytes > 0 {
             offset_msg_id(&self.store_host, self.outcome.wrote_offset)
         } else {
@@ -307,7 +338,7 @@ impl PyPutResult {
     /// Why the put was not `PUT_OK`: a short sentence naming the field and
     /// the rule. None when the message was accepted.
     #[getter]
-    fn reason(&self) -> Option<&str> {
+    pub(super) fn reason(&self) -> Option<&str> {
         self.outcome.reason.as_deref()
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -345,48 +376,48 @@ pub struct PyBatchPutResult {
 impl PyBatchPutResult {
     /// `PutStatus` of the batch.
     #[getter]
-    fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
+    pub(super) fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
         put_status_obj(py, self.status)
     }
     /// True when every message was stored (and, under SYNC_FLUSH, flushed).
     #[getter]
-    fn ok(&self) -> bool {
+    pub(super) fn ok(&self) -> bool {
         self.status == PutStatus::PutOk
     }
     /// Why the batch was refused (which message, and what is wrong), or None.
     #[getter]
-    fn reason(&self) -> Option<String> {
+    pub(super) fn reason(&self) -> Option<String> {
         self.reason.clone()
     }
     /// CommitLog offset of the first message (-1 when nothing was written).
     #[getter]
-    fn wrote_offset(&self) -> i64 {
+    pub(super) fn wrote_offset(&self) -> i64 {
         self.wrote_offset
     }
     /// Queue offset of the first message; message `i` has `queue_offset + i`.
     #[getter]
-    fn queue_offset(&self) -> i64 {
+    pub(super) fn queue_offset(&self) -> i64 {
         self.queue_offset
     }
     /// Messages written.
     #[getter]
-    fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.count
     }
     /// Record bytes written.
     #[getter]
-    fn wrote_bytes(&self) -> u64 {
+    pub(super) fn wrote_bytes(&self) -> u64 {
         self.wrote_bytes
     }
     /// Store timestamp of the first message (0 when nothing was written).
     #[getter]
-    fn store_timestamp(&self) -> i64 {
+    pub(super) fn store_timestamp(&self) -> i64 {
         self.store_timestamp
     }
     /// Every message's CommitLog offset as an `array('q')`, or None unless
     /// the put asked for them (`return_offsets=True`).
     #[getter]
-    fn offsets(&self, py: Python<'_>) -> Option<PyObject> {
+    pub(super) fn offsets(&self, py: Python<'_>) -> Option<PyObject> {
         self.offsets.as_ref().map(|o| o.clone_ref(py))
     }
     /// Offset message ids of every message (needs `return_offsets=True`).

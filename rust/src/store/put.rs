@@ -296,18 +296,22 @@ impl Store {
         if let Some(r) = self.check_writable()? {
             return Ok(Err(r));
         }
-        if let Err(r) = self.commitlog.validate_batch(b) {
-            return Ok(Err(r));
-        }
+        let lens = match self.commitlog.measure_batch(b) {
+            Ok(lens) => lens,
+            Err(r) => return Ok(Err(r)),
+        };
         let dispatcher = &self.dispatcher;
         let acks = &self.acks;
-        let mut out = self.commitlog.append_batch(b, want_offsets, || {
+        let mut out = self.commitlog.append_measured(b, &lens, want_offsets, || {
             dispatcher.wakeup();
             acks.log_grew();
         })?;
         let end = out.end_offset as u64;
+        // Only SYNC_FLUSH and a SYNC_MASTER wait: only they read the
+        // messages' WAIT properties (a scan of every message's).
         let wait = out.status == PutStatus::PutOk
             && out.count > 0
+            && (self.opts.flush.sync_flush() || self.ha_role() == HaRole::SyncMaster)
             && (0..b.bodies.len()).any(|i| wants_wait_props(b.props_of(i)));
         let replica = wait
             .then(|| self.replica_check(out.first_offset as u64, end))

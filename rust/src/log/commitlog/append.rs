@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 use crate::error::{Result, StoreError};
 use crate::log::message::{
     self, body_crc, body_size_problem, compressed_body_problem, delay_level, encode_blank,
-    encode_v1, find_property, properties_size_problem, props, queue_id_problem, record_len,
-    record_size_problem, sys_flag_problem, sysflag, topic_problem, MessageSpec, PropertiesBuilder,
-    StoreStamp, END_FILE_MIN_BLANK_LENGTH, SCHEDULE_TOPIC,
+    encode_v1, properties_size_problem, props, queue_id_problem, record_len, record_size_problem,
+    sys_flag_problem, sysflag, topic_problem, MessageSpec, PropertiesBuilder, StoreStamp,
+    END_FILE_MIN_BLANK_LENGTH, SCHEDULE_TOPIC,
 };
 
 use super::{
@@ -48,12 +48,14 @@ impl CommitLog {
         self.prepare_as(spec, false)
     }
 
-    /// Drops a `__CRC32#` property the caller's properties carry (a stored
-    /// record's, or a stale copy's: the store writes its own, as RocketMQ 5.x
-    /// deletes it before encoding) and returns the length the properties
-    /// take in the record, the property CRC included when it is written.
-    fn stored_properties_len(&self, spec: &mut MessageSpec<'_>) -> usize {
-        if message::has_prop_crc(&spec.properties) {
+    /// Drops a `__CRC32#` property the caller's properties carry
+    /// (`has_prop_crc`, from the put's scan: a stored record's, or a stale
+    /// copy's: the store writes its own, as RocketMQ 5.x deletes it before
+    /// encoding) and
+    /// returns the length the properties take in the record, the property
+    /// CRC included when it is written.
+    fn stored_properties_len(&self, spec: &mut MessageSpec<'_>, has_prop_crc: bool) -> usize {
+        if has_prop_crc {
             spec.properties = Cow::Owned(message::strip_prop_crc(&spec.properties));
         }
         if self.cfg.prop_crc {
@@ -94,10 +96,13 @@ impl CommitLog {
                 }
             }
         }
+        // One pass over the properties finds what the put needs of them.
+        let scan = message::scan_for_put(&spec.properties);
+        let has_prop_crc = scan.prop_crc;
         let tran = spec.transaction_type();
         if !redelivery && (tran == sysflag::TRANSACTION_NOT || tran == sysflag::TRANSACTION_COMMIT)
         {
-            if let Some(level) = find_property(&spec.properties, props::DELAY) {
+            if let Some(level) = scan.delay {
                 let level = delay_level(level).map_err(Refused::illegal)?;
                 if level > 0 && !self.cfg.delay_levels.is_empty() {
                     // Like RocketMQ's property map: the clamped level replaces DELAY,
@@ -127,7 +132,7 @@ impl CommitLog {
             }
         }
         let prop_crc = self.cfg.prop_crc;
-        let props_len = self.stored_properties_len(&mut spec);
+        let props_len = self.stored_properties_len(&mut spec, has_prop_crc);
         if let Some(broken) = properties_size_problem(&spec.properties, props_len) {
             return Err(broken.into());
         }

@@ -12,13 +12,12 @@ use std::sync::Arc;
 
 use crate::sync::{Condvar, MutexGuard};
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::log::mapped_file::MappedFile;
 use crate::log::message::{
-    batch_delay_problem, body_size_problem, encode_blank, encode_v1_crc_of_copy, find_property,
-    has_prop_crc, prop_crc_given, properties_size_problem, props, queue_id_problem, record_len,
-    record_size_problem, sysflag, topic_problem, MessageSpec, StoreStamp,
-    END_FILE_MIN_BLANK_LENGTH,
+    batch_delay_problem, body_size_problem, encode_blank, encode_v1_crc_of_copy, prop_crc_given,
+    properties_size_problem, queue_id_problem, record_len, record_size_problem, scan_for_put,
+    sysflag, topic_problem, MessageSpec, StoreStamp, END_FILE_MIN_BLANK_LENGTH,
 };
 
 use super::{CommitLog, PutState, PutStatus, Refused, RESERVE_FAILURES};
@@ -168,6 +167,15 @@ impl CommitLog {
     /// refused message (its index, then the single put's sentence) and the
     /// status it gets.
     pub fn validate_batch(&self, b: &BatchInput<'_>) -> std::result::Result<(), BatchRefusal> {
+        self.measure_batch(b).map(drop)
+    }
+
+    /// [`CommitLog::validate_batch`], returning every record's length (for
+    /// [`CommitLog::append_measured`], which then computes none again).
+    pub fn measure_batch(
+        &self,
+        b: &BatchInput<'_>,
+    ) -> std::result::Result<Vec<usize>, BatchRefusal> {
         let refuse = |index: Option<usize>, status, why: String| BatchRefusal {
             status,
             reason: match index {
@@ -189,28 +197,40 @@ impl CommitLog {
                 format!("{} property sets for {n} bodies", b.props_ends.len()),
             ));
         }
+        let mut lens = Vec::with_capacity(n);
         for i in 0..n {
             let at = |r: Refused| refuse(Some(i), r.status, r.reason);
             if let Some(why) = body_size_problem(b.bodies[i].len(), self.cfg.max_message_size) {
                 return Err(at(Refused::illegal(why)));
             }
             let p = b.props_of(i);
-            if let Some(why) = find_property(p, props::DELAY).and_then(batch_delay_problem) {
+            // One pass finds the DELAY value and a `__CRC32#` pair, as for
+            // a single put.
+            let scan = scan_for_put(p);
+            if let Some(why) = scan.delay.and_then(batch_delay_problem) {
                 return Err(at(Refused::illegal(why)));
             }
-            if has_prop_crc(p) {
+            if scan.prop_crc {
                 return Err(at(Refused::illegal(prop_crc_given())));
             }
-            if let Some(broken) = properties_size_problem(p, b.props_len(i, self.cfg.prop_crc)) {
+            let stored = b.props_len(i, self.cfg.prop_crc);
+            if let Some(broken) = properties_size_problem(p, stored) {
                 return Err(at(broken.into()));
             }
-            let len = b.record_len(i, &self.cfg.store_host, self.cfg.prop_crc);
+            let len = record_len(
+                b.bodies[i].len(),
+                b.topic.len(),
+                stored,
+                &b.born_host,
+                &self.cfg.store_host,
+            );
             let (max, file_size) = (self.cfg.max_message_size, self.cfg.file_size);
             if let Some(why) = record_size_problem(len, max, file_size) {
                 return Err(at(Refused::illegal(why)));
             }
+            lens.push(len);
         }
-        Ok(())
+        Ok(lens)
     }
 
     /// Appends a validated batch (see [`CommitLog::validate_batch`]) to one
@@ -227,9 +247,29 @@ impl CommitLog {
         &self,
         b: &BatchInput<'_>,
         want_offsets: bool,
+        on_file: impl FnMut(),
+    ) -> Result<BatchOutcome> {
+        let lens: Vec<usize> = (0..b.bodies.len())
+            .map(|i| b.record_len(i, &self.cfg.store_host, self.cfg.prop_crc))
+            .collect();
+        self.append_measured(b, &lens, want_offsets, on_file)
+    }
+
+    /// [`CommitLog::append_batch`] of a batch whose records' lengths
+    /// [`CommitLog::measure_batch`] returned (`lens`, one per message).
+    pub fn append_measured(
+        &self,
+        b: &BatchInput<'_>,
+        lens: &[usize],
+        want_offsets: bool,
         mut on_file: impl FnMut(),
     ) -> Result<BatchOutcome> {
         let n = b.bodies.len();
+        if lens.len() != n {
+            return Err(StoreError::internal(
+                "a batch's record lengths do not match it",
+            ));
+        }
         let mut out = BatchOutcome::nothing_yet(n, want_offsets);
         if n == 0 {
             return Ok(out);
@@ -249,11 +289,9 @@ impl CommitLog {
             }
         };
         let needs = plan_files(
-            b,
+            lens,
             first.file_size() - first.wrote_position(),
             first.file_size(),
-            &self.cfg.store_host,
-            self.cfg.prop_crc,
         );
         let files = match self.make_room(&first, &needs) {
             Ok(files) => files,
@@ -286,7 +324,8 @@ impl CommitLog {
             }
             let start = i;
             let offsets = want_offsets.then_some(&mut out.offsets);
-            let worth = self.write_file_worth(file, *need, b, ts, (&mut i, &mut qo), offsets);
+            let worth =
+                self.write_file_worth(file, *need, (b, lens), ts, (&mut i, &mut qo), offsets);
             let worth = match worth {
                 Ok(w) => w,
                 Err(e) => {
@@ -319,11 +358,12 @@ impl CommitLog {
     /// Writes messages from `*i` on into `file` (its reserved `need`
     /// bytes), queue offsets from `*qo`, until the batch ends or the next
     /// record does not fit (then a blank ends the file); advances both.
+    /// `lens` holds every record's length.
     fn write_file_worth(
         &self,
         file: &MappedFile,
         need: usize,
-        b: &BatchInput<'_>,
+        (b, lens): (&BatchInput<'_>, &[usize]),
         ts: i64,
         (i, qo): (&mut usize, &mut i64),
         mut offsets: Option<&mut Vec<i64>>,
@@ -341,7 +381,7 @@ impl CommitLog {
         file.append_reserved(need, |tail, at| {
             let mut pos = 0usize;
             while *i < n {
-                let len = b.record_len(*i, &store_host, prop_crc);
+                let len = lens.get(*i).copied().unwrap_or_default();
                 if pos + len + END_FILE_MIN_BLANK_LENGTH > tail.len() {
                     // END_OF_FILE: the blank fills the file; go on in the next.
                     let rest = tail.len() - pos;
@@ -473,23 +513,17 @@ impl CommitLog {
     }
 }
 
-/// Where a batch goes, starting in a file with `room` bytes left: the bytes
+/// Where a batch of records of `lens` bytes goes, starting in a file with
+/// `room` bytes left: the bytes
 /// it takes in that file and then in each new file (of `file_size` bytes)
 /// it needs, laid out as [`CommitLog::append_batch`] writes it. A file the
 /// batch goes on from ends with a blank (it takes the whole rest); the
 /// last file takes the records and a blank's 8 bytes (at most its rest).
-fn plan_files(
-    b: &BatchInput<'_>,
-    room: usize,
-    file_size: usize,
-    store_host: &SocketAddr,
-    prop_crc: bool,
-) -> Vec<usize> {
+fn plan_files(lens: &[usize], room: usize, file_size: usize) -> Vec<usize> {
     let mut needs = Vec::with_capacity(1);
     let mut tail = room;
     let mut pos = 0usize;
-    for i in 0..b.bodies.len() {
-        let len = b.record_len(i, store_host, prop_crc);
+    for &len in lens {
         if pos + len + END_FILE_MIN_BLANK_LENGTH > tail {
             needs.push(tail);
             tail = file_size;
@@ -620,5 +654,34 @@ mod tests {
             props_ends: &[props.len()],
         };
         assert!(cl.validate_batch(&b).is_ok());
+    }
+
+    #[test]
+    fn measured_lengths_are_the_records_and_must_match_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let cl = commitlog(dir.path(), true);
+        let bodies: [&[u8]; 2] = [b"x", b"yy"];
+        let props = b"TAGS\x01t";
+        let b = BatchInput {
+            topic: "T",
+            queue_id: 0,
+            flag: 0,
+            born_timestamp: 1,
+            born_host: DEFAULT_BORN_HOST,
+            bodies: &bodies,
+            props,
+            props_ends: &[props.len(), props.len()],
+        };
+        let lens = cl.measure_batch(&b).unwrap();
+        let want: Vec<usize> = (0..2)
+            .map(|i| b.record_len(i, &cl.cfg.store_host, true))
+            .collect();
+        assert_eq!(lens, want);
+        // Lengths of another batch are refused before anything is written.
+        assert!(cl.append_measured(&b, &lens[..1], false, || {}).is_err());
+        assert_eq!(cl.max_offset(), 0);
+        let out = cl.append_measured(&b, &lens, false, || {}).unwrap();
+        assert_eq!(out.bytes as usize, lens.iter().sum::<usize>());
+        assert_eq!(cl.max_offset() as usize, lens.iter().sum::<usize>());
     }
 }

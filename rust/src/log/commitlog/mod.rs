@@ -176,17 +176,26 @@ pub fn now_ms() -> i64 {
 }
 
 /// `topic -> queue id -> next queue offset`.
+///
+/// A topic's queues are found through its index (two hash lookups per
+/// put: the topic's, then the queue id's), not a map of maps, whose entry
+/// for a topic seen before was looked up twice (the borrow rules allow no
+/// `get_mut` falling back to an insert).
 #[derive(Debug, Default, Clone)]
 pub struct QueueOffsetTable {
-    map: FxHashMap<String, FxHashMap<i32, i64>>,
+    /// Each topic's index in `queues`.
+    topics: FxHashMap<String, usize>,
+    /// Each topic's `queue id -> next queue offset`.
+    queues: Vec<FxHashMap<i32, i64>>,
 }
 
 impl QueueOffsetTable {
     #[inline]
     /// Next queue offset of `topic-queue_id` (0 when unknown).
     pub fn get(&self, topic: &str, queue_id: i32) -> i64 {
-        self.map
+        self.topics
             .get(topic)
+            .and_then(|&i| self.queues.get(i))
             .and_then(|q| q.get(&queue_id))
             .copied()
             .unwrap_or(0)
@@ -195,14 +204,22 @@ impl QueueOffsetTable {
     /// The entry of `topic-queue_id`, created at 0.
     #[inline]
     pub fn slot(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
-        if !self.map.contains_key(topic) {
-            self.map.insert(topic.to_owned(), FxHashMap::default());
-        }
-        self.map
-            .get_mut(topic)
-            .expect("inserted above")
-            .entry(queue_id)
-            .or_insert(0)
+        let i = match self.topics.get(topic) {
+            Some(&i) => i,
+            None => self.add_topic(topic),
+        };
+        // Every index in `topics` is one of `queues` (both change only in
+        // `add_topic` and `clear`).
+        self.queues[i].entry(queue_id).or_insert(0)
+    }
+
+    /// Adds `topic` with no queue; its index.
+    #[cold]
+    fn add_topic(&mut self, topic: &str) -> usize {
+        let i = self.queues.len();
+        self.queues.push(FxHashMap::default());
+        self.topics.insert(topic.to_owned(), i);
+        i
     }
 
     #[inline]
@@ -221,8 +238,9 @@ impl QueueOffsetTable {
     /// Every `(topic, queue_id, next_offset)`.
     pub fn entries(&self) -> Vec<(String, i32, i64)> {
         let mut v: Vec<_> = self
-            .map
+            .topics
             .iter()
+            .filter_map(|(t, &i)| self.queues.get(i).map(|q| (t, q)))
             .flat_map(|(t, q)| q.iter().map(move |(id, n)| (t.clone(), *id, *n)))
             .collect();
         v.sort();
@@ -231,7 +249,8 @@ impl QueueOffsetTable {
 
     /// Forgets every queue.
     pub fn clear(&mut self) {
-        self.map.clear();
+        self.topics.clear();
+        self.queues.clear();
     }
 }
 

@@ -10,15 +10,16 @@
 //! whose reasons name the message's index). The properties come first, in
 //! the caller's order, then `TAGS`, `KEYS` (space-separated) and `DELAY`.
 
-use super::{props, tags_problem, PropertiesBuilder, PropertyError};
+use super::{props, tags_problem, InlineProps, PropertiesBuilder, PropertyError, PropsBuf};
 use crate::error::{Result, StoreError};
 
 /// One message's put fields being turned into its properties: feed it the
 /// `properties` pairs ([`MessageFields::property`]), then the keys
 /// ([`MessageFields::key`]); the tags and the delay level given when it was
-/// made are added after the properties.
-pub struct MessageFields<'b, 't> {
-    b: &'b mut PropertiesBuilder,
+/// made are added after the properties. `B` is where the bytes go (see
+/// [`PropsBuf`]).
+pub struct MessageFields<'b, 't, B: PropsBuf = Vec<u8>> {
+    b: &'b mut PropertiesBuilder<B>,
     /// The `tags` argument, until it is added after the properties.
     tags: Option<&'t str>,
     tags_given: bool,
@@ -29,12 +30,12 @@ pub struct MessageFields<'b, 't> {
     illegal: Option<String>,
 }
 
-impl<'b, 't> MessageFields<'b, 't> {
+impl<'b, 't, B: PropsBuf> MessageFields<'b, 't, B> {
     /// Starts the next message's properties in `b`. `tags` is the `tags`
     /// argument (None when not given), `keys_given` whether a `keys`
     /// argument was given, `delay_level` the `delay_level` argument (0: none).
     pub fn new(
-        b: &'b mut PropertiesBuilder,
+        b: &'b mut PropertiesBuilder<B>,
         tags: Option<&'t str>,
         keys_given: bool,
         delay_level: i32,
@@ -49,24 +50,6 @@ impl<'b, 't> MessageFields<'b, 't> {
             keys_started: false,
             illegal: None,
         }
-    }
-
-    /// Builds one message's properties: `fill` feeds the `properties` pairs
-    /// and the keys. `Ok(Err(reason))`: the message is illegal; `Err`: the
-    /// fields contradict each other (or `fill` failed).
-    pub fn build<E: From<StoreError>>(
-        tags: Option<&'t str>,
-        keys_given: bool,
-        delay_level: i32,
-        fill: impl FnOnce(&mut MessageFields<'_, 't>) -> std::result::Result<(), E>,
-    ) -> std::result::Result<std::result::Result<Vec<u8>, String>, E> {
-        let mut b = PropertiesBuilder::with_capacity(32);
-        let mut m = MessageFields::new(&mut b, tags, keys_given, delay_level);
-        fill(&mut m)?;
-        Ok(match m.finish()? {
-            Some(why) => Err(why),
-            None => Ok(b.finish()),
-        })
     }
 
     fn note(&mut self, r: std::result::Result<(), PropertyError>) {
@@ -107,10 +90,9 @@ impl<'b, 't> MessageFields<'b, 't> {
             Some(why) => {
                 self.illegal.get_or_insert(why);
             }
-            None => {
-                let r = self.b.push(props::TAGS, t);
-                self.note(r);
-            }
+            // Tags that pass `tags_problem` pass `property_problem` (not
+            // empty, no separator byte), and TAGS is a legal name.
+            None => self.b.push_pair_raw(props::TAGS.as_bytes(), t.as_bytes()),
         }
     }
 
@@ -135,10 +117,33 @@ impl<'b, 't> MessageFields<'b, 't> {
             )));
         }
         if self.delay_level > 0 {
-            let r = self.b.push(props::DELAY, &self.delay_level.to_string());
-            self.note(r);
+            // A positive number's digits: a legal value of a legal name.
+            let level = self.delay_level.to_string();
+            self.b
+                .push_pair_raw(props::DELAY.as_bytes(), level.as_bytes());
         }
         Ok(self.illegal)
+    }
+}
+
+impl<'t> MessageFields<'_, 't, InlineProps> {
+    /// Builds one message's properties, in place (no allocation unless
+    /// they are long): `fill` feeds the `properties` pairs and the keys.
+    /// `Ok(Err(reason))`: the message is illegal; `Err`: the fields
+    /// contradict each other (or `fill` failed).
+    pub fn build<E: From<StoreError>>(
+        tags: Option<&'t str>,
+        keys_given: bool,
+        delay_level: i32,
+        fill: impl FnOnce(&mut MessageFields<'_, 't, InlineProps>) -> std::result::Result<(), E>,
+    ) -> std::result::Result<std::result::Result<InlineProps, String>, E> {
+        let mut b = PropertiesBuilder::<InlineProps>::default();
+        let mut m = MessageFields::new(&mut b, tags, keys_given, delay_level);
+        fill(&mut m)?;
+        Ok(match m.finish()? {
+            Some(why) => Err(why),
+            None => Ok(b.finish()),
+        })
     }
 }
 
@@ -156,6 +161,16 @@ impl BatchProperties {
     /// No message yet (a batch whose messages have no properties stays so).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// No message yet, with room for `n` messages of about `bytes_each`
+    /// bytes of properties (no reallocation while a batch is built).
+    pub fn with_capacity(n: usize, bytes_each: usize) -> Self {
+        Self {
+            b: PropertiesBuilder::with_capacity(n.saturating_mul(bytes_each)),
+            ends: Vec::with_capacity(n),
+            illegal: None,
+        }
     }
 
     /// Adds the next message's properties: `fill` feeds its `properties`
@@ -226,6 +241,7 @@ mod tests {
             }
             Ok::<(), StoreError>(())
         })
+        .map(|r| r.map(InlineProps::into_vec))
     }
 
     #[test]

@@ -27,6 +27,8 @@
 //! - `decode.rs`: the checked decoders ([`parse_record`], the validity rule,
 //!   resynchronising after damage).
 //! - `properties.rs`: the properties string (parse, look up, build).
+//! - `props_buf.rs`: where it is built (a `Vec`, or one put's inline
+//!   buffer).
 //! - `fields.rs`: a put's tags, keys, properties and delay level as a
 //!   message's properties (one message, or a batch's).
 //! - `msg_id.rs`: message ids (store host and offset).
@@ -40,6 +42,7 @@ mod fields;
 mod msg_id;
 mod prop_crc;
 mod properties;
+mod props_buf;
 mod rules;
 
 pub use decode::{
@@ -54,10 +57,13 @@ pub use encode::{
 pub use fields::{BatchProperties, MessageFields};
 pub use msg_id::{decode_msg_id, offset_msg_id, to_hex_upper};
 pub use prop_crc::{
-    has_prop_crc, has_prop_crc_trailer, is_prop_crc_trailer, prop_crc_digits, prop_crc_extra,
-    prop_crc_ok, strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
+    has_prop_crc_trailer, is_prop_crc_trailer, prop_crc_digits, prop_crc_extra, prop_crc_ok,
+    strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
 };
-pub use properties::{find_property, iter_properties, PropertiesBuilder, PropertyError};
+pub use properties::{
+    find_property, iter_properties, scan_for_put, PropertiesBuilder, PropertyError,
+};
+pub use props_buf::{InlineProps, PropsBuf};
 pub use rules::{
     batch_delay_problem, body_size_problem, compressed_body_problem, delay_level,
     is_readable_topic, is_readable_topic_bytes, is_system_topic, is_valid_topic, key_problem,

@@ -128,13 +128,3 @@ pub fn strip_prop_crc(props: &[u8]) -> Vec<u8> {
     }
     out
 }
-
-/// True when serialized properties hold a `__CRC32#` property anywhere
-/// (a producer's, or a stale copy): the store drops it before writing.
-#[inline]
-pub fn has_prop_crc(props: &[u8]) -> bool {
-    props.len() >= PROP_CRC_NAME.len()
-        && props
-            .windows(PROP_CRC_NAME.len())
-            .any(|w| w == PROP_CRC_NAME)
-}
