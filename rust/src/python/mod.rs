@@ -30,7 +30,10 @@
 //!   `rocketstore.MessageStore` (its per-message methods);
 //!   `put_keywords.rs`: its `put`, keyword arguments matched by identity
 //!   (the generated parser for every other call).
-//! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`.
+//! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`;
+//!   `message_ext.rs`: `MessageExt`, its fields decoded from the record's
+//!   bytes when read; `getset.rs`: attributes as C-level getters (no
+//!   second type check of `self`).
 //! - `results.rs`, `recovery.rs`: typed results of service calls and of the
 //!   recovery steps; `verify.rs`: the whole-store checks.
 //! - `retention.rs`: `RetentionPolicy`, the retention steps of
@@ -51,10 +54,12 @@ pub mod arrow;
 pub mod columns;
 pub mod config;
 pub mod errors;
+pub mod getset;
 pub mod gil;
 pub mod groups;
 pub mod locks;
 pub mod logbridge;
+pub mod message_ext;
 pub mod put_args;
 pub mod put_keywords;
 pub mod recovery;
@@ -306,7 +311,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
     m.add_class::<types::PyBatchPutResult>()?;
-    m.add_class::<types::PyMessageExt>()?;
+    message_ext::register(m)?;
     m.add_class::<store_read::PyGetResult>()?;
     m.add_class::<store_arrow::PyArrowPull>()?;
     m.add_class::<arrow::PyArrowStream>()?;

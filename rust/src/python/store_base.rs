@@ -23,9 +23,10 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::args::{Offset, QueueId, Topic};
 use super::errors::store_closed;
+use super::message_ext::PyMessageExt;
 use super::put_args::{put_fields_method, PutArgs, TOPIC_NOT_UTF8};
 use super::store::PyStore;
-use super::types::{PyBatchPutResult, PyMessageExt, PyPutResult};
+use super::types::{PyBatchPutResult, PyPutResult};
 
 /// Why a detached store refuses calls before `start()`.
 const NOT_STARTED: &str = "store is not started; call start() or use `with`";

@@ -17,16 +17,18 @@ use super::args::{
     TagList, Timestamp, Topic,
 };
 use super::gil::{guarded, nogil};
+use super::message_ext::{Parts, PyMessageExt, RecordBytes};
 use super::store::PyStore;
-use super::types::{get_status_obj, PyMessageExt, RecordBytes};
+use super::types::get_status_obj;
 
 /// The records of one `get_message` pull, copied into one buffer (one
 /// allocation per pull, not one per message).
 #[derive(Default)]
 struct PullBuf {
     buf: Vec<u8>,
-    /// Each message's view, and where its record lies in `buf`.
-    msgs: Vec<(RecordView, usize, usize)>,
+    /// Where each message's body, topic and properties lie in its
+    /// record, and where the record lies in `buf`.
+    msgs: Vec<(Parts, usize, usize)>,
 }
 
 /// Pulls whose records take more bytes than this give each message its own
@@ -39,8 +41,10 @@ impl PullSink for PullBuf {
         let bytes = rec.bytes();
         if self.buf.capacity() == 0 {
             self.buf.reserve(8 << 10);
+            self.msgs.reserve(PullRequest::DEFAULT_MAX_MSGS);
         }
-        self.msgs.push((view, self.buf.len(), bytes.len()));
+        self.msgs
+            .push((Parts::of(&view), self.buf.len(), bytes.len()));
         self.buf.extend_from_slice(bytes);
     }
     fn served(&self) -> usize {
@@ -53,7 +57,7 @@ impl PullBuf {
     fn into_list(self, py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         let shared = self.buf.len() <= SHARE_MAX;
         let buf = Arc::new(self.buf);
-        let items = self.msgs.into_iter().map(|(view, start, len)| {
+        let items = self.msgs.into_iter().map(|(parts, start, len)| {
             let raw = if shared {
                 RecordBytes::Shared {
                     buf: buf.clone(),
@@ -63,7 +67,7 @@ impl PullBuf {
             } else {
                 RecordBytes::Own(buf[start..start + len].to_vec())
             };
-            PyMessageExt::new_bound(py, raw, view)
+            PyMessageExt::new_bound(py, raw, parts)
         });
         let objs = items.collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, objs)
@@ -147,10 +151,7 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_offset(offset as u64))?;
-            Ok(r.map(|(view, raw)| PyMessageExt {
-                raw: raw.into(),
-                view,
-            }))
+            Ok(r.map(|(view, raw)| PyMessageExt::new(raw.into(), Parts::of(&view))))
         })
     }
 
@@ -166,10 +167,7 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_id(msg_id))?;
-            Ok(r.map(|(view, raw)| PyMessageExt {
-                raw: raw.into(),
-                view,
-            }))
+            Ok(r.map(|(view, raw)| PyMessageExt::new(raw.into(), Parts::of(&view))))
         })
     }
 
@@ -377,7 +375,7 @@ impl PyStore {
             })?;
             let list = PyList::empty(py);
             for (view, raw) in found {
-                list.append(PyMessageExt::new_bound(py, raw.into(), view)?)?;
+                list.append(PyMessageExt::new_bound(py, raw.into(), Parts::of(&view))?)?;
             }
             Ok(list)
         })

@@ -1,10 +1,10 @@
-//! Per-message Python types: `Message`, `PutResult`, `MessageExt`.
+//! Per-message Python types: `Message`, `PutResult`, `BatchPutResult`
+//! (`MessageExt` is in `message_ext.rs`).
 //!
 //! They sit on the hot path, so they are frozen Rust classes: building one
 //! costs a fraction of a dataclass.
 
 use std::borrow::Cow;
-use std::io::Read;
 use std::net::SocketAddr;
 
 use pyo3::exceptions::PyValueError;
@@ -13,9 +13,7 @@ use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::log::commitlog::{PutOutcome, PutStatus, Refused};
-use crate::log::message::{
-    iter_properties, offset_msg_id, props, sysflag, tags_code, MessageSpec, RecordView,
-};
+use crate::log::message::{iter_properties, offset_msg_id, props, MessageSpec};
 use crate::queue::reader::GetStatus;
 
 use super::gil::guarded;
@@ -72,7 +70,7 @@ pub fn engine_enums() -> std::collections::HashMap<&'static str, Vec<(u8, &'stat
     m
 }
 
-fn host_tuple<'py>(py: Python<'py>, a: &SocketAddr) -> PyResult<Bound<'py, PyTuple>> {
+pub(super) fn host_tuple<'py>(py: Python<'py>, a: &SocketAddr) -> PyResult<Bound<'py, PyTuple>> {
     PyTuple::new(
         py,
         [
@@ -148,7 +146,7 @@ impl PyMessage {
 
 pub use crate::log::message::DEFAULT_BORN_HOST;
 
-fn props_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+pub(super) fn props_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in iter_properties(raw) {
         d.set_item(String::from_utf8_lossy(k), String::from_utf8_lossy(v))?;
@@ -156,11 +154,11 @@ fn props_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> 
     Ok(d)
 }
 
-fn prop_value(raw: &[u8], name: &str) -> Option<String> {
+pub(super) fn prop_value(raw: &[u8], name: &str) -> Option<String> {
     crate::log::message::find_property(raw, name).map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
-fn keys_list(raw: &[u8]) -> Vec<String> {
+pub(super) fn keys_list(raw: &[u8]) -> Vec<String> {
     prop_value(raw, props::KEYS)
         .map(|k| {
             k.split(' ')
@@ -419,215 +417,5 @@ impl PyBatchPutResult {
                 .map(|r| format!(", reason={r:?}"))
                 .unwrap_or_default()
         ))
-    }
-}
-
-/// A stored message as read back: decoded lazily from its record bytes.
-#[pyclass(frozen, module = "rocketstore._native", name = "MessageExt")]
-pub struct PyMessageExt {
-    pub raw: RecordBytes,
-    pub view: RecordView,
-}
-
-/// The bytes of one record as read: a copy of its own, or its place in a
-/// buffer the messages of one pull share (one allocation per pull instead
-/// of one per message; the buffer lives until its last message is gone).
-pub enum RecordBytes {
-    /// The record's own copy.
-    Own(Vec<u8>),
-    /// `len` bytes at `start` of a pull's buffer.
-    Shared {
-        buf: std::sync::Arc<Vec<u8>>,
-        start: usize,
-        len: usize,
-    },
-}
-
-impl From<Vec<u8>> for RecordBytes {
-    fn from(v: Vec<u8>) -> Self {
-        RecordBytes::Own(v)
-    }
-}
-
-impl std::ops::Deref for RecordBytes {
-    type Target = [u8];
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        match self {
-            RecordBytes::Own(v) => v,
-            RecordBytes::Shared { buf, start, len } => &buf[*start..*start + *len],
-        }
-    }
-}
-
-impl PyMessageExt {
-    /// A new `MessageExt` object. PyO3's `Bound::new` looks the class's
-    /// type object up on every call, and for a class whose methods sit in
-    /// several modules that lookup boxes an iterator over them (an
-    /// allocation and a free per message); the reads build one object per
-    /// message, so the type object is looked up once and kept.
-    pub fn new_bound(
-        py: Python<'_>,
-        raw: RecordBytes,
-        view: RecordView,
-    ) -> PyResult<Bound<'_, Self>> {
-        use pyo3::impl_::pyclass_init::PyObjectInit;
-        use pyo3::types::PyType;
-        static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
-        let tp = TYPE.get_or_init(py, || py.get_type::<Self>().unbind());
-        let init = PyClassInitializer::from(Self { raw, view });
-        // SAFETY: `tp` is this class's own type object (kept alive by the
-        // cell), the subtype `into_new_object` requires; the pointer it
-        // returns is a new, owned reference to an object of this class.
-        unsafe {
-            let obj = init.into_new_object(py, tp.as_ptr().cast())?;
-            Ok(Bound::from_owned_ptr(py, obj).downcast_into_unchecked())
-        }
-    }
-
-    fn props_raw(&self) -> &[u8] {
-        &self.raw[self.view.properties.clone()]
-    }
-    fn stored(&self) -> &[u8] {
-        &self.raw[self.view.body.clone()]
-    }
-}
-
-/// Inflates a compressed body (zlib for type 0 and 3). A stored body that
-/// does not inflate is damage in the record at CommitLog offset `offset`
-/// (`CorruptedError`), not a mistake of the caller.
-fn decompress(sys_flag: i32, data: &[u8], offset: i64) -> PyResult<Vec<u8>> {
-    let corrupted = |why: String| -> PyErr {
-        crate::error::StoreError::corrupted("CommitLog", offset.max(0) as u64, why).into()
-    };
-    let kind = (sys_flag & sysflag::COMPRESSION_TYPE_MASK) >> 8;
-    match kind {
-        0 | 3 => {
-            let mut out = Vec::with_capacity(data.len() * 4);
-            flate2::read::ZlibDecoder::new(data)
-                .read_to_end(&mut out)
-                .map_err(|e| corrupted(format!("the compressed body does not inflate: {e}")))?;
-            Ok(out)
-        }
-        1 => Err(PyValueError::new_err(
-            "LZ4-compressed bodies are not supported by this build; use stored_body",
-        )),
-        2 => Err(PyValueError::new_err(
-            "ZSTD-compressed bodies are not supported by this build; use stored_body",
-        )),
-        k => Err(corrupted(format!(
-            "the record's sysFlag names unknown compression type {k}"
-        ))),
-    }
-}
-
-#[pymethods]
-impl PyMessageExt {
-    #[getter]
-    fn topic(&self) -> String {
-        String::from_utf8_lossy(&self.raw[self.view.topic.clone()]).into_owned()
-    }
-    #[getter]
-    fn queue_id(&self) -> i32 {
-        self.view.queue_id
-    }
-    #[getter]
-    fn queue_offset(&self) -> i64 {
-        self.view.queue_offset
-    }
-    #[getter]
-    fn commit_log_offset(&self) -> i64 {
-        self.view.physical_offset
-    }
-    #[getter]
-    fn store_size(&self) -> usize {
-        self.view.total_size
-    }
-    /// The body, decompressed when the record is compressed (sysFlag bit 0).
-    #[getter]
-    fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        if self.view.sys_flag & sysflag::COMPRESSED != 0 {
-            let d = decompress(self.view.sys_flag, self.stored(), self.view.physical_offset)?;
-            Ok(PyBytes::new(py, &d))
-        } else {
-            Ok(PyBytes::new(py, self.stored()))
-        }
-    }
-    /// The body bytes exactly as stored.
-    #[getter]
-    fn stored_body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.stored())
-    }
-    #[getter]
-    fn body_crc(&self) -> i32 {
-        self.view.body_crc
-    }
-    #[getter]
-    fn flag(&self) -> i32 {
-        self.view.flag
-    }
-    #[getter]
-    fn sys_flag(&self) -> i32 {
-        self.view.sys_flag
-    }
-    #[getter]
-    fn tags(&self) -> Option<String> {
-        prop_value(self.props_raw(), props::TAGS)
-    }
-    /// The consume-queue tag hash of this message (Java `String.hashCode`).
-    #[getter]
-    fn tags_code(&self) -> i64 {
-        tags_code(self.tags().as_deref())
-    }
-    #[getter]
-    fn keys(&self) -> Vec<String> {
-        keys_list(self.props_raw())
-    }
-    #[getter]
-    fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        props_dict(py, self.props_raw())
-    }
-    #[getter]
-    fn born_timestamp(&self) -> i64 {
-        self.view.born_timestamp
-    }
-    #[getter]
-    fn born_host<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        host_tuple(py, &self.view.born_host)
-    }
-    #[getter]
-    fn store_timestamp(&self) -> i64 {
-        self.view.store_timestamp
-    }
-    #[getter]
-    fn store_host<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        host_tuple(py, &self.view.store_host)
-    }
-    #[getter]
-    fn reconsume_times(&self) -> i32 {
-        self.view.reconsume_times
-    }
-    #[getter]
-    fn prepared_transaction_offset(&self) -> i64 {
-        self.view.prepared_transaction_offset
-    }
-    /// Offset message id, from the record's store host and physical offset.
-    #[getter]
-    fn msg_id(&self) -> String {
-        offset_msg_id(&self.view.store_host, self.view.physical_offset)
-    }
-    /// The whole record as stored in the CommitLog.
-    fn record_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.raw)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "MessageExt(topic={:?}, queue_id={}, queue_offset={}, commit_log_offset={}, body=<{} bytes>)",
-            self.topic(),
-            self.view.queue_id,
-            self.view.queue_offset,
-            self.view.physical_offset,
-            self.view.body.len()
-        )
     }
 }

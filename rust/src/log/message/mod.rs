@@ -27,6 +27,8 @@
 //! - `decode.rs`: the checked decoders ([`parse_record`], the validity rule,
 //!   resynchronising after damage).
 //! - `properties.rs`: the properties string (parse, look up, build).
+//! - `record_ref.rs`: a checked record's fields read where they lie, on
+//!   access ([`RecordRef`]).
 //! - `fields.rs`: a put's tags, keys, properties and delay level as a
 //!   message's properties (one message, or a batch's).
 //! - `msg_id.rs`: message ids (store host and offset).
@@ -40,6 +42,7 @@ mod fields;
 mod msg_id;
 mod prop_crc;
 mod properties;
+mod record_ref;
 mod rules;
 
 pub use decode::{
@@ -58,6 +61,7 @@ pub use prop_crc::{
     prop_crc_ok, strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
 };
 pub use properties::{find_property, iter_properties, PropertiesBuilder, PropertyError};
+pub use record_ref::RecordRef;
 pub use rules::{
     batch_delay_problem, body_size_problem, compressed_body_problem, delay_level,
     is_readable_topic, is_readable_topic_bytes, is_system_topic, is_valid_topic, key_problem,
