@@ -102,9 +102,11 @@ def query_message(
             message names file and offset).
     """
     # A lookup is one call: the usual arguments (ints, an open store) skip
-    # the conversion and the property (same results, fewer frames).
+    # the conversion and the property (same results, fewer frames). A
+    # closed native store refuses the lookup itself (StoreClosedError, the
+    # `_n` property's text) before it looks at the arguments.
     n = store._native
-    if n is None or n.closed:
+    if n is None:
         n = store._n  # raises StoreClosedError with the reason
     begin = begin_timestamp if type(begin_timestamp) is int else ms_arg(begin_timestamp)
     end = end_timestamp if end_timestamp is None or type(end_timestamp) is int else ms_arg(

@@ -516,6 +516,13 @@ impl IndexFile {
             if e.time_diff < 0 {
                 break;
             }
+            // The next link's entry lies elsewhere in the file (entries are
+            // in write order, a chain links entries of one slot): its load
+            // starts now, under this entry's checks.
+            if e.prev_index > 0 && e.prev_index <= count {
+                self.mf
+                    .prefetch(self.entry_pos(e.prev_index as usize), INDEX_ENTRY_SIZE);
+            }
             let time_read = file_begin.wrapping_add(e.time_diff as i64 * 1000);
             if e.key_hash == key_hash && time_read >= begin && time_read <= end {
                 out.push(e.phy_offset);

@@ -362,6 +362,9 @@ impl PyStore {
         end_timestamp: Option<EndTimestamp<'_>>,
     ) -> PyResult<Bound<'py, PyList>> {
         guarded(|| {
+            // A closed store refuses first, whatever the arguments (as
+            // the Python wrapper's closed check did).
+            self.store.check_not_closed()?;
             let (topic, key) = (topic.get()?, key.get()?);
             let max_num = max_num.map_or(Ok(32), |m| m.get())?;
             let begin_timestamp = begin_timestamp.map_or(Ok(0), |t| t.get())?;

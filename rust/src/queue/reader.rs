@@ -479,8 +479,11 @@ fn prefetch_ahead(
     units: &[CqUnit],
     i: usize,
 ) {
-    let from = if i == 0 { 0 } else { i + PREFETCH_AHEAD };
-    for u in units.iter().take(i + PREFETCH_AHEAD + 1).skip(from) {
+    if i == 0 {
+        for u in units.iter().take(PREFETCH_AHEAD + 1) {
+            commitlog.prefetch(file, u.phy_offset, u.size);
+        }
+    } else if let Some(u) = units.get(i + PREFETCH_AHEAD) {
         commitlog.prefetch(file, u.phy_offset, u.size);
     }
 }

@@ -118,10 +118,7 @@ impl CommitLog {
             return;
         };
         let pos = (phy - f.file_from_offset()) as usize;
-        let end = pos
-            .saturating_add(size.min(PREFETCH_MAX))
-            .min(f.file_size());
-        prefetch_bytes(f.raw().get(pos..end).unwrap_or_default());
+        f.prefetch(pos, size.min(PREFETCH_MAX));
     }
 
     /// What a read finds at `phy`: a valid record (its bytes copied out),
@@ -186,23 +183,6 @@ impl CommitLog {
 
 /// The most bytes of one record [`CommitLog::prefetch`] asks for.
 const PREFETCH_MAX: usize = 1024;
-
-/// A prefetch hint for each cache line of `bytes`.
-#[inline]
-fn prefetch_bytes(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        // SAFETY: `_mm_prefetch` is a hint that never faults; the pointer
-        // lies inside a live mapping anyway. SSE is part of x86_64.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast::<i8>(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
 
 /// A checked record where it lies: `len` bytes at `pos` of a mapped file.
 /// Holding it keeps the file mapped (a file retention deleted stays

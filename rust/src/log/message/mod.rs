@@ -60,7 +60,9 @@ pub use prop_crc::{
     has_prop_crc, has_prop_crc_trailer, is_prop_crc_trailer, prop_crc_digits, prop_crc_extra,
     prop_crc_ok, strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
 };
-pub use properties::{find_property, iter_properties, PropertiesBuilder, PropertyError};
+pub use properties::{
+    find_properties, find_property, iter_properties, PropertiesBuilder, PropertyError,
+};
 pub use record_ref::RecordRef;
 pub use rules::{
     batch_delay_problem, body_size_problem, compressed_body_problem, delay_level,

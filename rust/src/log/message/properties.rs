@@ -14,22 +14,88 @@ use super::{
 /// malformed segments exactly as RocketMQ's parser does, and the property
 /// CRC `__CRC32#` (record metadata the store checks, never a message's
 /// property: readers do not show it and copies do not carry it over).
+///
+/// A segment (the bytes between two `\x02`) is a pair when it holds at
+/// least three bytes and its first `\x01` is neither its first nor its
+/// last byte: the name is what comes before that `\x01`, the value what
+/// comes after it.
+#[inline]
+pub fn iter_properties(props: &[u8]) -> Properties<'_> {
+    Properties {
+        rest: props,
+        done: false,
+    }
+}
+
+/// The iterator of [`iter_properties`]: the separators are found a word
+/// at a time ([`find_byte`]), every lookup of a record's property (tags,
+/// keys, a key query's check) scans with it.
+#[derive(Debug, Clone)]
+pub struct Properties<'p> {
+    /// What follows the segments returned so far.
+    rest: &'p [u8],
+    /// The last segment was returned.
+    done: bool,
+}
+
+impl<'p> Iterator for Properties<'p> {
+    type Item = (&'p [u8], &'p [u8]);
+
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let seg = match find_byte(self.rest, PROPERTY_SEPARATOR) {
+                Some(i) => {
+                    let (seg, rest) = self.rest.split_at_checked(i)?;
+                    self.rest = rest.get(1..)?;
+                    seg
+                }
+                None => {
+                    self.done = true;
+                    self.rest
+                }
+            };
+            if seg.len() < 3 {
+                continue;
+            }
+            let Some(i) = find_byte(seg, NAME_VALUE_SEPARATOR) else {
+                continue;
+            };
+            if i == 0 || i >= seg.len() - 1 {
+                continue;
+            }
+            let (Some(name), Some(value)) = (seg.get(..i), seg.get(i + 1..)) else {
+                continue;
+            };
+            if name == PROP_CRC_NAME {
+                continue;
+            }
+            return Some((name, value));
+        }
+        None
+    }
+}
+
+/// Where the first byte `b` of `hay` is: eight bytes at a time (a byte
+/// equal to `b` is a zero byte of the word XOR `b` repeated; the lowest
+/// zero byte is found exactly), the last few one by one.
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
-    props.split(|&b| b == PROPERTY_SEPARATOR).filter_map(|seg| {
-        if seg.len() < 3 {
-            return None;
+#[inline]
+fn find_byte(hay: &[u8], b: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pattern = LO * u64::from(b);
+    let mut at = 0;
+    while let Some(word) = hay.get(at..).and_then(|r| r.first_chunk::<8>()) {
+        let x = u64::from_le_bytes(*word) ^ pattern;
+        let zero = x.wrapping_sub(LO) & !x & HI;
+        if zero != 0 {
+            return Some(at + (zero.trailing_zeros() / 8) as usize);
         }
-        let i = seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
-        if i == 0 || i >= seg.len() - 1 {
-            return None;
-        }
-        let name = seg.get(..i)?;
-        if name == PROP_CRC_NAME {
-            return None;
-        }
-        Some((name, seg.get(i + 1..)?))
-    })
+        at += 8;
+    }
+    hay.get(at..)?.iter().position(|&c| c == b).map(|i| at + i)
 }
 
 /// The value of property `name`, if present.
@@ -37,6 +103,28 @@ pub fn find_property<'p>(props: &'p [u8], name: &str) -> Option<&'p [u8]> {
     iter_properties(props)
         .find(|(k, _)| *k == name.as_bytes())
         .map(|(_, v)| v)
+}
+
+/// The values of the properties `names`, in one pass over `props`: each
+/// what [`find_property`] returns for it.
+pub fn find_properties<'p, const N: usize>(
+    props: &'p [u8],
+    names: [&str; N],
+) -> [Option<&'p [u8]>; N] {
+    let mut out = [None; N];
+    let mut left = N;
+    for (k, v) in iter_properties(props) {
+        for (slot, name) in out.iter_mut().zip(names) {
+            if slot.is_none() && k == name.as_bytes() {
+                *slot = Some(v);
+                left -= 1;
+            }
+        }
+        if left == 0 {
+            break;
+        }
+    }
+    out
 }
 
 /// Why a property could not be added.
@@ -141,5 +229,79 @@ impl PropertiesBuilder {
     /// The serialized properties.
     pub fn finish(self) -> Vec<u8> {
         self.buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// RocketMQ's parse as it was written before [`Properties`]: the rule
+    /// the iterator must keep.
+    fn reference(props: &[u8]) -> Vec<(&[u8], &[u8])> {
+        props
+            .split(|&b| b == PROPERTY_SEPARATOR)
+            .filter_map(|seg| {
+                if seg.len() < 3 {
+                    return None;
+                }
+                let i = seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
+                if i == 0 || i >= seg.len() - 1 {
+                    return None;
+                }
+                let name = seg.get(..i)?;
+                if name == PROP_CRC_NAME {
+                    return None;
+                }
+                Some((name, seg.get(i + 1..)?))
+            })
+            .collect()
+    }
+
+    /// Strings of separators, a few name letters and the CRC's name.
+    fn props_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(vec![NAME_VALUE_SEPARATOR]),
+            Just(vec![PROPERTY_SEPARATOR]),
+            Just(b"K".to_vec()),
+            Just(b"KEYS".to_vec()),
+            Just(b"v w".to_vec()),
+            Just(PROP_CRC_NAME.to_vec()),
+            any::<u8>().prop_map(|b| vec![b]),
+        ];
+        prop::collection::vec(piece, 0..40).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn pairs_are_the_reference_parse(p in props_bytes()) {
+            prop_assert_eq!(iter_properties(&p).collect::<Vec<_>>(), reference(&p));
+            let [keys, k, crc] = find_properties(&p, ["KEYS", "K", "__CRC32#"]);
+            prop_assert_eq!(keys, find_property(&p, "KEYS"));
+            prop_assert_eq!(k, find_property(&p, "K"));
+            prop_assert_eq!(crc, None);
+        }
+
+        #[test]
+        fn find_byte_is_position(h in prop::collection::vec(0u8..4, 0..40), b in 0u8..4) {
+            prop_assert_eq!(find_byte(&h, b), h.iter().position(|&c| c == b));
+        }
+    }
+
+    #[test]
+    fn known_strings() {
+        let p = b"TAGS\x01TagA\x02KEYS\x01K0 K1\x02__CRC32#\x015583020001\x02";
+        assert_eq!(
+            iter_properties(p).collect::<Vec<_>>(),
+            [(&b"TAGS"[..], &b"TagA"[..]), (b"KEYS", b"K0 K1")]
+        );
+        assert_eq!(
+            find_properties(p, ["UNIQ_KEY", "KEYS"]),
+            [None, Some(&b"K0 K1"[..])]
+        );
+        assert_eq!(iter_properties(b"").count(), 0);
+        assert_eq!(iter_properties(b"\x01a\x02b\x01\x02cc").count(), 0);
     }
 }
