@@ -103,7 +103,7 @@ impl Shared {
 /// [`ServiceThread`]); the thread stops when the clock is dropped.
 pub struct CachedClock {
     shared: Arc<Shared>,
-    _service: ServiceThread,
+    service: ServiceThread,
 }
 
 impl std::fmt::Debug for CachedClock {
@@ -147,10 +147,15 @@ impl CachedClock {
             }
             s.refresh();
         })?;
-        Ok(Self {
-            shared,
-            _service: service,
-        })
+        Ok(Self { shared, service })
+    }
+
+    /// Stops the refresh thread (a store's close: a closed store leaves no
+    /// thread behind). Reads stay correct: each is a system clock read once
+    /// the cached millisecond is over.
+    pub fn stop(&self) {
+        self.service
+            .stop(crate::services::service_thread::STOP_TIMEOUT);
     }
 
     /// Milliseconds since the Unix epoch: the cached value while it is the

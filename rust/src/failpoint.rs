@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 static ANY_ARMED: AtomicBool = AtomicBool::new(false);
 static ARMED: Mutex<Vec<(String, i32)>> = Mutex::new(Vec::new());

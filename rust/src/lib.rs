@@ -89,6 +89,7 @@ mod recovery;
 mod running;
 mod services;
 mod store;
+mod sync;
 mod verify;
 
 #[cfg(feature = "python")]

@@ -23,7 +23,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 /// One flag of the running state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from helpers.ha_util import assert_served_whole, commitlog_bytes, slave_config, wait_until
 from helpers.paths import HELPERS
-from rocketstore import MessageStore, StoreConfig
+from rocketstore import BrokerRole, MessageStore, StoreConfig
 
 CHILD = HELPERS / "ha_child.py"
 
@@ -249,3 +249,46 @@ def test_kill_9_of_the_slave_holding_a_cut_record(tmp_path: Path) -> None:
         slave.kill()
         proxy.close()
     _check(tmp_path, mout)
+
+
+def _slave_end(out: Path) -> int:
+    ends = [int(x.split()[1]) for x in out.read_text().splitlines()[:-1] if x.startswith("END ")]
+    return ends[-1] if ends else 0
+
+
+def test_kill_9_of_a_slave_catching_up_across_many_files(tmp_path: Path) -> None:
+    # The slave's appends of a catch-up (docs/format.md §21.4) are killed
+    # mid-way twice, each time past some file rolls; recovered, it resumes
+    # and ends with the master's bytes.
+    cfg = StoreConfig(store_path=str(tmp_path / "m"), broker_role=BrokerRole.ASYNC_MASTER,
+                      ha_listen_port=0, ha_new_slave_from_first_file=True,
+                      mapped_file_size_commit_log=64 * 1024)
+    with MessageStore(cfg) as m:
+        bodies = [bytes([i % 251]) * 300 for i in range(5000)]
+        for q in range(12):
+            m.put_batch("T", bodies, q % 4)
+        end = m.max_phy_offset
+        sout = tmp_path / "slave.out"
+        seen = []
+        for _ in range(2):
+            slave = Child("slave", tmp_path / "s", m.ha_port, sout)
+            try:
+                slave.wait_ready()
+                before = _slave_end(sout)
+                wait_until(lambda b=before: _slave_end(sout) > b + 256 * 1024, 30,
+                           "the slave got some files further")
+            finally:
+                slave.kill()
+            seen.append(_slave_end(sout))
+        assert seen[-1] < end, f"killed mid-way ({seen} of {end})"
+        slave = Child("slave", tmp_path / "s", m.ha_port, sout)
+        try:
+            slave.wait_ready()
+            wait_until(lambda: _slave_end(sout) == end, 60, "caught up")
+        finally:
+            slave.kill()
+        with MessageStore(slave_config(tmp_path / "s", None)) as s:
+            assert s.max_phy_offset == end
+            theirs = commitlog_bytes(tmp_path / "m", 0, end)
+            assert commitlog_bytes(tmp_path / "s", 0, end) == theirs
+            assert_served_whole(m, s, "T", 4)

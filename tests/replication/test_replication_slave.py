@@ -93,3 +93,34 @@ def test_each_side_deletes_its_own_old_files(tmp_path: Path) -> None:
         start = max(m.min_phy_offset, s.min_phy_offset)
         assert commitlog_bytes(tmp_path / "s", start, end) == \
             commitlog_bytes(tmp_path / "m", start, end)
+
+
+def _prefault_threads() -> int:
+    """Threads of this process named as the CommitLog prefault thread."""
+    names = (p.read_text().strip() for p in Path("/proc/self/task").glob("*/comm"))
+    return sum(1 for n in names if n == "rocketstore-prefault"[:15])
+
+
+def test_a_slave_writes_without_prefaulting_until_promoted(tmp_path: Path) -> None:
+    # A slave's appends do not go through its mapping (docs/format.md §21.4):
+    # a prefault thread would only zero pages it then overwrites. Its
+    # promotion starts one for the puts to come.
+    with MessageStore(master_config(tmp_path / "m", sync=False,
+                                    ha_new_slave_from_first_file=True)) as m:
+        for i in range(3000):
+            m.put("T", bytes([i % 251]) * 300, i % 4)
+        assert len(segment_starts(tmp_path / "m")) >= 3
+        base = _prefault_threads()
+        with MessageStore(slave_config(tmp_path / "s", m.ha_port)) as s:
+            _caught_up(m, s)
+            assert _prefault_threads() == base
+            end = m.max_phy_offset
+            theirs = commitlog_bytes(tmp_path / "m", 0, end)
+            assert commitlog_bytes(tmp_path / "s", 0, end) == theirs
+            m.shutdown()
+            alone = _prefault_threads()
+            assert alone == base - 1, "the master's stopped"
+            s.promote()
+            assert _prefault_threads() == alone + 1
+            assert s.put("T", b"after", 0).queue_offset == 750
+        assert _prefault_threads() == alone

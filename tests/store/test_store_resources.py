@@ -390,6 +390,82 @@ def test_multiprocessing_fork_child_shutting_down_changes_nothing(store_path: st
     _check_all(store_path, "K", acked)
 
 
+FORKING_PARENT = """
+import os, sys, threading, time
+from rocketstore import MessageStore, StoreConfig
+
+root, mode, forks = sys.argv[1], sys.argv[2], int(sys.argv[3])
+SMALL = dict(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=20 * 500,
+             max_hash_slot_num=100, max_index_num=2000)
+
+def threads():
+    names = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            names.append(open(f"/proc/self/task/{t}/comm").read().strip())
+        except OSError:
+            pass
+    return names
+
+# Three stores whose flush services wait 1 ms a round: many timed waits in flight.
+FAST = dict(flush_interval_commit_log=1, flush_interval_consume_queue=1)
+parents = [MessageStore(StoreConfig(store_path=f"{root}/parent{j}", **SMALL, **FAST)).start()
+           for j in range(3)]
+parent = parents[0]
+stop = threading.Event()
+if mode == "closed":
+    for p in parents:
+        p.shutdown()
+    left = [n for n in threads() if n.startswith("rocketstore-")]
+    assert not left, f"engine threads left after the close: {left}"
+else:
+    def busy():
+        while not stop.is_set():
+            for i in range(50):
+                parent.put("T", b"p" * 100, i % 4)
+            parent.get_message("G", "T", 0, 0, 32)
+    for _ in range(2):
+        threading.Thread(target=busy, daemon=True).start()
+for i in range(forks):
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            with MessageStore(StoreConfig(store_path=f"{root}/child{i}", **SMALL)) as s:
+                for k in range(20):
+                    s.put("T", b"x%d" % k, 0)
+                code = 0 if len(s.get_message("G", "T", 0, 0, 32).messages) == 20 else 2
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            sys.exit(f"child {i} of {forks} hung opening its own store")
+        time.sleep(0.005)
+stop.set()
+print("children", forks)
+"""
+
+
+@pytest.mark.parametrize("mode", ["closed", "busy"])
+def test_children_forked_beside_a_store_open_their_own(tmp_path: Path, mode: str) -> None:
+    """Worker processes forked from a process whose store was just closed
+    (``closed``: no engine thread is left, the clock's included) or is busy
+    with puts and reads on two threads and flushes every millisecond
+    (``busy``) each open a store of their own, put and read. No engine lock
+    or wait keeps state in a process-wide table a parent thread could hold
+    at the fork (docs/format.md §14, "Fork"); with such a table, one of the
+    first ten children hung."""
+    child = subprocess.run(
+        [sys.executable, "-c", FORKING_PARENT, str(tmp_path), mode, "30"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert "children 30" in child.stdout
+
+
 # -- interpreter exit ------------------------------------------------------------------
 
 EXIT_MID_PUT = """

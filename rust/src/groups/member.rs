@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use super::files::{boot_id, host_name, monotonic_ms, Found, GroupDir};
 use super::handover::step;

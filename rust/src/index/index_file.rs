@@ -33,7 +33,7 @@
 use std::path::Path;
 use std::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicI64, Ordering};
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 
 use crate::error::{Result, StoreError};
 use crate::log::mapped_file::{MappedFile, Reserve};

@@ -10,9 +10,9 @@
 use std::ffi::CString;
 use std::sync::Arc;
 
+use crate::sync::Mutex;
 use arrow_array::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use arrow_array::RecordBatchReader;
-use parking_lot::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use crate::sync::RwLock;
 use rustc_hash::FxHashMap;
 
 use crate::error::{Result, StoreError};

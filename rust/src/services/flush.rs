@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex};
 
 use crate::checkpoint::Checkpoint;
 use crate::error::Result;
@@ -317,7 +317,7 @@ impl FlushService {
 
     fn wait_locked(
         &self,
-        g: &mut parking_lot::MutexGuard<'_, Group>,
+        g: &mut crate::sync::MutexGuard<'_, Group>,
         end: u64,
         deadline: Instant,
     ) -> PutStatus {

@@ -91,7 +91,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use rustc_hash::FxHashSet;
 
 use crate::checkpoint::Checkpoint;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use crate::sync::Mutex;
 use rustc_hash::FxHashSet;
 
 use super::{Store, StoreOptions, VisibilityStats, DEFAULT_COMMIT_LOG_FILE_SIZE};
@@ -384,6 +384,29 @@ fn load_index(
     Ok((index, index_error))
 }
 
+/// Starts a writer's prefault thread (as configured). Under SYNC_FLUSH a
+/// page fault costs nothing next to the fsync, and pages dirtied ahead of
+/// the writer would make every fsync write them (a journal commit flushes
+/// the file's ordered data): no prefaulting. A slave starts none either
+/// (its promotion does): it writes with `pwrite` (`MappedFile::append_copy`),
+/// and populating its pages ahead would zero every page it then overwrites.
+pub(super) fn start_prefaulter(
+    opts: &StoreOptions,
+    commitlog: &Arc<CommitLog>,
+    flags: &Arc<RunningFlags>,
+) -> Result<Option<Prefaulter>> {
+    if opts.flush.sync_flush() {
+        return Ok(None);
+    }
+    Prefaulter::start(
+        commitlog.queue_arc(),
+        DEFAULT_WINDOW,
+        poison_on_panic(flags),
+    )
+    .map(Some)
+    .map_err(|e| StoreError::io("start the prefault thread", e))
+}
+
 /// Starts a writer's prefault and allocator threads (as configured).
 fn start_helpers(
     opts: &StoreOptions,
@@ -392,18 +415,9 @@ fn start_helpers(
     commitlog: &Arc<CommitLog>,
     flags: &Arc<RunningFlags>,
 ) -> Result<(Option<Prefaulter>, Option<Arc<Allocator>>)> {
-    // Under SYNC_FLUSH a page fault costs nothing next to the fsync, and
-    // pages dirtied ahead of the writer would make every fsync write them
-    // (a journal commit flushes the file's ordered data): no prefaulting.
-    let prefaulter = if writable && !opts.flush.sync_flush() {
-        Some(
-            Prefaulter::start(
-                commitlog.queue_arc(),
-                DEFAULT_WINDOW,
-                poison_on_panic(flags),
-            )
-            .map_err(|e| StoreError::io("start the prefault thread", e))?,
-        )
+    let slave = opts.ha.role == crate::ha::HaRole::Slave;
+    let prefaulter = if writable && !slave {
+        start_prefaulter(opts, commitlog, flags)?
     } else {
         None
     };
@@ -411,8 +425,9 @@ fn start_helpers(
     // is made, and one made ahead would starve the pool.
     let allocator = if writable && opts.preallocate && !pooled {
         let mut warm = opts.warm;
-        // As the prefault thread: not under SYNC_FLUSH (see below).
-        warm.prefault_head = if opts.flush.sync_flush() {
+        // As the prefault thread: not under SYNC_FLUSH, nor for a slave
+        // (see `start_prefaulter`).
+        warm.prefault_head = if opts.flush.sync_flush() || slave {
             0
         } else {
             DEFAULT_WINDOW

@@ -89,6 +89,7 @@ impl Store {
         write_side_file(&paths::promoted_file(&self.opts.root), marker.as_bytes())?;
         self.role
             .store(HaRole::AsyncMaster.code(), Ordering::Release);
+        self.start_master_prefaulter();
         log::warn!(
             "HA: promoted to ASYNC_MASTER at CommitLog offset {cut}{}",
             match &tail_file {
@@ -107,6 +108,23 @@ impl Store {
             tail_bytes,
             port,
         })
+    }
+
+    /// Starts the prefault thread a slave went without (its writes did not
+    /// go through the mapping; a master's puts do), unless the store is
+    /// closing: `shutdown` marks the store closed before it takes the
+    /// thread under the same lock, so a thread started here is stopped.
+    /// Without it puts fault on fresh pages (slower, not wrong): a failure
+    /// to start it is logged.
+    fn start_master_prefaulter(&self) {
+        let mut slot = self.prefaulter.lock();
+        if slot.is_some() || self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        match super::open::start_prefaulter(&self.opts, &self.commitlog, &self.flags) {
+            Ok(p) => *slot = p,
+            Err(e) => log::warn!("HA: promoted without a prefault thread: {e}"),
+        }
     }
 
     /// Saves the bytes `[cut, end)` of the CommitLog's last file to the

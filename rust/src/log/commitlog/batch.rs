@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Condvar, MutexGuard};
+use crate::sync::{Condvar, MutexGuard};
 
 use crate::error::Result;
 use crate::log::mapped_file::MappedFile;

@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+use crate::sync::{Condvar, Mutex, MutexGuard, RwLock};
 use rustc_hash::FxHashMap;
 
 use crate::clock::CachedClock;
@@ -322,7 +322,7 @@ impl PutCounters {
 
 /// The held put lock; clears the lock time when dropped.
 struct LockedPut<'a> {
-    g: parking_lot::MutexGuard<'a, PutState>,
+    g: crate::sync::MutexGuard<'a, PutState>,
     since: &'a AtomicI64,
     ts: i64,
 }
@@ -479,9 +479,13 @@ impl CommitLog {
 
     /// Drops every file (the store shut down): mappings and descriptors are
     /// released as soon as no reader holds them; no file is created again.
+    /// The clock thread stops (timestamps come from the system clock after).
     pub fn release(&self) {
         self.put.lock().current = None;
         self.mfq.release();
+        if let Some(clock) = self.clock.get() {
+            clock.stop();
+        }
     }
 
     /// A shared handle on the file queue (for background threads).

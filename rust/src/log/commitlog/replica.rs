@@ -43,11 +43,9 @@ impl CommitLog {
                 "replicated bytes at {start}, but the file takes bytes at {at}"
             )));
         }
-        let n = data.len();
-        f.append_reserved(n, |tail, _| {
-            tail[..n].copy_from_slice(data);
-            (n, ())
-        })?;
+        // Written with `pwrite`: catch-up fills whole fresh pages, which a
+        // store through the mapping would first zero.
+        f.append_copy(data)?;
         if empty {
             self.mfq.set_flushed_where(start);
         }

@@ -19,7 +19,9 @@
 //! checked. No descriptor stays open once a file is mapped (10,000 queues
 //! must fit under a 1,024 open-files limit): the rare operations that need
 //! one (reserving, zeroing a cut tail with `pwrite`, fsync) open the file
-//! by path. One writer appends (serialised by an internal mutex); readers
+//! by path. The one exception is a file written with `pwrite`
+//! ([`MappedFile::append_copy`], a slave's CommitLog): it keeps one
+//! descriptor until it is full. One writer appends (serialised by an internal mutex); readers
 //! see only bytes below the write position, published with release/acquire
 //! ordering. Every writable mapping of the crate, and the `unsafe` code that
 //! makes, writes through and advises it, lives in this folder; the
@@ -47,8 +49,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::sync::Mutex;
 use memmap2::{MmapOptions, MmapRaw};
-use parking_lot::Mutex;
 
 use crate::error::{Result, StoreError};
 #[cfg(feature = "arrow")]
@@ -113,6 +115,9 @@ pub struct MappedFile {
     /// copies them into the mapping; readers see only committed bytes.
     transient: bool,
     write_buffer: Mutex<Option<Arc<WriteBuffer>>>,
+    /// The descriptor [`MappedFile::append_copy`] writes through, open
+    /// while the file is written that way and not yet full.
+    write_fd: Mutex<Option<File>>,
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -301,6 +306,7 @@ impl MappedFile {
             write_lock: Mutex::new(()),
             transient: false,
             write_buffer: Mutex::new(None),
+            write_fd: Mutex::new(None),
         })
     }
 
@@ -510,6 +516,7 @@ impl MappedFile {
     /// still hold the file keep valid memory.
     pub fn destroy(&self) -> Result<()> {
         self.available.store(false, Ordering::Release);
+        drop(self.write_fd.lock().take());
         match std::fs::remove_file(&self.path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -619,6 +626,39 @@ mod tests {
         mf.zero_range(mf.wrote_position(), 16 << 20).unwrap();
         assert_eq!(blocks(&p), before);
         assert!(mf.raw()[mf.wrote_position()..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn append_copy_reserves_first_and_is_read_through_the_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(file_name(0));
+        let policy = Reserve {
+            initial: 64 << 10,
+            min_step: 64 << 10,
+            max_step: 64 << 10,
+            sync_on_create: true,
+        };
+        let size = 1 << 20;
+        let mf = MappedFile::create_with(&p, 0, size, policy).unwrap();
+        let chunk: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8 + 1).collect();
+        let mut at = 0;
+        while at + chunk.len() <= size {
+            mf.append_copy(&chunk).unwrap();
+            at += chunk.len();
+            assert_eq!(mf.wrote_position(), at);
+            assert!(mf.reserved() >= at, "blocks reserved before the write");
+            assert_eq!(mf.read(at - chunk.len(), chunk.len()), Some(&chunk[..]));
+            assert!(mf.write_fd.lock().is_some(), "one descriptor while written");
+        }
+        assert!(mf.append_copy(&chunk).is_err(), "past the end: refused");
+        assert_eq!(mf.wrote_position(), at, "a refused write moves nothing");
+        mf.append_copy(&chunk[..size - at]).unwrap();
+        assert!(mf.is_full());
+        assert!(mf.write_fd.lock().is_none(), "closed once full");
+        assert_eq!(mf.flush(0).unwrap(), size);
+        let on_disk = std::fs::read(&p).unwrap();
+        assert_eq!(&on_disk[..chunk.len()], &chunk[..]);
+        assert_eq!(&on_disk[..], mf.read(0, size).unwrap());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! commit into the mapping, flush (msync) and fsync, and the search for
 //! non-zero bytes past a position.
 
+use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -65,6 +66,51 @@ impl MappedFile {
         );
         self.wrote.store(wrote + n, Ordering::Release);
         Ok(r)
+    }
+
+    /// Appends `data` at the write position with `pwrite`, not through the
+    /// mapping: a page the write fills whole is neither read in nor zeroed
+    /// first, as the first store through the mapping into a fresh page is
+    /// (a slave's catch-up writes whole files, docs/format.md "Our
+    /// choices"). The blocks are reserved first, as for every append (a
+    /// full disk fails here, writing nothing); readers see the bytes
+    /// through the mapping (the same page cache) once the position moves.
+    /// The file keeps the descriptor until it is full or destroyed. A
+    /// transient file appends to its buffer instead. On a failed write the
+    /// position stays (the bytes above it are written again next time).
+    pub fn append_copy(&self, data: &[u8]) -> Result<()> {
+        let n = data.len();
+        if self.transient {
+            return self.append_reserved(n, |tail, _| {
+                tail[..n].copy_from_slice(data);
+                (n, ())
+            });
+        }
+        if !self.writable {
+            return Err(StoreError::ReadOnly);
+        }
+        let _g = self.write_lock.lock();
+        let wrote = self.wrote.load(Ordering::Relaxed);
+        if n > self.file_size - wrote {
+            return Err(StoreError::internal(format!(
+                "{n} bytes at {wrote} do not fit in {} ({} bytes)",
+                self.path.display(),
+                self.file_size
+            )));
+        }
+        self.ensure_reserved_locked(wrote + n)?;
+        let mut fd = self.write_fd.lock();
+        let file = match fd.take() {
+            Some(f) => f,
+            None => self.reopen()?,
+        };
+        file.write_all_at(data, wrote as u64)
+            .map_err(|e| StoreError::io(format!("write {}", self.path.display()), e))?;
+        if wrote + n < self.file_size {
+            *fd = Some(file);
+        }
+        self.wrote.store(wrote + n, Ordering::Release);
+        Ok(())
     }
 
     /// Writes `data` at `pos` (no position change); used to zero a truncated
