@@ -101,10 +101,12 @@ class MessageStore(MessageStoreBase):
 
     The per-message methods (``put``, ``put_message``, ``put_messages``,
     ``put_batch``, ``look_message_by_offset``, ``get_max_offset_in_queue``,
-    ``get_min_offset_in_queue``) are those of the native base class
-    ``MessageStoreBase``: a put is one native call, with no Python frame in
-    between. Before :meth:`start`, after :meth:`shutdown` and in a forked
-    child, every method raises :class:`StoreClosedError`. For asyncio,
+    ``get_min_offset_in_queue``, ``query_message``) are those of the native
+    base class ``MessageStoreBase``: a put is one native call, with no
+    Python frame in between (``query_message`` is defined in
+    :mod:`rocketstore._store_reads`; the native method is its fast path).
+    Before :meth:`start`, after :meth:`shutdown` and in a forked child,
+    every method raises :class:`StoreClosedError`. For asyncio,
     ``aput``, ``aput_message``, ``aput_messages``, ``aput_batch`` and
     :meth:`async_consumer` never block the event loop (see
     :mod:`rocketstore.aio`).
@@ -561,8 +563,6 @@ class MessageStore(MessageStoreBase):
         """Store time of the message at ``cq_offset`` (-1 when none)."""
         return self._n.get_message_store_timestamp(topic, queue_id, cq_offset)
 
-    query_message = _store_reads.query_message
-
     def queue_ids(self, topic: str) -> list[int]:
         """Queue ids of ``topic`` that exist, sorted."""
         return self._n.queue_ids(topic)
@@ -733,3 +733,8 @@ class MessageStore(MessageStoreBase):
     delete_consumer_group = groups.delete_consumer_group
     hold_consumer_group = groups.hold_consumer_group
     join_consumer_group = group_members.join_consumer_group
+
+
+# `MessageStoreBase.query_message` is the fast path of the Python function
+# (the usual call in one native call; every other to the function).
+_native._install_query_message(_store_reads.query_message)

@@ -58,6 +58,17 @@ def test_query_message_on_an_unknown_topic_warns(store: MessageStore) -> None:
         assert store.query_message("orders", "missing") == []
 
 
+def test_query_message_warning_points_at_the_caller(store: MessageStore) -> None:
+    # The usual call is native; a call by keyword goes through the Python
+    # definition: both name this line.
+    for call in (lambda: store.query_message("ordr", "k"),
+                 lambda: store.query_message(topic="ordx", key="k")):
+        with pytest.warns(UnknownTopicWarning) as record:
+            assert call() == []
+        assert len(record) == 1
+        assert record[0].filename == __file__
+
+
 def test_known_topics_and_queues_read_without_a_warning(store: MessageStore) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -305,15 +305,15 @@ def test_message_ext_reads_agree(open_store: OpenStore) -> None:
     pair of host IP versions (the fields after the born host move)."""
     store = open_store(mapped_file_size_commit_log=1 << 20, store_host=("::1", 10911))
     hosts = [("2001:db8::1", 1234), ("10.0.0.7", 99)]
-    rs = [store.put("mixed", b"body-%d" % i, 0, tags="t%d" % i, keys=["k%d" % i],
+    rs = [store.put("mixed", f"body-{i}".encode(), 0, tags=f"t{i}", keys=[f"k{i}"],
                     born_host=hosts[i % 2], flag=i) for i in range(6)]
     store.flush()
     pulled = store.get_message("g", "mixed", 0, 0, 32).messages
     assert len(pulled) == len(rs)
-    for i, (m, r) in enumerate(zip(pulled, rs)):
+    for i, (m, r) in enumerate(zip(pulled, rs, strict=True)):
         assert r.msg_id is not None
         others = [store.look_message_by_id(r.msg_id), store.look_message_by_offset(r.wrote_offset),
-                  *store.query_message("mixed", "k%d" % i)]
+                  *store.query_message("mixed", f"k{i}")]
         want = {a: getattr(m, a) for a in EXT_ATTRS}
         assert want["born_host"] == hosts[i % 2] and want["flag"] == i
         assert want["store_timestamp"] == r.store_timestamp

@@ -51,7 +51,7 @@ impl PyStoreBase {
     /// The engine store, as a `Bound` (its drop is a plain decref under the
     /// GIL, where dropping a `Py` first asks whether the GIL is held).
     #[inline]
-    fn engine<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyStore>> {
+    pub(super) fn engine<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyStore>> {
         match &*self.engine.get(py).borrow() {
             Ok(store) => Ok(store.bind(py).clone()),
             Err(why) => Err(store_closed(why.clone())),

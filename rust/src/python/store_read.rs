@@ -352,7 +352,7 @@ impl PyStore {
 
     /// Messages of `topic` carrying `key`, stored in `[begin, end]` (ms).
     #[pyo3(signature = (topic, key, max_num=None, begin_timestamp=None, end_timestamp=None), text_signature = "($self, topic, key, max_num=32, begin_timestamp=0, end_timestamp=None)")]
-    fn query_message<'py>(
+    pub(crate) fn query_message<'py>(
         &self,
         py: Python<'py>,
         topic: Topic<'_>,
