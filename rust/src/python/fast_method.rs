@@ -12,15 +12,20 @@
 //! function that defines the method (its docstring, every argument form,
 //! every error).
 //!
-//! `MessageStoreBase.put` (`put_keywords.rs`) and
-//! `MessageStoreBase.query_message` (`store_base_query.rs`) are made so.
+//! `MessageStoreBase.put` (`put_keywords.rs`), `get_message` and
+//! `query_message` (`store_base_reads.rs`) are made so. Objects made once
+//! per call or per message are made with their type object kept
+//! ([`new_instance`]).
 
 use std::ffi::{CStr, CString};
 use std::sync::OnceLock;
 
 use pyo3::ffi;
+use pyo3::impl_::pyclass::PyClassImpl;
 use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::PyClass;
 
 /// A `PyMethodDef` with the docstring it points to.
 pub struct MethodDef {
@@ -122,4 +127,26 @@ pub fn call_full(
         }
     }
     Ok(full.call(positional, Some(&kwargs))?.into_ptr())
+}
+
+/// A new object of class `T` holding `value`, its type object kept in
+/// `tp` after the first call. PyO3's `Bound::new` looks the class's type
+/// object up on every call, and for a class whose methods sit in several
+/// modules that lookup boxes an iterator over them (an allocation and a
+/// free per object).
+pub fn new_instance<'py, T: PyClass + PyClassImpl<BaseType = PyAny>>(
+    py: Python<'py>,
+    value: T,
+    tp: &'static GILOnceCell<Py<PyType>>,
+) -> PyResult<Bound<'py, T>> {
+    use pyo3::impl_::pyclass_init::PyObjectInit;
+    let tp = tp.get_or_init(py, || py.get_type::<T>().unbind());
+    let init = PyClassInitializer::from(value);
+    // SAFETY: `tp` is the type object of `T` (kept alive by the cell), the
+    // subtype `into_new_object` requires; the pointer it returns is a new,
+    // owned reference to an object of that class.
+    unsafe {
+        let obj = init.into_new_object(py, tp.as_ptr().cast())?;
+        Ok(Bound::from_owned_ptr(py, obj).downcast_into_unchecked())
+    }
 }

@@ -27,6 +27,7 @@ use pyo3::BoundObject;
 use crate::error::StoreError;
 use crate::log::message::{offset_msg_id, props, sysflag, tags_code, RecordRef, RecordView};
 
+use super::fast_method::new_instance;
 use super::getset::{self, GetSetDefs, Getter};
 use super::types::{host_tuple, keys_list, prop_value, props_dict};
 
@@ -121,27 +122,15 @@ impl PyMessageExt {
         Self { raw, parts }
     }
 
-    /// A new `MessageExt` object. PyO3's `Bound::new` looks the class's
-    /// type object up on every call, and for a class whose methods sit in
-    /// several modules that lookup boxes an iterator over them (an
-    /// allocation and a free per message); the reads build one object per
-    /// message, so the type object is looked up once and kept.
+    /// A new `MessageExt` object (its type object kept: see
+    /// `fast_method::new_instance`).
     pub fn new_bound<'py>(
         py: Python<'py>,
         raw: RecordBytes,
         parts: Parts,
     ) -> PyResult<Bound<'py, Self>> {
-        use pyo3::impl_::pyclass_init::PyObjectInit;
         static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
-        let tp = TYPE.get_or_init(py, || py.get_type::<Self>().unbind());
-        let init = PyClassInitializer::from(Self::new(raw, parts));
-        // SAFETY: `tp` is this class's own type object (kept alive by the
-        // cell), the subtype `into_new_object` requires; the pointer it
-        // returns is a new, owned reference to an object of this class.
-        unsafe {
-            let obj = init.into_new_object(py, tp.as_ptr().cast())?;
-            Ok(Bound::from_owned_ptr(py, obj).downcast_into_unchecked())
-        }
+        new_instance(py, Self::new(raw, parts), &TYPE)
     }
 
     fn rec(&self) -> RecordRef<'_> {

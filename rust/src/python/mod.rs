@@ -30,8 +30,9 @@
 //!   `rocketstore.MessageStore` (its per-message methods);
 //!   `put_keywords.rs`: its `put`, keyword arguments matched by identity
 //!   (the generated parser for every other call);
-//!   `store_base_query.rs`: its `query_message`, the Python definition's
-//!   fast path; `fast_method.rs`: how such methods are made.
+//!   `store_base_reads.rs`: its `get_message` and `query_message`, the
+//!   Python definitions' fast paths; `fast_method.rs`: how such methods
+//!   (and objects made per call) are made.
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`;
 //!   `message_ext.rs`: `MessageExt`, its fields decoded from the record's
 //!   bytes when read; `getset.rs`: attributes as C-level getters (no
@@ -72,7 +73,7 @@ pub mod store;
 pub mod store_admin;
 pub mod store_arrow;
 pub mod store_base;
-pub mod store_base_query;
+pub mod store_base_reads;
 pub mod store_ha;
 pub mod store_ha_offsets;
 pub mod store_put;
@@ -331,10 +332,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(config::default_options, m)?)?;
     m.add_function(wrap_pyfunction!(config::transient_pool_in_use, m)?)?;
     m.add_function(wrap_pyfunction!(types::engine_enums, m)?)?;
-    m.add_function(wrap_pyfunction!(
-        store_base_query::install_query_message,
-        m
-    )?)?;
+    m.add_function(wrap_pyfunction!(store_base_reads::install_read_methods, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
     #[cfg(feature = "failpoints")]

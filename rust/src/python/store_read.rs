@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyList, PyType};
 
 use crate::columnar::ArrowReadRequest;
 use crate::log::commitlog::RecordAt;
@@ -16,6 +17,7 @@ use super::args::{
     BeginTimestamp, CqOffset, EndTimestamp, Key, MaxMsgNums, MaxNum, MsgId, Offset, QueueId,
     TagList, Timestamp, Topic,
 };
+use super::fast_method::new_instance;
 use super::gil::{guarded, nogil};
 use super::message_ext::{Parts, PyMessageExt, RecordBytes};
 use super::store::PyStore;
@@ -74,10 +76,17 @@ impl PullBuf {
     }
 }
 
-/// The result of `get_message`.
+/// The result of `get_message`. Its attributes are fields read by PyO3's
+/// field getters (a getter method checks the type of `self` again, an
+/// allocation per read with this build; a pull reads `status` and
+/// `messages` every time).
 #[pyclass(frozen, module = "rocketstore._native", name = "GetMessageResult")]
 pub struct PyGetResult {
-    status: GetStatus,
+    /// The engine's status of the pull.
+    engine_status: GetStatus,
+    /// The `GetStatus` of the pull.
+    #[pyo3(get)]
+    status: PyObject,
     #[pyo3(get)]
     next_begin_offset: i64,
     #[pyo3(get)]
@@ -94,28 +103,27 @@ pub struct PyGetResult {
     /// file); also inside a `FOUND` pull.
     #[pyo3(get)]
     skipped: u64,
+    /// The messages found (a list of MessageExt).
+    #[pyo3(get)]
     messages: Py<PyList>,
+}
+
+impl PyGetResult {
+    /// The engine's status of the pull.
+    pub(super) fn engine_status(&self) -> GetStatus {
+        self.engine_status
+    }
 }
 
 #[pymethods]
 impl PyGetResult {
-    /// The `GetStatus` of the pull.
-    #[getter]
-    fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
-        get_status_obj(py, self.status)
-    }
-    /// The messages found (a list of MessageExt).
-    #[getter]
-    fn messages(&self, py: Python<'_>) -> Py<PyList> {
-        self.messages.clone_ref(py)
-    }
     fn __len__(&self, py: Python<'_>) -> usize {
         self.messages.bind(py).len()
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>{}{})",
-            self.status(py)?.bind(py).str()?,
+            self.status.bind(py).str()?,
             self.next_begin_offset,
             self.min_offset,
             self.max_offset,
@@ -182,16 +190,18 @@ impl PyStore {
 
     /// Pulls up to `max_msg_nums` messages of a queue from `offset`.
     #[pyo3(signature = (topic, queue_id, offset, max_msg_nums=None, tags=None), text_signature = "($self, topic, queue_id, offset, max_msg_nums=32, tags=None)")]
-    fn get_message(
+    pub(crate) fn get_message<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         topic: Topic<'_>,
         queue_id: QueueId<'_>,
         offset: Offset<'_>,
         max_msg_nums: Option<MaxMsgNums<'_>>,
         tags: Option<TagList<'_>>,
-    ) -> PyResult<PyGetResult> {
+    ) -> PyResult<Bound<'py, PyGetResult>> {
         guarded(|| {
+            // A closed store refuses first, whatever the arguments.
+            self.store.check_not_closed()?;
             let mut req = PullRequest::at(topic.get()?, queue_id.get()?, offset.get()?);
             if let Some(max) = max_msg_nums {
                 req.max_msgs = max.get()?;
@@ -204,15 +214,18 @@ impl PyStore {
             let store = &self.store;
             let r = nogil(py, || store.pull(&req, PullBuf::default()))?;
             let list = r.messages.into_list(py)?;
-            Ok(PyGetResult {
-                status: r.status,
+            static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+            let result = PyGetResult {
+                engine_status: r.status,
+                status: get_status_obj(py, r.status)?,
                 next_begin_offset: r.next_begin_offset,
                 min_offset: r.min_offset,
                 max_offset: r.max_offset,
                 damaged: r.damaged.len(),
                 skipped: r.skipped,
                 messages: list.unbind(),
-            })
+            };
+            new_instance(py, result, &TYPE)
         })
     }
 
