@@ -4,8 +4,8 @@
 //! A read checks each record once (sizes, body or property CRC) and makes
 //! one object per message that keeps where the record's bytes lie: its own
 //! copy, or its place in the buffer the messages of one pull share
-//! ([`RecordBytes`]), plus where its body, topic and properties lie (known
-//! from the check). Nothing else is decoded up front: `m.queue_offset`
+//! ([`RecordBytes`]), plus its frame: where its body, topic and properties
+//! lie (known from the check, `RecordFrame`). Nothing else is decoded up front: `m.queue_offset`
 //! reads the field at its position (`RecordRef`), `m.body` copies the body
 //! out, `m.tags` looks the property up.
 //!
@@ -15,7 +15,6 @@
 
 use std::io::Read;
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
 use pyo3::exceptions::PyValueError;
@@ -25,7 +24,7 @@ use pyo3::types::{PyBytes, PyType};
 use pyo3::BoundObject;
 
 use crate::error::StoreError;
-use crate::log::message::{offset_msg_id, props, sysflag, tags_code, RecordRef, RecordView};
+use crate::log::message::{offset_msg_id, props, sysflag, tags_code, RecordFrame, RecordRef};
 
 use super::fast_method::new_instance;
 use super::getset::{self, GetSetDefs, Getter};
@@ -35,49 +34,8 @@ use super::types::{host_tuple, keys_list, prop_value, props_dict};
 #[pyclass(frozen, module = "rocketstore._native", name = "MessageExt")]
 pub struct PyMessageExt {
     raw: RecordBytes,
-    parts: Parts,
-}
-
-/// Where a record's body, topic and properties lie in its bytes (known
-/// from the read's check; records are far smaller than 4 GiB).
-#[derive(Debug, Clone, Copy)]
-pub struct Parts {
-    body: Span,
-    topic: Span,
-    props: Span,
-}
-
-impl Parts {
-    /// The parts of the record `view` describes.
-    #[inline]
-    pub fn of(view: &RecordView) -> Self {
-        Self {
-            body: Span::of(&view.body),
-            topic: Span::of(&view.topic),
-            props: Span::of(&view.properties),
-        }
-    }
-}
-
-/// A range of a record's bytes.
-#[derive(Debug, Clone, Copy)]
-struct Span {
-    start: u32,
-    end: u32,
-}
-
-impl Span {
-    #[inline]
-    fn of(r: &Range<usize>) -> Self {
-        Self {
-            start: r.start as u32,
-            end: r.end as u32,
-        }
-    }
-    #[inline]
-    fn range(self) -> Range<usize> {
-        self.start as usize..self.end as usize
-    }
+    /// Where its body, topic and properties lie (known from the read's check).
+    frame: RecordFrame,
 }
 
 /// The bytes of one record as read: a copy of its own, or its place in a
@@ -117,9 +75,9 @@ impl std::ops::Deref for RecordBytes {
 }
 
 impl PyMessageExt {
-    /// The message of the checked record `raw`, its parts at `parts`.
-    pub fn new(raw: RecordBytes, parts: Parts) -> Self {
-        Self { raw, parts }
+    /// The message of the checked record `raw`, whose frame is `frame`.
+    pub fn new(raw: RecordBytes, frame: RecordFrame) -> Self {
+        Self { raw, frame }
     }
 
     /// A new `MessageExt` object (its type object kept: see
@@ -127,32 +85,26 @@ impl PyMessageExt {
     pub fn new_bound<'py>(
         py: Python<'py>,
         raw: RecordBytes,
-        parts: Parts,
+        frame: RecordFrame,
     ) -> PyResult<Bound<'py, Self>> {
         static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
-        new_instance(py, Self::new(raw, parts), &TYPE)
+        new_instance(py, Self::new(raw, frame), &TYPE)
     }
 
     fn rec(&self) -> RecordRef<'_> {
-        RecordRef::new(&self.raw)
-    }
-    fn part(&self, s: Span) -> &[u8] {
-        self.raw.get(s.range()).unwrap_or_default()
+        RecordRef::new(&self.raw, self.frame)
     }
     fn props_raw(&self) -> &[u8] {
-        self.part(self.parts.props)
+        self.rec().properties()
     }
     fn stored(&self) -> &[u8] {
-        self.part(self.parts.body)
+        self.rec().body()
     }
     fn topic_str(&self) -> String {
-        String::from_utf8_lossy(self.part(self.parts.topic)).into_owned()
+        String::from_utf8_lossy(self.rec().topic()).into_owned()
     }
     fn commit_log_offset(&self) -> i64 {
         self.rec().physical_offset().unwrap_or(-1)
-    }
-    fn sys_flag(&self) -> PyResult<i32> {
-        self.field(self.rec().sys_flag())
     }
     fn tags(&self) -> Option<String> {
         prop_value(self.props_raw(), props::TAGS)
@@ -217,7 +169,7 @@ fn decompress(sys_flag: i32, data: &[u8], offset: i64) -> PyResult<Vec<u8>> {
 
 /// The body, decompressed when the record is compressed (sysFlag bit 0).
 fn body<'py>(m: &PyMessageExt, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-    let sys_flag = m.sys_flag()?;
+    let sys_flag = m.frame.sys_flag();
     if sys_flag & sysflag::COMPRESSED != 0 {
         let d = decompress(sys_flag, m.stored(), m.commit_log_offset())?;
         Ok(PyBytes::new(py, &d).into_any())
@@ -274,7 +226,7 @@ static GETTERS: [Getter<PyMessageExt>; 21] = [
     getter!(c"flag", c"The producer's flag.", |m, py| m
         .int(py, m.rec().flag())),
     getter!(c"sys_flag", c"The record's sysFlag.", |m, py| {
-        m.int(py, m.rec().sys_flag())
+        m.int(py, Some(m.frame.sys_flag()))
     }),
     getter!(c"tags", c"The TAGS property, or None.", |m, py| {
         Ok(m.tags().into_pyobject(py)?.into_any())

@@ -10,7 +10,7 @@ use pyo3::types::{PyList, PyType};
 
 use crate::columnar::ArrowReadRequest;
 use crate::log::commitlog::RecordAt;
-use crate::log::message::RecordView;
+use crate::log::message::RecordFrame;
 use crate::queue::reader::{GetStatus, PullRequest, PullSink};
 
 use super::args::{
@@ -19,7 +19,7 @@ use super::args::{
 };
 use super::fast_method::new_instance;
 use super::gil::{guarded, nogil};
-use super::message_ext::{Parts, PyMessageExt, RecordBytes};
+use super::message_ext::{PyMessageExt, RecordBytes};
 use super::store::PyStore;
 use super::types::get_status_obj;
 
@@ -28,9 +28,8 @@ use super::types::get_status_obj;
 #[derive(Default)]
 struct PullBuf {
     buf: Vec<u8>,
-    /// Where each message's body, topic and properties lie in its
-    /// record, and where the record lies in `buf`.
-    msgs: Vec<(Parts, usize, usize)>,
+    /// Each message's frame, and where its record lies in `buf`.
+    msgs: Vec<(RecordFrame, usize, usize)>,
 }
 
 /// Pulls whose records take more bytes than this give each message its own
@@ -39,14 +38,13 @@ const SHARE_MAX: usize = 64 << 10;
 
 impl PullSink for PullBuf {
     #[inline]
-    fn push(&mut self, view: RecordView, rec: RecordAt) {
+    fn push(&mut self, frame: RecordFrame, rec: RecordAt) {
         let bytes = rec.bytes();
         if self.buf.capacity() == 0 {
             self.buf.reserve(8 << 10);
             self.msgs.reserve(PullRequest::DEFAULT_MAX_MSGS);
         }
-        self.msgs
-            .push((Parts::of(&view), self.buf.len(), bytes.len()));
+        self.msgs.push((frame, self.buf.len(), bytes.len()));
         self.buf.extend_from_slice(bytes);
     }
     fn served(&self) -> usize {
@@ -59,7 +57,7 @@ impl PullBuf {
     fn into_list(self, py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         let shared = self.buf.len() <= SHARE_MAX;
         let buf = Arc::new(self.buf);
-        let items = self.msgs.into_iter().map(|(parts, start, len)| {
+        let items = self.msgs.into_iter().map(|(frame, start, len)| {
             let raw = if shared {
                 RecordBytes::Shared {
                     buf: buf.clone(),
@@ -69,7 +67,7 @@ impl PullBuf {
             } else {
                 RecordBytes::Own(buf[start..start + len].to_vec())
             };
-            PyMessageExt::new_bound(py, raw, parts)
+            PyMessageExt::new_bound(py, raw, frame)
         });
         let objs = items.collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, objs)
@@ -159,7 +157,7 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_offset(offset as u64))?;
-            Ok(r.map(|(view, raw)| PyMessageExt::new(raw.into(), Parts::of(&view))))
+            Ok(r.map(|(view, raw)| PyMessageExt::new(raw.into(), RecordFrame::of(&view))))
         })
     }
 
@@ -175,7 +173,7 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_id(msg_id))?;
-            Ok(r.map(|(view, raw)| PyMessageExt::new(raw.into(), Parts::of(&view))))
+            Ok(r.map(|(view, raw)| PyMessageExt::new(raw.into(), RecordFrame::of(&view))))
         })
     }
 
@@ -391,7 +389,11 @@ impl PyStore {
             })?;
             let list = PyList::empty(py);
             for (view, raw) in found {
-                list.append(PyMessageExt::new_bound(py, raw.into(), Parts::of(&view))?)?;
+                list.append(PyMessageExt::new_bound(
+                    py,
+                    raw.into(),
+                    RecordFrame::of(&view),
+                )?)?;
             }
             Ok(list)
         })

@@ -268,21 +268,142 @@ fn frame_crc_ok(b: &[u8], f: &Frame) -> bool {
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline]
 pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
-    let f = match parse_frame(buf) {
+    let f = match parse_checked_frame(buf, check_crc) {
         Ok(f) => f,
         Err(n) => return n.into(),
     };
-    let Some(b) = buf.get(..f.total) else {
-        return FIELD_OUTSIDE_RECORD.into();
-    };
-    if check_crc && !frame_crc_ok(b, &f) {
-        return Parsed::End {
-            reason: "body CRC mismatch",
-        };
-    }
-    match decode_fields(b, f) {
+    match buf.get(..f.total).and_then(|b| decode_fields(b, f)) {
         Some(v) => Parsed::Record(v),
         None => FIELD_OUTSIDE_RECORD.into(),
+    }
+}
+
+/// [`parse_record`]'s checks without decoding the fixed fields: the frame
+/// of the record at the start of `buf` (its size, where its variable fields
+/// lie), or what lies there instead. The fields are read from the record's
+/// bytes when asked for ([`RecordRef`](super::RecordRef)), or all at once
+/// ([`RecordFrame::view`]).
+#[inline]
+pub fn parse_record_frame(
+    buf: &[u8],
+    check_crc: bool,
+) -> std::result::Result<RecordFrame, NotARecord> {
+    parse_checked_frame(buf, check_crc).map(|f| RecordFrame {
+        total: f.total as u32,
+        magic: f.magic,
+        sys_flag: f.sys_flag,
+        body: Span::of(&f.body),
+        topic: Span::of(&f.topic),
+        properties: Span::of(&f.properties),
+    })
+}
+
+/// [`parse_frame`], and with `check_crc` the body CRC.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline(always)]
+fn parse_checked_frame(buf: &[u8], check_crc: bool) -> std::result::Result<Frame, NotARecord> {
+    let f = parse_frame(buf)?;
+    if check_crc && !buf.get(..f.total).is_some_and(|b| frame_crc_ok(b, &f)) {
+        return Err(NotARecord::End("body CRC mismatch"));
+    }
+    Ok(f)
+}
+
+/// A record's frame: what [`parse_record_frame`] found (its size, magic and
+/// sysFlag, where its body, topic and properties lie), small enough to
+/// pass by value; records are far smaller than 4 GiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordFrame {
+    total: u32,
+    magic: i32,
+    sys_flag: i32,
+    body: Span,
+    topic: Span,
+    properties: Span,
+}
+
+/// A range of a record's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    #[inline(always)]
+    fn of(r: &std::ops::Range<usize>) -> Self {
+        Self {
+            start: r.start as u32,
+            end: r.end as u32,
+        }
+    }
+
+    #[inline(always)]
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+impl RecordFrame {
+    /// The frame of a decoded record.
+    #[inline]
+    pub fn of(v: &RecordView) -> Self {
+        Self {
+            total: v.total_size as u32,
+            magic: v.magic,
+            sys_flag: v.sys_flag,
+            body: Span::of(&v.body),
+            topic: Span::of(&v.topic),
+            properties: Span::of(&v.properties),
+        }
+    }
+
+    /// TOTALSIZE: the record's length in bytes.
+    #[inline]
+    pub fn total_size(&self) -> usize {
+        self.total as usize
+    }
+
+    /// SYSFLAG.
+    #[inline]
+    pub fn sys_flag(&self) -> i32 {
+        self.sys_flag
+    }
+
+    /// Where the body lies in the record's bytes.
+    #[inline]
+    pub fn body(&self) -> std::ops::Range<usize> {
+        self.body.range()
+    }
+
+    /// Where the topic lies in the record's bytes.
+    #[inline]
+    pub fn topic(&self) -> std::ops::Range<usize> {
+        self.topic.range()
+    }
+
+    /// Where the properties lie in the record's bytes.
+    #[inline]
+    pub fn properties(&self) -> std::ops::Range<usize> {
+        self.properties.range()
+    }
+
+    /// Every field of the record whose bytes are `rec` (this frame's
+    /// record), decoded; `None` when `rec` is not that record's bytes.
+    pub fn view(&self, rec: &[u8]) -> Option<RecordView> {
+        if rec.len() != self.total_size() {
+            return None;
+        }
+        let f = Frame {
+            total: self.total_size(),
+            magic: self.magic,
+            sys_flag: self.sys_flag,
+            tail: TailLayout::of(self.sys_flag),
+            body: self.body(),
+            topic: self.topic(),
+            properties: self.properties(),
+        };
+        decode_fields(rec, f)
     }
 }
 

@@ -46,8 +46,9 @@ mod record_ref;
 mod rules;
 
 pub use decode::{
-    find_next_valid_record, parse_record, parse_valid_record, record_prop_crc_ok,
-    valid_record_size_with, Parsed, RecordCrc, RecordView,
+    find_next_valid_record, parse_record, parse_record_frame, parse_valid_record,
+    record_prop_crc_ok, valid_record_size_with, NotARecord, Parsed, RecordCrc, RecordFrame,
+    RecordView,
 };
 pub use delay::{delay_level_table, parse_delay_levels};
 pub use encode::{

@@ -1,5 +1,8 @@
 //! A checked record's fields read where they lie, when asked for.
 //!
+//! [`RecordRef`]: the record's bytes and its [`RecordFrame`] (size, magic,
+//! sysFlag, where the body, topic and properties lie).
+//!
 //! A read checks a record once ([`parse_record`](super::parse_record):
 //! sizes, CRC) and hands out its bytes. A caller that keeps those bytes and
 //! reads only some fields of each record (a `MessageExt` of a pull reads
@@ -15,26 +18,64 @@
 use std::net::SocketAddr;
 
 use super::decode::{be_i32, be_i64, read_host, TailLayout};
-use super::pos;
+use super::{pos, RecordFrame};
 
-/// The bytes of one record a read checked (exactly its TOTALSIZE bytes),
-/// its fixed fields decoded on access.
+/// The bytes of one record a read checked (exactly its TOTALSIZE bytes)
+/// and its frame; its fixed fields decoded on access.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordRef<'a> {
     b: &'a [u8],
+    frame: RecordFrame,
 }
 
 impl<'a> RecordRef<'a> {
-    /// The record in `b` (its TOTALSIZE bytes, checked by a read).
+    /// The record in `b` (its TOTALSIZE bytes, checked by a read), whose
+    /// frame is `frame`.
     #[inline]
-    pub fn new(b: &'a [u8]) -> Self {
-        Self { b }
+    pub fn new(b: &'a [u8], frame: RecordFrame) -> Self {
+        Self { b, frame }
+    }
+
+    /// The record's bytes.
+    #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.b
+    }
+
+    /// The record's frame.
+    #[inline]
+    pub fn frame(&self) -> RecordFrame {
+        self.frame
     }
 
     /// TOTALSIZE: the record's length in bytes.
     #[inline]
     pub fn total_size(&self) -> usize {
-        self.b.len()
+        self.frame.total_size()
+    }
+
+    /// SYSFLAG.
+    #[inline]
+    pub fn sys_flag(&self) -> i32 {
+        self.frame.sys_flag()
+    }
+
+    /// The body as stored.
+    #[inline]
+    pub fn body(&self) -> &'a [u8] {
+        self.b.get(self.frame.body()).unwrap_or_default()
+    }
+
+    /// The topic's bytes.
+    #[inline]
+    pub fn topic(&self) -> &'a [u8] {
+        self.b.get(self.frame.topic()).unwrap_or_default()
+    }
+
+    /// The properties string.
+    #[inline]
+    pub fn properties(&self) -> &'a [u8] {
+        self.b.get(self.frame.properties()).unwrap_or_default()
     }
 
     /// BODYCRC as stored.
@@ -67,12 +108,6 @@ impl<'a> RecordRef<'a> {
         be_i64(self.b, pos::PHYSICAL_OFFSET)
     }
 
-    /// SYSFLAG.
-    #[inline]
-    pub fn sys_flag(&self) -> Option<i32> {
-        be_i32(self.b, pos::SYS_FLAG)
-    }
-
     /// BORNTIMESTAMP.
     #[inline]
     pub fn born_timestamp(&self) -> Option<i64> {
@@ -82,7 +117,7 @@ impl<'a> RecordRef<'a> {
     /// Where the fields after BORNHOST lie.
     #[inline]
     fn tail(&self) -> Option<TailLayout> {
-        self.sys_flag().map(TailLayout::of)
+        Some(TailLayout::of(self.frame.sys_flag()))
     }
 
     /// BORNHOST.
@@ -120,8 +155,8 @@ mod tests {
     use std::net::{IpAddr, Ipv6Addr};
 
     use super::super::{
-        body_crc, encode_v1, parse_record, spec_record_len, sysflag, MessageSpec, Parsed,
-        StoreStamp,
+        body_crc, encode_v1, parse_record, parse_record_frame, spec_record_len, sysflag,
+        MessageSpec, Parsed, StoreStamp,
     };
     use super::*;
 
@@ -162,14 +197,20 @@ mod tests {
             let Parsed::Record(v) = parse_record(&rec, true) else {
                 panic!("not a record")
             };
-            let r = RecordRef::new(&rec);
+            let frame = parse_record_frame(&rec, true).expect("frame");
+            assert_eq!(frame, RecordFrame::of(&v));
+            let r = RecordRef::new(&rec, frame);
+            assert_eq!(frame.view(&rec), Some(v.clone()));
             assert_eq!(r.total_size(), v.total_size);
+            assert_eq!(r.body(), &rec[v.body.clone()]);
+            assert_eq!(r.topic(), b"T");
+            assert_eq!(r.properties(), &rec[v.properties.clone()]);
             assert_eq!(r.body_crc(), Some(v.body_crc));
             assert_eq!(r.queue_id(), Some(v.queue_id));
             assert_eq!(r.flag(), Some(v.flag));
             assert_eq!(r.queue_offset(), Some(v.queue_offset));
             assert_eq!(r.physical_offset(), Some(v.physical_offset));
-            assert_eq!(r.sys_flag(), Some(v.sys_flag));
+            assert_eq!(r.sys_flag(), v.sys_flag);
             assert_eq!(r.born_timestamp(), Some(v.born_timestamp));
             assert_eq!(r.born_host(), Some(v.born_host));
             assert_eq!(r.born_host(), Some(born));
@@ -184,20 +225,41 @@ mod tests {
         }
     }
 
-    /// Bytes too short for a field read as `None`, never a panic.
+    /// Bytes too short for a field read as `None`, never a panic (and a
+    /// frame does not decode over other bytes than its record's).
     #[test]
     fn short_bytes_read_as_none() {
+        let spec = MessageSpec::new("T", 0, &b"x"[..]);
+        let store: SocketAddr = "127.0.0.1:1".parse().expect("address");
+        let mut rec = vec![0u8; spec_record_len(&spec, &store, false)];
+        let stamp = StoreStamp {
+            sys_flag: 0,
+            store_host: &store,
+            queue_offset: 0,
+            phy_offset: 0,
+            store_timestamp: 0,
+            prop_crc: false,
+        };
+        encode_v1(&mut rec, &spec, body_crc(b"x"), &stamp);
+        let frame = parse_record_frame(&rec, true).expect("frame");
         for n in [0, 8, 20, 40, 60] {
             let b = vec![0xFF; n];
-            let r = RecordRef::new(&b);
+            let r = RecordRef::new(&b, frame);
             let _ = (
                 r.body_crc(),
                 r.queue_id(),
                 r.queue_offset(),
                 r.store_timestamp(),
             );
-            let _ = (r.born_host(), r.store_host(), r.reconsume_times());
+            let _ = (
+                r.born_host(),
+                r.store_host(),
+                r.reconsume_times(),
+                r.body(),
+                r.topic(),
+            );
             assert_eq!(r.prepared_transaction_offset(), None);
+            assert_eq!(frame.view(&b), None);
         }
     }
 }
