@@ -385,15 +385,11 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let found = nogil(py, || {
-                store.query_message(topic, key, max_num, begin_timestamp, end)
+                store.query_frames(topic, key, max_num, begin_timestamp, end)
             })?;
             let list = PyList::empty(py);
-            for (view, raw) in found {
-                list.append(PyMessageExt::new_bound(
-                    py,
-                    raw.into(),
-                    RecordFrame::of(&view),
-                )?)?;
+            for (frame, raw) in found {
+                list.append(PyMessageExt::new_bound(py, raw.into(), frame)?)?;
             }
             Ok(list)
         })
