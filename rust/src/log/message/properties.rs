@@ -86,42 +86,124 @@ fn find_byte(hay: &[u8], b: u8) -> Option<usize> {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     let pattern = LO * u64::from(b);
+    let mut words = hay.chunks_exact(8);
     let mut at = 0;
-    while let Some(word) = hay.get(at..).and_then(|r| r.first_chunk::<8>()) {
-        let x = u64::from_le_bytes(*word) ^ pattern;
+    for word in words.by_ref() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        let x = u64::from_le_bytes(w) ^ pattern;
         let zero = x.wrapping_sub(LO) & !x & HI;
         if zero != 0 {
             return Some(at + (zero.trailing_zeros() / 8) as usize);
         }
         at += 8;
     }
-    hay.get(at..)?.iter().position(|&c| c == b).map(|i| at + i)
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == b)
+        .map(|i| at + i)
 }
 
-/// The value of property `name`, if present.
+/// The value of the pair named `name` in the segment `seg` (the bytes
+/// between two `\x02`), as [`iter_properties`] reads it: `name`, `\x01`,
+/// then a value of at least one byte. `name` holds no `\x01` and is not
+/// empty (the caller checks).
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline(always)]
+fn pair_value<'p>(seg: &'p [u8], name: &[u8]) -> Option<&'p [u8]> {
+    let rest = seg.strip_prefix(name)?;
+    match rest.split_first() {
+        Some((&NAME_VALUE_SEPARATOR, value)) if !value.is_empty() => Some(value),
+        _ => None,
+    }
+}
+
+/// True when [`iter_properties`] can return a pair named `name`: not
+/// empty, no `\x01` or `\x02` in it, not the property CRC.
+#[inline(always)]
+fn pair_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name != PROP_CRC_NAME
+        && !name
+            .iter()
+            .any(|&b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+}
+
+/// Calls `f` with each segment of `props` (the bytes between two `\x02`),
+/// in order, until it returns true.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline(always)]
+fn each_segment<'p>(props: &'p [u8], mut f: impl FnMut(&'p [u8]) -> bool) {
+    let mut rest = props;
+    loop {
+        let (seg, next) = match find_byte(rest, PROPERTY_SEPARATOR) {
+            Some(i) => match rest.split_at_checked(i) {
+                Some((seg, tail)) => (seg, tail.get(1..)),
+                None => return,
+            },
+            None => (rest, None),
+        };
+        if f(seg) {
+            return;
+        }
+        match next {
+            Some(n) => rest = n,
+            None => return,
+        }
+    }
+}
+
+/// The value of property `name`, if present: the first pair
+/// [`iter_properties`] returns with that name. Each segment is compared
+/// with `name` where it starts (no search for its `\x01`).
+#[inline]
 pub fn find_property<'p>(props: &'p [u8], name: &str) -> Option<&'p [u8]> {
-    iter_properties(props)
-        .find(|(k, _)| *k == name.as_bytes())
-        .map(|(_, v)| v)
+    let name = name.as_bytes();
+    if !pair_name(name) {
+        return None;
+    }
+    let mut found = None;
+    each_segment(props, |seg| {
+        found = pair_value(seg, name);
+        found.is_some()
+    });
+    found
 }
 
 /// The values of the properties `names`, in one pass over `props`: each
 /// what [`find_property`] returns for it.
+#[inline]
 pub fn find_properties<'p, const N: usize>(
     props: &'p [u8],
     names: [&str; N],
 ) -> [Option<&'p [u8]>; N] {
     let mut out = [None; N];
-    let mut left = N;
-    for (k, v) in iter_properties(props) {
-        for (slot, name) in out.iter_mut().zip(names) {
-            if slot.is_none() && k == name.as_bytes() {
-                *slot = Some(v);
-                left -= 1;
-            }
+    let mut left = 0;
+    for (slot, name) in out.iter_mut().zip(names) {
+        if pair_name(name.as_bytes()) {
+            left += 1;
+        } else {
+            // Never found: marked found, so the scan does not wait for it.
+            *slot = Some(&[][..]);
         }
-        if left == 0 {
-            break;
+    }
+    if left > 0 {
+        each_segment(props, |seg| {
+            for (slot, name) in out.iter_mut().zip(names) {
+                if slot.is_none() {
+                    if let Some(v) = pair_value(seg, name.as_bytes()) {
+                        *slot = Some(v);
+                        left -= 1;
+                    }
+                }
+            }
+            left == 0
+        });
+    }
+    for (slot, name) in out.iter_mut().zip(names) {
+        if !pair_name(name.as_bytes()) {
+            *slot = None;
         }
     }
     out
@@ -264,6 +346,7 @@ mod tests {
     fn props_bytes() -> impl Strategy<Value = Vec<u8>> {
         let piece = prop_oneof![
             Just(vec![NAME_VALUE_SEPARATOR]),
+            Just(b"KEYSK".to_vec()),
             Just(vec![PROPERTY_SEPARATOR]),
             Just(b"K".to_vec()),
             Just(b"KEYS".to_vec()),
@@ -277,11 +360,17 @@ mod tests {
     proptest! {
         #[test]
         fn pairs_are_the_reference_parse(p in props_bytes()) {
-            prop_assert_eq!(iter_properties(&p).collect::<Vec<_>>(), reference(&p));
-            let [keys, k, crc] = find_properties(&p, ["KEYS", "K", "__CRC32#"]);
-            prop_assert_eq!(keys, find_property(&p, "KEYS"));
-            prop_assert_eq!(k, find_property(&p, "K"));
-            prop_assert_eq!(crc, None);
+            let pairs = reference(&p);
+            prop_assert_eq!(iter_properties(&p).collect::<Vec<_>>(), pairs.clone());
+            let first = |name: &str| {
+                pairs.iter().find(|(k, _)| *k == name.as_bytes()).map(|(_, v)| *v)
+            };
+            for name in ["KEYS", "K", "__CRC32#", "", "v w", "K\x01", "KEYSK", "\x02K"] {
+                prop_assert_eq!(find_property(&p, name), first(name), "{:?}", name);
+            }
+            let [keys, k, crc, empty] = find_properties(&p, ["KEYS", "K", "__CRC32#", ""]);
+            prop_assert_eq!((keys, k), (first("KEYS"), first("K")));
+            prop_assert_eq!((crc, empty), (None, None));
         }
 
         #[test]
