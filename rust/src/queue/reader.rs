@@ -391,6 +391,8 @@ pub fn pull<S: PullSink>(
     let mut next_phy_file_start = i64::MIN;
     let mut refreshed = false;
     let mut pf = None;
+    // The CommitLog file of the last record read (see `read_frame_in`).
+    let mut rf = None;
     'scan: loop {
         let fetched = units.len();
         for (i, u) in units.iter().enumerate() {
@@ -420,7 +422,8 @@ pub fn pull<S: PullSink>(
                 continue;
             }
             let (frame, at) =
-                match read_queue_unit(commitlog, cq, u, logical, follow, &mut refreshed) {
+                match read_queue_unit(commitlog, cq, u, logical, (follow, &mut refreshed, &mut rf))
+                {
                     UnitRead::Message(frame, at) => (frame, at),
                     UnitRead::Damaged(d) => {
                         damaged.push(d);
@@ -574,6 +577,15 @@ fn in_damaged_range(commitlog: &CommitLog, phy_offset: i64, logical: i64) -> Dam
     }
 }
 
+/// How a pull reads its units' records: whether it follows a writer
+/// (read-only stores), whether it adopted new CommitLog files already, and
+/// the CommitLog file of its last read.
+type ReadState<'a> = (
+    bool,
+    &'a mut bool,
+    &'a mut Option<Arc<crate::log::mapped_file::MappedFile>>,
+);
+
 /// What a pull finds at a unit: its message, or why it serves none.
 enum UnitRead {
     /// This queue's message at the unit's logical offset.
@@ -593,8 +605,7 @@ fn read_queue_unit(
     cq: &ConsumeQueue,
     u: &CqUnit,
     logical: i64,
-    follow: bool,
-    refreshed: &mut bool,
+    read: ReadState<'_>,
 ) -> UnitRead {
     let damage = |path, reason| Damage {
         phy_offset: u.phy_offset,
@@ -602,7 +613,7 @@ fn read_queue_unit(
         path,
         reason,
     };
-    match read_unit(commitlog, u.phy_offset, u.size, follow, refreshed) {
+    match read_unit(commitlog, u.phy_offset, u.size, read) {
         Ok((frame, at)) => {
             match this_queues_message(commitlog, cq, u.phy_offset, logical, &frame, at.bytes()) {
                 Ok(()) => UnitRead::Message(frame, at),
@@ -650,14 +661,13 @@ fn read_unit(
     commitlog: &CommitLog,
     phy: i64,
     size: i32,
-    follow: bool,
-    refreshed: &mut bool,
+    (follow, refreshed, file): ReadState<'_>,
 ) -> Result<(RecordFrame, RecordAt), Unreadable> {
     let Ok(at) = u64::try_from(phy) else {
         return Err(Unreadable::Damaged(None, "negative CommitLog offset"));
     };
     loop {
-        return match commitlog.read_frame_at(at) {
+        return match commitlog.read_frame_in(file, at) {
             RecordRead::Found(v, raw) if v.total_size() as i64 == size as i64 => Ok((v, raw)),
             RecordRead::Found(v, _) => Err(Unreadable::Damaged(
                 commitlog.file_for(at).map(|f| f.path().into()),

@@ -157,7 +157,24 @@ impl CommitLog {
     /// left in its bytes for the caller to read when it needs them
     /// (`RecordRef`). A pull reads each record so.
     pub fn read_frame_at(&self, phy: u64) -> RecordRead<RecordAt, RecordFrame> {
-        let Some(f) = self.mfq.find_by_offset(phy, false) else {
+        self.read_frame_in(&mut None, phy)
+    }
+
+    /// [`CommitLog::read_frame_at`] for a reader of many records: `file`
+    /// keeps the file of the last read, looked up again only for an
+    /// offset outside it (a pull's records mostly lie in one file).
+    pub fn read_frame_in(
+        &self,
+        file: &mut Option<Arc<MappedFile>>,
+        phy: u64,
+    ) -> RecordRead<RecordAt, RecordFrame> {
+        let inside = |f: &MappedFile| {
+            phy >= f.file_from_offset() && phy < f.file_from_offset() + f.file_size() as u64
+        };
+        if !file.as_deref().is_some_and(inside) {
+            *file = self.mfq.find_by_offset(phy, false);
+        }
+        let Some(f) = file.clone() else {
             return RecordRead::NoFile;
         };
         let pos = (phy - f.file_from_offset()) as usize;

@@ -415,6 +415,38 @@ mod tests {
         );
     }
 
+    /// The digit parse as written before it took eight digits at a time.
+    fn parse_digits_one_by_one(d: &[u8]) -> Option<u32> {
+        if d.len() != 10 {
+            return None;
+        }
+        let mut v = 0u64;
+        for &c in d.iter().rev() {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + u64::from(c - b'0');
+        }
+        u32::try_from(v).ok().filter(|&v| v <= 0x7FFF_FFFF)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn prop_crc_digits_parse_back(v in 0u32..=0x7FFF_FFFF) {
+            proptest::prop_assert_eq!(parse_prop_crc_digits(&prop_crc_digits(v)), Some(v));
+        }
+
+        #[test]
+        fn prop_crc_digit_parse_is_the_one_by_one_parse(
+            d in proptest::collection::vec(
+                proptest::prop_oneof![b'0'..=b'9', proptest::prelude::any::<u8>()],
+                9..12,
+            ),
+        ) {
+            proptest::prop_assert_eq!(parse_prop_crc_digits(&d), parse_digits_one_by_one(&d));
+        }
+    }
+
     /// The digits by hand: least significant first, zero-padded after.
     #[test]
     fn prop_crc_digits_are_least_significant_first() {
@@ -427,6 +459,19 @@ mod tests {
         assert_eq!(parse_prop_crc_digits(b"8463847412"), None, "over 31 bits");
         assert_eq!(parse_prop_crc_digits(b"09876543x1"), None);
         assert_eq!(parse_prop_crc_digits(b"098765432"), None);
+        assert_eq!(parse_prop_crc_digits(b"09876543210"), None);
+        assert_eq!(parse_prop_crc_digits(b"0000000000"), Some(0));
+        assert_eq!(parse_prop_crc_digits(b"7463847412"), Some(2_147_483_647));
+        assert_eq!(parse_prop_crc_digits(b"8463847412"), None, "2^31");
+        assert_eq!(parse_prop_crc_digits(b"9999999999"), None);
+        // A byte just outside the digits, in each place.
+        for i in 0..10 {
+            for bad in [b'/', b':', b'0' + 0x80, 0x3F, 0x20, 0x00] {
+                let mut d = *b"1234567890";
+                d[i] = bad;
+                assert_eq!(parse_prop_crc_digits(&d), None, "{i} {bad:#x}");
+            }
+        }
     }
 
     fn record_with_crc(props: &[u8]) -> Vec<u8> {
