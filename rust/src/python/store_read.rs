@@ -377,6 +377,9 @@ impl PyStore {
             // the Python wrapper's closed check did).
             self.store.check_not_closed()?;
             let (topic, key) = (topic.get()?, key.get()?);
+            // The index slot loads while the arguments are checked and the
+            // GIL is released.
+            let lookup = self.store.prefetch_key(topic, key);
             let max_num = max_num.map_or(Ok(32), |m| m.get())?;
             let begin_timestamp = begin_timestamp.map_or(Ok(0), |t| t.get())?;
             let end_timestamp = end_timestamp.map(|t| t.get()).transpose()?;
@@ -385,7 +388,7 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let found = nogil(py, || {
-                store.query_frames(topic, key, max_num, begin_timestamp, end)
+                store.query_key(&lookup, max_num, begin_timestamp, end)
             })?;
             let list = PyList::empty(py);
             for (frame, raw) in found {

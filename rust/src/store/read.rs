@@ -244,6 +244,32 @@ impl Store {
         begin: i64,
         end: i64,
     ) -> Result<Vec<(RecordFrame, Vec<u8>)>> {
+        let key = KeyLookup::of(topic, key);
+        self.query_key(&key, max_num, begin, end)
+    }
+
+    /// Starts loading what a lookup of `key` reads first (its hash slot in
+    /// the newest index file), so the caller's work before the lookup
+    /// overlaps that cache miss; returns the key for
+    /// [`Store::query_key`].
+    pub fn prefetch_key<'k>(&self, topic: &'k str, key: &'k str) -> KeyLookup<'k> {
+        let key = KeyLookup::of(topic, key);
+        if let Some(index) = &self.index {
+            index.prefetch_key(key.hash);
+        }
+        key
+    }
+
+    /// [`Store::query_frames`] of a key whose hash is computed
+    /// ([`Store::prefetch_key`]).
+    pub fn query_key(
+        &self,
+        lookup: &KeyLookup<'_>,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<Vec<(RecordFrame, Vec<u8>)>> {
+        let (topic, key) = (lookup.topic, lookup.key);
         self.check_open()?;
         if let Some(e) = &self.index_error {
             return Err(StoreError::Mismatch(format!(
@@ -271,7 +297,7 @@ impl Store {
         };
         let mut index_end = end;
         for _round in 0..3 {
-            let mut r = index.query(topic, key, max_num, index_begin, index_end);
+            let mut r = index.query_hashed(lookup.hash, max_num, index_begin, index_end);
             // Sorted in place (the collision round below only takes their
             // minimum timestamp, and emptiness survives the dedup).
             r.phy_offsets.sort_unstable();
@@ -473,6 +499,26 @@ impl Store {
                 return Ok(s);
             }
             std::thread::sleep(Duration::from_millis(5).min(deadline - std::time::Instant::now()));
+        }
+    }
+}
+
+/// A key to look up: its topic and text, and the hash the index walk
+/// compares (`index_key_hash_of`, computed once).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyLookup<'k> {
+    topic: &'k str,
+    key: &'k str,
+    hash: i32,
+}
+
+impl<'k> KeyLookup<'k> {
+    /// The lookup of `key` in `topic`.
+    pub fn of(topic: &'k str, key: &'k str) -> Self {
+        Self {
+            topic,
+            key,
+            hash: crate::index::index_file::index_key_hash_of(topic, key),
         }
     }
 }
