@@ -159,12 +159,16 @@ pub mod internals {
             body_crc, encode_blank, encode_v1, find_property, iter_properties, parse_delay_levels,
             parse_record, parse_record_frame, prop_crc_extra, prop_crc_ok, record_len, tags_code,
             to_hex_upper, NotARecord, Parsed, PropertiesBuilder, RecordFrame, RecordRef,
-            StoreStamp, BLANK_MAGIC, MAGIC_V1, MAGIC_V2, SCHEDULE_TOPIC,
+            StoreStamp, BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, FIXED_OVERHEAD_V4, MAGIC_V1,
+            MAGIC_V2, SCHEDULE_TOPIC,
         };
     }
     /// The IndexFile and the index service.
     pub mod index {
-        pub use crate::index::index_file::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
+        pub use crate::index::index_file::{
+            index_file_size, IndexEntry, IndexHeader, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE,
+            INDEX_HEADER_SIZE,
+        };
         pub use crate::index::index_service::IndexStore;
     }
     /// The consume queues.

@@ -239,8 +239,20 @@ def test_other_writers_wait_for_a_batch_spanning_files(open_store: Opener) -> No
     threads = [threading.Thread(target=writer, args=(q,)) for q in (0, 1)]
     for t in threads:
         t.start()
+    def writers_moved(seen: list[int]) -> None:
+        # Both writers put again before the next batch: they are running
+        # beside it (on a loaded machine the batches could otherwise run
+        # back to back before a writer thread gets the interpreter).
+        deadline = time.monotonic() + 30
+        while any(len(others[q]) <= seen[q] for q in (0, 1)) and not errors:
+            assert time.monotonic() < deadline, "the writer threads made no progress"
+            time.sleep(0.001)
+
+    results = []
     try:
-        results = [store.put_batch("t", [b"b" * 100] * 2000, 1) for _ in range(3)]
+        for _ in range(3):
+            writers_moved([len(others[0]), len(others[1])])
+            results.append(store.put_batch("t", [b"b" * 100] * 2000, 1))
     finally:
         stop.set()
         for t in threads:

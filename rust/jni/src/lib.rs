@@ -21,7 +21,8 @@
 //! - `lib.rs`: the guard and the error kinds.
 //! - `handles.rs`: the handle registry (stores, readers, batches).
 //! - `export.rs`: a record batch as field nodes and buffer addresses.
-//! - `store.rs`: opening a store read-only and the planning queries.
+//! - `store.rs`: opening a store read-only, following its writer, and the
+//!   planning queries.
 //! - `read.rs`: columnar readers and their batches.
 //! - `keys.rs`: the `key` option's scan of what the index does not cover.
 //! - `write.rs`: a writable open, and the rows a write's commit checks and appends.

@@ -124,8 +124,79 @@ pub const STORE_FIELDS: &[&str] = &[
     "max_index_num",
 ];
 
+/// `k`=`v`, an integer in `[low, high]`: StoreConfig's range for the field,
+/// refused in StoreConfig's words (`note` says why the range is what it is).
+fn int_in(k: &str, v: &str, low: usize, high: usize, note: &str) -> Result<usize> {
+    let n: i64 = parse(k, v)?;
+    match usize::try_from(n) {
+        Ok(u) if (low..=high).contains(&u) => Ok(u),
+        _ => Err(Error::Arg(
+            format!("{k}={n}: must be in [{low}, {high}] {note}")
+                .trim_end()
+                .to_owned(),
+        )),
+    }
+}
+
+/// The largest segment or file size a store takes (a Java int).
+const I32_MAX: usize = i32::MAX as usize;
+
+/// A CommitLog segment size StoreConfig accepts.
+fn commit_log_size(k: &str, v: &str) -> Result<usize> {
+    use engine::internals::message::{END_FILE_MIN_BLANK_LENGTH, FIXED_OVERHEAD_V4};
+    let note = format!(
+        "(a minimal {FIXED_OVERHEAD_V4}-byte record plus the \
+         {END_FILE_MIN_BLANK_LENGTH}-byte blank must fit)"
+    );
+    int_in(
+        k,
+        v,
+        FIXED_OVERHEAD_V4 + END_FILE_MIN_BLANK_LENGTH,
+        I32_MAX,
+        &note,
+    )
+}
+
+/// A ConsumeQueue file size StoreConfig accepts, rounded up to whole units
+/// as it rounds it.
+fn consume_queue_size(k: &str, v: &str) -> Result<usize> {
+    use engine::internals::queue::CQ_UNIT_SIZE;
+    let n = int_in(k, v, 1, I32_MAX, "")?;
+    let rounded = n.div_ceil(CQ_UNIT_SIZE) * CQ_UNIT_SIZE;
+    if rounded > I32_MAX {
+        return Err(Error::Arg(format!(
+            "{k}={n}: rounds up to {rounded}, above {I32_MAX}"
+        )));
+    }
+    Ok(rounded)
+}
+
+/// The index geometry StoreConfig accepts: an IndexFile's size is a Java int.
+fn check_index_geometry(o: &StoreOptions) -> Result<()> {
+    use engine::internals::index::{
+        index_file_size, HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
+    };
+    let (slots, num) = (o.max_hash_slot_num, o.max_index_num);
+    if index_file_size(slots, num).is_some_and(|n| n <= I32_MAX) {
+        return Ok(());
+    }
+    let size = [
+        (1, INDEX_HEADER_SIZE),
+        (slots, HASH_SLOT_SIZE),
+        (num, INDEX_ENTRY_SIZE),
+    ]
+    .iter()
+    .map(|&(n, unit)| n as u128 * unit as u128)
+    .sum::<u128>();
+    Err(Error::Arg(format!(
+        "max_hash_slot_num={slots}, max_index_num={num}: IndexFile size {size} exceeds \
+         {I32_MAX} bytes"
+    )))
+}
+
 /// Opens (and recovers) the store at `path` with StoreConfig `fields`:
-/// read-only, or as its single writer.
+/// read-only, or as its single writer. Values are checked against the
+/// ranges StoreConfig checks (the Python source refuses the same ones).
 pub fn open_store(path: String, fields: Vec<(String, String)>, read_only: bool) -> Result<Store> {
     let mut o = StoreOptions {
         read_only,
@@ -134,11 +205,9 @@ pub fn open_store(path: String, fields: Vec<(String, String)>, read_only: bool) 
     let (mut check_crc, mut skip) = (true, false);
     for (k, v) in &fields {
         match k.as_str() {
-            "mapped_file_size_commit_log" => o.commit_log_file_size = Some(parse(k, v)?),
+            "mapped_file_size_commit_log" => o.commit_log_file_size = Some(commit_log_size(k, v)?),
             "mapped_file_size_consume_queue" => {
-                // Whole 20-byte units, as StoreConfig rounds it.
-                let n: usize = parse(k, v)?;
-                o.consume_queue_file_size = Some(n.div_ceil(20) * 20);
+                o.consume_queue_file_size = Some(consume_queue_size(k, v)?)
             }
             "commit_log_dir" => o.commit_log_dir = v.into(),
             "check_crc_on_recover" => check_crc = parse(k, &v.to_lowercase())?,
@@ -154,8 +223,8 @@ pub fn open_store(path: String, fields: Vec<(String, String)>, read_only: bool) 
                 }
             }
             "message_index_enable" => o.message_index_enable = parse(k, &v.to_lowercase())?,
-            "max_hash_slot_num" => o.max_hash_slot_num = parse(k, v)?,
-            "max_index_num" => o.max_index_num = parse(k, v)?,
+            "max_hash_slot_num" => o.max_hash_slot_num = int_in(k, v, 1, I32_MAX, "")?,
+            "max_index_num" => o.max_index_num = int_in(k, v, 1, I32_MAX, "")?,
             _ => {
                 return Err(Error::Arg(format!(
                     "option {k}: not a store field the JVM connector reads (it reads {})",
@@ -164,6 +233,7 @@ pub fn open_store(path: String, fields: Vec<(String, String)>, read_only: bool) 
             }
         }
     }
+    check_index_geometry(&o)?;
     let s = Store::open(o)?;
     s.recover(check_crc, skip)?;
     Ok(s)
@@ -222,6 +292,20 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_close<'l>(
             }
         }
         Ok(())
+    })
+}
+
+/// Read-only stores: follows the writer (new files, records and queue
+/// units, as `Store::refresh`); true when new messages became visible. A
+/// streaming read's driver keeps its stores open between triggers.
+#[no_mangle]
+pub extern "system" fn Java_org_rocketstore_spark_NativeLib_refresh<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    store: jlong,
+) -> jboolean {
+    guard(&mut env, 0, |_| {
+        Ok(handles::store(store)?.refresh()? as jboolean)
     })
 }
 

@@ -2,13 +2,19 @@
 //! highest report of any slave (RocketMQ's `push2SlaveMaxOffset`), which a
 //! SYNC_MASTER put waits on, and the wake-up that tells the connections'
 //! writers the log grew.
+//!
+//! Both waits park the waiting thread itself (no shared condition): a
+//! report wakes only the puts whose end it reaches, not every waiting put,
+//! and an append wakes a parked writer with one atomic swap (a system call
+//! only when the writer sleeps) instead of a condition variable's wake-up.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::thread::{Thread, ThreadId};
 use std::time::{Duration, Instant};
 
-use crate::sync::{Condvar, Mutex};
+use crate::sync::Mutex;
 
 use crate::log::commitlog::now_ms;
 
@@ -33,15 +39,15 @@ pub struct SlaveConn {
 #[derive(Debug, Default)]
 pub struct Acks {
     best: AtomicU64,
-    lock: Mutex<()>,
-    cv: Condvar,
     grew_seq: AtomicU64,
+    /// Writers parked in [`Acks::wait_grew`] (the length of `grew_parked`).
     grew_waiters: AtomicUsize,
-    grew_lock: Mutex<()>,
-    grew_cv: Condvar,
+    grew_parked: Mutex<Vec<Thread>>,
     slaves: Mutex<Vec<Arc<SlaveConn>>>,
-    /// Puts waiting in [`Acks::wait_for`].
+    /// Puts waiting in [`Acks::wait_for`] (the length of `parked`).
     waiters: AtomicUsize,
+    /// Each waiting put's end and thread.
+    parked: Mutex<Vec<(u64, Thread)>>,
 }
 
 impl Acks {
@@ -84,7 +90,7 @@ impl Acks {
     }
 
     /// A slave on `c` reported `offset`: raises the best report and wakes
-    /// the puts waiting for it.
+    /// the puts waiting for an end at or below it (the others sleep on).
     pub fn report(&self, c: &SlaveConn, offset: u64) {
         // SeqCst with `waiters` and `holds`: either this report sees a
         // waiter, or the waiter's check sees this report.
@@ -92,8 +98,18 @@ impl Acks {
         c.last_report_ms.store(now_ms(), Ordering::Release);
         self.best.fetch_max(offset, Ordering::AcqRel);
         if self.waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.lock.lock();
-            self.cv.notify_all();
+            // Unparked after the lock is released: a woken put that takes
+            // itself off the list does not wait for this thread.
+            let wake: Vec<Thread> = self
+                .parked
+                .lock()
+                .iter()
+                .filter(|(end, _)| *end <= offset)
+                .map(|(_, t)| t.clone())
+                .collect();
+            for t in wake {
+                t.unpark();
+            }
         }
     }
 
@@ -113,35 +129,55 @@ impl Acks {
     }
 
     /// Waits until a slave holds `[start, end)` ([`Acks::holds`]); false
-    /// after `timeout`. Every put waiting shares one condition (one report
-    /// wakes them all).
+    /// after `timeout`. The thread parks until a report reaches `end` (or
+    /// the time is up).
     pub fn wait_for(&self, start: u64, end: u64, timeout: Duration) -> bool {
         if self.holds(start, end) {
             return true;
         }
         let deadline = Instant::now() + timeout;
-        let mut g = self.lock.lock();
-        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let me = std::thread::current();
+        {
+            let mut p = self.parked.lock();
+            p.push((end, me.clone()));
+            self.waiters.store(p.len(), Ordering::SeqCst);
+        }
         let held = loop {
             if self.holds(start, end) {
                 break true;
             }
-            if self.cv.wait_until(&mut g, deadline).timed_out() {
-                break self.holds(start, end);
+            let now = Instant::now();
+            if now >= deadline {
+                break false;
             }
+            // A report that came between the check and here left the
+            // thread's token set: the park returns at once.
+            std::thread::park_timeout(deadline - now);
         };
-        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        let mut p = self.parked.lock();
+        if let Some(i) = p.iter().position(|(_, t)| t.id() == me.id()) {
+            p.swap_remove(i);
+        }
+        self.waiters.store(p.len(), Ordering::SeqCst);
         held
     }
 
-    /// The log grew: wakes the writers waiting to send (one atomic load
-    /// when none waits).
+    /// The log grew: wakes the writers parked to send (one atomic load
+    /// when none is).
     #[inline]
     pub fn log_grew(&self) {
         self.grew_seq.fetch_add(1, Ordering::SeqCst);
         if self.grew_waiters.load(Ordering::SeqCst) > 0 {
-            let _g = self.grew_lock.lock();
-            self.grew_cv.notify_all();
+            // Taken off the list before they wake (a woken writer finds
+            // nothing to do there) and unparked after the lock is released.
+            let wake = {
+                let mut p = self.grew_parked.lock();
+                self.grew_waiters.store(0, Ordering::SeqCst);
+                std::mem::take(&mut *p)
+            };
+            for t in wake {
+                t.unpark();
+            }
         }
     }
 
@@ -152,12 +188,31 @@ impl Acks {
 
     /// Waits until the log grew after `seen` was read, at most `max`.
     pub fn wait_grew(&self, seen: u64, max: Duration) {
-        let mut g = self.grew_lock.lock();
-        self.grew_waiters.fetch_add(1, Ordering::SeqCst);
-        if self.grew_seq.load(Ordering::SeqCst) == seen {
-            self.grew_cv.wait_for(&mut g, max);
+        if self.grew_seq.load(Ordering::SeqCst) != seen {
+            return;
         }
-        self.grew_waiters.fetch_sub(1, Ordering::SeqCst);
+        let me = std::thread::current();
+        {
+            let mut p = self.grew_parked.lock();
+            p.push(me.clone());
+            self.grew_waiters.store(p.len(), Ordering::SeqCst);
+        }
+        // SeqCst with `log_grew`: either it sees this thread parked, or
+        // this load sees its count.
+        if self.grew_seq.load(Ordering::SeqCst) == seen {
+            std::thread::park_timeout(max);
+        }
+        self.forget_grew_waiter(me.id());
+    }
+
+    /// Takes a writer off the parked list (a wake-up took it off already).
+    fn forget_grew_waiter(&self, id: ThreadId) {
+        if self.grew_waiters.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut p = self.grew_parked.lock();
+        p.retain(|t| t.id() != id);
+        self.grew_waiters.store(p.len(), Ordering::SeqCst);
     }
 }
 
@@ -188,5 +243,56 @@ mod tests {
         assert!(!acks.wait_for(40, 100, Duration::from_millis(10)));
         acks.remove(&c);
         assert!(!acks.slave_ok(200, 256));
+    }
+
+    #[test]
+    fn a_report_wakes_the_puts_it_reaches_and_no_other() {
+        let acks = Arc::new(Acks::new());
+        let c = acks.add("127.0.0.1:1".parse().expect("addr"));
+        c.from.store(0, Ordering::Release);
+        let wait = |end: u64| {
+            let a = acks.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                (a.wait_for(0, end, Duration::from_secs(20)), t.elapsed())
+            })
+        };
+        let (near, far) = (wait(100), wait(300));
+        while acks.waiters.load(Ordering::SeqCst) < 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        acks.report(&c, 200);
+        let (held, took) = near.join().expect("joined");
+        assert!(held && took < Duration::from_secs(10), "{took:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!far.is_finished());
+        assert_eq!(acks.parked.lock().len(), 1);
+        acks.report(&c, 300);
+        let (held, took) = far.join().expect("joined");
+        assert!(held && took < Duration::from_secs(10), "{took:?}");
+        assert_eq!(acks.waiters.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn an_append_wakes_a_parked_writer() {
+        let acks = Arc::new(Acks::new());
+        let a = acks.clone();
+        let seen = acks.grew_seq();
+        let w = std::thread::spawn(move || {
+            let t = Instant::now();
+            a.wait_grew(seen, Duration::from_secs(20));
+            t.elapsed()
+        });
+        while acks.grew_waiters.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        acks.log_grew();
+        let took = w.join().expect("joined");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        assert_eq!(acks.grew_parked.lock().len(), 0);
+        // Grown since `seen`: no wait at all.
+        let t = Instant::now();
+        acks.wait_grew(seen, Duration::from_secs(20));
+        assert!(t.elapsed() < Duration::from_secs(10));
     }
 }

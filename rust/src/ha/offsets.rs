@@ -291,6 +291,12 @@ mod tests {
             .expect("listen");
         let got = fetch(&format!("127.0.0.1:{}", srv.port()), Duration::from_secs(2));
         assert_eq!(got, Ok(snap));
+        // Counted after the reply is written: the fetch may return first.
+        let since = Instant::now();
+        while state.served.load(Ordering::Acquire) == 0 && since.elapsed() < Duration::from_secs(2)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         assert_eq!(state.served.load(Ordering::Acquire), 1);
         srv.stop();
         let none = OffsetsServer::start(

@@ -37,14 +37,22 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   /** Builds the readers in the tasks (serialized to executors: plain values). */
   static final class Factory implements PartitionReaderFactory {
+    private static final long serialVersionUID = 1L;
     private final ReadOpts opts;
     private final StructType schema;
     private final String[] columns;
+    private final boolean stream;
 
     Factory(ReadOpts opts, StructType schema, String[] columns) {
+      this(opts, schema, columns, false);
+    }
+
+    /** {@code stream}: a micro-batch's reader (retention's losses fail it: failOnDataLoss). */
+    Factory(ReadOpts opts, StructType schema, String[] columns, boolean stream) {
       this.opts = opts;
       this.schema = schema;
       this.columns = columns;
+      this.stream = stream;
     }
 
     @Override
@@ -59,12 +67,13 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition p) {
-      return new ColumnarReader(opts, schema, columns, (Part) p);
+      return new ColumnarReader(opts, schema, columns, (Part) p, stream);
     }
   }
 
   private final ReadOpts opts;
   private final Part part;
+  private final boolean stream;
   private final BufferAllocator alloc;
   private final VectorSchemaRoot root;
   private long store;
@@ -72,9 +81,11 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   private ColumnarBatch current;
   private boolean closed;
 
-  ColumnarReader(ReadOpts opts, StructType schema, String[] columns, Part part) {
+  ColumnarReader(ReadOpts opts, StructType schema, String[] columns, Part part,
+      boolean stream) {
     this.opts = opts;
     this.part = part;
+    this.stream = stream;
     String[] cols = columns;
     String name = part.storeName;
     if (cols != null && java.util.Arrays.asList(cols).contains("store") && name == null) {
@@ -112,10 +123,28 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
     release();
     long[] d = NativeLib.nextBatch(reader);
     if (d == null) {
+      checkLoss();
       return false;
     }
     current = wrap(d);
     return true;
+  }
+
+  /**
+   * A micro-batch's queue range whose messages retention deleted before they were read fails
+   * the task unless failOnDataLoss=false (as the Python source's stream).
+   */
+  private void checkLoss() {
+    if (!stream || !opts.failOnDataLoss || part.qTopics.size() != 1) {
+      return;
+    }
+    long lost = NativeLib.readStats(reader)[4];
+    if (lost > 0) {
+      throw new StoreException(part.qTopics.get(0) + "/" + part.qIds.get(0) + ": " + lost
+          + " messages in offsets [" + part.qBounds.get(0) + ", " + part.qBounds.get(1)
+          + ") were deleted by retention before they were read (set failOnDataLoss=false to "
+          + "skip them)");
+    }
   }
 
   private ColumnarBatch wrap(long[] d) {

@@ -18,7 +18,6 @@ import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 
@@ -43,6 +42,7 @@ final class JobCommit {
 
   /** A write refused (appended 0: nothing appended) or stopped part-way. */
   static final class CommitException extends RuntimeException {
+    private static final long serialVersionUID = 1L;
     final long appended;
     final long total;
 
@@ -80,7 +80,7 @@ final class JobCommit {
   private static long appendJob(long store, WriteOpts o, List<RocketStoreWrite.Staged> files,
       long total, String tag) {
     String[] extra = {WRITE_JOB_PROPERTY, tag};
-    ObjectNode jobs = readState(o.path);
+    ObjectNode jobs = readState(o.path, JOBS_STATE_FILE);
     JsonNode rec = jobs.get(tag);
     long present = 0;
     if (rec != null && rec.isObject() && !rec.path("done").asBoolean(false)) {
@@ -94,7 +94,7 @@ final class JobCommit {
       RocketStoreProvider.LOG.info("rocketstore: job {} was appended to {} already ({} rows); "
           + "nothing appended", tag, o.path, present);
       ((ObjectNode) jobs.get(tag)).put("done", true);
-      saveState(o.path, keep(jobs));
+      saveState(o.path, JOBS_STATE_FILE, keep(jobs));
       return 0;
     }
     long skip = present;
@@ -109,7 +109,7 @@ final class JobCommit {
       r.put("rows", total);
       r.put("done", false);
       jobs.set(tag, r);
-      saveState(o.path, keep(jobs));
+      saveState(o.path, JOBS_STATE_FILE, keep(jobs));
     } else {
       RocketStoreProvider.LOG.warn("rocketstore: job {} was cut short at {} of {} rows; "
           + "appending the rest", tag, present, total);
@@ -135,7 +135,7 @@ final class JobCommit {
     }
     NativeLib.flush(store);
     ((ObjectNode) jobs.get(tag)).put("done", true);
-    saveState(o.path, keep(jobs));
+    saveState(o.path, JOBS_STATE_FILE, keep(jobs));
     return done[0];
   }
 
@@ -143,13 +143,14 @@ final class JobCommit {
     void refused(long row, String status, String why);
   }
 
-  private static long run(long store, List<RocketStoreWrite.Staged> files, long skip,
+  /** Checks (check) or appends the rows after the first skip; returns rows appended. */
+  static long run(long store, List<RocketStoreWrite.Staged> files, long skip,
       String[] extra, boolean check, Refusal onRefused) {
     return run(store, files, skip, extra, check, onRefused, new long[1]);
   }
 
   /** Hands the rows after the first skip to the engine in chunks; returns rows appended. */
-  private static long run(long store, List<RocketStoreWrite.Staged> files, long skip,
+  static long run(long store, List<RocketStoreWrite.Staged> files, long skip,
       String[] extra, boolean check, Refusal onRefused, long[] appended) {
     long row = 0;
     long first = skip;
@@ -231,22 +232,24 @@ final class JobCommit {
     }
   }
 
-  private static Path stateFile(String path) {
-    return Paths.get(path, "config", JOBS_STATE_FILE);
+  private static Path stateFile(String path, String name) {
+    return Paths.get(path, "config", name);
   }
 
-  private static ObjectNode readState(String path) {
+  /** The store's config file {@code name} (an empty object when missing or unreadable). */
+  static ObjectNode readState(String path, String name) {
     try {
-      JsonNode n = JSON.readTree(stateFile(path).toFile());
+      JsonNode n = JSON.readTree(stateFile(path, name).toFile());
       return n != null && n.isObject() ? (ObjectNode) n : JSON.createObjectNode();
     } catch (IOException e) {
       return JSON.createObjectNode();
     }
   }
 
-  private static void saveState(String path, ObjectNode state) {
-    Path p = stateFile(path);
-    Path tmp = p.resolveSibling(JOBS_STATE_FILE.replace(".json", ".tmp"));
+  /** Replaces the store's config file {@code name} by {@code state}, durably. */
+  static void saveState(String path, String name, ObjectNode state) {
+    Path p = stateFile(path, name);
+    Path tmp = p.resolveSibling(name.replace(".json", ".tmp"));
     try {
       Files.createDirectories(p.getParent());
       Files.deleteIfExists(tmp);
@@ -260,8 +263,7 @@ final class JobCommit {
   /** Every unfinished job, and the newest JOBS_KEPT finished ones. */
   private static ObjectNode keep(ObjectNode jobs) {
     List<Map.Entry<String, JsonNode>> done = new ArrayList<>();
-    for (Iterator<Map.Entry<String, JsonNode>> it = jobs.fields(); it.hasNext(); ) {
-      Map.Entry<String, JsonNode> e = it.next();
+    for (Map.Entry<String, JsonNode> e : jobs.properties()) {
       if (e.getValue().isObject() && e.getValue().path("done").asBoolean(false)) {
         done.add(e);
       }
@@ -272,8 +274,7 @@ final class JobCommit {
     for (int i = 0; i < Math.max(0, done.size() - JOBS_KEPT); i++) {
       drop.add(done.get(i).getKey());
     }
-    for (Iterator<Map.Entry<String, JsonNode>> it = jobs.fields(); it.hasNext(); ) {
-      Map.Entry<String, JsonNode> e = it.next();
+    for (Map.Entry<String, JsonNode> e : jobs.properties()) {
       if (e.getValue().isObject() && !drop.contains(e.getKey())) {
         out.set(e.getKey(), e.getValue());
       }

@@ -87,6 +87,9 @@ public final class NativeLib {
 
   public static native void close(long handle);
 
+  /** Read-only stores: follows the writer; true when new messages became visible. */
+  public static native boolean refresh(long store);
+
   public static native long openHandles();
 
   public static native String[] topics(long store);

@@ -11,6 +11,8 @@ import org.apache.spark.sql.connector.read.InputPartition;
  * the task.
  */
 final class Part implements InputPartition, Serializable {
+  private static final long serialVersionUID = 1L;
+
   final String path;
   final String storeName;
   final List<String> qTopics = new ArrayList<>();

@@ -19,18 +19,27 @@ final class Planner implements AutoCloseable {
   private final ReadOpts o;
   private final String path;
   private final long store;
+  private final boolean owned;
   private final long[] cl;
 
   Planner(ReadOpts o, String path) {
+    this(o, path, NativeLib.open(path, o.fieldKeys, o.fieldValues), true);
+  }
+
+  /** A planner over an open store (closed with the planner when {@code owned}). */
+  Planner(ReadOpts o, String path, long store, boolean owned) {
     this.o = o;
     this.path = path;
-    this.store = NativeLib.open(path, o.fieldKeys, o.fieldValues);
+    this.store = store;
+    this.owned = owned;
     this.cl = NativeLib.commitLog(store);
   }
 
   @Override
   public void close() {
-    NativeLib.close(store);
+    if (owned) {
+      NativeLib.close(store);
+    }
   }
 
   private boolean scan() {
@@ -39,7 +48,7 @@ final class Planner implements AutoCloseable {
   }
 
   /** The (topic, queue) pairs to read, sorted. */
-  private List<Object[]> queues() {
+  List<Object[]> queues() {
     List<String> topics = new ArrayList<>();
     if (o.topics != null) {
       topics.addAll(new TreeSet<>(Arrays.asList(o.topics)));
@@ -65,7 +74,8 @@ final class Planner implements AutoCloseable {
     return out;
   }
 
-  private long at(String t, int q, int what, long arg) {
+  /** {@link NativeLib#queueAt}: 0 first offset, 1 end offset, 2 CommitLog offset, 3 time. */
+  long at(String t, int q, int what, long arg) {
     return NativeLib.queueAt(store, t, q, what, arg);
   }
 
@@ -91,7 +101,8 @@ final class Planner implements AutoCloseable {
     return kw.equals("earliest") ? lo : hi;
   }
 
-  private long startOf(String t, int q) {
+  /** Where reading a queue starts (startingTimestamp wins over startingOffsets). */
+  long startOf(String t, int q) {
     if (o.startingTimestamp != null) {
       return firstAtOrAfter(t, q, at(t, q, 0, 0), at(t, q, 1, 0), o.startingTimestamp);
     }

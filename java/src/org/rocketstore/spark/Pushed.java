@@ -25,6 +25,8 @@ import org.apache.spark.sql.sources.LessThanOrEqual;
  * {@code _pushdown.translate} (sets null for "no condition"; bounds inclusive, null open).
  */
 final class Pushed implements Serializable {
+  private static final long serialVersionUID = 1L;
+
   Set<String> topics;
   Set<Integer> queueIds;
   Long[] queueOffset = {null, null};

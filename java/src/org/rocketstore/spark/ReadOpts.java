@@ -5,23 +5,32 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 
 /**
- * The batch read options, as the Python source parses them
+ * The read options (batch or streaming), as the Python source parses them
  * (python/rocketstore/spark/_options.py): same names, defaults and errors.
  */
 final class ReadOpts implements Serializable {
+  private static final long serialVersionUID = 1L;
   static final int DEFAULT_MAX_RECORDS_PER_PARTITION = 2_000_000;
   static final int DEFAULT_BATCH_SIZE = 65_536;
-  static final List<String> SPARK_OPTIONS = Arrays.asList("path", "paths");
+  /** What Spark itself hands a data source (a streaming query's checkpoint and name too). */
+  static final List<String> SPARK_OPTIONS =
+      Arrays.asList("path", "paths", "checkpointLocation", "queryName");
   static final List<String> READ_OPTIONS = Arrays.asList("topic", "queues", "startingOffsets",
       "endingOffsets", "startingTimestamp", "includeSystemTopics", "includeUncommitted",
       "maxRecordsPerPartition", "maxBytesPerPartition", "batchSize", "key", "metricsFile");
+  /** A streaming read's options: the batch read's but endingOffsets and key, and two more. */
+  static final List<String> STREAM_OPTIONS = Arrays.asList("topic", "queues",
+      "startingOffsets", "startingTimestamp", "includeSystemTopics", "includeUncommitted",
+      "maxRecordsPerPartition", "maxBytesPerPartition", "batchSize", "metricsFile",
+      "maxOffsetsPerTrigger", "failOnDataLoss");
+  static final String BATCH = "batch read";
+  static final String STREAM = "streaming read";
   /** StoreConfig fields the engine's read-only open takes (rust/jni/src/store.rs). */
   static final List<String> STORE_FIELDS = Arrays.asList("mapped_file_size_commit_log",
       "mapped_file_size_consume_queue", "commit_log_dir", "check_crc_on_recover", "on_corruption",
@@ -45,11 +54,26 @@ final class ReadOpts implements Serializable {
   final String metricsFile;
   final String[] fieldKeys;
   final String[] fieldValues;
+  /** Streaming: at most this many new offsets per micro-batch (null: all available). */
+  final Long maxOffsetsPerTrigger;
+  /** Streaming: fail when retention deleted offsets before they were read. */
+  final boolean failOnDataLoss;
+  /** True when startingOffsets was given (else the default: latest for a stream). */
+  final boolean startingGiven;
 
+  /** A batch read's options. */
   ReadOpts(Map<String, String> options) {
+    this(options, BATCH);
+  }
+
+  /**
+   * The options of a {@link #BATCH} or {@link #STREAM} read ({@code kind} null: not known yet,
+   * the options of either pass, as for the schema).
+   */
+  ReadOpts(Map<String, String> options, String kind) {
     Map<String, String> o = new TreeMap<>(String.CASE_INSENSITIVE_ORDER);
     o.putAll(options);
-    check(o);
+    check(o, kind);
     String[] p = list(o.get("paths"));
     if (p == null) {
       p = list(o.get("path"));
@@ -74,7 +98,9 @@ final class ReadOpts implements Serializable {
     } else {
       queues = null;
     }
-    Object[] s = offsets(o.get("startingOffsets"), "startingOffsets", "earliest");
+    startingGiven = o.get("startingOffsets") != null;
+    Object[] s = offsets(o.get("startingOffsets"), "startingOffsets",
+        STREAM.equals(kind) ? "latest" : "earliest");
     starting = (String) s[0];
     startingMap = castMap(s[1]);
     Object[] e = offsets(o.get("endingOffsets"), "endingOffsets", "latest");
@@ -90,6 +116,9 @@ final class ReadOpts implements Serializable {
     positive("batchSize", b == null || b == 0 ? null : b);
     positive("maxRecordsPerPartition", per);
     positive("maxBytesPerPartition", maxBytesPerPartition);
+    maxOffsetsPerTrigger = longOpt(o, "maxOffsetsPerTrigger");
+    positive("maxOffsetsPerTrigger", maxOffsetsPerTrigger);
+    failOnDataLoss = !o.containsKey("failOnDataLoss") || bool(o, "failOnDataLoss");
     // 0 means the default, as for the Python source.
     batchSize = b == null || b == 0 ? DEFAULT_BATCH_SIZE : (int) Math.min(b, Integer.MAX_VALUE);
     maxRecordsPerPartition = per == null ? DEFAULT_MAX_RECORDS_PER_PARTITION
@@ -124,27 +153,60 @@ final class ReadOpts implements Serializable {
     return several() ? path : null;
   }
 
-  private static void check(Map<String, String> o) {
+  private static List<String> own(String kind) {
+    if (kind == null) {
+      List<String> both = new ArrayList<>(READ_OPTIONS);
+      for (String x : STREAM_OPTIONS) {
+        if (!both.contains(x)) {
+          both.add(x);
+        }
+      }
+      return both;
+    }
+    return BATCH.equals(kind) ? READ_OPTIONS : STREAM_OPTIONS;
+  }
+
+  /** An unknown name, with the use it belongs to (Spark lower-cases names: its own spelling). */
+  static String elsewhere(String k) {
+    List<String> uses = new ArrayList<>();
+    String name = k;
+    String[][] kinds = {{BATCH}, {STREAM}, {"batch write", "stagingDir", "jobTag"},
+        {"streaming write", "stagingDir", "sinkName"}};
+    for (String[] kind : kinds) {
+      List<String> names = kind.length > 1 ? Arrays.asList(kind).subList(1, kind.length)
+          : own(kind[0]);
+      for (String n : names) {
+        if (n.equalsIgnoreCase(k)) {
+          uses.add(kind[0]);
+          name = n;
+        }
+      }
+    }
+    return uses.isEmpty() ? k : name + " (an option of a " + String.join(" or ", uses) + ")";
+  }
+
+  private static void check(Map<String, String> o, String kind) {
+    List<String> own = own(kind);
     List<String> unknown = new ArrayList<>();
     for (String k : o.keySet()) {
       boolean ok = STORE_FIELDS.contains(k.toLowerCase());
       for (String v : SPARK_OPTIONS) {
         ok |= v.equalsIgnoreCase(k);
       }
-      for (String v : READ_OPTIONS) {
+      for (String v : own) {
         ok |= v.equalsIgnoreCase(k);
       }
       if (!ok) {
-        unknown.add(k);
+        unknown.add(elsewhere(k));
       }
     }
     if (!unknown.isEmpty()) {
-      List<String> valid = new ArrayList<>(SPARK_OPTIONS);
-      valid.addAll(READ_OPTIONS);
+      List<String> valid = new ArrayList<>(SPARK_OPTIONS.subList(0, 2));
+      valid.addAll(own);
       throw new IllegalArgumentException("unknown option" + (unknown.size() > 1 ? "s" : "")
-          + " for a rocketstore batch read: " + String.join(", ", unknown)
-          + ". Valid options (case-insensitive): " + String.join(", ", valid)
-          + ", and the store fields " + String.join(", ", STORE_FIELDS));
+          + " for a rocketstore " + (kind == null ? BATCH + " or " + STREAM : kind) + ": "
+          + String.join(", ", unknown) + ". Valid options (case-insensitive): "
+          + String.join(", ", valid) + ", and the store fields " + String.join(", ", STORE_FIELDS));
     }
   }
 
@@ -240,9 +302,7 @@ final class ReadOpts implements Serializable {
           + ": expected a JSON object of integer offsets");
     }
     Map<String, Long> m = new LinkedHashMap<>();
-    Iterator<Map.Entry<String, JsonNode>> it = n.fields();
-    while (it.hasNext()) {
-      Map.Entry<String, JsonNode> en = it.next();
+    for (Map.Entry<String, JsonNode> en : n.properties()) {
       if (!en.getValue().isIntegralNumber()) {
         throw new IllegalArgumentException("option " + name + "=" + repr(text)
             + ": expected a JSON object of integer offsets");

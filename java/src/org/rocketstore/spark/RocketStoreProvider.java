@@ -20,8 +20,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Spark format {@code rocketstore} on the JVM: batch reads of rocketstore stores through the
- * Rust engine (JNI), handed to Spark as column batches. The options, schema, partitioning and
+ * Spark format {@code rocketstore} on the JVM: batch and micro-batch streaming reads of
+ * rocketstore stores through the Rust engine (JNI), handed to Spark as column batches, and
+ * batch and streaming writes. The options, schema, partitioning and
  * pushdown are the Python source's (docs/spark.md); the Python source is registered as
  * {@code rocketstore_python} beside it.
  */
@@ -35,7 +36,18 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
 
   @Override
   public StructType inferSchema(CaseInsensitiveStringMap options) {
-    return Columns.schema(new ReadOpts(options).several());
+    try {
+      return Columns.schema(new ReadOpts(options, null).several());
+    } catch (IllegalArgumentException e) {
+      // Spark asks a streaming sink's table for a schema too: a sink's options are not a
+      // read's, and its table's schema is not used.
+      try {
+        new WriteOpts(options.asCaseSensitiveMap(), true);
+      } catch (IllegalArgumentException notASink) {
+        throw e;
+      }
+      return Columns.schema(false);
+    }
   }
 
   @Override
@@ -51,7 +63,7 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
     String[] columns = null;
     RuntimeException notARead = null;
     try {
-      opts = new ReadOpts(props);
+      opts = new ReadOpts(props, null);
       columns = Columns.projection(schema, opts.several());
     } catch (IllegalArgumentException e) {
       notARead = e;
@@ -60,8 +72,9 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
   }
 
   /**
-   * A store (or several) as a table that reads in batches and takes batch writes. Its read
-   * options are parsed when it is read (a write has options of its own).
+   * A store (or several) as a table that reads (in batches or streaming) and takes writes
+   * (batch or streaming). Its read options are parsed when it is read (a write has options
+   * of its own).
    */
   static final class RocketStoreTable implements SupportsRead, SupportsWrite {
     private final Map<String, String> props;
@@ -86,14 +99,16 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
     }
 
     @Override
+    @SuppressWarnings("deprecation") // Spark 4 still asks a table for schema() first
     public StructType schema() {
       return schema;
     }
 
     @Override
     public Set<TableCapability> capabilities() {
-      return Collections.unmodifiableSet(
-          EnumSet.of(TableCapability.BATCH_READ, TableCapability.BATCH_WRITE));
+      return Collections.unmodifiableSet(EnumSet.of(TableCapability.BATCH_READ,
+          TableCapability.MICRO_BATCH_READ, TableCapability.BATCH_WRITE,
+          TableCapability.STREAMING_WRITE));
     }
 
     @Override
@@ -101,7 +116,7 @@ public class RocketStoreProvider implements TableProvider, DataSourceRegister {
       if (notARead != null) {
         throw notARead;
       }
-      return new RocketStoreScan(opts, schema, columns);
+      return new RocketStoreScan(props, opts, schema, columns);
     }
 
     @Override

@@ -2,6 +2,7 @@ package org.rocketstore.spark;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import org.apache.spark.sql.connector.read.Batch;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -9,18 +10,27 @@ import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.types.StructType;
 
-/** Scan builder, scan and batch of one read: column pruning, filter pushdown, partitions. */
+/**
+ * Scan builder, scan and batch of one read: column pruning, filter pushdown, partitions; or
+ * the micro-batch stream of a streaming read ({@link RocketStoreStream}).
+ */
 final class RocketStoreScan implements ScanBuilder, SupportsPushDownRequiredColumns,
     SupportsPushDownFilters, Scan, Batch {
+  /** The options as given (parsed again once the kind of read is known). */
+  private final Map<String, String> props;
   private final ReadOpts opts;
   private StructType schema;
   private String[] columns;
   private final Pushed pushed = new Pushed();
 
-  RocketStoreScan(ReadOpts opts, StructType schema, String[] columns) {
+  /** {@code opts}: the options parsed for either kind of read. */
+  RocketStoreScan(Map<String, String> props, ReadOpts opts, StructType schema,
+      String[] columns) {
+    this.props = props;
     this.opts = opts;
     this.schema = schema;
     this.columns = columns;
@@ -69,7 +79,17 @@ final class RocketStoreScan implements ScanBuilder, SupportsPushDownRequiredColu
 
   @Override
   public Batch toBatch() {
+    new ReadOpts(props, ReadOpts.BATCH); // a streaming read's options are refused here
     return this;
+  }
+
+  @Override
+  public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+    ReadOpts stream = new ReadOpts(props, ReadOpts.STREAM);
+    if (!pushed.handled.isEmpty()) {
+      throw new IllegalStateException("filters were pushed into a rocketstore streaming read");
+    }
+    return new RocketStoreStream(stream, schema, columns);
   }
 
   @Override

@@ -14,6 +14,7 @@ import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.BatchWrite;
@@ -24,19 +25,21 @@ import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
 import org.apache.spark.sql.connector.write.Write;
 import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 
 /**
  * Batch writes: tasks stage their rows in a job directory the driver made at planning, and the
- * driver's commit checks and appends them once ({@link JobCommit}), as the Python sink does.
- * A staged file holds the rows in the native row encoding, each after its length (an int).
+ * driver's commit checks and appends them once ({@link JobCommit}), as the Python sink does;
+ * streaming writes: {@link RocketStoreSink}. A staged file holds the rows in the native row
+ * encoding, each after its length (an int).
  */
 final class RocketStoreWrite implements WriteBuilder, Write {
-  private final WriteOpts opts;
+  private final Map<String, String> options;
   private final RowCodec codec;
 
   RocketStoreWrite(LogicalWriteInfo info) {
     RowCodec.checkSchema(info.schema());
-    this.opts = new WriteOpts(info.options(), false);
+    this.options = info.options().asCaseSensitiveMap();
     this.codec = new RowCodec(info.schema());
   }
 
@@ -47,11 +50,18 @@ final class RocketStoreWrite implements WriteBuilder, Write {
 
   @Override
   public BatchWrite toBatch() {
+    WriteOpts opts = new WriteOpts(options, false);
     return new Job(opts, codec, Staging.makeJobDir(opts.stagingDir));
+  }
+
+  @Override
+  public StreamingWrite toStreaming() {
+    return new RocketStoreSink(new WriteOpts(options, true), codec);
   }
 
   /** A task's staged rows (a commit message). */
   static final class Staged implements WriterCommitMessage {
+    private static final long serialVersionUID = 1L;
     final String path;
     final int partition;
     final long rows;
@@ -102,6 +112,7 @@ final class RocketStoreWrite implements WriteBuilder, Write {
   }
 
   static final class Factory implements DataWriterFactory {
+    private static final long serialVersionUID = 1L;
     private final RowCodec codec;
     private final String dir;
 

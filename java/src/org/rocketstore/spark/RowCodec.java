@@ -25,6 +25,8 @@ import org.apache.spark.sql.types.StructType;
  * append takes as absent (queue 0, no tags, keys or properties).
  */
 final class RowCodec implements Serializable {
+  private static final long serialVersionUID = 1L;
+
   private final int topic;
   private final int body;
   private final int queue;

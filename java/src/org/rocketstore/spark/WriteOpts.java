@@ -12,6 +12,7 @@ import java.util.TreeMap;
  * {@code WriteOptions}): same names, defaults and errors.
  */
 final class WriteOpts implements Serializable {
+  private static final long serialVersionUID = 1L;
   static final int MAX_JOB_TAG = 200;
   static final List<String> SPARK_OPTIONS =
       Arrays.asList("path", "paths", "checkpointLocation", "queryName");
@@ -77,29 +78,6 @@ final class WriteOpts implements Serializable {
     return true;
   }
 
-  /** An unknown name, with the use it belongs to (Spark lower-cases names: its own spelling). */
-  private static String elsewhere(String k) {
-    String[][] kinds = {{"batch write", "stagingDir", "jobTag"},
-        {"streaming write", "stagingDir", "sinkName"}};
-    List<String> uses = new ArrayList<>();
-    String name = k;
-    for (String[] kind : kinds) {
-      for (int i = 1; i < kind.length; i++) {
-        if (kind[i].equalsIgnoreCase(k)) {
-          uses.add(kind[0]);
-          name = kind[i];
-        }
-      }
-    }
-    for (String r : ReadOpts.READ_OPTIONS) {
-      if (r.equalsIgnoreCase(k)) {
-        uses.add("batch read");
-        name = r;
-      }
-    }
-    return uses.isEmpty() ? k : name + " (an option of a " + String.join(" or ", uses) + ")";
-  }
-
   private static void check(Map<String, String> o, List<String> own, String what) {
     List<String> unknown = new ArrayList<>();
     for (String k : o.keySet()) {
@@ -111,7 +89,7 @@ final class WriteOpts implements Serializable {
         ok |= v.equalsIgnoreCase(k);
       }
       if (!ok) {
-        unknown.add(elsewhere(k));
+        unknown.add(ReadOpts.elsewhere(k));
       }
     }
     if (!unknown.isEmpty()) {
