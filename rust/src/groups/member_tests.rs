@@ -330,7 +330,10 @@ fn a_heartbeat_starting_after_the_consumers_own_does_not_hide_its_queues() {
         // A poll sees the topic gain queue n - 1 and heartbeats itself.
         a.set_queues(&(0..n).collect::<Vec<_>>());
         a.heartbeat_now().unwrap();
-        assert!(owned(&a).len() < n as usize, "not read before changes() told it");
+        assert!(
+            owned(&a).len() < n as usize,
+            "not read before changes() told it"
+        );
         // The member's thread starts a heartbeat before the consumer asks
         // (what `View::me` does): its consumer is handed nothing new until
         // it ends, yet the queue the consumer's own heartbeat gained was

@@ -133,7 +133,10 @@ impl View {
     pub fn changes(&mut self, now: u64) -> (Vec<u32>, Vec<u32>) {
         self.hold_changes(now);
         let (assigned, revoked) = std::mem::take(&mut self.held);
-        (assigned.into_iter().collect(), revoked.into_iter().collect())
+        (
+            assigned.into_iter().collect(),
+            revoked.into_iter().collect(),
+        )
     }
 
     /// Takes what changed for its consumer now and holds it for the next
