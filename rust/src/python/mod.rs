@@ -30,6 +30,8 @@
 //!   `rocketstore.MessageStore` (its per-message methods);
 //!   `put_keywords.rs`: its `put`, keyword arguments matched by identity
 //!   (the generated parser for every other call).
+//! - `floors.rs`: measuring hooks, the per-message calls' signatures with
+//!   nothing behind them (`_floor_put`, ...; benches/python/floors.py).
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`;
 //!   `fast_getters.rs`: the put results' attributes read without PyO3's
 //!   second type check.
@@ -54,6 +56,7 @@ pub mod columns;
 pub mod config;
 pub mod errors;
 pub mod fast_getters;
+pub mod floors;
 pub mod gil;
 pub mod groups;
 pub mod locks;
@@ -341,6 +344,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify::index_geometry, m)?)?;
     m.add_function(wrap_pyfunction!(verify::writer_running, m)?)?;
     m.add_function(wrap_pyfunction!(threads_in_engine, m)?)?;
+    floors::register(m)?;
     gil::install_fork_handler();
     logbridge::install();
     m.add_function(wrap_pyfunction!(logbridge::drain_logs, m)?)?;
