@@ -72,7 +72,10 @@ fn bench_floors(c: &mut Criterion) {
     g.warm_up_time(Duration::from_secs(1));
     g.measurement_time(Duration::from_secs(2));
     let sizes = [
-        (format!("record_{}B", table_record_len()), table_record_len()),
+        (
+            format!("record_{}B", table_record_len()),
+            table_record_len(),
+        ),
         ("offset_body_108B".to_owned(), 108),
     ];
     for (name, n) in &sizes {

@@ -11,6 +11,13 @@
 //! that is not a bool, too many or too few arguments) unchanged to the
 //! method PyO3 generated, which parses and raises exactly as before.
 //!
+//! CPython passes a call site's keyword names as one tuple, a constant of
+//! the calling code, on every call: the placement of the last few such
+//! tuples is kept ([`KW_SITES`], each tuple held so that its address stays
+//! its own), so a put in a loop places its keywords by one pointer
+//! comparison instead of reading and matching each name again (what made
+//! a keyword still cost ~100 instructions more than a position).
+//!
 //! [`install`] replaces `put` in the class's dictionary with this method
 //! (same name, docstring and text signature) and keeps the generated one
 //! as the fallback. The put itself is the same call either way
@@ -21,8 +28,9 @@ use std::sync::OnceLock;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::sync::GILOnceCell;
+use pyo3::sync::{GILOnceCell, GILProtected};
 use pyo3::types::{PyDict, PyString, PyTuple};
+use std::cell::RefCell;
 
 use super::put_args::PutArgs;
 use super::store_base::PyStoreBase;
@@ -197,37 +205,42 @@ impl Placed {
         kwnames: *mut ffi::PyObject,
     ) -> Option<Self> {
         let npos = nargs.max(0) as usize;
-        let nkw = if kwnames.is_null() {
-            0
-        } else {
-            // SAFETY: a non-null kwnames is the tuple of keyword names (vectorcall).
-            unsafe { ffi::PyTuple_Size(kwnames) }.max(0) as usize
-        };
-        if npos > POSITIONAL || npos + nkw == 0 {
+        if npos > POSITIONAL {
             return None;
         }
-        let names = INTERNED.get(py)?;
         let mut slots: [*mut ffi::PyObject; NAMES.len()] = [std::ptr::null_mut(); NAMES.len()];
-        // SAFETY: `args` holds `npos + nkw` live borrowed objects.
-        let given = unsafe { std::slice::from_raw_parts(args, npos + nkw) };
-        slots[..npos].copy_from_slice(&given[..npos]);
-        for i in 0..nkw {
-            // SAFETY: `i` < the tuple's size; the item is borrowed.
-            let name = unsafe { ffi::PyTuple_GetItem(kwnames, i as ffi::Py_ssize_t) };
-            // Keywords usually follow the signature's order right after
-            // the positional ones: that parameter is tried first, then
-            // every one not given by position (one given both ways is
-            // the fallback's error to raise).
-            let guess = npos + i;
-            let j = if names.get(guess).is_some_and(|n| n.as_ptr() == name) {
-                guess
-            } else {
-                npos + names[npos..].iter().position(|n| n.as_ptr() == name)?
-            };
-            if !slots[j].is_null() {
+        if kwnames.is_null() {
+            if npos == 0 {
                 return None;
             }
-            slots[j] = given[npos + i];
+            // SAFETY: `args` holds `npos` live borrowed objects.
+            let given = unsafe { std::slice::from_raw_parts(args, npos) };
+            slots[..npos].copy_from_slice(given);
+        } else {
+            let sites = KW_SITES.get(py);
+            let known = sites.try_borrow().ok().and_then(|s| s.find(kwnames, npos));
+            let (len, to) = match known {
+                Some(site) => site,
+                // SAFETY: `kwnames` is this call's tuple of keyword names.
+                None => unsafe { place_names(py, kwnames, npos) }?,
+            };
+            // SAFETY: `args` holds `npos + len` live borrowed objects.
+            let given = unsafe { std::slice::from_raw_parts(args, npos + len) };
+            slots[..npos].copy_from_slice(&given[..npos]);
+            for (i, &j) in to[..len].iter().enumerate() {
+                slots[usize::from(j)] = given[npos + i];
+            }
+            if known.is_none() {
+                // SAFETY: `kwnames` is a live tuple (this call's).
+                let names = unsafe { Borrowed::from_ptr(py, kwnames) };
+                // SAFETY: as above: a tuple.
+                let names = unsafe { names.downcast_unchecked::<PyTuple>() };
+                let old = sites
+                    .try_borrow_mut()
+                    .ok()
+                    .and_then(|mut s| s.remember(names.to_owned().unbind(), npos, len, to));
+                drop(old);
+            }
         }
         let check = match slots[CHECK] {
             p if p.is_null() => true,
@@ -275,6 +288,106 @@ impl Placed {
         Some(f(put, self.check))
     }
 }
+
+/// Where each keyword of `kwnames` goes (parameter indexes, in the tuple's
+/// order) in a call with `npos` positional arguments, and how many there
+/// are; None if a name is not an interned parameter name, is given twice,
+/// or names a parameter given by position (the fallback's errors).
+///
+/// # Safety
+/// `kwnames` is a live tuple of keyword names.
+unsafe fn place_names(
+    py: Python<'_>,
+    kwnames: *mut ffi::PyObject,
+    npos: usize,
+) -> Option<(usize, [u8; NAMES.len()])> {
+    let names = INTERNED.get(py)?;
+    // SAFETY: a live tuple (the caller's contract).
+    let len = unsafe { ffi::PyTuple_Size(kwnames) }.max(0) as usize;
+    if len > NAMES.len() - npos {
+        return None;
+    }
+    let mut to = [0u8; NAMES.len()];
+    let mut taken = [false; NAMES.len()];
+    for (i, t) in to[..len].iter_mut().enumerate() {
+        // SAFETY: `i` < the tuple's size; the item is borrowed.
+        let name = unsafe { ffi::PyTuple_GetItem(kwnames, i as ffi::Py_ssize_t) };
+        // Keywords usually follow the signature's order right after the
+        // positional ones: that parameter is tried first, then every one
+        // not given by position (one given both ways is the fallback's
+        // error to raise).
+        let guess = npos + i;
+        let j = if names.get(guess).is_some_and(|n| n.as_ptr() == name) {
+            guess
+        } else {
+            npos + names[npos..].iter().position(|n| n.as_ptr() == name)?
+        };
+        if std::mem::replace(&mut taken[j], true) {
+            return None;
+        }
+        *t = j as u8;
+    }
+    Some((len, to))
+}
+
+/// How many keyword-name tuples [`KW_SITES`] keeps.
+const SITES: usize = 4;
+
+/// A keyword-name tuple placed before: CPython passes a call site's
+/// keyword names as one tuple, a constant of the calling code, on every
+/// call, so a put in a loop hands the same tuple each time. The tuple is
+/// held (its address stays its own); its names were placed for calls with
+/// `npos` positional arguments.
+struct Site {
+    names: Py<PyTuple>,
+    npos: usize,
+    len: usize,
+    to: [u8; NAMES.len()],
+}
+
+/// The last [`SITES`] keyword-name tuples placed, replaced in turn.
+struct Sites {
+    sites: [Option<Site>; SITES],
+    next: usize,
+}
+
+impl Sites {
+    /// The placement of `kwnames` for `npos` positional arguments, if kept.
+    #[inline]
+    fn find(&self, kwnames: *mut ffi::PyObject, npos: usize) -> Option<(usize, [u8; NAMES.len()])> {
+        self.sites
+            .iter()
+            .flatten()
+            .find(|s| s.names.as_ptr() == kwnames && s.npos == npos)
+            .map(|s| (s.len, s.to))
+    }
+
+    /// Keeps a placement (in place of the oldest, which it returns: dropped
+    /// by the caller once the cell is no longer borrowed).
+    #[cold]
+    fn remember(
+        &mut self,
+        names: Py<PyTuple>,
+        npos: usize,
+        len: usize,
+        to: [u8; NAMES.len()],
+    ) -> Option<Site> {
+        let old = self.sites[self.next].replace(Site {
+            names,
+            npos,
+            len,
+            to,
+        });
+        self.next = (self.next + 1) % SITES;
+        old
+    }
+}
+
+/// The keyword-name tuples placed lately (under the GIL).
+static KW_SITES: GILProtected<RefCell<Sites>> = GILProtected::new(RefCell::new(Sites {
+    sites: [None, None, None, None],
+    next: 0,
+}));
 
 /// The error of a fast entry whose generated fallback was never stored.
 #[cold]
