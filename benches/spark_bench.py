@@ -6,27 +6,34 @@ bodies, 4 queues of one topic, 128 MiB segments), in a warm SparkSession
 
 - ``read_arrow`` without Spark (all columns, and 4 columns);
 - Spark reads: the JVM connector (when its jar is built:
-  ``scripts/build-jar.sh``; by its class name) with 4 columns and all
-  columns; the Python source (``rocketstore_python``) with 4 columns given by
+  ``scripts/build-jar.sh``; by its class name) with all columns, 4 columns
+  and all columns of a ``store_timestamp`` range of ~1 % of the rows; the
+  Python source (``rocketstore_python``) with 4 columns given by
   ``.schema(...)`` (``topic, queue_id, queue_offset, body``), a trivial
   Python data source yielding prebuilt Arrow batches of the same 4 columns
   (the same partitions, with the same rows each, and the same rows per Arrow
   batch: the ceiling of the Python Data Source API), Spark's Parquet reader
-  of the same 4 columns; then all columns, ``rocketstore`` against Parquet;
-- Spark writes from a cached DataFrame: the ``rocketstore`` format against a
-  trivial Python Arrow writer that only consumes the batches (the API's
-  ceiling);
-- filter pushdown: a ``store_timestamp`` range covering ~1 % of the store
-  with ``spark.sql.python.filterPushdown.enabled`` off and on (wall time,
-  medians of interleaved runs, and the CommitLog records the engine decoded,
-  summed from the ``metricsFile`` lines the partitions append), and the
-  ``key`` option on a store of ``--key-rows`` messages (each with its own
-  key) answered by the index (``--key-rows 0`` leaves it out).
+  of the same 4 columns; then all columns, and the same 1 % range, against
+  Parquet;
+- Spark writes from a cached DataFrame: the JVM connector, the Python sink
+  and a trivial Python Arrow writer that only consumes the batches (the
+  API's ceiling);
+- filter pushdown (a table of its own, each query once per round, with a
+  warm-up round, and the CommitLog records the engine decoded, summed from
+  the ``metricsFile`` lines the partitions append): the 1 % range counted
+  through the Python source with ``spark.sql.python.filterPushdown.enabled``
+  off and on and through the JVM connector; the ``key`` option on a store of
+  ``--key-rows`` messages (each with its own key), answered by the index,
+  through both; and Spark's per-query floor beside it: the same one-row
+  ``collect()`` of a 1-message store through each connector, of a 1-row
+  Parquet file and of ``spark.range(1)`` (``--key-rows 0`` leaves the key and
+  the floor out).
 
 Runs are interleaved: each round runs every case once, in the same order,
 ``--repeat`` rounds after one warm-up round; each figure is the median of
 its rounds. Prints the machine's load (``os.getloadavg``) before and after,
 the file system of the data, and Markdown tables for ``benches/RESULTS.md``.
+Where the JVM connector's read time goes: ``benches/spark_profile.py``.
 
 To add a case: append a :class:`Case` to the list :func:`spark_cases`
 returns (or :func:`engine_cases`), and a :class:`Ratio` to :data:`RATIOS` if
@@ -619,8 +626,10 @@ def pushdown_queries(spark: Any, store_path: str, root: str, key_rows: int) -> l
             return 1
         return run
 
-    out += [Query(f"floor: 1-message store, {name[f]}", one_row(
-                lambda f=f: spark.read.format(f).option("path", one).load()), 0) for f in fmts]
+    def one_store(fmt: str) -> Callable[[], Any]:
+        return lambda: spark.read.format(fmt).option("path", one).load()
+
+    out += [Query(f"floor: 1-message store, {name[f]}", one_row(one_store(f)), 0) for f in fmts]
     out += [Query("floor: 1-row Parquet file", one_row(lambda: spark.read.parquet(one_pq)), 0),
             Query("floor: spark.range(1)", one_row(lambda: spark.range(1)), 0)]
     return out

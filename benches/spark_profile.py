@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -163,7 +164,7 @@ def perf_split(data: str) -> tuple[dict[str, int], dict[str, int]]:
     return dict(kinds), dict(parts)
 
 
-def table(title: str, counts: dict[str, float], unit: str) -> None:
+def table(title: str, counts: Mapping[str, float], unit: str) -> None:
     total = sum(counts.values()) or 1
     print(f"\n| {title} | {unit} | share |\n|---|---:|---:|")
     for k, v in sorted(counts.items(), key=lambda kv: -kv[1]):
