@@ -17,9 +17,9 @@
 #                and zig (`python3 -m ziglang`) on PATH, as build-dist.sh's
 #                tools venv provides them. A linker already set in
 #                CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER is kept:
-#                build-dist.sh runs this in the environment maturin gave
+#                build-dist.sh runs this in the environment maturin gives
 #                cargo for the wheel (maturin's own zig wrapper), so the
-#                dependency builds are the wheel's
+#                wheel's build reuses these dependency builds
 #
 # Needs a JDK (javac, jar; 17) and pyspark (or SPARK_JARS: the folder of
 # the Spark jars to compile against). Without a JDK it says so and
