@@ -1,7 +1,8 @@
 """Type stubs of the private native module (kept in step with rust/src/python)."""
 
+import datetime
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from os import PathLike
 from typing import Any, ClassVar, Literal, Self, final
 
@@ -101,6 +102,7 @@ __all__ = [
     "_engine_enums",
     "_error_kinds",
     "_fail_point_waiting",
+    "_install_read_methods",
     "_raise_store_error",
     "_set_fail_point",
     "_set_log_level",
@@ -206,6 +208,9 @@ def record_size(
 ) -> int: ...
 def _default_options() -> dict[str, Any]: ...
 def _engine_enums() -> dict[str, list[tuple[int, str]]]: ...
+def _install_read_methods(
+    get_message: Callable[..., GetMessageResult], query_message: Callable[..., list[MessageExt]]
+) -> None: ...
 def transient_pool_in_use(enabled: bool, flush_disk_type: str, slave: bool) -> bool: ...
 # Only in builds with the `failpoints` cargo feature (the test install).
 def _set_fail_point(name: str, errno: int) -> bool: ...
@@ -808,6 +813,23 @@ class MessageStoreBase:
     def __new__(cls, *_args: Any, **_kwargs: Any) -> Self: ...
     def _attach(self, store: NativeStore) -> None: ...
     def _detach(self, reason: str) -> None: ...
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int = 32,
+        tags: Sequence[str] | str | None = None,
+    ) -> GetMessageResult: ...
+    def query_message(
+        self,
+        topic: str,
+        key: str,
+        max_num: int = 32,
+        begin_timestamp: int | datetime.datetime = 0,
+        end_timestamp: int | datetime.datetime | None = None,
+    ) -> list[MessageExt]: ...
     def put(
         self,
         topic: str,

@@ -1,8 +1,11 @@
-"""Reads ``MessageStore`` adds on top of the engine's: key queries with
+"""Reads ``MessageStore`` adds on top of the engine's: pulls with the group
+rule and tag expressions (:func:`get_message`), key queries with
 ``datetime`` bounds (:func:`query_message`), Arrow streams
 (:func:`read_arrow`), and the warning a read of an unknown topic or queue
 gives (:class:`UnknownTopics`). Each public function is a ``MessageStore``
-method, bound by name in its class body."""
+method: bound by name in its class body, or (``get_message``,
+``query_message``) the definition whose usual call the native
+``MessageStoreBase`` method makes itself."""
 
 from __future__ import annotations
 
@@ -14,17 +17,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rocketstore import _native
-from rocketstore._arrow_pull import column_list
+from rocketstore._arrow_pull import column_list, tag_list
 from rocketstore._checks import I32_MAX, I64_MAX, count_arg, int_arg, ms_arg
+from rocketstore.consumers.offset_table import check_group
+from rocketstore.enums import GetStatus
 from rocketstore.errors import UnknownTopicWarning
 
 if TYPE_CHECKING:
     import pyarrow
 
-    from rocketstore._native import ArrowStream, MessageExt, NativeStore
+    from rocketstore._native import ArrowStream, GetMessageResult, MessageExt, NativeStore
     from rocketstore.store import MessageStore
 
-__all__ = ["MAX_READ_THREADS", "UnknownTopics", "arrow_stream", "query_message", "read_arrow"]
+__all__ = ["MAX_READ_THREADS", "UnknownTopics", "arrow_stream", "get_message", "query_message",
+           "read_arrow"]
 
 #: Most engine threads one ``read_arrow`` may use.
 MAX_READ_THREADS = 256
@@ -75,6 +81,73 @@ class UnknownTopics:
         return True
 
 
+def get_message(
+    store: MessageStore,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msg_nums: int = 32,
+    tags: Sequence[str] | str | None = None,
+) -> GetMessageResult:
+    """Pull up to ``max_msg_nums`` messages of ``topic``/``queue_id`` from ``offset``.
+
+    One pull is capped as in RocketMQ (``isTheBatchFull``): at most
+    ``max_transfer_count_on_message_in_memory`` (32) messages and
+    ``max_transfer_bytes_on_message_in_memory`` (256 KiB) for recent
+    messages, ``..._in_disk`` (8, 64 KiB) for older ones; so
+    ``get_message(..., 200)`` returns 32 by default. Pull again from
+    ``next_begin_offset``, raise those fields, or use a consumer or
+    :meth:`read_arrow`.
+
+    ``tags`` filters exactly by tag (``None`` or ``["*"]``: every message; a
+    string is a RocketMQ expression ``"a || b"``). The result's
+    ``next_begin_offset`` is where the next pull starts. ``group`` names the
+    consumer group (kept for RocketMQ's signature; offsets are committed
+    with :meth:`commit_offset`).
+
+    Statuses: ``FOUND``, ``NO_MATCHED_MESSAGE`` (nothing passed the tag
+    filter), ``MESSAGE_WAS_REMOVING`` (the CommitLog file behind the units
+    expired), ``OFFSET_FOUND_NULL`` (no unit readable at ``offset``),
+    ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
+    ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
+    unknown topic or queue reads as an empty one (nothing is created on
+    disk), with an :class:`~rocketstore.UnknownTopicWarning` naming the
+    topics (or queues) the store holds.
+    ``OFFSET_FOUND_NULL`` with ``next_begin_offset == offset`` means the
+    message there is not readable yet: pull again.
+
+    Every message's body CRC is checked: a damaged record is skipped,
+    counted in the result's ``damaged`` and logged once; it is never
+    served, and ``next_begin_offset`` moves past it (offsets stay dense).
+    Offsets whose messages retention deleted (below the min offset, or
+    units pointing into a deleted CommitLog file, also inside a ``FOUND``
+    pull) are counted in ``skipped``: without a tag filter, a pull that
+    moves forward has ``next_begin_offset - offset == len(messages) +
+    skipped + damaged``.
+
+    On a read-only store, a pull that reaches the end of what this
+    process knows of the queue first picks up what the writer appended.
+
+    Raises:
+        ValueError: ``topic`` breaks the topic rule (letters, digits and
+            ``% | _ -``, at most 127 bytes) and the store holds no such
+            topic; or a negative ``queue_id``, ``max_msg_nums < 1``; an
+            empty ``group``.
+        TypeError: ``group`` is not a ``str`` (the names rule of every
+            call that names a group: :func:`~rocketstore.consumers.offset_table.check_group`).
+    """
+    # The usual call never gets here: `MessageStoreBase.get_message` makes
+    # it natively (these steps, in Rust) and hands over every other one.
+    if type(group) is not str or not group:
+        check_group(group)
+    tags = tags if tags is None else tag_list(tags)
+    result = store._n.get_message(topic, queue_id, offset, max_msg_nums, tags)
+    if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
+        store._warn_unknown(topic, queue_id)
+    return result
+
+
 def query_message(
     store: MessageStore,
     topic: str,
@@ -102,9 +175,11 @@ def query_message(
             message names file and offset).
     """
     # A lookup is one call: the usual arguments (ints, an open store) skip
-    # the conversion and the property (same results, fewer frames).
+    # the conversion and the property (same results, fewer frames). A
+    # closed native store refuses the lookup itself (StoreClosedError, the
+    # `_n` property's text) before it looks at the arguments.
     n = store._native
-    if n is None or n.closed:
+    if n is None:
         n = store._n  # raises StoreClosedError with the reason
     begin = begin_timestamp if type(begin_timestamp) is int else ms_arg(begin_timestamp)
     end = end_timestamp if end_timestamp is None or type(end_timestamp) is int else ms_arg(

@@ -26,11 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from rocketstore import _arrow_pull, _checks, _native, _store_reads, aio
 from rocketstore import stats as _stats
-from rocketstore._arrow_pull import tag_list
 from rocketstore._checks import ms_arg as _ms_arg
 from rocketstore._lifecycle import close_store, disarm, open_store, persist_config
 from rocketstore._native import (
-    GetMessageResult,
     MessageExt,
     MessageStoreBase,
     NativeStore,
@@ -43,10 +41,9 @@ from rocketstore.consumers import group_members, groups, store_commits
 from rocketstore.consumers.async_consumer import AsyncConsumer
 from rocketstore.consumers.consumer import Consumer, Listener, Strategy
 from rocketstore.consumers.groups import GroupLocks
-from rocketstore.consumers.offset_table import OffsetKey, check_group
+from rocketstore.consumers.offset_table import OffsetKey
 from rocketstore.consumers.offsets import ConsumerOffsets
 from rocketstore.consumers.store_commits import OffsetCommits
-from rocketstore.enums import GetStatus
 from rocketstore.errors import ReadOnlyStoreError, StoreClosedError
 from rocketstore.services.recovery import RecoveryReport
 from rocketstore.stats import StatsSampler
@@ -101,10 +98,13 @@ class MessageStore(MessageStoreBase):
 
     The per-message methods (``put``, ``put_message``, ``put_messages``,
     ``put_batch``, ``look_message_by_offset``, ``get_max_offset_in_queue``,
-    ``get_min_offset_in_queue``) are those of the native base class
-    ``MessageStoreBase``: a put is one native call, with no Python frame in
-    between. Before :meth:`start`, after :meth:`shutdown` and in a forked
-    child, every method raises :class:`StoreClosedError`. For asyncio,
+    ``get_min_offset_in_queue``, ``get_message``, ``query_message``) are
+    those of the native base class ``MessageStoreBase``: a put is one native
+    call, with no Python frame in between (``get_message`` and
+    ``query_message`` are defined in :mod:`rocketstore._store_reads`; the
+    native methods are their fast paths).
+    Before :meth:`start`, after :meth:`shutdown` and in a forked child,
+    every method raises :class:`StoreClosedError`. For asyncio,
     ``aput``, ``aput_message``, ``aput_messages``, ``aput_batch`` and
     :meth:`async_consumer` never block the event loop (see
     :mod:`rocketstore.aio`).
@@ -474,71 +474,6 @@ class MessageStore(MessageStoreBase):
         return self._unknown.warn(self._n, topic, queue_id, stacklevel + 1,
                                   writer_subscription=subscription and not self._read_only)
 
-    def get_message(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_msg_nums: int = 32,
-        tags: Sequence[str] | str | None = None,
-    ) -> GetMessageResult:
-        """Pull up to ``max_msg_nums`` messages of ``topic``/``queue_id`` from ``offset``.
-
-        One pull is capped as in RocketMQ (``isTheBatchFull``): at most
-        ``max_transfer_count_on_message_in_memory`` (32) messages and
-        ``max_transfer_bytes_on_message_in_memory`` (256 KiB) for recent
-        messages, ``..._in_disk`` (8, 64 KiB) for older ones; so
-        ``get_message(..., 200)`` returns 32 by default. Pull again from
-        ``next_begin_offset``, raise those fields, or use a consumer or
-        :meth:`read_arrow`.
-
-        ``tags`` filters exactly by tag (``None`` or ``["*"]``: every message; a
-        string is a RocketMQ expression ``"a || b"``). The result's
-        ``next_begin_offset`` is where the next pull starts. ``group`` names the
-        consumer group (kept for RocketMQ's signature; offsets are committed
-        with :meth:`commit_offset`).
-
-        Statuses: ``FOUND``, ``NO_MATCHED_MESSAGE`` (nothing passed the tag
-        filter), ``MESSAGE_WAS_REMOVING`` (the CommitLog file behind the units
-        expired), ``OFFSET_FOUND_NULL`` (no unit readable at ``offset``),
-        ``OFFSET_OVERFLOW_BADLY``/``OFFSET_OVERFLOW_ONE``/``OFFSET_TOO_SMALL``,
-        ``NO_MESSAGE_IN_QUEUE``. ``NO_MATCHED_LOGIC_QUEUE`` never occurs: an
-        unknown topic or queue reads as an empty one (nothing is created on
-        disk), with an :class:`~rocketstore.UnknownTopicWarning` naming the
-        topics (or queues) the store holds.
-        ``OFFSET_FOUND_NULL`` with ``next_begin_offset == offset`` means the
-        message there is not readable yet: pull again.
-
-        Every message's body CRC is checked: a damaged record is skipped,
-        counted in the result's ``damaged`` and logged once; it is never
-        served, and ``next_begin_offset`` moves past it (offsets stay dense).
-        Offsets whose messages retention deleted (below the min offset, or
-        units pointing into a deleted CommitLog file, also inside a ``FOUND``
-        pull) are counted in ``skipped``: without a tag filter, a pull that
-        moves forward has ``next_begin_offset - offset == len(messages) +
-        skipped + damaged``.
-
-        On a read-only store, a pull that reaches the end of what this
-        process knows of the queue first picks up what the writer appended.
-
-        Raises:
-            ValueError: ``topic`` breaks the topic rule (letters, digits and
-                ``% | _ -``, at most 127 bytes) and the store holds no such
-                topic; or a negative ``queue_id``, ``max_msg_nums < 1``; an
-                empty ``group``.
-            TypeError: ``group`` is not a ``str`` (the names rule of every
-                call that names a group: :func:`~rocketstore.consumers.offset_table.check_group`).
-        """
-        # Written out here: a pull is one Python frame over the native call.
-        if type(group) is not str or not group:
-            check_group(group)
-        tags = tags if tags is None else tag_list(tags)
-        result = self._n.get_message(topic, queue_id, offset, max_msg_nums, tags)
-        if result.status is GetStatus.NO_MESSAGE_IN_QUEUE:
-            self._warn_unknown(topic, queue_id)
-        return result
-
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
         """CommitLog offset of the message at ``cq_offset`` (0 when none)."""
         return self._n.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
@@ -560,8 +495,6 @@ class MessageStore(MessageStoreBase):
     def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
         """Store time of the message at ``cq_offset`` (-1 when none)."""
         return self._n.get_message_store_timestamp(topic, queue_id, cq_offset)
-
-    query_message = _store_reads.query_message
 
     def queue_ids(self, topic: str) -> list[int]:
         """Queue ids of ``topic`` that exist, sorted."""
@@ -733,3 +666,9 @@ class MessageStore(MessageStoreBase):
     delete_consumer_group = groups.delete_consumer_group
     hold_consumer_group = groups.hold_consumer_group
     join_consumer_group = group_members.join_consumer_group
+
+
+# `MessageStoreBase.get_message` and `.query_message` are the fast paths of
+# the Python functions (the usual call in one native call; every other call
+# to the function).
+_native._install_read_methods(_store_reads.get_message, _store_reads.query_message)

@@ -158,9 +158,10 @@ pub mod internals {
     pub mod message {
         pub use crate::log::message::{
             body_crc, encode_blank, encode_v1, find_property, iter_properties, parse_delay_levels,
-            parse_record, prop_crc_extra, prop_crc_ok, record_len, tags_code, to_hex_upper, Parsed,
-            PropertiesBuilder, StoreStamp, BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH,
-            FIXED_OVERHEAD_V4, MAGIC_V1, MAGIC_V2, SCHEDULE_TOPIC,
+            parse_record, parse_record_frame, prop_crc_extra, prop_crc_ok, record_len, tags_code,
+            to_hex_upper, NotARecord, Parsed, PropertiesBuilder, RecordFrame, RecordRef,
+            StoreStamp, BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, FIXED_OVERHEAD_V4, MAGIC_V1,
+            MAGIC_V2, SCHEDULE_TOPIC,
         };
     }
     /// The IndexFile and the index service.

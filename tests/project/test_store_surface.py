@@ -33,7 +33,7 @@ CONTRACT = {
 
 #: A put is one native call: these are the native base's own methods.
 NATIVE = {"put", "put_message", "put_messages", "put_batch", "look_message_by_offset",
-          "get_max_offset_in_queue", "get_min_offset_in_queue"}
+          "get_max_offset_in_queue", "get_min_offset_in_queue", "query_message"}
 
 
 def _readme_names() -> set[str]:

@@ -29,6 +29,46 @@ def _fill(store: MessageStore, topic: str, queue_id: int, n: int, **kw: object) 
     return results
 
 
+def test_every_argument_form_pulls_the_same(open_store: OpenStore) -> None:
+    """The usual call (positional, no tags or a list: the native fast path)
+    and every other form (keywords, a tag expression, a str subclass as the
+    group: the Python definition) pull the same; the group rule holds in
+    both."""
+    store = open_store(**SMALL)
+    _fill(store, "T", 0, 5, tags="a")
+    _fill(store, "T", 0, 5, tags="b")
+
+    class Group(str):
+        pass
+
+    def seen(r: object) -> tuple:
+        return (r.status, r.next_begin_offset, r.min_offset, r.max_offset,  # type: ignore[attr-defined]
+                [m.body for m in r.messages])  # type: ignore[attr-defined]
+
+    every = seen(store.get_message("g", "T", 0, 0))
+    assert len(every[4]) == 10
+    for r in (store.get_message("g", "T", 0, 0, 32), store.get_message("g", "T", 0, 0, 32, None),
+              store.get_message("g", topic="T", queue_id=0, offset=0),
+              store.get_message(Group("g"), "T", 0, 0),
+              MessageStore.get_message(store, "g", "T", 0, 0)):
+        assert seen(r) == every
+    only_a = seen(store.get_message("g", "T", 0, 0, 32, ["a"]))
+    assert len(only_a[4]) == 5
+    for tags in ("a", ("a",), ["a", "c"], "a || c"):
+        assert seen(store.get_message("g", "T", 0, 0, 32, tags)) == only_a
+    assert seen(store.get_message("g", "T", 0, 0, 3))[4] == every[4][:3]
+    with pytest.raises(ValueError):
+        store.get_message("", "T", 0, 0)
+    with pytest.raises(TypeError):
+        store.get_message(5, "T", 0, 0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        store.get_message("g", "T", 0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        store.get_message("g", "T", 0, 0, 32, None, 1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        MessageStore.get_message(object(), "g", "T", 0, 0)  # type: ignore[arg-type]
+
+
 # -- NO_MESSAGE_IN_QUEUE ------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ The index geometry is tiny (100 slots, 400 entries = 399 keys per file), so
 
 from __future__ import annotations
 
+import datetime
 import re
 import time
 from collections.abc import Callable
@@ -111,6 +112,42 @@ def test_query_capped_by_max_num_newest_first(built: tuple[MessageStore, Built])
         assert got == want[-max_num:]
     # default max_num is 32 (more than the 30 carrying k7)
     assert _offsets(store.query_message("T", "k7")) == want
+
+
+def test_every_argument_form_finds_the_same(built: tuple[MessageStore, Built]) -> None:
+    """The usual call (positional, int bounds: the native fast path) and
+    every other form (keywords, ``datetime`` bounds, an int subclass: the
+    Python definition) find the same messages."""
+    store, b = built
+    want = _expected(b, "k7")
+    end = b.by_i[-1].store_timestamp + 1000
+    since = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
+    until = datetime.datetime.fromtimestamp(end / 1000, tz=datetime.UTC)
+
+    class Num(int):
+        pass
+
+    calls = [
+        lambda: store.query_message("T", "k7"),
+        lambda: store.query_message("T", "k7", 64),
+        lambda: store.query_message("T", "k7", 64, 0),
+        lambda: store.query_message("T", "k7", 64, 0, None),
+        lambda: store.query_message("T", "k7", 64, 0, end),
+        lambda: store.query_message("T", key="k7"),
+        lambda: store.query_message(topic="T", key="k7", max_num=64),
+        lambda: store.query_message("T", "k7", 64, since),
+        lambda: store.query_message("T", "k7", 64, 0, until),
+        lambda: store.query_message("T", "k7", Num(64), Num(0)),
+        lambda: MessageStore.query_message(store, "T", "k7", 64),
+    ]
+    for call in calls:
+        assert _offsets(call()) == want
+    with pytest.raises(TypeError):
+        store.query_message("T")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        store.query_message("T", "k7", 64, 0, None, 1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        MessageStore.query_message(object(), "T", "k7")  # type: ignore[arg-type]
 
 
 def test_query_capped_by_max_msgs_num_batch(built: tuple[MessageStore, Built]) -> None:

@@ -58,6 +58,26 @@ def test_query_message_on_an_unknown_topic_warns(store: MessageStore) -> None:
         assert store.query_message("orders", "missing") == []
 
 
+def test_the_warnings_of_pulls_and_lookups_point_at_the_caller(store: MessageStore) -> None:
+    # The usual call is native; a call by keyword, or with tags as a string,
+    # goes through the Python definition: each names this line.
+    calls: list[Callable[[], object]] = [
+        lambda: store.query_message("ordr", "k"),
+        lambda: store.query_message(topic="ordx", key="k"),
+        lambda: store.get_message("g", "ordy", 0, 0),
+        lambda: store.get_message("g", "ordz", 0, 0, 32, ["a"]),
+        lambda: store.get_message("g", "orda", 0, 0, 32, "a || b"),
+        lambda: store.get_message("g", topic="ordb", queue_id=0, offset=0),
+        lambda: store.get_message("g", "orders", 9, 0),
+    ]
+    for call in calls:
+        with pytest.warns(UnknownTopicWarning) as record:
+            r = call()
+        assert r == [] or r.messages == []  # type: ignore[union-attr]
+        assert len(record) == 1
+        assert record[0].filename == __file__
+
+
 def test_known_topics_and_queues_read_without_a_warning(store: MessageStore) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")

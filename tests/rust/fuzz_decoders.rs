@@ -12,11 +12,51 @@ use proptest::prelude::*;
 use _native::internals::checkpoint::{Checkpoint, CheckpointData, CHECKPOINT_FILE_SIZE};
 use _native::internals::index::{IndexEntry, IndexHeader, INDEX_HEADER_SIZE};
 use _native::internals::message::{
-    body_crc, encode_v1, find_property, iter_properties, parse_record, prop_crc_extra, prop_crc_ok,
-    record_len, Parsed, PropertiesBuilder, StoreStamp, MAGIC_V1,
+    body_crc, encode_v1, find_property, iter_properties, parse_record, parse_record_frame,
+    prop_crc_extra, prop_crc_ok, record_len, NotARecord, Parsed, PropertiesBuilder, RecordFrame,
+    RecordRef, StoreStamp, MAGIC_V1,
 };
 use _native::internals::queue::{CqUnit, CQ_UNIT_SIZE};
 use _native::{sysflag, MessageSpec};
+
+/// The frame parse (what a read checks before it decodes a field) finds
+/// what the full parse finds, and a record's fields read from its bytes
+/// through the frame are the full parse's.
+fn frame_agrees_with_full_parse(buf: &[u8], crc: bool) -> Result<(), TestCaseError> {
+    match (parse_record(buf, crc), parse_record_frame(buf, crc)) {
+        (Parsed::Record(v), Ok(f)) => {
+            prop_assert_eq!(f, RecordFrame::of(&v));
+            let rec = &buf[..v.total_size];
+            prop_assert_eq!(f.view(rec), Some(v.clone()));
+            let r = RecordRef::new(rec, f);
+            prop_assert_eq!(r.body(), &rec[v.body.clone()]);
+            prop_assert_eq!(r.topic(), &rec[v.topic.clone()]);
+            prop_assert_eq!(r.properties(), &rec[v.properties.clone()]);
+            prop_assert_eq!(
+                (r.queue_id(), r.queue_offset()),
+                (Some(v.queue_id), Some(v.queue_offset))
+            );
+            prop_assert_eq!(r.physical_offset(), Some(v.physical_offset));
+            prop_assert_eq!((r.body_crc(), r.flag()), (Some(v.body_crc), Some(v.flag)));
+            prop_assert_eq!(r.sys_flag(), v.sys_flag);
+            prop_assert_eq!(r.born_timestamp(), Some(v.born_timestamp));
+            prop_assert_eq!(
+                (r.born_host(), r.store_host()),
+                (Some(v.born_host), Some(v.store_host))
+            );
+            prop_assert_eq!(r.store_timestamp(), Some(v.store_timestamp));
+            prop_assert_eq!(r.reconsume_times(), Some(v.reconsume_times));
+            prop_assert_eq!(
+                r.prepared_transaction_offset(),
+                Some(v.prepared_transaction_offset)
+            );
+        }
+        (Parsed::Blank, Err(NotARecord::Blank)) => {}
+        (Parsed::End { reason }, Err(NotARecord::End(why))) => prop_assert_eq!(reason, why),
+        (full, frame) => prop_assert!(false, "full parse {:?}, frame parse {:?}", full, frame),
+    }
+    Ok(())
+}
 
 fn host() -> impl Strategy<Value = SocketAddr> {
     prop_oneof![
@@ -72,6 +112,9 @@ proptest! {
         if let Parsed::Record(v) = parse_record(&buf, false) {
             prop_assert!(v.total_size <= buf.len());
             prop_assert!(v.properties.end == v.total_size);
+        }
+        for crc in [false, true] {
+            frame_agrees_with_full_parse(&buf, crc)?;
         }
     }
 
@@ -137,6 +180,7 @@ proptest! {
         let Parsed::Record(v) = parse_record(&buf, true) else {
             return Err(TestCaseError::fail(format!("{:?}", parse_record(&buf, true))));
         };
+        frame_agrees_with_full_parse(&buf, true)?;
         prop_assert_eq!(v.total_size, len);
         prop_assert_eq!(v.magic, MAGIC_V1);
         prop_assert_eq!(v.body_crc, crc);

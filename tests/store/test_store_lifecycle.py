@@ -160,6 +160,8 @@ CALLS: dict[str, Callable[[MessageStore], object]] = {
     "get_earliest_message_time": lambda s: s.get_earliest_message_time("T", 0),
     "get_message_store_timestamp": lambda s: s.get_message_store_timestamp("T", 0, 0),
     "query_message": lambda s: s.query_message("T", "k"),
+    # Closed comes first: a wrong argument does not change the error.
+    "query_message_bad_key": lambda s: s.query_message("T", 5),  # type: ignore[arg-type]
     "queue_ids": lambda s: s.queue_ids("T"),
     "topics": lambda s: s.topics(),
     "dispatch_behind_bytes": lambda s: s.dispatch_behind_bytes(),

@@ -295,6 +295,53 @@ def test_ipv6_hosts(open_store: OpenStore, store_path: str) -> None:
     check(open_store(path=store_path, store_host=("::1", 10911)))
 
 
+#: Every attribute of ``MessageExt`` (its methods aside).
+EXT_ATTRS = sorted(a for a in vars(MessageExt) if not a.startswith("_") and a != "record_bytes")
+
+
+def test_message_ext_reads_agree(open_store: OpenStore) -> None:
+    """A message reads the same from a pull (records sharing one buffer),
+    a lookup by id or offset (its own copy) and a query by key, for each
+    pair of host IP versions (the fields after the born host move)."""
+    store = open_store(mapped_file_size_commit_log=1 << 20, store_host=("::1", 10911))
+    hosts = [("2001:db8::1", 1234), ("10.0.0.7", 99)]
+    rs = [store.put("mixed", f"body-{i}".encode(), 0, tags=f"t{i}", keys=[f"k{i}"],
+                    born_host=hosts[i % 2], flag=i) for i in range(6)]
+    store.flush()
+    pulled = store.get_message("g", "mixed", 0, 0, 32).messages
+    assert len(pulled) == len(rs)
+    for i, (m, r) in enumerate(zip(pulled, rs, strict=True)):
+        assert r.msg_id is not None
+        others = [store.look_message_by_id(r.msg_id), store.look_message_by_offset(r.wrote_offset),
+                  *store.query_message("mixed", f"k{i}")]
+        want = {a: getattr(m, a) for a in EXT_ATTRS}
+        assert want["born_host"] == hosts[i % 2] and want["flag"] == i
+        assert want["store_timestamp"] == r.store_timestamp
+        for o in others:
+            assert o is not None
+            assert {a: getattr(o, a) for a in EXT_ATTRS} == want
+            assert repr(o) == repr(m)
+            assert o.record_bytes() == m.record_bytes()
+
+
+def test_message_ext_attributes_refuse_other_objects(open_store: OpenStore) -> None:
+    """The attributes are descriptors of the class: each has a docstring and
+    refuses to read an object of another type."""
+    store = open_store(mapped_file_size_commit_log=SEG)
+    r = store.put("T", b"abc", 0)
+    m = store.look_message_by_offset(r.wrote_offset)
+    assert len(EXT_ATTRS) == 21
+    for a in EXT_ATTRS:
+        d = vars(MessageExt)[a]
+        assert d.__doc__, a
+        assert d.__get__(m, MessageExt) == getattr(m, a)
+        for other in (object(), r, b"abc"):
+            with pytest.raises(TypeError):
+                d.__get__(other, type(other))
+        with pytest.raises(AttributeError):
+            setattr(m, a, 1)
+
+
 def test_java_string_hash_known_values() -> None:
     assert native_java_hash("中文") == 646394
     assert native_java_hash("TagA") == 2598919

@@ -20,9 +20,14 @@ use arrow_array::builder::{
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{ArrowError, SchemaRef};
 
-use crate::log::message::{iter_properties, props, sysflag, RecordView};
+use crate::log::message::{iter_properties, props, sysflag, RecordRef};
 
 use super::{keys_item, map_field_names, Column, Projection};
+
+/// What a host column holds for a record whose host field could not be
+/// read (a checked record always has one).
+const NO_HOST: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
 /// A string cache for hosts: most records carry the same few hosts.
 #[derive(Default)]
@@ -154,75 +159,79 @@ impl BatchBuilder {
         self.body_bytes
     }
 
-    /// Appends the record `v` whose bytes are `rec`, decoding only the
-    /// projection's columns.
-    /// (The view's ranges lie inside `rec`: the parser checked them.)
+    /// Appends the record `r`, decoding only the projection's columns (its
+    /// fields are read from its bytes as each column needs them; a checked
+    /// record holds every field, a field it lacked would read as 0).
     #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-    pub fn push(&mut self, v: &RecordView, rec: &[u8]) {
+    pub fn push(&mut self, r: &RecordRef<'_>) {
         let p = self.projection.set();
         let want = |c: Column| p.contains(c);
         if want(Column::Topic) {
-            let topic = rec.get(v.topic.clone()).unwrap_or_default();
+            let topic = r.topic();
             if self.last_topic.0 != topic {
                 self.last_topic = (topic.to_vec(), String::from_utf8_lossy(topic).into_owned());
             }
             self.topic.append_value(&self.last_topic.1);
         }
         if want(Column::QueueId) {
-            self.queue_id.append_value(v.queue_id);
+            self.queue_id.append_value(r.queue_id().unwrap_or_default());
         }
         if want(Column::QueueOffset) {
-            self.queue_offset.append_value(v.queue_offset);
+            self.queue_offset
+                .append_value(r.queue_offset().unwrap_or_default());
         }
         if want(Column::CommitLogOffset) {
-            self.commit_log_offset.append_value(v.physical_offset);
+            self.commit_log_offset
+                .append_value(r.physical_offset().unwrap_or_default());
         }
         if want(Column::MsgId) {
-            self.push_msg_id(v);
+            self.push_msg_id(r);
         }
         if p.needs_properties() {
-            self.push_properties(rec.get(v.properties.clone()).unwrap_or_default());
+            self.push_properties(r.properties());
         }
         if want(Column::Body) {
-            self.push_body(v, rec);
+            self.push_body(r);
         }
         if want(Column::BodyCrc) {
-            self.body_crc.append_value(v.body_crc);
+            self.body_crc.append_value(r.body_crc().unwrap_or_default());
         }
         if want(Column::Flag) {
-            self.flag.append_value(v.flag);
+            self.flag.append_value(r.flag().unwrap_or_default());
         }
         if want(Column::SysFlag) {
-            self.sys_flag.append_value(v.sys_flag);
+            self.sys_flag.append_value(r.sys_flag());
         }
         if want(Column::BornTimestamp) {
-            self.born_timestamp
-                .append_value(v.born_timestamp.saturating_mul(1000));
+            let t = r.born_timestamp().unwrap_or_default();
+            self.born_timestamp.append_value(t.saturating_mul(1000));
         }
         if want(Column::BornHost) {
-            self.born_host
-                .append_value(self.born_cache.get(&v.born_host));
+            let h = r.born_host().unwrap_or(NO_HOST);
+            self.born_host.append_value(self.born_cache.get(&h));
         }
         if want(Column::StoreTimestamp) {
-            self.store_timestamp
-                .append_value(v.store_timestamp.saturating_mul(1000));
+            let t = r.store_timestamp().unwrap_or_default();
+            self.store_timestamp.append_value(t.saturating_mul(1000));
         }
         if want(Column::StoreHost) {
-            self.store_host
-                .append_value(self.store_cache.get(&v.store_host));
+            let h = r.store_host().unwrap_or(NO_HOST);
+            self.store_host.append_value(self.store_cache.get(&h));
         }
         if want(Column::ReconsumeTimes) {
-            self.reconsume_times.append_value(v.reconsume_times);
+            self.reconsume_times
+                .append_value(r.reconsume_times().unwrap_or_default());
         }
         self.rows += 1;
     }
 
     /// The body, inflated when it is stored compressed.
     #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-    fn push_body(&mut self, v: &RecordView, rec: &[u8]) {
-        let stored = rec.get(v.body.clone()).unwrap_or_default();
-        let inflated = if v.sys_flag & sysflag::COMPRESSED != 0 {
-            inflate(v.sys_flag, stored)
+    fn push_body(&mut self, r: &RecordRef<'_>) {
+        let stored = r.body();
+        let sys_flag = r.sys_flag();
+        let inflated = if sys_flag & sysflag::COMPRESSED != 0 {
+            inflate(sys_flag, stored)
         } else {
             None
         };
@@ -233,10 +242,10 @@ impl BatchBuilder {
 
     /// The offset message id (store host ‖ port ‖ offset, upper-case hex),
     /// written straight into the column.
-    fn push_msg_id(&mut self, v: &RecordView) {
+    fn push_msg_id(&mut self, r: &RecordRef<'_>) {
         const HEX: &[u8; 16] = b"0123456789ABCDEF";
         let mut raw = [0u8; 28];
-        let n = match v.store_host {
+        let n = match r.store_host().unwrap_or(NO_HOST) {
             SocketAddr::V4(a) => {
                 raw[..4].copy_from_slice(&a.ip().octets());
                 raw[4..8].copy_from_slice(&(a.port() as i32).to_be_bytes());
@@ -248,7 +257,8 @@ impl BatchBuilder {
                 20
             }
         };
-        raw[n..n + 8].copy_from_slice(&v.physical_offset.to_be_bytes());
+        let offset = r.physical_offset().unwrap_or_default();
+        raw[n..n + 8].copy_from_slice(&offset.to_be_bytes());
         let mut hex = [0u8; 56];
         for (i, b) in raw[..n + 8].iter().enumerate() {
             hex[2 * i] = HEX[(b >> 4) as usize];

@@ -55,7 +55,7 @@ use std::sync::Arc;
 use arrow_array::builder::MapFieldNames;
 use arrow_schema::{DataType, Field};
 
-use crate::log::message::{is_system_topic, sysflag, RecordView};
+use crate::log::message::{is_system_topic, sysflag, RecordRef};
 use crate::queue::reader::TagFilter;
 mod append;
 mod batch;
@@ -128,8 +128,8 @@ pub struct RowFilter {
 
 impl RowFilter {
     #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-    fn keeps_scanned(&self, v: &RecordView, rec: &[u8]) -> bool {
-        let topic = rec.get(v.topic.clone()).unwrap_or_default();
+    fn keeps_scanned(&self, r: &RecordRef<'_>) -> bool {
+        let topic = r.topic();
         if let Some(ts) = &self.topics {
             if !ts.iter().any(|t| t.as_slice() == topic) {
                 return false;
@@ -138,29 +138,28 @@ impl RowFilter {
             return false;
         }
         if !self.include_uncommitted {
-            let tran = v.sys_flag & sysflag::TRANSACTION_TYPE_MASK;
+            let tran = r.sys_flag() & sysflag::TRANSACTION_TYPE_MASK;
             if tran == sysflag::TRANSACTION_PREPARED || tran == sysflag::TRANSACTION_ROLLBACK {
                 return false;
             }
         }
-        self.keeps_time_and_tags(v, rec)
+        self.keeps_time_and_tags(r)
     }
 
     /// The store time and tag rules (every read applies them).
     #[inline]
     #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-    fn keeps_time_and_tags(&self, v: &RecordView, rec: &[u8]) -> bool {
-        if self
-            .min_store_timestamp
-            .is_some_and(|t| v.store_timestamp < t)
-            || self
-                .max_store_timestamp
-                .is_some_and(|t| v.store_timestamp > t)
-        {
-            return false;
+    fn keeps_time_and_tags(&self, r: &RecordRef<'_>) -> bool {
+        if self.min_store_timestamp.is_some() || self.max_store_timestamp.is_some() {
+            let ts = r.store_timestamp().unwrap_or_default();
+            if self.min_store_timestamp.is_some_and(|t| ts < t)
+                || self.max_store_timestamp.is_some_and(|t| ts > t)
+            {
+                return false;
+            }
         }
         match &self.tags {
-            Some(f) => f.matches_record(rec.get(v.properties.clone()).unwrap_or_default()),
+            Some(f) => f.matches_record(r.properties()),
             None => true,
         }
     }

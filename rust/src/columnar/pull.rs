@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  Store::pull (units, checks, tag filter, statuses: get_message's)
-//!        | each message: (RecordView, RecordAt = file + position)
+//!        | each message: (RecordFrame, RecordAt = file + position)
 //!        v
 //!  PullBatch ── BatchBuilder (columns copied out)
 //!            └─ BodyViews (zero_copy: body views into the mapped files)
@@ -34,7 +34,7 @@ use super::{BatchBuilder, Column, Projection, MAX_BATCH_BODY_BYTES};
 use crate::error::{Result, StoreError};
 use crate::log::commitlog::RecordAt;
 use crate::log::mapped_file::MappedFile;
-use crate::log::message::{sysflag, RecordView};
+use crate::log::message::{sysflag, RecordFrame, RecordRef};
 use crate::queue::reader::{limits_of_batch, GetResult, PullRequest, PullSink};
 use crate::store::Store;
 
@@ -56,14 +56,15 @@ struct BodyViews {
 
 impl BodyViews {
     #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-    fn push(&mut self, v: &RecordView, at: &RecordAt) {
-        if v.sys_flag & sysflag::COMPRESSED != 0 {
-            let stored = at.bytes().get(v.body.clone()).unwrap_or_default();
-            let body = inflate(v.sys_flag, stored).unwrap_or_else(|| stored.to_vec());
+    fn push(&mut self, r: &RecordRef<'_>, at: &RecordAt) {
+        if r.sys_flag() & sysflag::COMPRESSED != 0 {
+            let stored = r.body();
+            let body = inflate(r.sys_flag(), stored).unwrap_or_else(|| stored.to_vec());
             self.rows.push(Body::Owned(body));
             return;
         }
-        let (pos, end) = (at.pos + v.body.start, at.pos + v.body.end);
+        let body = r.frame().body();
+        let (pos, end) = (at.pos + body.start, at.pos + body.end);
         let file = match self
             .files
             .iter()
@@ -126,10 +127,11 @@ struct PullBatch {
 
 impl PullSink for PullBatch {
     #[inline]
-    fn push(&mut self, view: RecordView, at: RecordAt) {
-        self.builder.push(&view, at.bytes());
+    fn push(&mut self, frame: RecordFrame, at: RecordAt) {
+        let r = RecordRef::new(at.bytes(), frame);
+        self.builder.push(&r);
         if let Some(b) = &mut self.views {
-            b.push(&view, &at);
+            b.push(&r, &at);
         }
     }
 

@@ -7,7 +7,9 @@ use arrow_array::{RecordBatch, RecordBatchReader};
 use arrow_schema::{ArrowError, SchemaRef};
 
 use crate::log::mapped_file::MappedFile;
-use crate::log::message::{body_crc, is_system_topic, parse_record, prop_crc_ok, Parsed};
+use crate::log::message::{
+    body_crc, is_system_topic, parse_record_frame, prop_crc_ok, NotARecord, RecordRef,
+};
 use crate::queue::consume_queue::ConsumeQueue;
 use crate::store::Store;
 
@@ -200,30 +202,31 @@ impl RangeReader {
             let Some(buf) = data.get(local..) else {
                 return next_file;
             };
-            match parse_record(buf, false) {
-                Parsed::Record(v) => {
-                    let rec = buf.get(..v.total_size).unwrap_or_default();
-                    pos += v.total_size as u64;
-                    if pos - (v.total_size as u64) < from {
+            match parse_record_frame(buf, false) {
+                Ok(frame) => {
+                    let total = frame.total_size();
+                    let r = RecordRef::new(buf.get(..total).unwrap_or_default(), frame);
+                    pos += total as u64;
+                    if pos - (total as u64) < from {
                         continue;
                     }
                     let at = base + local as u64;
                     ReadStats::add(&stats.decoded, 1);
-                    if v.physical_offset != at as i64
-                        || body_crc(rec.get(v.body.clone()).unwrap_or_default()) != v.body_crc
-                        || (cl.needs_prop_crc(at) && !prop_crc_ok(rec, &v.properties))
+                    if r.physical_offset() != Some(at as i64)
+                        || Some(body_crc(r.body())) != r.body_crc()
+                        || (cl.needs_prop_crc(at) && !prop_crc_ok(r.bytes(), &frame.properties()))
                     {
                         ReadStats::add(&stats.skipped_corrupt, 1);
                         continue;
                     }
-                    if !self.filter.keeps_scanned(&v, rec) {
+                    if !self.filter.keeps_scanned(&r) {
                         ReadStats::add(&stats.filtered, 1);
                         continue;
                     }
-                    self.builder.push(&v, rec);
+                    self.builder.push(&r);
                 }
-                Parsed::Blank => return next_file,
-                Parsed::End { .. } => {
+                Err(NotARecord::Blank) => return next_file,
+                Err(NotARecord::End(_)) => {
                     // Zeros: the end of written data. Anything else inside
                     // the written range: a damaged record whose extent is
                     // unknown, so the rest of this segment is skipped.
@@ -319,28 +322,30 @@ impl RangeReader {
             return;
         };
         let local = (phy_u - f.file_from_offset()) as usize;
-        let parsed = cl.readable(f, local).map(|d| (parse_record(d, false), d));
+        let parsed = cl
+            .readable(f, local)
+            .map(|d| (parse_record_frame(d, false), d));
         ReadStats::add(&self.stats.decoded, 1);
-        let Some((Parsed::Record(v), data)) = parsed else {
+        let Some((Ok(frame), data)) = parsed else {
             ReadStats::add(&self.stats.skipped_corrupt, 1);
             return;
         };
-        let rec = data.get(..v.total_size).unwrap_or_default();
-        if v.total_size as i64 != size as i64
-            || v.queue_id != cq.queue_id()
-            || v.queue_offset != logical
-            || rec.get(v.topic.clone()) != Some(cq.topic().as_bytes())
-            || body_crc(rec.get(v.body.clone()).unwrap_or_default()) != v.body_crc
-            || (cl.needs_prop_crc(phy_u) && !prop_crc_ok(rec, &v.properties))
+        let r = RecordRef::new(data.get(..frame.total_size()).unwrap_or_default(), frame);
+        if frame.total_size() as i64 != size as i64
+            || r.queue_id() != Some(cq.queue_id())
+            || r.queue_offset() != Some(logical)
+            || r.topic() != cq.topic().as_bytes()
+            || Some(body_crc(r.body())) != r.body_crc()
+            || (cl.needs_prop_crc(phy_u) && !prop_crc_ok(r.bytes(), &frame.properties()))
         {
             ReadStats::add(&self.stats.skipped_corrupt, 1);
             return;
         }
-        if !self.filter.keeps_time_and_tags(&v, rec) {
+        if !self.filter.keeps_time_and_tags(&r) {
             ReadStats::add(&self.stats.filtered, 1);
             return;
         }
-        self.builder.push(&v, rec);
+        self.builder.push(&r);
     }
 
     /// The next batch, `None` at the end.

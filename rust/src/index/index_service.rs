@@ -472,10 +472,29 @@ impl IndexStore {
         begin: i64,
         end: i64,
     ) -> QueryOffsetResult {
+        self.query_hashed(index_key_hash_of(topic, key), max_num, begin, end)
+    }
+
+    /// Starts loading the hash slot of `key_hash` ([`index_key_hash_of`])
+    /// in the newest file, where a lookup starts: a caller with work to do
+    /// before its lookup overlaps the slot's cache miss with it.
+    pub fn prefetch_key(&self, key_hash: i32) {
+        if let Some(f) = self.files.read().last() {
+            f.prefetch_slot(key_hash);
+        }
+    }
+
+    /// [`IndexStore::query`] of the key whose hash is `key_hash`: the hash
+    /// is all the walk compares (no `topic#key` string), and no snapshot of
+    /// the list is taken (the read lock is held for the walk only).
+    pub fn query_hashed(
+        &self,
+        key_hash: i32,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> QueryOffsetResult {
         let max = max_num.min(self.max_msgs_num_batch.load(Ordering::Acquire));
-        // The hash is all the walk compares: no `topic#key` string, and no
-        // snapshot of the list (the read lock is held for the walk only).
-        let key_hash = index_key_hash_of(topic, key);
         let files = self.files.read();
         let mut r = QueryOffsetResult::default();
         if let Some(newest) = files.last() {

@@ -29,10 +29,14 @@
 //! - `store_base.rs`: `MessageStoreBase`, the native base class of
 //!   `rocketstore.MessageStore` (its per-message methods);
 //!   `put_keywords.rs`: its `put`, keyword arguments matched by identity
-//!   (the generated parser for every other call).
-//! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`, `MessageExt`;
-//!   `fast_getters.rs`: the put results' attributes read without PyO3's
-//!   second type check.
+//!   (the generated parser for every other call);
+//!   `store_base_reads.rs`: its `get_message` and `query_message`, the
+//!   Python definitions' fast paths; `fast_method.rs`: how such methods
+//!   (and objects made per call) are made.
+//! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`;
+//!   `message_ext.rs`: `MessageExt`, its fields decoded from the record's
+//!   bytes when read; `getset.rs`: the attributes of `MessageExt` and of
+//!   the put results as C-level getters (no second type check of `self`).
 //! - `results.rs`, `recovery.rs`: typed results of service calls and of the
 //!   recovery steps; `verify.rs`: the whole-store checks.
 //! - `retention.rs`: `RetentionPolicy`, the retention steps of
@@ -53,11 +57,13 @@ pub mod arrow;
 pub mod columns;
 pub mod config;
 pub mod errors;
-pub mod fast_getters;
+pub mod fast_method;
+pub mod getset;
 pub mod gil;
 pub mod groups;
 pub mod locks;
 pub mod logbridge;
+pub mod message_ext;
 pub mod put_args;
 pub mod put_keywords;
 pub mod recovery;
@@ -67,6 +73,7 @@ pub mod store;
 pub mod store_admin;
 pub mod store_arrow;
 pub mod store_base;
+pub mod store_base_reads;
 pub mod store_ha;
 pub mod store_ha_offsets;
 pub mod store_put;
@@ -309,8 +316,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::PyPutResult>()?;
     m.add_class::<types::PyBatchPutResult>()?;
-    fast_getters::install(m.py())?;
-    m.add_class::<types::PyMessageExt>()?;
+    types::register_result_getters(m.py())?;
+    message_ext::register(m)?;
     m.add_class::<store_read::PyGetResult>()?;
     m.add_class::<store_arrow::PyArrowPull>()?;
     m.add_class::<arrow::PyArrowStream>()?;
@@ -326,6 +333,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(config::default_options, m)?)?;
     m.add_function(wrap_pyfunction!(config::transient_pool_in_use, m)?)?;
     m.add_function(wrap_pyfunction!(types::engine_enums, m)?)?;
+    m.add_function(wrap_pyfunction!(store_base_reads::install_read_methods, m)?)?;
     #[cfg(feature = "failpoints")]
     m.add_function(wrap_pyfunction!(set_fail_point, m)?)?;
     #[cfg(feature = "failpoints")]

@@ -13,17 +13,18 @@
 //!
 //! [`install`] replaces `put` in the class's dictionary with this method
 //! (same name, docstring and text signature) and keeps the generated one
-//! as the fallback. The put itself is the same call either way
+//! as the fallback (`fast_method.rs` makes the method and hands it the
+//! calls it does not take). The put itself is the same call either way
 //! ([`PyStoreBase::put_args`]).
 
-use std::ffi::CString;
 use std::sync::OnceLock;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::PyString;
 
+use super::fast_method::{self, call_full, split_args, MethodDef};
 use super::put_args::PutArgs;
 use super::store_base::PyStoreBase;
 
@@ -54,18 +55,6 @@ static GENERATED: GILOnceCell<Py<PyAny>> = GILOnceCell::new();
 /// The method definition of the fast `put` (lives as long as the class).
 static DEF: OnceLock<MethodDef> = OnceLock::new();
 
-/// A `PyMethodDef` with the docstring it points to.
-struct MethodDef {
-    def: ffi::PyMethodDef,
-    _doc: CString,
-}
-
-// SAFETY: the definition is written once, before it is shared, and only
-// read afterwards; its pointers are to static text and the owned `_doc`.
-unsafe impl Send for MethodDef {}
-// SAFETY: as above: read-only after construction.
-unsafe impl Sync for MethodDef {}
-
 /// Replaces `MessageStoreBase.put` by the identity-matching method (module
 /// set-up, once).
 pub fn install(py: Python<'_>, cls: &Bound<'_, pyo3::types::PyType>) -> PyResult<()> {
@@ -79,31 +68,7 @@ pub fn install(py: Python<'_>, cls: &Bound<'_, pyo3::types::PyType>) -> PyResult
             .collect()
     });
     let _ = GENERATED.set(py, generated.unbind());
-    let doc = CString::new(format!("put{sig}\n--\n\n{doc}"))
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    let def = DEF.get_or_init(|| {
-        let meth: ffi::PyCFunctionFastWithKeywords = put_fast;
-        MethodDef {
-            def: ffi::PyMethodDef {
-                ml_name: c"put".as_ptr(),
-                ml_meth: ffi::PyMethodDefPointer {
-                    PyCFunctionFastWithKeywords: meth,
-                },
-                ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-                ml_doc: doc.as_ptr(),
-            },
-            _doc: doc,
-        }
-    });
-    // SAFETY: `cls` is a live type object; `def` is 'static (a OnceLock
-    // never dropped), as CPython requires of a method definition.
-    let descr = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyDescr_NewMethod(cls.as_ptr().cast(), std::ptr::from_ref(&def.def).cast_mut()),
-        )?
-    };
-    cls.setattr("put", descr)
+    fast_method::install(cls, c"put", &sig, &doc, put_fast, &DEF)
 }
 
 /// The C entry point: PyO3's trampoline (GIL pool, panics caught, errors
@@ -180,7 +145,7 @@ unsafe fn put_parse(
             let b: [Option<Borrowed<'_, '_, PyAny>>; POSITIONAL] =
                 std::array::from_fn(|i| unsafe { Borrowed::from_ptr_or_opt(py, slots[i]) });
             let (Some(topic), Some(body)) = (b[0].as_deref(), b[1].as_deref()) else {
-                return fallback(py, slf, args, npos, kwnames, nkw);
+                return fallback(py, slf, args, npos, kwnames);
             };
             let put = PutArgs {
                 topic,
@@ -204,7 +169,7 @@ unsafe fn put_parse(
             let this = unsafe { this.downcast_unchecked::<PyStoreBase>() };
             Ok(this.get().put_args(py, put, check)?.into_ptr())
         }
-        _ => fallback(py, slf, args, npos, kwnames, nkw),
+        _ => fallback(py, slf, args, npos, kwnames),
     }
 }
 
@@ -217,36 +182,14 @@ fn fallback(
     args: *const *mut ffi::PyObject,
     npos: usize,
     kwnames: *mut ffi::PyObject,
-    nkw: usize,
 ) -> PyResult<*mut ffi::PyObject> {
     let Some(generated) = GENERATED.get(py) else {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(
             "MessageStoreBase.put is not set up",
         ));
     };
-    let given: &[*mut ffi::PyObject] = if npos + nkw == 0 {
-        &[]
-    } else {
-        // SAFETY: `args` holds `npos + nkw` live borrowed objects.
-        unsafe { std::slice::from_raw_parts(args, npos + nkw) }
-    };
-    // SAFETY: each pointer is a live object borrowed from our caller (and
-    // `slf` the instance): a new reference is taken for the call.
-    let obj = |p: *mut ffi::PyObject| unsafe { Borrowed::from_ptr(py, p) }.to_owned();
-    let mut items: Vec<Bound<'_, PyAny>> = Vec::with_capacity(1 + npos);
-    items.push(obj(slf));
-    items.extend(given[..npos].iter().map(|&p| obj(p)));
-    let positional = PyTuple::new(py, items)?;
-    let kwargs = PyDict::new(py);
-    if nkw > 0 {
-        // SAFETY: a non-null kwnames is the call's tuple of keyword names.
-        let names = unsafe { Borrowed::from_ptr(py, kwnames) };
-        for (name, &value) in names.try_iter()?.zip(&given[npos..]) {
-            kwargs.set_item(name?, obj(value))?;
-        }
-    }
-    Ok(generated
-        .bind(py)
-        .call(positional, Some(&kwargs))?
-        .into_ptr())
+    // SAFETY: the vectorcall's own arguments (`npos` positional, then one
+    // per keyword name).
+    let (given, _) = unsafe { split_args(args, npos, kwnames) };
+    call_full(py, generated.bind(py), slf, given, npos, kwnames)
 }

@@ -23,9 +23,10 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::args::{Offset, QueueId, Topic};
 use super::errors::store_closed;
+use super::message_ext::PyMessageExt;
 use super::put_args::{put_fields_method, PutArgs, TOPIC_NOT_UTF8};
 use super::store::PyStore;
-use super::types::{PyBatchPutResult, PyMessageExt, PyPutResult};
+use super::types::{PyBatchPutResult, PyPutResult};
 
 /// Why a detached store refuses calls before `start()`.
 const NOT_STARTED: &str = "store is not started; call start() or use `with`";
@@ -50,7 +51,7 @@ impl PyStoreBase {
     /// The engine store, as a `Bound` (its drop is a plain decref under the
     /// GIL, where dropping a `Py` first asks whether the GIL is held).
     #[inline]
-    fn engine<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyStore>> {
+    pub(super) fn engine<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyStore>> {
         match &*self.engine.get(py).borrow() {
             Ok(store) => Ok(store.bind(py).clone()),
             Err(why) => Err(store_closed(why.clone())),

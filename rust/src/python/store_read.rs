@@ -5,28 +5,31 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyList, PyType};
 
 use crate::columnar::ArrowReadRequest;
 use crate::log::commitlog::RecordAt;
-use crate::log::message::RecordView;
+use crate::log::message::RecordFrame;
 use crate::queue::reader::{GetStatus, PullRequest, PullSink};
 
 use super::args::{
     BeginTimestamp, CqOffset, EndTimestamp, Key, MaxMsgNums, MaxNum, MsgId, Offset, QueueId,
     TagList, Timestamp, Topic,
 };
+use super::fast_method::new_instance;
 use super::gil::{guarded, nogil};
+use super::message_ext::{PyMessageExt, RecordBytes};
 use super::store::PyStore;
-use super::types::{get_status_obj, PyMessageExt, RecordBytes};
+use super::types::get_status_obj;
 
 /// The records of one `get_message` pull, copied into one buffer (one
 /// allocation per pull, not one per message).
 #[derive(Default)]
 struct PullBuf {
     buf: Vec<u8>,
-    /// Each message's view, and where its record lies in `buf`.
-    msgs: Vec<(RecordView, usize, usize)>,
+    /// Each message's frame, and where its record lies in `buf`.
+    msgs: Vec<(RecordFrame, usize, usize)>,
 }
 
 /// Pulls whose records take more bytes than this give each message its own
@@ -35,12 +38,13 @@ const SHARE_MAX: usize = 64 << 10;
 
 impl PullSink for PullBuf {
     #[inline]
-    fn push(&mut self, view: RecordView, rec: RecordAt) {
+    fn push(&mut self, frame: RecordFrame, rec: RecordAt) {
         let bytes = rec.bytes();
         if self.buf.capacity() == 0 {
             self.buf.reserve(8 << 10);
+            self.msgs.reserve(PullRequest::DEFAULT_MAX_MSGS);
         }
-        self.msgs.push((view, self.buf.len(), bytes.len()));
+        self.msgs.push((frame, self.buf.len(), bytes.len()));
         self.buf.extend_from_slice(bytes);
     }
     fn served(&self) -> usize {
@@ -53,7 +57,7 @@ impl PullBuf {
     fn into_list(self, py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         let shared = self.buf.len() <= SHARE_MAX;
         let buf = Arc::new(self.buf);
-        let items = self.msgs.into_iter().map(|(view, start, len)| {
+        let items = self.msgs.into_iter().map(|(frame, start, len)| {
             let raw = if shared {
                 RecordBytes::Shared {
                     buf: buf.clone(),
@@ -63,17 +67,24 @@ impl PullBuf {
             } else {
                 RecordBytes::Own(buf[start..start + len].to_vec())
             };
-            PyMessageExt::new_bound(py, raw, view)
+            PyMessageExt::new_bound(py, raw, frame)
         });
         let objs = items.collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, objs)
     }
 }
 
-/// The result of `get_message`.
+/// The result of `get_message`. Its attributes are fields read by PyO3's
+/// field getters (a getter method checks the type of `self` again, an
+/// allocation per read with this build; a pull reads `status` and
+/// `messages` every time).
 #[pyclass(frozen, module = "rocketstore._native", name = "GetMessageResult")]
 pub struct PyGetResult {
-    status: GetStatus,
+    /// The engine's status of the pull.
+    engine_status: GetStatus,
+    /// The `GetStatus` of the pull.
+    #[pyo3(get)]
+    status: PyObject,
     #[pyo3(get)]
     next_begin_offset: i64,
     #[pyo3(get)]
@@ -90,28 +101,27 @@ pub struct PyGetResult {
     /// file); also inside a `FOUND` pull.
     #[pyo3(get)]
     skipped: u64,
+    /// The messages found (a list of MessageExt).
+    #[pyo3(get)]
     messages: Py<PyList>,
+}
+
+impl PyGetResult {
+    /// The engine's status of the pull.
+    pub(super) fn engine_status(&self) -> GetStatus {
+        self.engine_status
+    }
 }
 
 #[pymethods]
 impl PyGetResult {
-    /// The `GetStatus` of the pull.
-    #[getter]
-    fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
-        get_status_obj(py, self.status)
-    }
-    /// The messages found (a list of MessageExt).
-    #[getter]
-    fn messages(&self, py: Python<'_>) -> Py<PyList> {
-        self.messages.clone_ref(py)
-    }
     fn __len__(&self, py: Python<'_>) -> usize {
         self.messages.bind(py).len()
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "GetMessageResult(status={}, next_begin_offset={}, min_offset={}, max_offset={}, messages=<{}>{}{})",
-            self.status(py)?.bind(py).str()?,
+            self.status.bind(py).str()?,
             self.next_begin_offset,
             self.min_offset,
             self.max_offset,
@@ -147,10 +157,7 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_offset(offset as u64))?;
-            Ok(r.map(|(view, raw)| PyMessageExt {
-                raw: raw.into(),
-                view,
-            }))
+            Ok(r.map(|(view, raw)| PyMessageExt::new(raw.into(), RecordFrame::of(&view))))
         })
     }
 
@@ -166,10 +173,7 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let r = nogil(py, || store.look_message_by_id(msg_id))?;
-            Ok(r.map(|(view, raw)| PyMessageExt {
-                raw: raw.into(),
-                view,
-            }))
+            Ok(r.map(|(view, raw)| PyMessageExt::new(raw.into(), RecordFrame::of(&view))))
         })
     }
 
@@ -184,16 +188,18 @@ impl PyStore {
 
     /// Pulls up to `max_msg_nums` messages of a queue from `offset`.
     #[pyo3(signature = (topic, queue_id, offset, max_msg_nums=None, tags=None), text_signature = "($self, topic, queue_id, offset, max_msg_nums=32, tags=None)")]
-    fn get_message(
+    pub(crate) fn get_message<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         topic: Topic<'_>,
         queue_id: QueueId<'_>,
         offset: Offset<'_>,
         max_msg_nums: Option<MaxMsgNums<'_>>,
         tags: Option<TagList<'_>>,
-    ) -> PyResult<PyGetResult> {
+    ) -> PyResult<Bound<'py, PyGetResult>> {
         guarded(|| {
+            // A closed store refuses first, whatever the arguments.
+            self.store.check_not_closed()?;
             let mut req = PullRequest::at(topic.get()?, queue_id.get()?, offset.get()?);
             if let Some(max) = max_msg_nums {
                 req.max_msgs = max.get()?;
@@ -206,15 +212,18 @@ impl PyStore {
             let store = &self.store;
             let r = nogil(py, || store.pull(&req, PullBuf::default()))?;
             let list = r.messages.into_list(py)?;
-            Ok(PyGetResult {
-                status: r.status,
+            static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
+            let result = PyGetResult {
+                engine_status: r.status,
+                status: get_status_obj(py, r.status)?,
                 next_begin_offset: r.next_begin_offset,
                 min_offset: r.min_offset,
                 max_offset: r.max_offset,
                 damaged: r.damaged.len(),
                 skipped: r.skipped,
                 messages: list.unbind(),
-            })
+            };
+            new_instance(py, result, &TYPE)
         })
     }
 
@@ -354,7 +363,7 @@ impl PyStore {
 
     /// Messages of `topic` carrying `key`, stored in `[begin, end]` (ms).
     #[pyo3(signature = (topic, key, max_num=None, begin_timestamp=None, end_timestamp=None), text_signature = "($self, topic, key, max_num=32, begin_timestamp=0, end_timestamp=None)")]
-    fn query_message<'py>(
+    pub(crate) fn query_message<'py>(
         &self,
         py: Python<'py>,
         topic: Topic<'_>,
@@ -364,7 +373,13 @@ impl PyStore {
         end_timestamp: Option<EndTimestamp<'_>>,
     ) -> PyResult<Bound<'py, PyList>> {
         guarded(|| {
+            // A closed store refuses first, whatever the arguments (as
+            // the Python wrapper's closed check did).
+            self.store.check_not_closed()?;
             let (topic, key) = (topic.get()?, key.get()?);
+            // The index slot loads while the arguments are checked and the
+            // GIL is released.
+            let lookup = self.store.prefetch_key(topic, key);
             let max_num = max_num.map_or(Ok(32), |m| m.get())?;
             let begin_timestamp = begin_timestamp.map_or(Ok(0), |t| t.get())?;
             let end_timestamp = end_timestamp.map(|t| t.get()).transpose()?;
@@ -373,11 +388,11 @@ impl PyStore {
             self.visible(py)?;
             let store = &self.store;
             let found = nogil(py, || {
-                store.query_message(topic, key, max_num, begin_timestamp, end)
+                store.query_key(&lookup, max_num, begin_timestamp, end)
             })?;
             let list = PyList::empty(py);
-            for (view, raw) in found {
-                list.append(PyMessageExt::new_bound(py, raw.into(), view)?)?;
+            for (frame, raw) in found {
+                list.append(PyMessageExt::new_bound(py, raw.into(), frame)?)?;
             }
             Ok(list)
         })

@@ -1,23 +1,25 @@
-//! Per-message Python types: `Message`, `PutResult`, `MessageExt`.
+//! Per-message Python types: `Message`, `PutResult`, `BatchPutResult`
+//! (`MessageExt` is in `message_ext.rs`).
 //!
 //! They sit on the hot path, so they are frozen Rust classes: building one
 //! costs a fraction of a dataclass.
 
 use std::borrow::Cow;
-use std::io::Read;
 use std::net::SocketAddr;
+use std::sync::OnceLock;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
+use pyo3::IntoPyObjectExt;
 
 use crate::log::commitlog::{PutOutcome, PutStatus, Refused};
-use crate::log::message::{
-    iter_properties, offset_msg_id, props, sysflag, tags_code, InlineProps, MessageSpec, RecordView,
-};
+use crate::log::message::{iter_properties, offset_msg_id, props, InlineProps, MessageSpec};
 use crate::queue::reader::GetStatus;
 
+use super::fast_method::new_instance;
+use super::getset::{self, getter, GetSetDefs, Getter};
 use super::gil::guarded;
 use super::put_args::{put_fields_method, PutArgs};
 
@@ -72,7 +74,7 @@ pub fn engine_enums() -> std::collections::HashMap<&'static str, Vec<(u8, &'stat
     m
 }
 
-fn host_tuple<'py>(py: Python<'py>, a: &SocketAddr) -> PyResult<Bound<'py, PyTuple>> {
+pub(super) fn host_tuple<'py>(py: Python<'py>, a: &SocketAddr) -> PyResult<Bound<'py, PyTuple>> {
     PyTuple::new(
         py,
         [
@@ -149,7 +151,7 @@ impl PyMessage {
 
 pub use crate::log::message::DEFAULT_BORN_HOST;
 
-fn props_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> {
+pub(super) fn props_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in iter_properties(raw) {
         d.set_item(String::from_utf8_lossy(k), String::from_utf8_lossy(v))?;
@@ -157,11 +159,11 @@ fn props_dict<'py>(py: Python<'py>, raw: &[u8]) -> PyResult<Bound<'py, PyDict>> 
     Ok(d)
 }
 
-fn prop_value(raw: &[u8], name: &str) -> Option<String> {
+pub(super) fn prop_value(raw: &[u8], name: &str) -> Option<String> {
     crate::log::message::find_property(raw, name).map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
-fn keys_list(raw: &[u8]) -> Vec<String> {
+pub(super) fn keys_list(raw: &[u8]) -> Vec<String> {
     prop_value(raw, props::KEYS)
         .map(|k| {
             k.split(' ')
@@ -268,81 +270,26 @@ pub struct PyPutResult {
 }
 
 impl PyPutResult {
-    /// A new `PutResult` object, made with the class's type object kept
-    /// from the first use (PyO3's `Bound::new` looks it up on every call,
-    /// boxing an iterator over the class's method blocks: an allocation
-    /// and a free per put).
+    /// A new `PutResult` object (its type object kept: see
+    /// `fast_method::new_instance`).
     pub fn new_bound(
         py: Python<'_>,
         outcome: PutOutcome,
         store_host: SocketAddr,
     ) -> PyResult<Bound<'_, Self>> {
-        use pyo3::impl_::pyclass_init::PyObjectInit;
-        use pyo3::types::PyType;
         static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
-        let tp = TYPE.get_or_init(py, || py.get_type::<Self>().unbind());
-        let init = PyClassInitializer::from(Self {
+        let value = Self {
             outcome,
             store_host,
-        });
-        // SAFETY: `tp` is this class's own type object (kept alive by the
-        // cell), the subtype `into_new_object` requires; the pointer it
-        // returns is a new, owned reference to an object of this class.
-        unsafe {
-            let obj = init.into_new_object(py, tp.as_ptr().cast())?;
-            Ok(Bound::from_owned_ptr(py, obj).downcast_into_unchecked())
-        }
+        };
+        new_instance(py, value, &TYPE)
     }
 }
 
-// The getters are also read through `fast_getters.rs` (without the second
-// type check): each is the one definition of its attribute.
 #[pymethods]
 impl PyPutResult {
-    /// `PutStatus` of the put.
-    #[getter]
-    pub(super) fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
-        put_status_obj(py, self.outcome.status)
-    }
-    /// True when the message was stored (and, under SYNC_FLUSH, flushed).
-    #[getter]
-    pub(super) fn ok(&self) -> bool {
-        self.outcome.status == PutStatus::PutOk
-    }
-    #[getter]
-    pub(super) fn wrote_offset(&self) -> i64 {
-        self.outcome.wrote_offset
-    }
-    #[getter]
-    pub(super) fn wrote_bytes(&self) -> i32 {
-        self.outcome.wrote_bytes
-    }
-    #[getter]
-    pub(super) fn queue_offset(&self) -> i64 {
-        self.outcome.queue_offset
-    }
-    #[getter]
-    pub(super) fn store_timestamp(&self) -> i64 {
-        self.outcome.store_timestamp
-    }
-    /// Offset message id (store host + port + physical offset, upper-case
-    /// hex); the empty string when nothing was written.
-    #[getter]
-    pub(super) fn msg_id(&self) -> String {
-        if self.outcome.wrote_offset >= 0 && self.outcome.wrote_bytes > 0 {
-            offset_msg_id(&self.store_host, self.outcome.wrote_offset)
-        } else {
-            String::new()
-        }
-    }
-    /// Why the put was not `PUT_OK`: a short sentence naming the field and
-    /// the rule. None when the message was accepted.
-    #[getter]
-    pub(super) fn reason(&self) -> Option<&str> {
-        self.outcome.reason.as_deref()
-    }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let st = self.status(py)?;
+        let st = put_status_obj(py, self.outcome.status)?;
         let why = match &self.outcome.reason {
             Some(r) => format!(", reason={r:?}"),
             None => String::new(),
@@ -374,52 +321,6 @@ pub struct PyBatchPutResult {
 
 #[pymethods]
 impl PyBatchPutResult {
-    /// `PutStatus` of the batch.
-    #[getter]
-    pub(super) fn status(&self, py: Python<'_>) -> PyResult<PyObject> {
-        put_status_obj(py, self.status)
-    }
-    /// True when every message was stored (and, under SYNC_FLUSH, flushed).
-    #[getter]
-    pub(super) fn ok(&self) -> bool {
-        self.status == PutStatus::PutOk
-    }
-    /// Why the batch was refused (which message, and what is wrong), or None.
-    #[getter]
-    pub(super) fn reason(&self) -> Option<String> {
-        self.reason.clone()
-    }
-    /// CommitLog offset of the first message (-1 when nothing was written).
-    #[getter]
-    pub(super) fn wrote_offset(&self) -> i64 {
-        self.wrote_offset
-    }
-    /// Queue offset of the first message; message `i` has `queue_offset + i`.
-    #[getter]
-    pub(super) fn queue_offset(&self) -> i64 {
-        self.queue_offset
-    }
-    /// Messages written.
-    #[getter]
-    pub(super) fn count(&self) -> usize {
-        self.count
-    }
-    /// Record bytes written.
-    #[getter]
-    pub(super) fn wrote_bytes(&self) -> u64 {
-        self.wrote_bytes
-    }
-    /// Store timestamp of the first message (0 when nothing was written).
-    #[getter]
-    pub(super) fn store_timestamp(&self) -> i64 {
-        self.store_timestamp
-    }
-    /// Every message's CommitLog offset as an `array('q')`, or None unless
-    /// the put asked for them (`return_offsets=True`).
-    #[getter]
-    pub(super) fn offsets(&self, py: Python<'_>) -> Option<PyObject> {
-        self.offsets.as_ref().map(|o| o.clone_ref(py))
-    }
     /// Offset message ids of every message (needs `return_offsets=True`).
     fn msg_ids(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         let Some(o) = &self.offsets else {
@@ -437,7 +338,7 @@ impl PyBatchPutResult {
         self.count
     }
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let st = self.status(py)?;
+        let st = put_status_obj(py, self.status)?;
         Ok(format!(
             "BatchPutResult(status={}, count={}, wrote_offset={}, queue_offset={}, wrote_bytes={}{})",
             st.bind(py).str()?,
@@ -453,212 +354,121 @@ impl PyBatchPutResult {
     }
 }
 
-/// A stored message as read back: decoded lazily from its record bytes.
-#[pyclass(frozen, module = "rocketstore._native", name = "MessageExt")]
-pub struct PyMessageExt {
-    pub raw: RecordBytes,
-    pub view: RecordView,
-}
-
-/// The bytes of one record as read: a copy of its own, or its place in a
-/// buffer the messages of one pull share (one allocation per pull instead
-/// of one per message; the buffer lives until its last message is gone).
-pub enum RecordBytes {
-    /// The record's own copy.
-    Own(Vec<u8>),
-    /// `len` bytes at `start` of a pull's buffer.
-    Shared {
-        buf: std::sync::Arc<Vec<u8>>,
-        start: usize,
-        len: usize,
-    },
-}
-
-impl From<Vec<u8>> for RecordBytes {
-    fn from(v: Vec<u8>) -> Self {
-        RecordBytes::Own(v)
-    }
-}
-
-impl std::ops::Deref for RecordBytes {
-    type Target = [u8];
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        match self {
-            RecordBytes::Own(v) => v,
-            RecordBytes::Shared { buf, start, len } => &buf[*start..*start + *len],
+/// The attributes of `PutResult` (the names and order of `_native.pyi`).
+static PUT_RESULT_GETTERS: [Getter<PyPutResult>; 8] = [
+    getter!(c"status", c"`PutStatus` of the put.", |r, py| {
+        Ok(put_status_obj(py, r.outcome.status)?.into_bound(py))
+    }),
+    getter!(
+        c"ok",
+        c"True when the message was stored (and, under SYNC_FLUSH, flushed).",
+        |r, py| (r.outcome.status == PutStatus::PutOk).into_bound_py_any(py)
+    ),
+    getter!(
+        c"wrote_offset",
+        c"CommitLog offset of the record (-1 when nothing was written).",
+        |r, py| r.outcome.wrote_offset.into_bound_py_any(py)
+    ),
+    getter!(
+        c"wrote_bytes",
+        c"Record bytes written (0 when nothing was written).",
+        |r, py| r.outcome.wrote_bytes.into_bound_py_any(py)
+    ),
+    getter!(
+        c"queue_offset",
+        c"The message's offset in its queue (-1 when nothing was written).",
+        |r, py| r.outcome.queue_offset.into_bound_py_any(py)
+    ),
+    getter!(
+        c"store_timestamp",
+        c"When the store wrote the message (ms; 0 when nothing was written).",
+        |r, py| r.outcome.store_timestamp.into_bound_py_any(py)
+    ),
+    getter!(
+        c"msg_id",
+        c"Offset message id (store host + port + physical offset, upper-case hex); \
+the empty string when nothing was written.",
+        |r, py| {
+            let o = &r.outcome;
+            if o.wrote_offset >= 0 && o.wrote_bytes > 0 {
+                offset_msg_id(&r.store_host, o.wrote_offset).into_bound_py_any(py)
+            } else {
+                "".into_bound_py_any(py)
+            }
         }
-    }
-}
+    ),
+    getter!(
+        c"reason",
+        c"Why the put was not `PUT_OK`: a short sentence naming the field and the \
+rule. None when the message was accepted.",
+        |r, py| r.outcome.reason.as_deref().into_bound_py_any(py)
+    ),
+];
 
-impl PyMessageExt {
-    /// A new `MessageExt` object. PyO3's `Bound::new` looks the class's
-    /// type object up on every call, and for a class whose methods sit in
-    /// several modules that lookup boxes an iterator over them (an
-    /// allocation and a free per message); the reads build one object per
-    /// message, so the type object is looked up once and kept.
-    pub fn new_bound(
-        py: Python<'_>,
-        raw: RecordBytes,
-        view: RecordView,
-    ) -> PyResult<Bound<'_, Self>> {
-        use pyo3::impl_::pyclass_init::PyObjectInit;
-        use pyo3::types::PyType;
-        static TYPE: GILOnceCell<Py<PyType>> = GILOnceCell::new();
-        let tp = TYPE.get_or_init(py, || py.get_type::<Self>().unbind());
-        let init = PyClassInitializer::from(Self { raw, view });
-        // SAFETY: `tp` is this class's own type object (kept alive by the
-        // cell), the subtype `into_new_object` requires; the pointer it
-        // returns is a new, owned reference to an object of this class.
-        unsafe {
-            let obj = init.into_new_object(py, tp.as_ptr().cast())?;
-            Ok(Bound::from_owned_ptr(py, obj).downcast_into_unchecked())
-        }
-    }
+/// The attributes of `BatchPutResult` (the names and order of
+/// `_native.pyi`).
+static BATCH_RESULT_GETTERS: [Getter<PyBatchPutResult>; 9] = [
+    getter!(c"status", c"`PutStatus` of the batch.", |r, py| {
+        Ok(put_status_obj(py, r.status)?.into_bound(py))
+    }),
+    getter!(
+        c"ok",
+        c"True when every message was stored (and, under SYNC_FLUSH, flushed).",
+        |r, py| (r.status == PutStatus::PutOk).into_bound_py_any(py)
+    ),
+    getter!(
+        c"reason",
+        c"Why the batch was refused (which message, and what is wrong), or None.",
+        |r, py| r.reason.as_deref().into_bound_py_any(py)
+    ),
+    getter!(
+        c"wrote_offset",
+        c"CommitLog offset of the first message (-1 when nothing was written).",
+        |r, py| r.wrote_offset.into_bound_py_any(py)
+    ),
+    getter!(
+        c"queue_offset",
+        c"Queue offset of the first message; message `i` has `queue_offset + i`.",
+        |r, py| r.queue_offset.into_bound_py_any(py)
+    ),
+    getter!(c"count", c"Messages written.", |r, py| r
+        .count
+        .into_bound_py_any(py)),
+    getter!(c"wrote_bytes", c"Record bytes written.", |r, py| r
+        .wrote_bytes
+        .into_bound_py_any(py)),
+    getter!(
+        c"store_timestamp",
+        c"Store timestamp of the first message (0 when nothing was written).",
+        |r, py| r.store_timestamp.into_bound_py_any(py)
+    ),
+    getter!(
+        c"offsets",
+        c"Every message's CommitLog offset as an `array('q')`, or None unless the put \
+asked for them (`return_offsets=True`).",
+        |r, py| r
+            .offsets
+            .as_ref()
+            .map(|o| o.clone_ref(py))
+            .into_bound_py_any(py)
+    ),
+];
 
-    fn props_raw(&self) -> &[u8] {
-        &self.raw[self.view.properties.clone()]
-    }
-    fn stored(&self) -> &[u8] {
-        &self.raw[self.view.body.clone()]
-    }
-}
+/// The definitions behind the result getters' descriptors.
+static PUT_RESULT_DEFS: OnceLock<GetSetDefs> = OnceLock::new();
+static BATCH_RESULT_DEFS: OnceLock<GetSetDefs> = OnceLock::new();
 
-/// Inflates a compressed body (zlib for type 0 and 3). A stored body that
-/// does not inflate is damage in the record at CommitLog offset `offset`
-/// (`CorruptedError`), not a mistake of the caller.
-fn decompress(sys_flag: i32, data: &[u8], offset: i64) -> PyResult<Vec<u8>> {
-    let corrupted = |why: String| -> PyErr {
-        crate::error::StoreError::corrupted("CommitLog", offset.max(0) as u64, why).into()
-    };
-    let kind = (sys_flag & sysflag::COMPRESSION_TYPE_MASK) >> 8;
-    match kind {
-        0 | 3 => {
-            let mut out = Vec::with_capacity(data.len() * 4);
-            flate2::read::ZlibDecoder::new(data)
-                .read_to_end(&mut out)
-                .map_err(|e| corrupted(format!("the compressed body does not inflate: {e}")))?;
-            Ok(out)
-        }
-        1 => Err(PyValueError::new_err(
-            "LZ4-compressed bodies are not supported by this build; use stored_body",
-        )),
-        2 => Err(PyValueError::new_err(
-            "ZSTD-compressed bodies are not supported by this build; use stored_body",
-        )),
-        k => Err(corrupted(format!(
-            "the record's sysFlag names unknown compression type {k}"
-        ))),
-    }
-}
-
-#[pymethods]
-impl PyMessageExt {
-    #[getter]
-    fn topic(&self) -> String {
-        String::from_utf8_lossy(&self.raw[self.view.topic.clone()]).into_owned()
-    }
-    #[getter]
-    fn queue_id(&self) -> i32 {
-        self.view.queue_id
-    }
-    #[getter]
-    fn queue_offset(&self) -> i64 {
-        self.view.queue_offset
-    }
-    #[getter]
-    fn commit_log_offset(&self) -> i64 {
-        self.view.physical_offset
-    }
-    #[getter]
-    fn store_size(&self) -> usize {
-        self.view.total_size
-    }
-    /// The body, decompressed when the record is compressed (sysFlag bit 0).
-    #[getter]
-    fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        if self.view.sys_flag & sysflag::COMPRESSED != 0 {
-            let d = decompress(self.view.sys_flag, self.stored(), self.view.physical_offset)?;
-            Ok(PyBytes::new(py, &d))
-        } else {
-            Ok(PyBytes::new(py, self.stored()))
-        }
-    }
-    /// The body bytes exactly as stored.
-    #[getter]
-    fn stored_body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.stored())
-    }
-    #[getter]
-    fn body_crc(&self) -> i32 {
-        self.view.body_crc
-    }
-    #[getter]
-    fn flag(&self) -> i32 {
-        self.view.flag
-    }
-    #[getter]
-    fn sys_flag(&self) -> i32 {
-        self.view.sys_flag
-    }
-    #[getter]
-    fn tags(&self) -> Option<String> {
-        prop_value(self.props_raw(), props::TAGS)
-    }
-    /// The consume-queue tag hash of this message (Java `String.hashCode`).
-    #[getter]
-    fn tags_code(&self) -> i64 {
-        tags_code(self.tags().as_deref())
-    }
-    #[getter]
-    fn keys(&self) -> Vec<String> {
-        keys_list(self.props_raw())
-    }
-    #[getter]
-    fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        props_dict(py, self.props_raw())
-    }
-    #[getter]
-    fn born_timestamp(&self) -> i64 {
-        self.view.born_timestamp
-    }
-    #[getter]
-    fn born_host<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        host_tuple(py, &self.view.born_host)
-    }
-    #[getter]
-    fn store_timestamp(&self) -> i64 {
-        self.view.store_timestamp
-    }
-    #[getter]
-    fn store_host<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        host_tuple(py, &self.view.store_host)
-    }
-    #[getter]
-    fn reconsume_times(&self) -> i32 {
-        self.view.reconsume_times
-    }
-    #[getter]
-    fn prepared_transaction_offset(&self) -> i64 {
-        self.view.prepared_transaction_offset
-    }
-    /// Offset message id, from the record's store host and physical offset.
-    #[getter]
-    fn msg_id(&self) -> String {
-        offset_msg_id(&self.view.store_host, self.view.physical_offset)
-    }
-    /// The whole record as stored in the CommitLog.
-    fn record_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.raw)
-    }
-    fn __repr__(&self) -> String {
-        format!(
-            "MessageExt(topic={:?}, queue_id={}, queue_offset={}, commit_log_offset={}, body=<{} bytes>)",
-            self.topic(),
-            self.view.queue_id,
-            self.view.queue_offset,
-            self.view.physical_offset,
-            self.view.body.len()
-        )
-    }
+/// Puts the attributes of `PutResult` and `BatchPutResult` on their
+/// classes (module set-up, once, after the classes are added).
+pub fn register_result_getters(py: Python<'_>) -> PyResult<()> {
+    getset::install(
+        &py.get_type::<PyPutResult>(),
+        &PUT_RESULT_GETTERS,
+        &PUT_RESULT_DEFS,
+    )?;
+    getset::install(
+        &py.get_type::<PyBatchPutResult>(),
+        &BATCH_RESULT_GETTERS,
+        &BATCH_RESULT_DEFS,
+    )
 }

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use rustc_hash::FxHashSet;
 
 use crate::log::commitlog::{CommitLog, RecordAt, RecordRead};
-use crate::log::message::{find_property, java_string_hash, props, RecordView};
+use crate::log::message::{
+    find_property, java_string_hash, props, RecordFrame, RecordRef, RecordView,
+};
 use crate::queue::consume_queue::{ConsumeQueue, CqUnit, CQ_UNIT_SIZE};
 
 crate::rocketmq_enum! {
@@ -166,19 +168,24 @@ pub struct Damage {
 }
 
 /// Where a pull puts the messages it serves: each is a checked record of
-/// the queue, handed over where it lies in its mapped file. `Vec` (the
-/// [`GetResult`] of [`pull`]) copies each out.
+/// the queue, handed over where it lies in its mapped file, with its frame
+/// (its fields are decoded by the sink, those it needs: `RecordRef`, or
+/// all of them, [`RecordFrame::view`]). `Vec` (the [`GetResult`] of
+/// [`pull`]) decodes and copies each out.
 pub trait PullSink {
     /// Takes one message (already checked and filtered).
-    fn push(&mut self, view: RecordView, rec: RecordAt);
+    fn push(&mut self, frame: RecordFrame, rec: RecordAt);
     /// Messages taken so far.
     fn served(&self) -> usize;
 }
 
 impl PullSink for Vec<(RecordView, Vec<u8>)> {
     #[inline]
-    fn push(&mut self, view: RecordView, rec: RecordAt) {
-        self.push((view, rec.bytes().to_vec()));
+    fn push(&mut self, frame: RecordFrame, rec: RecordAt) {
+        // The frame is this record's (the pull checked it): it decodes.
+        if let Some(view) = frame.view(rec.bytes()) {
+            self.push((view, rec.bytes().to_vec()));
+        }
     }
 
     fn served(&self) -> usize {
@@ -384,6 +391,8 @@ pub fn pull<S: PullSink>(
     let mut next_phy_file_start = i64::MIN;
     let mut refreshed = false;
     let mut pf = None;
+    // The CommitLog file of the last record read (see `read_frame_in`).
+    let mut rf = None;
     'scan: loop {
         let fetched = units.len();
         for (i, u) in units.iter().enumerate() {
@@ -412,9 +421,10 @@ pub fn pull<S: PullSink>(
                 damaged.push(in_damaged_range(commitlog, u.phy_offset, logical));
                 continue;
             }
-            let (view, at) =
-                match read_queue_unit(commitlog, cq, u, logical, follow, &mut refreshed) {
-                    UnitRead::Message(view, at) => (view, at),
+            let (frame, at) =
+                match read_queue_unit(commitlog, cq, u, logical, (follow, &mut refreshed, &mut rf))
+                {
+                    UnitRead::Message(frame, at) => (frame, at),
                     UnitRead::Damaged(d) => {
                         damaged.push(d);
                         continue;
@@ -439,14 +449,14 @@ pub fn pull<S: PullSink>(
                     }
                 };
             if let Some(f) = filter {
-                let props = at.bytes().get(view.properties.clone());
+                let props = at.bytes().get(frame.properties());
                 if !f.matches_record(props.unwrap_or_default()) {
                     continue;
                 }
             }
             bytes += at.len;
             served += 1;
-            sink.push(view, at);
+            sink.push(frame, at);
             status = GetStatus::Found;
         }
         let done = served >= max_msgs || scanned >= budget || fetched < chunk;
@@ -479,8 +489,11 @@ fn prefetch_ahead(
     units: &[CqUnit],
     i: usize,
 ) {
-    let from = if i == 0 { 0 } else { i + PREFETCH_AHEAD };
-    for u in units.iter().take(i + PREFETCH_AHEAD + 1).skip(from) {
+    if i == 0 {
+        for u in units.iter().take(PREFETCH_AHEAD + 1) {
+            commitlog.prefetch(file, u.phy_offset, u.size);
+        }
+    } else if let Some(u) = units.get(i + PREFETCH_AHEAD) {
         commitlog.prefetch(file, u.phy_offset, u.size);
     }
 }
@@ -564,10 +577,19 @@ fn in_damaged_range(commitlog: &CommitLog, phy_offset: i64, logical: i64) -> Dam
     }
 }
 
+/// How a pull reads its units' records: whether it follows a writer
+/// (read-only stores), whether it adopted new CommitLog files already, and
+/// the CommitLog file of its last read.
+type ReadState<'a> = (
+    bool,
+    &'a mut bool,
+    &'a mut Option<Arc<crate::log::mapped_file::MappedFile>>,
+);
+
 /// What a pull finds at a unit: its message, or why it serves none.
 enum UnitRead {
     /// This queue's message at the unit's logical offset.
-    Message(RecordView, RecordAt),
+    Message(RecordFrame, RecordAt),
     /// A damaged record, or another queue's message.
     Damaged(Damage),
     /// The record's CommitLog file expired.
@@ -583,8 +605,7 @@ fn read_queue_unit(
     cq: &ConsumeQueue,
     u: &CqUnit,
     logical: i64,
-    follow: bool,
-    refreshed: &mut bool,
+    read: ReadState<'_>,
 ) -> UnitRead {
     let damage = |path, reason| Damage {
         phy_offset: u.phy_offset,
@@ -592,10 +613,10 @@ fn read_queue_unit(
         path,
         reason,
     };
-    match read_unit(commitlog, u.phy_offset, u.size, follow, refreshed) {
-        Ok((view, at)) => {
-            match this_queues_message(commitlog, cq, u.phy_offset, logical, &view, at.bytes()) {
-                Ok(()) => UnitRead::Message(view, at),
+    match read_unit(commitlog, u.phy_offset, u.size, read) {
+        Ok((frame, at)) => {
+            match this_queues_message(commitlog, cq, u.phy_offset, logical, &frame, at.bytes()) {
+                Ok(()) => UnitRead::Message(frame, at),
                 Err((path, reason)) => UnitRead::Damaged(damage(path, reason)),
             }
         }
@@ -614,13 +635,14 @@ fn this_queues_message(
     cq: &ConsumeQueue,
     phy_offset: i64,
     logical: i64,
-    view: &RecordView,
+    frame: &RecordFrame,
     raw: &[u8],
 ) -> Result<(), (Option<PathBuf>, &'static str)> {
-    if (view.queue_id != cq.queue_id()
-        || view.queue_offset != logical
-        || &raw[view.topic.clone()] != cq.topic().as_bytes())
-        && find_property(&raw[view.properties.clone()], "INNER_MULTI_DISPATCH").is_none()
+    let rec = RecordRef::new(raw, *frame);
+    if (rec.queue_id() != Some(cq.queue_id())
+        || rec.queue_offset() != Some(logical)
+        || rec.topic() != cq.topic().as_bytes())
+        && find_property(rec.properties(), "INNER_MULTI_DISPATCH").is_none()
     {
         let path = commitlog
             .file_for(phy_offset as u64)
@@ -639,18 +661,17 @@ fn read_unit(
     commitlog: &CommitLog,
     phy: i64,
     size: i32,
-    follow: bool,
-    refreshed: &mut bool,
-) -> Result<(RecordView, RecordAt), Unreadable> {
+    (follow, refreshed, file): ReadState<'_>,
+) -> Result<(RecordFrame, RecordAt), Unreadable> {
     let Ok(at) = u64::try_from(phy) else {
         return Err(Unreadable::Damaged(None, "negative CommitLog offset"));
     };
     loop {
-        return match commitlog.read_checked_at(at) {
-            RecordRead::Found(v, raw) if v.total_size as i64 == size as i64 => Ok((v, raw)),
+        return match commitlog.read_frame_in(file, at) {
+            RecordRead::Found(v, raw) if v.total_size() as i64 == size as i64 => Ok((v, raw)),
             RecordRead::Found(v, _) => Err(Unreadable::Damaged(
                 commitlog.file_for(at).map(|f| f.path().into()),
-                if (v.total_size as i64) < size as i64 {
+                if (v.total_size() as i64) < size as i64 {
                     "the unit's size is larger than the record there"
                 } else {
                     "the unit's size is smaller than the record there"

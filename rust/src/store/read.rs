@@ -9,7 +9,8 @@ use super::Store;
 use crate::error::{Result, StoreError};
 use crate::log::commitlog::RecordRead;
 use crate::log::message::{
-    decode_msg_id, find_property, is_valid_topic, props, topic_problem, RecordView,
+    decode_msg_id, find_properties, is_valid_topic, props, topic_problem, RecordFrame, RecordRef,
+    RecordView,
 };
 use crate::queue::consume_queue::ConsumeQueue;
 use crate::queue::reader::{
@@ -226,6 +227,49 @@ impl Store {
         begin: i64,
         end: i64,
     ) -> Result<Vec<(RecordView, Vec<u8>)>> {
+        let found = self.query_frames(topic, key, max_num, begin, end)?;
+        Ok(found
+            .into_iter()
+            .filter_map(|(f, raw)| Some((f.view(&raw)?, raw)))
+            .collect())
+    }
+
+    /// [`Store::query_message`] with each message as its record's frame
+    /// and bytes (its fields decoded by whoever reads them: `RecordRef`).
+    pub fn query_frames(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<Vec<(RecordFrame, Vec<u8>)>> {
+        let key = KeyLookup::of(topic, key);
+        self.query_key(&key, max_num, begin, end)
+    }
+
+    /// Starts loading what a lookup of `key` reads first (its hash slot in
+    /// the newest index file), so the caller's work before the lookup
+    /// overlaps that cache miss; returns the key for
+    /// [`Store::query_key`].
+    pub fn prefetch_key<'k>(&self, topic: &'k str, key: &'k str) -> KeyLookup<'k> {
+        let key = KeyLookup::of(topic, key);
+        if let Some(index) = &self.index {
+            index.prefetch_key(key.hash);
+        }
+        key
+    }
+
+    /// [`Store::query_frames`] of a key whose hash is computed
+    /// ([`Store::prefetch_key`]).
+    pub fn query_key(
+        &self,
+        lookup: &KeyLookup<'_>,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> Result<Vec<(RecordFrame, Vec<u8>)>> {
+        let (topic, key) = (lookup.topic, lookup.key);
         self.check_open()?;
         if let Some(e) = &self.index_error {
             return Err(StoreError::Mismatch(format!(
@@ -237,7 +281,11 @@ impl Store {
         };
         self.await_visible()?;
         let visible = self.visible_end();
-        let mut out: Vec<(RecordView, Vec<u8>)> = Vec::new();
+        let mut out: Vec<(RecordFrame, Vec<u8>)> = Vec::with_capacity(max_num.min(4));
+        // A found message's PHYSICALOFFSET field (the results' order).
+        let phy_of = |(f, raw): &(RecordFrame, Vec<u8>)| {
+            RecordRef::new(raw, *f).physical_offset().unwrap_or(-1)
+        };
         // The index keeps whole seconds since its file's begin (an entry of a
         // message stored at T reads as a time in (T - 1000, T]): the search
         // starts a second early and the records' own store timestamps (ms)
@@ -249,23 +297,29 @@ impl Store {
         };
         let mut index_end = end;
         for _round in 0..3 {
-            let mut r = index.query(topic, key, max_num, index_begin, index_end);
+            let mut r = index.query_hashed(lookup.hash, max_num, index_begin, index_end);
             // Sorted in place (the collision round below only takes their
             // minimum timestamp, and emptiness survives the dedup).
             r.phy_offsets.sort_unstable();
             r.phy_offsets.dedup();
+            // The records lie anywhere in the CommitLog: their loads start
+            // together, before the first is read.
+            let mut file = None;
+            for &off in &r.phy_offsets {
+                self.commitlog.prefetch(&mut file, off, QUERY_PREFETCH);
+            }
             for &off in &r.phy_offsets {
                 let Ok(off) = u64::try_from(off) else {
                     continue;
                 };
-                if out.iter().any(|(v, _)| v.physical_offset == off as i64) {
+                if out.iter().any(|m| phy_of(m) == off as i64) {
                     continue;
                 }
-                if let Some((v, raw)) = self.read_visible_record(off, visible)? {
-                    if carries_key(&v, &raw, topic, key)
-                        && (begin..=end).contains(&v.store_timestamp)
-                    {
-                        out.push((v, raw));
+                if let Some((f, raw)) = self.read_visible_frame(off, visible)? {
+                    let rec = RecordRef::new(&raw, f);
+                    let stored = rec.store_timestamp().unwrap_or(i64::MIN);
+                    if carries_key(&rec, topic, key) && (begin..=end).contains(&stored) {
+                        out.push((f, raw));
                     }
                 }
             }
@@ -286,7 +340,7 @@ impl Store {
             }
             index_end = first_ts - 1;
         }
-        out.sort_by_key(|(v, _)| v.physical_offset);
+        out.sort_by_key(phy_of);
         out.truncate(max_num);
         Ok(out)
     }
@@ -318,10 +372,12 @@ impl Store {
             let Ok(off) = u64::try_from(off) else {
                 continue;
             };
-            match self.read_visible_record(off, visible) {
-                Ok(Some((v, raw))) => {
-                    if carries_key(&v, &raw, topic, key) {
-                        hits.push((v.queue_id, v.queue_offset));
+            match self.read_visible_frame(off, visible) {
+                Ok(Some((f, raw))) => {
+                    let rec = RecordRef::new(&raw, f);
+                    if carries_key(&rec, topic, key) {
+                        let (qid, qoff) = (rec.queue_id(), rec.queue_offset());
+                        hits.push((qid.unwrap_or(-1), qoff.unwrap_or(-1)));
                     }
                 }
                 Ok(None) => {}
@@ -367,15 +423,36 @@ impl Store {
         offset: u64,
         visible: u64,
     ) -> Result<Option<(RecordView, Vec<u8>)>> {
-        match self.commitlog.read_checked(offset) {
-            RecordRead::Found(v, raw) => {
-                let end = offset + v.total_size as u64;
+        let Some((f, raw)) = self.read_visible_frame(offset, visible)? else {
+            return Ok(None);
+        };
+        match f.view(&raw) {
+            Some(v) => Ok(Some((v, raw))),
+            None => Err(StoreError::corrupted(
+                "CommitLog",
+                offset,
+                "field outside the record",
+            )),
+        }
+    }
+
+    /// [`Store::read_visible_record`] with the record's frame (its fields
+    /// not decoded).
+    pub fn read_visible_frame(
+        &self,
+        offset: u64,
+        visible: u64,
+    ) -> Result<Option<(RecordFrame, Vec<u8>)>> {
+        match self.commitlog.read_frame_at(offset) {
+            RecordRead::Found(f, at) => {
+                let end = offset + f.total_size() as u64;
+                let raw = at.bytes().to_vec();
                 if end > visible && self.opts.read_only && self.commitlog.refresh()? {
                     // Read-only: the writer may have appended it since.
                     let visible = self.visible_end();
-                    return Ok(Some((v, raw)).filter(|_| end <= visible));
+                    return Ok(Some((f, raw)).filter(|_| end <= visible));
                 }
-                Ok(Some((v, raw)).filter(|_| end <= visible))
+                Ok(Some((f, raw)).filter(|_| end <= visible))
             }
             RecordRead::Damaged { path, reason } => {
                 Err(StoreError::corrupted(path, offset, reason))
@@ -426,16 +503,37 @@ impl Store {
     }
 }
 
+/// A key to look up: its topic and text, and the hash the index walk
+/// compares (`index_key_hash_of`, computed once).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyLookup<'k> {
+    topic: &'k str,
+    key: &'k str,
+    hash: i32,
+}
+
+impl<'k> KeyLookup<'k> {
+    /// The lookup of `key` in `topic`.
+    pub fn of(topic: &'k str, key: &'k str) -> Self {
+        Self {
+            topic,
+            key,
+            hash: crate::index::index_file::index_key_hash_of(topic, key),
+        }
+    }
+}
+
+/// Bytes of each record a key query prefetches: the index does not hold
+/// a record's size; a record with a 100-byte body, a key and a tag is
+/// about 240 bytes.
+const QUERY_PREFETCH: i32 = 256;
+
 /// True when the record is of `topic` and carries `key` (UNIQ_KEY or a KEYS token).
-fn carries_key(v: &RecordView, raw: &[u8], topic: &str, key: &str) -> bool {
-    if &raw[v.topic.clone()] != topic.as_bytes() {
+fn carries_key(rec: &RecordRef<'_>, topic: &str, key: &str) -> bool {
+    if rec.topic() != topic.as_bytes() {
         return false;
     }
-    let p = &raw[v.properties.clone()];
-    if find_property(p, props::UNIQ_KEY) == Some(key.as_bytes()) {
-        return true;
-    }
-    find_property(p, props::KEYS)
-        .map(|k| k.split(|&b| b == b' ').any(|t| t == key.as_bytes()))
-        .unwrap_or(false)
+    let [uniq, keys] = find_properties(rec.properties(), [props::UNIQ_KEY, props::KEYS]);
+    uniq == Some(key.as_bytes())
+        || keys.is_some_and(|k| k.split(|&b| b == b' ').any(|t| t == key.as_bytes()))
 }

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::log::mapped_file::MappedFile;
-use crate::log::message::{self, parse_record, Parsed, RecordView};
+use crate::log::message::{
+    self, parse_record, parse_record_frame, NotARecord, Parsed, RecordFrame, RecordView,
+};
 
 use super::CommitLog;
 
@@ -118,10 +120,7 @@ impl CommitLog {
             return;
         };
         let pos = (phy - f.file_from_offset()) as usize;
-        let end = pos
-            .saturating_add(size.min(PREFETCH_MAX))
-            .min(f.file_size());
-        prefetch_bytes(f.raw().get(pos..end).unwrap_or_default());
+        f.prefetch(pos, size.min(PREFETCH_MAX));
     }
 
     /// What a read finds at `phy`: a valid record (its bytes copied out),
@@ -138,7 +137,44 @@ impl CommitLog {
     /// returned as where it lies in its mapped file ([`RecordAt`]), which
     /// stays mapped as long as the `RecordAt` (or a clone of its file) is held.
     pub fn read_checked_at(&self, phy: u64) -> RecordRead<RecordAt> {
-        let Some(f) = self.mfq.find_by_offset(phy, false) else {
+        match self.read_frame_at(phy) {
+            RecordRead::Found(frame, at) => match frame.view(at.bytes()) {
+                Some(v) => RecordRead::Found(v, at),
+                None => RecordRead::Damaged {
+                    path: at.file.path().to_path_buf(),
+                    reason: "field outside the record",
+                },
+            },
+            RecordRead::NoFile => RecordRead::NoFile,
+            RecordRead::NotYet => RecordRead::NotYet,
+            RecordRead::NoRecord => RecordRead::NoRecord,
+            RecordRead::Damaged { path, reason } => RecordRead::Damaged { path, reason },
+        }
+    }
+
+    /// [`CommitLog::read_checked_at`] with the checks only: a valid record's
+    /// frame (its size, where its variable fields lie), its fixed fields
+    /// left in its bytes for the caller to read when it needs them
+    /// (`RecordRef`). A pull reads each record so.
+    pub fn read_frame_at(&self, phy: u64) -> RecordRead<RecordAt, RecordFrame> {
+        self.read_frame_in(&mut None, phy)
+    }
+
+    /// [`CommitLog::read_frame_at`] for a reader of many records: `file`
+    /// keeps the file of the last read, looked up again only for an
+    /// offset outside it (a pull's records mostly lie in one file).
+    pub fn read_frame_in(
+        &self,
+        file: &mut Option<Arc<MappedFile>>,
+        phy: u64,
+    ) -> RecordRead<RecordAt, RecordFrame> {
+        let inside = |f: &MappedFile| {
+            phy >= f.file_from_offset() && phy < f.file_from_offset() + f.file_size() as u64
+        };
+        if !file.as_deref().is_some_and(inside) {
+            *file = self.mfq.find_by_offset(phy, false);
+        }
+        let Some(f) = file.clone() else {
             return RecordRead::NoFile;
         };
         let pos = (phy - f.file_from_offset()) as usize;
@@ -170,7 +206,7 @@ impl CommitLog {
             // Not all of it is readable yet (a writer's pending bytes).
             return RecordRead::NotYet;
         }
-        match check_read_record_at(&data[..total], self.needs_prop_crc(phy)) {
+        match check_read_frame_at(&data[..total], self.needs_prop_crc(phy)) {
             Ok(v) => RecordRead::Found(
                 v,
                 RecordAt {
@@ -186,23 +222,6 @@ impl CommitLog {
 
 /// The most bytes of one record [`CommitLog::prefetch`] asks for.
 const PREFETCH_MAX: usize = 1024;
-
-/// A prefetch hint for each cache line of `bytes`.
-#[inline]
-fn prefetch_bytes(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64) {
-        // SAFETY: `_mm_prefetch` is a hint that never faults; the pointer
-        // lies inside a live mapping anyway. SSE is part of x86_64.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast::<i8>(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
-}
 
 /// A checked record where it lies: `len` bytes at `pos` of a mapped file.
 /// Holding it keeps the file mapped (a file retention deleted stays
@@ -238,9 +257,9 @@ impl PartialEq for RecordAt {
 
 impl Eq for RecordAt {}
 
-impl<B> RecordRead<B> {
+impl<B, V> RecordRead<B, V> {
     /// The same outcome with a found record's bytes turned by `f`.
-    pub fn map_found<C>(self, f: impl FnOnce(B) -> C) -> RecordRead<C> {
+    pub fn map_found<C>(self, f: impl FnOnce(B) -> C) -> RecordRead<C, V> {
         match self {
             RecordRead::Found(v, b) => RecordRead::Found(v, f(b)),
             RecordRead::NoFile => RecordRead::NoFile,
@@ -253,9 +272,10 @@ impl<B> RecordRead<B> {
 
 /// What [`CommitLog::read_checked`] found at an offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecordRead<B = Vec<u8>> {
-    /// A valid record and its bytes (or where they lie: [`RecordAt`]).
-    Found(RecordView, B),
+pub enum RecordRead<B = Vec<u8>, V = RecordView> {
+    /// A valid record (decoded, or its frame: [`RecordFrame`]) and its
+    /// bytes (or where they lie: [`RecordAt`]).
+    Found(V, B),
     /// No file holds the offset: below the first file (expired) or past the
     /// last one (for a read-only store: maybe not adopted yet).
     NoFile,
@@ -286,29 +306,28 @@ pub fn check_read_record(rec: &[u8]) -> std::result::Result<RecordView, &'static
     }
 }
 
-/// [`check_read_record`], and with `prop_crc` (the record lies in a range
-/// written with the property CRC) its property CRC must match too. The
-/// property CRC covers every byte before it, the body and the stored body
-/// CRC among them, so a match proves the body as written: the body CRC is
-/// not computed a second time (docs/format.md "Property CRC").
+/// [`check_read_record`]'s checks, returning the record's frame (its
+/// fields are not decoded); with `prop_crc` (the record lies in a range
+/// written with the property CRC) its property CRC must match instead of
+/// its body CRC. The property CRC covers every byte before it, the body and
+/// the stored body CRC among them, so a match proves the body as written:
+/// the body CRC is not computed a second time (docs/format.md "Property
+/// CRC").
 #[inline]
-pub fn check_read_record_at(
+pub fn check_read_frame_at(
     rec: &[u8],
     prop_crc: bool,
-) -> std::result::Result<RecordView, &'static str> {
-    if !prop_crc {
-        return check_read_record(rec);
-    }
-    let v = match parse_record(rec, false) {
-        Parsed::Record(v) if v.total_size == rec.len() => v,
-        Parsed::Record(_) => return Err("record size differs from the sum of its fields"),
-        Parsed::Blank => return Err("end-of-file blank where a record was expected"),
-        Parsed::End { reason } => return Err(reason),
+) -> std::result::Result<RecordFrame, &'static str> {
+    let f = match parse_record_frame(rec, !prop_crc) {
+        Ok(f) if f.total_size() == rec.len() => f,
+        Ok(_) => return Err("record size differs from the sum of its fields"),
+        Err(NotARecord::Blank) => return Err("end-of-file blank where a record was expected"),
+        Err(NotARecord::End(reason)) => return Err(reason),
     };
-    if !message::prop_crc_ok(rec, &v.properties) {
+    if prop_crc && !message::prop_crc_ok(rec, &f.properties()) {
         return Err(PROP_CRC_MISMATCH);
     }
-    Ok(v)
+    Ok(f)
 }
 
 pub use crate::log::message::PROP_CRC_MISMATCH;

@@ -17,13 +17,13 @@ use super::{
 // check (a fixed-length chunk), inlined; `None` means "does not fit".
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
-fn be_i32(b: &[u8], at: usize) -> Option<i32> {
+pub(super) fn be_i32(b: &[u8], at: usize) -> Option<i32> {
     Some(i32::from_be_bytes(*b.get(at..)?.first_chunk::<4>()?))
 }
 
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
-fn be_i64(b: &[u8], at: usize) -> Option<i64> {
+pub(super) fn be_i64(b: &[u8], at: usize) -> Option<i64> {
     Some(i64::from_be_bytes(*b.get(at..)?.first_chunk::<8>()?))
 }
 
@@ -36,7 +36,7 @@ fn be_i16(b: &[u8], at: usize) -> Option<i16> {
 /// Reads a host (`ip` + port int) at `at`.
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
-fn read_host(b: &[u8], at: usize, v6: bool) -> Option<SocketAddr> {
+pub(super) fn read_host(b: &[u8], at: usize, v6: bool) -> Option<SocketAddr> {
     let at_ip = b.get(at..)?;
     Some(if v6 {
         let o = *at_ip.first_chunk::<16>()?;
@@ -45,6 +45,48 @@ fn read_host(b: &[u8], at: usize, v6: bool) -> Option<SocketAddr> {
         let o = *at_ip.first_chunk::<4>()?;
         SocketAddr::new(IpAddr::V4(Ipv4Addr::from(o)), be_i32(b, at + 4)? as u16)
     })
+}
+
+/// Where the fields between BORNHOST and BODYLEN lie: they move with the
+/// IP versions of the two hosts (SYSFLAG bits `BORNHOST_V6`,
+/// `STOREHOST_V6`: 8 bytes for an IPv4 host, 20 for an IPv6 one).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TailLayout {
+    /// BORNHOST is IPv6.
+    pub born_v6: bool,
+    /// STOREHOSTADDRESS is IPv6.
+    pub store_v6: bool,
+    /// Offset of STORETIMESTAMP.
+    pub store_ts_at: usize,
+    /// Offset of STOREHOSTADDRESS.
+    pub store_host_at: usize,
+    /// Offset of RECONSUMETIMES.
+    pub reconsume_at: usize,
+    /// Offset of PREPARED TRANSACTION OFFSET.
+    pub prepared_at: usize,
+    /// Offset of BODYLEN.
+    pub body_len_at: usize,
+}
+
+impl TailLayout {
+    /// The layout of a record whose SYSFLAG is `sys_flag`.
+    #[inline(always)]
+    pub(super) fn of(sys_flag: i32) -> Self {
+        let born_v6 = sys_flag & sysflag::BORNHOST_V6 != 0;
+        let store_v6 = sys_flag & sysflag::STOREHOST_V6 != 0;
+        let store_ts_at = pos::BORN_HOST + if born_v6 { 20 } else { 8 };
+        let store_host_at = store_ts_at + 8;
+        let reconsume_at = store_host_at + if store_v6 { 20 } else { 8 };
+        Self {
+            born_v6,
+            store_v6,
+            store_ts_at,
+            store_host_at,
+            reconsume_at,
+            prepared_at: reconsume_at + 4,
+            body_len_at: reconsume_at + 12,
+        }
+    }
 }
 
 /// What a decoder reports when a field it was told fits does not (the frame
@@ -112,10 +154,8 @@ struct Frame {
     total: usize,
     magic: i32,
     sys_flag: i32,
-    born_v6: bool,
-    store_v6: bool,
-    /// Offset of the store timestamp (after the born host).
-    store_ts_at: usize,
+    /// Where the fields after the born host lie.
+    tail: TailLayout,
     body: std::ops::Range<usize>,
     topic: std::ops::Range<usize>,
     properties: std::ops::Range<usize>,
@@ -162,17 +202,16 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
         return Err(NotARecord::End("record shorter than its fixed fields"));
     }
     let sys_flag = be_i32(b, pos::SYS_FLAG).ok_or(FIELD_OUTSIDE_RECORD)?;
-    let born_v6 = sys_flag & sysflag::BORNHOST_V6 != 0;
-    let store_v6 = sys_flag & sysflag::STOREHOST_V6 != 0;
-    let born_len = if born_v6 { 20 } else { 8 };
-    let store_len = if store_v6 { 20 } else { 8 };
-    let fixed = FIXED_OVERHEAD_V4 - 16 + born_len + store_len + usize::from(magic == MAGIC_V2);
+    let tail = TailLayout::of(sys_flag);
+    let host_len = |v6: bool| if v6 { 20 } else { 8 };
+    let fixed = FIXED_OVERHEAD_V4 - 16
+        + host_len(tail.born_v6)
+        + host_len(tail.store_v6)
+        + usize::from(magic == MAGIC_V2);
     if total < fixed {
         return Err(NotARecord::End("record shorter than its fixed fields"));
     }
-    let store_ts_at = pos::BORN_HOST + born_len;
-    // store timestamp, store host, reconsume times, prepared offset.
-    let mut p = store_ts_at + 8 + store_len + 4 + 8;
+    let mut p = tail.body_len_at;
     let body_len = be_i32(b, p).ok_or(FIELD_OUTSIDE_RECORD)?;
     p += 4;
     if body_len < 0 || p + body_len as usize + 3 > total {
@@ -205,9 +244,7 @@ fn parse_frame(buf: &[u8]) -> std::result::Result<Frame, NotARecord> {
         total,
         magic,
         sys_flag,
-        born_v6,
-        store_v6,
-        store_ts_at,
+        tail,
         body,
         topic,
         properties: p..total,
@@ -231,21 +268,142 @@ fn frame_crc_ok(b: &[u8], f: &Frame) -> bool {
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline]
 pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
-    let f = match parse_frame(buf) {
+    let f = match parse_checked_frame(buf, check_crc) {
         Ok(f) => f,
         Err(n) => return n.into(),
     };
-    let Some(b) = buf.get(..f.total) else {
-        return FIELD_OUTSIDE_RECORD.into();
-    };
-    if check_crc && !frame_crc_ok(b, &f) {
-        return Parsed::End {
-            reason: "body CRC mismatch",
-        };
-    }
-    match decode_fields(b, f) {
+    match buf.get(..f.total).and_then(|b| decode_fields(b, f)) {
         Some(v) => Parsed::Record(v),
         None => FIELD_OUTSIDE_RECORD.into(),
+    }
+}
+
+/// [`parse_record`]'s checks without decoding the fixed fields: the frame
+/// of the record at the start of `buf` (its size, where its variable fields
+/// lie), or what lies there instead. The fields are read from the record's
+/// bytes when asked for ([`RecordRef`](super::RecordRef)), or all at once
+/// ([`RecordFrame::view`]).
+#[inline]
+pub fn parse_record_frame(
+    buf: &[u8],
+    check_crc: bool,
+) -> std::result::Result<RecordFrame, NotARecord> {
+    parse_checked_frame(buf, check_crc).map(|f| RecordFrame {
+        total: f.total as u32,
+        magic: f.magic,
+        sys_flag: f.sys_flag,
+        body: Span::of(&f.body),
+        topic: Span::of(&f.topic),
+        properties: Span::of(&f.properties),
+    })
+}
+
+/// [`parse_frame`], and with `check_crc` the body CRC.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline(always)]
+fn parse_checked_frame(buf: &[u8], check_crc: bool) -> std::result::Result<Frame, NotARecord> {
+    let f = parse_frame(buf)?;
+    if check_crc && !buf.get(..f.total).is_some_and(|b| frame_crc_ok(b, &f)) {
+        return Err(NotARecord::End("body CRC mismatch"));
+    }
+    Ok(f)
+}
+
+/// A record's frame: what [`parse_record_frame`] found (its size, magic and
+/// sysFlag, where its body, topic and properties lie), small enough to
+/// pass by value; records are far smaller than 4 GiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordFrame {
+    total: u32,
+    magic: i32,
+    sys_flag: i32,
+    body: Span,
+    topic: Span,
+    properties: Span,
+}
+
+/// A range of a record's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    #[inline(always)]
+    fn of(r: &std::ops::Range<usize>) -> Self {
+        Self {
+            start: r.start as u32,
+            end: r.end as u32,
+        }
+    }
+
+    #[inline(always)]
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+impl RecordFrame {
+    /// The frame of a decoded record.
+    #[inline]
+    pub fn of(v: &RecordView) -> Self {
+        Self {
+            total: v.total_size as u32,
+            magic: v.magic,
+            sys_flag: v.sys_flag,
+            body: Span::of(&v.body),
+            topic: Span::of(&v.topic),
+            properties: Span::of(&v.properties),
+        }
+    }
+
+    /// TOTALSIZE: the record's length in bytes.
+    #[inline]
+    pub fn total_size(&self) -> usize {
+        self.total as usize
+    }
+
+    /// SYSFLAG.
+    #[inline]
+    pub fn sys_flag(&self) -> i32 {
+        self.sys_flag
+    }
+
+    /// Where the body lies in the record's bytes.
+    #[inline]
+    pub fn body(&self) -> std::ops::Range<usize> {
+        self.body.range()
+    }
+
+    /// Where the topic lies in the record's bytes.
+    #[inline]
+    pub fn topic(&self) -> std::ops::Range<usize> {
+        self.topic.range()
+    }
+
+    /// Where the properties lie in the record's bytes.
+    #[inline]
+    pub fn properties(&self) -> std::ops::Range<usize> {
+        self.properties.range()
+    }
+
+    /// Every field of the record whose bytes are `rec` (this frame's
+    /// record), decoded; `None` when `rec` is not that record's bytes.
+    pub fn view(&self, rec: &[u8]) -> Option<RecordView> {
+        if rec.len() != self.total_size() {
+            return None;
+        }
+        let f = Frame {
+            total: self.total_size(),
+            magic: self.magic,
+            sys_flag: self.sys_flag,
+            tail: TailLayout::of(self.sys_flag),
+            body: self.body(),
+            topic: self.topic(),
+            properties: self.properties(),
+        };
+        decode_fields(rec, f)
     }
 }
 
@@ -253,15 +411,12 @@ pub fn parse_record(buf: &[u8], check_crc: bool) -> Parsed {
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline(always)]
 fn decode_fields(b: &[u8], f: Frame) -> Option<RecordView> {
-    let born_host = read_host(b, pos::BORN_HOST, f.born_v6)?;
-    let mut p = f.store_ts_at;
-    let store_timestamp = be_i64(b, p)?;
-    p += 8;
-    let store_host = read_host(b, p, f.store_v6)?;
-    p += if f.store_v6 { 20 } else { 8 };
-    let reconsume_times = be_i32(b, p)?;
-    p += 4;
-    let prepared = be_i64(b, p)?;
+    let t = f.tail;
+    let born_host = read_host(b, pos::BORN_HOST, t.born_v6)?;
+    let store_timestamp = be_i64(b, t.store_ts_at)?;
+    let store_host = read_host(b, t.store_host_at, t.store_v6)?;
+    let reconsume_times = be_i32(b, t.reconsume_at)?;
+    let prepared = be_i64(b, t.prepared_at)?;
     Some(RecordView {
         total_size: f.total,
         magic: f.magic,

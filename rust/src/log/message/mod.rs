@@ -29,6 +29,8 @@
 //! - `properties.rs`: the properties string (parse, look up, build).
 //! - `props_buf.rs`: where it is built (a `Vec`, or one put's inline
 //!   buffer).
+//! - `record_ref.rs`: a checked record's fields read where they lie, on
+//!   access ([`RecordRef`]).
 //! - `fields.rs`: a put's tags, keys, properties and delay level as a
 //!   message's properties (one message, or a batch's).
 //! - `msg_id.rs`: message ids (store host and offset).
@@ -43,11 +45,13 @@ mod msg_id;
 mod prop_crc;
 mod properties;
 mod props_buf;
+mod record_ref;
 mod rules;
 
 pub use decode::{
-    find_next_valid_record, parse_record, parse_valid_record, record_prop_crc_ok,
-    valid_record_size_with, Parsed, RecordCrc, RecordView,
+    find_next_valid_record, parse_record, parse_record_frame, parse_valid_record,
+    record_prop_crc_ok, valid_record_size_with, NotARecord, Parsed, RecordCrc, RecordFrame,
+    RecordView,
 };
 pub use delay::{delay_level_table, parse_delay_levels};
 pub use encode::{
@@ -61,9 +65,10 @@ pub use prop_crc::{
     strip_prop_crc, PROP_CRC_LEN, PROP_CRC_MISMATCH, PROP_CRC_NAME,
 };
 pub use properties::{
-    find_property, iter_properties, scan_for_put, PropertiesBuilder, PropertyError,
+    find_properties, find_property, iter_properties, scan_for_put, PropertiesBuilder, PropertyError,
 };
 pub use props_buf::{InlineProps, PropsBuf};
+pub use record_ref::RecordRef;
 pub use rules::{
     batch_delay_problem, body_size_problem, compressed_body_problem, delay_level,
     is_readable_topic, is_readable_topic_bytes, is_system_topic, is_valid_topic, key_problem,
@@ -414,6 +419,38 @@ mod tests {
         );
     }
 
+    /// The digit parse as written before it took eight digits at a time.
+    fn parse_digits_one_by_one(d: &[u8]) -> Option<u32> {
+        if d.len() != 10 {
+            return None;
+        }
+        let mut v = 0u64;
+        for &c in d.iter().rev() {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + u64::from(c - b'0');
+        }
+        u32::try_from(v).ok().filter(|&v| v <= 0x7FFF_FFFF)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn prop_crc_digits_parse_back(v in 0u32..=0x7FFF_FFFF) {
+            proptest::prop_assert_eq!(parse_prop_crc_digits(&prop_crc_digits(v)), Some(v));
+        }
+
+        #[test]
+        fn prop_crc_digit_parse_is_the_one_by_one_parse(
+            d in proptest::collection::vec(
+                proptest::prop_oneof![b'0'..=b'9', proptest::prelude::any::<u8>()],
+                9..12,
+            ),
+        ) {
+            proptest::prop_assert_eq!(parse_prop_crc_digits(&d), parse_digits_one_by_one(&d));
+        }
+    }
+
     /// The digits by hand: least significant first, zero-padded after.
     #[test]
     fn prop_crc_digits_are_least_significant_first() {
@@ -426,6 +463,19 @@ mod tests {
         assert_eq!(parse_prop_crc_digits(b"8463847412"), None, "over 31 bits");
         assert_eq!(parse_prop_crc_digits(b"09876543x1"), None);
         assert_eq!(parse_prop_crc_digits(b"098765432"), None);
+        assert_eq!(parse_prop_crc_digits(b"09876543210"), None);
+        assert_eq!(parse_prop_crc_digits(b"0000000000"), Some(0));
+        assert_eq!(parse_prop_crc_digits(b"7463847412"), Some(2_147_483_647));
+        assert_eq!(parse_prop_crc_digits(b"8463847412"), None, "2^31");
+        assert_eq!(parse_prop_crc_digits(b"9999999999"), None);
+        // A byte just outside the digits, in each place.
+        for i in 0..10 {
+            for bad in [b'/', b':', b'0' + 0x80, 0x3F, 0x20, 0x00] {
+                let mut d = *b"1234567890";
+                d[i] = bad;
+                assert_eq!(parse_prop_crc_digits(&d), None, "{i} {bad:#x}");
+            }
+        }
     }
 
     fn record_with_crc(props: &[u8]) -> Vec<u8> {

@@ -35,20 +35,30 @@ pub fn prop_crc_digits(crc: u32) -> [u8; 10] {
 
 /// The value of ten property-CRC digits (least significant first), or
 /// `None` when one is not an ASCII digit or the value does not fit a
-/// masked CRC (31 bits).
+/// masked CRC (31 bits). Every read of a record written with the property
+/// CRC parses them, so the first eight are parsed as one word: checked to
+/// be digits (each byte's high nibble 3, and its low nibble at most 9: 6
+/// more stays below 16), then combined in pairs, fours and eights
+/// (`d0 + 10 d1`, `p0 + 100 p1`, `q0 + 10^4 q1`).
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline]
 pub fn parse_prop_crc_digits(d: &[u8]) -> Option<u32> {
-    if d.len() != 10 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let d: &[u8; 10] = d.try_into().ok()?;
+    let (low, _) = d.split_first_chunk::<8>()?;
+    let w = u64::from_le_bytes(*low);
+    if w & (0xF0 * ONES) != 0x30 * ONES || (w + 6 * ONES) & (0xF0 * ONES) != 0x30 * ONES {
         return None;
     }
-    let mut v = 0u64;
-    for &c in d.iter().rev() {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v * 10 + u64::from(c - b'0');
+    let v = w - 0x30 * ONES;
+    let pairs = (v & 0x00FF_00FF_00FF_00FF) + ((v >> 8) & 0x00FF_00FF_00FF_00FF) * 10;
+    let fours = (pairs & 0x0000_FFFF_0000_FFFF) + ((pairs >> 16) & 0x0000_FFFF_0000_FFFF) * 100;
+    let eight = (fours & 0xFFFF_FFFF) + (fours >> 32) * 10_000;
+    let [.., d8, d9] = *d;
+    if !d8.is_ascii_digit() || !d9.is_ascii_digit() {
+        return None;
     }
+    let v = eight + u64::from(d8 - b'0') * 100_000_000 + u64::from(d9 - b'0') * 1_000_000_000;
     u32::try_from(v).ok().filter(|&v| v <= 0x7FFF_FFFF)
 }
 

@@ -15,29 +15,199 @@ use super::{
 /// malformed segments exactly as RocketMQ's parser does, and the property
 /// CRC `__CRC32#` (record metadata the store checks, never a message's
 /// property: readers do not show it and copies do not carry it over).
-#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
-pub fn iter_properties(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
-    props.split(|&b| b == PROPERTY_SEPARATOR).filter_map(|seg| {
-        if seg.len() < 3 {
-            return None;
-        }
-        let i = seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
-        if i == 0 || i >= seg.len() - 1 {
-            return None;
-        }
-        let name = seg.get(..i)?;
-        if name == PROP_CRC_NAME {
-            return None;
-        }
-        Some((name, seg.get(i + 1..)?))
-    })
+///
+/// A segment (the bytes between two `\x02`) is a pair when it holds at
+/// least three bytes and its first `\x01` is neither its first nor its
+/// last byte: the name is what comes before that `\x01`, the value what
+/// comes after it.
+#[inline]
+pub fn iter_properties(props: &[u8]) -> Properties<'_> {
+    Properties {
+        rest: props,
+        done: false,
+    }
 }
 
-/// The value of property `name`, if present.
+/// The iterator of [`iter_properties`]: the separators are found a word
+/// at a time ([`find_byte`]), every lookup of a record's property (tags,
+/// keys, a key query's check) scans with it.
+#[derive(Debug, Clone)]
+pub struct Properties<'p> {
+    /// What follows the segments returned so far.
+    rest: &'p [u8],
+    /// The last segment was returned.
+    done: bool,
+}
+
+impl<'p> Iterator for Properties<'p> {
+    type Item = (&'p [u8], &'p [u8]);
+
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let seg = match find_byte(self.rest, PROPERTY_SEPARATOR) {
+                Some(i) => {
+                    let (seg, rest) = self.rest.split_at_checked(i)?;
+                    self.rest = rest.get(1..)?;
+                    seg
+                }
+                None => {
+                    self.done = true;
+                    self.rest
+                }
+            };
+            if seg.len() < 3 {
+                continue;
+            }
+            let Some(i) = find_byte(seg, NAME_VALUE_SEPARATOR) else {
+                continue;
+            };
+            if i == 0 || i >= seg.len() - 1 {
+                continue;
+            }
+            let (Some(name), Some(value)) = (seg.get(..i), seg.get(i + 1..)) else {
+                continue;
+            };
+            if name == PROP_CRC_NAME {
+                continue;
+            }
+            return Some((name, value));
+        }
+        None
+    }
+}
+
+/// Where the first byte `b` of `hay` is: eight bytes at a time (a byte
+/// equal to `b` is a zero byte of the word XOR `b` repeated; the lowest
+/// zero byte is found exactly), the last few one by one.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline]
+fn find_byte(hay: &[u8], b: u8) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pattern = LO * u64::from(b);
+    let mut words = hay.chunks_exact(8);
+    let mut at = 0;
+    for word in words.by_ref() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        let x = u64::from_le_bytes(w) ^ pattern;
+        let zero = x.wrapping_sub(LO) & !x & HI;
+        if zero != 0 {
+            return Some(at + (zero.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&c| c == b)
+        .map(|i| at + i)
+}
+
+/// The value of the pair named `name` in the segment `seg` (the bytes
+/// between two `\x02`), as [`iter_properties`] reads it: `name`, `\x01`,
+/// then a value of at least one byte. `name` holds no `\x01` and is not
+/// empty (the caller checks).
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline(always)]
+fn pair_value<'p>(seg: &'p [u8], name: &[u8]) -> Option<&'p [u8]> {
+    let rest = seg.strip_prefix(name)?;
+    match rest.split_first() {
+        Some((&NAME_VALUE_SEPARATOR, value)) if !value.is_empty() => Some(value),
+        _ => None,
+    }
+}
+
+/// True when [`iter_properties`] can return a pair named `name`: not
+/// empty, no `\x01` or `\x02` in it, not the property CRC.
+#[inline(always)]
+fn pair_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name != PROP_CRC_NAME
+        && !name
+            .iter()
+            .any(|&b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+}
+
+/// Calls `f` with each segment of `props` (the bytes between two `\x02`),
+/// in order, until it returns true.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+#[inline(always)]
+fn each_segment<'p>(props: &'p [u8], mut f: impl FnMut(&'p [u8]) -> bool) {
+    let mut rest = props;
+    loop {
+        let (seg, next) = match find_byte(rest, PROPERTY_SEPARATOR) {
+            Some(i) => match rest.split_at_checked(i) {
+                Some((seg, tail)) => (seg, tail.get(1..)),
+                None => return,
+            },
+            None => (rest, None),
+        };
+        if f(seg) {
+            return;
+        }
+        match next {
+            Some(n) => rest = n,
+            None => return,
+        }
+    }
+}
+
+/// The value of property `name`, if present: the first pair
+/// [`iter_properties`] returns with that name. Each segment is compared
+/// with `name` where it starts (no search for its `\x01`).
+#[inline]
 pub fn find_property<'p>(props: &'p [u8], name: &str) -> Option<&'p [u8]> {
-    iter_properties(props)
-        .find(|(k, _)| *k == name.as_bytes())
-        .map(|(_, v)| v)
+    let name = name.as_bytes();
+    if !pair_name(name) {
+        return None;
+    }
+    let mut found = None;
+    each_segment(props, |seg| {
+        found = pair_value(seg, name);
+        found.is_some()
+    });
+    found
+}
+
+/// The values of the properties `names`, in one pass over `props`: each
+/// what [`find_property`] returns for it.
+#[inline]
+pub fn find_properties<'p, const N: usize>(
+    props: &'p [u8],
+    names: [&str; N],
+) -> [Option<&'p [u8]>; N] {
+    let mut out = [None; N];
+    let mut left = 0;
+    for (slot, name) in out.iter_mut().zip(names) {
+        if pair_name(name.as_bytes()) {
+            left += 1;
+        } else {
+            // Never found: marked found, so the scan does not wait for it.
+            *slot = Some(&[][..]);
+        }
+    }
+    if left > 0 {
+        each_segment(props, |seg| {
+            for (slot, name) in out.iter_mut().zip(names) {
+                if slot.is_none() {
+                    if let Some(v) = pair_value(seg, name.as_bytes()) {
+                        *slot = Some(v);
+                        left -= 1;
+                    }
+                }
+            }
+            left == 0
+        });
+    }
+    for (slot, name) in out.iter_mut().zip(names) {
+        if !pair_name(name.as_bytes()) {
+            *slot = None;
+        }
+    }
+    out
 }
 
 /// What a put reads of a message's properties before it writes them,
@@ -52,9 +222,12 @@ pub struct PutScan<'p> {
     pub prop_crc: bool,
 }
 
-/// Scans `props` for a put (see [`PutScan`]): only the start of each pair
-/// is read, the separators found with `memchr` (a byte-by-byte split was
-/// ~180 instructions of a put with a tag and a key).
+/// Scans `props` for a put (see [`PutScan`]) in one pass over its
+/// segments, found as every other lookup finds them ([`find_byte`], a
+/// word at a time): the `DELAY` pair is the one [`find_property`] returns
+/// (a segment that starts with its name and `\x01`, with a value), and a
+/// segment starting `__CRC32#` `\x01` is a property CRC, whatever follows
+/// (what `strip_prop_crc` drops).
 #[deny(clippy::indexing_slicing, clippy::unwrap_used)]
 #[inline]
 pub fn scan_for_put(props: &[u8]) -> PutScan<'_> {
@@ -62,38 +235,18 @@ pub fn scan_for_put(props: &[u8]) -> PutScan<'_> {
         delay: None,
         prop_crc: false,
     };
-    let mut rest = Some(props);
-    while let Some(r) = rest {
-        let (seg, next) = match find_byte(r, PROPERTY_SEPARATOR) {
-            Some(i) => (r.get(..i).unwrap_or_default(), r.get(i + 1..)),
-            None => (r, None),
-        };
-        rest = next;
-        // A name is what precedes the first 0x01 of its pair: a pair named
-        // DELAY starts with `DELAY 0x01` (a value must follow, as
-        // `iter_properties` requires).
+    each_segment(props, |seg| {
         if scan.delay.is_none() {
-            scan.delay = seg
-                .strip_prefix(props::DELAY.as_bytes())
-                .and_then(|r| r.strip_prefix(&[NAME_VALUE_SEPARATOR]))
-                .filter(|v| !v.is_empty());
+            scan.delay = pair_value(seg, props::DELAY.as_bytes());
         }
-        if seg.starts_with(PROP_CRC_NAME)
-            && seg.get(PROP_CRC_NAME.len()) == Some(&NAME_VALUE_SEPARATOR)
-        {
-            scan.prop_crc = true;
+        if !scan.prop_crc {
+            scan.prop_crc = seg
+                .strip_prefix(PROP_CRC_NAME)
+                .is_some_and(|r| r.first() == Some(&NAME_VALUE_SEPARATOR));
         }
-    }
+        false
+    });
     scan
-}
-
-/// The index of the first `b` in `hay` (libc's `memchr`, vectorised).
-#[inline]
-fn find_byte(hay: &[u8], b: u8) -> Option<usize> {
-    // SAFETY: `hay` is a live slice of `hay.len()` bytes; memchr reads no
-    // further and returns null or a pointer into it.
-    let p = unsafe { libc::memchr(hay.as_ptr().cast(), i32::from(b), hay.len()) };
-    (!p.is_null()).then(|| p as usize - hay.as_ptr() as usize)
 }
 
 /// Why a property could not be added.
@@ -208,9 +361,84 @@ impl<B: PropsBuf> PropertiesBuilder<B> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::log::message::strip_prop_crc;
-    use proptest::prelude::*;
+
+    /// RocketMQ's parse as it was written before [`Properties`]: the rule
+    /// the iterator must keep.
+    fn reference(props: &[u8]) -> Vec<(&[u8], &[u8])> {
+        props
+            .split(|&b| b == PROPERTY_SEPARATOR)
+            .filter_map(|seg| {
+                if seg.len() < 3 {
+                    return None;
+                }
+                let i = seg.iter().position(|&b| b == NAME_VALUE_SEPARATOR)?;
+                if i == 0 || i >= seg.len() - 1 {
+                    return None;
+                }
+                let name = seg.get(..i)?;
+                if name == PROP_CRC_NAME {
+                    return None;
+                }
+                Some((name, seg.get(i + 1..)?))
+            })
+            .collect()
+    }
+
+    /// Strings of separators, a few name letters and the CRC's name.
+    fn props_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            Just(vec![NAME_VALUE_SEPARATOR]),
+            Just(b"KEYSK".to_vec()),
+            Just(vec![PROPERTY_SEPARATOR]),
+            Just(b"K".to_vec()),
+            Just(b"KEYS".to_vec()),
+            Just(b"v w".to_vec()),
+            Just(PROP_CRC_NAME.to_vec()),
+            any::<u8>().prop_map(|b| vec![b]),
+        ];
+        prop::collection::vec(piece, 0..40).prop_map(|p| p.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn pairs_are_the_reference_parse(p in props_bytes()) {
+            let pairs = reference(&p);
+            prop_assert_eq!(iter_properties(&p).collect::<Vec<_>>(), pairs.clone());
+            let first = |name: &str| {
+                pairs.iter().find(|(k, _)| *k == name.as_bytes()).map(|(_, v)| *v)
+            };
+            for name in ["KEYS", "K", "__CRC32#", "", "v w", "K\x01", "KEYSK", "\x02K"] {
+                prop_assert_eq!(find_property(&p, name), first(name), "{:?}", name);
+            }
+            let [keys, k, crc, empty] = find_properties(&p, ["KEYS", "K", "__CRC32#", ""]);
+            prop_assert_eq!((keys, k), (first("KEYS"), first("K")));
+            prop_assert_eq!((crc, empty), (None, None));
+        }
+
+        #[test]
+        fn find_byte_is_position(h in prop::collection::vec(0u8..4, 0..40), b in 0u8..4) {
+            prop_assert_eq!(find_byte(&h, b), h.iter().position(|&c| c == b));
+        }
+    }
+
+    #[test]
+    fn known_strings() {
+        let p = b"TAGS\x01TagA\x02KEYS\x01K0 K1\x02__CRC32#\x015583020001\x02";
+        assert_eq!(
+            iter_properties(p).collect::<Vec<_>>(),
+            [(&b"TAGS"[..], &b"TagA"[..]), (b"KEYS", b"K0 K1")]
+        );
+        assert_eq!(
+            find_properties(p, ["UNIQ_KEY", "KEYS"]),
+            [None, Some(&b"K0 K1"[..])]
+        );
+        assert_eq!(iter_properties(b"").count(), 0);
+        assert_eq!(iter_properties(b"\x01a\x02b\x01\x02cc").count(), 0);
+    }
 
     /// Properties strings made of the pieces that matter to a put's scan.
     fn props_strategy() -> impl Strategy<Value = Vec<u8>> {

@@ -28,11 +28,9 @@ impl ConsumeQueue {
         if data.len() < CQ_UNIT_SIZE {
             return None;
         }
-        let mut units: Vec<CqUnit> = data
-            .chunks_exact(CQ_UNIT_SIZE)
-            .take(max_units)
-            .filter_map(CqUnit::decode)
-            .collect();
+        let chunks = data.chunks_exact(CQ_UNIT_SIZE).take(max_units);
+        let mut units: Vec<CqUnit> = Vec::with_capacity(chunks.len());
+        units.extend(chunks.filter_map(CqUnit::decode));
         if !self.mfq.is_writable() {
             let overlay = self.overlay.read();
             if !overlay.is_empty() {
