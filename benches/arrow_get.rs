@@ -96,6 +96,7 @@ fn bench_arrow_get(c: &mut Criterion) {
         ("zero_copy_1024", 1024, &all, true),
         ("zero_copy_4096", 4096, &all, true),
         ("copy_1024_offset_body", 1024, &two, false),
+        ("copy_4096_offset_body", 4096, &two, false),
         ("zero_copy_1024_offset_body", 1024, &two, true),
     ] {
         g.bench_function(name, |b| {

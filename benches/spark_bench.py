@@ -6,27 +6,34 @@ bodies, 4 queues of one topic, 128 MiB segments), in a warm SparkSession
 
 - ``read_arrow`` without Spark (all columns, and 4 columns);
 - Spark reads: the JVM connector (when its jar is built:
-  ``scripts/build-jar.sh``; by its class name) with 4 columns and all
-  columns; the Python source (``rocketstore_python``) with 4 columns given by
+  ``scripts/build-jar.sh``; by its class name) with all columns, 4 columns
+  and all columns of a ``store_timestamp`` range of ~1 % of the rows; the
+  Python source (``rocketstore_python``) with 4 columns given by
   ``.schema(...)`` (``topic, queue_id, queue_offset, body``), a trivial
   Python data source yielding prebuilt Arrow batches of the same 4 columns
   (the same partitions, with the same rows each, and the same rows per Arrow
   batch: the ceiling of the Python Data Source API), Spark's Parquet reader
-  of the same 4 columns; then all columns, ``rocketstore`` against Parquet;
-- Spark writes from a cached DataFrame: the ``rocketstore`` format against a
-  trivial Python Arrow writer that only consumes the batches (the API's
-  ceiling);
-- filter pushdown: a ``store_timestamp`` range covering ~1 % of the store
-  with ``spark.sql.python.filterPushdown.enabled`` off and on (wall time,
-  medians of interleaved runs, and the CommitLog records the engine decoded,
-  summed from the ``metricsFile`` lines the partitions append), and the
-  ``key`` option on a store of ``--key-rows`` messages (each with its own
-  key) answered by the index (``--key-rows 0`` leaves it out).
+  of the same 4 columns; then all columns, and the same 1 % range, against
+  Parquet;
+- Spark writes from a cached DataFrame: the JVM connector, the Python sink
+  and a trivial Python Arrow writer that only consumes the batches (the
+  API's ceiling);
+- filter pushdown (a table of its own, each query once per round, with a
+  warm-up round, and the CommitLog records the engine decoded, summed from
+  the ``metricsFile`` lines the partitions append): the 1 % range counted
+  through the Python source with ``spark.sql.python.filterPushdown.enabled``
+  off and on and through the JVM connector; the ``key`` option on a store of
+  ``--key-rows`` messages (each with its own key), answered by the index,
+  through both; and Spark's per-query floor beside it: the same one-row
+  ``collect()`` of a 1-message store through each connector, of a 1-row
+  Parquet file and of ``spark.range(1)`` (``--key-rows 0`` leaves the key and
+  the floor out).
 
 Runs are interleaved: each round runs every case once, in the same order,
 ``--repeat`` rounds after one warm-up round; each figure is the median of
 its rounds. Prints the machine's load (``os.getloadavg``) before and after,
 the file system of the data, and Markdown tables for ``benches/RESULTS.md``.
+Where the JVM connector's read time goes: ``benches/spark_profile.py``.
 
 To add a case: append a :class:`Case` to the list :func:`spark_cases`
 returns (or :func:`engine_cases`), and a :class:`Ratio` to :data:`RATIOS` if
@@ -64,6 +71,8 @@ FOUR_DDL = "topic string, queue_id int, queue_offset long, body binary"
 BATCH = 65_536
 #: The Python source's name (``rocketstore`` is the JVM connector when its jar is built).
 PY_FMT = "rocketstore_python"
+#: The Python source's filter pushdown (on, but for the pushdown table's "off" row).
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 #: The JVM connector, by its class (measured when its jar is built: scripts/build-jar.sh).
 JVM_FMT = "org.rocketstore.spark.RocketStoreProvider"
 
@@ -100,10 +109,17 @@ RATIOS = [
     Ratio("write: rocketstore / trivial Arrow writer", "w_rs", "w_py", 0.8),
     Ratio("read_arrow, 1 thread: 4 columns / all columns (the engine's pruning)",
           "ra41", "ra_all1", None),
-    Ratio("4 columns: JVM connector / Parquet", "jvm4", "pq4", 1.0),
     Ratio("all columns: JVM connector / Parquet", "jvm_all", "pq_all", 1.5),
-    Ratio("4 columns: JVM connector / rocketstore (Python source)", "jvm4", "rs4", None),
+    Ratio("4 columns: JVM connector / Parquet", "jvm4", "pq4", 1.0),
+    Ratio("1 % store_timestamp range, JVM connector: its unfiltered read's time / the range's",
+          "jvm_ts", "jvm_all", 5.0),
+    Ratio("write: JVM connector / rocketstore (Python sink)", "w_jvm", "w_rs", 2.0),
     Ratio("all columns: JVM connector / rocketstore (Python source)", "jvm_all", "rs_all", None),
+    Ratio("4 columns: JVM connector / rocketstore (Python source)", "jvm4", "rs4", None),
+    Ratio("1 % store_timestamp range, Python source: its unfiltered read's time / the range's",
+          "rs_ts", "rs_all", None),
+    Ratio("1 % store_timestamp range: JVM connector / rocketstore (Python source)",
+          "jvm_ts", "rs_ts", None),
 ]
 
 
@@ -344,6 +360,7 @@ def spark_cases(spark: Any, root: str, store_path: str, rows: int) -> list[Case]
         src.write.format("trivial_arrow_sink").mode("append").save()
         return rows
 
+    where, _, _ = ts_range(store_path)
     jvm: list[Case] = []
     if jvm_built():
         def jv(ddl: str | None = None) -> Any:
@@ -351,14 +368,26 @@ def spark_cases(spark: Any, root: str, store_path: str, rows: int) -> list[Case]
             if ddl is not None:
                 r = r.schema(ddl)
             return r.option("batchSize", str(BATCH)).load()
-        jvm = [Case("jvm4", "JVM connector, 4 columns via .schema", noop(jv(FOUR_DDL))),
-               Case("jvm_all", "JVM connector, all columns", noop(jv()))]
+
+        def write_jvm() -> int:
+            shutil.rmtree(out, ignore_errors=True)
+            (src.write.format(JVM_FMT).option("path", out)
+             .option("mapped_file_size_commit_log", str(SEGMENT)).mode("append").save())
+            return rows
+
+        jvm = [Case("jvm_all", "JVM connector, all columns", noop(jv())),
+               Case("jvm4", "JVM connector, 4 columns via .schema", noop(jv(FOUR_DDL))),
+               Case("jvm_ts", "JVM connector, all columns, 1 % store_timestamp range "
+                    "(rows/s: the store's rows)", noop(jv().where(where))),
+               Case("w_jvm", "Spark write, JVM connector (append)", write_jvm)]
     return [
         *jvm,
         Case("rs4", "rocketstore, 4 columns via .schema", noop(rs(FOUR_DDL, batchSize=str(BATCH)))),
         Case("py4", "trivial Python source, prebuilt Arrow, 4 columns", noop(trivial)),
         Case("pq4", "Parquet, 4 columns", noop(spark.read.parquet(parquet).select(*FOUR))),
         Case("rs_all", "rocketstore, all columns", noop(rs(batchSize=str(BATCH)))),
+        Case("rs_ts", "rocketstore, all columns, 1 % store_timestamp range, pushdown on "
+             "(rows/s: the store's rows)", noop(rs(batchSize=str(BATCH)).where(where))),
         Case("py_all", "trivial Python source, prebuilt Arrow, all columns", noop(trivial_all)),
         Case("pq_all", "Parquet, all columns", noop(spark.read.parquet(parquet))),
         Case("w_rs", "Spark write, rocketstore (append)", write_rs),
@@ -425,7 +454,8 @@ def main() -> None:
         spark = (builder.master("local[2]").appName("rocketstore-bench")
                  .config("spark.ui.enabled", "false")
                  .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+                 .config("spark.sql.session.timeZone", "UTC")
+                 .config(PUSHDOWN_CONF, "true").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
         for ds in (_trivial_source(), _trivial_writer()):
@@ -479,8 +509,18 @@ def main() -> None:
           "records decoded | of the store |")
     print("|---|---:|---:|---:|---:|")
     for name, secs, rows, decoded, total in pushdown:
-        print(f"| {name} | {secs:.3f} | {rows:,} | {decoded:,} | "
-              f"{100 * decoded / total:.3f} % |")
+        share = f"{100 * decoded / total:.3f} %" if total else "-"
+        dec = f"{decoded:,}" if total else "-"
+        print(f"| {name} | {secs:.3f} | {rows:,} | {dec} | {share} |")
+    walls = {name: secs for name, secs, *_ in pushdown}
+    key_jvm = next((n for n in walls if n.startswith(".option") and "JVM" in n), None)
+    if key_jvm is not None:
+        floor = walls["floor: spark.range(1)"]
+        own = walls["floor: 1-message store, JVM connector"]
+        print(f"\nkey lookup through the JVM connector: {walls[key_jvm]:.3f} s; Spark's "
+              f"per-query floor, spark.range(1).collect(): {floor:.3f} s "
+              f"({walls[key_jvm] / floor:.2f}x of it); a 1-message store through the JVM "
+              f"connector: {own:.3f} s ({walls[key_jvm] / own:.2f}x of it)")
 
 
 def fill_keys(path: str, rows: int) -> None:
@@ -494,30 +534,21 @@ def fill_keys(path: str, rows: int) -> None:
 
 
 def _decoded(metrics: str) -> int:
+    if not os.path.exists(metrics):
+        return 0
     with open(metrics) as f:
         return sum(json.loads(line)["decoded"] for line in f)
 
 
-def _median_run(fn: Callable[[str], int], metrics: str) -> tuple[float, int, int]:
-    """One run of ``fn`` (given a fresh metrics file): wall s, rows, decoded."""
-    if os.path.exists(metrics):
-        os.remove(metrics)
-    t = time.perf_counter()
-    rows = fn(metrics)
-    return time.perf_counter() - t, rows, _decoded(metrics)
-
-
-def pushdown_rows(spark: Any, store_path: str, root: str, key_rows: int, repeat: int
-                  ) -> list[tuple[str, float, int, int, int]]:
-    """Rows of the filter pushdown table: (name, median wall s, rows,
-    records decoded, records in the store)."""
-    conf = "spark.sql.python.filterPushdown.enabled"
+def ts_range(store_path: str) -> tuple[str, int, int]:
+    """A ``store_timestamp`` range of ~1 % of the store's rows, from the
+    middle on: (its SQL condition, the rows it covers, the store's rows)
+    (messages put together share a millisecond: the range covers whole
+    milliseconds)."""
     with MessageStore(StoreConfig(store_path=store_path), read_only=True) as s:
         times = sorted(s.read_arrow(columns=["store_timestamp"]).read_all()
                        .column(0).cast("int64").to_pylist())
     total = len(times)
-    # From the middle on, 1 % of the rows (messages put together share a
-    # millisecond: the range then covers whole milliseconds).
     lo, hi = times[total // 2], times[total // 2 + total // 100 - 1]
     covered = sum(1 for t in times if lo <= t <= hi)
 
@@ -525,46 +556,107 @@ def pushdown_rows(spark: Any, store_path: str, root: str, key_rows: int, repeat:
         return dt.datetime.fromtimestamp(us / 1e6, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
 
     where = f"store_timestamp >= timestamp'{ts(lo)}' AND store_timestamp <= timestamp'{ts(hi)}'"
-    metrics = os.path.join(root, "metrics.jsonl")
+    return where, covered, total
 
-    def time_range(on: bool) -> Callable[[str], int]:
+
+@dataclass
+class Query:
+    """One row of the pushdown table: ``run(metrics_file)`` runs the query
+    once and returns its rows; ``total``: the records of its store (0: a
+    query of no rocketstore store, nothing decoded)."""
+
+    name: str
+    run: Callable[[str], int]
+    total: int
+
+
+def pushdown_queries(spark: Any, store_path: str, root: str, key_rows: int) -> list[Query]:
+    """The filter pushdown rows, both connectors (the JVM one when its jar
+    is built), and Spark's per-query floor beside the key lookup."""
+    where, covered, total = ts_range(store_path)
+    jvm = jvm_built()
+    fmts = [JVM_FMT, PY_FMT] if jvm else [PY_FMT]
+    name = {JVM_FMT: "JVM connector", PY_FMT: "Python source"}
+
+    def ranged(fmt: str, on: bool) -> Callable[[str], int]:
         def run(m: str) -> int:
-            spark.conf.set(conf, "true" if on else "false")
-            df = (spark.read.format(PY_FMT).option("path", store_path)
+            spark.conf.set(PUSHDOWN_CONF, "true" if on else "false")
+            df = (spark.read.format(fmt).option("path", store_path)
                   .option("metricsFile", m).load().where(where))
-            return int(df.count())
+            got = int(df.count())
+            assert got == covered, (fmt, got, covered)
+            return got
         return run
 
-    runs: dict[bool, list[tuple[float, int, int]]] = {True: [], False: []}
-    for _ in range(repeat):  # interleaved
-        for on in (False, True):
-            runs[on].append(_median_run(time_range(on), metrics))
-    out = []
-    for on in (False, True):
-        wall = statistics.median(r[0] for r in runs[on])
-        rows, decoded = runs[on][-1][1], runs[on][-1][2]
-        assert rows == covered, (rows, covered)
-        out.append((f"store_timestamp range covering {100 * covered / total:.2f} % of "
-                    f"{total:,}, pushdown {'on' if on else 'off'}", wall, rows, decoded, total))
-    if key_rows:
-        kpath = os.path.join(root, "keys")
-        t = time.perf_counter()
-        fill_keys(kpath, key_rows)
-        print(f"filled {key_rows} rows with keys in {time.perf_counter() - t:.1f} s",
-              file=sys.stderr)
+    rng = f"store_timestamp range covering {100 * covered / total:.2f} % of {total:,}"
+    out = [Query(f"{rng}, Python source, pushdown off", ranged(PY_FMT, False), total),
+           Query(f"{rng}, Python source, pushdown on", ranged(PY_FMT, True), total)]
+    if jvm:
+        out.append(Query(f"{rng}, JVM connector", ranged(JVM_FMT, True), total))
+    if not key_rows:
+        return out
+    kpath = os.path.join(root, "keys")
+    t = time.perf_counter()
+    fill_keys(kpath, key_rows)
+    print(f"filled {key_rows} rows with keys in {time.perf_counter() - t:.1f} s",
+          file=sys.stderr)
 
-        def key(m: str) -> int:
-            df = (spark.read.format(PY_FMT).option("path", kpath)
-                  .option("key", "k-123456").option("metricsFile", m).load())
-            got = df.collect()
-            assert [r["keys"] for r in got] == [["k-123456"]], got
+    k = f"k-{min(123_456, key_rows // 2)}"
+
+    def key(fmt: str) -> Callable[[str], int]:
+        def run(m: str) -> int:
+            got = (spark.read.format(fmt).option("path", kpath).option("key", k)
+                   .option("metricsFile", m).load().collect())
+            assert [r["keys"] for r in got] == [[k]], got
             return len(got)
+        return run
 
-        kr = [_median_run(key, metrics) for _ in range(repeat)]
-        out.append((f'.option("key", "k-123456") on {key_rows:,} messages',
-                    statistics.median(r[0] for r in kr), kr[-1][1], kr[-1][2], key_rows))
-    spark.conf.unset(conf)
+    out += [Query(f'.option("key", "{k}") on {key_rows:,} messages, {name[f]}', key(f),
+                  key_rows) for f in fmts]
+    # Spark's per-query floor: one-row queries, collected like the key's.
+    one = os.path.join(root, "one")
+    fill(one, 1)
+    one_pq = os.path.join(root, "one.parquet")
+    spark.read.format(PY_FMT).option("path", one).load().write.mode("overwrite").parquet(one_pq)
+
+    def one_row(df: Callable[[], Any]) -> Callable[[str], int]:
+        def run(m: str) -> int:
+            got = df().collect()
+            assert len(got) == 1, got
+            return 1
+        return run
+
+    def one_store(fmt: str) -> Callable[[], Any]:
+        return lambda: spark.read.format(fmt).option("path", one).load()
+
+    out += [Query(f"floor: 1-message store, {name[f]}", one_row(one_store(f)), 0) for f in fmts]
+    out += [Query("floor: 1-row Parquet file", one_row(lambda: spark.read.parquet(one_pq)), 0),
+            Query("floor: spark.range(1)", one_row(lambda: spark.range(1)), 0)]
     return out
+
+
+def pushdown_rows(spark: Any, store_path: str, root: str, key_rows: int, repeat: int
+                  ) -> list[tuple[str, float, int, int, int]]:
+    """Rows of the filter pushdown table: (name, median wall s, rows,
+    records decoded, records in the store), each query run once per round,
+    one warm-up round, then ``repeat`` rounds."""
+    queries = pushdown_queries(spark, store_path, root, key_rows)
+    metrics = os.path.join(root, "metrics.jsonl")
+    runs: dict[str, list[tuple[float, int, int]]] = {q.name: [] for q in queries}
+    for r in range(repeat + 1):
+        for q in queries:
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            t = time.perf_counter()
+            rows = q.run(metrics)
+            wall = time.perf_counter() - t
+            if r:
+                runs[q.name].append((wall, rows, _decoded(metrics)))
+        print(f"pushdown round {r}/{repeat} done, load {os.getloadavg()[0]:.1f}",
+              file=sys.stderr)
+    spark.conf.set(PUSHDOWN_CONF, "true")
+    return [(q.name, statistics.median(x[0] for x in runs[q.name]), runs[q.name][-1][1],
+             runs[q.name][-1][2], q.total) for q in queries]
 
 
 if __name__ == "__main__":

@@ -5,16 +5,24 @@
 #
 #   1. build tools (scripts/dist-requirements.txt: maturin, the zig of the
 #      `ziglang` package, auditwheel, twine) in their own venv under target/
-#   2. the JVM Spark connector's jar: scripts/build-jar.sh --manylinux (its
-#      native library linked by the same zig, for glibc 2.17); maturin has
-#      no pre-build hook, so this script is what builds it first. It needs a
-#      JDK 17 and pyspark (the spark extra); without them the release build
-#      FAILS (a wheel built from source without them, `pip install .`, works
-#      and has no connector)
-#   3. maturin build --release --zig --compatibility manylinux2014 --strip
-#      -> one abi3 wheel tagged manylinux2014_x86_64 (glibc >= 2.17),
-#      holding the jar (pyproject.toml's `include`)
-#   4. maturin sdist
+#   2. the environment maturin gives cargo: maturin build --release --zig
+#      --compatibility manylinux2014 --strip with a `cargo` on PATH that
+#      records the build command's environment (maturin's zig linker
+#      wrapper, C compilers, flags) and stops it before it compiles
+#      anything (maturin then fails, as expected: only the recording counts)
+#   3. the JVM Spark connector's jar: scripts/build-jar.sh --manylinux in
+#      that recorded environment, so its native library is linked by the
+#      same zig for glibc 2.17 and the wheel's build (next step) reuses its
+#      dependency builds (the linker is part of cargo's fingerprint of every
+#      unit: a linker of its own would compile them all a second time; the
+#      wheel's build then compiles only pyo3 and the crates only it uses,
+#      and the engine with pyo3); maturin has no pre-build hook, so this
+#      script is what builds it. It needs a JDK 17 and pyspark (the spark
+#      extra); without them the release build FAILS (a wheel built from
+#      source without them, `pip install .`, works and has no connector)
+#   4. the maturin build -> one abi3 wheel tagged manylinux2014_x86_64
+#      (glibc >= 2.17), holding the jar (pyproject.toml's `include`); then
+#      maturin sdist
 #   5. scripts/check_dist.py: tags, `auditwheel show`, ELF (glibc versions,
 #      libraries, stripped), no fail points compiled in, contents, the jar
 #      and its native library (the same ELF rules, every JNI entry point),
@@ -66,24 +74,59 @@ export PATH=$TOOLS/bin:$ORIG_PATH
 echo "maturin $(maturin --version | cut -d' ' -f2), zig $(python3 -m ziglang version)," \
     "auditwheel $(auditwheel --version | cut -d' ' -f2), twine $(twine --version | head -1 | cut -d' ' -f2)"
 
-# -- 2. the JVM connector's jar -----------------------------------------------------
-step "JVM connector jar (zig, manylinux2014)"
+# -- 2. the environment maturin gives cargo -----------------------------------------
+step "the wheel build's cargo environment (zig, manylinux2014)"
 JAR=python/rocketstore/spark/jars/rocketstore-spark.jar
 rm -f "$JAR"
 # Spark's jars, of the pyspark the project's Python has (the tools venv has none).
 SPARK_JARS=$(env PATH="$ORIG_PATH" python3 -c \
     'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))') ||
     die "the release wheel carries the JVM connector, whose build needs pyspark (the spark extra)"
-SPARK_JARS=$SPARK_JARS bash scripts/build-jar.sh --manylinux ||
-    die "the JVM connector's jar (scripts/build-jar.sh --manylinux, above; it needs a JDK 17): \
+WHEEL_ARGS=(--release --zig --compatibility manylinux2014 --strip)
+SHIM=$WORK/cargo-env
+CARGO_ENV=$SHIM/cargo.env
+rm -rf "$SHIM" "$WORK/wheel-dry-run"
+mkdir -p "$SHIM"
+REAL_CARGO=$(command -v cargo) || die "no cargo on PATH"
+# The recording is a sourceable `export -p` of the build command's
+# environment (`cargo metadata` runs as usual); the build itself is stopped.
+cat >"$SHIM/cargo" <<SHIM
+#!/bin/sh
+case " \$* " in
+    *" rustc "* | *" build "*)
+        export -p >"\$RECORD_CARGO_ENV"
+        echo "build-dist: cargo's environment recorded; this build stops here" >&2
+        exit 1 ;;
+esac
+exec "$REAL_CARGO" "\$@"
+SHIM
+chmod +x "$SHIM/cargo"
+env PATH="$SHIM:$PATH" RECORD_CARGO_ENV="$CARGO_ENV" \
+    maturin build "${WHEEL_ARGS[@]}" --out "$WORK/wheel-dry-run" >/dev/null 2>&1 || true
+[ -s "$CARGO_ENV" ] || die "maturin ran no cargo build through $SHIM/cargo"
+grep -q "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER=" "$CARGO_ENV" ||
+    die "maturin gave cargo no zig linker (CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER)"
+rm -rf "$WORK/wheel-dry-run"
+
+# -- 3. the JVM connector's jar -----------------------------------------------------
+step "JVM connector jar (the wheel's zig)"
+(
+    # shellcheck disable=SC1090
+    . "$CARGO_ENV"
+    unset RECORD_CARGO_ENV
+    PATH=${PATH#"$SHIM:"}   # the real cargo
+    [ "$(command -v cargo)" = "$REAL_CARGO" ] || die "cargo is not $REAL_CARGO"
+    cd "$ROOT"
+    SPARK_JARS=$SPARK_JARS bash scripts/build-jar.sh --manylinux
+) || die "the JVM connector's jar (scripts/build-jar.sh --manylinux, above; it needs a JDK 17): \
 a release wheel is not built without it"
 [ -f "$JAR" ] || die "$JAR was not built"
 
-# -- 3, 4. build -------------------------------------------------------------------
-step "release wheel (zig, manylinux2014)"
+# -- 4. build -----------------------------------------------------------------------
+step "release wheel (zig, manylinux2014), with the jar"
 rm -rf "$OUT"
 mkdir -p "$OUT"
-maturin build --release --zig --compatibility manylinux2014 --strip --out "$OUT"
+maturin build "${WHEEL_ARGS[@]}" --out "$OUT"
 step "sdist"
 maturin sdist --out "$OUT"
 

@@ -15,7 +15,11 @@
 #                `maturin zig cc`, against glibc 2.17 (manylinux2014), for
 #                x86_64-unknown-linux-gnu, symbols stripped; needs maturin
 #                and zig (`python3 -m ziglang`) on PATH, as build-dist.sh's
-#                tools venv provides them
+#                tools venv provides them. A linker already set in
+#                CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER is kept:
+#                build-dist.sh runs this in the environment maturin gives
+#                cargo for the wheel (maturin's own zig wrapper), so the
+#                wheel's build reuses these dependency builds
 #
 # Needs a JDK (javac, jar; 17) and pyspark (or SPARK_JARS: the folder of
 # the Spark jars to compile against). Without a JDK it says so and
@@ -58,21 +62,27 @@ case "$mode" in
         triple=x86_64-unknown-linux-gnu
         command -v maturin >/dev/null || { echo "build-jar: --manylinux needs maturin on PATH" >&2; exit 2; }
         python3 -m ziglang version >/dev/null || { echo "build-jar: --manylinux needs zig (python3 -m ziglang)" >&2; exit 2; }
-        # The linker: zig for glibc 2.17, through maturin's wrapper of it,
-        # with the arguments maturin links the wheel's extension with. Its
-        # path is part of cargo's fingerprint: a stable one keeps a repeated
-        # build incremental.
-        mkdir -p "$target/jni-zig"
-        zigcc="$(cd "$target/jni-zig" && pwd)/zigcc-x86_64-linux-gnu.2.17.sh"
-        cat >"$zigcc" <<ZIG
+        if [ -z "${CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER:-}" ]; then
+            # The linker: zig for glibc 2.17, through maturin's wrapper of
+            # it, with the arguments maturin links the wheel's extension
+            # with. Its path is part of cargo's fingerprint: a stable one
+            # keeps a repeated build incremental.
+            mkdir -p "$target/jni-zig"
+            zigcc="$(cd "$target/jni-zig" && pwd)/zigcc-x86_64-linux-gnu.2.17.sh"
+            cat >"$zigcc" <<ZIG
 #!/bin/sh
 exec "$(command -v maturin)" zig cc -- -g -fno-sanitize=all -target x86_64-linux-gnu.2.17 "\$@"
 ZIG
-        chmod +x "$zigcc"
+            chmod +x "$zigcc"
+            export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER="$zigcc"
+        fi
+        echo "build-jar: linker $CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER"
         # Stripping is asked of the last link only: the dependencies are the
-        # same builds as without it.
-        CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER="$zigcc" \
-            cargo rustc -p rocketstore-jni --lib --release --target "$triple" -- -C strip=symbols
+        # same builds as without it. Only the cdylib, as maturin builds the
+        # wheel's extension: with the rlib too, cargo would compile every
+        # dependency with object code beside the LTO bitcode (another
+        # profile), not reusing the wheel's dependency builds.
+        cargo rustc -p rocketstore-jni --lib --crate-type cdylib --release --target "$triple" -- -C strip=symbols
         lib="$target/$triple/release/librocketstore_jni.so"
         ;;
 esac

@@ -13,6 +13,9 @@ not counted by callgrind anyway). The operations:
 
 * ``put``: ``put(topic, body, queue, tags=tag, keys=[key])``, its status
   checked, queues rotating as the table's producers do;
+* ``put_positional``: the same puts with the same tags and keys passed by
+  position (``put(topic, body, queue, tag, [key])``): a keyword must cost
+  no more than a position;
 * ``put_messages``: ``put_messages`` of 1,000 ``Message`` objects with a
   key and a tag each, built per call (their construction is counted);
 * ``put_batch``: ``put_batch`` of 1,000 bodies with a key and a tag each;
@@ -62,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-OPS = ("put", "put_messages", "put_batch", "get", "get_arrow", "query")
+OPS = ("put", "put_positional", "put_messages", "put_batch", "get", "get_arrow", "query")
 TOPIC = "BenchTopic"
 QUEUES = 4
 TAGS = ["TagA", "TagB", "TagC", "TagD"]
@@ -106,6 +109,21 @@ def _op_put(s: Any, n: int) -> Callable[[], None]:
     def run() -> None:
         for i in range(n):
             r = put(TOPIC, BODIES[i & 1023], i & 3, tags=TAGS[i & 3], keys=[keys[i]])
+            if r.status is not ok:
+                raise SystemExit(f"put refused: {r.status}")
+
+    return run
+
+
+def _op_put_positional(s: Any, n: int) -> Callable[[], None]:
+    from rocketstore import PutStatus
+
+    keys = [f"K{i}" for i in range(n)]
+    put, ok = s.put, PutStatus.PUT_OK
+
+    def run() -> None:
+        for i in range(n):
+            r = put(TOPIC, BODIES[i & 1023], i & 3, TAGS[i & 3], [keys[i]])
             if r.status is not ok:
                 raise SystemExit(f"put refused: {r.status}")
 
@@ -201,6 +219,7 @@ def _op_query(s: Any, n: int) -> Callable[[], None]:
 
 SETUPS: dict[str, Callable[[Any, int], Callable[[], None]]] = {
     "put": _op_put,
+    "put_positional": _op_put_positional,
     "put_messages": _op_put_messages,
     "put_batch": _op_put_batch,
     "get": _op_get,

@@ -102,6 +102,11 @@ __all__ = [
     "_engine_enums",
     "_error_kinds",
     "_fail_point_waiting",
+    "_floor_get_arrow",
+    "_floor_get_message",
+    "_floor_put",
+    "_floor_put_batch",
+    "_floor_query_message",
     "_install_read_methods",
     "_raise_store_error",
     "_set_fail_point",
@@ -221,6 +226,59 @@ def _set_log_level(level: int) -> None: ...
 def _drain_logs(timeout: float) -> tuple[list[tuple[int, str, str]], int]: ...
 def _begin_exit() -> int: ...
 def _threads_in_engine() -> int: ...
+
+# Measuring hooks (benches/python/floors.py): each takes the arguments of the
+# store method of its name, converted as that method converts them, and does
+# nothing else. Not public API.
+def _floor_put(
+    topic: str,
+    body: _BytesLike,
+    queue_id: int = 0,
+    tags: str | None = None,
+    keys: Sequence[str] | str | None = None,
+    properties: dict[str, str] | None = None,
+    delay_level: int = 0,
+    flag: int = 0,
+    born_timestamp: int | None = None,
+    born_host: tuple[str, int] | None = None,
+    sys_flag: int = 0,
+    *,
+    check: bool = True,
+) -> None: ...
+def _floor_put_batch(
+    topic: str,
+    bodies: Iterable[bytes | bytearray | memoryview],
+    queue_id: int = 0,
+    *,
+    keys: Sequence[Sequence[str] | str | None] | None = None,
+    tags: Sequence[str | None] | None = None,
+    properties: Sequence[dict[str, str] | None] | None = None,
+    return_offsets: bool = False,
+    check: bool = True,
+) -> None: ...
+def _floor_get_message(
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msg_nums: int = 32,
+    tags: Iterable[str] | None = None,
+) -> None: ...
+def _floor_query_message(
+    topic: str,
+    key: str,
+    max_num: int = 32,
+    begin_timestamp: int = 0,
+    end_timestamp: int | None = None,
+) -> None: ...
+def _floor_get_arrow(
+    topic: str,
+    queue_id: int,
+    offset: int,
+    max_msgs: int,
+    tags: Iterable[str] | None = None,
+    columns: list[str] | None = None,
+    zero_copy: bool = False,
+) -> None: ...
 def verify_store(
     store_path: str | PathLike[str],
     commit_log_file_size: int,

@@ -138,6 +138,21 @@ def test_damaged_store_with_a_deleted_segment(jvm: Any, damaged: str, tmp_path: 
     assert metrics(m)["damaged"] == 2  # the two damaged records, counted (not two zeros)
 
 
+def test_metrics_lines_say_where_a_tasks_time_went(jvm: Any, rich: str, tmp_path: Path) -> None:
+    """The JVM connector's metricsFile lines time each task's parts
+    (docs/spark.md): nanoseconds that add up inside the reader's life."""
+    m = tmp_path / "timed.jsonl"
+    load(jvm, JVM, rich, metricsFile=m, batchSize="7", **OPTS).write.format("noop").mode(
+        "overwrite").save()
+    lines = [json.loads(x) for x in m.read_text().splitlines()]
+    assert lines and sum(x["rows"] for x in lines) > 7
+    for x in lines:
+        assert 0 < x["decodeNs"] and 0 < x["exportNs"], x
+        assert x["decodeNs"] + x["exportNs"] <= x["nextNs"], x
+        assert 0 < x["openNs"] and 0 < x["wrapNs"], x
+        assert x["openNs"] + x["nextNs"] + x["wrapNs"] <= x["taskNs"], x
+
+
 def test_rocketmq_4_9_8_files(jvm: Any, tmp_path: Path) -> None:
     path = str(copy_fixture(tmp_path))
     opts = {k: str(v) for k, v in FIXTURE_GEOMETRY.items()}

@@ -296,3 +296,23 @@ def test_streaming_read_options_are_checked(jvm: Any, tmp_path: Path) -> None:
         for r in (jvm.read, jvm.readStream):
             with pytest.raises(Exception, match=r"unknown option .*read: topc"):
                 r.format(fmt).option("path", src).option("topc", "orders").load()
+
+
+def test_progress_reports_the_latest_offsets(jvm: Any, tmp_path: Path) -> None:
+    """Every micro-batch's progress names, as the source's ``latestOffset``,
+    the ends the stores hold (the offsets' JSON), beside the end
+    ``maxOffsetsPerTrigger`` held the micro-batch to."""
+    src = str(tmp_path / "src")
+    with MessageStore(StoreConfig(store_path=src, **GEOMETRY)) as store:
+        for i in range(60):
+            store.put("orders", f"a{i}".encode(), queue_id=i % 2)
+        wait_dispatched(store)
+    q = stream(jvm, JVM, src, tmp_path / "out", tmp_path / "ckpt", startingOffsets="earliest",
+               maxOffsetsPerTrigger=25)
+    assert q.exception() is None
+    progress = [json.loads(p.json)["sources"][0] for p in q.recentProgress]
+    ran = [p for p in progress if p["numInputRows"] > 0]
+    assert len(ran) == 3
+    assert ran[0]["endOffset"] == {"orders/0": 13, "orders/1": 12}
+    assert ran[-1]["endOffset"] == {"orders/0": 30, "orders/1": 30}
+    assert all(p["latestOffset"] == {"orders/0": 30, "orders/1": 30} for p in ran), progress

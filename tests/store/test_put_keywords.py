@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +128,80 @@ def test_a_method_of_another_class_is_refused(open_store: OpenStore) -> None:
     put = MessageStore.put
     with pytest.raises(TypeError, match=r"doesn't apply to a 'object' object"):
         put(object(), "T", b"x")
+
+
+def _records(store: MessageStore, results: list[Any]) -> list[bytes]:
+    """The stored records of ``results``, with the bytes that differ between
+    two stores written alike masked: STORETIMESTAMP (the put's time) and the
+    property CRC's ten digits, which cover it (docs/format.md §3, §6.1)."""
+    store.flush()
+    data = (Path(store.config.store_path) / "commitlog" / ("0" * 20)).read_bytes()
+    out = []
+    for r in results:
+        rec = bytearray(data[r.wrote_offset:r.wrote_offset + r.wrote_bytes])
+        assert int.from_bytes(rec[:4], "big") == len(rec)
+        rec[56:64] = bytes(8)  # STORETIMESTAMP (an IPv4 born host before it)
+        rec[-11:-1] = bytes(10)  # the property CRC's digits, before its 0x02
+        out.append(bytes(rec))
+    return out
+
+
+def _put_both_ways(store: MessageStore, by_keyword: bool, rounds: int) -> list[Any]:
+    """The same puts each round from six call sites (more than the keyword
+    placements ``put`` keeps), by keyword or by position."""
+    results = []
+    for i in range(rounds):
+        body, ts = f"m{i}".encode(), 1_000 + i
+        if by_keyword:
+            results += [
+                store.put("T", body, 1, tags="a", keys=[f"k{i}"], born_timestamp=ts),
+                store.put("T", body, 1, tags="b", born_timestamp=ts),
+                store.put("T", body, 1, keys=f"k{i}", born_timestamp=ts),
+                store.put("T", body, queue_id=1, tags="c", born_timestamp=ts),
+                store.put("T", body, 1, "d", born_timestamp=ts, keys=["x", "y"]),
+                store.put(topic="T", body=body, queue_id=1, tags="e", born_timestamp=ts),
+            ]
+        else:
+            results += [
+                store.put("T", body, 1, "a", [f"k{i}"], None, 0, 0, ts),
+                store.put("T", body, 1, "b", None, None, 0, 0, ts),
+                store.put("T", body, 1, None, f"k{i}", None, 0, 0, ts),
+                store.put("T", body, 1, "c", None, None, 0, 0, ts),
+                store.put("T", body, 1, "d", ["x", "y"], None, 0, 0, ts),
+                store.put("T", body, 1, "e", None, None, 0, 0, ts),
+            ]
+    return results
+
+
+def test_keyword_and_positional_puts_store_the_same_bytes(open_store: OpenStore,
+                                                          tmp_path: Path) -> None:
+    """Two stores written alike, one by keyword and one by position, from
+    call sites whose keyword placements ``put`` keeps and replaces: the
+    records are the same bytes (but for the put's own time)."""
+    kw = open_store(path=str(tmp_path / "kw"))
+    pos = open_store(path=str(tmp_path / "pos"))
+    by_kw = _put_both_ways(kw, True, 5)
+    by_pos = _put_both_ways(pos, False, 5)
+    assert [r.wrote_offset for r in by_kw] == [r.wrote_offset for r in by_pos]
+    assert _records(kw, by_kw) == _records(pos, by_pos)
+    assert kw.get_message("g", "T", 1, 4, 1).messages[0].keys == ["x", "y"]
+
+
+def test_a_kept_placement_is_per_number_of_positional_arguments(
+        open_store: OpenStore) -> None:
+    """One keyword-name tuple with a different number of positional
+    arguments: two call sites of one function share the constant
+    ``("queue_id",)``, and ``**kwargs`` calls may build theirs alike. With
+    two positional arguments ``queue_id`` is placed; with three it is given
+    twice, a TypeError each time, however often the other call came first."""
+    store = open_store()
+    kw = {"queue_id": 2}
+    for i in range(3):
+        assert store.put("T", b"x", queue_id=2).queue_offset == 2 * i
+        with pytest.raises(TypeError, match="queue_id"):
+            store.put("T", b"x", 1, queue_id=2)  # type: ignore[misc]
+        assert store.put(*["T", b"y"], **kw).queue_offset == 2 * i + 1  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="queue_id"):
+            store.put(*["T", b"y", 1], **kw)  # type: ignore[arg-type, misc]
+    assert store.get_max_offset_in_queue("T", 2) == 6
+    assert store.get_max_offset_in_queue("T", 1) == 0

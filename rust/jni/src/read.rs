@@ -4,6 +4,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use arrow_array::RecordBatchReader;
 use engine::{ArrowReadRequest, Projection, ReadStats, RowFilter, Store, TagFilter};
@@ -20,6 +21,10 @@ use crate::{export, guard, Error, Result};
 pub struct Reader {
     batches: Box<dyn RecordBatchReader + Send>,
     stats: Arc<ReadStats>,
+    /// Nanoseconds in the engine's batch reader (decoding) and in
+    /// registering its batches for Java (the hand-off's native half).
+    decode_ns: u64,
+    export_ns: u64,
     _store: Arc<Store>,
 }
 
@@ -74,6 +79,8 @@ fn start(store: Arc<Store>, a: Args) -> Result<Reader> {
     Ok(Reader {
         batches,
         stats,
+        decode_ns: 0,
+        export_ns: 0,
         _store: store,
     })
 }
@@ -142,13 +149,17 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_nextBatch<'l>(
 ) -> jlongArray {
     guard(&mut env, std::ptr::null_mut(), |env| {
         let r = handles::reader(reader)?;
+        let t = Instant::now();
         let next = {
             let mut r = r.lock().unwrap_or_else(|p| p.into_inner());
-            r.batches.next()
+            let next = r.batches.next();
+            r.decode_ns += elapsed_ns(t);
+            next
         };
         let Some(batch) = next else {
             return Ok(std::ptr::null_mut());
         };
+        let t = Instant::now();
         let batch = batch.map_err(|e| {
             Error::Store(engine::StoreError::io(
                 "decode a batch",
@@ -160,11 +171,19 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_nextBatch<'l>(
         let mut out = Vec::with_capacity(layout.len() + 1);
         out.push(h);
         out.extend(layout);
-        long_array(env, &out)
+        let a = long_array(env, &out);
+        r.lock().unwrap_or_else(|p| p.into_inner()).export_ns += elapsed_ns(t);
+        a
     })
 }
 
-/// The reader's counters: `[decoded, rows, filtered, damaged, lost]`.
+fn elapsed_ns(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The reader's counters: `[decoded, rows, filtered, damaged, lost,
+/// decode_ns, export_ns]` (the last two: nanoseconds in the engine's batch
+/// reader, and in registering its batches for Java).
 #[no_mangle]
 pub extern "system" fn Java_org_rocketstore_spark_NativeLib_readStats<'l>(
     mut env: JNIEnv<'l>,
@@ -173,8 +192,11 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_readStats<'l>(
 ) -> jlongArray {
     guard(&mut env, std::ptr::null_mut(), |env| {
         let r = handles::reader(reader)?;
-        let s = r.lock().unwrap_or_else(|p| p.into_inner()).stats.clone();
-        let v = [
+        let (s, ns) = {
+            let r = r.lock().unwrap_or_else(|p| p.into_inner());
+            (r.stats.clone(), [r.decode_ns, r.export_ns])
+        };
+        let c = [
             &s.decoded,
             &s.rows,
             &s.filtered,
@@ -182,6 +204,10 @@ pub extern "system" fn Java_org_rocketstore_spark_NativeLib_readStats<'l>(
             &s.lost,
         ]
         .map(|c| c.load(Ordering::Relaxed) as i64);
+        let v: Vec<i64> = c
+            .into_iter()
+            .chain(ns.map(|n| i64::try_from(n).unwrap_or(i64::MAX)))
+            .collect();
         long_array(env, &v)
     })
 }

@@ -33,6 +33,8 @@
 //!   `store_base_reads.rs`: its `get_message` and `query_message`, the
 //!   Python definitions' fast paths; `fast_method.rs`: how such methods
 //!   (and objects made per call) are made.
+//! - `floors.rs`: measuring hooks, the per-message calls' signatures with
+//!   nothing behind them (`_floor_put`, ...; benches/python/floors.py).
 //! - `types.rs`: `Message`, `PutResult`, `BatchPutResult`;
 //!   `message_ext.rs`: `MessageExt`, its fields decoded from the record's
 //!   bytes when read; `getset.rs`: the attributes of `MessageExt` and of
@@ -58,6 +60,7 @@ pub mod columns;
 pub mod config;
 pub mod errors;
 pub mod fast_method;
+pub mod floors;
 pub mod getset;
 pub mod gil;
 pub mod groups;
@@ -349,6 +352,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify::index_geometry, m)?)?;
     m.add_function(wrap_pyfunction!(verify::writer_running, m)?)?;
     m.add_function(wrap_pyfunction!(threads_in_engine, m)?)?;
+    floors::register(m)?;
     gil::install_fork_handler();
     logbridge::install();
     m.add_function(wrap_pyfunction!(logbridge::drain_logs, m)?)?;

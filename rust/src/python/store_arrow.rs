@@ -105,7 +105,7 @@ pub fn empty_arrow_batch(columns: Option<Vec<String>>, zero_copy: bool) -> PyRes
 
 /// The columns of a read (`None`: all of a one-store read); a bad list is
 /// a `ValueError` naming the columns.
-fn projection_arg(columns: Option<Vec<String>>) -> PyResult<Projection> {
+pub(super) fn projection_arg(columns: Option<Vec<String>>) -> PyResult<Projection> {
     match columns {
         None => Ok(Projection::all(false)),
         Some(c) => {

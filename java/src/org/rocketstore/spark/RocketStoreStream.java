@@ -124,6 +124,16 @@ final class RocketStoreStream implements MicroBatchStream, SupportsTriggerAvaila
         : ReadLimit.allAvailable();
   }
 
+  /**
+   * The offsets the stores hold now, every queue's end (the JSON of the offsets): Spark's
+   * progress reports them as the source's {@code latestOffset}, beside the micro-batch's end
+   * that {@code maxOffsetsPerTrigger} or {@code Trigger.AvailableNow} may hold back.
+   */
+  @Override
+  public synchronized Offset reportLatestOffset() {
+    return sorted(ends());
+  }
+
   @Override
   public Offset latestOffset() {
     throw new UnsupportedOperationException(
