@@ -348,3 +348,24 @@ def test_messages_read_while_the_lease_ran_out_are_not_returned(
 
     until(again, "every message read once the member owns the queues again")
     c.close()
+
+
+def test_the_poll_after_a_new_queue_s_first_put_returns_it(tmp_path: Path) -> None:
+    """A shared consumer's poll that sees the topic gain a queue heartbeats
+    itself and reads the queue at once: a heartbeat of the member's thread
+    (woken because the topic's queues changed) starting before the poll
+    took its changes must not hide the queue. Runs of fresh stores, a few
+    seconds at most."""
+    deadline = time.monotonic() + 3
+    runs = 0
+    while runs < 8 or (runs < 60 and time.monotonic() < deadline):
+        cfg = StoreConfig(store_path=str(tmp_path / f"s{runs}"), **CFG)
+        with MessageStore(cfg) as s:
+            c = s.consumer("g", "fresh", auto_commit=False)
+            for q in range(6):
+                assert s.put("fresh", b"q%d" % q, queue_id=q).ok
+                got = [(m.queue_id, m.body) for m in c.poll(timeout=0)]
+                assert got == [(q, b"q%d" % q)], f"run {runs}: queue {q} not returned"
+                assert c.assignment() == list(range(q + 1))
+            c.close()
+        runs += 1

@@ -391,3 +391,19 @@ except FencedError:
     sys.exit(0)
 sys.exit(1)
 """
+
+
+def test_the_consumer_s_heartbeat_hands_it_a_new_queue_at_once(tmp_path: Path) -> None:
+    """After ``set_queues`` grew (it wakes the heartbeat thread) and the
+    consumer's own ``heartbeat_now``, ``changes()`` reports the new queue,
+    whenever the thread's heartbeat starts. A few seconds at most."""
+    with Membership.join(tmp_path / "config", "g", "t", heartbeat_interval=BEAT,
+                         session_timeout=TIMEOUT) as m:
+        deadline = time.monotonic() + 2
+        n = 0
+        while n < 50 or (n < 400 and time.monotonic() < deadline):
+            m.set_queues(list(range(n + 1)))
+            m.heartbeat_now()
+            assert m.changes() == ([n], []), f"queue {n}"
+            n += 1
+        assert set(m.owned()) == set(range(n))

@@ -214,7 +214,8 @@ class Membership:
         ``to_revoke`` holds queues to give up (commit, ``on_revoke``, then
         :meth:`release`) and queues already lost (lease ended or taken: their
         commit is refused). A queue is in both when it came back under a new
-        epoch: revoke first, then assign.
+        epoch (revoke first, then assign), or when it was assigned and taken
+        back since the last call.
         """
         return self._member.changes()
 
@@ -229,7 +230,9 @@ class Membership:
 
     def heartbeat_now(self) -> None:
         """One heartbeat in the caller's thread (raises what a failed one
-        records in :attr:`error`)."""
+        records in :attr:`error`). What it changed is held for the next
+        :meth:`changes`, also when the heartbeat thread's next heartbeat
+        starts first."""
         self._member.heartbeat_now()
 
     def check_owner(self, queue: int, epoch: int) -> None:

@@ -269,7 +269,8 @@ class GroupShare:
         The member reports queues gained and queues to give up (revoked:
         the lease still runs, so they are committed, then released; lost:
         the lease ended or another member took them). A queue reported in
-        both came back under a new epoch: lost, then assigned.
+        both came back under a new epoch (lost, then assigned), or was
+        assigned and asked back before it was read (given up).
         """
         if ids is not None:
             self._see(list(ids))

@@ -64,6 +64,9 @@ pub struct JoinOptions {
 enum Mode {
     Join,
     Beat,
+    /// A heartbeat in the consumer's thread: its outcome is held for the
+    /// consumer's next `changes()` ([`View::hold_changes`]).
+    BeatForConsumer,
     Leave,
 }
 
@@ -256,7 +259,7 @@ impl Shared {
             self.dir.member_alive(&m.id)
         });
         self.dir.write_state(&st)?;
-        if !outcome.dead.is_empty() || mode != Mode::Beat || fresh {
+        if !outcome.dead.is_empty() || matches!(mode, Mode::Join | Mode::Leave) || fresh {
             self.dir.sweep(&st);
         }
         drop(_state_lock);
@@ -276,6 +279,9 @@ impl Shared {
             v.error = None;
         }
         v.rejoin = false;
+        if mode == Mode::BeatForConsumer {
+            v.hold_changes(monotonic_ms());
+        }
         drop(v);
         Ok(())
     }
@@ -441,7 +447,8 @@ impl GroupMember {
     /// What changed since the last call: (queues assigned, queues to
     /// revoke), sorted. A queue whose lease ended or that another member
     /// took is in `to_revoke` as well (its commit will be refused); a queue
-    /// may be in both when it came back under a new epoch.
+    /// may be in both when it came back under a new epoch, or when it was
+    /// assigned and taken back since the last call.
     pub fn changes(&self) -> (Vec<u32>, Vec<u32>) {
         self.shared.view.lock().changes(monotonic_ms())
     }
@@ -460,7 +467,10 @@ impl GroupMember {
         self.shared.view.lock().lease_left(queue, monotonic_ms())
     }
 
-    /// One heartbeat now, in the caller's thread.
+    /// One heartbeat now, in the caller's thread (its consumer's): what it
+    /// changed is taken as it ends and returned by the next
+    /// [`GroupMember::changes`], so a heartbeat of the member's thread
+    /// starting in between does not hide it.
     pub fn heartbeat_now(&self) -> Result<()> {
         let status = self.shared.view.lock().status;
         if status == Status::Left {
@@ -468,7 +478,7 @@ impl GroupMember {
                 "this consumer group member has left".into(),
             ));
         }
-        self.shared.round_recorded(Mode::Beat)
+        self.shared.round_recorded(Mode::BeatForConsumer)
     }
 
     /// The last heartbeat's error, if it failed.
@@ -505,6 +515,7 @@ impl GroupMember {
         v.status = Status::Left;
         v.leases.clear();
         v.known.clear();
+        v.held = Default::default();
         drop(v);
         drop(self.group_lock.lock().take());
     }

@@ -317,3 +317,37 @@ fn a_removed_group_folder_hands_nothing_out_while_old_leases_may_run() {
     });
     assert!(t0.elapsed() >= timeout - Duration::from_millis(60));
 }
+
+#[test]
+fn a_heartbeat_starting_after_the_consumers_own_does_not_hide_its_queues() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = GroupMember::join(opts(dir.path(), Strategy::Average, &[])).unwrap();
+    // No heartbeat of the member's thread interferes: this test plays one.
+    if let Some(t) = a.thread.lock().take() {
+        t.stop(STOP_TIMEOUT);
+    }
+    for n in 1..4u32 {
+        // A poll sees the topic gain queue n - 1 and heartbeats itself.
+        a.set_queues(&(0..n).collect::<Vec<_>>());
+        a.heartbeat_now().unwrap();
+        assert!(
+            owned(&a).len() < n as usize,
+            "not read before changes() told it"
+        );
+        // The member's thread starts a heartbeat before the consumer asks
+        // (what `View::me` does): its consumer is handed nothing new until
+        // it ends, yet the queue the consumer's own heartbeat gained was
+        // taken for it when that heartbeat ended.
+        {
+            let mut v = a.shared.view.lock();
+            let known = v.known.clone();
+            v.inflight = Some(known);
+        }
+        assert_eq!(a.changes(), (vec![n - 1], vec![]));
+        assert_eq!(owned(&a), (0..n).collect::<Vec<_>>());
+        assert!(a.lease_left_ms(n - 1) > 0);
+        a.shared.view.lock().inflight = None;
+        assert_eq!(a.changes(), (vec![], vec![]));
+    }
+    a.leave();
+}

@@ -1,6 +1,7 @@
 //! The membership protocol as a model (docs/format.md §13.2): members that
-//! join, heartbeat, poll (or stop polling), release, leave, die, freeze and
-//! fail their state writes, in random order and at random times (a
+//! join, heartbeat (from their thread, or their consumer's: its changes
+//! held for its next poll), poll (or stop polling), release, leave, die,
+//! freeze and fail their state writes, in random order and at random times (a
 //! heartbeat's view update may come after its consumer polled), over the real state step
 //! (`handover.rs`) and local views (`view.rs`). After every event:
 //!
@@ -196,6 +197,11 @@ impl World {
             }
             8 if self.can_act(i) => self.beat(i, false, false, true),
             9 if self.can_act(i) => self.finish(i),
+            10 if self.can_act(i) => {
+                self.beat(i, false, true, true);
+                let now = self.now;
+                self.sims[i].view.hold_changes(now);
+            }
             _ => {}
         }
     }
@@ -222,7 +228,7 @@ proptest! {
     #[test]
     fn no_queue_is_read_by_two_members(
         members in 2usize..5,
-        events in proptest::collection::vec((0u8..10, 0usize..5, 0u64..700), 1..150),
+        events in proptest::collection::vec((0u8..11, 0usize..5, 0u64..700), 1..150),
     ) {
         let mut w = World::new(members);
         let mut epochs: BTreeMap<u32, u64> = BTreeMap::new();

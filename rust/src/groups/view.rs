@@ -7,6 +7,8 @@
 //!  heartbeat wrote state ──apply──> leases (queue -> epoch, until, revoking)
 //!  consumer ──changes(now)──> assigned: leases to read, not told yet
 //!                             to_revoke: told, no longer to read (revoking: handed back)
+//!  heartbeat in the consumer's thread ──hold_changes(now)──> the same, held
+//!                             for its next changes(now)
 //!  consumer ──release(qs)──> handed back -> released (freed by the next heartbeat)
 //!  owned(now): told, still to read, lease running
 //! ```
@@ -66,6 +68,10 @@ pub struct View {
     /// consumer (the heartbeat may give away, at once, a queue its consumer
     /// was not reading).
     pub inflight: Option<BTreeMap<u32, u64>>,
+    /// Changes taken when a heartbeat in its consumer's thread ended
+    /// ([`View::hold_changes`]): (assigned, to_revoke), returned by the
+    /// next [`View::changes`].
+    pub held: (BTreeSet<u32>, BTreeSet<u32>),
 }
 
 impl View {
@@ -83,6 +89,7 @@ impl View {
             status: Status::Member,
             rejoin: false,
             inflight: None,
+            held: (BTreeSet::new(), BTreeSet::new()),
         }
     }
 
@@ -105,12 +112,13 @@ impl View {
             .collect()
     }
 
-    /// The queues its consumer reads at `now`: reported assigned, and
+    /// The queues its consumer reads at `now`: reported assigned (not only
+    /// held for the next [`View::changes`]), and
     /// still to read with the lease running. Queue -> (epoch, ms left).
     pub fn owned(&self, now: u64) -> BTreeMap<u32, (u64, u64)> {
         self.desired(now)
             .into_iter()
-            .filter(|(q, e)| self.known.get(q) == Some(e))
+            .filter(|(q, e)| self.known.get(q) == Some(e) && !self.held.0.contains(q))
             .filter_map(|(q, e)| {
                 let l = self.leases.get(&q)?;
                 Some((q, (e, l.until.saturating_sub(now))))
@@ -119,9 +127,24 @@ impl View {
     }
 
     /// What changed for its consumer since the last call: (assigned,
-    /// to_revoke), sorted. A queue still owned that leaves the consumer's
-    /// set is handed back: its lease is no longer extended.
+    /// to_revoke), sorted, with those [`View::hold_changes`] took. A queue
+    /// still owned that leaves the consumer's set is handed back: its lease
+    /// is no longer extended.
     pub fn changes(&mut self, now: u64) -> (Vec<u32>, Vec<u32>) {
+        self.hold_changes(now);
+        let (assigned, revoked) = std::mem::take(&mut self.held);
+        (
+            assigned.into_iter().collect(),
+            revoked.into_iter().collect(),
+        )
+    }
+
+    /// Takes what changed for its consumer now and holds it for the next
+    /// [`View::changes`]. Called where a heartbeat made in the consumer's
+    /// own thread applies its outcome: a heartbeat of the member's thread
+    /// starting before the consumer asks (its `inflight` hides what the
+    /// consumer was not told) then cannot hide the queues this one gave.
+    pub fn hold_changes(&mut self, now: u64) {
         let desired = self.desired(now);
         let revoked: Vec<(u32, u64)> = self
             .known
@@ -129,11 +152,11 @@ impl View {
             .filter(|(q, e)| desired.get(q) != Some(e))
             .map(|(q, e)| (*q, *e))
             .collect();
-        let assigned: Vec<u32> = desired
-            .iter()
-            .filter(|(q, e)| self.known.get(q) != Some(e))
-            .map(|(q, _)| *q)
-            .collect();
+        for (q, e) in &desired {
+            if self.known.get(q) != Some(e) {
+                self.held.0.insert(*q);
+            }
+        }
         for &(q, e) in &revoked {
             if self
                 .leases
@@ -142,9 +165,9 @@ impl View {
             {
                 self.handed_back.insert(q, e);
             }
+            self.held.1.insert(q);
         }
         self.known = desired;
-        (assigned, revoked.into_iter().map(|(q, _)| q).collect())
     }
 
     /// Its consumer gave up `queues` (those handed back; others ignored).
