@@ -24,8 +24,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from helpers.freeze import freeze_outside_state_lock
 from helpers.paths import HELPERS
 from rocketstore import MessageStore, StoreConfig
+from rocketstore.consumers.membership import group_dir_path
 
 WORKER = HELPERS / "group_worker.py"
 TOPIC = "orders"
@@ -253,7 +255,8 @@ def test_a_frozen_member_loses_its_queues_and_its_commit_is_fenced(
             before = set(state["assignment"])
             a.send("pause")
             a.expect("paused")
-            os.kill(a.proc.pid, signal.SIGSTOP)
+            freeze_outside_state_lock(
+                a.proc.pid, group_dir_path(Path(store_path) / "config", "g", TOPIC))
             try:
                 time.sleep(TIMEOUT * 2.5)
                 for i in range(2 * QUEUES):  # new messages on every queue

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.freeze import freeze_outside_state_lock
 from helpers.killed_child import LineChild
 from helpers.paths import REPO
 from rocketstore import ConsumerGroupBusyError, CorruptedError, FencedError, StoreClosedError
@@ -134,7 +135,7 @@ def test_a_frozen_member_loses_its_queues_and_is_fenced(
     _wait("split", 5, lambda: len(a.owned) == 4 and len(b.owned) == 4)
     a_owned, a_id = a.owned, a.id
     group_dir = group_dir_path(tmp_path / "config", "g", "t")
-    os.kill(a.proc.pid, signal.SIGSTOP)
+    freeze_outside_state_lock(a.proc.pid, group_dir)
     stopped = time.monotonic()
     try:
         # Its lease is respected: nobody takes its queues before it ends.
