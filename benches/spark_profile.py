@@ -19,8 +19,8 @@ given as the median of the reads:
 - JNI hand-off: the native half (``exportNs``: registering the batch and
   its buffer addresses for Java), the crossing (the rest of ``nextNs``,
   the Java-timed ``NativeLib.nextBatch`` call) and the Java half
-  (``wrapNs``: wrapping the buffers into Arrow vectors and Spark's column
-  vectors);
+  (``wrapNs``: checking the batch's description and making Spark's
+  column vectors over its buffers);
 - opening the store and the reader in the task (``openNs``);
 - Spark in the tasks: the rest of each reader's life (``taskNs``), that is
   Spark consuming the batches (here the noop sink's row loop);
@@ -129,10 +129,12 @@ def where(sym: str, dso: str) -> str:
     if "libc" in dso:
         return "libc (memcpy, allocation)"
     if dso.startswith("/tmp/perf-") or "perf-" in dso:
+        if "NativeColumnVector" in sym and "Cursor" not in sym and "batch" not in sym:
+            return "the connector's column vectors (Spark's reads of the values)"
         if "rocketstore" in sym:
-            return "JNI hand-off, Java (the connector's wrapping)"
+            return "JNI hand-off, Java (the connector's wrapping and checks)"
         if "org.apache.arrow" in sym or "org/apache/arrow" in sym:
-            return "Arrow Java (Spark's reads through ArrowColumnVector; the wrapping's loads)"
+            return "Arrow Java"
         if "org.apache.spark" in sym or "org/apache/spark" in sym:
             return "Spark (JIT-compiled)"
         return "other Java (JDK, Scala, interpreter stubs)"

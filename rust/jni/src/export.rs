@@ -2,8 +2,8 @@
 //! null count) and buffers (address, length) in pre-order, every field's
 //! validity buffer first (an absent one as address 0, length 0), then its
 //! data buffers as the Arrow format orders them (offsets before values).
-//! The JVM wraps each buffer where it is (`wrapForeignAllocation`): no
-//! byte is copied.
+//! The JVM reads each buffer where it is (`NativeColumnVector`, which
+//! checks this description first): no byte is copied.
 
 use arrow_array::{Array, RecordBatch};
 use arrow_data::ArrayData;

@@ -39,6 +39,108 @@ unsafe impl Send for MethodDef {}
 // SAFETY: as above: read-only after construction.
 unsafe impl Sync for MethodDef {}
 
+/// The C entry point `$entry` of a `METH_FASTCALL | METH_KEYWORDS` method
+/// or function: PyO3's trampoline (GIL pool, panics caught, errors raised)
+/// around `$body`, an `unsafe fn(py, self_or_module, args, nargs, kwnames)
+/// -> PyResult<*mut PyObject>`.
+macro_rules! vectorcall_entry {
+    ($(#[$doc:meta])* $entry:ident => $body:path) => {
+        $(#[$doc])*
+        unsafe extern "C" fn $entry(
+            slf: *mut pyo3::ffi::PyObject,
+            args: *const *mut pyo3::ffi::PyObject,
+            nargs: pyo3::ffi::Py_ssize_t,
+            kwnames: *mut pyo3::ffi::PyObject,
+        ) -> *mut pyo3::ffi::PyObject {
+            // SAFETY: called by CPython with the vectorcall arguments of a
+            // METH_FASTCALL | METH_KEYWORDS entry, which the trampoline
+            // expects.
+            unsafe {
+                pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, $body)
+            }
+        }
+    };
+}
+pub(crate) use vectorcall_entry;
+
+/// The docstring CPython reads a text signature from: `name`, then
+/// `text_signature` (`"($self, ...)"`), then `doc`.
+pub fn doc_with_signature(name: &str, text_signature: &str, doc: &str) -> PyResult<CString> {
+    CString::new(format!("{name}{text_signature}\n--\n\n{doc}"))
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// The docstring of a fast entry named `name` standing in for `generated`
+/// (the function or method PyO3 made): its text signature and docstring,
+/// so `help()` and `inspect` read them as before.
+pub fn doc_of(name: &str, generated: &Bound<'_, PyAny>) -> PyResult<CString> {
+    let doc: String = generated.getattr("__doc__")?.extract()?;
+    let sig: String = generated.getattr("__text_signature__")?.extract()?;
+    doc_with_signature(name, &sig, &doc)
+}
+
+/// The method definition of a fast entry, made once into `cell` (which
+/// lives as long as the program, as CPython requires).
+pub fn method_def(
+    cell: &'static OnceLock<MethodDef>,
+    name: &'static CStr,
+    doc: CString,
+    meth: ffi::PyCFunctionFastWithKeywords,
+) -> &'static ffi::PyMethodDef {
+    &cell
+        .get_or_init(|| MethodDef {
+            def: ffi::PyMethodDef {
+                ml_name: name.as_ptr(),
+                ml_meth: ffi::PyMethodDefPointer {
+                    PyCFunctionFastWithKeywords: meth,
+                },
+                ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+                ml_doc: doc.as_ptr(),
+            },
+            _doc: doc,
+        })
+        .def
+}
+
+/// Sets the method `name` of `cls` to the definition `def`.
+pub fn set_method(
+    cls: &Bound<'_, PyType>,
+    name: &'static CStr,
+    def: &'static ffi::PyMethodDef,
+) -> PyResult<()> {
+    // SAFETY: `cls` is a live type object; `def` is 'static (a OnceLock in
+    // a static, never dropped), as CPython requires of a method definition.
+    let descr = unsafe {
+        Bound::from_owned_ptr_or_err(
+            cls.py(),
+            ffi::PyDescr_NewMethod(cls.as_ptr().cast(), std::ptr::from_ref(def).cast_mut()),
+        )?
+    };
+    cls.setattr(name.to_str()?, descr)
+}
+
+/// Adds the function `name` of module `m`, defined by `def`.
+pub fn add_function(
+    m: &Bound<'_, PyModule>,
+    name: &'static CStr,
+    def: &'static ffi::PyMethodDef,
+) -> PyResult<()> {
+    let module_name = m.name()?;
+    // SAFETY: `def` is 'static (a OnceLock never dropped), as CPython
+    // requires of a function's definition; `m` and its name are live.
+    let f = unsafe {
+        Bound::from_owned_ptr_or_err(
+            m.py(),
+            ffi::PyCFunction_NewEx(
+                std::ptr::from_ref(def).cast_mut(),
+                m.as_ptr(),
+                module_name.as_ptr(),
+            ),
+        )?
+    };
+    m.add(name.to_str()?, f)
+}
+
 /// Sets the method `name` of `cls` to `meth` (a `METH_FASTCALL |
 /// METH_KEYWORDS` function), with `text_signature` (`"($self, ...)"`) and
 /// `doc`; `cell` keeps its definition for the life of the class.
@@ -50,28 +152,13 @@ pub fn install(
     meth: ffi::PyCFunctionFastWithKeywords,
     cell: &'static OnceLock<MethodDef>,
 ) -> PyResult<()> {
-    let full_doc = CString::new(format!("{}{text_signature}\n--\n\n{doc}", name.to_str()?))
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
-    let def = cell.get_or_init(|| MethodDef {
-        def: ffi::PyMethodDef {
-            ml_name: name.as_ptr(),
-            ml_meth: ffi::PyMethodDefPointer {
-                PyCFunctionFastWithKeywords: meth,
-            },
-            ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-            ml_doc: full_doc.as_ptr(),
-        },
-        _doc: full_doc,
-    });
-    // SAFETY: `cls` is a live type object; `def` is 'static (a OnceLock in
-    // a static, never dropped), as CPython requires of a method definition.
-    let descr = unsafe {
-        Bound::from_owned_ptr_or_err(
-            cls.py(),
-            ffi::PyDescr_NewMethod(cls.as_ptr().cast(), std::ptr::from_ref(&def.def).cast_mut()),
-        )?
-    };
-    cls.setattr(name.to_str()?, descr)
+    let full_doc = doc_with_signature(name.to_str()?, text_signature, doc)?;
+    set_method(cls, name, method_def(cell, name, full_doc, meth))
+}
+
+/// The error of a fast entry whose full definition was never stored.
+pub fn not_set_up(what: &str) -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err(format!("{what} is not set up"))
 }
 
 /// The positional arguments of a vectorcall (`npos` of them) and the
@@ -98,15 +185,16 @@ pub unsafe fn split_args<'a>(
     (unsafe { std::slice::from_raw_parts(args, npos + nkw) }, nkw)
 }
 
-/// Calls `full(slf, *args, **kwargs)` with the vectorcall's arguments as
-/// given (`given` from [`split_args`]: `npos` positional values, then one
-/// value per name of `kwnames`).
+/// Calls `full(*args, **kwargs)`, with `slf` first when it is a method's
+/// instance, with the vectorcall's arguments as given (`given` from
+/// [`split_args`]: `npos` positional values, then one value per name of
+/// `kwnames`).
 #[cold]
 #[inline(never)]
 pub fn call_full(
     py: Python<'_>,
     full: &Bound<'_, PyAny>,
-    slf: *mut ffi::PyObject,
+    slf: Option<*mut ffi::PyObject>,
     given: &[*mut ffi::PyObject],
     npos: usize,
     kwnames: *mut ffi::PyObject,
@@ -115,7 +203,7 @@ pub fn call_full(
     // `slf` the instance): a new reference is taken for the call.
     let obj = |p: *mut ffi::PyObject| unsafe { Borrowed::from_ptr(py, p) }.to_owned();
     let mut items: Vec<Bound<'_, PyAny>> = Vec::with_capacity(1 + npos);
-    items.push(obj(slf));
+    items.extend(slf.map(obj));
     items.extend(given.iter().take(npos).map(|&p| obj(p)));
     let positional = PyTuple::new(py, items)?;
     let kwargs = PyDict::new(py);
@@ -127,6 +215,25 @@ pub fn call_full(
         }
     }
     Ok(full.call(positional, Some(&kwargs))?.into_ptr())
+}
+
+/// [`call_full`] with a vectorcall's arguments as CPython gave them.
+///
+/// # Safety
+/// `args`, `nargs` and `kwnames` are a vectorcall's, live for the call;
+/// `slf`, when given, is the live instance of a method.
+pub unsafe fn fallback(
+    py: Python<'_>,
+    full: &Bound<'_, PyAny>,
+    slf: Option<*mut ffi::PyObject>,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<*mut ffi::PyObject> {
+    let npos = nargs.max(0) as usize;
+    // SAFETY: the vectorcall's own arguments.
+    let (given, _) = unsafe { split_args(args, npos, kwnames) };
+    call_full(py, full, slf, given, npos, kwnames)
 }
 
 /// A new object of class `T` holding `value`, its type object kept in

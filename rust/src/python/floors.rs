@@ -21,8 +21,11 @@ use super::args::{
     BeginTimestamp, EndTimestamp, Key, MaxMessages, MaxMsgNums, MaxNum, Offset, QueueId, TagList,
     Topic,
 };
+use super::fast_method::{
+    add_function, doc_of, fallback, method_def, not_set_up, vectorcall_entry, MethodDef,
+};
+use super::put_keywords::intern_names;
 use super::put_keywords::Placed;
-use super::put_keywords::{fallback, fast_doc, intern_names, method_def, not_set_up, MethodDef};
 
 /// The `_floor_put` PyO3 generated: every call the fast entry does not take.
 static GENERATED_PUT: GILOnceCell<Py<PyAny>> = GILOnceCell::new();
@@ -50,19 +53,10 @@ fn floor_put(
 ) {
 }
 
-/// The C entry point of `_floor_put`: PyO3's trampoline around
-/// [`floor_put_parse`], as `put`'s is around its parser.
-unsafe extern "C" fn floor_put_fast(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: called by CPython with the vectorcall arguments of a
-    // METH_FASTCALL | METH_KEYWORDS function, which the trampoline expects.
-    unsafe {
-        pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, floor_put_parse)
-    }
+vectorcall_entry! {
+    /// The C entry point of `_floor_put`, around [`floor_put_parse`], as
+    /// `put`'s is around its parser.
+    floor_put_fast => floor_put_parse
 }
 
 /// `put`'s placement of the arguments, then `None`; a call it cannot place
@@ -88,7 +82,7 @@ unsafe fn floor_put_parse(
         return Err(not_set_up("_floor_put"));
     };
     // SAFETY: the vectorcall arguments of this call, unchanged.
-    unsafe { fallback(py, generated, None, args, nargs, kwnames) }
+    unsafe { fallback(py, generated.bind(py), None, args, nargs, kwnames) }
 }
 
 /// `put_batch`'s arguments converted as `MessageStoreBase.put_batch`
@@ -177,24 +171,14 @@ fn floor_get_arrow(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     let generated = wrap_pyfunction!(floor_put, m)?;
-    let doc = fast_doc("_floor_put", generated.as_any())?;
+    let doc = doc_of("_floor_put", generated.as_any())?;
     intern_names(py);
     let _ = GENERATED_PUT.set(py, generated.into_any().unbind());
-    let def = method_def(&DEF_PUT, c"_floor_put", doc, floor_put_fast);
-    let name = m.name()?;
-    // SAFETY: `def` is 'static (a OnceLock never dropped), as CPython
-    // requires of a function's definition; `m` and `name` are live objects.
-    let fast = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyCFunction_NewEx(
-                std::ptr::from_ref(def).cast_mut(),
-                m.as_ptr(),
-                name.as_ptr(),
-            ),
-        )?
-    };
-    m.add("_floor_put", fast)?;
+    add_function(
+        m,
+        c"_floor_put",
+        method_def(&DEF_PUT, c"_floor_put", doc, floor_put_fast),
+    )?;
     m.add_function(wrap_pyfunction!(floor_put_batch, m)?)?;
     m.add_function(wrap_pyfunction!(floor_get_message, m)?)?;
     m.add_function(wrap_pyfunction!(floor_query_message, m)?)?;

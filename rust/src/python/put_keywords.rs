@@ -23,15 +23,17 @@
 //! as the fallback. The put itself is the same call either way
 //! ([`PyStoreBase::put_args`]).
 
-use std::ffi::CString;
 use std::sync::OnceLock;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::{GILOnceCell, GILProtected};
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyString, PyTuple};
 use std::cell::RefCell;
 
+use super::fast_method::{
+    doc_of, fallback, method_def, not_set_up, set_method, vectorcall_entry, MethodDef,
+};
 use super::put_args::PutArgs;
 use super::store_base::PyStoreBase;
 
@@ -62,35 +64,14 @@ static GENERATED: GILOnceCell<Py<PyAny>> = GILOnceCell::new();
 /// The method definition of the fast `put` (lives as long as the class).
 static DEF: OnceLock<MethodDef> = OnceLock::new();
 
-/// A `PyMethodDef` with the docstring it points to.
-pub(super) struct MethodDef {
-    def: ffi::PyMethodDef,
-    _doc: CString,
-}
-
-// SAFETY: the definition is written once, before it is shared, and only
-// read afterwards; its pointers are to static text and the owned `_doc`.
-unsafe impl Send for MethodDef {}
-// SAFETY: as above: read-only after construction.
-unsafe impl Sync for MethodDef {}
-
 /// Replaces `MessageStoreBase.put` by the identity-matching method (module
 /// set-up, once).
 pub fn install(py: Python<'_>, cls: &Bound<'_, pyo3::types::PyType>) -> PyResult<()> {
     let generated = cls.getattr("__dict__")?.get_item("put")?;
-    let doc = fast_doc("put", &generated)?;
+    let doc = doc_of("put", &generated)?;
     intern_names(py);
     let _ = GENERATED.set(py, generated.unbind());
-    let def = method_def(&DEF, c"put", doc, put_fast);
-    // SAFETY: `cls` is a live type object; `def` is 'static (a OnceLock
-    // never dropped), as CPython requires of a method definition.
-    let descr = unsafe {
-        Bound::from_owned_ptr_or_err(
-            py,
-            ffi::PyDescr_NewMethod(cls.as_ptr().cast(), std::ptr::from_ref(def).cast_mut()),
-        )?
-    };
-    cls.setattr("put", descr)
+    set_method(cls, c"put", method_def(&DEF, c"put", doc, put_fast))
 }
 
 /// Interns the put parameter names (once).
@@ -103,49 +84,9 @@ pub(super) fn intern_names(py: Python<'_>) {
     });
 }
 
-/// The docstring of a fast entry named `name`: the generated one's text
-/// signature and docstring, so `help()` and `inspect` read them as before.
-pub(super) fn fast_doc(name: &str, generated: &Bound<'_, PyAny>) -> PyResult<CString> {
-    let doc: String = generated.getattr("__doc__")?.extract()?;
-    let sig: String = generated.getattr("__text_signature__")?.extract()?;
-    CString::new(format!("{name}{sig}\n--\n\n{doc}"))
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
-}
-
-/// The method definition of a fast entry, made once into `cell` (which
-/// lives as long as the program, as CPython requires).
-pub(super) fn method_def(
-    cell: &'static OnceLock<MethodDef>,
-    name: &'static std::ffi::CStr,
-    doc: CString,
-    meth: ffi::PyCFunctionFastWithKeywords,
-) -> &'static ffi::PyMethodDef {
-    &cell
-        .get_or_init(|| MethodDef {
-            def: ffi::PyMethodDef {
-                ml_name: name.as_ptr(),
-                ml_meth: ffi::PyMethodDefPointer {
-                    PyCFunctionFastWithKeywords: meth,
-                },
-                ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
-                ml_doc: doc.as_ptr(),
-            },
-            _doc: doc,
-        })
-        .def
-}
-
-/// The C entry point: PyO3's trampoline (GIL pool, panics caught, errors
-/// raised) around [`put_parse`].
-unsafe extern "C" fn put_fast(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: called by CPython with the vectorcall arguments of a
-    // METH_FASTCALL | METH_KEYWORDS method, which the trampoline expects.
-    unsafe { pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, put_parse) }
+vectorcall_entry! {
+    /// The C entry point of `put`, around [`put_parse`].
+    put_fast => put_parse
 }
 
 /// Places the arguments by position and by keyword identity, then puts; any
@@ -178,7 +119,7 @@ unsafe fn put_parse(
                 return Err(not_set_up("MessageStoreBase.put"));
             };
             // SAFETY: the vectorcall arguments of this call, unchanged.
-            unsafe { fallback(py, generated, Some(slf), args, nargs, kwnames) }
+            unsafe { fallback(py, generated.bind(py), Some(slf), args, nargs, kwnames) }
         }
     }
 }
@@ -388,60 +329,3 @@ static KW_SITES: GILProtected<RefCell<Sites>> = GILProtected::new(RefCell::new(S
     sites: [None, None, None, None],
     next: 0,
 }));
-
-/// The error of a fast entry whose generated fallback was never stored.
-#[cold]
-pub(super) fn not_set_up(what: &str) -> PyErr {
-    pyo3::exceptions::PyRuntimeError::new_err(format!("{what} is not set up"))
-}
-
-/// The call as given, to the generated function or method `generated`
-/// (its own parsing and errors); `slf` is the instance of a method, passed
-/// first.
-///
-/// # Safety
-/// `args`, `nargs` and `kwnames` are the vectorcall arguments of the current
-/// call, `slf` (if any) a live object.
-#[cold]
-#[inline(never)]
-pub(super) unsafe fn fallback(
-    py: Python<'_>,
-    generated: &Py<PyAny>,
-    slf: Option<*mut ffi::PyObject>,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> PyResult<*mut ffi::PyObject> {
-    let npos = nargs.max(0) as usize;
-    let nkw = if kwnames.is_null() {
-        0
-    } else {
-        // SAFETY: a non-null kwnames is the tuple of keyword names (vectorcall).
-        unsafe { ffi::PyTuple_Size(kwnames) }.max(0) as usize
-    };
-    let given: &[*mut ffi::PyObject] = if npos + nkw == 0 {
-        &[]
-    } else {
-        // SAFETY: `args` holds `npos + nkw` live borrowed objects.
-        unsafe { std::slice::from_raw_parts(args, npos + nkw) }
-    };
-    // SAFETY: each pointer is a live object borrowed from our caller (and
-    // `slf` the instance): a new reference is taken for the call.
-    let obj = |p: *mut ffi::PyObject| unsafe { Borrowed::from_ptr(py, p) }.to_owned();
-    let mut items: Vec<Bound<'_, PyAny>> = Vec::with_capacity(1 + npos);
-    items.extend(slf.map(obj));
-    items.extend(given[..npos].iter().map(|&p| obj(p)));
-    let positional = PyTuple::new(py, items)?;
-    let kwargs = PyDict::new(py);
-    if nkw > 0 {
-        // SAFETY: a non-null kwnames is the call's tuple of keyword names.
-        let names = unsafe { Borrowed::from_ptr(py, kwnames) };
-        for (name, &value) in names.try_iter()?.zip(&given[npos..]) {
-            kwargs.set_item(name?, obj(value))?;
-        }
-    }
-    Ok(generated
-        .bind(py)
-        .call(positional, Some(&kwargs))?
-        .into_ptr())
-}

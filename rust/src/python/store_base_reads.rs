@@ -29,7 +29,7 @@ use pyo3::types::{PyDict, PyInt, PyList, PyString};
 
 use crate::queue::reader::GetStatus;
 
-use super::fast_method::{self, call_full, split_args, MethodDef};
+use super::fast_method::{self, call_full, split_args, vectorcall_entry, MethodDef};
 use super::store_base::PyStoreBase;
 
 /// The Python functions defining the reads: every call a fast path does
@@ -137,7 +137,7 @@ unsafe fn dispatch(
             "MessageStoreBase's reads are not set up",
         ));
     };
-    call_full(py, full.bind(py), slf, given, npos, kwnames)
+    call_full(py, full.bind(py), Some(slf), given, npos, kwnames)
 }
 
 /// Warns through `MessageStore._warn_unknown` (with `queue_id` when
@@ -156,17 +156,9 @@ fn warn_unknown(
     Ok(())
 }
 
-/// The C entry point of `get_message`: PyO3's trampoline (GIL pool,
-/// panics caught, errors raised) around [`get_call`].
-unsafe extern "C" fn get_fast(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: called by CPython with the vectorcall arguments of a
-    // METH_FASTCALL | METH_KEYWORDS method, which the trampoline expects.
-    unsafe { pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, get_call) }
+vectorcall_entry! {
+    /// The C entry point of `get_message`, around [`get_call`].
+    get_fast => get_call
 }
 
 /// `get_message`'s call: [`pull`] or the Python function.
@@ -217,18 +209,9 @@ fn pull<'py>(
     Ok(Some(r.into_any()))
 }
 
-/// The C entry point of `query_message` (see [`get_fast`]).
-unsafe extern "C" fn query_fast(
-    slf: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject {
-    // SAFETY: called by CPython with the vectorcall arguments of a
-    // METH_FASTCALL | METH_KEYWORDS method, which the trampoline expects.
-    unsafe {
-        pyo3::impl_::trampoline::fastcall_with_keywords(slf, args, nargs, kwnames, query_call)
-    }
+vectorcall_entry! {
+    /// The C entry point of `query_message`, around [`query_call`].
+    query_fast => query_call
 }
 
 /// `query_message`'s call: [`lookup`] or the Python function.

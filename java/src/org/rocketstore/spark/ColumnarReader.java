@@ -5,34 +5,19 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.nio.file.StandardOpenOption;
-import java.util.ArrayList;
-import java.util.List;
-import java.util.concurrent.atomic.AtomicInteger;
-import org.apache.arrow.memory.ArrowBuf;
-import org.apache.arrow.memory.BufferAllocator;
-import org.apache.arrow.memory.ForeignAllocation;
-import org.apache.arrow.vector.FieldVector;
-import org.apache.arrow.vector.VectorLoader;
-import org.apache.arrow.vector.VectorSchemaRoot;
-import org.apache.arrow.vector.ipc.message.ArrowFieldNode;
-import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
 import org.apache.spark.TaskContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.types.StructType;
-import org.apache.spark.sql.util.ArrowUtils;
-import org.apache.spark.sql.vectorized.ArrowColumnVector;
-import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
- * Reads one partition: the engine decodes into Arrow arrays, and each batch's buffers are
- * wrapped where they lie ({@code BufferAllocator.wrapForeignAllocation}), loaded into Arrow
- * vectors and read by Spark through {@link ArrowColumnVector}: no row is copied. A batch's
- * native memory is released when the last Arrow buffer over it is (the next batch, or
- * {@link #close()}, which a task completion listener also calls: a killed task frees it too).
+ * Reads one partition: the engine decodes into Arrow arrays, and Spark reads each batch's
+ * buffers where they lie through {@link NativeColumnVector}s: no row is copied. A batch's
+ * native memory is released with the next batch, or by {@link #close()}, which a task
+ * completion listener also calls: a killed task frees it too.
  */
 final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   /** Builds the readers in the tasks (serialized to executors: plain values). */
@@ -74,10 +59,11 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   private final ReadOpts opts;
   private final Part part;
   private final boolean stream;
-  private final BufferAllocator alloc;
-  private final VectorSchemaRoot root;
+  private final StructType schema;
   private long store;
   private long reader;
+  /** The native handle of the batch Spark holds (0: none). */
+  private long batch;
   private ColumnarBatch current;
   private boolean closed;
   /**
@@ -102,9 +88,7 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
     if (cols != null && java.util.Arrays.asList(cols).contains("store") && name == null) {
       name = part.path;
     }
-    this.alloc = ArrowUtils.rootAllocator().newChildAllocator("rocketstore " + part, 0,
-        Long.MAX_VALUE);
-    this.root = VectorSchemaRoot.create(ArrowUtils.toArrowSchema(schema, "UTC", false), alloc);
+    this.schema = schema;
     TaskContext ctx = TaskContext.get();
     if (ctx != null) {
       ctx.addTaskCompletionListener((org.apache.spark.util.TaskCompletionListener) c -> close());
@@ -164,55 +148,8 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
   }
 
   private ColumnarBatch wrap(long[] d) {
-    long handle = d[0];
-    int rows = (int) d[1];
-    int nodes = (int) d[2];
-    List<ArrowFieldNode> fieldNodes = new ArrayList<>(nodes);
-    int i = 3;
-    for (int k = 0; k < nodes; k++, i += 2) {
-      fieldNodes.add(new ArrowFieldNode(d[i], d[i + 1]));
-    }
-    int nbufs = (int) d[i++];
-    List<ArrowBuf> bufs = new ArrayList<>(nbufs);
-    int foreign = 0;
-    for (int k = 0; k < nbufs; k++) {
-      foreign += d[i + 2 * k + 1] > 0 ? 1 : 0;
-    }
-    // The batch's native memory goes when its last wrapped buffer is released.
-    AtomicInteger live = new AtomicInteger(foreign);
-    if (foreign == 0) {
-      NativeLib.close(handle);
-    }
-    try {
-      for (int k = 0; k < nbufs; k++, i += 2) {
-        long addr = d[i], len = d[i + 1];
-        if (len == 0) {
-          bufs.add(alloc.getEmpty());
-          continue;
-        }
-        bufs.add(alloc.wrapForeignAllocation(new ForeignAllocation(len, addr) {
-          @Override
-          protected void release0() {
-            if (live.decrementAndGet() == 0) {
-              NativeLib.close(handle);
-            }
-          }
-        }));
-      }
-      try (ArrowRecordBatch rb = new ArrowRecordBatch(rows, fieldNodes, bufs)) {
-        new VectorLoader(root).load(rb);
-      }
-    } finally {
-      for (ArrowBuf b : bufs) {
-        b.close(); // the loaded vectors hold their own references
-      }
-    }
-    List<FieldVector> vs = root.getFieldVectors();
-    ColumnVector[] cols = new ColumnVector[vs.size()];
-    for (int k = 0; k < cols.length; k++) {
-      cols[k] = new ArrowColumnVector(vs.get(k));
-    }
-    return new ColumnarBatch(cols, rows);
+    batch = d[0];
+    return NativeColumnVector.batch(schema, d);
   }
 
   @Override
@@ -222,7 +159,11 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
 
   private void release() {
     current = null;
-    root.clear();
+    if (batch != 0) {
+      long b = batch;
+      batch = 0;
+      NativeLib.close(b);
+    }
   }
 
   @Override
@@ -238,8 +179,6 @@ final class ColumnarReader implements PartitionReader<ColumnarBatch> {
     } finally {
       try {
         release();
-        root.close();
-        alloc.close(); // throws if a buffer is still held: the native side is freed anyway
       } finally {
         if (reader != 0) {
           NativeLib.close(reader);
