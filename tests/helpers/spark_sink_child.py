@@ -3,9 +3,12 @@
 
 Streams every message of SRC (one micro-batch, Trigger.AvailableNow) through
 the JVM connector's source into its sink at DST (CommitLog segments of
-SEGMENT bytes). The test kills the whole process group (this interpreter
-and its JVM) once the sink's append has rolled a few CommitLog segments:
-the micro-batch is then neither fully appended nor recorded as committed.
+SEGMENT bytes). It boots its SparkSession first, prints ``READY`` and
+starts the stream only when a line comes on stdin (the test boots it while
+other tests run, and fills SRC meanwhile). The test kills the whole process
+group (this interpreter and its JVM) once the sink's append has rolled a
+few CommitLog segments: the micro-batch is then neither fully appended nor
+recorded as committed.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ def main() -> None:
              .config("spark.local.dir", scratch)
              .config("spark.driver.extraJavaOptions", f'"-Djava.io.tmpdir={scratch}"')
              .getOrCreate())
+    print("READY", flush=True)
+    if not sys.stdin.readline():
+        return  # the test ended without starting the stream
     q = (spark.readStream.format("rocketstore").option("path", src)
          .option("startingOffsets", "earliest").load().select("topic", "body")
          .writeStream.format("rocketstore").option("path", dst)

@@ -441,9 +441,15 @@ def _copies_after_reopen(opener: Any, n: int) -> Counter[str]:
             break
         assert time.monotonic() < deadline, f"only {len(keys)} of {n} delivered"
         time.sleep(0.05)
-    # Give a second round of both levels the chance to deliver anything twice.
-    time.sleep(2.5)
-    _wait_dispatched(store)
+    # Wait until both levels' progress is at the end of their parked
+    # messages: every copy a level could deliver (again) is put by then.
+    svc = service(store)
+    deadline = time.monotonic() + 60
+    while any(svc.offsets().get(level) != store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
+              for level in (1, 2)):
+        assert time.monotonic() < deadline, svc.offsets()
+        time.sleep(0.01)
+    wait_rounds(store)
     got = read_all(store, "crash", 0) + read_all(store, "crash", 1)
     for m in got:
         i = int(m.properties["UNIQ_KEY"][1:])

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,31 +147,64 @@ def test_a_batch_cut_short_is_completed(jvm: Any, src: str, tmp_path: Path) -> N
     assert [r["body"] for r in mine][:12] == want[:12]
 
 
+KILLED_SINK_TEST = "test_a_commit_killed_mid_append_is_completed_by_the_replay"
+KILLED_SINK_SEGMENT = 256 * 1024
+
+
+@pytest.fixture(scope="module")
+def killed_sink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """The driver ``KILLED_SINK_TEST`` kills (tests/helpers/spark_sink_child.py),
+    booted but not yet streaming: ``(process, folder)``, its SRC, DST and
+    checkpoint ``src``, ``dst`` and ``ckpt`` in that folder. Killed at
+    teardown if still running."""
+    d = tmp_path_factory.mktemp("killed-sink")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "python"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, str(HELPERS / "spark_sink_child.py"), str(d / "src"),
+            str(d / "dst"), str(d / "ckpt"), str(KILLED_SINK_SEGMENT)]
+    with (open(d / "child.err", "wb") as err,
+          subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=err, start_new_session=True) as proc):
+        try:
+            yield proc, d
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _boot_the_killed_sink_early(request: pytest.FixtureRequest) -> None:
+    """Starts ``killed_sink`` with the module's first test when its test is
+    selected: its JVM boots while the tests before it run."""
+    if any(item.name == KILLED_SINK_TEST for item in request.session.items):
+        request.getfixturevalue("killed_sink")
+
+
 def test_a_commit_killed_mid_append_is_completed_by_the_replay(
-        jvm: Any, tmp_path: Path) -> None:
-    src, dst, ckpt = str(tmp_path / "src"), str(tmp_path / "dst"), tmp_path / "ckpt"
+        jvm: Any, killed_sink: tuple[Any, Path]) -> None:
+    proc, d = killed_sink
+    src, dst, ckpt = str(d / "src"), str(d / "dst"), d / "ckpt"
     want = [(b"r%06d-" % i).ljust(200, b"x") for i in range(60_000)]
     with MessageStore(StoreConfig(store_path=src, mapped_file_size_commit_log=1 << 24)) as s:
         for a in range(0, len(want), 5_000):
             s.put_batch("orders", want[a:a + 5_000])
-    segment = 256 * 1024
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "python"),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    args = [sys.executable, str(HELPERS / "spark_sink_child.py"), src, dst, str(ckpt),
-            str(segment)]
+    segment = KILLED_SINK_SEGMENT
     commitlog = Path(dst) / "commitlog"
-    with subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          start_new_session=True) as proc:
-        try:
-            deadline = time.monotonic() + 120
-            # 12 MB of rows over 256 KiB segments: kill once a few have been rolled.
-            while not commitlog.is_dir() or len(os.listdir(commitlog)) < 6:
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline
-                time.sleep(0.001)
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+    try:
+        # The child's session is up; the stream starts now.
+        assert proc.stdout.readline() == b"READY\n", (d / "child.err").read_text()
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 120
+        # 12 MB of rows over 256 KiB segments: kill once a few have been rolled.
+        while not commitlog.is_dir() or len(os.listdir(commitlog)) < 6:
+            assert proc.poll() is None, (d / "child.err").read_text()
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
     stored = [r["body"] for r in records(dst)]
     assert 1 < len(stored) < len(want), "the kill did not land mid-append"
     assert stored == want[:len(stored)]  # a prefix, in order

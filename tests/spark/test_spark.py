@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -472,22 +476,46 @@ def test_a_task_cannot_stage_into_an_aborted_job(tmp_path: Path) -> None:
     assert not os.path.exists(root)
 
 
+KILLED_DRIVER_TEST = "test_killed_driver_staging_is_removed_by_the_next_write_not_a_live_jobs"
+
+
+@pytest.fixture(scope="module")
+def killed_driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, str]]:
+    """The driver ``KILLED_DRIVER_TEST`` kills, writing to a store of its
+    own (tests/helpers/spark_write_child.py: it stages its two partitions
+    and holds the second for ever); ``(process, store path)``. Killed at
+    teardown if the test did not get to it."""
+    out = str(tmp_path_factory.mktemp("killed-driver") / "store")
+    child = Path(__file__).parent.parent / "helpers" / "spark_write_child.py"
+    proc = subprocess.Popen([sys.executable, str(child), out], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield proc, out
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _boot_the_killed_driver_early(request: pytest.FixtureRequest) -> None:
+    """Starts ``killed_driver`` with the module's first test when its test
+    is selected: its JVM boots while the tests before it run, instead of
+    in that test."""
+    if any(item.name == KILLED_DRIVER_TEST for item in request.session.items):
+        request.getfixturevalue("killed_driver")
+
+
 def test_killed_driver_staging_is_removed_by_the_next_write_not_a_live_jobs(
-    spark: Any, tmp_path: Path
+    spark: Any, tmp_path: Path, killed_driver: tuple[Any, str]
 ) -> None:
-    import signal
-    import subprocess
-    import sys
     import threading
     import time
 
     from pyspark.sql import functions as F
 
-    out = str(tmp_path / "store")
+    proc, out = killed_driver
     root = out + ".spark-staging"
-    child = Path(__file__).parent.parent / "helpers" / "spark_write_child.py"
-    proc = subprocess.Popen([sys.executable, str(child), out], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240
         while len([f for f in _staged(root) if "/part-" in f]) < 2:

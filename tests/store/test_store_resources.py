@@ -506,7 +506,7 @@ def test_interpreter_exit_during_engine_calls_never_aborts(tmp_path: Path) -> No
     """Daemon threads inside GIL-released SYNC_FLUSH puts (and waits) while the
     interpreter exits: no run dies by a signal, and every acknowledged message
     is intact."""
-    runs, parallel = 40, 4
+    runs, parallel = 40, 8
     results: list[tuple[str, subprocess.CompletedProcess[str]]] = []
     for start in range(0, runs, parallel):
         batch = []
