@@ -40,14 +40,11 @@ OPTS = {k: str(v) for k, v in GEOMETRY.items()}
 
 
 @pytest.fixture(scope="module")
-def jvm(spark: Any) -> Any:
-    """The session, once it is known to hold the JVM connector."""
-    try:
-        jar_path()
-    except FileNotFoundError:
-        pytest.skip("the JVM connector's jar is not built (scripts/build-jar.sh)")
-    spark.conf.set(PUSHDOWN, "true")
-    return spark
+def jvm(jvm: Any) -> Any:
+    """The JVM connector's session (tests/spark/conftest.py), with the
+    Python source's filter pushdown on."""
+    jvm.conf.set(PUSHDOWN, "true")
+    return jvm
 
 
 @pytest.fixture(scope="module")

@@ -43,14 +43,11 @@ I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 @pytest.fixture(scope="module")
-def jvm(spark: Any) -> Any:
-    """The session, once it is known to hold the JVM connector."""
-    try:
-        jar_path()
-    except FileNotFoundError:
-        pytest.skip("the JVM connector's jar is not built (scripts/build-jar.sh)")
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    return spark
+def jvm(jvm: Any) -> Any:
+    """The JVM connector's session (tests/spark/conftest.py), with the
+    Python source's filter pushdown on."""
+    jvm.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    return jvm
 
 
 @pytest.fixture(scope="module")

@@ -30,22 +30,13 @@ pytest.importorskip("pyarrow")
 from helpers.arrow_util import GEOMETRY
 from helpers.paths import HELPERS, REPO
 from rocketstore import MessageStore, StoreConfig
-from rocketstore.spark import _staging, jar_path
+from rocketstore.spark import _staging
 
 pytestmark = pytest.mark.spark
 
 JVM, PY = "rocketstore", "rocketstore_python"
 SINK = "SPARK_SINK_BATCH"
 SEGMENT = str(GEOMETRY["mapped_file_size_commit_log"])
-
-
-@pytest.fixture(scope="module")
-def jvm(spark: Any) -> Any:
-    try:
-        jar_path()
-    except FileNotFoundError:
-        pytest.skip("the JVM connector's jar is not built (scripts/build-jar.sh)")
-    return spark
 
 
 @pytest.fixture

@@ -25,21 +25,11 @@ pytest.importorskip("pyarrow")
 from helpers.arrow_util import GEOMETRY, all_api_rows, api_rows, key, normalize
 from helpers.read_util import wait_dispatched
 from rocketstore import MessageStore, StoreConfig
-from rocketstore.spark import jar_path
 
 pytestmark = pytest.mark.spark
 
 JVM, PY = "rocketstore", "rocketstore_python"
 OPTS = {k: str(v) for k, v in GEOMETRY.items()}
-
-
-@pytest.fixture(scope="module")
-def jvm(spark: Any) -> Any:
-    try:
-        jar_path()
-    except FileNotFoundError:
-        pytest.skip("the JVM connector's jar is not built (scripts/build-jar.sh)")
-    return spark
 
 
 def stream(spark: Any, fmt: str, src: str, out: Path, ckpt: Path, schema: str | None = None,

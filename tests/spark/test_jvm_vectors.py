@@ -19,22 +19,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from rocketstore.spark import jar_path
 
 pytestmark = pytest.mark.spark
 
 SCHEMA = ('{"type":"struct","fields":['
           '{"name":"n","type":"integer","nullable":true,"metadata":{}},'
           '{"name":"s","type":"string","nullable":true,"metadata":{}}]}')
-
-
-@pytest.fixture(scope="module")
-def jvm(spark: Any) -> Any:
-    try:
-        jar_path()
-    except FileNotFoundError:
-        pytest.skip("the JVM connector's jar is not built (scripts/build-jar.sh)")
-    return spark
 
 
 class Mem:

@@ -22,22 +22,12 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from rocketstore import MessageStore, StoreConfig
-from rocketstore.spark import jar_path
 
 pytestmark = pytest.mark.spark
 
 JVM, PY = "rocketstore", "rocketstore_python"
 SEGMENT = 256 * 1024
 JOB = "SPARK_WRITE_JOB"
-
-
-@pytest.fixture(scope="module")
-def jvm(spark: Any) -> Any:
-    try:
-        jar_path()
-    except FileNotFoundError:
-        pytest.skip("the JVM connector's jar is not built (scripts/build-jar.sh)")
-    return spark
 
 
 def _save(df: Any, fmt: str, path: str, **opts: str) -> None:

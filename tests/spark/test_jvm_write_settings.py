@@ -24,19 +24,10 @@ pytest.importorskip("pyarrow")
 
 from helpers.ha_util import SEGMENT, SHORT, slave_config
 from rocketstore import MessageStore, StoreConfig
-from rocketstore.spark._jvm import missing
 
 pytestmark = pytest.mark.spark
 
 JVM = "rocketstore"
-
-
-@pytest.fixture(scope="module")
-def jvm(spark: Any) -> Any:
-    why = missing()
-    if why is not None:
-        pytest.skip(f"no JVM connector: {why}")
-    return spark
 
 
 def _free_port() -> int:
