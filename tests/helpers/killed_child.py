@@ -7,11 +7,14 @@ full pipe; stderr goes to a file (recovery may log a lot). What a test makes
 of the lines (acknowledgements, markers, errors) stays in the test.
 
 :func:`run_then_kill` runs a child to a marker and kills it;
-:class:`LineChild` keeps a child running while the test works beside it.
+:class:`LineChild` keeps a child running while the test works beside it;
+:func:`killed_at_exit` and :func:`start_early` serve a child a module-scoped
+fixture starts ahead of the test that kills it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import queue
@@ -20,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +156,23 @@ class LineChild:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.wait(timeout)
+
+
+@contextlib.contextmanager
+def killed_at_exit(proc: subprocess.Popen[Any]) -> Iterator[subprocess.Popen[Any]]:
+    """``proc`` (started with ``start_new_session=True``); at exit its process
+    group is killed with SIGKILL if it still runs, and it is reaped."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def start_early(request: Any, test: str, fixture: str) -> None:
+    """Starts the module-scoped ``fixture`` with the module's first test when
+    the test named ``test`` is selected: the child it starts boots while the
+    tests before that one run."""
+    if any(item.name == test for item in request.session.items):
+        request.getfixturevalue(fixture)

@@ -28,6 +28,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from helpers.arrow_util import GEOMETRY
+from helpers.killed_child import killed_at_exit, start_early
 from helpers.paths import HELPERS, REPO
 from rocketstore import MessageStore, StoreConfig
 from rocketstore.spark import _staging
@@ -155,21 +156,16 @@ def killed_sink(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any,
             str(d / "dst"), str(d / "ckpt"), str(KILLED_SINK_SEGMENT)]
     with (open(d / "child.err", "wb") as err,
           subprocess.Popen(args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           stderr=err, start_new_session=True) as proc):
-        try:
-            yield proc, d
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
+                           stderr=err, start_new_session=True) as proc,
+          killed_at_exit(proc)):
+        yield proc, d
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _boot_the_killed_sink_early(request: pytest.FixtureRequest) -> None:
     """Starts ``killed_sink`` with the module's first test when its test is
     selected: its JVM boots while the tests before it run."""
-    if any(item.name == KILLED_SINK_TEST for item in request.session.items):
-        request.getfixturevalue("killed_sink")
+    start_early(request, KILLED_SINK_TEST, "killed_sink")
 
 
 def test_a_commit_killed_mid_append_is_completed_by_the_replay(

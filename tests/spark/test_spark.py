@@ -32,6 +32,7 @@ from helpers.arrow_util import (  # noqa: E402
     key,
     normalize,
 )
+from helpers.killed_child import killed_at_exit, start_early  # noqa: E402
 from helpers.read_util import wait_dispatched  # noqa: E402
 from rocketstore import MessageStore, StoreConfig  # noqa: E402
 
@@ -489,12 +490,8 @@ def killed_driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[An
     child = Path(__file__).parent.parent / "helpers" / "spark_write_child.py"
     proc = subprocess.Popen([sys.executable, str(child), out], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+    with killed_at_exit(proc):
         yield proc, out
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -502,8 +499,7 @@ def _boot_the_killed_driver_early(request: pytest.FixtureRequest) -> None:
     """Starts ``killed_driver`` with the module's first test when its test
     is selected: its JVM boots while the tests before it run, instead of
     in that test."""
-    if any(item.name == KILLED_DRIVER_TEST for item in request.session.items):
-        request.getfixturevalue("killed_driver")
+    start_early(request, KILLED_DRIVER_TEST, "killed_driver")
 
 
 def test_killed_driver_staging_is_removed_by_the_next_write_not_a_live_jobs(
