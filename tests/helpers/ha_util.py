@@ -74,8 +74,13 @@ def commitlog_bytes(store_path: Path, start: int, end: int) -> bytes:
 
 
 def segment_starts(store_path: Path) -> list[int]:
-    """Start offsets of the CommitLog files, oldest first."""
-    return sorted(int(p.name) for p in (store_path / "commitlog").iterdir() if p.name.isdigit())
+    """Start offsets of the CommitLog files, oldest first (none while the
+    store has not made its ``commitlog`` folder yet: a process that said it
+    is ready may not have written its first message)."""
+    d = store_path / "commitlog"
+    if not d.is_dir():
+        return []
+    return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit())
 
 
 def assert_served_whole(m: MessageStore, s: MessageStore, topic: str, queues: int) -> int:
